@@ -1,0 +1,48 @@
+# Every target sets itself up on a fresh machine: the first run creates .venv and installs
+# the project with its development extras; later runs reuse it until pyproject.toml changes.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+
+.PHONY: test lint format typecheck synth deploy drill bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# The README's test command. pytest exits 5 when it collects nothing: that is a failure here,
+# said out loud, never a silent green.
+test: $(STAMP)
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; refusing to call that a pass" >&2; exit 1; fi; \
+	exit $$rc
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy trainer_emitter lambdas infra
+
+format: $(STAMP)
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+# Writes the CloudFormation template to cdk.out/ with the pinned CDK CLI; offline, no credentials.
+synth: $(STAMP) $(NODE_STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk synth --quiet
+
+deploy: $(STAMP) $(NODE_STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk deploy
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

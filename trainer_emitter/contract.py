@@ -1,0 +1,141 @@
+"""The contract: the names the training side and the AWS side must agree on.
+
+The emitter, the CDK stack and the Lambda functions all import this module; nothing here is
+retyped anywhere else. It depends on the standard library only, so the Lambda asset and the
+CDK app can import it without pulling in boto3 clients.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import StrEnum
+from functools import cache
+from importlib import resources
+from typing import Any, Final
+
+NAMESPACE: Final = "SDC/Training"
+"""CloudWatch namespace of the SDC metrics (a deployment may override it, both sides alike)."""
+
+DIMENSIONS: Final = ("ClusterName", "InstanceId")
+"""The exact dimension set. Anything else (rank, job, step, verdict) is evidence, not a dimension:
+every dimension combination is a billed custom metric and Metrics Insights' SCHEMA() matches the
+exact set, so one extra dimension would hide the metric from the alarms."""
+
+UNIT: Final = "Count"
+VALUE: Final = 1.0
+"""One datapoint of value 1 per suspect instance, only when a check fires (never per-step zeros)."""
+
+PERIOD_SECONDS: Final = 60
+
+REPORT_SOURCE: Final = "sdc.trainer"
+REPORT_DETAIL_TYPE: Final = "SDC Report"
+REPORT_SCHEMA_VERSION: Final = "1"
+
+
+class Metric(StrEnum):
+    NONFINITE_GRAD = "sdc_nonfinite_grad"
+    REPLAY_MISMATCH = "sdc_replay_mismatch"
+    DIVERGENT_TENSORS = "sdc_divergent_tensors"
+
+    @property
+    def alarm_name(self) -> str:
+        """`sdc-replay-mismatch` for `sdc_replay_mismatch`: the name the deployed alarm carries."""
+        return self.value.replace("_", "-")
+
+    @property
+    def description(self) -> str:
+        return _DESCRIPTIONS[self]
+
+
+_DESCRIPTIONS: Final = {
+    Metric.NONFINITE_GRAD: "A training rank on this instance produced a non-finite gradient.",
+    Metric.REPLAY_MISMATCH: "A training rank on this instance failed the ring replay audit.",
+    Metric.DIVERGENT_TENSORS: "A replica on this instance holds weights that differ from the "
+    "majority.",
+}
+
+
+def metric_for_alarm_name(alarm_name: str) -> Metric | None:
+    """The metric behind a deployed alarm name, accepting a deployment prefix (`prod-sdc-...`)."""
+    for metric in Metric:
+        if alarm_name == metric.alarm_name or alarm_name.endswith("-" + metric.alarm_name):
+            return metric
+    return None
+
+
+def metrics_insights_query(metric: Metric | str, namespace: str = NAMESPACE) -> str:
+    """The Metrics Insights query of the per-instance alarm for `metric`."""
+    dims = ", ".join(DIMENSIONS)
+    return f'SELECT MAX({Metric(metric).value}) FROM SCHEMA("{namespace}", {dims}) GROUP BY {dims}'
+
+
+class Check(StrEnum):
+    """The `check` field of an alarm dict: which in-training check raised it."""
+
+    COMPUTE = "compute"
+    REDUCED_GRADIENT = "reduced gradient"
+    WEIGHTS = "weights"
+
+
+class Role(StrEnum):
+    """How strongly the evidence points at a rank."""
+
+    CULPRIT = "culprit"
+    """Named directly: in two mismatched ring pairs, or the minority copy of the weights."""
+    CONFIRMED_SUSPECT = "confirmed_suspect"
+    """An ambiguous ring pair resolved by a third rank (persistent, transient or replayer)."""
+    INVOLVED = "involved"
+    """Part of an alarm that names nobody: health-check, never propose a replacement."""
+
+
+class VerdictKind(StrEnum):
+    PERSISTENT = "persistent"
+    TRANSIENT = "transient"
+    REPLAYER = "replayer computed wrong"
+    UNATTRIBUTABLE = "unattributable"
+
+    @classmethod
+    def parse(cls, raw: object) -> VerdictKind | None:
+        if not isinstance(raw, str):
+            return None
+        key = re.sub(r"[\s_-]+", " ", raw.strip().lower())
+        return _VERDICT_ALIASES.get(key)
+
+
+_VERDICT_ALIASES: Final = {
+    "persistent": VerdictKind.PERSISTENT,
+    "transient": VerdictKind.TRANSIENT,
+    "replayer computed wrong": VerdictKind.REPLAYER,
+    "replayer": VerdictKind.REPLAYER,
+    "replayer wrong": VerdictKind.REPLAYER,
+    "unattributable": VerdictKind.UNATTRIBUTABLE,
+}
+
+INSTANCE_ID_RE: Final = re.compile(r"^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+HYPERPOD_NODE_RE: Final = re.compile(r"^hyperpod-(i-(?:[0-9a-f]{8}|[0-9a-f]{17}))$")
+
+
+def is_instance_id(value: object) -> bool:
+    return isinstance(value, str) and bool(INSTANCE_ID_RE.match(value))
+
+
+def instance_id_from_node_name(node_name: str | None) -> str | None:
+    """`i-…` from a HyperPod EKS node name of the form `hyperpod-i-…`; None for any other form
+    (`ip-10-1-2-3…` names exist): never guess."""
+    if not node_name:
+        return None
+    match = HYPERPOD_NODE_RE.match(node_name.strip())
+    return match.group(1) if match else None
+
+
+@cache
+def report_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the `SDC Report` event detail, version REPORT_SCHEMA_VERSION."""
+    text = (
+        resources.files("trainer_emitter")
+        .joinpath(f"schemas/sdc_report.v{REPORT_SCHEMA_VERSION}.json")
+        .read_text(encoding="utf-8")
+    )
+    schema: dict[str, Any] = json.loads(text)
+    return schema
