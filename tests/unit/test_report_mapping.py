@@ -1,0 +1,258 @@
+"""The mapping from a training loop's alarm dict to datapoints and the SDC Report detail."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import jsonschema
+import pytest
+
+from tests.conftest import load_fixture
+from trainer_emitter.contract import NAMESPACE, report_schema
+from trainer_emitter.rankmap import RankMap
+from trainer_emitter.report import build_report
+
+NOW = datetime(2026, 11, 30, 8, 14, tzinfo=UTC)
+FIRST, SECOND, THIRD, FOURTH = (
+    "i-0aa00000000000001",
+    "i-0bb00000000000002",
+    "i-0cc00000000000003",
+    "i-0dd00000000000004",
+)
+ALL_FOUR = [FIRST, SECOND, THIRD, FOURTH]
+
+
+def rank_map() -> RankMap:
+    return RankMap(load_fixture("alarms", "rank_map"))
+
+
+def build(alarm: object, ranks: RankMap | None = None):
+    return build_report(
+        alarm,
+        ranks if ranks is not None else rank_map(),
+        cluster_name="ml-cluster-1",
+        job_name="llama-pretrain",
+        namespace=NAMESPACE,
+        report_id="3b0f3c4e-0000-4000-8000-000000000001",
+        now=NOW,
+        reporting_rank=0,
+    )
+
+
+def published(report) -> set[tuple[str, str]]:
+    return {(d.metric.value, d.instance_id) for d in report.datapoints}
+
+
+def assert_valid(detail: dict) -> None:
+    jsonschema.Draft202012Validator(
+        report_schema(), format_checker=jsonschema.FormatChecker()
+    ).validate(detail)
+
+
+EXPECTED = {
+    "replay_culprit": ({("sdc_replay_mismatch", SECOND)}, False),
+    "nonfinite_transient": (
+        {("sdc_nonfinite_grad", SECOND), ("sdc_replay_mismatch", SECOND)},
+        False,
+    ),
+    "weights_suspect": ({("sdc_divergent_tensors", FIRST)}, False),
+    "weights_no_majority": ({("sdc_divergent_tensors", i) for i in ALL_FOUR}, True),
+    "reduced_gradient": ({("sdc_nonfinite_grad", i) for i in ALL_FOUR}, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_fixture_alarm_publishes_exactly_the_expected_datapoints(name):
+    expected, ambiguous = EXPECTED[name]
+
+    report = build(load_fixture("alarms", name))
+
+    assert published(report) == expected
+    assert len(report.datapoints) == len(expected)  # one per (metric, instance), no duplicates
+    assert report.detail["ambiguous"] is ambiguous
+    assert report.errors == []
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_schema_accepts_every_report_built_from_the_fixtures(name):
+    report = build(load_fixture("alarms", name))
+
+    assert_valid(report.detail)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_datapoints_carry_value_one_count_and_exactly_the_two_contract_dimensions(name):
+    report = build(load_fixture("alarms", name))
+
+    for datum in (d.to_metric_datum() for d in report.datapoints):
+        assert [d["Name"] for d in datum["Dimensions"]] == ["ClusterName", "InstanceId"]
+        assert datum["Dimensions"][0]["Value"] == "ml-cluster-1"
+        assert (datum["Value"], datum["Unit"]) == (1.0, "Count")
+
+
+def test_rank_13_of_the_fixtures_is_the_culprit_on_the_second_instance():
+    report = build(load_fixture("alarms", "replay_culprit"))
+
+    (suspect,) = report.detail["suspects"]
+    assert suspect["rank"] == 13
+    assert suspect["role"] == "culprit"
+    assert suspect["instance_id"] == SECOND
+    assert suspect["node_name"] == "hyperpod-" + SECOND
+    assert suspect["gpu_uuid"].startswith("GPU-0000000d")
+
+
+def test_a_transient_verdict_makes_its_suspect_confirmed_and_clears_the_replayer():
+    report = build(load_fixture("alarms", "nonfinite_transient"))
+
+    roles = {s["rank"]: s["role"] for s in report.detail["suspects"]}
+    assert roles == {13: "confirmed_suspect"}  # rank 5 replayed and rank 21 confirmed: cleared
+    assert report.detail["verdicts"][0]["kind"] == "transient"
+
+
+def test_an_unattributable_verdict_marks_both_ranks_involved_and_the_report_ambiguous():
+    alarm = {
+        "step": 50,
+        "check": "compute",
+        "nonfinite": [],
+        "mismatched_pairs": [[3, 11]],
+        "culprits": [],
+        "verdicts": [{"pair": [3, 11], "third": 19, "suspect": None, "kind": "unattributable"}],
+        "suspect_window": [41, 50],
+    }
+
+    report = build(alarm)
+
+    assert published(report) == {("sdc_replay_mismatch", FIRST), ("sdc_replay_mismatch", SECOND)}
+    assert {s["role"] for s in report.detail["suspects"]} == {"involved"}
+    assert report.detail["ambiguous"] is True
+
+
+def test_a_replayer_verdict_names_the_replayer_not_the_target():
+    alarm = {
+        "step": 60,
+        "check": "compute",
+        "mismatched_pairs": [[3, 11]],
+        "verdicts": [
+            {"pair": [3, 11], "third": 19, "suspect": 11, "kind": "replayer computed wrong"}
+        ],
+        "suspect_window": [51, 60],
+    }
+
+    report = build(alarm)
+
+    assert published(report) == {("sdc_replay_mismatch", SECOND)}
+    assert report.detail["suspects"][0]["role"] == "confirmed_suspect"
+
+
+def test_nonfinite_ranks_without_a_mismatched_pair_are_involved_only():
+    alarm = {"step": 7, "check": "compute", "nonfinite": [2, 30], "suspect_window": [7, 7]}
+
+    report = build(alarm)
+
+    assert published(report) == {("sdc_nonfinite_grad", FIRST), ("sdc_nonfinite_grad", FOURTH)}
+    assert report.detail["ambiguous"] is True
+
+
+def test_several_ranks_on_one_instance_collapse_into_one_datapoint_with_the_strongest_role():
+    alarm = {
+        "step": 9,
+        "check": "compute",
+        "nonfinite": [8, 9],
+        "mismatched_pairs": [[9, 1], [17, 9]],
+        "culprits": [9],
+        "suspect_window": [1, 9],
+    }
+
+    report = build(alarm)
+
+    (instance,) = report.detail["instances"]
+    assert instance == {
+        "instance_id": SECOND,
+        "metrics": ["sdc_nonfinite_grad", "sdc_replay_mismatch"],
+        "ranks": [8, 9],
+        "role": "culprit",
+    }
+    assert len(report.datapoints) == 2
+
+
+def test_an_unmapped_node_is_reported_as_unmapped_and_never_guessed():
+    ranks = RankMap([{"rank": 0, "node": "ip-10-1-2-3.us-west-2.compute.internal"}])
+    alarm = {"step": 35, "check": "weights", "suspects": [0], "suspect_window": [31, 35]}
+
+    report = build(alarm, ranks)
+
+    assert report.datapoints == []
+    (suspect,) = report.detail["suspects"]
+    assert suspect["mapped"] is False and suspect["instance_id"] is None
+    assert any("has no known instance id" in e for e in report.errors)
+    assert_valid(report.detail)
+
+
+BAD_ALARMS = {
+    "missing step and window": (
+        {"check": "compute", "culprits": [13], "mismatched_pairs": [[13, 5], [21, 13]]},
+        {("sdc_replay_mismatch", SECOND)},
+        ["'step' is missing", "'suspect_window' is missing"],
+    ),
+    "unknown check": (
+        {"step": 1, "check": "vibes", "nonfinite": [0], "suspect_window": [1, 1]},
+        {("sdc_nonfinite_grad", FIRST)},
+        ["'check' is 'vibes'"],
+    ),
+    "rank outside the map": (
+        {"step": 1, "check": "compute", "culprits": [13, 40], "suspect_window": [1, 1]},
+        {("sdc_replay_mismatch", SECOND)},
+        ["rank 40 is not in the rank map (32 ranks)"],
+    ),
+    "nan values": (
+        {
+            "step": math.nan,
+            "check": "compute",
+            "nonfinite": [math.nan, 25],
+            "suspect_window": [math.inf, 3],
+            "last_audit_pass": math.nan,
+        },
+        {("sdc_nonfinite_grad", FOURTH)},
+        [
+            "'step' is nan",
+            "'nonfinite' holds nan",
+            "'suspect_window' is [inf, 3]",
+            "'last_audit_pass' is nan",
+        ],
+    ),
+    "weights without suspects": (
+        {"step": 3, "check": "weights", "suspect_window": [1, 3]},
+        set(),
+        ["'suspects' is missing from a weights alarm"],
+    ),
+    "verdict without a suspect": (
+        {
+            "step": 4,
+            "check": "compute",
+            "mismatched_pairs": [[0, 8]],
+            "verdicts": [{"pair": [0, 8], "third": 16, "kind": "persistent"}],
+            "suspect_window": [1, 4],
+        },
+        {("sdc_replay_mismatch", FIRST), ("sdc_replay_mismatch", SECOND)},
+        ["verdict 'persistent' on pair [0, 8] names no valid suspect"],
+    ),
+    "not a dict": ("step 5 went wrong", set(), ["alarm is a str, not a dict"]),
+    "ranks not a list": (
+        {"step": 5, "check": "compute", "culprits": 13, "suspect_window": [1, 5]},
+        set(),
+        ["'culprits' is 13, not a list of ranks"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ALARMS))
+def test_a_bad_alarm_names_each_problem_and_still_publishes_what_is_certain(case):
+    alarm, expected, problems = BAD_ALARMS[case]
+
+    report = build(alarm)
+
+    assert published(report) == expected
+    for problem in problems:
+        assert any(problem in error for error in report.errors), (problem, report.errors)
+    assert_valid(report.detail)  # the report itself stays valid and JSON-safe

@@ -1,0 +1,336 @@
+"""The one call training code makes: `report(alarm)`.
+
+Construction checks the configuration and raises early and loudly. After that nothing raises
+into training code: `report()` delivers within its deadline or spools the complete report to
+disk, logs one line naming the file, and returns a `ReportResult` the caller may inspect.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from trainer_emitter import spool
+from trainer_emitter.contract import NAMESPACE
+from trainer_emitter.rankmap import RankInfo, RankMap, gather_rank_map, local_rank_info
+from trainer_emitter.report import Datapoint, Report, build_report
+from trainer_emitter.sinks import AwsSink, DeliveryError, EmfSink, MemorySink, Sink
+
+log = logging.getLogger("trainer_emitter")
+
+DEFAULT_DEADLINE_SECONDS = 3.0
+CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+NAMESPACE_RE = re.compile(r"^[^:].{0,254}$")
+
+
+class ConfigurationError(ValueError):
+    """The emitter cannot be built as configured; the message says which setting and why."""
+
+
+@dataclass(frozen=True)
+class EmitterConfig:
+    """Settings, from arguments or the environment (argument wins):
+
+    | setting         | environment          | default                     |
+    |-----------------|----------------------|-----------------------------|
+    | cluster_name    | SDC_CLUSTER_NAME     | required                    |
+    | job_name        | SDC_JOB_NAME         | None                        |
+    | region          | AWS_REGION, AWS_DEFAULT_REGION | required for sink "aws" |
+    | endpoint_url    | SDC_ENDPOINT_URL     | the AWS endpoints           |
+    | namespace       | SDC_NAMESPACE        | contract.NAMESPACE          |
+    | deadline        | SDC_DEADLINE_SECONDS | 3.0                         |
+    | spool_dir       | SDC_SPOOL_DIR        | $TMPDIR/sdc-spool           |
+    | sink            | SDC_SINK             | "aws" ("emf", "memory")     |
+    | event_bus       | SDC_EVENT_BUS        | "default"                   |
+    """
+
+    cluster_name: str
+    job_name: str | None = None
+    region: str | None = None
+    endpoint_url: str | None = None
+    namespace: str = NAMESPACE
+    deadline: float = DEFAULT_DEADLINE_SECONDS
+    spool_dir: Path = field(default_factory=lambda: Path(spool.default_spool_dir()))
+    sink: str = "aws"
+    event_bus: str = "default"
+
+    @classmethod
+    def resolve(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> EmitterConfig:
+        env = os.environ if environ is None else environ
+        given = {k: v for k, v in overrides.items() if v is not None}
+
+        def pick(key: str, *names: str) -> Any:
+            if key in given:
+                return given[key]
+            for name in names:
+                if env.get(name):
+                    return env[name]
+            return None
+
+        cluster = pick("cluster_name", "SDC_CLUSTER_NAME")
+        if not cluster:
+            raise ConfigurationError(
+                "cluster name missing: pass cluster_name= or set SDC_CLUSTER_NAME to the "
+                "HyperPod cluster's name"
+            )
+        if not CLUSTER_NAME_RE.match(str(cluster)):
+            raise ConfigurationError(
+                f"cluster name {cluster!r} is not a HyperPod cluster name "
+                "(letters, digits and hyphens, at most 63 characters)"
+            )
+        deadline_raw = pick("deadline", "SDC_DEADLINE_SECONDS")
+        try:
+            deadline = DEFAULT_DEADLINE_SECONDS if deadline_raw is None else float(deadline_raw)
+        except ValueError:
+            raise ConfigurationError(
+                f"deadline {deadline_raw!r} (SDC_DEADLINE_SECONDS) is not a number of seconds"
+            ) from None
+        if not (math.isfinite(deadline) and 0 < deadline <= 60):
+            raise ConfigurationError(f"deadline {deadline!r} must be more than 0 and at most 60 s")
+        sink = str(pick("sink", "SDC_SINK") or "aws")
+        if sink not in ("aws", "emf", "memory"):
+            raise ConfigurationError(f"sink {sink!r} (SDC_SINK) is not one of aws, emf, memory")
+        region = pick("region", "AWS_REGION", "AWS_DEFAULT_REGION")
+        if sink == "aws" and not region:
+            raise ConfigurationError(
+                "no AWS region: pass region= or set AWS_REGION (the region of the deployed pipeline)"
+            )
+        namespace = str(pick("namespace", "SDC_NAMESPACE") or NAMESPACE)
+        if not NAMESPACE_RE.match(namespace):
+            raise ConfigurationError(f"namespace {namespace!r} is not a CloudWatch namespace")
+        endpoint = pick("endpoint_url", "SDC_ENDPOINT_URL")
+        if endpoint is not None and not re.match(r"^https?://", str(endpoint)):
+            raise ConfigurationError(
+                f"endpoint URL {endpoint!r} must start with http:// or https://"
+            )
+        spool_dir = pick("spool_dir", "SDC_SPOOL_DIR")
+        return cls(
+            cluster_name=str(cluster),
+            job_name=pick("job_name", "SDC_JOB_NAME"),
+            region=region,
+            endpoint_url=endpoint,
+            namespace=namespace,
+            deadline=deadline,
+            spool_dir=Path(spool_dir) if spool_dir else Path(spool.default_spool_dir()),
+            sink=sink,
+            event_bus=str(pick("event_bus", "SDC_EVENT_BUS") or "default"),
+        )
+
+
+@dataclass
+class ReportResult:
+    """What `report()` did. `delivered` is True when every part arrived; otherwise `spooled`
+    says whether the complete report is safe on disk at `spool_path`."""
+
+    report_id: str
+    detail: dict[str, Any]
+    datapoints: list[Datapoint]
+    sent: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    spooled: bool = False
+    spool_path: Path | None = None
+    errors: list[str] = field(default_factory=list)
+    elapsed: float = 0.0
+
+    @property
+    def delivered(self) -> bool:
+        return not self.pending
+
+    @property
+    def lost(self) -> bool:
+        """True only if a part neither arrived nor reached the spool."""
+        return bool(self.pending) and not self.spooled
+
+
+class Emitter:
+    def __init__(
+        self,
+        config: EmitterConfig | None = None,
+        *,
+        rank_map: RankMap | Iterable[RankInfo | Mapping[str, Any]] | None = None,
+        rank: int | None = None,
+        sink: Sink | None = None,
+        **settings: Any,
+    ) -> None:
+        """Build from `config`, or from keyword settings and the environment (see EmitterConfig).
+
+        `rank_map`: the job's all-gathered map, a list of entries, or None to learn it now
+        (all-gathered when torch.distributed is initialized, otherwise this rank alone)."""
+        self.config = config or EmitterConfig.resolve(**settings)
+        if rank_map is None:
+            rank_map = gather_rank_map(local_rank_info(rank))
+        self.rank_map = rank_map if isinstance(rank_map, RankMap) else RankMap(rank_map)
+        self.rank = rank if rank is not None else _env_rank()
+        self.sink: Sink = sink or self._make_sink()
+        self.spool_path = spool.spool_file(self.config.spool_dir, self.rank)
+
+    def _make_sink(self) -> Sink:
+        if self.config.sink == "emf":
+            return EmfSink()
+        if self.config.sink == "memory":
+            return MemorySink()
+        # Each attempt is bounded so that retries fit inside the deadline; the deadline itself is
+        # enforced around the whole delivery in report().
+        per_attempt = max(self.config.deadline / 3, 0.2)
+        return AwsSink(
+            region=self.config.region,
+            endpoint_url=self.config.endpoint_url,
+            event_bus=self.config.event_bus,
+            connect_timeout=per_attempt,
+            read_timeout=per_attempt,
+            max_attempts=3,
+        )
+
+    def build(self, alarm: object) -> Report:
+        """The report for `alarm` without sending it (what `report()` would send)."""
+        return build_report(
+            alarm,
+            self.rank_map,
+            cluster_name=self.config.cluster_name,
+            job_name=self.config.job_name,
+            namespace=self.config.namespace,
+            report_id=str(uuid.uuid4()),
+            now=datetime.now(UTC),
+            reporting_rank=self.rank,
+        )
+
+    def report(self, alarm: object) -> ReportResult:
+        """Publish `alarm`; never raises, never blocks past the configured deadline."""
+        started = time.monotonic()
+        try:
+            built = self.build(alarm)
+        except Exception as exc:  # a bug here must not stop training
+            log.exception("sdc report could not be built from the alarm")
+            return ReportResult(
+                report_id="", detail={}, datapoints=[], errors=[f"report not built: {exc!r}"]
+            )
+        result = ReportResult(
+            report_id=built.report_id,
+            detail=built.detail,
+            datapoints=built.datapoints,
+            errors=built.errors,
+        )
+        for error in built.errors:
+            log.error("sdc alarm problem (report %s): %s", built.report_id, error)
+        try:
+            self._deliver(built, result, started)
+        except Exception as exc:
+            log.exception("sdc report %s delivery raised", built.report_id)
+            result.errors.append(f"delivery raised: {exc!r}")
+            result.pending = [p for p in spool.PARTS if p not in result.sent]
+            self._spool(built, result, f"delivery raised: {exc!r}")
+        result.elapsed = time.monotonic() - started
+        return result
+
+    def _deliver(self, built: Report, result: ReportResult, started: float) -> None:
+        outcome = _Delivery(self.sink, self.config.namespace, built)
+        worker = threading.Thread(target=outcome.run, name="sdc-report", daemon=True)
+        worker.start()
+        worker.join(max(self.config.deadline - (time.monotonic() - started), 0.0))
+        sent, failure = outcome.finish()
+        result.sent = sent
+        result.pending = [p for p in spool.PARTS if p not in sent]
+        if not result.pending:
+            log.info(
+                "sdc report %s delivered: %d datapoints, 1 event",
+                built.report_id,
+                len(built.datapoints),
+            )
+            return
+        reason = failure or f"deadline of {self.config.deadline:g} s passed"
+        result.errors.append(reason)
+        self._spool(built, result, reason)
+
+    def _spool(self, built: Report, result: ReportResult, reason: str) -> None:
+        try:
+            spool.append(self.spool_path, built, self.config.namespace, result.pending, reason)
+        except Exception as exc:
+            log.error(
+                "sdc report %s NOT delivered (%s) and NOT spooled (%s): %s",
+                built.report_id,
+                reason,
+                exc,
+                built.detail,
+            )
+            result.errors.append(f"spool write failed: {exc!r}")
+            return
+        result.spooled = True
+        result.spool_path = self.spool_path
+        log.warning(
+            "sdc report %s not delivered (%s); spooled to %s, re-send with sdc-replay-spool",
+            built.report_id,
+            reason,
+            self.spool_path,
+        )
+
+
+class _Delivery:
+    """One report's delivery on a worker thread. Once the caller stops waiting, the worker starts
+    no further part, so a part is either sent or spooled, never both."""
+
+    def __init__(self, sink: Sink, namespace: str, built: Report) -> None:
+        self._sink, self._namespace, self._built = sink, namespace, built
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._sent: list[str] = []
+        self._failure: str | None = None
+
+    def run(self) -> None:
+        steps = (
+            ("metrics", lambda: self._sink.put_metrics(self._namespace, self._built.datapoints)),
+            ("event", lambda: self._sink.put_event(self._built.detail)),
+        )
+        for part, send in steps:
+            with self._lock:
+                if self._abandoned:
+                    return
+            try:
+                if part != "metrics" or self._built.datapoints:
+                    send()
+            except DeliveryError as exc:
+                with self._lock:
+                    self._failure = self._failure or str(exc)
+                continue
+            except Exception as exc:  # an unexpected error is a failed part, not a crash
+                with self._lock:
+                    self._failure = self._failure or f"{part}: {exc!r}"
+                continue
+            with self._lock:
+                if not self._abandoned:
+                    self._sent.append(part)
+
+    def finish(self) -> tuple[list[str], str | None]:
+        with self._lock:
+            self._abandoned = True
+            return list(self._sent), self._failure
+
+
+def _env_rank() -> int | None:
+    raw = os.environ.get("RANK")
+    return int(raw) if raw and raw.isdigit() else None
+
+
+_default: Emitter | None = None
+
+
+def setup(**settings: Any) -> Emitter:
+    """Build the process-wide emitter (call once at job start, after init_process_group)."""
+    global _default
+    _default = Emitter(**settings)
+    return _default
+
+
+def report(alarm: object) -> ReportResult:
+    """Report `alarm` with the emitter from `setup()`, or one built from the environment."""
+    emitter = _default or setup()
+    return emitter.report(alarm)

@@ -1,0 +1,177 @@
+"""Which node, instance and GPU each training rank runs on.
+
+Every rank learns its own place once (`local_rank_info`), and the job all-gathers the map at
+start (`gather_rank_map`). A rank whose instance cannot be known is kept as unmapped: the
+emitter reports it as such and never guesses an instance id.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from trainer_emitter.contract import instance_id_from_node_name, is_instance_id
+
+log = logging.getLogger("trainer_emitter")
+
+IMDS_ENDPOINT = "http://169.254.169.254"
+
+
+@dataclass(frozen=True, slots=True)
+class RankInfo:
+    rank: int
+    node_name: str | None = None
+    instance_id: str | None = None
+    gpu_uuid: str | None = None
+
+    @property
+    def mapped(self) -> bool:
+        return self.instance_id is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_mapping(cls, entry: Mapping[str, Any]) -> RankInfo:
+        """An entry of a rank map as JSON has it: `rank`, `node` or `node_name`, `instance_id`,
+        `gpu_uuid`. A malformed instance id raises: a wrong map must fail at start, not at the
+        first alarm."""
+        rank = entry.get("rank")
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+            raise ValueError(f"rank map entry {dict(entry)!r}: 'rank' must be an integer >= 0")
+        node_name = entry.get("node_name", entry.get("node"))
+        instance_id = entry.get("instance_id") or instance_id_from_node_name(node_name)
+        if instance_id is not None and not is_instance_id(instance_id):
+            raise ValueError(
+                f"rank map entry for rank {rank}: instance id {instance_id!r} is not "
+                "'i-' followed by 8 or 17 lowercase hex digits"
+            )
+        return cls(
+            rank=rank,
+            node_name=node_name or None,
+            instance_id=instance_id,
+            gpu_uuid=entry.get("gpu_uuid") or None,
+        )
+
+
+class RankMap:
+    """All ranks of the job, by global rank."""
+
+    def __init__(self, entries: Iterable[RankInfo | Mapping[str, Any]] = ()) -> None:
+        self._by_rank: dict[int, RankInfo] = {}
+        for entry in entries:
+            info = entry if isinstance(entry, RankInfo) else RankInfo.from_mapping(entry)
+            known = self._by_rank.get(info.rank)
+            if known is not None and known != info:
+                raise ValueError(f"rank map names rank {info.rank} twice: {known} and {info}")
+            self._by_rank[info.rank] = info
+
+    def __len__(self) -> int:
+        return len(self._by_rank)
+
+    def __contains__(self, rank: object) -> bool:
+        return rank in self._by_rank
+
+    def get(self, rank: int) -> RankInfo | None:
+        return self._by_rank.get(rank)
+
+    def ranks(self) -> list[int]:
+        return sorted(self._by_rank)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [self._by_rank[r].to_dict() for r in self.ranks()]
+
+
+def local_rank_info(
+    rank: int | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    use_imds: bool | None = None,
+    imds_endpoint: str | None = None,
+) -> RankInfo:
+    """This process's rank, node, instance and GPU.
+
+    Instance id, first found wins: `SDC_INSTANCE_ID`; the `hyperpod-i-…` form of `NODE_NAME`;
+    EC2 instance metadata when `SDC_USE_IMDS=1` (off by default: from a pod it is often not
+    reachable, and a laptop has none). Otherwise the rank stays unmapped.
+    """
+    env = os.environ if environ is None else environ
+    if rank is None:
+        rank = int(env.get("RANK", "0"))
+    node_name = env.get("NODE_NAME") or None
+    explicit = env.get("SDC_INSTANCE_ID") or None
+    if explicit is not None and not is_instance_id(explicit):
+        raise ValueError(
+            f"SDC_INSTANCE_ID={explicit!r} is not 'i-' followed by 8 or 17 lowercase hex digits"
+        )
+    instance_id = explicit or instance_id_from_node_name(node_name)
+    if instance_id is None and (
+        use_imds if use_imds is not None else env.get("SDC_USE_IMDS") == "1"
+    ):
+        instance_id = instance_id_from_imds(imds_endpoint or env.get("SDC_IMDS_ENDPOINT"))
+    return RankInfo(
+        rank=rank, node_name=node_name, instance_id=instance_id, gpu_uuid=local_gpu_uuid()
+    )
+
+
+def instance_id_from_imds(endpoint: str | None = None, timeout: float = 0.5) -> str | None:
+    """The instance id from EC2 instance metadata (IMDSv2), or None when it is not reachable."""
+    base = (endpoint or IMDS_ENDPOINT).rstrip("/")
+    try:
+        token_request = urllib.request.Request(
+            f"{base}/latest/api/token",
+            method="PUT",
+            headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"},
+        )
+        with urllib.request.urlopen(token_request, timeout=timeout) as response:
+            token = response.read().decode()
+        id_request = urllib.request.Request(
+            f"{base}/latest/meta-data/instance-id",
+            headers={"X-aws-ec2-metadata-token": token},
+        )
+        with urllib.request.urlopen(id_request, timeout=timeout) as response:
+            value = response.read().decode().strip()
+    except (OSError, urllib.error.URLError) as exc:
+        log.warning("instance metadata not reachable at %s: %s", base, exc)
+        return None
+    if not is_instance_id(value):
+        log.warning("instance metadata returned %r, which is not an instance id", value)
+        return None
+    return value
+
+
+def local_gpu_uuid() -> str | None:
+    """The UUID of this process's current CUDA device, when torch and CUDA are there."""
+    try:
+        import torch  # optional, imported lazily
+    except ImportError:
+        return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+        uuid = torch.cuda.get_device_properties(torch.cuda.current_device()).uuid
+    except Exception as exc:  # a broken driver must not stop training start
+        log.warning("could not read the GPU UUID: %s", exc)
+        return None
+    text = str(uuid)
+    return text if text.startswith("GPU-") else f"GPU-{text}"
+
+
+def gather_rank_map(local: RankInfo | None = None) -> RankMap:
+    """All ranks' info, all-gathered once when torch.distributed is initialized; otherwise a map
+    of this process alone. Call it at job start, after `init_process_group`, on every rank."""
+    local = local or local_rank_info()
+    try:
+        import torch.distributed as dist  # optional, imported lazily
+    except ImportError:
+        return RankMap([local])
+    if not (dist.is_available() and dist.is_initialized()):
+        return RankMap([local])
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, local.to_dict())
+    return RankMap(gathered)

@@ -1,0 +1,446 @@
+"""Turn the alarm dict a training loop returns into datapoints and one `SDC Report` detail.
+
+Pure: no AWS, no clock, no randomness (the caller passes the time and the report id), so the
+mapping rules below can be tested exhaustively.
+
+Mapping rules (README, "What a report publishes", documents the same table):
+
+| evidence in the alarm                                  | role              | metric                |
+|--------------------------------------------------------|-------------------|-----------------------|
+| rank in `nonfinite`                                    | involved          | sdc_nonfinite_grad    |
+| rank in `culprits` (two mismatched ring pairs)         | culprit           | sdc_replay_mismatch   |
+| `verdicts[].suspect` of a persistent / transient /     | confirmed_suspect | sdc_replay_mismatch   |
+|   "replayer computed wrong" verdict                    |                   |                       |
+| both ranks of an unattributable verdict, or of a       | involved          | sdc_replay_mismatch   |
+|   mismatched pair that no culprit or verdict resolves  |                   |                       |
+| check "weights", rank in `suspects`                    | culprit           | sdc_divergent_tensors |
+| check "weights", `suspects` None (no strict majority)  | involved: every   | sdc_divergent_tensors |
+|                                                        |   rank in the map |                       |
+| check "reduced gradient" naming no rank                | involved: every   | sdc_nonfinite_grad    |
+|                                                        |   rank in the map |                       |
+
+A rank with several kinds of evidence keeps every metric and its strongest role. Ranks collapse
+onto their instance: one datapoint of value 1 per (metric, instance). A report is `ambiguous`
+when no rank is a culprit or confirmed suspect: the pipeline then health-checks and proposes no
+replacement. Ranks missing from the rank map, or mapped to no instance, appear in `suspects` with
+`mapped: false` and get no datapoint.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from trainer_emitter.contract import (
+    REPORT_SCHEMA_VERSION,
+    UNIT,
+    VALUE,
+    Check,
+    Metric,
+    Role,
+    VerdictKind,
+)
+from trainer_emitter.rankmap import RankMap
+
+_ROLE_STRENGTH = {Role.INVOLVED: 0, Role.CONFIRMED_SUSPECT: 1, Role.CULPRIT: 2}
+_METRIC_ORDER = list(Metric)
+
+
+@dataclass(frozen=True, slots=True)
+class Datapoint:
+    metric: Metric
+    cluster_name: str
+    instance_id: str
+    timestamp: datetime
+    value: float = VALUE
+    unit: str = UNIT
+
+    def to_metric_datum(self) -> dict[str, Any]:
+        """The PutMetricData `MetricData` entry: exactly the two contract dimensions."""
+        return {
+            "MetricName": self.metric.value,
+            "Dimensions": [
+                {"Name": "ClusterName", "Value": self.cluster_name},
+                {"Name": "InstanceId", "Value": self.instance_id},
+            ],
+            "Timestamp": self.timestamp,
+            "Value": self.value,
+            "Unit": self.unit,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric.value,
+            "cluster_name": self.cluster_name,
+            "instance_id": self.instance_id,
+            "timestamp": self.timestamp.isoformat(),
+            "value": self.value,
+            "unit": self.unit,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Datapoint:
+        return cls(
+            metric=Metric(data["metric"]),
+            cluster_name=data["cluster_name"],
+            instance_id=data["instance_id"],
+            timestamp=datetime.fromisoformat(data["timestamp"]),
+            value=float(data.get("value", VALUE)),
+            unit=data.get("unit", UNIT),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    detail: dict[str, Any]
+    datapoints: list[Datapoint]
+
+    @property
+    def report_id(self) -> str:
+        return str(self.detail["report_id"])
+
+    @property
+    def errors(self) -> list[str]:
+        return list(self.detail["errors"])
+
+
+@dataclass
+class _Evidence:
+    role: Role
+    metrics: set[Metric] = field(default_factory=set)
+    reasons: list[str] = field(default_factory=list)
+
+
+class _AlarmReader:
+    """Reads an alarm dict leniently: what is malformed becomes an error line, the rest stays."""
+
+    def __init__(self, alarm: object) -> None:
+        self.errors: list[str] = []
+        if isinstance(alarm, Mapping):
+            self.alarm: Mapping[str, Any] = alarm
+        else:
+            self.errors.append(f"alarm is a {type(alarm).__name__}, not a dict; nothing is certain")
+            self.alarm = {}
+
+    def step(self, key: str, *, required: bool = False) -> int | None:
+        if key not in self.alarm:
+            if required:
+                self.errors.append(f"'{key}' is missing")
+            return None
+        value = self.alarm[key]
+        if value is None and not required:
+            return None
+        if _is_index(value):
+            return int(value)
+        self.errors.append(f"'{key}' is {_show(value)}, not a step number; left out")
+        return None
+
+    def check(self) -> Check | None:
+        if "check" not in self.alarm:
+            self.errors.append("'check' is missing")
+            return None
+        raw = self.alarm["check"]
+        try:
+            return Check(raw)
+        except ValueError:
+            known = ", ".join(repr(c.value) for c in Check)
+            self.errors.append(f"'check' is {_show(raw)}, not one of {known}")
+            return None
+
+    def ranks(self, key: str, *, nullable: bool = False) -> list[int] | None:
+        if key not in self.alarm or (nullable and self.alarm[key] is None):
+            return None if nullable else []
+        value = self.alarm[key]
+        if not isinstance(value, list | tuple):
+            self.errors.append(f"'{key}' is {_show(value)}, not a list of ranks; left out")
+            return None if nullable else []
+        ranks: list[int] = []
+        for item in value:
+            if _is_index(item):
+                ranks.append(int(item))
+            else:
+                self.errors.append(f"'{key}' holds {_show(item)}, which is not a rank; left out")
+        return ranks
+
+    def pairs(self) -> list[tuple[int, int]]:
+        pairs: list[tuple[int, int]] = []
+        for item in self._list("mismatched_pairs"):
+            pair = _pair(item)
+            if pair is None:
+                self.errors.append(f"'mismatched_pairs' holds {_show(item)}, not a pair of ranks")
+            else:
+                pairs.append(pair)
+        return pairs
+
+    def verdicts(self) -> list[dict[str, Any]]:
+        verdicts: list[dict[str, Any]] = []
+        for item in self._list("verdicts"):
+            if not isinstance(item, Mapping):
+                self.errors.append(f"'verdicts' holds {_show(item)}, not a verdict dict")
+                continue
+            pair = _pair(item.get("pair"))
+            kind = VerdictKind.parse(item.get("kind"))
+            if pair is None or kind is None:
+                what = "pair" if pair is None else "kind"
+                self.errors.append(f"verdict {_show(dict(item))} has no valid {what}; left out")
+                if pair is not None:  # the pair still mismatched: keep it as involved evidence
+                    verdicts.append(
+                        {
+                            "pair": list(pair),
+                            "third": None,
+                            "suspect": None,
+                            "kind": VerdictKind.UNATTRIBUTABLE.value,
+                        }
+                    )
+                continue
+            third = item.get("third")
+            suspect = item.get("suspect")
+            if third is not None and not _is_index(third):
+                self.errors.append(
+                    f"verdict on pair {list(pair)}: third {_show(third)} is not a rank"
+                )
+                third = None
+            if kind is not VerdictKind.UNATTRIBUTABLE and not _is_index(suspect):
+                self.errors.append(
+                    f"verdict {kind.value!r} on pair {list(pair)} names no valid suspect "
+                    f"({_show(suspect)}); both ranks kept as involved"
+                )
+                kind, suspect = VerdictKind.UNATTRIBUTABLE, None
+            verdicts.append(
+                {
+                    "pair": list(pair),
+                    "third": None if third is None else int(third),
+                    "suspect": (
+                        None
+                        if suspect is None or kind is VerdictKind.UNATTRIBUTABLE
+                        else int(suspect)
+                    ),
+                    "kind": kind.value,
+                }
+            )
+        return verdicts
+
+    def window(self) -> list[int] | None:
+        if "suspect_window" not in self.alarm:
+            self.errors.append("'suspect_window' is missing")
+            return None
+        value = self.alarm["suspect_window"]
+        if (
+            isinstance(value, list | tuple)
+            and len(value) == 2
+            and all(_is_index(v) for v in value)
+            and value[0] <= value[1]
+        ):
+            return [int(value[0]), int(value[1])]
+        self.errors.append(f"'suspect_window' is {_show(value)}, not [first, last] steps")
+        return None
+
+    def _list(self, key: str) -> list[Any]:
+        value = self.alarm.get(key)
+        if value is None:
+            return []
+        if isinstance(value, list | tuple):
+            return list(value)
+        self.errors.append(f"'{key}' is {_show(value)}, not a list; left out")
+        return []
+
+
+def build_report(
+    alarm: object,
+    rank_map: RankMap,
+    *,
+    cluster_name: str,
+    job_name: str | None,
+    namespace: str,
+    report_id: str,
+    now: datetime,
+    reporting_rank: int | None = None,
+) -> Report:
+    reader = _AlarmReader(alarm)
+    check = reader.check()
+    nonfinite = reader.ranks("nonfinite")
+    culprits = reader.ranks("culprits")
+    pairs = reader.pairs()
+    verdicts = reader.verdicts()
+    weight_suspects = reader.ranks("suspects", nullable=True)
+
+    evidence: dict[int, _Evidence] = {}
+
+    def add(rank: int, role: Role, metric: Metric, reason: str) -> None:
+        item = evidence.setdefault(rank, _Evidence(role))
+        if _ROLE_STRENGTH[role] > _ROLE_STRENGTH[item.role]:
+            item.role = role
+        item.metrics.add(metric)
+        if reason not in item.reasons:
+            item.reasons.append(reason)
+
+    for rank in nonfinite or []:
+        add(rank, Role.INVOLVED, Metric.NONFINITE_GRAD, "non-finite local gradient")
+    for rank in culprits or []:
+        add(rank, Role.CULPRIT, Metric.REPLAY_MISMATCH, "in two mismatched ring-replay pairs")
+    resolved: set[tuple[int, int]] = set()
+    for verdict in verdicts:
+        pair = (verdict["pair"][0], verdict["pair"][1])
+        resolved.add(pair)
+        if verdict["kind"] == VerdictKind.UNATTRIBUTABLE.value:
+            for rank in pair:
+                add(
+                    rank,
+                    Role.INVOLVED,
+                    Metric.REPLAY_MISMATCH,
+                    f"pair {list(pair)} mismatched and could not be attributed",
+                )
+        else:
+            add(
+                verdict["suspect"],
+                Role.CONFIRMED_SUSPECT,
+                Metric.REPLAY_MISMATCH,
+                f"{verdict['kind']} verdict on pair {list(pair)}, third rank {verdict['third']}",
+            )
+    culprit_set = set(culprits or [])
+    for pair in pairs:
+        if pair in resolved or culprit_set.intersection(pair):
+            continue
+        for rank in pair:
+            add(
+                rank,
+                Role.INVOLVED,
+                Metric.REPLAY_MISMATCH,
+                f"pair {list(pair)} mismatched with no culprit or verdict",
+            )
+
+    if check is Check.WEIGHTS and "suspects" not in reader.alarm:
+        reader.errors.append("'suspects' is missing from a weights alarm; nobody is named")
+    elif check is Check.WEIGHTS and reader.alarm["suspects"] is None:
+        for rank in rank_map.ranks():
+            add(
+                rank,
+                Role.INVOLVED,
+                Metric.DIVERGENT_TENSORS,
+                "weights differ with no strict majority: every replica is in question",
+            )
+    for rank in weight_suspects or []:
+        add(rank, Role.CULPRIT, Metric.DIVERGENT_TENSORS, "weights differ from the strict majority")
+    if check is Check.REDUCED_GRADIENT and not evidence:
+        for rank in rank_map.ranks():
+            add(
+                rank,
+                Role.INVOLVED,
+                Metric.NONFINITE_GRAD,
+                "the reduced gradient is non-finite and no rank is named",
+            )
+
+    suspects, instances = _place(evidence, rank_map, reader.errors)
+    datapoints = [
+        Datapoint(Metric(metric), cluster_name, instance["instance_id"], now)
+        for instance in instances
+        for metric in instance["metrics"]
+    ]
+    if not evidence and not reader.errors:
+        reader.errors.append("the alarm names no rank and no rule applies: nothing to publish")
+    ambiguous = not any(e.role in (Role.CULPRIT, Role.CONFIRMED_SUSPECT) for e in evidence.values())
+    detail: dict[str, Any] = {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "report_id": report_id,
+        "emitted_at": now.isoformat(),
+        "cluster_name": cluster_name,
+        "job_name": job_name,
+        "namespace": namespace,
+        "reporting_rank": reporting_rank,
+        "step": reader.step("step", required=True),
+        "check": None if check is None else check.value,
+        "ambiguous": ambiguous,
+        "suspects": suspects,
+        "instances": instances,
+        "nonfinite": nonfinite or [],
+        "mismatched_pairs": [list(p) for p in pairs],
+        "culprits": culprits or [],
+        "verdicts": verdicts,
+        "weight_suspects": weight_suspects,
+        "suspect_window": reader.window(),
+        "last_audit_pass": reader.step("last_audit_pass"),
+        "last_weight_check_pass": reader.step("last_weight_check_pass"),
+        "errors": reader.errors,
+        "alarm": _finite_copy(reader.alarm),
+    }
+    return Report(detail=detail, datapoints=datapoints)
+
+
+def _place(
+    evidence: dict[int, _Evidence], rank_map: RankMap, errors: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    suspects: list[dict[str, Any]] = []
+    by_instance: dict[str, dict[str, Any]] = {}
+    for rank in sorted(evidence):
+        item = evidence[rank]
+        info = rank_map.get(rank)
+        metrics = [m.value for m in _METRIC_ORDER if m in item.metrics]
+        reasons = list(item.reasons)
+        if info is None:
+            reasons.append(f"rank {rank} is not in the rank map ({len(rank_map)} ranks)")
+            errors.append(
+                f"rank {rank} is not in the rank map ({len(rank_map)} ranks); "
+                "nothing published for it"
+            )
+        elif info.instance_id is None:
+            reasons.append(f"node {info.node_name!r} has no known instance id")
+            errors.append(
+                f"rank {rank} on node {info.node_name!r} has no known instance id "
+                "(set SDC_INSTANCE_ID on that rank); nothing published for it"
+            )
+        suspects.append(
+            {
+                "rank": rank,
+                "role": item.role.value,
+                "mapped": bool(info and info.instance_id),
+                "instance_id": info.instance_id if info else None,
+                "node_name": info.node_name if info else None,
+                "gpu_uuid": info.gpu_uuid if info else None,
+                "metrics": metrics,
+                "reasons": reasons,
+            }
+        )
+        if info is None or info.instance_id is None:
+            continue
+        instance = by_instance.setdefault(
+            info.instance_id,
+            {"instance_id": info.instance_id, "metrics": [], "ranks": [], "role": item.role.value},
+        )
+        instance["ranks"].append(rank)
+        merged = set(instance["metrics"]) | set(metrics)
+        instance["metrics"] = [m.value for m in _METRIC_ORDER if m.value in merged]
+        if _ROLE_STRENGTH[item.role] > _ROLE_STRENGTH[Role(instance["role"])]:
+            instance["role"] = item.role.value
+    return suspects, list(by_instance.values())
+
+
+def _is_index(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _pair(value: object) -> tuple[int, int] | None:
+    if isinstance(value, list | tuple) and len(value) == 2 and all(_is_index(v) for v in value):
+        return int(value[0]), int(value[1])
+    return None
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _finite_copy(value: Any) -> Any:
+    """The alarm as JSON can carry it: NaN and infinities become None (EventBridge and
+    PutMetricData refuse them), anything not JSON-like becomes its repr."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, bool | int | str) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _finite_copy(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_copy(v) for v in value]
+    return repr(value)
