@@ -1,0 +1,158 @@
+"""A small stand-in for CloudWatch's evaluation of the deployed Metrics Insights alarms.
+
+moto stores metric data but never evaluates alarms. This evaluator applies the deployed
+alarms' semantics to what moto holds: the query's SCHEMA (exact dimension set), GROUP BY
+ClusterName, InstanceId, MAX over the alarm's period, compared with its threshold; a contributor
+that changes state produces a `CloudWatch Alarm Contributor State Change` event of the
+documented shape (`../shared/fixtures/events/contributor_alarm.json`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from infra.local.template import ACCOUNT, REGION, LocalStack
+
+_QUERY = re.compile(
+    r'^SELECT\s+MAX\((?P<metric>\w+)\)\s+FROM\s+SCHEMA\("(?P<ns>[^"]+)",\s*(?P<dims>[\w\s,]+)\)'
+    r"\s+GROUP BY\s+(?P<group>[\w\s,]+)$"
+)
+_OPERATORS = {
+    "GreaterThanThreshold": lambda v, t: v > t,
+    "GreaterThanOrEqualToThreshold": lambda v, t: v >= t,
+    "LessThanThreshold": lambda v, t: v < t,
+    "LessThanOrEqualToThreshold": lambda v, t: v <= t,
+}
+
+
+@dataclass(frozen=True)
+class InsightsAlarm:
+    name: str
+    expression: str
+    metric: str
+    namespace: str
+    dimensions: tuple[str, ...]
+    period: int
+    threshold: float
+    operator: str
+    description: str | None
+
+    @classmethod
+    def from_properties(cls, props: dict[str, Any]) -> InsightsAlarm | None:
+        queries = [m for m in props.get("Metrics", []) if m.get("Expression")]
+        if len(queries) != 1:
+            return None
+        query = queries[0]
+        match = _QUERY.match(query["Expression"].strip())
+        if match is None:
+            return None
+        dims = tuple(d.strip() for d in match["dims"].split(","))
+        group = tuple(d.strip() for d in match["group"].split(","))
+        if dims != group:
+            return None
+        return cls(
+            name=props["AlarmName"],
+            expression=query["Expression"],
+            metric=match["metric"],
+            namespace=match["ns"],
+            dimensions=dims,
+            period=int(query.get("Period", 60)),
+            threshold=float(props["Threshold"]),
+            operator=props["ComparisonOperator"],
+            description=props.get("AlarmDescription"),
+        )
+
+
+@dataclass
+class Evaluator:
+    stack: LocalStack
+    session: Any
+    states: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def alarms(self) -> list[InsightsAlarm]:
+        found = [InsightsAlarm.from_properties(p) for p in self.stack.alarms.values()]
+        return [a for a in found if a is not None]
+
+    def evaluate(self, now: datetime | None = None) -> list[dict[str, Any]]:
+        """One evaluation round: the contributor events whose state changed since the last one."""
+        now = now or datetime.now(UTC)
+        cloudwatch = self.session.client("cloudwatch")
+        events: list[dict[str, Any]] = []
+        for alarm in self.alarms():
+            listed = cloudwatch.list_metrics(Namespace=alarm.namespace, MetricName=alarm.metric)[
+                "Metrics"
+            ]
+            for metric in listed:
+                names = tuple(sorted(d["Name"] for d in metric["Dimensions"]))
+                if names != tuple(sorted(alarm.dimensions)):
+                    continue  # SCHEMA() matches the exact dimension set, nothing more or less
+                attributes = {d["Name"]: d["Value"] for d in metric["Dimensions"]}
+                points = cloudwatch.get_metric_statistics(
+                    Namespace=alarm.namespace,
+                    MetricName=alarm.metric,
+                    Dimensions=metric["Dimensions"],
+                    StartTime=now - timedelta(seconds=alarm.period),
+                    EndTime=now + timedelta(seconds=1),
+                    Period=alarm.period,
+                    Statistics=["Maximum"],
+                )["Datapoints"]
+                value = max((p["Maximum"] for p in points), default=None)
+                breaching = value is not None and _OPERATORS[alarm.operator](value, alarm.threshold)
+                state = "ALARM" if breaching else "OK"
+                key = (alarm.name, _contributor_id(attributes, alarm.dimensions))
+                if self.states.get(key, "OK") != state:
+                    self.states[key] = state
+                    events.append(_event(alarm, key[1], attributes, state, value, now))
+        return events
+
+
+def _contributor_id(attributes: dict[str, str], dimensions: tuple[str, ...]) -> str:
+    text = "|".join(f"{d}={attributes[d]}" for d in dimensions)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _event(
+    alarm: InsightsAlarm,
+    contributor: str,
+    attributes: dict[str, str],
+    state: str,
+    value: float | None,
+    now: datetime,
+) -> dict[str, Any]:
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}+0000"
+    if state == "ALARM":
+        reason = (
+            f"Threshold Crossed: 1 datapoint was greater than the threshold ({alarm.threshold}). "
+            f"The most recent datapoint which crossed the threshold: [{value} ({now:%d/%m/%y %H:%M:00})]."
+        )
+    else:
+        reason = "Threshold Crossed: no datapoints were received for 1 period and 1 missing datapoint was treated as [NonBreaching]."
+    configuration: dict[str, Any] = {
+        "metrics": [
+            {"id": "q1", "expression": alarm.expression, "returnData": True, "period": alarm.period}
+        ]
+    }
+    if alarm.description:
+        configuration["description"] = alarm.description
+    return {
+        "version": "0",
+        "id": hashlib.sha256(
+            f"{alarm.name}{contributor}{state}{now.isoformat()}".encode()
+        ).hexdigest()[:32],
+        "detail-type": "CloudWatch Alarm Contributor State Change",
+        "source": "aws.cloudwatch",
+        "account": ACCOUNT,
+        "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": REGION,
+        "resources": [f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:{alarm.name}"],
+        "detail": {
+            "alarmName": alarm.name,
+            "alarmContributor": {"id": contributor, "attributes": dict(attributes)},
+            "state": {"value": state, "reason": reason, "timestamp": stamp},
+            "configuration": configuration,
+        },
+    }

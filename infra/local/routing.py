@@ -1,0 +1,219 @@
+"""In-process routing for the local run: Lambda invocations and EventBridge rules.
+
+moto's simple Lambda backend is the one place every invocation passes through (the state
+machine interpreter's `lambda:invoke` tasks included); `handlers_in_process` replaces its
+`invoke` so that the function's real handler runs here, with that function's environment, and
+an exception comes back as a function error the state machine can Catch, as on AWS.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.events.models import EventPattern
+
+from infra.local.template import LocalStack
+
+
+@dataclass
+class Invocation:
+    function: str
+    handler: str
+    event: Any
+    started: float
+    seconds: float
+    result: Any = None
+    error: dict[str, str] | None = None
+
+
+@dataclass
+class InvocationLog:
+    calls: list[Invocation] = field(default_factory=list)
+
+    def handlers(self) -> list[str]:
+        return [c.handler.split(".")[-2] for c in self.calls]
+
+
+class _Context:
+    """The bits of the Lambda context object that Powertools reads."""
+
+    def __init__(self, name: str) -> None:
+        self.function_name = name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:local:000000000000:function:{name}"
+        self.memory_limit_in_mb = 256
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{name}"
+        self.log_stream_name = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
+
+_invoke_lock = threading.RLock()
+
+
+@contextmanager
+def handlers_in_process(
+    stack: LocalStack, before_each: Callable[[], None] | None = None
+) -> Iterator[InvocationLog]:
+    """While active, invoking a function of `stack` runs its handler in this process.
+
+    Invocations are serialized (the state machine interpreter runs on its own thread) and each
+    sees exactly its function's environment variables, as separate functions would."""
+    log = InvocationLog()
+    by_name = {f.name: f for f in stack.functions.values()}
+    by_arn = {f.arn: f for f in stack.functions.values()}
+    original = LambdaSimpleBackend.invoke
+
+    def invoke(
+        self: Any,
+        function_name: str,
+        qualifier: Any,
+        body: Any,
+        headers: Any,
+        response_headers: dict[str, str],
+    ) -> bytes:
+        function = by_name.get(function_name) or by_arn.get(function_name)
+        if function is None:
+            return original(self, function_name, qualifier, body, headers, response_headers)  # type: ignore[no-any-return]
+        event = json.loads(body) if body else {}
+        with _invoke_lock, _environment(function.environment):
+            if before_each:
+                before_each()
+            module_name, attr = function.handler.rsplit(".", 1)
+            handler = getattr(importlib.import_module(module_name), attr)
+            started = time.perf_counter()
+            call = Invocation(function.name, function.handler, event, time.time(), 0.0)
+            try:
+                call.result = handler(event, _Context(function.name))
+            except Exception as exc:
+                call.error = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
+            call.seconds = time.perf_counter() - started
+            log.calls.append(call)
+        if call.error is not None:
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps(call.error).encode()
+        return json.dumps(call.result).encode()
+
+    LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign]
+    try:
+        yield log
+    finally:
+        LambdaSimpleBackend.invoke = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def _environment(variables: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@dataclass
+class Delivery:
+    rule: str
+    target: str
+    ok: bool
+    response: Any
+    dead_lettered: bool = False
+
+
+class EventBus:
+    """Routes events by the deployed rules' patterns to their Lambda targets, the way EventBridge
+    would: every matching rule, every target, asynchronously from the event's point of view; a
+    target that fails lands in the target's dead-letter queue with the error."""
+
+    def __init__(self, stack: LocalStack, session: Any) -> None:
+        self.stack = stack
+        self._lambda = session.client("lambda")
+        self._sqs = session.client("sqs")
+        self._patterns = {
+            logical: EventPattern(json.dumps(rule.pattern), rule.pattern)
+            for logical, rule in stack.rules.items()
+        }
+
+    def matching_rules(self, event: dict[str, Any]) -> list[str]:
+        return [
+            logical for logical, pattern in self._patterns.items() if pattern.matches_event(event)
+        ]
+
+    def put(self, event: dict[str, Any]) -> list[Delivery]:
+        deliveries: list[Delivery] = []
+        for logical in self.matching_rules(event):
+            for target in self.stack.rules[logical].targets:
+                response = self._lambda.invoke(
+                    FunctionName=target["Arn"], Payload=json.dumps(event).encode()
+                )
+                payload = json.loads(response["Payload"].read() or b"null")
+                ok = "FunctionError" not in response
+                delivery = Delivery(logical, target["Arn"], ok, payload)
+                if not ok:
+                    function = next(
+                        (
+                            f
+                            for f in self.stack.functions.values()
+                            if target["Arn"] in (f.arn, f.name)
+                        ),
+                        None,
+                    )
+                    dlq = (function.dead_letter_arn if function else None) or (
+                        target.get("DeadLetterConfig") or {}
+                    ).get("Arn")
+                    delivery.dead_lettered = self._dead_letter(dlq, event, payload)
+                deliveries.append(delivery)
+        return deliveries
+
+    def _dead_letter(self, arn: str | None, event: dict[str, Any], error: Any) -> bool:
+        queue = next((q for q in self.stack.queues.values() if q["arn"] == arn), None)
+        if queue is None:
+            return False
+        self._sqs.send_message(
+            QueueUrl=queue["url"],
+            MessageBody=json.dumps(event),
+            MessageAttributes={
+                "ERROR_CODE": {
+                    "DataType": "String",
+                    "StringValue": str((error or {}).get("errorType")),
+                },
+                "ERROR_MESSAGE": {
+                    "DataType": "String",
+                    "StringValue": str((error or {}).get("errorMessage"))[:1000],
+                },
+            },
+        )
+        return True
+
+
+def new_event(
+    detail_type: str, source: str, detail: dict[str, Any], *, region: str, account: str
+) -> dict[str, Any]:
+    """An EventBridge envelope around `detail`, as the bus delivers it to targets."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": detail_type,
+        "source": source,
+        "account": account,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "region": region,
+        "resources": [],
+        "detail": detail,
+    }

@@ -1,0 +1,314 @@
+"""Stand the synthesized CloudFormation template up in a moto account.
+
+The local run deploys what `cdk synth` wrote, not a hand-made copy: tables, topic, queues,
+functions and state machines come from the template's resources, and every `Ref`,
+`Fn::GetAtt`, `Fn::Join` and `Fn::Sub` in function environments and state machine definitions
+is resolved against the moto resources created here. Alarms and rules are kept as data: moto
+never evaluates alarms, and rules with Lambda targets are routed by `infra.local.routing`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+ACCOUNT = "123456789012"
+REGION = "us-west-2"
+PSEUDO = {
+    "AWS::AccountId": ACCOUNT,
+    "AWS::Region": REGION,
+    "AWS::Partition": "aws",
+    "AWS::URLSuffix": "amazonaws.com",
+    "AWS::StackName": "SdcRemediation",
+    "AWS::NoValue": None,
+}
+
+
+class TemplateError(Exception):
+    """The template holds something the local run cannot stand up; the message says what."""
+
+
+@dataclass
+class Function:
+    logical_id: str
+    name: str
+    arn: str
+    handler: str
+    environment: dict[str, str]
+    dead_letter_arn: str | None = None
+    """Where a failed asynchronous invocation goes: the function's DLQ or on-failure destination."""
+
+
+@dataclass
+class StateMachine:
+    logical_id: str
+    name: str
+    arn: str
+    definition: str
+
+
+@dataclass
+class Rule:
+    logical_id: str
+    pattern: dict[str, Any]
+    targets: list[dict[str, Any]]
+
+
+@dataclass
+class LocalStack:
+    """What the template became in the moto account, by logical id."""
+
+    template: dict[str, Any]
+    tables: dict[str, str] = field(default_factory=dict)
+    topics: dict[str, str] = field(default_factory=dict)
+    queues: dict[str, dict[str, str]] = field(default_factory=dict)
+    functions: dict[str, Function] = field(default_factory=dict)
+    state_machines: dict[str, StateMachine] = field(default_factory=dict)
+    rules: dict[str, Rule] = field(default_factory=dict)
+    alarms: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def function_by_handler(self, module: str) -> Function:
+        for function in self.functions.values():
+            if function.handler == f"lambdas.handlers.{module}.handler":
+                return function
+        raise TemplateError(f"the template has no function with handler module {module!r}")
+
+    def state_machine(self, fragment: str) -> StateMachine:
+        found = [
+            m for m in self.state_machines.values() if fragment.lower() in m.logical_id.lower()
+        ]
+        if len(found) != 1:
+            names = sorted(self.state_machines)
+            raise TemplateError(f"{len(found)} state machines match {fragment!r} among {names}")
+        return found[0]
+
+
+class Resolver:
+    """Evaluates the intrinsic functions CDK emits, against the physical ids known so far."""
+
+    def __init__(self, template: Mapping[str, Any]) -> None:
+        self.template = template
+        self.refs: dict[str, Any] = {}
+        self.attrs: dict[tuple[str, str], Any] = {}
+
+    def __call__(self, node: Any) -> Any:
+        if isinstance(node, list):
+            return [self(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if len(node) == 1:
+            ((key, value),) = node.items()
+            if key == "Ref":
+                return self._ref(value)
+            if key == "Fn::GetAtt":
+                logical, attr = value if isinstance(value, list) else value.split(".", 1)
+                if (logical, attr) not in self.attrs:
+                    raise TemplateError(f"Fn::GetAtt {logical}.{attr} is not known locally")
+                return self.attrs[(logical, attr)]
+            if key == "Fn::Join":
+                sep, parts = value
+                return sep.join(str(self(p)) for p in self(parts))
+            if key == "Fn::Sub":
+                return self._sub(value)
+            if key == "Fn::Select":
+                index, items = value
+                return self(items)[int(self(index))]
+            if key == "Fn::Split":
+                sep, text = value
+                return str(self(text)).split(sep)
+        return {k: self(v) for k, v in node.items()}
+
+    def _ref(self, name: str) -> Any:
+        if name in PSEUDO:
+            return PSEUDO[name]
+        if name in self.refs:
+            return self.refs[name]
+        parameters = self.template.get("Parameters", {})
+        if name in parameters and "Default" in parameters[name]:
+            return parameters[name]["Default"]
+        raise TemplateError(f"Ref {name} is not known locally")
+
+    def _sub(self, value: Any) -> str:
+        text, variables = (value, {}) if isinstance(value, str) else (value[0], self(value[1]))
+
+        def replace(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name in variables:
+                return str(variables[name])
+            if "." in name:
+                logical, attr = name.split(".", 1)
+                return str(self.attrs[(logical, attr)])
+            return str(self._ref(name))
+
+        return re.sub(r"\$\{([^}!]+)\}", replace, text)
+
+
+def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
+    """Create the template's resources in the moto account `session` talks to."""
+    resources: dict[str, dict[str, Any]] = template.get("Resources", {})
+    resolve = Resolver(template)
+    stack = LocalStack(template=template)
+    by_type: dict[str, list[str]] = {}
+    for logical, resource in resources.items():
+        by_type.setdefault(resource["Type"], []).append(logical)
+
+    iam = session.client("iam")
+    role_arn = iam.create_role(
+        RoleName="local-run",
+        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
+    )["Role"]["Arn"]
+    for logical in by_type.get("AWS::IAM::Role", []):
+        resolve.refs[logical] = "local-run"
+        resolve.attrs[(logical, "Arn")] = role_arn
+    for logical in by_type.get("AWS::KMS::Key", []):
+        key = session.client("kms").create_key()["KeyMetadata"]
+        resolve.refs[logical] = key["KeyId"]
+        resolve.attrs[(logical, "Arn")] = key["Arn"]
+    for logical in by_type.get("AWS::Logs::LogGroup", []):
+        name = resources[logical].get("Properties", {}).get("LogGroupName") or f"/local/{logical}"
+        name = resolve(name)
+        resolve.refs[logical] = name
+        resolve.attrs[(logical, "Arn")] = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{name}:*"
+
+    _tables(session, resources, by_type, resolve, stack)
+    _queues_and_topics(session, resources, by_type, resolve, stack)
+    # Functions first without environment (state machine ARNs are not known yet), then machines,
+    # then the environments, so that references in either direction resolve.
+    for logical in by_type.get("AWS::Lambda::Function", []):
+        name = logical
+        arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+        resolve.refs[logical] = name
+        resolve.attrs[(logical, "Arn")] = arn
+    for logical in by_type.get("AWS::StepFunctions::StateMachine", []):
+        arn = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{logical}"
+        resolve.refs[logical] = arn
+        resolve.attrs[(logical, "Arn")] = arn
+        resolve.attrs[(logical, "Name")] = logical
+
+    lam = session.client("lambda")
+    for logical in by_type.get("AWS::Lambda::Function", []):
+        props = resources[logical]["Properties"]
+        environment = resolve(props.get("Environment", {}).get("Variables", {}))
+        lam.create_function(
+            FunctionName=logical,
+            Runtime=props.get("Runtime", "python3.12"),
+            Role=role_arn,
+            Handler=props["Handler"],
+            Code={"ZipFile": _empty_zip()},
+            Environment={"Variables": {k: str(v) for k, v in environment.items()}},
+            Timeout=int(props.get("Timeout", 30)),
+        )
+        stack.functions[logical] = Function(
+            logical,
+            logical,
+            resolve.attrs[(logical, "Arn")],
+            props["Handler"],
+            {k: str(v) for k, v in environment.items()},
+            resolve((props.get("DeadLetterConfig") or {}).get("TargetArn")),
+        )
+    for logical in by_type.get("AWS::Lambda::EventInvokeConfig", []):
+        props = resources[logical]["Properties"]
+        target = resolve(props["FunctionName"])
+        on_failure = resolve(
+            ((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+        )
+        for function in stack.functions.values():
+            if target in (function.name, function.arn) and on_failure:
+                function.dead_letter_arn = on_failure
+
+    sfn = session.client("stepfunctions")
+    for logical in by_type.get("AWS::StepFunctions::StateMachine", []):
+        props = resources[logical]["Properties"]
+        definition = props.get("DefinitionString")
+        if definition is None:
+            raise TemplateError(f"state machine {logical} has no DefinitionString")
+        text = resolve(definition)
+        created = sfn.create_state_machine(
+            name=logical,
+            definition=text,
+            roleArn=role_arn,
+            type=props.get("StateMachineType", "STANDARD"),
+        )
+        stack.state_machines[logical] = StateMachine(
+            logical, logical, created["stateMachineArn"], text
+        )
+
+    for logical in by_type.get("AWS::Events::Rule", []):
+        props = resources[logical]["Properties"]
+        stack.rules[logical] = Rule(
+            logical, resolve(props["EventPattern"]), resolve(props.get("Targets", []))
+        )
+    for logical in by_type.get("AWS::CloudWatch::Alarm", []):
+        stack.alarms[logical] = resolve(resources[logical]["Properties"])
+    for name, output in template.get("Outputs", {}).items():
+        try:
+            stack.outputs[name] = resolve(output.get("Value"))
+        except TemplateError:
+            stack.outputs[name] = None
+    return stack
+
+
+def _tables(
+    session: Any, resources: dict, by_type: dict, resolve: Resolver, stack: LocalStack
+) -> None:
+    dynamodb = session.client("dynamodb")
+    for logical in by_type.get("AWS::DynamoDB::Table", []) + by_type.get(
+        "AWS::DynamoDB::GlobalTable", []
+    ):
+        props = resolve(resources[logical]["Properties"])
+        name = props.get("TableName") or logical
+        args: dict[str, Any] = {
+            "TableName": name,
+            "KeySchema": props["KeySchema"],
+            "AttributeDefinitions": props["AttributeDefinitions"],
+            "BillingMode": "PAY_PER_REQUEST",
+        }
+        if props.get("GlobalSecondaryIndexes"):
+            args["GlobalSecondaryIndexes"] = [
+                {
+                    "IndexName": g["IndexName"],
+                    "KeySchema": g["KeySchema"],
+                    "Projection": g["Projection"],
+                }
+                for g in props["GlobalSecondaryIndexes"]
+            ]
+        arn = dynamodb.create_table(**args)["TableDescription"]["TableArn"]
+        stack.tables[logical] = name
+        resolve.refs[logical] = name
+        resolve.attrs[(logical, "Arn")] = arn
+        resolve.attrs[(logical, "StreamArn")] = f"{arn}/stream/local"
+
+
+def _queues_and_topics(
+    session: Any, resources: dict, by_type: dict, resolve: Resolver, stack: LocalStack
+) -> None:
+    sqs = session.client("sqs")
+    for logical in by_type.get("AWS::SQS::Queue", []):
+        url = sqs.create_queue(QueueName=logical)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        stack.queues[logical] = {"url": url, "arn": arn}
+        resolve.refs[logical] = url
+        resolve.attrs[(logical, "Arn")] = arn
+        resolve.attrs[(logical, "QueueName")] = logical
+    sns = session.client("sns")
+    for logical in by_type.get("AWS::SNS::Topic", []):
+        arn = sns.create_topic(Name=logical)["TopicArn"]
+        stack.topics[logical] = arn
+        resolve.refs[logical] = arn
+        resolve.attrs[(logical, "TopicArn")] = arn
+        resolve.attrs[(logical, "TopicName")] = logical
+
+
+def _empty_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("README.txt", "handlers run in-process in the local run\n")
+    return buffer.getvalue()
