@@ -1,0 +1,1 @@
+"""One thin module per Lambda entry point (`lambdas.handlers.<module>.handler`)."""

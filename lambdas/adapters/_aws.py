@@ -1,0 +1,142 @@
+"""Shared adapter plumbing: lazy clients, request ids, ClientError → domain error, and plain
+Python values ↔ DynamoDB attribute values."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any
+
+import boto3
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from lambdas.models.errors import AwsError, ConditionFailed, DependencyFailed, Throttled
+
+ClientFactory = Callable[[], Any]
+
+CLIENT_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 3},
+    user_agent_extra="sdc-remediation",
+)
+
+THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "ProvisionedThroughputExceededException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "SlowDown",
+    }
+)
+
+
+def client_factory(service: str, session: boto3.session.Session | None = None) -> ClientFactory:
+    """A factory for a boto3 client, called on first use only (importing makes no AWS call)."""
+
+    def build() -> Any:
+        return (session or boto3.session.Session()).client(service, config=CLIENT_CONFIG)
+
+    return build
+
+
+class LazyClient:
+    """Holds a client factory and builds the client once, on first use."""
+
+    def __init__(self, factory: ClientFactory) -> None:
+        self._factory = factory
+        self._client: Any = None
+
+    def get(self) -> Any:
+        if self._client is None:
+            self._client = self._factory()
+        return self._client
+
+
+def request_id(response: Mapping[str, Any] | None) -> str | None:
+    metadata = (response or {}).get("ResponseMetadata") or {}
+    value = metadata.get("RequestId")
+    return str(value) if value else None
+
+
+def error_code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", ""))
+
+
+def translate(
+    err: ClientError,
+    operation: str,
+    known: Mapping[str, type[AwsError]] | None = None,
+) -> AwsError:
+    """The domain error for a ClientError: `known` codes first, then throttling and condition
+    failures, else DependencyFailed. Always carries the operation, code and request id."""
+    code = error_code(err)
+    message = str(err.response.get("Error", {}).get("Message", "")) or str(err)
+    kind: type[AwsError]
+    if known and code in known:
+        kind = known[code]
+    elif code in THROTTLING_CODES:
+        kind = Throttled
+    elif code == "ConditionalCheckFailedException":
+        kind = ConditionFailed
+    else:
+        kind = DependencyFailed
+    return kind(
+        f"{operation} failed: {code}: {message}",
+        operation=operation,
+        code=code,
+        request_id=request_id(err.response),
+    )
+
+
+@contextmanager
+def aws_call(operation: str, known: Mapping[str, type[AwsError]] | None = None) -> Iterator[None]:
+    """Translate botocore errors raised in the block into domain errors (`raise ... from`)."""
+    try:
+        yield
+    except ClientError as err:
+        raise translate(err, operation, known) from err
+    except BotoCoreError as err:
+        raise DependencyFailed(f"{operation} failed: {err}", operation=operation) from err
+
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Plain Python (JSON types) → DynamoDB attribute values; floats become Decimals."""
+    return {key: _serializer.serialize(_decimals(value)) for key, value in values.items()}
+
+
+def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """DynamoDB attribute values → plain Python: integral numbers int, others float."""
+    return {key: _plain(_deserializer.deserialize(value)) for key, value in item.items()}
+
+
+def _decimals(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _decimals(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_decimals(v) for v in value]
+    return value
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
+    return value

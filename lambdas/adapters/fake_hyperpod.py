@@ -1,0 +1,359 @@
+"""An in-memory HyperPod, owned by the project: the tests and the local drill run against it.
+
+It implements the same `HyperPod` port as the boto3 adapter (type-checked below) and behaves
+the way the pipeline relies on:
+
+- clusters with instance groups and nodes, each cluster with its NodeRecovery setting;
+- deep health checks: the node goes `DeepHealthCheckInProgress`, then, after
+  `health_check_polls` more looks at it, `Running` (passed) or failed: `Failure` with
+  NodeRecovery `None`; with `Automatic`, HyperPod starts replacing the node itself;
+- replacements: the node goes `ShuttingDown`; after `replacement_polls` more looks it is gone
+  (DescribeClusterNode → NodeNotFound) and a new node with a new instance id and the same
+  logical id and group is `Running`;
+- BatchReplaceClusterNodes answers per node like the real API: `InstanceIdNotFound` for an
+  unknown node, `InstanceIdInUse` while a replacement runs, `InvalidInstanceStatus` while a
+  health check runs; any documented code can be injected (`inject_replace_failure`), and any
+  call can be made to raise (`fail_next`, e.g. with `Throttled`);
+- a call log (`calls`, `calls_to`) with AWS operation and parameter names.
+
+A "look" is a DescribeClusterNode of that node (what the poll loops do) or `advance()`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lambdas.models.errors import ClusterNotFound, DependencyFailed, NodeNotFound
+from lambdas.models.hyperpod import (
+    ClusterInfo,
+    HealthCheck,
+    NodeInfo,
+    NodeRecovery,
+    NodeStatus,
+    ReplaceErrorCode,
+    ReplaceFailure,
+    ReplaceResult,
+)
+
+MAX_REPLACE_NODES = 25
+
+
+@dataclass
+class FakeNode:
+    instance_id: str
+    instance_group: str
+    logical_id: str
+    status: str = NodeStatus.RUNNING.value
+    instance_type: str = "ml.p5.48xlarge"
+    health_check_passes: bool = True
+    message: str | None = None
+    pending: str | None = None
+    """"health_check" or "replacement" while one runs."""
+    polls_left: int = 0
+
+
+@dataclass
+class FakeCluster:
+    name: str
+    arn: str
+    node_recovery: str
+    instance_groups: list[str]
+    nodes: dict[str, FakeNode] = field(default_factory=dict)
+    status: str = "InService"
+
+
+@dataclass(frozen=True)
+class FakeCall:
+    operation: str
+    params: dict[str, Any]
+
+
+class FakeHyperPod:
+    def __init__(
+        self,
+        *,
+        health_check_polls: int = 1,
+        replacement_polls: int = 2,
+        region: str = "us-west-2",
+        account: str = "111122223333",
+    ) -> None:
+        self.health_check_polls = health_check_polls
+        self.replacement_polls = replacement_polls
+        self.region = region
+        self.account = account
+        self.clusters: dict[str, FakeCluster] = {}
+        self.calls: list[FakeCall] = []
+        self.replaced_by: dict[str, str] = {}
+        """Old instance id → the new one, once a replacement finished."""
+        self._ids = itertools.count(1)
+        self._requests = itertools.count(1)
+        self._replace_failures: dict[str, list[tuple[str, str | None]]] = {}
+        self._failures: dict[str, list[Exception]] = {}
+
+    # -- arranging ------------------------------------------------------------------------
+
+    def add_cluster(
+        self,
+        name: str,
+        *,
+        node_recovery: str = NodeRecovery.NONE.value,
+        instance_groups: Sequence[str] = ("workers",),
+    ) -> FakeCluster:
+        cluster = FakeCluster(
+            name=name,
+            arn=f"arn:aws:sagemaker:{self.region}:{self.account}:cluster/{name}",
+            node_recovery=node_recovery,
+            instance_groups=list(instance_groups),
+        )
+        self.clusters[name] = cluster
+        return cluster
+
+    def add_node(
+        self,
+        cluster_name: str,
+        instance_group: str = "workers",
+        instance_id: str | None = None,
+        *,
+        status: str = NodeStatus.RUNNING.value,
+        health_check_passes: bool = True,
+    ) -> str:
+        cluster = self._cluster(cluster_name)
+        if instance_group not in cluster.instance_groups:
+            cluster.instance_groups.append(instance_group)
+        node_id = instance_id or self._new_instance_id()
+        cluster.nodes[node_id] = FakeNode(
+            instance_id=node_id,
+            instance_group=instance_group,
+            logical_id=f"{instance_group}-{next(self._ids):04d}",
+            status=status,
+            health_check_passes=health_check_passes,
+        )
+        return node_id
+
+    def set_health_check_result(self, cluster_name: str, instance_id: str, *, passes: bool) -> None:
+        self._node(cluster_name, instance_id, "arrange").health_check_passes = passes
+
+    def inject_replace_failure(
+        self, instance_id: str, code: str, message: str | None = None, *, times: int = 1
+    ) -> None:
+        """The next `times` BatchReplaceClusterNodes answers list the node in Failed[]."""
+        ReplaceErrorCode(code)  # only the documented codes
+        self._replace_failures.setdefault(instance_id, []).extend([(code, message)] * times)
+
+    def fail_next(self, operation: str, error: Exception, *, times: int = 1) -> None:
+        """The next `times` calls of `operation` (AWS name) raise `error`."""
+        self._failures.setdefault(operation, []).extend([error] * times)
+
+    # -- observing ------------------------------------------------------------------------
+
+    def node(self, cluster_name: str, instance_id: str) -> FakeNode | None:
+        return self._cluster(cluster_name).nodes.get(instance_id)
+
+    def calls_to(self, operation: str) -> list[dict[str, Any]]:
+        return [c.params for c in self.calls if c.operation == operation]
+
+    def advance(self, looks: int = 1) -> None:
+        """Let every running health check and replacement progress `looks` polls."""
+        for _ in range(looks):
+            for cluster in self.clusters.values():
+                for node in list(cluster.nodes.values()):
+                    self._progress(cluster, node)
+
+    # -- the HyperPod port ----------------------------------------------------------------
+
+    def describe_cluster(self, cluster_name: str) -> ClusterInfo:
+        self._call("DescribeCluster", ClusterName=cluster_name)
+        cluster = self._cluster(cluster_name)
+        return ClusterInfo(
+            name=cluster.name,
+            arn=cluster.arn,
+            status=cluster.status,
+            node_recovery=cluster.node_recovery,
+            instance_groups=tuple(cluster.instance_groups),
+            request_id=self._request_id(),
+        )
+
+    def describe_node(self, cluster_name: str, instance_id: str) -> NodeInfo:
+        self._call("DescribeClusterNode", ClusterName=cluster_name, NodeId=instance_id)
+        cluster = self._cluster(cluster_name)
+        node = self._node(cluster_name, instance_id, "DescribeClusterNode")
+        self._progress(cluster, node)
+        return self._info(cluster, self._node(cluster_name, instance_id, "DescribeClusterNode"))
+
+    def describe_node_by_logical_id(self, cluster_name: str, logical_id: str) -> NodeInfo:
+        self._call("DescribeClusterNode", ClusterName=cluster_name, NodeLogicalId=logical_id)
+        cluster = self._cluster(cluster_name)
+        node = next((n for n in cluster.nodes.values() if n.logical_id == logical_id), None)
+        if node is None:
+            raise self._not_found(cluster_name, logical_id)
+        self._progress(cluster, node)
+        current = next(n for n in cluster.nodes.values() if n.logical_id == logical_id)
+        return self._info(cluster, current)
+
+    def start_health_check(
+        self,
+        cluster_name: str,
+        instance_group: str,
+        instance_ids: Sequence[str],
+        checks: Sequence[str],
+    ) -> str | None:
+        self._call(
+            "StartClusterHealthCheck",
+            ClusterName=cluster_name,
+            DeepHealthCheckConfigurations=[
+                {
+                    "InstanceGroupName": instance_group,
+                    "InstanceIds": list(instance_ids),
+                    "DeepHealthChecks": list(checks),
+                }
+            ],
+        )
+        cluster = self._cluster(cluster_name)
+        if instance_group not in cluster.instance_groups:
+            raise self._validation(f"no instance group {instance_group} in {cluster_name}")
+        unknown = [c for c in checks if c not in {h.value for h in HealthCheck}]
+        if not checks or unknown:
+            raise self._validation(f"bad DeepHealthChecks {list(checks)}")
+        nodes = [self._node(cluster_name, i, "StartClusterHealthCheck") for i in instance_ids]
+        for node in nodes:
+            if node.instance_group != instance_group:
+                raise self._validation(f"{node.instance_id} is not in group {instance_group}")
+            if node.status != NodeStatus.RUNNING:
+                raise self._validation(f"{node.instance_id} is {node.status}, not Running")
+        for node in nodes:
+            node.status = NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS.value
+            node.pending = "health_check"
+            node.polls_left = self.health_check_polls
+        return self._request_id()
+
+    def replace_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> ReplaceResult:
+        self._call("BatchReplaceClusterNodes", ClusterName=cluster_name, NodeIds=list(instance_ids))
+        cluster = self._cluster(cluster_name)
+        if not 1 <= len(instance_ids) <= MAX_REPLACE_NODES:
+            raise self._validation(f"NodeIds takes 1 to {MAX_REPLACE_NODES} ids")
+        successful: list[str] = []
+        failed: list[ReplaceFailure] = []
+        for node_id in instance_ids:
+            injected = self._replace_failures.get(node_id)
+            node = cluster.nodes.get(node_id)
+            if injected:
+                code, message = injected.pop(0)
+                failed.append(ReplaceFailure(node_id, code, message or f"injected {code}"))
+            elif node is None:
+                failed.append(
+                    ReplaceFailure(node_id, ReplaceErrorCode.INSTANCE_ID_NOT_FOUND, "no such node")
+                )
+            elif node.pending == "replacement":
+                failed.append(
+                    ReplaceFailure(
+                        node_id, ReplaceErrorCode.INSTANCE_ID_IN_USE, "replacement in progress"
+                    )
+                )
+            elif node.status not in (NodeStatus.RUNNING, NodeStatus.FAILURE):
+                failed.append(
+                    ReplaceFailure(
+                        node_id, ReplaceErrorCode.INVALID_INSTANCE_STATUS, f"node is {node.status}"
+                    )
+                )
+            else:
+                self._begin_replacement(node)
+                successful.append(node_id)
+        return ReplaceResult(tuple(successful), tuple(failed), self._request_id())
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _begin_replacement(self, node: FakeNode) -> None:
+        node.status = NodeStatus.SHUTTING_DOWN.value
+        node.pending = "replacement"
+        node.polls_left = self.replacement_polls
+
+    def _progress(self, cluster: FakeCluster, node: FakeNode) -> None:
+        if node.pending is None:
+            return
+        if node.polls_left > 0:
+            node.polls_left -= 1
+            return
+        if node.pending == "health_check":
+            node.pending = None
+            if node.health_check_passes:
+                node.status = NodeStatus.RUNNING.value
+                node.message = None
+            elif cluster.node_recovery == NodeRecovery.AUTOMATIC:
+                node.message = "Deep health check failed; HyperPod replaces the node"
+                self._begin_replacement(node)
+            else:
+                node.status = NodeStatus.FAILURE.value
+                node.message = "Deep health check failed"
+            return
+        del cluster.nodes[node.instance_id]
+        new_id = self._new_instance_id()
+        cluster.nodes[new_id] = FakeNode(
+            instance_id=new_id,
+            instance_group=node.instance_group,
+            logical_id=node.logical_id,
+            instance_type=node.instance_type,
+        )
+        self.replaced_by[node.instance_id] = new_id
+
+    def _info(self, cluster: FakeCluster, node: FakeNode) -> NodeInfo:
+        return NodeInfo(
+            cluster_name=cluster.name,
+            instance_id=node.instance_id,
+            instance_group=node.instance_group,
+            status=node.status,
+            message=node.message,
+            logical_id=node.logical_id,
+            instance_type=node.instance_type,
+            request_id=self._request_id(),
+        )
+
+    def _call(self, operation: str, **params: Any) -> None:
+        self.calls.append(FakeCall(operation, params))
+        queued = self._failures.get(operation)
+        if queued:
+            raise queued.pop(0)
+
+    def _cluster(self, name: str) -> FakeCluster:
+        cluster = self.clusters.get(name)
+        if cluster is None:
+            raise ClusterNotFound(
+                f"cluster {name} not found",
+                operation="DescribeCluster",
+                code="ResourceNotFound",
+                request_id=self._request_id(),
+            )
+        return cluster
+
+    def _node(self, cluster_name: str, node_id: str, operation: str) -> FakeNode:
+        node = self._cluster(cluster_name).nodes.get(node_id)
+        if node is None:
+            raise self._not_found(cluster_name, node_id, operation)
+        return node
+
+    def _not_found(
+        self, cluster_name: str, node_id: str, operation: str = "DescribeClusterNode"
+    ) -> NodeNotFound:
+        return NodeNotFound(
+            f"node {node_id} not found in cluster {cluster_name}",
+            operation=operation,
+            code="ResourceNotFound",
+            request_id=self._request_id(),
+        )
+
+    def _validation(self, message: str) -> DependencyFailed:
+        return DependencyFailed(message, code="ValidationException", request_id=self._request_id())
+
+    def _request_id(self) -> str:
+        return f"fake-{next(self._requests):06d}"
+
+    def _new_instance_id(self) -> str:
+        return f"i-0f{next(self._ids):015x}"
+
+
+if TYPE_CHECKING:
+    from lambdas.logic.ports import HyperPod
+
+    _port: HyperPod = FakeHyperPod()

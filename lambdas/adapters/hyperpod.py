@@ -1,0 +1,118 @@
+"""SageMaker HyperPod through boto3 (the `sagemaker` client; needs botocore ≥ 1.44 for
+StartClusterHealthCheck and BatchReplaceClusterNodes, which the function asset ships)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory, request_id
+from lambdas.models.errors import AwsError, ClusterNotFound, NodeNotFound
+from lambdas.models.hyperpod import (
+    ClusterInfo,
+    NodeInfo,
+    ReplaceFailure,
+    ReplaceResult,
+)
+
+# DescribeCluster and DescribeClusterNode answer ResourceNotFound for an unknown cluster and an
+# unknown (or replaced) node respectively.
+_CLUSTER_ERRORS: Mapping[str, type[AwsError]] = {"ResourceNotFound": ClusterNotFound}
+_NODE_ERRORS: Mapping[str, type[AwsError]] = {"ResourceNotFound": NodeNotFound}
+
+
+class SageMakerHyperPod:
+    def __init__(self, factory: ClientFactory | None = None) -> None:
+        self._client = LazyClient(factory or client_factory("sagemaker"))
+
+    @property
+    def client(self) -> Any:
+        return self._client.get()
+
+    def describe_cluster(self, cluster_name: str) -> ClusterInfo:
+        with aws_call("DescribeCluster", _CLUSTER_ERRORS):
+            response = self.client.describe_cluster(ClusterName=cluster_name)
+        return ClusterInfo(
+            name=response.get("ClusterName", cluster_name),
+            arn=response.get("ClusterArn"),
+            status=response.get("ClusterStatus"),
+            node_recovery=response.get("NodeRecovery"),
+            instance_groups=tuple(
+                g["InstanceGroupName"] for g in response.get("InstanceGroups", [])
+            ),
+            request_id=request_id(response),
+        )
+
+    def describe_node(self, cluster_name: str, instance_id: str) -> NodeInfo:
+        with aws_call("DescribeClusterNode", _NODE_ERRORS):
+            response = self.client.describe_cluster_node(
+                ClusterName=cluster_name, NodeId=instance_id
+            )
+        return _node(cluster_name, response)
+
+    def describe_node_by_logical_id(self, cluster_name: str, logical_id: str) -> NodeInfo:
+        with aws_call("DescribeClusterNode", _NODE_ERRORS):
+            response = self.client.describe_cluster_node(
+                ClusterName=cluster_name, NodeLogicalId=logical_id
+            )
+        return _node(cluster_name, response)
+
+    def start_health_check(
+        self,
+        cluster_name: str,
+        instance_group: str,
+        instance_ids: Sequence[str],
+        checks: Sequence[str],
+    ) -> str | None:
+        with aws_call("StartClusterHealthCheck", _CLUSTER_ERRORS):
+            response = self.client.start_cluster_health_check(
+                ClusterName=cluster_name,
+                DeepHealthCheckConfigurations=[
+                    {
+                        "InstanceGroupName": instance_group,
+                        "InstanceIds": list(instance_ids),
+                        "DeepHealthChecks": list(checks),
+                    }
+                ],
+            )
+        return request_id(response)
+
+    def replace_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> ReplaceResult:
+        """A 200 answer may still refuse nodes: they come back in `failed`, never dropped."""
+        with aws_call("BatchReplaceClusterNodes", _CLUSTER_ERRORS):
+            response = self.client.batch_replace_cluster_nodes(
+                ClusterName=cluster_name, NodeIds=list(instance_ids)
+            )
+        return ReplaceResult(
+            successful=tuple(response.get("Successful", [])),
+            failed=tuple(
+                ReplaceFailure(
+                    node_id=f.get("NodeId", ""),
+                    code=f.get("ErrorCode", ""),
+                    message=f.get("Message"),
+                )
+                for f in response.get("Failed", [])
+            ),
+            request_id=request_id(response),
+        )
+
+
+def _node(cluster_name: str, response: Mapping[str, Any]) -> NodeInfo:
+    details = response.get("NodeDetails", {})
+    status = details.get("InstanceStatus", {})
+    return NodeInfo(
+        cluster_name=cluster_name,
+        instance_id=details.get("InstanceId", ""),
+        instance_group=details.get("InstanceGroupName"),
+        status=status.get("Status", ""),
+        message=status.get("Message"),
+        logical_id=details.get("NodeLogicalId"),
+        instance_type=details.get("InstanceType"),
+        request_id=request_id(response),
+    )
+
+
+if TYPE_CHECKING:
+    from lambdas.logic.ports import HyperPod
+
+    _port: HyperPod = SageMakerHyperPod()

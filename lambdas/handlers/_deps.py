@@ -1,0 +1,113 @@
+"""The one place handlers get their dependencies from.
+
+`deps()` builds the boto3 adapters from the environment on first use and caches them, so
+importing a handler makes no AWS call and needs no environment. Tests and the local drill wire
+in their own (a fake HyperPod, moto-backed adapters...) with `set_deps(...)` or the
+`override(...)` context manager, given either a `Deps` or a factory of them:
+
+    hyperpod = FakeHyperPod(); hyperpod.add_cluster(...)
+    set_deps(build_deps(Settings.from_env(), hyperpod=hyperpod))          # one fixed Deps
+    set_deps(lambda: build_deps(Settings.from_env(), hyperpod=hyperpod))  # per invocation
+
+A factory is called on every `deps()`, so each invocation reads the environment it runs with
+(the local run gives every function its own environment, as Lambda does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import boto3
+
+from lambdas.adapters._aws import client_factory
+from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
+from lambdas.adapters.hyperpod import SageMakerHyperPod
+from lambdas.adapters.sns import SnsNotifier
+from lambdas.adapters.stepfunctions import StepFunctionsWorkflow
+from lambdas.logic.ports import (
+    AuditLog,
+    Clock,
+    Deps,
+    HyperPod,
+    IncidentStore,
+    Notifier,
+    ReportStore,
+    SystemClock,
+    Workflow,
+)
+from lambdas.models.settings import Settings
+
+DepsSource = Deps | Callable[[], Deps]
+
+_override: DepsSource | None = None
+_built: Deps | None = None
+
+
+def deps() -> Deps:
+    """The injected Deps (or what the injected factory makes) if any, else the ones built from
+    the environment (once)."""
+    global _built
+    if isinstance(_override, Deps):
+        return _override
+    if _override is not None:
+        return _override()
+    if _built is None:
+        _built = build_deps(Settings.from_env())
+    return _built
+
+
+def build_deps(
+    settings: Settings,
+    *,
+    session: boto3.session.Session | None = None,
+    hyperpod: HyperPod | None = None,
+    incidents: IncidentStore | None = None,
+    reports: ReportStore | None = None,
+    audit: AuditLog | None = None,
+    notifier: Notifier | None = None,
+    workflow: Workflow | None = None,
+    clock: Clock | None = None,
+) -> Deps:
+    """The boto3 adapters for `settings` (clients built lazily, all from one session: `session`
+    if given), with any of them replaced by the keyword arguments."""
+    session = session or boto3.session.Session()
+    store = DynamoIncidentStore(settings.incidents_table, client_factory("dynamodb", session))
+    return Deps(
+        settings=settings,
+        hyperpod=hyperpod or SageMakerHyperPod(client_factory("sagemaker", session)),
+        incidents=incidents or store,
+        reports=reports or store,
+        audit=audit or DynamoAuditLog(settings.audit_table, client_factory("dynamodb", session)),
+        notifier=notifier or SnsNotifier(settings.topic_arn, client_factory("sns", session)),
+        workflow=workflow
+        or StepFunctionsWorkflow(
+            settings.state_machine_arn, client_factory("stepfunctions", session)
+        ),
+        clock=clock or SystemClock(),
+    )
+
+
+def set_deps(value: DepsSource | None) -> None:
+    """Use `value` for every handler from now on; None goes back to the environment."""
+    global _override
+    _override = value
+
+
+@contextmanager
+def override(value: DepsSource) -> Iterator[DepsSource]:
+    """`with override(deps): handler(event, context)`; restores what was there before."""
+    global _override
+    previous = _override
+    _override = value
+    try:
+        yield value
+    finally:
+        _override = previous
+
+
+def reset() -> None:
+    """Forget injected and built deps (the next `deps()` reads the environment again)."""
+    global _override, _built
+    _override = None
+    _built = None

@@ -1,0 +1,17 @@
+"""Approval state machine: validate the decision and answer the waiting task."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdas.handlers._deps import deps
+from lambdas.logic.approval import decide
+from lambdas.models.payloads import parse_decision_request
+from lambdas.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context(correlation_id_path="incident_id")
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> Any:
+    return decide(parse_decision_request(event), deps())

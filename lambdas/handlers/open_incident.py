@@ -1,0 +1,20 @@
+"""EventBridge: CloudWatch Alarm Contributor State Change → open (or attach to) an incident.
+
+The correlation id starts as the EventBridge event id and becomes the incident id as soon as
+the logic knows it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdas.handlers._deps import deps
+from lambdas.logic.intake import open_incident
+from lambdas.models.events import parse_contributor_event
+from lambdas.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context(correlation_id_path="id")
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> Any:
+    return open_incident(parse_contributor_event(event), deps())

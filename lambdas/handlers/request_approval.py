@@ -1,0 +1,17 @@
+"""Remediation state machine (.waitForTaskToken): store the token, publish the approval card."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdas.handlers._deps import deps
+from lambdas.logic.approval import request_approval
+from lambdas.models.payloads import parse_approval_request
+from lambdas.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context(correlation_id_path="incident_id")
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> Any:
+    return request_approval(parse_approval_request(event), deps())

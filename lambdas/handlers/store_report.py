@@ -1,0 +1,17 @@
+"""EventBridge: SDC Report (source sdc.trainer) → stored as evidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdas.handlers._deps import deps
+from lambdas.logic.intake import store_report
+from lambdas.models.events import parse_report_event
+from lambdas.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context(correlation_id_path="detail.report_id")
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> Any:
+    return store_report(parse_report_event(event), deps())

@@ -1,0 +1,121 @@
+"""What every step shares: loading and saving incidents with retries, auditing, and turning a
+failure into a visible state (audited, incident marked failed) before it is re-raised."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from lambdas.logic.audit import Auditor
+from lambdas.logic.ports import Deps
+from lambdas.models.audit import AuditEntry
+from lambdas.models.errors import ConditionFailed, IncidentNotFound, SdcError
+from lambdas.models.incident import Incident, IncidentState
+from lambdas.observability import count, logger
+
+SAVE_ATTEMPTS = 5
+ERROR_TEXT_LIMIT = 2000
+
+
+class Step:
+    """One logic step (`actor` in the audit log is the step's name)."""
+
+    def __init__(self, deps: Deps, actor: str) -> None:
+        self.deps = deps
+        self.actor = actor
+        self.auditor = Auditor(deps.audit, deps.clock)
+
+    def now(self) -> str:
+        return self.deps.clock.now().isoformat()
+
+    def load(self, incident_id: str) -> Incident:
+        incident = self.deps.incidents.get(incident_id)
+        if incident is None:
+            raise IncidentNotFound(f"no incident {incident_id}")
+        return incident
+
+    def update(
+        self,
+        incident_id: str,
+        mutate: Callable[[Incident], bool],
+        current: Incident | None = None,
+    ) -> Incident:
+        """Apply `mutate` (returns whether it changed anything) and save. The first attempt may
+        start from `current` (just loaded by the caller); a lost race for the version re-reads
+        and re-applies."""
+        attempt = 0
+        while True:
+            attempt += 1
+            incident = current if attempt == 1 and current is not None else self.load(incident_id)
+            if not mutate(incident):
+                return incident
+            incident.updated_at = self.now()
+            try:
+                self.deps.incidents.save(incident)
+            except ConditionFailed:
+                if attempt >= SAVE_ATTEMPTS:
+                    raise
+                continue
+            return incident
+
+    def audit(
+        self,
+        subject: str,
+        action: str,
+        details: Mapping[str, Any] | None = None,
+        request_ids: Iterable[str | None] = (),
+        *,
+        actor: str | None = None,
+    ) -> AuditEntry:
+        entry = self.auditor.record(
+            subject,
+            action,
+            actor=actor or self.actor,
+            details=details,
+            request_ids=request_ids,
+        )
+        logger.info("audited", subject=subject, action=action, seq=entry.seq)
+        return entry
+
+    @contextmanager
+    def failing_visibly(self, incident_id: str) -> Iterator[None]:
+        """Any exception in the block: incident marked failed, failure audited, re-raised."""
+        try:
+            yield
+        except Exception as err:
+            self.fail(incident_id, err)
+            raise
+
+    def fail(self, incident_id: str, err: BaseException) -> None:
+        """Best effort: a failure while recording the failure is logged, never hides `err`."""
+        details = error_details(err, step=self.actor)
+        count("StepFailures")
+        logger.exception("step failed", incident_id=incident_id, step=self.actor)
+        try:
+            if self.deps.incidents.get(incident_id) is None:
+                return
+
+            def mark(incident: Incident) -> bool:
+                incident.error = details
+                if not incident.state.terminal:
+                    incident.state = IncidentState.FAILED
+                return True
+
+            self.update(incident_id, mark)
+            self.audit(incident_id, "step_failed", details, [details.get("request_id")])
+        except Exception:
+            logger.exception("could not record the failure", incident_id=incident_id)
+
+
+def error_details(err: BaseException, **extra: Any) -> dict[str, Any]:
+    details = (
+        err.details()
+        if isinstance(err, SdcError)
+        else {
+            "type": type(err).__name__,
+            "message": str(err),
+        }
+    )
+    details["message"] = str(details.get("message", ""))[:ERROR_TEXT_LIMIT]
+    return {**extra, **details}

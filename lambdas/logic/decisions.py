@@ -1,0 +1,59 @@
+"""Which approval decisions are accepted: a known decision, for an incident awaiting approval,
+once. Every refusal is a `DecisionRefused` with a reason a person can act on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lambdas.models.errors import DecisionRefused
+from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.payloads import INCIDENT_ID_RE, Decision, DecisionRequest
+
+MAX_COMMENT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ValidDecision:
+    incident_id: str
+    decision: Decision
+    comment: str
+    approval_execution_arn: str
+
+
+def validate_decision(request: DecisionRequest) -> ValidDecision:
+    """The request's values, checked; raises DecisionRefused naming the first bad one."""
+    if not isinstance(request.incident_id, str) or not INCIDENT_ID_RE.match(request.incident_id):
+        raise DecisionRefused(f"incident_id is not an incident id: {request.incident_id!r}")
+    if not isinstance(request.decision, str) or request.decision.strip().lower() not in {
+        d.value for d in Decision
+    }:
+        raise DecisionRefused(f"decision must be 'approve' or 'reject', got {request.decision!r}")
+    comment = request.comment if request.comment is not None else ""
+    if not isinstance(comment, str):
+        raise DecisionRefused(f"comment must be a string, got {type(comment).__name__}")
+    if len(comment) > MAX_COMMENT:
+        raise DecisionRefused(f"comment is longer than {MAX_COMMENT} characters")
+    return ValidDecision(
+        incident_id=request.incident_id,
+        decision=Decision(request.decision.strip().lower()),
+        comment=comment.strip(),
+        approval_execution_arn=request.approval_execution_arn,
+    )
+
+
+def check_accepts_decision(incident: Incident) -> str:
+    """The task token to answer, or DecisionRefused unless the incident waits for its first
+    decision."""
+    if incident.decision:
+        raise DecisionRefused(
+            f"incident {incident.incident_id} was already decided: "
+            f"{incident.decision.get('decision')} at {incident.decision.get('at')} "
+            f"by {incident.decision.get('approval_execution_arn')}"
+        )
+    if incident.state is not IncidentState.AWAITING_APPROVAL:
+        raise DecisionRefused(
+            f"incident {incident.incident_id} is {incident.state}, not awaiting approval"
+        )
+    if not incident.task_token:
+        raise DecisionRefused(f"incident {incident.incident_id} holds no task token")
+    return incident.task_token

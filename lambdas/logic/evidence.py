@@ -1,0 +1,95 @@
+"""Evidence attached to an incident: alarm events and SDC report summaries, deduplicated.
+
+EventBridge delivers at least once and several metrics can fire for one node, so the same
+evidence can arrive more than once: each item has a `key` (`alarm:<event id>`,
+`report:<report id>`) and is attached once. The list is capped so the incident record stays far
+below DynamoDB's item size limit; what is dropped is counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdas.models.events import ContributorEvent, SdcReport
+from lambdas.models.incident import Incident
+
+MAX_EVIDENCE = 50
+
+
+def alarm_evidence(alarm: ContributorEvent) -> dict[str, Any]:
+    return {
+        "kind": "alarm",
+        "key": f"alarm:{alarm.event_id}",
+        "event_id": alarm.event_id,
+        "alarm_name": alarm.alarm_name,
+        "metric": alarm.metric.value,
+        "state_at": alarm.state_timestamp,
+        "reason": alarm.reason,
+    }
+
+
+def report_evidence(report: SdcReport, instance_id: str) -> dict[str, Any]:
+    """What the approval card needs from a report, for the ranks on `instance_id`."""
+    on_instance = report.instance(instance_id)
+    return {
+        "kind": "report",
+        "key": f"report:{report.report_id}",
+        "report_id": report.report_id,
+        "emitted_at": report.emitted_at,
+        "job_name": report.job_name,
+        "step": report.step,
+        "check": report.check.value if report.check else None,
+        "ambiguous": report.ambiguous,
+        "role": on_instance.role.value if on_instance else None,
+        "metrics": [m.value for m in on_instance.metrics] if on_instance else [],
+        "ranks": list(on_instance.ranks) if on_instance else [],
+        "suspects": [
+            {
+                "rank": s.rank,
+                "role": s.role.value,
+                "node_name": s.node_name,
+                "gpu_uuid": s.gpu_uuid,
+                "reasons": list(s.reasons),
+            }
+            for s in report.suspects
+            if s.instance_id == instance_id
+        ],
+        "nonfinite": list(report.nonfinite),
+        "mismatched_pairs": [list(p) for p in report.mismatched_pairs],
+        "culprits": list(report.culprits),
+        "verdicts": [
+            {"pair": list(v.pair), "third": v.third, "suspect": v.suspect, "kind": v.kind.value}
+            for v in report.verdicts
+        ],
+        "weight_suspects": (
+            None if report.weight_suspects is None else list(report.weight_suspects)
+        ),
+        "suspect_window": list(report.suspect_window) if report.suspect_window else None,
+        "last_audit_pass": report.last_audit_pass,
+        "last_weight_check_pass": report.last_weight_check_pass,
+        "errors": list(report.errors),
+    }
+
+
+def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:
+    """Attach `item` unless the same key is already there; True when the incident changed."""
+    if any(existing.get("key") == item["key"] for existing in incident.evidence):
+        return False
+    for metric in [item.get("metric"), *item.get("metrics", [])]:
+        if metric and metric not in incident.metrics:
+            incident.metrics.append(metric)
+    if len(incident.evidence) >= MAX_EVIDENCE:
+        incident.evidence_dropped += 1
+    else:
+        incident.evidence.append(item)
+    return True
+
+
+def reports(incident: Incident) -> list[dict[str, Any]]:
+    """Report evidence, oldest first."""
+    found = [e for e in incident.evidence if e.get("kind") == "report"]
+    return sorted(found, key=lambda e: str(e.get("emitted_at", "")))
+
+
+def alarms(incident: Incident) -> list[dict[str, Any]]:
+    return [e for e in incident.evidence if e.get("kind") == "alarm"]

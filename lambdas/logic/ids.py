@@ -1,0 +1,43 @@
+"""Identifiers: incident ids (= remediation execution names) and audit subjects."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime
+
+MAX_LENGTH = 80
+"""Step Functions' execution name limit: the incident id is the execution name."""
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def incident_id(cluster_name: str, instance_id: str, at: datetime) -> str:
+    """`sdc-<cluster>-<instance>-<yyyymmddThhmmss>`, at most 80 characters of [A-Za-z0-9-_].
+
+    The same alarm state change always gives the same id (redeliveries dedupe on it). A cluster
+    name too long to fit is cut and suffixed with a short hash of the full name, so two long
+    names that share a prefix still give different ids.
+    """
+    stamp = at.astimezone(UTC).strftime("%Y%m%dT%H%M%S")
+    suffix = f"-{_safe(instance_id)}-{stamp}"
+    budget = MAX_LENGTH - len("sdc-") - len(suffix)
+    cluster = _safe(cluster_name)
+    if len(cluster) > budget:
+        digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:6]
+        cluster = f"{cluster[: budget - len(digest) - 1]}-{digest}"
+    return f"sdc-{cluster}{suffix}"[:MAX_LENGTH]
+
+
+def event_subject(event_id: str) -> str:
+    """The audit subject of an event that cannot be tied to an incident."""
+    return f"event#{event_id}"
+
+
+def decision_subject(approval_execution_arn: str) -> str:
+    """The audit subject of a decision that names no existing incident."""
+    return f"decision#{approval_execution_arn}"
+
+
+def _safe(value: str) -> str:
+    return _UNSAFE.sub("-", value).strip("-") or "x"

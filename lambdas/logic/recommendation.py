@@ -1,0 +1,109 @@
+"""The decision table carried into the approval card (DESIGN.md, section 4).
+
+Each report is read for the ranks on the incident's instance:
+- weights, suspects [r] → r's copy differs from the majority → replace after review;
+  weights, suspects None → no strict majority → ambiguous: health check only.
+- culprits [r] → both ring comparisons of r mismatched → replace after review.
+- verdict persistent → replace after review; transient → keep isolated, replace on recurrence;
+  replayer computed wrong → the replayer is the suspect → replace after review;
+  unattributable → health check only.
+- nonfinite without mismatched pairs, or check "reduced gradient" → ambiguous: health check only.
+Across reports the strongest advice wins; a transient verdict seen twice is a recurrence; a
+failed deep health check is reason enough to propose replacing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from trainer_emitter.contract import Check, VerdictKind
+
+
+class Advice(StrEnum):
+    REPLACE = "replace after review"
+    ISOLATE = "keep isolated, replace on recurrence"
+    HEALTH_CHECK_ONLY = "health check only, no replacement proposed"
+
+    @property
+    def strength(self) -> int:
+        return _STRENGTH[self]
+
+
+_STRENGTH = {Advice.HEALTH_CHECK_ONLY: 0, Advice.ISOLATE: 1, Advice.REPLACE: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    advice: Advice
+    reasons: tuple[str, ...]
+
+
+def assess_report(report: dict[str, Any]) -> tuple[Advice, str]:
+    """The advice one report evidence summary gives for its instance, and why."""
+    ranks = set(report.get("ranks") or [])
+    check = report.get("check")
+    if check == Check.WEIGHTS:
+        suspects = report.get("weight_suspects")
+        if suspects is None:
+            return Advice.HEALTH_CHECK_ONLY, "weights: no strict majority among replicas"
+        mine = sorted(ranks & set(suspects))
+        if mine:
+            return Advice.REPLACE, f"weights: rank {_ranks(mine)} differs from the majority copy"
+        return Advice.HEALTH_CHECK_ONLY, "weights: the minority copy is on another instance"
+    if check == Check.REDUCED_GRADIENT:
+        return Advice.HEALTH_CHECK_ONLY, "non-finite reduced gradient: names no rank"
+
+    culprits = sorted(ranks & set(report.get("culprits") or []))
+    if culprits:
+        return (
+            Advice.REPLACE,
+            f"rank {_ranks(culprits)} mismatched in both of its ring comparisons",
+        )
+    by_verdict = [_assess_verdict(v) for v in report.get("verdicts") or [] if v["suspect"] in ranks]
+    if by_verdict:
+        return max(by_verdict, key=lambda item: item[0].strength)
+    nonfinite = sorted(ranks & set(report.get("nonfinite") or []))
+    if nonfinite and not report.get("mismatched_pairs"):
+        return (
+            Advice.HEALTH_CHECK_ONLY,
+            f"non-finite gradient on rank {_ranks(nonfinite)} without a replay mismatch",
+        )
+    return Advice.HEALTH_CHECK_ONLY, "the report names no rank on this instance for certain"
+
+
+def _assess_verdict(verdict: dict[str, Any]) -> tuple[Advice, str]:
+    kind = VerdictKind(verdict["kind"])
+    where = f"rank {verdict['suspect']} (pair {verdict['pair']}, third rank {verdict['third']})"
+    if kind is VerdictKind.PERSISTENT:
+        return Advice.REPLACE, f"persistent fault confirmed on {where}"
+    if kind is VerdictKind.REPLAYER:
+        return Advice.REPLACE, f"the replayer computed wrong: {where}"
+    if kind is VerdictKind.TRANSIENT:
+        return Advice.ISOLATE, f"transient fault on {where}"
+    return Advice.HEALTH_CHECK_ONLY, f"unattributable mismatch involving {where}"
+
+
+def recommend(reports: Sequence[dict[str, Any]], health_result: str | None) -> Recommendation:
+    """The advice for an incident from all its report evidence and the health check result."""
+    assessed = [assess_report(r) for r in reports]
+    reasons = [reason for _, reason in assessed]
+    if assessed:
+        advice = max((a for a, _ in assessed), key=lambda a: a.strength)
+    else:
+        advice = Advice.HEALTH_CHECK_ONLY
+        reasons.append("no SDC report for this instance: the alarm alone names no rank")
+    transient = sum(1 for a, _ in assessed if a is Advice.ISOLATE)
+    if transient >= 2:
+        advice = Advice.REPLACE
+        reasons.append(f"the transient fault recurred ({transient} reports)")
+    if health_result == "failed":
+        advice = Advice.REPLACE
+        reasons.append("the deep health check failed")
+    return Recommendation(advice, tuple(reasons))
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    return ", ".join(str(r) for r in ranks)

@@ -1,0 +1,114 @@
+"""The errors the pipeline raises on purpose: the vocabulary shared by every layer.
+
+Adapters translate botocore's `ClientError` into these (`raise NodeNotFound(...) from err`), so the
+logic never sees botocore types; each error can describe itself for the audit log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SdcError(Exception):
+    """Base of every error raised on purpose by the remediation pipeline."""
+
+    def details(self) -> dict[str, Any]:
+        """What the audit log and the incident record keep about this error."""
+        return {"type": type(self).__name__, "message": str(self)}
+
+
+class MalformedEvent(SdcError, ValueError):
+    """An event or payload that does not have the documented shape; names the bad field."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "field": self.field, "reason": self.reason}
+
+
+class SettingsError(SdcError):
+    """The function's environment is missing or has a bad value: raised before any work."""
+
+
+class AwsError(SdcError):
+    """An AWS call failed; carries the operation, the AWS error code and the request id."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.code = code
+        self.request_id = request_id
+
+    def details(self) -> dict[str, Any]:
+        return {
+            **super().details(),
+            "operation": self.operation,
+            "code": self.code,
+            "request_id": self.request_id,
+        }
+
+
+class ClusterNotFound(AwsError):
+    """The HyperPod cluster does not exist (or is not visible to this role)."""
+
+
+class NodeNotFound(AwsError):
+    """The instance is not (or no longer) a node of the cluster."""
+
+
+class ReplacementRejected(AwsError):
+    """BatchReplaceClusterNodes refused the node for a reason that waiting will not fix."""
+
+
+class Throttled(AwsError):
+    """AWS throttled the call; retrying later may succeed."""
+
+
+class ConditionFailed(AwsError):
+    """A conditional write lost: the item changed (or exists) since it was read."""
+
+
+class LockHeld(ConditionFailed):
+    """Another incident is already open for this (cluster, instance)."""
+
+    def __init__(self, holder: str, **kwargs: Any) -> None:
+        super().__init__(f"an incident is already open: {holder}", **kwargs)
+        self.holder = holder
+
+
+class IncidentExists(ConditionFailed):
+    """An incident with this id was already created (a redelivered event)."""
+
+
+class TaskNotWaiting(AwsError):
+    """SendTaskSuccess found no waiting task: the token timed out, was used or is invalid."""
+
+
+class DependencyFailed(AwsError):
+    """Any other failed AWS call."""
+
+
+class IncidentNotFound(SdcError):
+    """No incident with this id."""
+
+
+class InvalidTransition(SdcError):
+    """A step asked for a state change the lifecycle does not allow."""
+
+
+class ReplacementNotApproved(SdcError):
+    """Replacement was asked for an incident without an `approve` decision: never replace."""
+
+
+class DecisionRefused(SdcError):
+    """The approval input was refused (unknown decision, wrong state, already decided...)."""

@@ -1,0 +1,354 @@
+"""The two EventBridge events the pipeline consumes, parsed into typed values.
+
+- `CloudWatch Alarm Contributor State Change` (source `aws.cloudwatch`): one instance of one
+  Metrics Insights alarm changed state. Shape: `../shared/fixtures/events/contributor_alarm.json`.
+- `SDC Report` (source `sdc.trainer`): the full evidence the training job emitted. Shape:
+  `trainer_emitter.contract.report_schema()`. Lambda code checks the fields it uses by hand
+  (the full JSON Schema is checked in tests, where jsonschema is installed).
+
+Every parser raises `MalformedEvent` naming the first missing or bad field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from lambdas.models import _fields as f
+from lambdas.models.errors import MalformedEvent
+from trainer_emitter.contract import (
+    REPORT_DETAIL_TYPE,
+    REPORT_SCHEMA_VERSION,
+    REPORT_SOURCE,
+    Check,
+    Metric,
+    Role,
+    VerdictKind,
+    is_instance_id,
+    metric_for_alarm_name,
+)
+
+CONTRIBUTOR_SOURCE = "aws.cloudwatch"
+CONTRIBUTOR_DETAIL_TYPE = "CloudWatch Alarm Contributor State Change"
+ALARM_STATES = frozenset({"ALARM", "OK", "INSUFFICIENT_DATA"})
+
+_QUERY_METRIC_RE = re.compile(r"SELECT\s+\w+\((\w+)\)", re.IGNORECASE)
+
+
+def parse_time(value: str, path: str) -> datetime:
+    """An ISO 8601 time as AWS writes it (`...Z`, `...+0000`, `...+00:00`), in UTC."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as err:
+        raise MalformedEvent(path, f"not an ISO 8601 time: {value!r}") from err
+    if parsed.tzinfo is None:
+        raise MalformedEvent(path, f"time has no UTC offset: {value!r}")
+    return parsed.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class ContributorEvent:
+    """One contributor (= one instance) of one SDC alarm changed state."""
+
+    event_id: str
+    alarm_name: str
+    metric: Metric
+    contributor_id: str
+    cluster_name: str
+    instance_id: str
+    state: str
+    reason: str
+    state_at: datetime
+    """When the contributor changed state (`detail.state.timestamp`)."""
+    state_timestamp: str
+    account: str | None
+    region: str | None
+
+    @property
+    def is_alarm(self) -> bool:
+        return self.state == "ALARM"
+
+
+def parse_contributor_event(event: Any) -> ContributorEvent:
+    root = f.obj(event, "event")
+    detail_type = root.get("detail-type")
+    if detail_type != CONTRIBUTOR_DETAIL_TYPE:
+        raise MalformedEvent(
+            "detail-type", f"expected {CONTRIBUTOR_DETAIL_TYPE!r}, got {detail_type!r}"
+        )
+    event_id = f.text(root, "id", "")
+    detail = f.obj(f.get(root, "detail", ""), "detail")
+    alarm_name = f.text(detail, "alarmName", "detail")
+    contributor = f.obj(f.get(detail, "alarmContributor", "detail"), "detail.alarmContributor")
+    attributes = f.obj(
+        f.get(contributor, "attributes", "detail.alarmContributor"),
+        "detail.alarmContributor.attributes",
+    )
+    cluster_name = f.text(attributes, "ClusterName", "detail.alarmContributor.attributes")
+    instance_id = f.text(attributes, "InstanceId", "detail.alarmContributor.attributes")
+    if not is_instance_id(instance_id):
+        raise MalformedEvent(
+            "detail.alarmContributor.attributes.InstanceId",
+            f"not an EC2 instance id: {instance_id!r}",
+        )
+    state = f.obj(f.get(detail, "state", "detail"), "detail.state")
+    value = f.text(state, "value", "detail.state")
+    if value not in ALARM_STATES:
+        raise MalformedEvent("detail.state.value", f"unknown alarm state {value!r}")
+    timestamp = f.text(state, "timestamp", "detail.state")
+    return ContributorEvent(
+        event_id=event_id,
+        alarm_name=alarm_name,
+        metric=_metric_of(alarm_name, detail),
+        contributor_id=f.text(contributor, "id", "detail.alarmContributor"),
+        cluster_name=cluster_name,
+        instance_id=instance_id,
+        state=value,
+        reason=f.nullable_text(state, "reason", "detail.state") or "",
+        state_at=parse_time(timestamp, "detail.state.timestamp"),
+        state_timestamp=timestamp,
+        account=f.nullable_text(root, "account", ""),
+        region=f.nullable_text(root, "region", ""),
+    )
+
+
+def _metric_of(alarm_name: str, detail: Mapping[str, Any]) -> Metric:
+    """The SDC metric behind the alarm: from its deployed name, else from its query."""
+    metric = metric_for_alarm_name(alarm_name)
+    if metric is not None:
+        return metric
+    configuration = detail.get("configuration")
+    metrics = configuration.get("metrics") if isinstance(configuration, Mapping) else None
+    for item in metrics if isinstance(metrics, list) else []:
+        expression = item.get("expression") if isinstance(item, Mapping) else None
+        match = _QUERY_METRIC_RE.search(expression) if isinstance(expression, str) else None
+        if match and match.group(1) in {m.value for m in Metric}:
+            return Metric(match.group(1))
+    raise MalformedEvent("detail.alarmName", f"{alarm_name!r} is not one of the SDC alarms")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportInstance:
+    """One instance that got datapoints: exactly what the emitter published as metrics."""
+
+    instance_id: str
+    metrics: tuple[Metric, ...]
+    ranks: tuple[int, ...]
+    role: Role
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSuspect:
+    rank: int
+    role: Role
+    mapped: bool
+    instance_id: str | None
+    node_name: str | None
+    gpu_uuid: str | None
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    pair: tuple[int, int]
+    third: int | None
+    suspect: int | None
+    kind: VerdictKind
+
+
+@dataclass(frozen=True, slots=True)
+class SdcReport:
+    """The `SDC Report` detail (schema version 1), the fields the pipeline uses."""
+
+    report_id: str
+    emitted_at: str
+    cluster_name: str
+    job_name: str | None
+    namespace: str
+    step: int | None
+    check: Check | None
+    ambiguous: bool
+    suspects: tuple[ReportSuspect, ...]
+    instances: tuple[ReportInstance, ...]
+    nonfinite: tuple[int, ...]
+    mismatched_pairs: tuple[tuple[int, int], ...]
+    culprits: tuple[int, ...]
+    verdicts: tuple[Verdict, ...]
+    weight_suspects: tuple[int, ...] | None
+    suspect_window: tuple[int, int] | None
+    last_audit_pass: int | None
+    last_weight_check_pass: int | None
+    errors: tuple[str, ...]
+    detail: Mapping[str, Any]
+    """The detail as received, stored unchanged."""
+
+    def instance(self, instance_id: str) -> ReportInstance | None:
+        return next((i for i in self.instances if i.instance_id == instance_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportEvent:
+    event_id: str
+    report: SdcReport
+
+
+def parse_report_event(event: Any) -> ReportEvent:
+    root = f.obj(event, "event")
+    if root.get("source") != REPORT_SOURCE:
+        raise MalformedEvent("source", f"expected {REPORT_SOURCE!r}, got {root.get('source')!r}")
+    if root.get("detail-type") != REPORT_DETAIL_TYPE:
+        raise MalformedEvent(
+            "detail-type", f"expected {REPORT_DETAIL_TYPE!r}, got {root.get('detail-type')!r}"
+        )
+    return ReportEvent(event_id=f.text(root, "id", ""), report=parse_report(root.get("detail")))
+
+
+def parse_report(detail: Any) -> SdcReport:
+    """A structural check of the report detail: every field the pipeline reads."""
+    d = f.obj(detail, "detail")
+    p = "detail"
+    version = f.get(d, "schema_version", p)
+    if version != REPORT_SCHEMA_VERSION:
+        raise MalformedEvent(
+            "detail.schema_version", f"expected {REPORT_SCHEMA_VERSION!r}, got {version!r}"
+        )
+    report_id = f.text(d, "report_id", p)
+    if not 8 <= len(report_id) <= 64:
+        raise MalformedEvent("detail.report_id", "expected 8 to 64 characters")
+    emitted_at = f.text(d, "emitted_at", p)
+    parse_time(emitted_at, "detail.emitted_at")
+    return SdcReport(
+        report_id=report_id,
+        emitted_at=emitted_at,
+        cluster_name=f.text(d, "cluster_name", p),
+        job_name=f.nullable_text(d, "job_name", p),
+        namespace=f.text(d, "namespace", p),
+        step=f.integer(f.get(d, "step", p), "detail.step", nullable=True),
+        check=_check(f.get(d, "check", p)),
+        ambiguous=f.boolean(f.get(d, "ambiguous", p), "detail.ambiguous"),
+        suspects=tuple(
+            _suspect(item, f"detail.suspects[{i}]")
+            for i, item in enumerate(f.array(f.get(d, "suspects", p), "detail.suspects"))
+        ),
+        instances=tuple(
+            _instance(item, f"detail.instances[{i}]")
+            for i, item in enumerate(f.array(f.get(d, "instances", p), "detail.instances"))
+        ),
+        nonfinite=f.ranks(f.get(d, "nonfinite", p), "detail.nonfinite"),
+        mismatched_pairs=tuple(
+            _pair(item, f"detail.mismatched_pairs[{i}]")
+            for i, item in enumerate(
+                f.array(f.get(d, "mismatched_pairs", p), "detail.mismatched_pairs")
+            )
+        ),
+        culprits=f.ranks(f.get(d, "culprits", p), "detail.culprits"),
+        verdicts=tuple(
+            _verdict(item, f"detail.verdicts[{i}]")
+            for i, item in enumerate(f.array(f.get(d, "verdicts", p), "detail.verdicts"))
+        ),
+        weight_suspects=_nullable_ranks(f.get(d, "weight_suspects", p), "detail.weight_suspects"),
+        suspect_window=_window(f.get(d, "suspect_window", p)),
+        last_audit_pass=f.integer(
+            f.get(d, "last_audit_pass", p), "detail.last_audit_pass", nullable=True
+        ),
+        last_weight_check_pass=f.integer(
+            f.get(d, "last_weight_check_pass", p), "detail.last_weight_check_pass", nullable=True
+        ),
+        errors=tuple(
+            str(e) for e in f.array(f.get(d, "errors", p), "detail.errors") if isinstance(e, str)
+        ),
+        detail=d,
+    )
+
+
+def _check(value: Any) -> Check | None:
+    if value is None:
+        return None
+    try:
+        return Check(value)
+    except ValueError as err:
+        raise MalformedEvent("detail.check", f"unknown check {value!r}") from err
+
+
+def _role(value: Any, path: str) -> Role:
+    try:
+        return Role(value)
+    except ValueError as err:
+        raise MalformedEvent(path, f"unknown role {value!r}") from err
+
+
+def _metrics(value: Any, path: str) -> tuple[Metric, ...]:
+    out = []
+    for i, item in enumerate(f.array(value, path)):
+        try:
+            out.append(Metric(item))
+        except ValueError as err:
+            raise MalformedEvent(f"{path}[{i}]", f"unknown metric {item!r}") from err
+    return tuple(out)
+
+
+def _instance(value: Any, path: str) -> ReportInstance:
+    item = f.obj(value, path)
+    instance_id = f.text(item, "instance_id", path)
+    if not is_instance_id(instance_id):
+        raise MalformedEvent(f"{path}.instance_id", f"not an EC2 instance id: {instance_id!r}")
+    return ReportInstance(
+        instance_id=instance_id,
+        metrics=_metrics(f.get(item, "metrics", path), f"{path}.metrics"),
+        ranks=f.ranks(f.get(item, "ranks", path), f"{path}.ranks"),
+        role=_role(f.get(item, "role", path), f"{path}.role"),
+    )
+
+
+def _suspect(value: Any, path: str) -> ReportSuspect:
+    item = f.obj(value, path)
+    instance_id = f.nullable_text(item, "instance_id", path)
+    if instance_id is not None and not is_instance_id(instance_id):
+        raise MalformedEvent(f"{path}.instance_id", f"not an EC2 instance id: {instance_id!r}")
+    return ReportSuspect(
+        rank=f.rank(f.get(item, "rank", path), f"{path}.rank"),
+        role=_role(f.get(item, "role", path), f"{path}.role"),
+        mapped=f.boolean(f.get(item, "mapped", path), f"{path}.mapped"),
+        instance_id=instance_id,
+        node_name=f.nullable_text(item, "node_name", path),
+        gpu_uuid=f.nullable_text(item, "gpu_uuid", path),
+        reasons=tuple(str(r) for r in f.array(item.get("reasons", []), f"{path}.reasons")),
+    )
+
+
+def _pair(value: Any, path: str) -> tuple[int, int]:
+    items = f.ranks(value, path)
+    if len(items) != 2:
+        raise MalformedEvent(path, f"expected a pair of ranks, got {len(items)} items")
+    return items[0], items[1]
+
+
+def _verdict(value: Any, path: str) -> Verdict:
+    item = f.obj(value, path)
+    raw_kind = f.get(item, "kind", path)
+    try:
+        kind = VerdictKind(raw_kind)
+    except ValueError as err:
+        raise MalformedEvent(f"{path}.kind", f"unknown verdict kind {raw_kind!r}") from err
+    return Verdict(
+        pair=_pair(f.get(item, "pair", path), f"{path}.pair"),
+        third=f.integer(f.get(item, "third", path), f"{path}.third", nullable=True),
+        suspect=f.integer(f.get(item, "suspect", path), f"{path}.suspect", nullable=True),
+        kind=kind,
+    )
+
+
+def _nullable_ranks(value: Any, path: str) -> tuple[int, ...] | None:
+    return None if value is None else f.ranks(value, path)
+
+
+def _window(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    items = f.ranks(value, "detail.suspect_window")
+    if len(items) != 2:
+        raise MalformedEvent("detail.suspect_window", "expected [first, last]")
+    return items[0], items[1]

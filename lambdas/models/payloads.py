@@ -1,0 +1,164 @@
+"""Payloads between the state machines and the functions (docs/pipeline.md, "Functions").
+
+Inputs are parsed into frozen dataclasses (`MalformedEvent` names the bad field); results are
+TypedDicts so the returned JSON shapes are spelled out once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypedDict
+
+from lambdas.models import _fields as f
+from lambdas.models.errors import MalformedEvent
+
+INCIDENT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+
+
+class Outcome(StrEnum):
+    """How the remediation state machine ends an incident (`close_incident` input)."""
+
+    REPLACED = "replaced"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    FAILED = "failed"
+
+
+class Decision(StrEnum):
+    APPROVE = "approve"
+    REJECT = "reject"
+
+
+class ReplaceStatus(StrEnum):
+    """`replace_node` result: what the state machine does next."""
+
+    REQUESTED = "requested"
+    IN_PROGRESS = "in_progress"
+    GONE = "gone"
+    RETRY = "retry"
+    DRY_RUN = "dry_run"
+
+
+def incident_id_of(payload: Any) -> str:
+    body = f.obj(payload, "payload")
+    incident_id = f.text(body, "incident_id", "")
+    if not INCIDENT_ID_RE.match(incident_id):
+        raise MalformedEvent("incident_id", f"not an incident id: {incident_id!r}")
+    return incident_id
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentRef:
+    """`{"incident_id"}`: start_health_check, check_health, replace_node, check_replacement."""
+
+    incident_id: str
+
+
+def parse_incident_ref(payload: Any) -> IncidentRef:
+    return IncidentRef(incident_id_of(payload))
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """`{"incident_id", "task_token"}` from the `.waitForTaskToken` task."""
+
+    incident_id: str
+    task_token: str
+
+
+def parse_approval_request(payload: Any) -> ApprovalRequest:
+    body = f.obj(payload, "payload")
+    return ApprovalRequest(incident_id_of(body), f.text(body, "task_token", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class CloseRequest:
+    """`{"incident_id", "outcome", "error"}`; `error` is the state machine's Catch output."""
+
+    incident_id: str
+    outcome: Outcome
+    error: dict[str, Any] | None
+
+
+def parse_close_request(payload: Any) -> CloseRequest:
+    body = f.obj(payload, "payload")
+    raw = f.get(body, "outcome", "")
+    try:
+        outcome = Outcome(raw)
+    except ValueError as err:
+        raise MalformedEvent("outcome", f"expected one of {[o.value for o in Outcome]}") from err
+    error = body.get("error")
+    if error is not None and not isinstance(error, dict):
+        raise MalformedEvent("error", f"expected an object or null, got {type(error).__name__}")
+    return CloseRequest(incident_id_of(body), outcome, error)
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRequest:
+    """The approval state machine's input plus its own execution ARN.
+
+    Everything but the structure is kept raw: the decision logic validates the values so that
+    every refusal (unknown decision, wrong incident...) is audited before it is raised.
+    """
+
+    incident_id: Any
+    decision: Any
+    comment: Any
+    approval_execution_arn: str
+
+
+def parse_decision_request(payload: Any) -> DecisionRequest:
+    body = f.obj(payload, "payload")
+    return DecisionRequest(
+        incident_id=body.get("incident_id"),
+        decision=body.get("decision"),
+        comment=body.get("comment"),
+        approval_execution_arn=f.text(body, "approval_execution_arn", ""),
+    )
+
+
+class OpenIncidentResult(TypedDict):
+    incident_id: str | None
+    action: str  # "opened" | "attached" | "skipped" | "ignored"
+
+
+class StoreReportResult(TypedDict):
+    report_id: str
+    stored: bool
+
+
+class HealthCheckStarted(TypedDict):
+    status: str
+    started: bool
+
+
+class HealthStatus(TypedDict):
+    status: str
+    in_progress: bool
+
+
+class ApprovalRequested(TypedDict):
+    incident_id: str
+    approval_input: dict[str, str]
+
+
+class ReplaceNodeResult(TypedDict):
+    status: str
+
+
+class ReplacementStatus(TypedDict):
+    done: bool
+    new_instance_id: str | None
+
+
+class CloseResult(TypedDict):
+    incident_id: str
+    state: str
+
+
+class DecisionAccepted(TypedDict):
+    incident_id: str
+    decision: str
+    accepted: bool

@@ -1,0 +1,72 @@
+"""The functions' environment (docs/pipeline.md, "Environment"), read once into one typed value.
+
+`Settings.from_env()` checks every variable at once and raises `SettingsError` naming all that
+are missing or bad, before any work is done.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from lambdas.models.errors import SettingsError
+from lambdas.models.hyperpod import HealthCheck
+from trainer_emitter.contract import NAMESPACE
+
+DEFAULT_HEALTH_CHECKS = (HealthCheck.INSTANCE_STRESS.value, HealthCheck.INSTANCE_CONNECTIVITY.value)
+REQUIRED = ("INCIDENTS_TABLE", "AUDIT_TABLE", "TOPIC_ARN")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    incidents_table: str
+    audit_table: str
+    topic_arn: str
+    allowed_clusters: frozenset[str] = field(default_factory=frozenset)
+    """Clusters this deployment may act on; empty = none."""
+    health_checks: tuple[str, ...] = DEFAULT_HEALTH_CHECKS
+    namespace: str = NAMESPACE
+    dry_run: bool = False
+    state_machine_arn: str | None = None
+    """The remediation state machine; only open_incident needs it."""
+    approval_state_machine_arn: str | None = None
+    """For the console link and the paste-able input in approval notifications."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        problems = [f"{name} is not set" for name in REQUIRED if not env.get(name, "").strip()]
+
+        checks = _split(env.get("HEALTH_CHECKS", "")) or DEFAULT_HEALTH_CHECKS
+        known = {c.value for c in HealthCheck}
+        unknown = [c for c in checks if c not in known]
+        if unknown:
+            problems.append(f"HEALTH_CHECKS has unknown checks {unknown} (known: {sorted(known)})")
+
+        raw_dry_run = env.get("DRY_RUN", "").strip().lower()
+        if raw_dry_run not in ("", "true", "false"):
+            problems.append(f"DRY_RUN must be 'true' or 'false', got {env['DRY_RUN']!r}")
+
+        if problems:
+            raise SettingsError("bad function environment: " + "; ".join(problems))
+        return cls(
+            incidents_table=env["INCIDENTS_TABLE"].strip(),
+            audit_table=env["AUDIT_TABLE"].strip(),
+            topic_arn=env["TOPIC_ARN"].strip(),
+            allowed_clusters=frozenset(_split(env.get("ALLOWED_CLUSTERS", ""))),
+            health_checks=checks,
+            namespace=env.get("NAMESPACE", "").strip() or NAMESPACE,
+            dry_run=raw_dry_run == "true",
+            state_machine_arn=env.get("STATE_MACHINE_ARN", "").strip() or None,
+            approval_state_machine_arn=env.get("APPROVAL_STATE_MACHINE_ARN", "").strip() or None,
+        )
+
+    def require_state_machine_arn(self) -> str:
+        if not self.state_machine_arn:
+            raise SettingsError("STATE_MACHINE_ARN is not set: open_incident cannot start work")
+        return self.state_machine_arn
+
+
+def _split(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())

@@ -1,0 +1,90 @@
+"""How handlers get their settings and dependencies: lazily, from the environment, or injected."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lambdas.handlers import _deps, open_incident
+from lambdas.models.errors import SettingsError
+from tests.conftest import load_fixture
+from tests.integration.conftest import invoke
+
+REPO = Path(__file__).resolve().parents[2]
+HANDLERS = [
+    "open_incident",
+    "store_report",
+    "start_health_check",
+    "check_health",
+    "request_approval",
+    "replace_node",
+    "check_replacement",
+    "close_incident",
+    "decide",
+]
+
+
+def test_every_handler_imports_with_no_environment_and_no_aws_access():
+    # No region, no credentials, no settings: creating any AWS client at import would fail
+    # (botocore raises NoRegionError), so a clean import proves the clients are lazy.
+    code = "import importlib\n" + "\n".join(
+        f"assert callable(importlib.import_module('lambdas.handlers.{m}').handler)"
+        for m in HANDLERS
+    )
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent"}
+
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_handler_without_its_environment_fails_fast_naming_the_variables(monkeypatch):
+    for name in ("INCIDENTS_TABLE", "AUDIT_TABLE", "TOPIC_ARN"):
+        monkeypatch.delenv(name, raising=False)
+    _deps.reset()
+
+    with pytest.raises(SettingsError, match="INCIDENTS_TABLE is not set"):
+        invoke(open_incident, load_fixture("events", "contributor_ok"))
+
+
+def test_without_injection_the_handler_builds_its_adapters_from_the_environment(aws):
+    _deps.reset()  # forget the fixture's injected deps: read the (moto) environment instead
+    event = load_fixture("events", "contributor_ok")
+
+    invoke(open_incident, event)
+
+    assert aws.actions(f"event#{event['id']}") == ["event_ignored"]
+
+
+def test_deps_built_from_the_environment_are_built_once(aws):
+    _deps.reset()
+
+    assert _deps.deps() is _deps.deps()
+
+
+def test_override_injects_deps_for_a_block_and_restores_the_previous_ones(aws):
+    injected = _deps.deps()
+    other = _deps.build_deps(aws.settings, hyperpod=aws.hyperpod)
+
+    with _deps.override(other):
+        inside = _deps.deps()
+
+    assert inside is other
+    assert _deps.deps() is injected
+
+
+def test_an_injected_factory_builds_deps_from_the_environment_of_each_invocation(aws, monkeypatch):
+    from lambdas.models.settings import Settings
+
+    _deps.set_deps(lambda: _deps.build_deps(Settings.from_env(), hyperpod=aws.hyperpod))
+    monkeypatch.setenv("ALLOWED_CLUSTERS", "another-cluster")
+
+    result = invoke(open_incident, load_fixture("events", "contributor_alarm"))
+
+    assert result["action"] == "ignored"  # the environment of this invocation was read

@@ -1,0 +1,142 @@
+"""open_incident and store_report on moto, HyperPod played by the fake."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from lambdas.handlers import open_incident, store_report
+from lambdas.models.errors import MalformedEvent
+from lambdas.observability import logger
+from tests.conftest import load_fixture
+from tests.integration.conftest import CLUSTER, INSTANCE, invoke
+
+
+def alarm():
+    return load_fixture("events", "contributor_alarm")
+
+
+def test_an_alarm_opens_an_incident_holding_the_lock_for_its_instance(aws):
+    result = invoke(open_incident, alarm())
+
+    assert result["action"] == "opened"
+    incident = aws.incident(result["incident_id"])
+    assert (incident.state, incident.instance_group) == ("opened", "gpu-workers")
+    assert aws.store.open_incident_id(CLUSTER, INSTANCE) == result["incident_id"]
+
+
+def test_an_alarm_starts_one_execution_named_after_the_incident(aws):
+    result = invoke(open_incident, alarm())
+
+    executions = aws.executions()
+    assert [e["name"] for e in executions] == [result["incident_id"]]
+    described = aws.sfn.describe_execution(executionArn=executions[0]["executionArn"])
+    assert json.loads(described["input"]) == {
+        "incident_id": result["incident_id"],
+        "cluster_name": CLUSTER,
+        "instance_id": INSTANCE,
+    }
+
+
+def test_the_same_event_delivered_three_times_gives_one_incident_and_one_execution(aws):
+    results = [invoke(open_incident, alarm()) for _ in range(3)]
+
+    assert [r["action"] for r in results] == ["opened", "attached", "attached"]
+    assert len(aws.items("INCIDENT#")) == 1
+    assert len(aws.executions()) == 1
+
+
+def test_opening_is_audited_in_the_audit_table(aws):
+    incident_id = invoke(open_incident, alarm())["incident_id"]
+
+    entries = aws.audit(incident_id)
+    assert [e.action for e in entries] == ["incident_opened", "execution_started"]
+    assert entries[1].details["execution_arn"].endswith(incident_id)
+
+
+def test_the_logs_carry_the_incident_id_as_correlation_id(aws):
+    incident_id = invoke(open_incident, alarm())["incident_id"]
+
+    assert logger.get_correlation_id() == incident_id
+
+
+def test_an_ignored_event_does_not_keep_the_previous_correlation_id(aws):
+    invoke(open_incident, alarm())
+    event = load_fixture("events", "contributor_ok")
+
+    invoke(open_incident, event)
+
+    assert logger.get_correlation_id() == event["id"]
+
+
+def test_an_ok_event_is_ignored_and_audited_under_the_event(aws):
+    event = load_fixture("events", "contributor_ok")
+
+    result = invoke(open_incident, event)
+
+    assert result == {"incident_id": None, "action": "ignored"}
+    assert aws.actions(f"event#{event['id']}") == ["event_ignored"]
+    assert aws.items("INCIDENT#") == []
+
+
+def test_an_alarm_level_event_is_refused_with_a_clear_error(aws):
+    with pytest.raises(MalformedEvent, match="detail-type"):
+        invoke(open_incident, load_fixture("events", "alarm_level_metrics_insights"))
+
+    assert aws.items("") == []
+
+
+def test_an_unknown_instance_is_recorded_as_skipped_without_a_lock(aws):
+    event = alarm()
+    event["detail"]["alarmContributor"]["attributes"]["InstanceId"] = "i-0123456789abcdef0"
+
+    result = invoke(open_incident, event)
+
+    assert result["action"] == "skipped"
+    assert aws.incident(result["incident_id"]).state == "skipped"
+    assert aws.items("OPEN#") == []
+    assert aws.executions() == []
+
+
+def test_a_stored_report_is_attached_when_the_alarm_opens_the_incident(aws):
+    invoke(store_report, load_fixture("events", "sdc_report"))
+
+    incident_id = invoke(open_incident, alarm())["incident_id"]
+
+    kinds = [e["kind"] for e in aws.incident(incident_id).evidence]
+    assert kinds == ["alarm", "report"]
+
+
+def test_a_report_is_stored_under_its_instance_with_an_expiry(aws):
+    result = invoke(store_report, load_fixture("events", "sdc_report"))
+
+    assert result == {"report_id": "r-5f3c9a1e2b7d4c60", "stored": True}
+    (item,) = aws.items(f"REPORT#{CLUSTER}#{INSTANCE}")
+    assert item["sk"]["S"] == "2026-11-30T08:14:31.207Z#r-5f3c9a1e2b7d4c60"
+    expires = datetime.fromtimestamp(int(item["expires_at"]["N"]), UTC)
+    assert timedelta(days=13) < expires - datetime.now(UTC) < timedelta(days=15)
+
+
+def test_a_redelivered_report_is_not_stored_again(aws):
+    invoke(store_report, load_fixture("events", "sdc_report"))
+
+    assert invoke(store_report, load_fixture("events", "sdc_report"))["stored"] is False
+
+
+def test_a_report_arriving_after_the_alarm_attaches_to_the_open_incident(aws):
+    incident_id = invoke(open_incident, alarm())["incident_id"]
+
+    invoke(store_report, load_fixture("events", "sdc_report"))
+
+    assert aws.actions(incident_id)[-1] == "evidence_attached"
+
+
+def test_a_malformed_report_names_the_bad_field(aws):
+    event = copy.deepcopy(load_fixture("events", "sdc_report"))
+    event["detail"]["instances"][0]["ranks"] = ["thirteen"]
+
+    with pytest.raises(MalformedEvent, match=r"detail\.instances\[0\]\.ranks\[0\]"):
+        invoke(store_report, event)

@@ -1,0 +1,209 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lambdas.logic import approval, ids
+from lambdas.models.errors import DecisionRefused, TaskNotWaiting
+from lambdas.models.incident import IncidentState
+from lambdas.models.payloads import ApprovalRequest
+from tests.unit.world import APPROVAL_EXECUTION, TOKEN, World
+
+S = IncidentState
+
+
+# -- request approval ---------------------------------------------------------------------------
+
+
+def test_requesting_approval_stores_the_token_with_the_incident(world):
+    incident_id = world.awaiting_approval()
+
+    incident = world.incident(incident_id)
+    assert incident.state is S.AWAITING_APPROVAL
+    assert incident.task_token == TOKEN
+
+
+def test_the_approval_card_never_carries_the_task_token(world):
+    world.store_fixture_report()
+
+    world.awaiting_approval()
+
+    card = world.notifier.published[-1]
+    assert TOKEN not in card.message
+    assert TOKEN not in card.subject
+    assert TOKEN not in json.dumps(card.attributes)
+
+
+def test_the_audit_log_never_carries_the_task_token(world):
+    incident_id = world.awaiting_approval()
+
+    assert all(TOKEN not in json.dumps(e.to_record()) for e in world.audit.entries(incident_id))
+
+
+def test_the_card_holds_the_exact_approval_input_to_paste(world):
+    incident_id = world.awaiting_approval()
+
+    card = world.notifier.published[-1].message
+    expected = {
+        "incident_id": incident_id,
+        "decision": "approve",
+        "comment": "<why>",
+    }
+    assert json.dumps(expected) in card
+
+
+def test_requesting_approval_returns_and_audits_the_approval_input(world):
+    incident_id = world.health_checked()
+
+    result = approval.request_approval(ApprovalRequest(incident_id, TOKEN), world.deps)
+
+    assert result["approval_input"]["incident_id"] == incident_id
+    assert result["approval_input"]["decision"] == "approve"
+    entry = world.audit.entries(incident_id)[-1]
+    assert entry.action == "approval_requested"
+    assert entry.details["approval_input"] == result["approval_input"]
+    assert entry.request_ids == ["sns-1"]
+
+
+def test_a_failed_notification_fails_the_incident_visibly(world):
+    incident_id = world.health_checked()
+    world.notifier.fail_next = TaskNotWaiting("simulated SNS failure")
+
+    with pytest.raises(TaskNotWaiting):
+        approval.request_approval(ApprovalRequest(incident_id, TOKEN), world.deps)
+
+    assert world.incident(incident_id).state is S.FAILED
+    assert world.audit.actions(incident_id)[-1] == "step_failed"
+
+
+# -- decide -------------------------------------------------------------------------------------
+
+
+def test_an_approval_is_sent_to_the_waiting_task_with_decision_comment_and_execution(world):
+    incident_id = world.awaiting_approval()
+
+    result = approval.decide(world.decision(incident_id, "approve"), world.deps)
+
+    assert result == {"incident_id": incident_id, "decision": "approve", "accepted": True}
+    assert world.workflow.answers == [
+        (
+            TOKEN,
+            {
+                "incident_id": incident_id,
+                "decision": "approve",
+                "comment": "evidence reviewed",
+                "approval_execution_arn": APPROVAL_EXECUTION,
+            },
+        )
+    ]
+
+
+def test_an_accepted_decision_is_recorded_and_audited_with_the_approver(world):
+    incident_id = world.awaiting_approval()
+
+    approval.decide(world.decision(incident_id, "reject", "looks transient"), world.deps)
+
+    assert world.incident(incident_id).decision["decision"] == "reject"
+    entry = world.audit.entries(incident_id)[-1]
+    assert entry.action == "decision_accepted"
+    assert entry.actor == f"approver:{APPROVAL_EXECUTION}"
+    assert entry.details["comment"] == "looks transient"
+
+
+def test_a_second_decision_is_refused_and_audited(world):
+    incident_id = world.decided("approve")
+
+    with pytest.raises(DecisionRefused, match="already decided"):
+        approval.decide(world.decision(incident_id, "reject", execution="arn:second"), world.deps)
+
+    entry = world.audit.entries(incident_id)[-1]
+    assert (entry.action, entry.details["decision"]) == ("decision_refused", "reject")
+    assert len(world.workflow.answers) == 1
+
+
+def test_an_unknown_decision_value_is_refused_and_audited(world):
+    incident_id = world.awaiting_approval()
+
+    with pytest.raises(DecisionRefused, match="approve' or 'reject"):
+        approval.decide(world.decision(incident_id, "yes please"), world.deps)
+
+    assert world.audit.actions(incident_id)[-1] == "decision_refused"
+    assert world.workflow.answers == []
+    assert world.incident(incident_id).decision is None
+
+
+def test_a_decision_before_approval_was_requested_is_refused(world):
+    incident_id = world.health_checked()
+
+    with pytest.raises(DecisionRefused, match="not awaiting approval"):
+        approval.decide(world.decision(incident_id), world.deps)
+
+    assert world.audit.actions(incident_id)[-1] == "decision_refused"
+
+
+def test_a_decision_for_an_unknown_incident_is_audited_under_the_approval_execution(world):
+    with pytest.raises(DecisionRefused, match="no incident"):
+        approval.decide(world.decision("sdc-nope"), world.deps)
+
+    assert world.audit.actions(ids.decision_subject(APPROVAL_EXECUTION)) == ["decision_refused"]
+
+
+def test_a_decision_whose_task_is_gone_is_released_audited_and_raised(world):
+    incident_id = world.awaiting_approval()
+    world.workflow.waiting_tokens.clear()
+
+    with pytest.raises(TaskNotWaiting):
+        approval.decide(world.decision(incident_id), world.deps)
+
+    assert world.incident(incident_id).decision is None
+    assert world.audit.actions(incident_id)[-1] == "decision_not_delivered"
+
+
+def test_a_decision_for_a_closed_incident_is_refused(world: World):
+    incident_id = world.awaiting_approval()
+    from lambdas.logic import remediation
+    from lambdas.models.payloads import CloseRequest, Outcome
+
+    remediation.close_incident(CloseRequest(incident_id, Outcome.EXPIRED, None), world.deps)
+
+    with pytest.raises(DecisionRefused, match="expired, not awaiting approval"):
+        approval.decide(world.decision(incident_id), world.deps)
+
+
+def interfere_with_next_save(world: World, change) -> None:
+    """Just before the next save lands, another writer changes the stored incident."""
+    store = world.store
+    original = store.save
+
+    def save(incident):
+        store.save = original
+        competitor = store.get(incident.incident_id)
+        change(competitor)
+        original(competitor)
+        original(incident)  # now stale: raises ConditionFailed
+
+    store.save = save
+
+
+def test_of_two_racing_decisions_the_second_is_refused(world):
+    incident_id = world.awaiting_approval()
+    first = {"decision": "reject", "at": "t", "approval_execution_arn": "arn:first"}
+    interfere_with_next_save(world, lambda competitor: setattr(competitor, "decision", first))
+
+    with pytest.raises(DecisionRefused, match="already decided: reject"):
+        approval.decide(world.decision(incident_id, "approve"), world.deps)
+
+    assert world.workflow.answers == []
+    assert world.incident(incident_id).decision == first
+
+
+def test_a_decision_racing_an_unrelated_update_is_still_accepted(world):
+    incident_id = world.awaiting_approval()
+    interfere_with_next_save(world, lambda competitor: competitor.metrics.append("sdc_x"))
+
+    approval.decide(world.decision(incident_id, "approve"), world.deps)
+
+    incident = world.incident(incident_id)
+    assert incident.decision["decision"] == "approve"
+    assert "sdc_x" in incident.metrics

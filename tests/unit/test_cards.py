@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import json
+import re
+
+from lambdas.logic import cards, intake, remediation
+from lambdas.models.events import parse_report_event
+from lambdas.models.payloads import CloseRequest, Decision, Outcome
+from tests.conftest import load_fixture
+from tests.unit.world import APPROVAL_ARN, INSTANCE, TOKEN, World, settings
+
+
+def approval_card(world: World) -> str:
+    world.store_fixture_report()
+    world.awaiting_approval()
+    return world.notifier.published[-1].message
+
+
+def test_the_card_names_metric_step_ranks_verdicts_and_suspect_window(world):
+    card = approval_card(world)
+
+    assert "sdc_replay_mismatch" in card
+    assert "step 30" in card
+    assert "ranks on this instance: [13]" in card
+    assert "mismatched pairs: [[13, 5], [21, 13]]" in card
+    assert "verdicts: none" in card
+    assert "suspect window: steps 21-30" in card
+    assert "GPU-0000000d-5a1e-4c1d-9e7b-000000019223" in card
+
+
+def test_the_card_shows_the_verdicts_of_the_report_and_their_advice(world):
+    event = load_fixture("events", "sdc_report")
+    event["detail"].update(
+        culprits=[],
+        mismatched_pairs=[[13, 5]],
+        verdicts=[{"pair": [13, 5], "third": 21, "suspect": 13, "kind": "transient"}],
+    )
+    intake.store_report(parse_report_event(event), world.deps)
+
+    world.awaiting_approval()
+
+    card = world.notifier.published[-1].message
+    assert "verdict: pair [13, 5], third rank 21 -> suspect 13: transient" in card
+    assert "RECOMMENDATION: KEEP ISOLATED, REPLACE ON RECURRENCE" in card
+
+
+def test_the_card_shows_the_health_check_status_and_the_advice(world):
+    card = approval_card(world)
+
+    assert "InstanceStress, InstanceConnectivity: PASSED" in card
+    assert "RECOMMENDATION: REPLACE AFTER REVIEW" in card
+    assert "rank 13 mismatched in both of its ring comparisons" in card
+
+
+def test_the_card_says_what_to_do_with_a_console_link_and_both_inputs(world):
+    card = approval_card(world)
+
+    assert APPROVAL_ARN in card
+    assert "https://us-west-2.console.aws.amazon.com/states/home?region=us-west-2" in card
+    pasted = [json.loads(m) for m in re.findall(r"^\s+(\{.*\})$", card, flags=re.MULTILINE)]
+    assert [p["decision"] for p in pasted] == ["approve", "reject"]
+    assert "expired" in card
+
+
+def test_the_card_never_shows_the_task_token(world):
+    assert TOKEN not in approval_card(world)
+
+
+def test_the_card_of_a_dry_run_deployment_says_nothing_is_replaced(world):
+    world.settings = settings(dry_run=True)
+
+    assert "DRY RUN" in approval_card(world)
+
+
+def test_the_card_without_a_report_says_the_metric_alone_names_no_rank(world):
+    world.awaiting_approval()
+
+    card = world.notifier.published[-1].message
+    assert "no SDC report stored for this instance" in card
+    assert "HEALTH CHECK ONLY" in card
+
+
+def test_subjects_fit_the_sns_limit():
+    card = cards.Card(cards._subject("x" * 300), "")
+
+    assert len(card.subject) == cards.SUBJECT_LIMIT
+
+
+def test_approval_input_is_the_approval_state_machine_input():
+    assert cards.approval_input("sdc-1", Decision.REJECT) == {
+        "incident_id": "sdc-1",
+        "decision": "reject",
+        "comment": cards.COMMENT_PLACEHOLDER,
+    }
+
+
+def test_console_link_needs_a_state_machine_arn():
+    assert cards.console_link(None) is None
+    assert cards.console_link("not-an-arn") is None
+
+
+def test_the_close_notice_of_a_dry_run_says_it_would_have_replaced(world):
+    world.settings = settings(dry_run=True)
+    incident_id = world.decided("approve")
+    remediation.replace_node(remediation.IncidentRef(incident_id), world.deps)
+    remediation.check_replacement(remediation.IncidentRef(incident_id), world.deps)
+
+    remediation.close_incident(CloseRequest(incident_id, Outcome.REPLACED, None), world.deps)
+
+    notice = world.notifier.published[-1]
+    assert "replaced (dry run)" in notice.subject
+    assert f"would have replaced {INSTANCE}" in notice.message

@@ -1,0 +1,215 @@
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+
+import jsonschema
+import pytest
+
+from lambdas.models.errors import MalformedEvent
+from lambdas.models.events import parse_contributor_event, parse_report_event
+from tests.conftest import load_fixture
+from trainer_emitter.contract import Check, Metric, Role, report_schema
+
+
+def contributor(**changes):
+    event = copy.deepcopy(load_fixture("events", "contributor_alarm"))
+    event.update(changes)
+    return event
+
+
+def report_event():
+    return copy.deepcopy(load_fixture("events", "sdc_report"))
+
+
+# -- contributor events -----------------------------------------------------------------------
+
+
+def test_documented_contributor_event_parses_into_its_instance_and_metric():
+    alarm = parse_contributor_event(load_fixture("events", "contributor_alarm"))
+
+    assert alarm.cluster_name == "ml-cluster-1"
+    assert alarm.instance_id == "i-0abc1234def567890"
+    assert alarm.metric is Metric.REPLAY_MISMATCH
+    assert alarm.is_alarm
+    assert alarm.event_id == "3f1c2a9e-7b41-4d0c-9a55-0c8e2f6b1d20"
+    assert alarm.state_at == datetime(2026, 11, 30, 8, 15, 4, 512000, tzinfo=UTC)
+
+
+def test_ok_contributor_event_parses_as_not_alarming():
+    alarm = parse_contributor_event(load_fixture("events", "contributor_ok"))
+
+    assert alarm.state == "OK"
+    assert not alarm.is_alarm
+
+
+def test_alarm_level_event_is_refused_for_having_no_contributor():
+    event = load_fixture("events", "alarm_level_metrics_insights")
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(event)
+
+    assert err.value.field == "detail-type"
+
+
+def test_contributor_event_without_instance_id_names_the_missing_field():
+    event = contributor()
+    del event["detail"]["alarmContributor"]["attributes"]["InstanceId"]
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(event)
+
+    assert err.value.field == "detail.alarmContributor.attributes.InstanceId"
+    assert err.value.reason == "missing"
+
+
+def test_contributor_event_with_a_node_name_as_instance_id_is_refused():
+    event = contributor()
+    event["detail"]["alarmContributor"]["attributes"]["InstanceId"] = "ip-10-1-2-3"
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(event)
+
+    assert err.value.field == "detail.alarmContributor.attributes.InstanceId"
+
+
+def test_contributor_event_without_contributor_names_it():
+    event = contributor()
+    del event["detail"]["alarmContributor"]
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(event)
+
+    assert err.value.field == "detail.alarmContributor"
+
+
+def test_unknown_alarm_state_is_refused():
+    event = contributor()
+    event["detail"]["state"]["value"] = "FIRING"
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(event)
+
+    assert err.value.field == "detail.state.value"
+
+
+def test_bad_state_timestamp_is_refused():
+    event = contributor()
+    event["detail"]["state"]["timestamp"] = "yesterday"
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(event)
+
+    assert err.value.field == "detail.state.timestamp"
+
+
+def test_metric_comes_from_the_query_when_the_alarm_has_a_custom_name():
+    event = contributor()
+    event["detail"]["alarmName"] = "team-a-gpu-corruption"
+
+    assert parse_contributor_event(event).metric is Metric.REPLAY_MISMATCH
+
+
+def test_alarm_that_is_not_an_sdc_alarm_is_refused():
+    event = contributor()
+    event["detail"]["alarmName"] = "cpu-high"
+    event["detail"]["configuration"]["metrics"][0]["expression"] = "SELECT MAX(cpu) FROM x"
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(event)
+
+    assert err.value.field == "detail.alarmName"
+
+
+def test_event_that_is_not_an_object_is_refused():
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(["not", "an", "event"])
+
+    assert err.value.field == "event"
+
+
+# -- SDC reports ------------------------------------------------------------------------------
+
+
+def test_report_fixture_is_valid_against_the_contract_schema():
+    detail = report_event()["detail"]
+
+    jsonschema.Draft202012Validator(
+        report_schema(), format_checker=jsonschema.FormatChecker()
+    ).validate(detail)
+
+
+def test_report_event_parses_the_evidence_fields():
+    event = parse_report_event(report_event())
+    report = event.report
+
+    assert report.report_id == "r-5f3c9a1e2b7d4c60"
+    assert report.check is Check.COMPUTE
+    assert report.step == 30
+    assert report.culprits == (13,)
+    assert report.mismatched_pairs == ((13, 5), (21, 13))
+    assert report.suspect_window == (21, 30)
+    instance = report.instance("i-0abc1234def567890")
+    assert instance is not None
+    assert instance.role is Role.CULPRIT
+    assert instance.ranks == (13,)
+
+
+def test_report_with_another_source_is_refused():
+    event = report_event()
+    event["source"] = "someone.else"
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_report_event(event)
+
+    assert err.value.field == "source"
+
+
+def test_report_with_another_schema_version_is_refused():
+    event = report_event()
+    event["detail"]["schema_version"] = "2"
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_report_event(event)
+
+    assert err.value.field == "detail.schema_version"
+
+
+def test_report_with_a_bad_instance_id_names_the_entry():
+    event = report_event()
+    event["detail"]["instances"][0]["instance_id"] = "hyperpod-i-0abc1234def567890"
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_report_event(event)
+
+    assert err.value.field == "detail.instances[0].instance_id"
+
+
+def test_report_with_an_unknown_verdict_kind_names_the_verdict():
+    event = report_event()
+    event["detail"]["verdicts"] = [{"pair": [13, 5], "third": 21, "suspect": 13, "kind": "flaky"}]
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_report_event(event)
+
+    assert err.value.field == "detail.verdicts[0].kind"
+
+
+def test_report_missing_a_required_field_names_it():
+    event = report_event()
+    del event["detail"]["suspect_window"]
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_report_event(event)
+
+    assert err.value.field == "detail.suspect_window"
+
+
+def test_report_with_a_negative_rank_is_refused():
+    event = report_event()
+    event["detail"]["culprits"] = [-1]
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_report_event(event)
+
+    assert err.value.field == "detail.culprits[0]"

@@ -1,0 +1,125 @@
+"""A small world for logic tests: the in-memory fakes, the project's fake HyperPod with the
+documented contributor event's cluster and instance, and drivers that walk an incident to a
+given point of its lifecycle through the logic itself."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from lambdas.adapters.fake_hyperpod import FakeHyperPod
+from lambdas.logic import approval, intake, remediation
+from lambdas.logic.ports import Deps
+from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.models.incident import Incident
+from lambdas.models.payloads import DecisionRequest, IncidentRef, parse_approval_request
+from lambdas.models.settings import Settings
+from tests.conftest import load_fixture
+from tests.unit.fakes import (
+    FakeWorkflow,
+    InMemoryAuditLog,
+    InMemoryIncidentStore,
+    RecordingNotifier,
+    SteppingClock,
+)
+
+CLUSTER = "ml-cluster-1"
+INSTANCE = "i-0abc1234def567890"
+GROUP = "gpu-workers"
+TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAfake-task-token"
+APPROVAL_ARN = "arn:aws:states:us-west-2:111122223333:stateMachine:sdc-approval"
+APPROVAL_EXECUTION = "arn:aws:states:us-west-2:111122223333:execution:sdc-approval:a1"
+
+
+def settings(**changes: Any) -> Settings:
+    base = Settings(
+        incidents_table="incidents",
+        audit_table="audit",
+        topic_arn="arn:aws:sns:us-west-2:111122223333:sdc",
+        allowed_clusters=frozenset({CLUSTER}),
+        state_machine_arn="arn:aws:states:us-west-2:111122223333:stateMachine:remediation",
+        approval_state_machine_arn=APPROVAL_ARN,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def alarm_event(**detail_changes: Any) -> dict[str, Any]:
+    event = copy.deepcopy(load_fixture("events", "contributor_alarm"))
+    event["detail"].update(detail_changes)
+    return event
+
+
+@dataclass
+class World:
+    hyperpod: FakeHyperPod = field(default_factory=lambda: FakeHyperPod(health_check_polls=2))
+    store: InMemoryIncidentStore = field(default_factory=InMemoryIncidentStore)
+    audit: InMemoryAuditLog = field(default_factory=InMemoryAuditLog)
+    notifier: RecordingNotifier = field(default_factory=RecordingNotifier)
+    workflow: FakeWorkflow = field(default_factory=FakeWorkflow)
+    clock: SteppingClock = field(default_factory=SteppingClock)
+    settings: Settings = field(default_factory=settings)
+
+    def __post_init__(self) -> None:
+        self.hyperpod.add_cluster(CLUSTER, instance_groups=[GROUP])
+        self.hyperpod.add_node(CLUSTER, GROUP, INSTANCE)
+
+    @property
+    def deps(self) -> Deps:
+        return Deps(
+            settings=self.settings,
+            hyperpod=self.hyperpod,
+            incidents=self.store,
+            reports=self.store,
+            audit=self.audit,
+            notifier=self.notifier,
+            workflow=self.workflow,
+            clock=self.clock,
+        )
+
+    def incident(self, incident_id: str) -> Incident:
+        found = self.store.get(incident_id)
+        assert found is not None, f"no incident {incident_id}"
+        return found
+
+    # -- drivers: each returns the incident id ---------------------------------------------
+
+    def store_fixture_report(self) -> None:
+        intake.store_report(parse_report_event(load_fixture("events", "sdc_report")), self.deps)
+
+    def opened(self, event: dict[str, Any] | None = None) -> str:
+        result = intake.open_incident(parse_contributor_event(event or alarm_event()), self.deps)
+        assert result["action"] == "opened", result
+        assert result["incident_id"] is not None
+        return result["incident_id"]
+
+    def health_checked(self) -> str:
+        incident_id = self.opened()
+        ref = IncidentRef(incident_id)
+        remediation.start_health_check(ref, self.deps)
+        while remediation.check_health(ref, self.deps)["in_progress"]:
+            pass
+        return incident_id
+
+    def awaiting_approval(self) -> str:
+        incident_id = self.health_checked()
+        self.workflow.waiting_tokens.add(TOKEN)
+        approval.request_approval(
+            parse_approval_request({"incident_id": incident_id, "task_token": TOKEN}), self.deps
+        )
+        return incident_id
+
+    def decided(self, decision: str = "approve") -> str:
+        incident_id = self.awaiting_approval()
+        approval.decide(self.decision(incident_id, decision), self.deps)
+        return incident_id
+
+    def decision(
+        self,
+        incident_id: Any,
+        decision: Any = "approve",
+        comment: Any = "evidence reviewed",
+        execution: str = APPROVAL_EXECUTION,
+    ) -> DecisionRequest:
+        return DecisionRequest(incident_id, decision, comment, execution)
