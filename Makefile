@@ -7,6 +7,8 @@ STAMP  := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+# Node 20 is what the machine has; jsii warns that it is past end of life on every call.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: test lint format typecheck synth deploy drill bench clean
 

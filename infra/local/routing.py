@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.events.models import EventPattern
@@ -83,10 +83,10 @@ def handlers_in_process(
         body: Any,
         headers: Any,
         response_headers: dict[str, str],
-    ) -> bytes:
+    ) -> str | bytes | None:
         function = by_name.get(function_name) or by_arn.get(function_name)
         if function is None:
-            return original(self, function_name, qualifier, body, headers, response_headers)  # type: ignore[no-any-return]
+            return original(self, function_name, qualifier, body, headers, response_headers)
         event = json.loads(body) if body else {}
         with _invoke_lock, _environment(function.environment):
             if before_each:
@@ -152,7 +152,9 @@ class EventBus:
 
     def matching_rules(self, event: dict[str, Any]) -> list[str]:
         return [
-            logical for logical, pattern in self._patterns.items() if pattern.matches_event(event)
+            logical
+            for logical, pattern in self._patterns.items()
+            if pattern.matches_event(cast(Any, event))
         ]
 
     def put(self, event: dict[str, Any]) -> list[Delivery]:

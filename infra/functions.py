@@ -1,0 +1,292 @@
+"""The Lambda functions of docs/pipeline.md: one per handler module, each with its own role, log
+group and least-privilege grants.
+
+The permission matrix lives in `SPECS` below, one line per function, so that a reviewer reads
+who may do what in one place (and docs/deploy.md repeats it as a table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from aws_cdk import AssetHashType, Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra import asset as asset_build
+from infra.dependencies import depend_on_role_policy_only
+from infra.log_groups import retained_log_group
+from infra.nag import acknowledge
+from infra.notifications import Notifications
+from infra.settings import Cluster, Settings
+from infra.storage import Storage
+
+RUNTIME: Final = {
+    "3.12": lambda_.Runtime.PYTHON_3_12,
+    "3.13": lambda_.Runtime.PYTHON_3_13,
+}[asset_build.PYTHON_VERSION]
+"""The runtime the asset's binary wheels are built for (asset.PYTHON_VERSION)."""
+
+SERVICE_NAME: Final = "sdc-remediation"
+PIPELINE_METRICS_NAMESPACE: Final = "SDC/Remediation"
+"""Powertools pipeline counters. Deliberately not the SDC metric namespace: Powertools adds a
+`service` dimension, and the detection alarms' SCHEMA() must only ever see the contract's."""
+
+HYPERPOD_READ: Final = (
+    "sagemaker:DescribeCluster",
+    "sagemaker:DescribeClusterNode",
+    "sagemaker:ListClusterNodes",
+)
+START_HEALTH_CHECK: Final = "sagemaker:StartClusterHealthCheck"
+REPLACE_NODES: Final = "sagemaker:BatchReplaceClusterNodes"
+TASK_RESPONSE: Final = ("states:SendTaskSuccess", "states:SendTaskFailure")
+
+ASYNC_RETRY_ATTEMPTS: Final = 2
+ASYNC_MAX_EVENT_AGE: Final = Duration.hours(6)
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One Lambda function: its handler module and exactly what it may do besides the tables."""
+
+    module: str
+    description: str
+    hyperpod: tuple[str, ...] = ()
+    publishes: bool = False
+    starts_remediation: bool = False
+    answers_approval: bool = False
+    asynchronous: bool = False
+    """Invoked by EventBridge (asynchronously): failures after retries go to the failure queue."""
+    timeout_seconds: int = 30
+
+    @property
+    def handler(self) -> str:
+        return f"lambdas.handlers.{self.module}.handler"
+
+    @property
+    def logical_id(self) -> str:
+        """`open_incident` → `OpenIncidentFunction`: stable, so tests and the local run can map
+        the state machine definitions' references to handlers."""
+        return "".join(part.title() for part in self.module.split("_")) + "Function"
+
+
+SPECS: Final = (
+    FunctionSpec(
+        "open_incident",
+        "Opens an incident for a contributor ALARM and starts the remediation execution",
+        hyperpod=HYPERPOD_READ,
+        publishes=True,
+        starts_remediation=True,
+        asynchronous=True,
+        timeout_seconds=60,
+    ),
+    FunctionSpec(
+        "store_report",
+        "Stores an SDC Report event as evidence",
+        asynchronous=True,
+    ),
+    FunctionSpec(
+        "start_health_check",
+        "Starts the HyperPod deep health check on the suspect node",
+        hyperpod=(*HYPERPOD_READ, START_HEALTH_CHECK),
+    ),
+    FunctionSpec("check_health", "Polls the deep health check", hyperpod=HYPERPOD_READ),
+    FunctionSpec(
+        "request_approval",
+        "Stores the task token and asks a human to approve the replacement",
+        publishes=True,
+    ),
+    FunctionSpec(
+        "replace_node",
+        "Re-checks the node and requests its replacement",
+        hyperpod=(*HYPERPOD_READ, REPLACE_NODES),
+        timeout_seconds=60,
+    ),
+    FunctionSpec("check_replacement", "Polls the node replacement", hyperpod=HYPERPOD_READ),
+    FunctionSpec(
+        "close_incident",
+        "Closes the incident with its outcome and notifies",
+        publishes=True,
+    ),
+    FunctionSpec(
+        "decide",
+        "Validates an approval decision and completes the waiting remediation task",
+        answers_approval=True,
+    ),
+)
+
+
+def cluster_arn(scope: Construct, cluster: Cluster) -> str:
+    """The configured ARN, or `arn:<partition>:sagemaker:<region>:<account>:cluster/<id>` for
+    the stack's own account and region when the context gave the cluster id."""
+    return cluster.arn or Stack.of(scope).format_arn(
+        service="sagemaker", resource="cluster", resource_name=cluster.cluster_id
+    )
+
+
+class Functions(Construct):
+    """All functions. `remediation_arn` / `approval_arn` are the state machines' ARNs, known
+    before the state machines exist because their names are fixed (see workflow.py)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        code_asset: asset_build.LambdaAsset,
+        storage: Storage,
+        notifications: Notifications,
+        remediation_arn: str,
+        approval_arn: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        cluster_arns = [cluster_arn(self, cluster) for cluster in settings.clusters]
+
+        self.failure_queue = sqs.Queue(
+            self,
+            "FailedInvocationsQueue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.failure_queue,
+            "AwsSolutions-SQS3",
+            "This queue is itself the dead-letter target: the on-failure "
+            "destination of the asynchronously invoked functions (open_incident, "
+            "store_report). cdk-nag only recognises SQS redrive policies and Lambda "
+            "DeadLetterConfig as DLQ use; a DLQ of a DLQ would only move the problem.",
+        )
+
+        code = lambda_.Code.from_asset(
+            str(code_asset.path),
+            asset_hash=code_asset.key,
+            asset_hash_type=AssetHashType.CUSTOM,
+        )
+        common_env = {
+            "INCIDENTS_TABLE": storage.incidents.table_name,
+            "AUDIT_TABLE": storage.audit.table_name,
+            "TOPIC_ARN": notifications.topic.topic_arn,
+            "ALLOWED_CLUSTERS": ",".join(settings.cluster_names),
+            "HEALTH_CHECKS": ",".join(settings.health_checks),
+            "NAMESPACE": settings.namespace,
+            "DRY_RUN": "true" if settings.dry_run else "false",
+            "APPROVAL_STATE_MACHINE_ARN": approval_arn,
+            "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+            "POWERTOOLS_METRICS_NAMESPACE": PIPELINE_METRICS_NAMESPACE,
+        }
+
+        self.by_module: dict[str, lambda_.Function] = {}
+        for spec in SPECS:
+            env = dict(common_env)
+            if spec.starts_remediation:
+                env["STATE_MACHINE_ARN"] = remediation_arn
+            fn = self._function(spec, code, env, settings)
+            storage.grant_incidents(fn)
+            storage.grant_audit_append(fn)
+            if spec.publishes:
+                notifications.grant_publish(fn)
+            if spec.hyperpod and cluster_arns:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="HyperPodConfiguredClusters",
+                        actions=list(spec.hyperpod),
+                        resources=cluster_arns,
+                    )
+                )
+            if spec.starts_remediation:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="StartRemediation",
+                        actions=["states:StartExecution"],
+                        resources=[remediation_arn],
+                    )
+                )
+            if spec.answers_approval:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="AnswerApprovalTask",
+                        actions=list(TASK_RESPONSE),
+                        resources=[remediation_arn],
+                    )
+                )
+            assert fn.role is not None
+            depend_on_role_policy_only(fn, fn.role)
+            self.by_module[spec.module] = fn
+
+    def _function(
+        self,
+        spec: FunctionSpec,
+        code: lambda_.Code,
+        env: dict[str, str],
+        settings: Settings,
+    ) -> lambda_.Function:
+        name = spec.logical_id.removesuffix("Function")
+        log_group = retained_log_group(self, f"{name}Logs", settings)
+        role = iam.Role(
+            self,
+            f"{name}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{spec.module}: {spec.description}"[:1000],
+        )
+        log_group.grant_write(role)
+        fn = lambda_.Function(
+            self,
+            name,
+            runtime=RUNTIME,
+            handler=spec.handler,
+            code=code,
+            description=spec.description,
+            role=role,
+            environment=env,
+            timeout=Duration.seconds(spec.timeout_seconds),
+            memory_size=256,
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            # Asynchronous invocations (EventBridge): retry, then keep the failed event.
+            on_failure=(
+                destinations.SqsDestination(self.failure_queue) if spec.asynchronous else None
+            ),
+            retry_attempts=ASYNC_RETRY_ATTEMPTS if spec.asynchronous else None,
+            max_event_age=ASYNC_MAX_EVENT_AGE if spec.asynchronous else None,
+        )
+        cfn = fn.node.default_child
+        assert isinstance(cfn, lambda_.CfnFunction)
+        cfn.override_logical_id(spec.logical_id)
+
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "X-Ray tracing (Tracing.ACTIVE) adds xray:PutTraceSegments and "
+            "xray:PutTelemetryRecords, which support no resource-level permissions, so "
+            "their resource must be '*'. Every other statement names its resources.",
+        )
+        acknowledge(
+            fn,
+            "AwsSolutions-L1",
+            f"Pinned to python{asset_build.PYTHON_VERSION} on purpose: the asset "
+            "ships binary wheels (wrapt, via the Powertools tracer) built by pip for "
+            "exactly this CPython. Moving to a newer runtime is a one-line change of "
+            "PYTHON_VERSION in infra/asset.py (the wheels follow it).",
+        )
+        return fn
+
+    @property
+    def open_incident(self) -> lambda_.Function:
+        return self.by_module["open_incident"]
+
+    @property
+    def store_report(self) -> lambda_.Function:
+        return self.by_module["store_report"]
+
+    @property
+    def decide(self) -> lambda_.Function:
+        return self.by_module["decide"]

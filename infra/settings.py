@@ -1,0 +1,292 @@
+"""Deployment settings: the `sdc:*` context keys of `cdk.json`, parsed once and checked early.
+
+Every key has a documented default, so `cdk synth` works on a fresh clone. Override a key in
+`cdk.json` or on the command line (`-c` values arrive as strings; lists and objects as JSON):
+
+    npx cdk deploy -c 'sdc:clusters={"ml-cluster-1": "ab12cd34ef56"}' -c sdc:approvalTimeoutSeconds=7200
+
+| key | type | default | meaning |
+|---|---|---|---|
+| `sdc:stackName` | string | `SdcRemediation` | CloudFormation stack name; also prefixes the two state machine names |
+| `sdc:clusters` | object: cluster name → cluster ARN or 12-character cluster id | `{}` | HyperPod clusters this deployment may act on. The name goes into `ALLOWED_CLUSTERS`; the ARN scopes the SageMaker IAM permissions (HyperPod cluster ARNs end in the cluster *id*, not the name: `arn:aws:sagemaker:<region>:<account>:cluster/<id>`, so the name alone cannot scope IAM). Empty = the functions may act on no cluster and get no SageMaker permission at all |
+| `sdc:approvalTimeoutSeconds` | integer, 1 .. 31536000 | `86400` | how long `RequestApproval` waits for a decision before the incident closes as `expired` (never auto-approved) |
+| `sdc:notificationEmail` | string or null | `null` | optional e-mail address subscribed to the notification topic (confirm the subscription mail) |
+| `sdc:namespace` | string | `SDC/Training` (the contract's `NAMESPACE`) | CloudWatch namespace of the SDC metrics; the emitter must use the same one |
+| `sdc:alarmNamePrefix` | string or empty | `""` | prefix for the three alarm names (`<prefix>-sdc-replay-mismatch`), for several deployments in one account and region |
+| `sdc:healthChecks` | list of `InstanceStress`, `InstanceConnectivity`, `MultiNodeTrainingValidation` | `["InstanceStress", "InstanceConnectivity"]` | HyperPod deep health checks to run (`HEALTH_CHECKS`) |
+| `sdc:healthCheckPollSeconds` | integer, 1 .. 86400 | `300` | wait between two health-check status polls |
+| `sdc:healthCheckMaxPolls` | integer, 1 .. 1000 | `48` | polls before asking for approval anyway (4 h at the default interval) |
+| `sdc:replacementPollSeconds` | integer, 1 .. 86400 | `120` | wait between two replacement status polls |
+| `sdc:replacementMaxPolls` | integer, 1 .. 1000 | `60` | polls before the incident closes as `failed` (2 h at the default interval) |
+| `sdc:replaceRetrySeconds` | integer, 1 .. 86400 | `300` | wait before retrying `BatchReplaceClusterNodes` after `InvalidInstanceStatus` |
+| `sdc:replaceMaxRetries` | integer, 0 .. 100 | `6` | retries of the replacement request before the incident closes as `failed` |
+| `sdc:dryRun` | boolean | `false` | everything runs, but the replacement is only recorded as "would replace" (`DRY_RUN`) |
+| `sdc:logRetentionDays` | one of CloudWatch Logs' retention values (1, 3, 5, 7, 14, 30, 60, 90, ...) | `90` | retention of the function and state machine log groups |
+
+Unknown `sdc:*` keys are an error (a typo must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from trainer_emitter.contract import NAMESPACE
+
+PREFIX: Final = "sdc:"
+
+HEALTH_CHECK_TYPES: Final = (
+    "InstanceStress",
+    "InstanceConnectivity",
+    "MultiNodeTrainingValidation",
+)
+"""`DeepHealthCheckType` of the SageMaker API (botocore 1.44)."""
+
+LOG_RETENTION_DAYS: Final = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+    2922, 3288, 3653,
+)  # fmt: skip
+
+CLUSTER_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+CLUSTER_ARN_RE: Final = re.compile(
+    r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}$"
+)
+CLUSTER_ID_RE: Final = re.compile(r"^[a-z0-9]{12}$")
+STACK_NAME_RE: Final = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,59}$")
+ALARM_PREFIX_RE: Final = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,62}[A-Za-z0-9]|[A-Za-z0-9])?$")
+EMAIL_RE: Final = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+MAX_TASK_SECONDS: Final = 31_536_000
+"""One year: a Standard execution's maximum duration."""
+
+MAX_LOOP_ITERATIONS: Final = 1500
+"""Each poll iteration writes about 12 history events; a Standard execution holds 25,000."""
+
+
+class SettingsError(ValueError):
+    """A context value that cannot be used; the message names the key and what is expected."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A HyperPod cluster the deployment may act on."""
+
+    name: str
+    arn_or_id: str
+
+    @property
+    def arn(self) -> str | None:
+        """The full ARN when the context gave one; None when it gave the id only."""
+        return self.arn_or_id if self.arn_or_id.startswith("arn:") else None
+
+    @property
+    def cluster_id(self) -> str:
+        return self.arn_or_id.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The typed form of the `sdc:*` context keys (see the module docstring for the table)."""
+
+    stack_name: str = "SdcRemediation"
+    clusters: tuple[Cluster, ...] = ()
+    approval_timeout_seconds: int = 86_400
+    notification_email: str | None = None
+    namespace: str = NAMESPACE
+    alarm_name_prefix: str = ""
+    health_checks: tuple[str, ...] = ("InstanceStress", "InstanceConnectivity")
+    health_check_poll_seconds: int = 300
+    health_check_max_polls: int = 48
+    replacement_poll_seconds: int = 120
+    replacement_max_polls: int = 60
+    replace_retry_seconds: int = 300
+    replace_max_retries: int = 6
+    dry_run: bool = False
+    log_retention_days: int = 90
+
+    @property
+    def cluster_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.clusters)
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> Settings:
+        """Parse the whole context (other keys, e.g. CDK feature flags, are ignored)."""
+        own = {k: v for k, v in context.items() if k.startswith(PREFIX)}
+        unknown = sorted(set(own) - set(_PARSERS))
+        if unknown:
+            raise SettingsError(
+                f"unknown context key(s) {', '.join(unknown)}; known keys: "
+                + ", ".join(sorted(_PARSERS))
+            )
+        values: dict[str, Any] = {}
+        for key, (attr, parse) in _PARSERS.items():
+            if own.get(key) is not None:
+                values[attr] = parse(key, own[key])
+        settings = cls(**values)
+        settings._check_totals()
+        return settings
+
+    def _check_totals(self) -> None:
+        loops = self.health_check_max_polls + self.replacement_max_polls + self.replace_max_retries
+        if loops > MAX_LOOP_ITERATIONS:
+            raise SettingsError(
+                f"sdc:healthCheckMaxPolls + sdc:replacementMaxPolls + sdc:replaceMaxRetries = "
+                f"{loops} exceeds {MAX_LOOP_ITERATIONS}: the execution history (25,000 events) "
+                "would overflow"
+            )
+        worst = (
+            self.health_check_poll_seconds * self.health_check_max_polls
+            + self.approval_timeout_seconds
+            + self.replacement_poll_seconds * self.replacement_max_polls
+            + self.replace_retry_seconds * self.replace_max_retries
+        )
+        if worst > MAX_TASK_SECONDS:
+            raise SettingsError(
+                f"the worst-case execution takes {worst} s, longer than a Standard execution's "
+                f"one year ({MAX_TASK_SECONDS} s): lower the poll counts, intervals or the "
+                "approval timeout"
+            )
+
+
+# --- parsers: each takes (key, raw value) and returns the typed value or raises SettingsError ---
+
+
+def _fail(key: str, value: Any, expected: str) -> SettingsError:
+    return SettingsError(f"context key {key}={value!r}: expected {expected}")
+
+
+def _json_if_string(key: str, value: Any, expected: str) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as err:
+            raise _fail(key, value, expected + " (as JSON)") from err
+    return value
+
+
+def _string(pattern: re.Pattern[str], expected: str) -> Callable[[str, Any], str]:
+    def parse(key: str, value: Any) -> str:
+        if not isinstance(value, str) or not pattern.match(value):
+            raise _fail(key, value, expected)
+        return value
+
+    return parse
+
+
+def _integer(low: int, high: int) -> Callable[[str, Any], int]:
+    def parse(key: str, value: Any) -> int:
+        parsed: int
+        if isinstance(value, bool):
+            raise _fail(key, value, f"an integer in {low}..{high}")
+        if isinstance(value, int):
+            parsed = value
+        elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+            parsed = int(value)
+        else:
+            raise _fail(key, value, f"an integer in {low}..{high}")
+        if not low <= parsed <= high:
+            raise _fail(key, value, f"an integer in {low}..{high}")
+        return parsed
+
+    return parse
+
+
+def _boolean(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise _fail(key, value, "true or false")
+
+
+def _namespace(key: str, value: Any) -> str:
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= 255
+        or value.startswith(":")
+        or value.startswith("AWS/")
+        or '"' in value
+        or not value.isprintable()
+    ):
+        raise _fail(key, value, 'a CloudWatch namespace (1-255 characters, not "AWS/...")')
+    return value
+
+
+def _email(key: str, value: Any) -> str | None:
+    if value in ("", "null", "none"):
+        return None
+    if not isinstance(value, str) or not EMAIL_RE.match(value):
+        raise _fail(key, value, "an e-mail address or null")
+    return value
+
+
+def _health_checks(key: str, value: Any) -> tuple[str, ...]:
+    expected = "a non-empty list of " + ", ".join(HEALTH_CHECK_TYPES)
+    if isinstance(value, str) and not value.strip().startswith("["):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    value = _json_if_string(key, value, expected)
+    if (
+        not isinstance(value, list)
+        or not value
+        or any(v not in HEALTH_CHECK_TYPES for v in value)
+        or len(set(value)) != len(value)
+    ):
+        raise _fail(key, value, expected + " (no duplicates)")
+    return tuple(value)
+
+
+def _clusters(key: str, value: Any) -> tuple[Cluster, ...]:
+    expected = (
+        'an object {"<cluster name>": "<cluster ARN or 12-character cluster id>"}; HyperPod '
+        "cluster ARNs end in the cluster id (DescribeCluster shows it), which IAM needs"
+    )
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, expected)
+    clusters = []
+    for name, target in value.items():
+        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
+            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+        if not isinstance(target, str) or not (
+            CLUSTER_ARN_RE.match(target) or CLUSTER_ID_RE.match(target)
+        ):
+            raise _fail(key, value, f"{expected}; {target!r} for {name!r} is neither")
+        clusters.append(Cluster(name=name, arn_or_id=target))
+    return tuple(sorted(clusters, key=lambda c: c.name))
+
+
+def _retention(key: str, value: Any) -> int:
+    days = _integer(1, 3653)(key, value)
+    if days not in LOG_RETENTION_DAYS:
+        raise _fail(key, value, "one of " + ", ".join(map(str, LOG_RETENTION_DAYS)))
+    return days
+
+
+_PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
+    "sdc:stackName": (
+        "stack_name",
+        _string(STACK_NAME_RE, "a stack name: a letter, then letters, digits or '-' (<= 60)"),
+    ),
+    "sdc:clusters": ("clusters", _clusters),
+    "sdc:approvalTimeoutSeconds": ("approval_timeout_seconds", _integer(1, MAX_TASK_SECONDS)),
+    "sdc:notificationEmail": ("notification_email", _email),
+    "sdc:namespace": ("namespace", _namespace),
+    "sdc:alarmNamePrefix": (
+        "alarm_name_prefix",
+        _string(ALARM_PREFIX_RE, "letters, digits, '_', '.', '-' (not at either end), or empty"),
+    ),
+    "sdc:healthChecks": ("health_checks", _health_checks),
+    "sdc:healthCheckPollSeconds": ("health_check_poll_seconds", _integer(1, 86_400)),
+    "sdc:healthCheckMaxPolls": ("health_check_max_polls", _integer(1, 1000)),
+    "sdc:replacementPollSeconds": ("replacement_poll_seconds", _integer(1, 86_400)),
+    "sdc:replacementMaxPolls": ("replacement_max_polls", _integer(1, 1000)),
+    "sdc:replaceRetrySeconds": ("replace_retry_seconds", _integer(1, 86_400)),
+    "sdc:replaceMaxRetries": ("replace_max_retries", _integer(0, 100)),
+    "sdc:dryRun": ("dry_run", _boolean),
+    "sdc:logRetentionDays": ("log_retention_days", _retention),
+}
+
+CONTEXT_KEYS: Final = tuple(_PARSERS)

@@ -1,0 +1,124 @@
+"""The one stack: it only composes the constructs and declares the outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Aws, CfnOutput, Stack
+from constructs import Construct
+
+from infra.alarms import ContributorAlarms
+from infra.approval import ApprovalWorkflow
+from infra.asset import LambdaAsset
+from infra.functions import Functions
+from infra.notifications import Notifications
+from infra.routing import Routing
+from infra.settings import Settings
+from infra.storage import Storage
+from infra.training_access import TrainingAccess
+from infra.workflow import (
+    RemediationWorkflow,
+    approval_name,
+    remediation_name,
+    state_machine_arn,
+)
+
+
+def console_url(state_machine_arn: str) -> str:
+    return (
+        f"https://{Aws.REGION}.console.aws.amazon.com/states/home?region={Aws.REGION}"
+        f"#/statemachines/view/{state_machine_arn}"
+    )
+
+
+class SdcRemediationStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        code_asset: LambdaAsset,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description="SDC remediation: contributor alarms → incident → deep health check → "
+            "human approval → node replacement → audit log",
+            **kwargs,
+        )
+
+        storage = Storage(self, "Storage")
+        notifications = Notifications(self, "Notifications", settings=settings)
+        remediation_arn = state_machine_arn(self, remediation_name(settings))
+        approval_arn = state_machine_arn(self, approval_name(settings))
+
+        functions = Functions(
+            self,
+            "Functions",
+            settings=settings,
+            code_asset=code_asset,
+            storage=storage,
+            notifications=notifications,
+            remediation_arn=remediation_arn,
+            approval_arn=approval_arn,
+        )
+        remediation = RemediationWorkflow(
+            self,
+            "Remediation",
+            settings=settings,
+            functions=functions.by_module,
+            approval_state_machine_arn=approval_arn,
+        )
+        approval = ApprovalWorkflow(self, "Approval", settings=settings, decide=functions.decide)
+        alarms = ContributorAlarms(self, "Alarms", settings=settings)
+        routing = Routing(
+            self,
+            "Routing",
+            alarm_names=alarms.alarm_names,
+            open_incident=functions.open_incident,
+            store_report=functions.store_report,
+        )
+        notifications.alarm_when_not_empty(
+            "UndeliveredEventsAlarm",
+            routing.dead_letter_queue,
+            "EventBridge could not deliver an SDC event to its function.",
+        )
+        notifications.alarm_when_not_empty(
+            "FailedInvocationsAlarm",
+            functions.failure_queue,
+            "open_incident or store_report failed on an event after all retries "
+            "(malformed event or a bug).",
+        )
+        training = TrainingAccess(self, "TrainingAccess", namespace=settings.namespace)
+
+        CfnOutput(
+            self,
+            "RemediationStateMachineConsole",
+            description="Pending remediations; the waiting RequestApproval state shows the "
+            "approval input to paste",
+            value=console_url(remediation.state_machine.state_machine_arn),
+        )
+        CfnOutput(
+            self,
+            "ApprovalStateMachineConsole",
+            description="Approve or reject: start an execution here",
+            value=console_url(approval.state_machine.state_machine_arn),
+        )
+        CfnOutput(
+            self,
+            "ApprovalStateMachineArn",
+            description="Grant approvers states:StartExecution on this ARN",
+            value=approval.state_machine.state_machine_arn,
+        )
+        CfnOutput(self, "IncidentsTableName", value=storage.incidents.table_name)
+        CfnOutput(self, "AuditTableName", value=storage.audit.table_name)
+        CfnOutput(self, "NotificationTopicArn", value=notifications.topic.topic_arn)
+        CfnOutput(
+            self,
+            "TrainingPolicyArn",
+            description="Attach to the training jobs' role(s): what the SDC emitter needs",
+            value=training.policy.managed_policy_arn,
+            export_name=f"{self.stack_name}-TrainingPolicyArn",
+        )

@@ -1,0 +1,66 @@
+"""Synthesize once per session and share the template.
+
+Building the Lambda asset (pip, warm cache: a few seconds the first time, a hash check after)
+and an in-process synth (~10 s, the jsii/Node round trips) are the slow parts, so the tests
+share two synths: `template` with clusters, e-mail and a two-hour approval timeout, and
+`variant_template` with a prefix, another namespace, dry-run, no clusters and short waits
+(the one the moto executions run)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.asset import LambdaAsset, build_lambda_asset
+from infra.synth import Synthesized, synthesize
+
+CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/ab12cd34ef56"
+CLUSTER_ID = "0123456789ab"
+
+CONTEXT: dict[str, Any] = {
+    "sdc:clusters": {"ml-cluster-1": CLUSTER_ARN, "ml-cluster-2": CLUSTER_ID},
+    "sdc:approvalTimeoutSeconds": 7200,
+    "sdc:notificationEmail": "oncall@example.com",
+    "sdc:logRetentionDays": 30,
+}
+
+VARIANT_CONTEXT: dict[str, Any] = {
+    "sdc:stackName": "SdcTest",
+    "sdc:alarmNamePrefix": "prod",
+    "sdc:namespace": "ML/SDC",
+    "sdc:dryRun": True,
+    "sdc:healthChecks": ["InstanceStress", "MultiNodeTrainingValidation"],
+    "sdc:approvalTimeoutSeconds": 2,
+    "sdc:healthCheckPollSeconds": 1,
+    "sdc:healthCheckMaxPolls": 3,
+    "sdc:replacementPollSeconds": 1,
+    "sdc:replacementMaxPolls": 2,
+    "sdc:replaceRetrySeconds": 1,
+    "sdc:replaceMaxRetries": 1,
+}
+
+
+@pytest.fixture(scope="session")
+def lambda_asset() -> LambdaAsset:
+    return build_lambda_asset()
+
+
+@pytest.fixture(scope="session")
+def synthesized(lambda_asset: LambdaAsset) -> Synthesized:
+    return synthesize(CONTEXT, code_asset=lambda_asset)
+
+
+@pytest.fixture(scope="session")
+def template(synthesized: Synthesized) -> dict[str, Any]:
+    return synthesized.template
+
+
+@pytest.fixture(scope="session")
+def variant_synthesized(lambda_asset: LambdaAsset) -> Synthesized:
+    return synthesize(VARIANT_CONTEXT, code_asset=lambda_asset)
+
+
+@pytest.fixture(scope="session")
+def variant_template(variant_synthesized: Synthesized) -> dict[str, Any]:
+    return variant_synthesized.template

@@ -1,0 +1,57 @@
+"""Small readers over a synthesized template (plain dicts), shared by the infra tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from infra.synth import placeholder_arns, resolve, resources_of_type, state_machine_definitions
+
+
+def only(template: dict[str, Any], resource_type: str) -> tuple[str, dict[str, Any]]:
+    (item,) = resources_of_type(template, resource_type).items()
+    return item
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def statements_by_role(template: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Role logical id → every Allow/Deny statement of the inline policies attached to it."""
+    by_role: dict[str, list[dict[str, Any]]] = {}
+    for _, policy in resources_of_type(template, "AWS::IAM::Policy").items():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        for role in policy["Properties"].get("Roles", []):
+            by_role.setdefault(role["Ref"], []).extend(statements)
+    return by_role
+
+
+def statements_of_function(template: dict[str, Any], function_id: str) -> list[dict[str, Any]]:
+    role_id = template["Resources"][function_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    return statements_by_role(template)[role_id]
+
+
+def all_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    statements = []
+    for resource_type in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        for _, policy in resources_of_type(template, resource_type).items():
+            statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return statements
+
+
+def actions(statement: dict[str, Any]) -> set[str]:
+    return set(as_list(statement["Action"]))
+
+
+def resolved(template: dict[str, Any], value: Any) -> Any:
+    """`value` with Ref / GetAtt / Fn::Join resolved: placeholder ARNs for functions and state
+    machines, `<logical id>` for anything else (tables, topics, keys, queues)."""
+    arns = placeholder_arns(template)
+    everything = {logical_id: f"<{logical_id}>" for logical_id in template["Resources"]}
+    return resolve(value, {**everything, **arns})
+
+
+def definition(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(state_machine_definitions(template)[logical_id])
+    return parsed

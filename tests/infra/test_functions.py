@@ -1,0 +1,88 @@
+"""The functions: handlers, runtime, logging, tracing and environment per docs/pipeline.md."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from infra import asset
+from infra.functions import SPECS
+from infra.synth import function_handlers, resources_of_type
+from tests.infra.conftest import CONTEXT
+
+REPO = Path(__file__).resolve().parents[2]
+COMMON_ENV = {
+    "INCIDENTS_TABLE",
+    "AUDIT_TABLE",
+    "TOPIC_ARN",
+    "ALLOWED_CLUSTERS",
+    "HEALTH_CHECKS",
+    "NAMESPACE",
+    "DRY_RUN",
+    "APPROVAL_STATE_MACHINE_ARN",
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
+}
+
+
+def _env(template, function_id):
+    return template["Resources"][function_id]["Properties"]["Environment"]["Variables"]
+
+
+def test_one_function_per_handler_module_of_the_pipeline_doc(template):
+    doc = (REPO / "docs" / "pipeline.md").read_text()
+    documented = set(re.findall(r"^\| `(\w+)` \|", doc, flags=re.MULTILINE))
+
+    handlers = set(function_handlers(template).values())
+    assert handlers == {f"lambdas.handlers.{module}.handler" for module in documented}
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.module)
+def test_function_runs_python_with_json_logs_to_its_own_retained_log_group_and_tracing(
+    template, spec
+):
+    props = template["Resources"][spec.logical_id]["Properties"]
+    log_group_id = props["LoggingConfig"]["LogGroup"]["Ref"]
+
+    assert props["Runtime"] == f"python{asset.PYTHON_VERSION}"
+    assert props["Handler"] == spec.handler
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props["LoggingConfig"]["LogFormat"] == "JSON"
+    log_group = template["Resources"][log_group_id]
+    assert log_group["Properties"]["RetentionInDays"] == CONTEXT["sdc:logRetentionDays"]
+
+
+def test_log_groups_are_not_shared(template):
+    groups = [
+        r["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        for r in resources_of_type(template, "AWS::Lambda::Function").values()
+    ]
+
+    assert len(groups) == len(set(groups)) == len(SPECS)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.module)
+def test_environment_per_the_pipeline_doc(template, spec):
+    env = _env(template, spec.logical_id)
+
+    expected = COMMON_ENV | ({"STATE_MACHINE_ARN"} if spec.module == "open_incident" else set())
+    assert set(env) == expected
+    assert env["INCIDENTS_TABLE"] == {"Ref": "IncidentsTable"}
+    assert env["AUDIT_TABLE"] == {"Ref": "AuditTable"}
+    assert env["TOPIC_ARN"] == {"Ref": "NotificationTopic"}
+    assert env["ALLOWED_CLUSTERS"] == "ml-cluster-1,ml-cluster-2"
+    assert env["HEALTH_CHECKS"] == "InstanceStress,InstanceConnectivity"
+    assert env["NAMESPACE"] == "SDC/Training"
+    assert env["DRY_RUN"] == "false"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] != env["NAMESPACE"]
+
+
+def test_environment_follows_the_context(variant_template):
+    env = _env(variant_template, "OpenIncidentFunction")
+
+    assert env["ALLOWED_CLUSTERS"] == ""
+    assert env["DRY_RUN"] == "true"
+    assert env["NAMESPACE"] == "ML/SDC"
+    assert env["HEALTH_CHECKS"] == "InstanceStress,MultiNodeTrainingValidation"

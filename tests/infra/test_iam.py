@@ -1,0 +1,201 @@
+"""Least privilege: every permission names its resource unless the action cannot be scoped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from infra.functions import SPECS
+from infra.synth import resources_of_type
+from tests.infra.conftest import CLUSTER_ARN, CLUSTER_ID
+from tests.infra.template_tools import (
+    actions,
+    all_statements,
+    as_list,
+    resolved,
+    statements_by_role,
+    statements_of_function,
+)
+
+FUNCTIONS = [spec.logical_id for spec in SPECS]
+REMEDIATION_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:SdcRemediation-remediation"
+
+UNSCOPABLE = {
+    # X-Ray: no resource-level permissions.
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
+    # CloudWatch Logs vended log delivery (state machine logging): no resource-level permissions.
+    "logs:CreateLogDelivery",
+    "logs:GetLogDelivery",
+    "logs:UpdateLogDelivery",
+    "logs:DeleteLogDelivery",
+    "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy",
+    "logs:DescribeResourcePolicies",
+    "logs:DescribeLogGroups",
+    # PutMetricData: no resource-level permissions (scoped by the cloudwatch:namespace condition).
+    "cloudwatch:PutMetricData",
+}
+
+
+def _granting(statements: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
+    return [s for s in statements if any(a.startswith(prefix) for a in actions(s))]
+
+
+def _holders(template: dict[str, Any], action: str) -> set[str]:
+    return {
+        fn
+        for fn in FUNCTIONS
+        if any(action in actions(s) for s in statements_of_function(template, fn))
+    }
+
+
+def test_a_star_resource_is_only_granted_for_actions_that_cannot_be_scoped(template):
+    for statement in all_statements(template):
+        if statement["Effect"] != "Allow":
+            continue
+        resources = json.dumps(statement["Resource"])
+        if "*" in resources:
+            assert as_list(statement["Resource"]) == ["*"], statement
+            assert actions(statement) <= UNSCOPABLE, statement
+        assert not any("*" in a for a in actions(statement)), statement
+
+
+def test_no_function_role_carries_a_managed_policy(template):
+    for logical_id, role in resources_of_type(template, "AWS::IAM::Role").items():
+        assert "ManagedPolicyArns" not in role["Properties"], logical_id
+
+
+@pytest.mark.parametrize("function_id", FUNCTIONS)
+def test_the_audit_table_is_append_only_for_every_function(template, function_id):
+    audit = [
+        s
+        for s in statements_of_function(template, function_id)
+        if {"Fn::GetAtt": ["AuditTable", "Arn"]} in as_list(s["Resource"])
+    ]
+
+    assert audit, f"{function_id} cannot write the audit log"
+    for statement in audit:
+        assert actions(statement) == {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query"}
+
+
+def test_nothing_may_update_or_delete_audit_entries(template):
+    for statement in all_statements(template):
+        touches_audit = "AuditTable" in json.dumps(statement["Resource"])
+        if touches_audit:
+            assert not actions(statement) & {
+                "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem",
+                "dynamodb:BatchWriteItem",
+                "dynamodb:PartiQLUpdate",
+                "dynamodb:PartiQLDelete",
+                "dynamodb:DeleteTable",
+            }
+
+
+def test_incidents_grants_name_the_table_and_its_index_and_never_scan(template):
+    for statement in _granting(all_statements(template), "dynamodb:"):
+        if "IncidentsTable" in json.dumps(statement["Resource"]):
+            assert resolved(template, statement["Resource"]) == [
+                "<IncidentsTable>",
+                "<IncidentsTable>/index/by_state",
+            ]
+            assert "dynamodb:Scan" not in actions(statement)
+
+
+def test_hyperpod_actions_are_scoped_to_the_configured_clusters(template):
+    expected = [CLUSTER_ARN, f"arn:aws:sagemaker:us-east-1:123456789012:cluster/{CLUSTER_ID}"]
+    statements = _granting(all_statements(template), "sagemaker:")
+
+    assert statements
+    for statement in statements:
+        assert resolved(template, statement["Resource"]) == expected
+
+
+def test_only_start_health_check_starts_health_checks_and_only_replace_node_replaces(template):
+    assert _holders(template, "sagemaker:StartClusterHealthCheck") == {"StartHealthCheckFunction"}
+    assert _holders(template, "sagemaker:BatchReplaceClusterNodes") == {"ReplaceNodeFunction"}
+    assert _holders(template, "sagemaker:DescribeClusterNode") == {
+        "OpenIncidentFunction",
+        "StartHealthCheckFunction",
+        "CheckHealthFunction",
+        "ReplaceNodeFunction",
+        "CheckReplacementFunction",
+    }
+
+
+def test_without_configured_clusters_no_function_may_touch_hyperpod(variant_template):
+    assert _granting(all_statements(variant_template), "sagemaker:") == []
+
+
+def test_only_open_incident_starts_the_remediation_and_only_that_machine(template):
+    assert _holders(template, "states:StartExecution") == {"OpenIncidentFunction"}
+    (statement,) = _granting(statements_of_function(template, "OpenIncidentFunction"), "states:")
+
+    assert resolved(template, statement["Resource"]) == REMEDIATION_ARN
+
+
+def test_only_decide_answers_the_waiting_task_and_only_on_the_remediation_machine(template):
+    for action in ("states:SendTaskSuccess", "states:SendTaskFailure"):
+        assert _holders(template, action) == {"DecideFunction"}
+    (statement,) = _granting(statements_of_function(template, "DecideFunction"), "states:")
+
+    assert actions(statement) == {"states:SendTaskSuccess", "states:SendTaskFailure"}
+    assert resolved(template, statement["Resource"]) == REMEDIATION_ARN
+
+
+def test_the_state_machine_arns_granted_are_the_deployed_ones(template):
+    name = template["Resources"]["RemediationStateMachine"]["Properties"]["StateMachineName"]
+
+    assert REMEDIATION_ARN.endswith(f":stateMachine:{name}")
+
+
+def test_publishing_is_limited_to_the_topic_and_its_key(template):
+    publishers = _holders(template, "sns:Publish")
+    assert publishers == {
+        "OpenIncidentFunction",
+        "RequestApprovalFunction",
+        "CloseIncidentFunction",
+    }
+    for fn in publishers:
+        statements = statements_of_function(template, fn)
+        (publish,) = _granting(statements, "sns:")
+        (key,) = _granting(statements, "kms:")
+        assert publish["Resource"] == {"Ref": "NotificationTopic"}
+        assert actions(key) == {"kms:GenerateDataKey", "kms:Decrypt"}
+        assert key["Resource"]["Fn::GetAtt"][0].startswith("NotificationsTopicKey")
+
+
+def test_state_machines_invoke_exactly_the_functions_their_definitions_name(template):
+    by_role = statements_by_role(template)
+    for logical_id in ("RemediationStateMachine", "ApprovalStateMachine"):
+        role_id = template["Resources"][logical_id]["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+        (invoke,) = _granting(by_role[role_id], "lambda:")
+        definition = json.dumps(template["Resources"][logical_id]["Properties"]["DefinitionString"])
+        named = {fn for fn in FUNCTIONS if json.dumps({"Fn::GetAtt": [fn, "Arn"]}) in definition}
+
+        assert {r["Fn::GetAtt"][0] for r in as_list(invoke["Resource"])} == named
+
+
+def test_the_training_policy_allows_only_sdc_metrics_and_sdc_reports(template):
+    (policy,) = resources_of_type(template, "AWS::IAM::ManagedPolicy").values()
+    metrics, events = policy["Properties"]["PolicyDocument"]["Statement"]
+
+    assert actions(metrics) == {"cloudwatch:PutMetricData"}
+    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "SDC/Training"}}
+    assert actions(events) == {"events:PutEvents"}
+    assert resolved(template, events["Resource"]) == (
+        "arn:aws:events:us-east-1:123456789012:event-bus/default"
+    )
+    assert events["Condition"] == {"StringEquals": {"events:source": "sdc.trainer"}}
+
+
+def test_the_training_policy_follows_the_namespace(variant_template):
+    (policy,) = resources_of_type(variant_template, "AWS::IAM::ManagedPolicy").values()
+    metrics = policy["Properties"]["PolicyDocument"]["Statement"][0]
+
+    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "ML/SDC"}}

@@ -1,0 +1,31 @@
+"""What the stack hands back to the person who deployed it."""
+
+from __future__ import annotations
+
+from tests.infra.template_tools import resolved
+
+CONSOLE = (
+    "https://us-east-1.console.aws.amazon.com/states/home?region=us-east-1#/statemachines/view/"
+)
+
+
+def test_console_links_to_both_state_machines(template):
+    outputs = template["Outputs"]
+    for output, name in [
+        ("RemediationStateMachineConsole", "SdcRemediation-remediation"),
+        ("ApprovalStateMachineConsole", "SdcRemediation-approval"),
+    ]:
+        assert resolved(template, outputs[output]["Value"]) == (
+            f"{CONSOLE}arn:aws:states:us-east-1:123456789012:stateMachine:{name}"
+        )
+
+
+def test_tables_topic_and_the_exported_training_policy(template):
+    outputs = template["Outputs"]
+
+    assert outputs["IncidentsTableName"]["Value"] == {"Ref": "IncidentsTable"}
+    assert outputs["AuditTableName"]["Value"] == {"Ref": "AuditTable"}
+    assert outputs["NotificationTopicArn"]["Value"] == {"Ref": "NotificationTopic"}
+    training = outputs["TrainingPolicyArn"]
+    assert training["Value"]["Ref"].startswith("TrainingAccessEmitterPolicy")
+    assert training["Export"]["Name"] == "SdcRemediation-TrainingPolicyArn"

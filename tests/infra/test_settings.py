@@ -1,0 +1,110 @@
+"""The `sdc:*` context keys: documented defaults, CLI string forms, and fail-fast errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra import log_groups
+from infra.settings import CONTEXT_KEYS, LOG_RETENTION_DAYS, Cluster, Settings, SettingsError
+from trainer_emitter.contract import NAMESPACE
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_cdk_json_context_is_exactly_the_documented_defaults():
+    context = json.loads((REPO / "cdk.json").read_text())["context"]
+
+    assert Settings.from_context(context) == Settings()
+
+
+def test_the_default_namespace_is_the_contracts():
+    assert Settings().namespace == NAMESPACE
+
+
+def test_every_context_key_is_documented_in_the_settings_docstring_and_deploy_doc():
+    import infra.settings
+
+    deploy_doc = (REPO / "docs" / "deploy.md").read_text()
+    for key in CONTEXT_KEYS:
+        assert f"`{key}`" in (infra.settings.__doc__ or ""), key
+        assert f"`{key}`" in deploy_doc, key
+
+
+def test_values_given_on_the_command_line_as_strings_are_parsed():
+    settings = Settings.from_context(
+        {
+            "sdc:clusters": '{"ml-cluster-1": "ab12cd34ef56"}',
+            "sdc:approvalTimeoutSeconds": "7200",
+            "sdc:dryRun": "true",
+            "sdc:healthChecks": "InstanceStress, MultiNodeTrainingValidation",
+            "sdc:logRetentionDays": "365",
+        }
+    )
+
+    assert settings.clusters == (Cluster("ml-cluster-1", "ab12cd34ef56"),)
+    assert settings.approval_timeout_seconds == 7200
+    assert settings.dry_run is True
+    assert settings.health_checks == ("InstanceStress", "MultiNodeTrainingValidation")
+    assert settings.log_retention_days == 365
+
+
+def test_a_cluster_is_given_by_arn_or_by_id():
+    arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/ab12cd34ef56"
+    settings = Settings.from_context({"sdc:clusters": {"b": "0123456789ab", "a": arn}})
+
+    assert settings.cluster_names == ("a", "b")
+    assert settings.clusters[0].arn == arn
+    assert settings.clusters[1].arn is None
+    assert settings.clusters[1].cluster_id == "0123456789ab"
+
+
+def test_keys_of_other_tools_are_ignored():
+    settings = Settings.from_context({"@aws-cdk/core:newStyleStackSynthesis": True})
+
+    assert settings == Settings()
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"sdc:approvalTimeout": 60}, "unknown context key"),
+        ({"sdc:clusters": ["ml-cluster-1"]}, "cluster ARN or 12-character cluster id"),
+        ({"sdc:clusters": {"ml-cluster-1": "ml-cluster-1"}}, "is neither"),
+        ({"sdc:clusters": {"ml-cluster-1": "arn:aws:sagemaker:us-west-2:1:cluster/x"}}, "neither"),
+        ({"sdc:clusters": {"bad_name": "ab12cd34ef56"}}, "not a HyperPod cluster name"),
+        ({"sdc:clusters": "{not json"}, "as JSON"),
+        ({"sdc:approvalTimeoutSeconds": 0}, "sdc:approvalTimeoutSeconds"),
+        ({"sdc:approvalTimeoutSeconds": "soon"}, "an integer"),
+        ({"sdc:approvalTimeoutSeconds": True}, "an integer"),
+        ({"sdc:healthChecks": ["InstanceStress", "Nope"]}, "InstanceConnectivity"),
+        ({"sdc:healthChecks": []}, "non-empty"),
+        ({"sdc:dryRun": "yes"}, "true or false"),
+        ({"sdc:logRetentionDays": 10}, "one of 1, 3, 5"),
+        ({"sdc:notificationEmail": "not-an-address"}, "e-mail"),
+        ({"sdc:namespace": "AWS/EC2"}, "CloudWatch namespace"),
+        ({"sdc:alarmNamePrefix": "prod-"}, "not at either end"),
+        ({"sdc:stackName": "1stack"}, "stack name"),
+        (
+            {"sdc:healthCheckMaxPolls": 1000, "sdc:replacementMaxPolls": 1000},
+            "history",
+        ),
+        (
+            {"sdc:approvalTimeoutSeconds": 31_536_000, "sdc:healthCheckMaxPolls": 10},
+            "one year",
+        ),
+    ],
+)
+def test_a_bad_value_fails_fast_naming_the_key(context, message):
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_context(context)
+
+
+def test_an_empty_email_means_no_subscription():
+    assert Settings.from_context({"sdc:notificationEmail": ""}).notification_email is None
+
+
+def test_every_allowed_log_retention_maps_to_a_cdk_retention():
+    assert sorted(log_groups._RETENTION) == list(LOG_RETENTION_DAYS)

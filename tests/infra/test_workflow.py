@@ -1,0 +1,295 @@
+"""The state machines as deployed: parsed from the synthesized DefinitionString."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from infra.definitions import LAMBDA_INVOKE, LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN
+from infra.synth import function_handlers, placeholder_arns, state_machine_definitions
+from tests.infra.conftest import CONTEXT, VARIANT_CONTEXT
+from tests.infra.template_tools import definition
+
+REMEDIATION = "RemediationStateMachine"
+APPROVAL = "ApprovalStateMachine"
+
+TASK_MODULES = {
+    "StartHealthCheck": "start_health_check",
+    "CheckHealth": "check_health",
+    "RequestApproval": "request_approval",
+    "ReplaceNode": "replace_node",
+    "CheckReplacement": "check_replacement",
+    "CloseReplaced": "close_incident",
+    "CloseRejected": "close_incident",
+    "CloseExpired": "close_incident",
+    "CloseFailed": "close_incident",
+}
+
+
+@pytest.fixture(scope="module")
+def remediation(template) -> dict[str, Any]:
+    return definition(template, REMEDIATION)
+
+
+@pytest.fixture(scope="module")
+def approval(template) -> dict[str, Any]:
+    return definition(template, APPROVAL)
+
+
+def _tasks(asl: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: s for name, s in asl["States"].items() if s["Type"] == "Task"}
+
+
+def _targets(state: dict[str, Any]) -> list[str]:
+    targets = [state[k] for k in ("Next", "Default") if k in state]
+    targets += [choice["Next"] for choice in state.get("Choices", [])]
+    targets += [catch["Next"] for catch in state.get("Catch", [])]
+    return targets
+
+
+def test_both_are_standard_jsonpath_machines_with_full_logging_and_tracing(template):
+    for logical_id in (REMEDIATION, APPROVAL):
+        props = template["Resources"][logical_id]["Properties"]
+        asl = definition(template, logical_id)
+
+        assert props["StateMachineType"] == "STANDARD"
+        assert asl["QueryLanguage"] == "JSONPath"
+        assert props["LoggingConfiguration"]["Level"] == "ALL"
+        assert props["LoggingConfiguration"]["IncludeExecutionData"] is False
+        assert props["TracingConfiguration"] == {"Enabled": True}
+
+
+def test_request_approval_waits_for_the_task_token_with_the_configured_timeout(remediation):
+    state = remediation["States"]["RequestApproval"]
+
+    assert state["Resource"] == LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN
+    assert state["Resource"].endswith(".waitForTaskToken")
+    assert state["TimeoutSeconds"] == CONTEXT["sdc:approvalTimeoutSeconds"]
+    payload = state["Parameters"]["Payload"]
+    assert payload["task_token.$"] == "$$.Task.Token"
+    assert payload["incident_id.$"] == "$.incident_id"
+
+
+def test_the_timeout_follows_the_context(variant_template):
+    state = definition(variant_template, REMEDIATION)["States"]["RequestApproval"]
+
+    assert state["TimeoutSeconds"] == VARIANT_CONTEXT["sdc:approvalTimeoutSeconds"]
+
+
+def test_the_waiting_state_shows_the_approval_input_to_paste(remediation):
+    hint = remediation["States"]["RequestApproval"]["Parameters"]["Payload"]["approval_input"]
+
+    for decision in ("approve", "reject"):
+        assert hint[decision] == {
+            "incident_id.$": "$.incident_id",
+            "decision": decision,
+            "comment": "<why>",
+        }
+    assert hint["approval_state_machine_arn"].endswith(":stateMachine:SdcRemediation-approval")
+
+
+def test_an_approval_timeout_closes_as_expired_and_never_approves(remediation):
+    catches = remediation["States"]["RequestApproval"]["Catch"]
+
+    assert catches[0] == {
+        "ErrorEquals": ["States.Timeout"],
+        "ResultPath": "$.error",
+        "Next": "CloseExpired",
+    }
+    expired = remediation["States"]["CloseExpired"]["Parameters"]["Payload"]
+    assert expired["outcome"] == "expired"
+
+
+def test_every_task_invokes_lambda_with_an_explicit_payload_and_keeps_only_the_payload(
+    remediation, approval
+):
+    for asl in (remediation, approval):
+        for name, state in _tasks(asl).items():
+            assert state["Resource"] in (LAMBDA_INVOKE, LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN), name
+            assert isinstance(state["Parameters"]["Payload"], dict), name
+            if state["Resource"] == LAMBDA_INVOKE:
+                assert (
+                    state.get("ResultSelector") == {"Payload.$": "$.Payload"}
+                    or state.get("OutputPath") == "$.Payload"
+                ), name
+
+
+def test_every_remediation_task_catches_all_errors(remediation):
+    for name, state in _tasks(remediation).items():
+        caught = [c for c in state["Catch"] if c["ErrorEquals"] == ["States.ALL"]]
+        assert caught, f"{name} lets errors escape"
+        expected = "Failed" if name == "CloseFailed" else "CloseFailed"
+        assert caught[-1]["Next"] == expected, name
+        assert state["Catch"][-1] is caught[-1], f"{name}: States.ALL must come last"
+
+
+def test_each_task_invokes_the_function_of_its_handler(template, remediation, approval):
+    arns = placeholder_arns(template)
+    handler_of_arn = {arns[lid]: h for lid, h in function_handlers(template).items()}
+    expected = {**TASK_MODULES, "Decide": "decide"}
+
+    for asl in (remediation, approval):
+        for name, state in _tasks(asl).items():
+            handler = handler_of_arn[state["Parameters"]["FunctionName"]]
+            assert handler == f"lambdas.handlers.{expected[name]}.handler", name
+
+
+def test_every_ending_closes_the_incident_with_its_outcome(remediation):
+    states = remediation["States"]
+    for name, outcome, end in [
+        ("CloseReplaced", "replaced", "Closed"),
+        ("CloseRejected", "rejected", "Closed"),
+        ("CloseExpired", "expired", "Closed"),
+        ("CloseFailed", "failed", "Failed"),
+    ]:
+        payload = states[name]["Parameters"]["Payload"]
+        assert payload["outcome"] == outcome
+        assert "error" in payload or "error.$" in payload
+        assert states[name]["Next"] == end
+    assert states["Closed"]["Type"] == "Succeed"
+    assert states["Failed"]["Type"] == "Fail"
+
+
+def test_successful_closes_send_an_explicit_null_error(remediation):
+    for name in ("CloseReplaced", "CloseRejected"):
+        assert remediation["States"][name]["Parameters"]["Payload"]["error"] is None
+
+
+def test_the_decision_branches_on_approve_and_reject(remediation):
+    choice = remediation["States"]["Decision?"]
+    branches = {
+        json.dumps(rule["And"][1], sort_keys=True): rule["Next"] for rule in choice["Choices"]
+    }
+
+    assert branches == {
+        json.dumps(
+            {"StringEquals": "approve", "Variable": "$.decision.decision"}, sort_keys=True
+        ): "ReplaceNode",
+        json.dumps(
+            {"StringEquals": "reject", "Variable": "$.decision.decision"}, sort_keys=True
+        ): "CloseRejected",
+    }
+    assert choice["Default"] == "UnknownDecision"
+    assert remediation["States"]["UnknownDecision"]["Next"] == "CloseFailed"
+
+
+def test_every_state_is_reachable_and_every_transition_exists(remediation, approval):
+    for asl in (remediation, approval):
+        states = asl["States"]
+        seen, todo = set(), [asl["StartAt"]]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for target in _targets(states[name]):
+                assert target in states, f"{name} → unknown {target}"
+                todo.append(target)
+        assert seen == set(states)
+
+
+def _guarded_edges(states: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """Choice edges taken only while `$.polls.<counter>.count < max`: edge → counter."""
+    guarded = {}
+    for name, state in states.items():
+        for rule in state.get("Choices", []):
+            for condition in rule.get("And", [rule]):
+                variable = condition.get("Variable", "")
+                if "NumericLessThan" in condition and variable.startswith("$.polls."):
+                    guarded[(name, rule["Next"])] = variable.split(".")[2]
+    return guarded
+
+
+def test_every_loop_is_bounded_by_a_counter_it_increments(remediation):
+    states = remediation["States"]
+    guarded = _guarded_edges(states)
+
+    # Without the guarded edges, the state graph has no cycle at all ...
+    edges = {
+        name: [t for t in _targets(state) if (name, t) not in guarded]
+        for name, state in states.items()
+    }
+    visiting, done = set(), set()
+
+    def visit(name: str) -> None:
+        assert name not in visiting, f"unbounded loop through {name}"
+        if name in done:
+            return
+        visiting.add(name)
+        for target in edges[name]:
+            visit(target)
+        visiting.discard(name)
+        done.add(name)
+
+    visit(remediation["StartAt"])
+
+    # ... and every guarded edge closes a loop that increments the counter it tests.
+    assert set(guarded.values()) == {"health", "replacement", "replace_retries"}
+    for (choice, start), counter in guarded.items():
+        path, name = [], start
+        while name != choice:
+            path.append(name)
+            (name,) = [t for t in _targets(states[name]) if t not in ("CloseFailed",)]
+        increments = [
+            states[p]["Parameters"]["count.$"] for p in path if states[p]["Type"] == "Pass"
+        ]
+        assert increments == [f"States.MathAdd($.polls.{counter}.count, 1)"], (choice, start)
+
+
+def test_loop_bounds_and_waits_follow_the_context(variant_template):
+    states = definition(variant_template, REMEDIATION)["States"]
+    bounds = {
+        counter: rule_condition["NumericLessThan"]
+        for state in states.values()
+        for rule in state.get("Choices", [])
+        for rule_condition in rule.get("And", [rule])
+        if str(rule_condition.get("Variable", "")).startswith("$.polls.")
+        for counter in [rule_condition["Variable"].split(".")[2]]
+    }
+
+    assert bounds == {
+        "health": VARIANT_CONTEXT["sdc:healthCheckMaxPolls"],
+        "replacement": VARIANT_CONTEXT["sdc:replacementMaxPolls"],
+        "replace_retries": VARIANT_CONTEXT["sdc:replaceMaxRetries"],
+    }
+    assert states["WaitForHealthCheck"]["Seconds"] == VARIANT_CONTEXT["sdc:healthCheckPollSeconds"]
+    assert states["WaitForReplacement"]["Seconds"] == VARIANT_CONTEXT["sdc:replacementPollSeconds"]
+    assert states["WaitToRetryReplace"]["Seconds"] == VARIANT_CONTEXT["sdc:replaceRetrySeconds"]
+
+
+def test_the_approval_machine_passes_the_decision_and_its_own_execution_arn(approval):
+    assert approval["StartAt"] == "Decide"
+    (state,) = approval["States"].values()
+
+    assert state["Parameters"]["Payload"] == {
+        "incident_id.$": "$.incident_id",
+        "decision.$": "$.decision",
+        "comment.$": "$.comment",
+        "approval_execution_arn.$": "$$.Execution.Id",
+    }
+    assert state["End"] is True
+
+
+def test_extracted_definitions_are_fully_resolved_and_deterministic(template):
+    first = state_machine_definitions(template)
+    second = state_machine_definitions(template)
+
+    assert first == second
+    for text in first.values():
+        assert "Fn::" not in text and "${Token" not in text
+        json.loads(text)
+
+
+def test_definitions_can_be_resolved_with_any_arns(template):
+    arns = {
+        lid: f"arn:aws:lambda:eu-west-1:111122223333:function:{lid.lower()}"
+        for lid in function_handlers(template)
+    }
+    definitions = state_machine_definitions(template, arns, region="eu-west-1")
+
+    remediation = json.loads(definitions[REMEDIATION])
+    assert remediation["States"]["CheckHealth"]["Parameters"]["FunctionName"] == (
+        "arn:aws:lambda:eu-west-1:111122223333:function:checkhealthfunction"
+    )
