@@ -21,6 +21,7 @@ from typing import Any, cast
 
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.events.models import EventPattern
+from moto.stepfunctions.parser.utils import TMP_THREADS
 
 from infra.local.template import LocalStack
 
@@ -72,6 +73,9 @@ def handlers_in_process(
     Invocations are serialized (the state machine interpreter runs on its own thread) and each
     sees exactly its function's environment variables, as separate functions would."""
     log = InvocationLog()
+    # Interpreter threads of an earlier run that are still alive must not reach this run's
+    # handlers (they would act with that run's task tokens on this run's tables).
+    stale = {thread.ident for thread in TMP_THREADS if thread.is_alive()}
     by_name = {f.name: f for f in stack.functions.values()}
     by_arn = {f.arn: f for f in stack.functions.values()}
     original = LambdaSimpleBackend.invoke
@@ -87,6 +91,11 @@ def handlers_in_process(
         function = by_name.get(function_name) or by_arn.get(function_name)
         if function is None:
             return original(self, function_name, qualifier, body, headers, response_headers)
+        if threading.get_ident() in stale:
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps(
+                {"errorType": "StaleLocalRun", "errorMessage": "invoked from an ended local run"}
+            ).encode()
         event = json.loads(body) if body else {}
         with _invoke_lock, _environment(function.environment):
             if before_each:

@@ -181,22 +181,24 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
     # Functions first without environment (state machine ARNs are not known yet), then machines,
     # then the environments, so that references in either direction resolve.
     for logical in by_type.get("AWS::Lambda::Function", []):
-        name = logical
+        name = resolve(resources[logical]["Properties"].get("FunctionName")) or logical
         arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
         resolve.refs[logical] = name
         resolve.attrs[(logical, "Arn")] = arn
     for logical in by_type.get("AWS::StepFunctions::StateMachine", []):
-        arn = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{logical}"
+        name = resolve(resources[logical]["Properties"].get("StateMachineName")) or logical
+        arn = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}"
         resolve.refs[logical] = arn
         resolve.attrs[(logical, "Arn")] = arn
-        resolve.attrs[(logical, "Name")] = logical
+        resolve.attrs[(logical, "Name")] = name
 
     lam = session.client("lambda")
     for logical in by_type.get("AWS::Lambda::Function", []):
         props = resources[logical]["Properties"]
         environment = resolve(props.get("Environment", {}).get("Variables", {}))
+        name = resolve.refs[logical]
         lam.create_function(
-            FunctionName=logical,
+            FunctionName=name,
             Runtime=props.get("Runtime", "python3.12"),
             Role=role_arn,
             Handler=props["Handler"],
@@ -206,7 +208,7 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
         )
         stack.functions[logical] = Function(
             logical,
-            logical,
+            name,
             resolve.attrs[(logical, "Arn")],
             props["Handler"],
             {k: str(v) for k, v in environment.items()},
@@ -229,14 +231,17 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
         if definition is None:
             raise TemplateError(f"state machine {logical} has no DefinitionString")
         text = resolve(definition)
+        name = resolve.attrs[(logical, "Name")]
         created = sfn.create_state_machine(
-            name=logical,
+            name=name,
             definition=text,
             roleArn=role_arn,
             type=props.get("StateMachineType", "STANDARD"),
         )
+        if created["stateMachineArn"] != resolve.refs[logical]:
+            raise TemplateError(f"state machine {logical} got ARN {created['stateMachineArn']}")
         stack.state_machines[logical] = StateMachine(
-            logical, logical, created["stateMachineArn"], text
+            logical, name, created["stateMachineArn"], text
         )
 
     for logical in by_type.get("AWS::Events::Rule", []):
@@ -290,14 +295,15 @@ def _queues_and_topics(
 ) -> None:
     sqs = session.client("sqs")
     for logical in by_type.get("AWS::SQS::Queue", []):
-        url = sqs.create_queue(QueueName=logical)["QueueUrl"]
+        name = resolve(resources[logical].get("Properties", {}).get("QueueName")) or logical
+        url = sqs.create_queue(QueueName=name)["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
         stack.queues[logical] = {"url": url, "arn": arn}
         resolve.refs[logical] = url
         resolve.attrs[(logical, "Arn")] = arn
-        resolve.attrs[(logical, "QueueName")] = logical
+        resolve.attrs[(logical, "QueueName")] = name
     sns = session.client("sns")
     for logical in by_type.get("AWS::SNS::Topic", []):
         arn = sns.create_topic(Name=logical)["TopicArn"]

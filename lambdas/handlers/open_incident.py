@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.handlers._deps import deps
-from lambdas.logic.intake import open_incident
+from lambdas.logic.intake import open_incident, parsed_or_refused
 from lambdas.models.events import parse_contributor_event
 from lambdas.observability import logger, metrics, tracer
 
@@ -17,4 +17,7 @@ from lambdas.observability import logger, metrics, tracer
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> Any:
-    return open_incident(parse_contributor_event(event), deps())
+    current = deps()
+    return open_incident(
+        parsed_or_refused(event, parse_contributor_event, "open_incident", current), current
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.handlers._deps import deps
-from lambdas.logic.intake import store_report
+from lambdas.logic.intake import parsed_or_refused, store_report
 from lambdas.models.events import parse_report_event
 from lambdas.observability import logger, metrics, tracer
 
@@ -14,4 +14,7 @@ from lambdas.observability import logger, metrics, tracer
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> Any:
-    return store_report(parse_report_event(event), deps())
+    current = deps()
+    return store_report(
+        parsed_or_refused(event, parse_report_event, "store_report", current), current
+    )

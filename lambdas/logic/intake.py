@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from lambdas.logic import evidence, ids
 from lambdas.logic._steps import Step, error_details
@@ -11,6 +13,7 @@ from lambdas.models.errors import (
     ClusterNotFound,
     IncidentExists,
     LockHeld,
+    MalformedEvent,
     NodeNotFound,
     SdcError,
 )
@@ -21,6 +24,25 @@ from lambdas.models.payloads import OpenIncidentResult, StoreReportResult
 from lambdas.observability import count, logger
 
 REPORT_TTL = timedelta(days=14)
+
+T = TypeVar("T")
+
+
+def parsed_or_refused(event: Any, parse: Callable[[Any], T], actor: str, deps: Deps) -> T:
+    """`parse(event)`, or, for an event without the documented shape, an `event_refused` audit
+    entry under the event's id naming the bad field, then the error again: the caller's raise
+    sends the event to the dead-letter queue, so it is both kept and explained."""
+    try:
+        return parse(event)
+    except MalformedEvent as err:
+        raw = event if isinstance(event, Mapping) else {}
+        Step(deps, actor).audit(
+            ids.event_subject(str(raw.get("id") or "without-id")),
+            "event_refused",
+            error_details(err, source=raw.get("source"), detail_type=raw.get("detail-type")),
+        )
+        count("EventsRefused")
+        raise
 
 
 def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:

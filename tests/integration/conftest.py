@@ -39,13 +39,6 @@ SESSION = boto3.session.Session(region_name=REGION)
 TRIVIAL_DEFINITION = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}})
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # pytest resets warning filters per test; keep the one lambdas.observability installs.
-    config.addinivalue_line(
-        "filterwarnings", "ignore:No application metrics to publish:UserWarning"
-    )
-
-
 def create_incidents_table(client: Any, name: str = INCIDENTS_TABLE) -> None:
     client.create_table(
         TableName=name,

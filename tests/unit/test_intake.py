@@ -5,7 +5,7 @@ import copy
 import pytest
 
 from lambdas.logic import ids, intake
-from lambdas.models.errors import SettingsError, Throttled
+from lambdas.models.errors import MalformedEvent, SettingsError, Throttled
 from lambdas.models.events import parse_contributor_event, parse_report_event
 from lambdas.models.incident import IncidentState
 from tests.conftest import load_fixture
@@ -266,3 +266,28 @@ def test_a_report_naming_no_instance_is_not_stored_but_audited(world):
     assert store(world, event)["stored"] is False
     entry = world.audit.entries(ids.event_subject(event["id"]))[0]
     assert entry.details["reason"] == "the report names no instance"
+
+
+# -- malformed events ---------------------------------------------------------------------------
+
+
+def test_a_malformed_event_is_audited_under_its_id_naming_the_field_and_raised_again(world):
+    event = alarm_event()
+    del event["detail"]["alarmContributor"]["attributes"]["InstanceId"]
+
+    with pytest.raises(MalformedEvent, match="InstanceId"):
+        intake.parsed_or_refused(event, parse_contributor_event, "open_incident", world.deps)
+
+    (entry,) = world.deps.audit.entries(ids.event_subject(event["id"]))
+    assert entry.action == "event_refused"
+    assert entry.details["field"] == "detail.alarmContributor.attributes.InstanceId"
+    assert entry.details["source"] == "aws.cloudwatch"
+
+
+def test_a_well_formed_event_passes_through_without_an_audit_entry(world):
+    event = alarm_event()
+
+    parsed = intake.parsed_or_refused(event, parse_contributor_event, "open_incident", world.deps)
+
+    assert parsed.instance_id == INSTANCE
+    assert world.deps.audit.entries(ids.event_subject(event["id"])) == []

@@ -1,0 +1,330 @@
+"""The pipeline on this machine: the synthesized stack in a moto account, a fake HyperPod.
+
+    with LocalRun.open() as run:
+        emitter = run.emitter(rank_map)            # a training rank, publishing into moto
+        emitter.report(alarm)
+        opened = run.tick()                        # alarms evaluated → contributor events routed
+        run.wait_for(incident_id, "awaiting_approval")
+        run.decide(incident_id, "approve", "bad GPU, replace")   # the approval state machine
+        run.wait_for(incident_id, "replaced")
+
+Everything between the emitter and the fake HyperPod is the deployed code path: the rules'
+patterns route events, handlers run in-process with their function's environment, and the
+state machine definitions from the template run in moto's interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from infra.local.evaluator import Evaluator
+from infra.local.routing import Delivery, EventBus, InvocationLog, handlers_in_process, new_event
+from infra.local.template import ACCOUNT, REGION, LocalStack, stand_up
+from lambdas.adapters.fake_hyperpod import FakeHyperPod
+from lambdas.handlers import _deps
+from lambdas.handlers._deps import build_deps
+from lambdas.logic.ports import Deps
+from lambdas.models.audit import AuditEntry
+from lambdas.models.incident import Incident
+from lambdas.models.settings import Settings
+from trainer_emitter import Emitter
+from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
+from trainer_emitter.report import Datapoint
+from trainer_emitter.sinks import AwsSink
+
+CLUSTER = "ml-cluster-1"
+CLUSTER_ID = "ab12cd34ef56"
+TERMINAL = frozenset({"replaced", "rejected", "expired", "failed", "skipped"})
+
+LOCAL_CONTEXT: dict[str, Any] = {
+    "sdc:clusters": {CLUSTER: CLUSTER_ID},
+    "sdc:approvalTimeoutSeconds": 600,
+    "sdc:healthCheckPollSeconds": 1,
+    "sdc:healthCheckMaxPolls": 5,
+    "sdc:replacementPollSeconds": 1,
+    "sdc:replacementMaxPolls": 10,
+    "sdc:replaceRetrySeconds": 1,
+    "sdc:replaceMaxRetries": 2,
+}
+"""The deployment the local run synthesizes: short waits, so a run takes seconds, not hours."""
+
+_MOTO_CONFIG: Any = {
+    "lambda": {"use_docker": False},
+    "stepfunctions": {"execute_state_machine": True},
+}
+
+
+@cache
+def _template(context_json: str) -> str:
+    from infra.synth import synth_template  # CDK and jsii load only when a run needs them
+
+    return json.dumps(synth_template(json.loads(context_json)))
+
+
+def synthesized_template(context: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The template `cdk synth` writes for the local context (plus `context`), cached per run."""
+    merged = {**LOCAL_CONTEXT, **(context or {})}
+    return json.loads(_template(json.dumps(merged, sort_keys=True)))
+
+
+def default_cluster(nodes: Sequence[str] = (), *, node_recovery: str = "None") -> FakeHyperPod:
+    """A 4-node fake HyperPod cluster named like the fixtures' rank map."""
+    hyperpod = FakeHyperPod(region=REGION, account=ACCOUNT)
+    hyperpod.add_cluster(CLUSTER, node_recovery=node_recovery, instance_groups=["gpu-workers"])
+    for instance_id in nodes or (
+        "i-0aa00000000000001",
+        "i-0bb00000000000002",
+        "i-0cc00000000000003",
+        "i-0dd00000000000004",
+    ):
+        hyperpod.add_node(CLUSTER, "gpu-workers", instance_id)
+    return hyperpod
+
+
+class _LocalSink:
+    """The emitter's delivery into the local account: metrics to moto CloudWatch, the report
+    event onto the local bus (moto's own bus cannot deliver to Lambda targets)."""
+
+    def __init__(self, run: LocalRun) -> None:
+        self._metrics = AwsSink(region=REGION)
+        self._run = run
+
+    def put_metrics(self, namespace: str, datapoints: Sequence[Datapoint]) -> None:
+        self._metrics.put_metrics(namespace, datapoints)
+
+    def put_event(self, detail: dict[str, Any]) -> None:
+        self._run.put_event(
+            new_event(REPORT_DETAIL_TYPE, REPORT_SOURCE, detail, region=REGION, account=ACCOUNT)
+        )
+
+
+@dataclass
+class LocalRun:
+    session: Any
+    stack: LocalStack
+    hyperpod: FakeHyperPod
+    invocations: InvocationLog
+    bus: EventBus
+    evaluator: Evaluator
+    deps: Deps
+    inbox_url: str
+    deliveries: list[Delivery] = field(default_factory=list)
+    inbox: list[dict[str, Any]] = field(default_factory=list)
+    _decisions: int = 0
+
+    @classmethod
+    @contextmanager
+    def open(
+        cls, *, context: Mapping[str, Any] | None = None, hyperpod: FakeHyperPod | None = None
+    ) -> Iterator[LocalRun]:
+        template = synthesized_template(context)
+        hyperpod = hyperpod or default_cluster()
+        saved = {k: os.environ.get(k) for k in ("POWERTOOLS_TRACE_DISABLED", "AWS_DEFAULT_REGION")}
+        os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"  # no X-Ray daemon here
+        os.environ["AWS_DEFAULT_REGION"] = REGION
+        try:
+            with mock_aws(config=_MOTO_CONFIG):
+                session = boto3.session.Session(region_name=REGION)
+                stack = stand_up(template, session)
+                opener = stack.function_by_handler("open_incident")
+                settings = Settings.from_env(opener.environment)
+
+                def per_invocation() -> Deps:
+                    # Each invocation sees its own function's environment, as on AWS.
+                    return build_deps(Settings.from_env(), session=session, hyperpod=hyperpod)
+
+                _deps.set_deps(per_invocation)
+                with (
+                    handlers_in_process(stack) as invocations,
+                    _stopping_executions(session, stack),
+                ):
+                    yield cls(
+                        session=session,
+                        stack=stack,
+                        hyperpod=hyperpod,
+                        invocations=invocations,
+                        bus=EventBus(stack, session),
+                        evaluator=Evaluator(stack, session),
+                        deps=build_deps(settings, session=session, hyperpod=hyperpod),
+                        inbox_url=_subscribe_inbox(session, settings.topic_arn),
+                    )
+        finally:
+            _deps.reset()
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    # -- the training side ------------------------------------------------------------------
+
+    def emitter(self, rank_map: Sequence[Mapping[str, Any]], **settings: Any) -> Emitter:
+        return Emitter(
+            cluster_name=CLUSTER,
+            region=REGION,
+            rank=0,
+            rank_map=rank_map,
+            sink=_LocalSink(self),
+            **{"job_name": "llama-pretrain", **settings},
+        )
+
+    # -- the AWS side -----------------------------------------------------------------------
+
+    def put_event(self, event: dict[str, Any]) -> list[Delivery]:
+        delivered = self.bus.put(event)
+        self.deliveries.extend(delivered)
+        return delivered
+
+    def tick(self, now: datetime | None = None) -> list[Delivery]:
+        """One alarm evaluation: contributor events for every state change, routed by the rules."""
+        delivered: list[Delivery] = []
+        for event in self.evaluator.evaluate(now or datetime.now(UTC)):
+            delivered.extend(self.put_event(event))
+        return delivered
+
+    def incident(self, incident_id: str) -> Incident | None:
+        return self.deps.incidents.get(incident_id)
+
+    def audit(self, incident_id: str) -> list[AuditEntry]:
+        return self.deps.audit.entries(incident_id)
+
+    def wait_for(self, incident_id: str, *states: str, timeout: float = 60.0) -> Incident:
+        """Until the incident reaches one of `states`; a terminal state that is not one of them
+        ends the wait early with an error naming it."""
+        deadline = time.monotonic() + timeout
+        seen = None
+        while time.monotonic() < deadline:
+            incident = self.incident(incident_id)
+            seen = incident.state.value if incident else None
+            if incident is not None and seen in states:
+                if seen in TERMINAL and incident.execution_arn:
+                    # The state is saved before the closing step's last audit entry and notice:
+                    # a closed incident is settled once its execution has ended.
+                    self.wait_for_execution(
+                        incident_id, timeout=max(deadline - time.monotonic(), 1)
+                    )
+                    return self.incident(incident_id) or incident
+                return incident
+            if seen in TERMINAL:
+                break
+            time.sleep(0.1)
+        raise TimeoutError(f"incident {incident_id} is {seen!r}, not one of {states}")
+
+    def execution(self, incident_id: str) -> dict[str, Any]:
+        machine = self.stack.state_machine("Remediation")
+        arn = machine.arn.replace(":stateMachine:", ":execution:") + f":{incident_id}"
+        return self.session.client("stepfunctions").describe_execution(executionArn=arn)
+
+    def wait_for_execution(self, incident_id: str, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            execution = self.execution(incident_id)
+            if execution["status"] != "RUNNING" or time.monotonic() > deadline:
+                return execution
+            time.sleep(0.1)
+
+    def decide(self, incident_id: str, decision: str, comment: str) -> dict[str, Any]:
+        """Start the approval state machine, exactly what the console's 'Start execution' does,
+        and wait for it to finish."""
+        self._decisions += 1
+        machine = self.stack.state_machine("Approval")
+        client = self.session.client("stepfunctions")
+        started = client.start_execution(
+            stateMachineArn=machine.arn,
+            name=f"{decision}-{self._decisions}-{int(time.time())}",
+            input=json.dumps(
+                {"incident_id": incident_id, "decision": decision, "comment": comment}
+            ),
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            execution = client.describe_execution(executionArn=started["executionArn"])
+            if execution["status"] != "RUNNING" or time.monotonic() > deadline:
+                return execution
+            time.sleep(0.05)
+
+    def wait_for_notification(self, subject_part: str, timeout: float = 10.0) -> dict[str, Any]:
+        """The first notification whose subject contains `subject_part`, waiting for it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for notice in self.notifications():
+                self.inbox.append(notice)
+            for notice in self.inbox:
+                if subject_part in (notice["subject"] or ""):
+                    return notice
+            time.sleep(0.05)
+        raise TimeoutError(f"no notification with {subject_part!r} in its subject")
+
+    def notifications(self) -> list[dict[str, Any]]:
+        """What the topic's subscribers received since the last call (subject, message,
+        attributes)."""
+        sqs = self.session.client("sqs")
+        received: list[dict[str, Any]] = []
+        while True:
+            batch = sqs.receive_message(QueueUrl=self.inbox_url, MaxNumberOfMessages=10).get(
+                "Messages", []
+            )
+            if not batch:
+                return received
+            for message in batch:
+                body = json.loads(message["Body"])
+                received.append(
+                    {
+                        "subject": body.get("Subject"),
+                        "message": body.get("Message"),
+                        "attributes": {
+                            k: v.get("Value") for k, v in body.get("MessageAttributes", {}).items()
+                        },
+                    }
+                )
+                sqs.delete_message(QueueUrl=self.inbox_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+@contextmanager
+def _stopping_executions(session: Any, stack: LocalStack) -> Iterator[None]:
+    """Stop whatever still runs when the run ends: an interpreter thread left waiting would
+    otherwise invoke the next run's handlers with this run's task tokens."""
+    try:
+        yield
+    finally:
+        client = session.client("stepfunctions")
+        for machine in stack.state_machines.values():
+            running = client.list_executions(stateMachineArn=machine.arn, statusFilter="RUNNING")
+            for execution in running["executions"]:
+                _stop(client, execution["executionArn"])
+
+
+def _stop(client: Any, execution_arn: str, patience: float = 10.0) -> None:
+    # moto's interpreter parses the definition on the execution's own thread; until it has,
+    # the execution cannot be stopped (its environment does not exist yet).
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            client.stop_execution(executionArn=execution_arn, cause="local run ended")
+            return
+        except AttributeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _subscribe_inbox(session: Any, topic_arn: str) -> str:
+    """An SQS queue subscribed to the notification topic: the approver's inbox."""
+    sqs = session.client("sqs")
+    url: str = sqs.create_queue(QueueName="local-approver-inbox")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    session.client("sns").subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=arn)
+    return url

@@ -1,0 +1,190 @@
+"""End to end on moto: the synthesized stack, the deployed rule patterns and state machine
+definitions, the real handlers in-process, a fake HyperPod. One behaviour per test."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.local.run import LocalRun
+from infra.synth import state_machine_definitions
+from tests.conftest import load_fixture
+
+pytestmark = pytest.mark.slow
+
+CULPRIT_INSTANCE = "i-0bb00000000000002"
+APPROVED_PATH = [
+    ("open_incident", "incident_opened"),
+    ("open_incident", "execution_started"),
+    ("start_health_check", "health_check_started"),
+    ("check_health", "health_check_status"),
+    ("request_approval", "approval_requested"),
+    ("approver", "decision_accepted"),
+    ("replace_node", "replacement_requested"),
+    ("check_replacement", "replacement_done"),
+    ("close_incident", "incident_closed"),
+]
+
+
+def in_order(steps: list[tuple[str, str]], expected: list[tuple[str, str]]) -> bool:
+    """True when `expected` appears in `steps` in this order (other entries may sit between)."""
+    remaining = iter(steps)
+    return all(step in remaining for step in expected)
+
+
+def contributor_event_for(instance_id: str) -> dict:
+    event = load_fixture("events", "contributor_alarm")
+    event["detail"]["alarmContributor"]["attributes"] = {
+        "ClusterName": "ml-cluster-1",
+        "InstanceId": instance_id,
+    }
+    return event
+
+
+def open_from_fixture(run: LocalRun, instance_id: str = CULPRIT_INSTANCE) -> str:
+    (delivery,) = run.put_event(contributor_event_for(instance_id))
+    assert delivery.ok, delivery.response
+    return str(delivery.response["incident_id"])
+
+
+def trail(run: LocalRun, incident_id: str) -> list[tuple[str, str]]:
+    return [(entry.actor.split(":")[0], entry.action) for entry in run.audit(incident_id)]
+
+
+def test_a_training_alarm_ends_in_an_approved_audited_replacement_with_a_new_instance_id():
+    with LocalRun.open() as run:
+        run.emitter(load_fixture("alarms", "rank_map")).report(
+            load_fixture("alarms", "replay_culprit")
+        )
+        (opened,) = [d for d in run.tick() if d.response and d.response.get("action") == "opened"]
+        incident_id = opened.response["incident_id"]
+        run.wait_for(incident_id, "awaiting_approval")
+
+        approval = run.decide(incident_id, "approve", "rank 13 mismatched twice; replace")
+        incident = run.wait_for(incident_id, "replaced")
+
+        assert approval["status"] == "SUCCEEDED"
+        assert incident.instance_id == CULPRIT_INSTANCE
+        new_id = incident.replacement["new_instance_id"]
+        assert new_id.startswith("i-") and new_id != CULPRIT_INSTANCE
+        assert run.hyperpod.calls_to("BatchReplaceClusterNodes") == [
+            {"ClusterName": "ml-cluster-1", "NodeIds": [CULPRIT_INSTANCE]}
+        ]
+        steps = trail(run, incident_id)
+        assert steps[:7] == APPROVED_PATH[:7]  # nothing else happens before the replacement
+        assert in_order(steps, APPROVED_PATH), steps
+        assert run.wait_for_execution(incident_id)["status"] == "SUCCEEDED"
+
+
+def test_the_report_event_reaches_the_approval_card_and_the_token_never_does():
+    with LocalRun.open() as run:
+        run.emitter(load_fixture("alarms", "rank_map")).report(
+            load_fixture("alarms", "replay_culprit")
+        )
+        incident_id = next(
+            d.response["incident_id"] for d in run.tick() if d.response.get("incident_id")
+        )
+        incident = run.wait_for(incident_id, "awaiting_approval")
+
+        card = run.wait_for_notification("approve")
+
+        assert "rank 13" in card["message"] and "steps 21-30" in card["message"]
+        assert (
+            json.dumps({"incident_id": incident_id, "decision": "approve", "comment": "<why>"})
+            in card["message"]
+        )
+        assert incident.task_token and incident.task_token not in json.dumps(card)
+
+
+def test_a_rejected_incident_closes_as_rejected_and_nothing_is_replaced():
+    with LocalRun.open() as run:
+        incident_id = open_from_fixture(run)
+        run.wait_for(incident_id, "awaiting_approval")
+
+        run.decide(incident_id, "reject", "known flaky job, not the GPU")
+        incident = run.wait_for(incident_id, "rejected")
+
+        assert incident.outcome == "rejected"
+        assert run.hyperpod.calls_to("BatchReplaceClusterNodes") == []
+        steps = trail(run, incident_id)
+        assert in_order(
+            steps, [("approver", "decision_accepted"), ("close_incident", "incident_closed")]
+        )
+        assert not any(actor == "replace_node" for actor, _ in steps)
+
+
+def test_an_approval_that_times_out_expires_and_nothing_is_replaced():
+    with LocalRun.open(context={"sdc:approvalTimeoutSeconds": 2}) as run:
+        incident_id = open_from_fixture(run)
+
+        incident = run.wait_for(incident_id, "expired", timeout=30)
+
+        assert run.hyperpod.calls_to("BatchReplaceClusterNodes") == []
+        assert incident.decision is None
+        assert ("request_approval", "approval_requested") in trail(run, incident_id)
+        assert run.wait_for_execution(incident_id)["status"] == "SUCCEEDED"
+
+
+def test_the_same_event_delivered_three_times_makes_one_incident_and_one_execution():
+    with LocalRun.open() as run:
+        event = contributor_event_for(CULPRIT_INSTANCE)
+
+        responses = [run.put_event(event)[0].response for _ in range(3)]
+
+        assert len({r["incident_id"] for r in responses}) == 1
+        assert [r["action"] for r in responses] == ["opened", "attached", "attached"]
+        executions = run.session.client("stepfunctions").list_executions(
+            stateMachineArn=run.stack.state_machine("Remediation").arn
+        )["executions"]
+        assert [e["name"] for e in executions] == [responses[0]["incident_id"]]
+
+
+def test_a_second_decision_is_refused_and_audited():
+    with LocalRun.open() as run:
+        incident_id = open_from_fixture(run)
+        run.wait_for(incident_id, "awaiting_approval")
+        run.decide(incident_id, "reject", "not now")
+        run.wait_for(incident_id, "rejected")
+
+        second = run.decide(incident_id, "approve", "changed my mind")
+
+        assert second["status"] == "FAILED"
+        assert trail(run, incident_id)[-1][1].startswith("decision_refused")
+
+
+def test_a_malformed_event_goes_to_the_dead_letter_queue_and_the_audit_log():
+    with LocalRun.open() as run:
+        event = load_fixture("events", "contributor_alarm")
+        del event["detail"]["alarmContributor"]["attributes"]["InstanceId"]
+
+        (delivery,) = run.put_event(event)
+
+        assert not delivery.ok and delivery.dead_lettered
+        sqs = run.session.client("sqs")
+        (queue,) = [
+            q
+            for q in run.stack.queues.values()
+            if q["arn"] == run.stack.function_by_handler("open_incident").dead_letter_arn
+        ]
+        (message,) = sqs.receive_message(QueueUrl=queue["url"], MessageAttributeNames=["All"])[
+            "Messages"
+        ]
+        assert json.loads(message["Body"])["id"] == event["id"]
+        assert "InstanceId" in message["MessageAttributes"]["ERROR_MESSAGE"]["StringValue"]
+        assert run.audit(f"event#{event['id']}"), "the refusal is in the audit log"
+
+
+def test_the_definitions_that_run_are_byte_identical_to_the_synthesized_template():
+    with LocalRun.open() as run:
+        arns = {logical: fn.arn for logical, fn in run.stack.functions.items()}
+        arns |= {logical: sm.arn for logical, sm in run.stack.state_machines.items()}
+        expected = state_machine_definitions(run.stack.template, arns, region="us-west-2")
+        client = run.session.client("stepfunctions")
+
+        running = {
+            logical: client.describe_state_machine(stateMachineArn=sm.arn)["definition"]
+            for logical, sm in run.stack.state_machines.items()
+        }
+
+        assert running == expected
