@@ -30,6 +30,10 @@ test: $(STAMP)
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; refusing to call that a pass" >&2; exit 1; fi; \
 	exit $$rc
 
+# The whole pipeline on this machine (moto + a fake HyperPod): make drill ARGS="--list"
+drill: $(STAMP)
+	@$(PY) -m infra.local.drill $(ARGS)
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .

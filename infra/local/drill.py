@@ -1,0 +1,483 @@
+"""`make drill`: watch an SDC incident go from a training rank to an audited outcome, locally.
+
+    python -m infra.local.drill                      # the default scenario: replay culprit
+    python -m infra.local.drill --list
+    python -m infra.local.drill --scenario reject --json
+
+A training rank calls the emitter with an alarm; the metrics land in moto; the local evaluator
+applies the deployed alarms' semantics and emits contributor events; the deployed rule patterns
+route them; the handlers run in-process; the state machine definitions from the synthesized
+template run in moto's interpreter; the decision goes through the approval state machine, the
+console's path; the fake HyperPod replaces the node. Exit status 0 only when the scenario's
+expected outcome happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+CLUSTER = "ml-cluster-1"
+NODES = ("i-0aa00000000000001", "i-0bb00000000000002", "i-0cc00000000000003", "i-0dd00000000000004")
+GPUS_PER_NODE = 8
+
+RANK_MAP = [
+    {
+        "rank": rank,
+        "node": f"hyperpod-{NODES[rank // GPUS_PER_NODE]}",
+        "instance_id": NODES[rank // GPUS_PER_NODE],
+        "gpu_uuid": f"GPU-{rank:08x}-5a1e-4c1d-9e7b-{rank * 7919:012x}",
+    }
+    for rank in range(len(NODES) * GPUS_PER_NODE)
+]
+"""The job: 4 nodes of 8 GPUs, rank r on node r // 8 (as the rank map all-gathered at start)."""
+
+REPLAY_CULPRIT = {
+    "step": 30,
+    "check": "compute",
+    "nonfinite": [],
+    "mismatched_pairs": [[13, 5], [21, 13]],
+    "culprits": [13],
+    "verdicts": [],
+    "suspect_window": [21, 30],
+    "last_audit_pass": 20,
+    "last_weight_check_pass": 20,
+}
+NONFINITE_TRANSIENT = {
+    "step": 25,
+    "check": "compute",
+    "nonfinite": [13],
+    "mismatched_pairs": [[13, 5]],
+    "culprits": [],
+    "verdicts": [{"pair": [13, 5], "third": 21, "suspect": 13, "kind": "transient"}],
+    "suspect_window": [21, 25],
+    "last_audit_pass": 20,
+    "last_weight_check_pass": 20,
+}
+WEIGHTS_SUSPECT = {
+    "step": 35,
+    "check": "weights",
+    "suspects": [0],
+    "suspect_window": [31, 35],
+    "last_audit_pass": 30,
+    "last_weight_check_pass": 30,
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    alarm: dict[str, Any]
+    decision: str | None
+    """What the drill's approver does: "approve", "reject", or None (never answers)."""
+    expect: str
+    """The final state every incident must reach."""
+    context: dict[str, Any] = field(default_factory=dict)
+    deliveries: int = 1
+    """How often each contributor event is delivered (EventBridge is at-least-once)."""
+    replaced: bool = False
+    """Whether BatchReplaceClusterNodes must have been called (and only then)."""
+
+
+SCENARIOS = {
+    s.name: s
+    for s in (
+        Scenario(
+            "replay-culprit",
+            "rank 13 mismatches both ring comparisons; approved; node replaced",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced",
+            replaced=True,
+        ),
+        Scenario(
+            "nonfinite-transient",
+            "rank 13 emits a NaN and a third rank confirms it transient; two metrics, one incident",
+            NONFINITE_TRANSIENT,
+            "approve",
+            "replaced",
+            replaced=True,
+        ),
+        Scenario(
+            "weight-suspect",
+            "rank 0's weights differ from the strict majority; approved; node replaced",
+            WEIGHTS_SUSPECT,
+            "approve",
+            "replaced",
+            replaced=True,
+        ),
+        Scenario(
+            "reject",
+            "the approver rejects: nothing is replaced",
+            REPLAY_CULPRIT,
+            "reject",
+            "rejected",
+        ),
+        Scenario(
+            "approval-timeout",
+            "nobody answers within the approval timeout: expired, never auto-approved",
+            REPLAY_CULPRIT,
+            None,
+            "expired",
+            context={"sdc:approvalTimeoutSeconds": 3},
+        ),
+        Scenario(
+            "duplicate-events",
+            "every contributor event arrives three times: one incident, one execution",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced",
+            deliveries=3,
+            replaced=True,
+        ),
+        Scenario(
+            "dry-run",
+            "dry-run deployment: everything runs, the replacement is only recorded",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced",
+            context={"sdc:dryRun": True},
+        ),
+    )
+}
+DEFAULT = "replay-culprit"
+
+
+@dataclass
+class Line:
+    at: float
+    who: str
+    what: str
+    ids: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    passed: bool
+    problems: list[str]
+    incidents: list[dict[str, Any]]
+    timeline: list[Line]
+    notification: str | None
+    audit: dict[str, list[dict[str, Any]]]
+    chain_ok: bool
+    replace_calls: list[dict[str, Any]]
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "passed": self.passed,
+            "problems": self.problems,
+            "incidents": self.incidents,
+            "timeline": [vars(line) for line in self.timeline],
+            "notification": self.notification,
+            "audit": self.audit,
+            "audit_chain_verified": self.chain_ok,
+            "replace_calls": self.replace_calls,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+    ask: Callable[[str, str], str] | None = None,
+) -> Outcome:
+    """Run one scenario end to end and judge it. `ask(incident_id, card)` replaces the scripted
+    approver (interactive mode) and returns "approve" or "reject"."""
+    from infra.local.run import LocalRun, default_cluster  # heavy: moto, CDK on first synth
+    from lambdas.logic.audit import verify_chain
+
+    started = time.monotonic()
+    wall_start = time.time()
+    timeline: list[Line] = []
+
+    def note(who: str, what: str, **ids: str) -> None:
+        timeline.append(Line(round(time.monotonic() - started, 2), who, what, ids))
+        progress(what)
+
+    progress("synthesizing the stack and standing it up in a local account")
+    with LocalRun.open(context=scenario.context, hyperpod=default_cluster(NODES)) as run:
+        note("local", "stack deployed into the local account (moto) from the synthesized template")
+        result = run.emitter(RANK_MAP).report(scenario.alarm)
+        published = ", ".join(f"{d.metric.value} on {d.instance_id}" for d in result.datapoints)
+        note(
+            "rank 0",
+            f"step {scenario.alarm['step']}: {scenario.alarm['check']} check fired; "
+            f"report {result.report_id[:8]} published ({published})",
+            report_id=result.report_id,
+        )
+
+        events = run.evaluator.evaluate()
+        for event in events:
+            attrs = event["detail"]["alarmContributor"]["attributes"]
+            note(
+                "cloudwatch",
+                f"alarm {event['detail']['alarmName']} → ALARM for contributor "
+                f"{attrs['InstanceId']}",
+                alarm=event["detail"]["alarmName"],
+            )
+        incident_ids: list[str] = []
+        for _ in range(scenario.deliveries):
+            for event in events:
+                for delivery in run.put_event(event):
+                    response = delivery.response or {}
+                    incident_id = response.get("incident_id")
+                    if response.get("action") != "opened":  # the audit log shows the opening
+                        note(
+                            "eventbridge",
+                            f"delivered again: {response.get('action', 'failed')} to {incident_id}",
+                            incident_id=str(incident_id),
+                        )
+                    if incident_id and incident_id not in incident_ids:
+                        incident_ids.append(incident_id)
+
+        card: str | None = None
+        for incident_id in incident_ids:
+            run.wait_for(incident_id, "awaiting_approval", timeout=60)
+            notice = run.wait_for_notification("approve")
+            card = notice["message"]
+            note("approver", f"notified: {notice['subject']}", incident_id=incident_id)
+            decision = ask(incident_id, card) if ask else scenario.decision
+            if decision is None:
+                note("approver", "no answer (waiting for the approval timeout)")
+                continue
+            execution = run.decide(incident_id, decision, f"drill: {decision}")
+            note(
+                "approver",
+                f"{decision} via the approval state machine → {execution['status']}",
+                execution=execution["executionArn"].rsplit(":", 1)[-1],
+            )
+
+        finals = [
+            run.wait_for(
+                i,
+                scenario.expect,
+                "replaced",
+                "rejected",
+                "expired",
+                "failed",
+                "skipped",
+                timeout=90,
+            )
+            for i in incident_ids
+        ]
+        audit: dict[str, list[dict[str, Any]]] = {}
+        chain_ok = True
+        for incident in finals:
+            entries = run.audit(incident.incident_id)
+            chain_ok = chain_ok and verify_chain(entries).ok
+            timeline.extend(_audit_lines(entries, wall_start))
+            audit[incident.incident_id] = [
+                {
+                    "seq": e.seq,
+                    "at": e.at,
+                    "actor": e.actor,
+                    "action": e.action,
+                    "hash": e.hash[:12],
+                    "prev_hash": e.prev_hash[:12],
+                }
+                for e in entries
+            ]
+        replace_calls = run.hyperpod.calls_to("BatchReplaceClusterNodes")
+    timeline.sort(key=lambda line: line.at)
+
+    problems = _judge(scenario, finals, replace_calls, chain_ok, ask is not None)
+    return Outcome(
+        scenario=scenario.name,
+        passed=not problems,
+        problems=problems,
+        incidents=[
+            {
+                "incident_id": i.incident_id,
+                "instance_id": i.instance_id,
+                "state": i.state.value,
+                "new_instance_id": (i.replacement or {}).get("new_instance_id"),
+                "dry_run": bool((i.replacement or {}).get("dry_run")),
+            }
+            for i in finals
+        ],
+        timeline=timeline,
+        notification=card,
+        audit=audit,
+        chain_ok=chain_ok,
+        replace_calls=replace_calls,
+        seconds=time.monotonic() - started,
+    )
+
+
+_SHOWN = ("status", "state", "decision", "outcome", "new_instance_id", "node_status", "reason")
+
+
+def _audit_lines(entries: Sequence[Any], wall_start: float) -> list[Line]:
+    """The audit log as timeline lines: what each step of the pipeline recorded, when."""
+    from datetime import datetime
+
+    lines = []
+    for entry in entries:
+        if entry.action in ("incident_opened", "execution_started") and entry.seq > 2:
+            continue
+        shown = {
+            k: str(entry.details[k]) for k in _SHOWN if isinstance(entry.details.get(k), str | int)
+        }
+        what = entry.action.replace("_", " ") + (
+            " (" + ", ".join(f"{k} {v}" for k, v in shown.items()) + ")" if shown else ""
+        )
+        at = datetime.fromisoformat(entry.at).timestamp() - wall_start
+        who = "approver" if entry.actor.startswith("approver") else entry.actor
+        lines.append(Line(round(at, 2), who, what, {"audit_seq": str(entry.seq)}))
+    return lines
+
+
+def _judge(
+    scenario: Scenario,
+    finals: Sequence[Any],
+    replace_calls: list[dict[str, Any]],
+    chain_ok: bool,
+    interactive: bool,
+) -> list[str]:
+    problems: list[str] = []
+    if not finals:
+        problems.append("no incident was opened")
+    if len(finals) != 1:
+        problems.append(f"{len(finals)} incidents opened; expected exactly one")
+    if not chain_ok:
+        problems.append("the audit chain does not verify")
+    if interactive:
+        return problems
+    for incident in finals:
+        if incident.state.value != scenario.expect:
+            problems.append(
+                f"{incident.incident_id} ended {incident.state.value}, expected {scenario.expect}"
+            )
+    if scenario.replaced and len(replace_calls) != 1:
+        problems.append(f"expected one BatchReplaceClusterNodes call, saw {len(replace_calls)}")
+    if not scenario.replaced and replace_calls:
+        problems.append(
+            f"BatchReplaceClusterNodes was called {len(replace_calls)} times; expected none"
+        )
+    return problems
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+class Style:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.enabled else text
+
+
+def render(outcome: Outcome, out: TextIO, style: Style) -> None:
+    bold, dim = "1", "2"
+    out.write(style(f"SDC drill: {outcome.scenario}", bold) + "\n\n")
+    out.write(style("Timeline", bold) + "\n")
+    for line in outcome.timeline:
+        out.write(f"  {style(f'+{line.at:6.2f}s', dim)}  {line.who:<19} {line.what}\n")
+    if outcome.notification:
+        out.write("\n" + style("The notification the approver got", bold) + "\n")
+        for text in outcome.notification.splitlines():
+            out.write(f"  │ {text}\n")
+    out.write("\n" + style("Audit log", bold) + "\n")
+    for incident_id, entries in outcome.audit.items():
+        out.write(f"  {incident_id}\n")
+        for entry in entries:
+            out.write(
+                f"    {entry['seq']:>3}  {entry['at'][11:23]}  {entry['actor'][:28]:<28} "
+                f"{entry['action']:<24} {style(entry['hash'], dim)} ← {style(entry['prev_hash'] or '-', dim)}\n"
+            )
+    verdict = "verified" if outcome.chain_ok else "BROKEN"
+    out.write(f"  hash chain: {verdict}\n\n")
+    for incident in outcome.incidents:
+        new_id = incident["new_instance_id"]
+        out.write(
+            f"  {incident['instance_id']}: {incident['state']}"
+            + (f" → new instance {new_id}" if new_id else "")
+            + (
+                " (dry run: recorded as would-replace, nothing was called)"
+                if incident["dry_run"]
+                else ""
+            )
+            + "\n"
+        )
+    if outcome.passed:
+        out.write(style(f"PASS  {outcome.scenario} ({outcome.seconds:.1f} s)", "32;1") + "\n")
+    else:
+        out.write(style(f"FAIL  {outcome.scenario}", "31;1") + "\n")
+        for problem in outcome.problems:
+            out.write(f"  - {problem}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make drill", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", default=DEFAULT, choices=[*sorted(SCENARIOS), "all"])
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument("--json", action="store_true", help="one JSON document per scenario")
+    parser.add_argument(
+        "--interactive", action="store_true", help="pause at the approval and ask for the decision"
+    )
+    parser.add_argument("--verbose", action="store_true", help="show the functions' own logs")
+    args = parser.parse_args(argv)
+    if args.list:
+        for scenario in SCENARIOS.values():
+            print(f"{scenario.name:<20} {scenario.summary}")
+        return 0
+    if not args.verbose:
+        # The functions log JSON lines and EMF metrics to stdout, as on Lambda; here they would
+        # bury the timeline. Set before the handlers are imported.
+        os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    tty = sys.stdout.isatty() and not args.json
+    style = Style(tty and os.environ.get("NO_COLOR") is None)
+
+    def progress(text: str) -> None:
+        if tty:
+            sys.stderr.write(f"\r\033[K… {text[:100]}")
+            sys.stderr.flush()
+
+    def ask(incident_id: str, card: str) -> str:
+        if tty:
+            sys.stderr.write("\r\033[K")
+        print(card)
+        while True:
+            answer = input(f"\nDecision for {incident_id} [approve/reject]: ").strip().lower()
+            if answer in ("approve", "reject"):
+                return answer
+
+    names = sorted(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    failed = 0
+    for name in names:
+        try:
+            outcome = run_scenario(
+                SCENARIOS[name], progress=progress, ask=ask if args.interactive else None
+            )
+        except Exception as exc:  # a drill that breaks says how, in one line, and fails
+            if tty:
+                sys.stderr.write("\r\033[K")
+            print(style(f"FAIL  {name}: {type(exc).__name__}: {exc}", "31;1"))
+            failed += 1
+            continue
+        if tty:
+            sys.stderr.write("\r\033[K")
+        if args.json:
+            print(json.dumps(outcome.to_json()))
+        else:
+            render(outcome, sys.stdout, style)
+        failed += not outcome.passed
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Every drill scenario runs end to end and is judged on what happened, not on its exit code."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from infra.local import drill
+from infra.local.drill import SCENARIOS, Style, render, run_scenario
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    """Each scenario once per module; the tests below look at different sides of it."""
+    cache: dict[str, drill.Outcome] = {}
+
+    def get(name: str) -> drill.Outcome:
+        if name not in cache:
+            cache[name] = run_scenario(SCENARIOS[name])
+        return cache[name]
+
+    return get
+
+
+def actions(outcome: drill.Outcome) -> list[str]:
+    (entries,) = outcome.audit.values()
+    return [entry["action"] for entry in entries]
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_scenario_reaches_its_expected_outcome_with_a_verified_audit_chain(outcomes, name):
+    outcome = outcomes(name)
+
+    assert outcome.passed, outcome.problems
+    (incident,) = outcome.incidents
+    assert incident["state"] == SCENARIOS[name].expect
+    assert outcome.chain_ok
+
+
+@pytest.mark.parametrize(
+    "name", ["replay-culprit", "nonfinite-transient", "weight-suspect", "duplicate-events"]
+)
+def test_approved_scenarios_replace_the_suspect_node_once_and_get_a_new_instance_id(outcomes, name):
+    outcome = outcomes(name)
+
+    (incident,) = outcome.incidents
+    assert outcome.replace_calls == [
+        {"ClusterName": "ml-cluster-1", "NodeIds": [incident["instance_id"]]}
+    ]
+    assert incident["new_instance_id"] and incident["new_instance_id"] != incident["instance_id"]
+    steps = [a for a in actions(outcome) if a != "evidence_attached"]  # more alarms may attach
+    assert steps[:7] == [
+        "incident_opened",
+        "execution_started",
+        "health_check_started",
+        "health_check_status",
+        "approval_requested",
+        "decision_accepted",
+        "replacement_requested",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "instance"),
+    [
+        ("replay-culprit", "i-0bb00000000000002"),
+        ("nonfinite-transient", "i-0bb00000000000002"),
+        ("weight-suspect", "i-0aa00000000000001"),
+    ],
+)
+def test_the_incident_is_on_the_instance_the_alarm_names(outcomes, name, instance):
+    assert outcomes(name).incidents[0]["instance_id"] == instance
+
+
+@pytest.mark.parametrize("name", ["reject", "approval-timeout", "dry-run"])
+def test_scenarios_without_approval_or_with_dry_run_never_call_replace(outcomes, name):
+    assert outcomes(name).replace_calls == []
+
+
+def test_a_timed_out_approval_records_no_decision(outcomes):
+    assert "decision_accepted" not in actions(outcomes("approval-timeout"))
+
+
+def test_dry_run_records_what_it_would_have_replaced(outcomes):
+    outcome = outcomes("dry-run")
+
+    assert "replacement_would_replace" in actions(outcome)
+    assert "replacement_requested" not in actions(outcome)
+    assert outcome.incidents[0]["dry_run"] is True
+    assert outcome.incidents[0]["new_instance_id"] is None
+
+
+def test_duplicate_deliveries_are_attached_to_the_one_incident(outcomes):
+    outcome = outcomes("duplicate-events")
+
+    again = [line.what for line in outcome.timeline if line.who == "eventbridge"]
+    assert len(again) == 2 and all("attached" in what for what in again)
+
+
+def test_the_plain_output_shows_the_timeline_the_card_and_the_audit_log(outcomes):
+    out = io.StringIO()
+
+    render(outcomes("replay-culprit"), out, Style(enabled=False))
+
+    text = out.getvalue()
+    assert "\033[" not in text  # no colour when not on a terminal
+    assert "RECOMMENDATION: REPLACE AFTER REVIEW" in text
+    assert "hash chain: verified" in text
+    assert "→ new instance i-" in text and text.rstrip().splitlines()[-1].startswith("PASS")
+
+
+def test_json_output_is_one_document_with_the_outcome(outcomes, capsys, monkeypatch):
+    monkeypatch.setattr(drill, "run_scenario", lambda scenario, **_: outcomes(scenario.name))
+
+    code = drill.main(["--scenario", "reject", "--json"])
+
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert document["passed"] is True and document["incidents"][0]["state"] == "rejected"
+
+
+def test_a_failed_expectation_makes_the_exit_status_non_zero(outcomes, capsys, monkeypatch):
+    failed = outcomes("reject")
+    broken = drill.Outcome(**{**vars(failed), "passed": False, "problems": ["expected replaced"]})
+    monkeypatch.setattr(drill, "run_scenario", lambda scenario, **_: broken)
+
+    assert drill.main(["--scenario", "reject"]) == 1
+    assert "FAIL  reject" in capsys.readouterr().out
+
+
+def test_list_names_every_scenario(capsys):
+    assert drill.main(["--list"]) == 0
+
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == list(SCENARIOS)
