@@ -45,10 +45,10 @@ format: $(STAMP)
 
 # Writes the CloudFormation template to cdk.out/ with the pinned CDK CLI; offline, no credentials.
 synth: $(STAMP) $(NODE_STAMP)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk synth --quiet
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk synth --quiet $(CDK_ARGS)
 
 deploy: $(STAMP) $(NODE_STAMP)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk deploy
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk deploy $(CDK_ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache
