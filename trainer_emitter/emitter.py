@@ -205,7 +205,12 @@ class Emitter:
         )
 
     def report(self, alarm: object) -> ReportResult:
-        """Publish `alarm`; never raises, never blocks past the configured deadline."""
+        """Publish `alarm`; never raises, never blocks past the configured deadline.
+
+        `None` (no check fired this step) is a no-op: no call, no datapoint, no event, so the
+        training loop may pass whatever its checks return on every step."""
+        if alarm is None:
+            return ReportResult(report_id="", detail={}, datapoints=[], sent=list(spool.PARTS))
         started = time.monotonic()
         try:
             built = self.build(alarm)

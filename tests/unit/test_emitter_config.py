@@ -168,3 +168,27 @@ def test_report_never_raises_even_when_the_sink_blows_up(tmp_path):
     assert result.spooled and not result.lost
     (line,) = result.spool_path.read_text().splitlines()
     assert json.loads(line)["pending"] == ["event"]
+
+
+def test_a_step_where_no_check_fired_makes_no_call_at_all():
+    class Counting(MemorySink):
+        calls = 0
+
+        def put_metrics(self, namespace, datapoints):
+            Counting.calls += 1
+
+        def put_event(self, detail):
+            Counting.calls += 1
+
+    emitter = Emitter(
+        cluster_name="ml-cluster-1",
+        region="us-west-2",
+        sink=Counting(),
+        rank=0,
+        rank_map=load_fixture("alarms", "rank_map"),
+    )
+
+    results = [emitter.report(None) for _ in range(100)]
+
+    assert Counting.calls == 0
+    assert all(r.delivered and not r.datapoints and not r.spooled for r in results)
