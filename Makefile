@@ -34,6 +34,10 @@ test: $(STAMP)
 drill: $(STAMP)
 	@$(PY) -m infra.local.drill $(ARGS)
 
+# Figures, not timed tests: prints a table and writes bench-results.json (make bench ARGS=emitter)
+bench: $(STAMP)
+	@$(PY) -m tests.bench $(ARGS)
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -121,6 +119,9 @@ def local_rank_info(
 
 def instance_id_from_imds(endpoint: str | None = None, timeout: float = 0.5) -> str | None:
     """The instance id from EC2 instance metadata (IMDSv2), or None when it is not reachable."""
+    import urllib.error  # only ranks that opt in pay for importing urllib
+    import urllib.request
+
     base = (endpoint or IMDS_ENDPOINT).rstrip("/")
     try:
         token_request = urllib.request.Request(

@@ -1,0 +1,161 @@
+"""Machine time of the pipeline, measured in the local run (handler time only: the state
+machine's waits are configuration, not machine time), and the per-incident cost model."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from typing import Any
+
+from infra.local.drill import RANK_MAP, REPLAY_CULPRIT
+from infra.local.run import LocalRun
+
+GOAL_TO_APPROVAL = 2.0  # seconds of handler time from contributor event to approval request
+
+# List prices, us-east-1, as published on the services' pricing pages in 2026-12. Dated
+# constants: check them before relying on the dollar figures.
+PRICES_AS_OF = "2026-12 (us-east-1 list prices)"
+LAMBDA_PER_REQUEST = 0.20 / 1_000_000
+LAMBDA_PER_GB_SECOND = 0.0000166667
+LAMBDA_MEMORY_GB = 0.25
+SFN_PER_TRANSITION = 0.025 / 1000
+DYNAMODB_PER_WRITE = 0.625 / 1_000_000  # on-demand write request unit
+DYNAMODB_PER_READ = 0.125 / 1_000_000  # on-demand read request unit
+SNS_PER_PUBLISH = 0.50 / 1_000_000
+EVENTS_PER_CUSTOM_EVENT = 1.00 / 1_000_000
+CW_PER_PUT_METRIC_DATA = 0.01 / 1000
+CW_PER_METRIC_MONTH = 0.30
+HOURS_PER_MONTH = 730
+CW_PER_ALARM_METRIC_MONTH = 0.10
+KMS_PER_KEY_MONTH = 1.00
+
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
+READS = {"GetItem", "Query", "Scan", "BatchGetItem"}
+
+
+def run() -> list[dict[str, Any]]:
+    calls: Counter[str] = Counter()
+    with LocalRun.open() as run:
+        run.session.events.register("before-call", _counter(calls))
+        result = run.emitter(RANK_MAP).report(REPLAY_CULPRIT)
+        (delivery,) = [d for d in run.tick() if d.response and d.response.get("incident_id")]
+        incident_id = delivery.response["incident_id"]
+        run.wait_for(incident_id, "awaiting_approval")
+        run.wait_for_notification("approve")
+        to_approval = list(run.invocations.calls)
+        run.decide(incident_id, "approve", "bench")
+        run.wait_for(incident_id, "replaced")
+        transitions = sum(_transitions(run, arn) for arn in _executions(run))
+        invocations = list(run.invocations.calls)
+
+    handler_seconds = sum(
+        c.seconds for c in to_approval if c.handler.split(".")[-2] != "store_report"
+    )
+    rows: list[dict[str, Any]] = [
+        {
+            "name": "contributor event → approval request ready (handler time)",
+            "value": handler_seconds,
+            "unit": "s",
+            "ratio": handler_seconds / GOAL_TO_APPROVAL,
+            "goal": "ratio ≤ 1 (2 s)",
+        }
+    ]
+    by_handler: dict[str, list[float]] = {}
+    for call in invocations:
+        by_handler.setdefault(call.handler.split(".")[-2], []).append(call.seconds)
+    for handler, seconds in sorted(by_handler.items()):
+        rows.append(
+            {
+                "name": f"  {handler} (median of {len(seconds)})",
+                "value": statistics.median(seconds) * 1000,
+                "unit": "ms",
+                "ratio": None,
+                "goal": "per step, in-process",
+            }
+        )
+
+    lambda_gb_s = sum(c.seconds for c in invocations) * LAMBDA_MEMORY_GB
+    counted = {
+        "Lambda invocations": (len(invocations), LAMBDA_PER_REQUEST),
+        "Step Functions state transitions": (transitions, SFN_PER_TRANSITION),
+        "DynamoDB writes": (sum(calls[f"dynamodb.{op}"] for op in WRITES), DYNAMODB_PER_WRITE),
+        "DynamoDB reads": (sum(calls[f"dynamodb.{op}"] for op in READS), DYNAMODB_PER_READ),
+        "SNS publishes": (calls["sns.Publish"], SNS_PER_PUBLISH),
+        "EventBridge report events": (1, EVENTS_PER_CUSTOM_EVENT),
+        "PutMetricData calls": (1, CW_PER_PUT_METRIC_DATA),
+    }
+    total = lambda_gb_s * LAMBDA_PER_GB_SECOND
+    for name, (count, price) in counted.items():
+        total += count * price
+        rows.append(
+            {
+                "name": f"per incident: {name}",
+                "value": count,
+                "unit": "count",
+                "ratio": None,
+                "goal": f"× ${price:.3g} each",
+            }
+        )
+    datapoints = len(result.datapoints)
+    metric_hours = datapoints * CW_PER_METRIC_MONTH / HOURS_PER_MONTH  # billed per hour seen
+    total += metric_hours
+    rows.append(
+        {
+            "name": "per incident: metric datapoints",
+            "value": datapoints,
+            "unit": "count",
+            "ratio": None,
+            "goal": "one metric-hour each",
+        }
+    )
+    rows.append(
+        {
+            "name": "per incident: total at list prices",
+            "value": total,
+            "unit": "USD",
+            "ratio": None,
+            "goal": PRICES_AS_OF,
+        }
+    )
+
+    nodes = 1000
+    idle = 3 * CW_PER_ALARM_METRIC_MONTH + KMS_PER_KEY_MONTH
+    per_step_zeros = nodes * 3 * CW_PER_METRIC_MONTH
+    rows += [
+        {
+            "name": f"idle month, {nodes}-node fleet (alarms, key; no per-step metrics)",
+            "value": idle,
+            "unit": "USD",
+            "ratio": idle / per_step_zeros,
+            "goal": "ratio vs publishing zeros per instance (3 metrics × 1000 instances)",
+        },
+    ]
+    return rows
+
+
+def _counter(calls: Counter[str]) -> Any:
+    def count(model: Any, **_: Any) -> None:
+        calls[f"{model.service_model.service_name}.{model.name}"] += 1
+
+    return count
+
+
+def _executions(run: LocalRun) -> list[str]:
+    client = run.session.client("stepfunctions")
+    arns = []
+    for machine in run.stack.state_machines.values():
+        for execution in client.list_executions(stateMachineArn=machine.arn)["executions"]:
+            arns.append(execution["executionArn"])
+    return arns
+
+
+def _transitions(run: LocalRun, execution_arn: str) -> int:
+    """Step Functions bills each state entered."""
+    client = run.session.client("stepfunctions")
+    events = client.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    return sum(1 for e in events if e["type"].endswith("StateEntered"))
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=1))
