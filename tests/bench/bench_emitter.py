@@ -105,7 +105,7 @@ def run() -> list[dict[str, Any]]:
                 "value": worst_refused,
                 "unit": "s",
                 "ratio": worst_refused / DEADLINE,
-                "goal": "≤ 1.1 × deadline",
+                "goal": "≤ 1.1 x deadline",
             }
         )
 
@@ -118,7 +118,7 @@ def run() -> list[dict[str, Any]]:
                 "value": worst_silent,
                 "unit": "s",
                 "ratio": worst_silent / DEADLINE,
-                "goal": "≤ 1.1 × deadline",
+                "goal": "≤ 1.1 x deadline",
             }
         )
 

@@ -94,7 +94,7 @@ def run() -> list[dict[str, Any]]:
                 "value": count,
                 "unit": "count",
                 "ratio": None,
-                "goal": f"× ${price:.3g} each",
+                "goal": f"x ${price:.3g} each",
             }
         )
     datapoints = len(result.datapoints)
@@ -128,7 +128,7 @@ def run() -> list[dict[str, Any]]:
             "value": idle,
             "unit": "USD",
             "ratio": idle / per_step_zeros,
-            "goal": "ratio vs publishing zeros per instance (3 metrics × 1000 instances)",
+            "goal": "ratio vs publishing zeros per instance (3 metrics x 1000 instances)",
         },
     ]
     return rows
