@@ -14,28 +14,14 @@ from typing import Any
 
 from moto.server import ThreadedMotoServer
 
+from infra.local.drill import RANK_MAP
+from infra.local.drill import REPLAY_CULPRIT as ALARM
 from trainer_emitter import Emitter, MemorySink
 from trainer_emitter.report import Datapoint
 
 REGION = "us-west-2"
 CALLS = 200
 DEADLINE = 1.0
-
-RANK_MAP = [
-    {"rank": r, "node": f"hyperpod-i-0{r // 8:016x}", "instance_id": f"i-0{r // 8:016x}"}
-    for r in range(32)
-]
-ALARM = {
-    "step": 30,
-    "check": "compute",
-    "nonfinite": [],
-    "mismatched_pairs": [[13, 5], [21, 13]],
-    "culprits": [13],
-    "verdicts": [],
-    "suspect_window": [21, 30],
-    "last_audit_pass": 20,
-    "last_weight_check_pass": 20,
-}
 
 
 def _free_port() -> int:
