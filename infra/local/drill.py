@@ -190,10 +190,12 @@ def run_scenario(
     scenario: Scenario,
     *,
     progress: Callable[[str], None] = lambda _: None,
-    ask: Callable[[str, str], str] | None = None,
+    ask: Callable[[Any, str, str], str | None] | None = None,
 ) -> Outcome:
-    """Run one scenario end to end and judge it. `ask(incident_id, card)` replaces the scripted
-    approver (interactive mode) and returns "approve" or "reject"."""
+    """Run one scenario end to end and judge it. `ask(run, incident_id, card)` replaces the
+    scripted approver (interactive and serve modes): it returns "approve" or "reject" for the
+    drill to send, or None when the decision was made elsewhere (the CLI, against the served
+    endpoint)."""
     from infra.local.run import LocalRun, default_cluster  # heavy: moto, CDK on first synth
     from lambdas.logic.audit import verify_chain
 
@@ -247,7 +249,10 @@ def run_scenario(
             notice = run.wait_for_notification("approve")
             card = notice["message"]
             note("approver", f"notified: {notice['subject']}", incident_id=incident_id)
-            decision = ask(incident_id, card) if ask else scenario.decision
+            decision = ask(run, incident_id, card) if ask else scenario.decision
+            if decision is None and ask:
+                note("approver", "decided outside the drill")
+                continue
             if decision is None:
                 note("approver", "no answer (waiting for the approval timeout)")
                 continue
@@ -368,6 +373,28 @@ def _judge(
     return problems
 
 
+OUTPUTS_FILE = ".drill/outputs.json"
+
+
+def _serve_until_decided(run: Any, incident_id: str, port: int) -> None:
+    """Serve the local account over HTTP and wait until someone decides with the CLI."""
+    endpoint = run.serve(port)
+    path = run.write_outputs(OUTPUTS_FILE)
+    print(
+        "\nThe local account is served at " + endpoint + ". Decide from another shell:\n\n"
+        f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} show {incident_id}\n"
+        f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} approve {incident_id} -m 'looks bad'\n"
+        f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} reject {incident_id} -m 'not the GPU'\n"
+        "\nWaiting for the decision (Ctrl-C to stop)...",
+        flush=True,
+    )
+    while True:
+        incident = run.incident(incident_id)
+        if incident is not None and incident.state.value != "awaiting_approval":
+            return None
+        time.sleep(0.2)
+
+
 # -- output -------------------------------------------------------------------------------------
 
 
@@ -427,6 +454,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--interactive", action="store_true", help="pause at the approval and ask for the decision"
     )
+    parser.add_argument(
+        "--serve",
+        type=int,
+        nargs="?",
+        const=5005,
+        metavar="PORT",
+        help="at the approval, serve the local account on 127.0.0.1:PORT (default 5005) and "
+        "wait for a decision from the sdc CLI (it prints the command)",
+    )
     parser.add_argument("--verbose", action="store_true", help="show the functions' own logs")
     args = parser.parse_args(argv)
     if args.list:
@@ -447,10 +483,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"\r\033[K… {text[:100]}")
             sys.stderr.flush()
 
-    def ask(incident_id: str, card: str) -> str:
+    def ask(run: Any, incident_id: str, card: str) -> str | None:
         if tty:
             sys.stderr.write("\r\033[K")
         print(card)
+        if args.serve is not None:
+            _serve_until_decided(run, incident_id, args.serve)
+            return None
         while True:
             answer = input(f"\nDecision for {incident_id} [approve/reject]: ").strip().lower()
             if answer in ("approve", "reject"):
@@ -461,7 +500,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         try:
             outcome = run_scenario(
-                SCENARIOS[name], progress=progress, ask=ask if args.interactive else None
+                SCENARIOS[name],
+                progress=progress,
+                ask=ask if args.interactive or args.serve is not None else None,
             )
         except Exception as exc:  # a drill that breaks says how, in one line, and fails
             if tty:

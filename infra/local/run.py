@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -121,6 +122,7 @@ class LocalRun:
     inbox_url: str
     deliveries: list[Delivery] = field(default_factory=list)
     inbox: list[dict[str, Any]] = field(default_factory=list)
+    _server: Any = None
     _decisions: int = 0
 
     @classmethod
@@ -149,7 +151,7 @@ class LocalRun:
                     handlers_in_process(stack) as invocations,
                     _stopping_executions(session, stack),
                 ):
-                    yield cls(
+                    run = cls(
                         session=session,
                         stack=stack,
                         hyperpod=hyperpod,
@@ -159,6 +161,11 @@ class LocalRun:
                         deps=build_deps(settings, session=session, hyperpod=hyperpod),
                         inbox_url=_subscribe_inbox(session, settings.topic_arn),
                     )
+                    try:
+                        yield run
+                    finally:
+                        if run._server is not None:
+                            run._server.stop()
         finally:
             _deps.reset()
             for key, value in saved.items():
@@ -166,6 +173,25 @@ class LocalRun:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+
+    # -- serving the account to other processes (the sdc CLI) -------------------------------
+
+    def serve(self, port: int) -> str:
+        """Serve this moto account on 127.0.0.1:`port` until the run ends; the server shares the
+        in-process account, so a CLI in another shell sees and changes the same incidents."""
+        if self._server is None:
+            from moto.server import ThreadedMotoServer
+
+            self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+            self._server.start()
+        return f"http://127.0.0.1:{port}"
+
+    def write_outputs(self, path: str) -> str:
+        """The stack outputs as the CLI's --outputs file expects them (name → value)."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps({k: v for k, v in self.stack.outputs.items() if v}, indent=2))
+        return str(target)
 
     # -- the training side ------------------------------------------------------------------
 
