@@ -76,6 +76,9 @@ def published_metrics(account) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
 
 
 def emitter(tmp_path: Path, **settings) -> Emitter:
+    # Delivery tests get a roomy deadline (a cold client on a busy machine is slow); the tests
+    # of the bound pass DEADLINE explicitly.
+    settings.setdefault("deadline", 10.0)
     return Emitter(
         cluster_name="ml-cluster-1",
         job_name="llama-pretrain",
@@ -83,7 +86,6 @@ def emitter(tmp_path: Path, **settings) -> Emitter:
         rank=0,
         rank_map=load_fixture("alarms", "rank_map"),
         spool_dir=tmp_path,
-        deadline=DEADLINE,
         **settings,
     )
 
@@ -170,7 +172,7 @@ def test_datapoints_have_value_one_and_unit_count(account, tmp_path):
 
 
 def test_a_closed_port_returns_within_the_deadline_and_spools_the_complete_report(tmp_path):
-    sender = emitter(tmp_path, endpoint_url=f"http://127.0.0.1:{closed_port()}")
+    sender = emitter(tmp_path, endpoint_url=f"http://127.0.0.1:{closed_port()}", deadline=DEADLINE)
 
     result = sender.report(load_fixture("alarms", "replay_culprit"))
 
@@ -186,7 +188,7 @@ def test_a_closed_port_returns_within_the_deadline_and_spools_the_complete_repor
 def test_an_endpoint_that_never_answers_cannot_hold_training_past_the_deadline(
     tmp_path, silent_server
 ):
-    sender = emitter(tmp_path, endpoint_url=f"http://127.0.0.1:{silent_server}")
+    sender = emitter(tmp_path, endpoint_url=f"http://127.0.0.1:{silent_server}", deadline=DEADLINE)
 
     started = time.monotonic()
     result = sender.report(load_fixture("alarms", "weights_suspect"))

@@ -1,0 +1,97 @@
+"""Read-only queries an operator makes and the functions never do: incidents by state (the
+incidents table's `by_state` index) and every chain in the audit log (a Scan of the audit table).
+
+Layout: docs/pipeline.md, "Storage". Used by the `sdc` CLI (infra/cli.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory, from_item
+from lambdas.adapters.dynamodb import incident_key
+from lambdas.models.audit import AuditEntry
+from lambdas.models.incident import Incident, IncidentState
+
+BY_STATE_INDEX: Final = "by_state"
+"""infra/storage.py's index (pk `state`, sk `created_at`); retyped because the Lambda asset
+holds `lambdas/` only, not `infra/`."""
+
+INCIDENT_PREFIX: Final = incident_key("")["pk"]
+"""`INCIDENT#`: the index holds every item with `state` and `created_at`, not only incidents."""
+
+OPEN_STATES: Final = tuple(s for s in IncidentState if not s.terminal)
+"""Opened, in a health check, awaiting approval, replacing: what still needs someone."""
+
+
+class DynamoIncidentQueries:
+    """Incidents by state through the `by_state` index (eventually consistent, as every GSI)."""
+
+    def __init__(self, table_name: str, factory: ClientFactory | None = None) -> None:
+        self.table_name = table_name
+        self._client = LazyClient(factory or client_factory("dynamodb"))
+
+    @property
+    def client(self) -> Any:
+        return self._client.get()
+
+    def by_state(self, state: IncidentState) -> list[Incident]:
+        """The incidents in `state`, oldest first."""
+        return [
+            Incident.from_record(item)
+            for item in _pages(
+                self.client.query,
+                "Query",
+                TableName=self.table_name,
+                IndexName=BY_STATE_INDEX,
+                # `state` is a DynamoDB reserved word.
+                KeyConditionExpression="#state = :state",
+                FilterExpression="begins_with(pk, :incident)",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":state": {"S": state.value},
+                    ":incident": {"S": INCIDENT_PREFIX},
+                },
+            )
+        ]
+
+    def in_states(self, states: Iterable[IncidentState]) -> list[Incident]:
+        """The incidents in any of `states`, oldest first (one query per state)."""
+        found = [incident for state in dict.fromkeys(states) for incident in self.by_state(state)]
+        return sorted(found, key=lambda i: (i.created_at, i.incident_id))
+
+
+class DynamoAuditChains:
+    """Every subject of the audit log with its entries: incidents, and the `event#...` and
+    `decision#...` subjects of refusals that could not be tied to an incident."""
+
+    def __init__(self, table_name: str, factory: ClientFactory | None = None) -> None:
+        self.table_name = table_name
+        self._client = LazyClient(factory or client_factory("dynamodb"))
+
+    @property
+    def client(self) -> Any:
+        return self._client.get()
+
+    def all_chains(self) -> dict[str, list[AuditEntry]]:
+        """Subject → its entries in seq order, subjects sorted. One Scan of the whole table
+        (consistent reads), so use it for an audit, not in a loop."""
+        chains: dict[str, list[AuditEntry]] = {}
+        for item in _pages(
+            self.client.scan, "Scan", TableName=self.table_name, ConsistentRead=True
+        ):
+            entry = AuditEntry.from_record(item)
+            chains.setdefault(entry.incident_id, []).append(entry)
+        return {subject: sorted(chains[subject], key=lambda e: e.seq) for subject in sorted(chains)}
+
+
+def _pages(call: Any, operation: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    """Every item of a paginated Query or Scan, as plain Python values."""
+    while True:
+        with aws_call(operation):
+            response = call(**kwargs)
+        yield from (from_item(item) for item in response.get("Items", []))
+        if "LastEvaluatedKey" not in response:
+            return
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

@@ -1,0 +1,787 @@
+"""The operator CLI (`sdc`, infra/cli.py) against a moto account: the tables as
+tests/integration/conftest.py creates them, an approval state machine that moto executes, and
+the deployment's Outputs in a JSON file (or a CloudFormation stack). One behaviour per test.
+
+The last test drives `sdc approve` against the local run (the synthesized stack, the real
+handlers and state machine definitions) and follows the incident to `replaced`."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from infra import cli
+from infra.cli import execution_name, main
+from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
+from lambdas.logic.audit import Auditor
+from lambdas.logic.ports import SystemClock
+from lambdas.models.incident import Incident, IncidentState
+from tests.conftest import load_fixture
+from tests.integration.conftest import (
+    AUDIT_TABLE,
+    CLUSTER,
+    FAKE_CREDENTIALS,
+    INCIDENTS_TABLE,
+    REGION,
+    ROLE,
+    SESSION,
+    create_audit_table,
+    create_incidents_table,
+)
+from trainer_emitter import Emitter
+from trainer_emitter.sinks import DeliveryError
+
+EXECUTING = {"stepfunctions": {"execute_state_machine": True}}
+"""moto runs the approval state machine's definition, so an execution ends like on AWS."""
+
+ACCEPTING = json.dumps(
+    {
+        "StartAt": "Decide",
+        "States": {
+            "Decide": {
+                "Type": "Pass",
+                "Parameters": {
+                    "incident_id.$": "$.incident_id",
+                    "decision.$": "$.decision",
+                    "accepted": True,
+                },
+                "End": True,
+            }
+        },
+    }
+)
+"""Stands in for the approval state machine when `decide` accepts."""
+
+REFUSAL = "incident {} is replaced, not awaiting approval"
+
+
+def refusing(incident_id: str) -> str:
+    """An approval state machine failing the way a refusing `decide` task fails it."""
+    cause = {"errorType": "DecisionRefused", "errorMessage": REFUSAL.format(incident_id)}
+    return json.dumps(
+        {
+            "StartAt": "Decide",
+            "States": {
+                "Decide": {"Type": "Fail", "Error": "DecisionRefused", "Cause": json.dumps(cause)}
+            },
+        }
+    )
+
+
+REPORT_EVIDENCE = {
+    "kind": "report",
+    "key": "report:r-1",
+    "report_id": "r-1",
+    "emitted_at": "2026-11-30T08:15:01+00:00",
+    "job_name": "llama-pretrain",
+    "step": 30,
+    "check": "compute",
+    "ambiguous": False,
+    "role": "culprit",
+    "metrics": ["sdc_replay_mismatch"],
+    "ranks": [13],
+    "suspects": [],
+    "nonfinite": [],
+    "mismatched_pairs": [[13, 5], [21, 13]],
+    "culprits": [13],
+    "verdicts": [],
+    "weight_suspects": None,
+    "suspect_window": [21, 30],
+    "last_audit_pass": 20,
+    "last_weight_check_pass": 20,
+    "errors": [],
+}
+TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAf-secret-task-token"
+
+
+@dataclass
+class Deployed:
+    """A moto account with the pipeline's tables, an approval state machine and the stack's
+    Outputs written to a file."""
+
+    outputs: Path
+    approval_arn: str
+    dynamodb: Any
+    sfn: Any
+
+    @property
+    def store(self) -> DynamoIncidentStore:
+        return DynamoIncidentStore(INCIDENTS_TABLE, lambda: self.dynamodb)
+
+    @property
+    def audit(self) -> DynamoAuditLog:
+        return DynamoAuditLog(AUDIT_TABLE, lambda: self.dynamodb)
+
+    def sdc(self, *argv: str) -> int:
+        return main(["--outputs", str(self.outputs), *argv], session=SESSION)
+
+    def incident(
+        self,
+        state: str,
+        *,
+        instance: str = "i-0bb00000000000002",
+        created_at: str = "2026-11-30T08:15:04+00:00",
+        audited: int = 3,
+        **fields: Any,
+    ) -> str:
+        """An incident in `state` with `audited` chained audit entries; returns its id."""
+        incident_id = (
+            f"sdc-{CLUSTER}-{instance}-{created_at[:19].replace('-', '').replace(':', '')}"
+        )
+        self.store.create(
+            Incident(
+                incident_id=incident_id,
+                cluster_name=CLUSTER,
+                instance_id=instance,
+                state=IncidentState(state),
+                created_at=created_at,
+                updated_at=created_at,
+                metrics=["sdc_replay_mismatch"],
+                **fields,
+            )
+        )
+        auditor = Auditor(self.audit, SystemClock())
+        for n in range(audited):
+            auditor.record(incident_id, f"step_{n + 1}", actor="open_incident", details={"n": n})
+        return incident_id
+
+    def tamper(self, subject: str, seq: int) -> None:
+        """Change an entry behind the log's back, as someone with UpdateItem could."""
+        self.dynamodb.update_item(
+            TableName=AUDIT_TABLE,
+            Key={"incident_id": {"S": subject}, "seq": {"N": str(seq)}},
+            UpdateExpression="SET #action = :action",
+            ExpressionAttributeNames={"#action": "action"},
+            ExpressionAttributeValues={":action": {"S": "decision_accepted"}},
+        )
+
+    def approval_machine(self, definition: str) -> None:
+        """Replace the deployment's approval state machine by one with `definition`."""
+        arn = self.sfn.create_state_machine(
+            name="sdc-approval-2", definition=definition, roleArn=ROLE
+        )["stateMachineArn"]
+        outputs = json.loads(self.outputs.read_text())
+        self.outputs.write_text(json.dumps({**outputs, "ApprovalStateMachineArn": arn}))
+        self.approval_arn = arn
+
+    def executions(self) -> list[dict[str, Any]]:
+        return self.sfn.list_executions(stateMachineArn=self.approval_arn)["executions"]
+
+    def execution_input(self) -> dict[str, Any]:
+        (execution,) = self.executions()
+        described = self.sfn.describe_execution(executionArn=execution["executionArn"])
+        return json.loads(described["input"])
+
+
+def outputs_of(incidents: str, audit: str, approval_arn: str) -> dict[str, str]:
+    return {
+        "IncidentsTableName": incidents,
+        "AuditTableName": audit,
+        "ApprovalStateMachineArn": approval_arn,
+        "NotificationTopicArn": f"arn:aws:sns:{REGION}:123456789012:sdc-notifications",
+    }
+
+
+@pytest.fixture
+def deployed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
+    for key, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws(config=EXECUTING):
+        dynamodb = SESSION.client("dynamodb")
+        create_incidents_table(dynamodb)
+        create_audit_table(dynamodb)
+        sfn = SESSION.client("stepfunctions")
+        approval = sfn.create_state_machine(
+            name="sdc-approval", definition=ACCEPTING, roleArn=ROLE
+        )["stateMachineArn"]
+        outputs = tmp_path / "outputs.json"
+        outputs.write_text(json.dumps(outputs_of(INCIDENTS_TABLE, AUDIT_TABLE, approval)))
+        yield Deployed(outputs=outputs, approval_arn=approval, dynamodb=dynamodb, sfn=sfn)
+
+
+def rows(stdout: str) -> list[list[str]]:
+    """The table's rows under its header, split into columns."""
+    return [line.split() for line in stdout.splitlines()[1:]]
+
+
+# -- incidents --------------------------------------------------------------------------------
+
+
+def test_incidents_lists_the_open_incidents_and_not_the_closed_ones(deployed, capsys):
+    waiting = deployed.incident("awaiting_approval", instance="i-0aa00000000000001")
+    closed = deployed.incident("replaced", instance="i-0bb00000000000002")
+
+    status = deployed.sdc("incidents")
+
+    out = capsys.readouterr().out
+    assert status == 0
+    assert waiting in out and closed not in out
+
+
+def test_incidents_all_lists_closed_incidents_too(deployed, capsys):
+    waiting = deployed.incident("awaiting_approval", instance="i-0aa00000000000001")
+    closed = deployed.incident("replaced", instance="i-0bb00000000000002")
+
+    deployed.sdc("incidents", "--all")
+
+    assert [row[0] for row in rows(capsys.readouterr().out)] == [waiting, closed]
+
+
+def test_incidents_state_lists_only_that_state(deployed, capsys):
+    deployed.incident("awaiting_approval", instance="i-0aa00000000000001")
+    rejected = deployed.incident("rejected", instance="i-0bb00000000000002")
+    deployed.incident("replaced", instance="i-0cc00000000000003")
+
+    deployed.sdc("incidents", "--state", "rejected")
+
+    assert [row[0] for row in rows(capsys.readouterr().out)] == [rejected]
+
+
+def test_incidents_shows_id_state_cluster_instance_opened_time_and_metric(deployed, capsys):
+    incident_id = deployed.incident("health_check", created_at="2026-11-30T08:15:04+00:00")
+
+    deployed.sdc("incidents")
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["INCIDENT", "STATE", "CLUSTER", "INSTANCE", "OPENED", "METRIC"]
+    assert lines[1].split() == [
+        incident_id,
+        "health_check",
+        CLUSTER,
+        "i-0bb00000000000002",
+        "2026-11-30",
+        "08:15:04Z",
+        "sdc_replay_mismatch",
+    ]
+
+
+def test_incidents_are_listed_oldest_first_across_states(deployed, capsys):
+    newer = deployed.incident(
+        "opened", instance="i-0aa00000000000001", created_at="2026-11-30T09:00:00+00:00"
+    )
+    older = deployed.incident(
+        "replacing", instance="i-0bb00000000000002", created_at="2026-11-30T08:00:00+00:00"
+    )
+
+    deployed.sdc("incidents")
+
+    assert [row[0] for row in rows(capsys.readouterr().out)] == [older, newer]
+
+
+def test_incidents_lists_incident_items_only_though_others_share_the_state_index(deployed, capsys):
+    incident_id = deployed.incident("replaced")
+    deployed.dynamodb.put_item(  # e.g. a closed incident kept for a repeat-offender history
+        TableName=INCIDENTS_TABLE,
+        Item={
+            "pk": {"S": "HISTORY#INSTANCE#i-0bb00000000000002"},
+            "sk": {"S": f"2026-11-30T09:00:00+00:00#{incident_id}"},
+            "incident_id": {"S": incident_id},
+            "state": {"S": "replaced"},
+            "created_at": {"S": "2026-11-30T08:15:04+00:00"},
+        },
+    )
+
+    deployed.sdc("incidents", "--all")
+
+    assert [row[0] for row in rows(capsys.readouterr().out)] == [incident_id]
+
+
+def test_incidents_says_so_when_nothing_is_open(deployed, capsys):
+    deployed.incident("replaced")
+
+    status = deployed.sdc("incidents")
+
+    assert status == 0
+    assert capsys.readouterr().out.strip() == "no open incidents"
+
+
+def test_incidents_json_gives_the_records_without_the_task_token(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval", task_token=TOKEN)
+
+    deployed.sdc("incidents", "--json")
+
+    out = capsys.readouterr().out
+    (record,) = json.loads(out)
+    assert record["incident_id"] == incident_id
+    assert record["state"] == "awaiting_approval"
+    assert "task_token" not in record and TOKEN not in out
+
+
+# -- show -------------------------------------------------------------------------------------
+
+
+def test_show_prints_the_evidence_and_the_recommendation(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval", evidence=[REPORT_EVIDENCE])
+
+    status = deployed.sdc("show", incident_id)
+
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "EVIDENCE" in out and "culprits: [13]" in out and "steps 21-30" in out
+    assert "RECOMMENDATION: REPLACE AFTER REVIEW" in out
+    assert "rank 13 mismatched in both of its ring comparisons" in out
+
+
+def test_show_prints_the_decision_and_the_replacement(deployed, capsys):
+    approver = "arn:aws:states:us-west-2:123456789012:execution:sdc-approval:cli-alice-1"
+    incident_id = deployed.incident(
+        "replaced",
+        decision={
+            "decision": "approve",
+            "comment": "rank 13 twice",
+            "approval_execution_arn": approver,
+            "at": "2026-11-30T08:20:00+00:00",
+        },
+        replacement={"status": "done", "new_instance_id": "i-0f000000000000005"},
+    )
+
+    deployed.sdc("show", incident_id)
+
+    out = capsys.readouterr().out
+    assert f"approve at 2026-11-30 08:20:00Z\n  by {approver}\n  comment: rank 13 twice" in out
+    assert "new instance: i-0f000000000000005" in out
+
+
+def test_show_prints_the_health_check_result(deployed, capsys):
+    incident_id = deployed.incident(
+        "awaiting_approval",
+        health_check={
+            "started": True,
+            "checks": ["InstanceStress"],
+            "result": "failed",
+            "status": "Running",
+        },
+    )
+
+    deployed.sdc("show", incident_id)
+
+    assert "InstanceStress: FAILED; node status Running" in capsys.readouterr().out
+
+
+def test_show_of_an_incident_awaiting_approval_says_how_to_decide(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval")
+
+    deployed.sdc("show", incident_id)
+
+    out = capsys.readouterr().out
+    assert f'sdc approve {incident_id} -m "<why>"' in out
+    assert deployed.approval_arn in out
+
+
+def test_show_prints_the_audit_trail_and_a_verified_chain(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval", audited=3)
+
+    deployed.sdc("show", incident_id)
+
+    out = capsys.readouterr().out
+    assert "AUDIT TRAIL (3 entries)" in out
+    assert [line.split()[3] for line in out.splitlines() if " step_" in line] == [
+        "step_1",
+        "step_2",
+        "step_3",
+    ]
+    assert "CHAIN: verified, 3 entries" in out
+
+
+def test_show_names_the_broken_link_of_a_tampered_chain(deployed, capsys):
+    incident_id = deployed.incident("replaced", audited=3)
+    deployed.tamper(incident_id, seq=2)
+
+    status = deployed.sdc("show", incident_id)
+
+    assert status == 0  # show displays; `audit verify` is the check with an exit status
+    assert "CHAIN: BROKEN, at seq 2: hash does not match" in capsys.readouterr().out
+
+
+def test_show_never_prints_the_task_token(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval", task_token=TOKEN)
+
+    deployed.sdc("show", incident_id)
+    deployed.sdc("show", incident_id, "--json")
+
+    assert TOKEN not in capsys.readouterr().out
+
+
+def test_show_json_carries_the_incident_recommendation_audit_and_chain(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval", evidence=[REPORT_EVIDENCE], audited=2)
+    deployed.tamper(incident_id, seq=2)
+
+    deployed.sdc("show", incident_id, "--json")
+
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["incident"]["incident_id"] == incident_id
+    assert shown["recommendation"]["advice"] == "replace after review"
+    assert [e["seq"] for e in shown["audit"]] == [1, 2]
+    assert shown["chain"] == {
+        "ok": False,
+        "checked": 1,
+        "broken_seq": 2,
+        "reason": "hash does not match the entry's content",
+    }
+
+
+def test_show_of_an_unknown_incident_exits_2_with_one_line(deployed, capsys):
+    status = deployed.sdc("show", "sdc-no-such-incident")
+
+    captured = capsys.readouterr()
+    assert status == 2
+    assert captured.out == ""
+    assert captured.err.startswith("sdc: unknown incident sdc-no-such-incident")
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+# -- approve / reject -------------------------------------------------------------------------
+
+
+def test_approve_starts_the_approval_state_machine_with_the_consoles_input(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval")
+
+    status = deployed.sdc("approve", incident_id, "-m", "rank 13 mismatched twice")
+
+    assert status == 0
+    assert deployed.execution_input() == {
+        "incident_id": incident_id,
+        "decision": "approve",
+        "comment": "rank 13 mismatched twice",
+    }
+
+
+def test_reject_starts_the_approval_state_machine_with_decision_reject(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval")
+
+    deployed.sdc("reject", incident_id, "-m", "known flaky job")
+
+    assert deployed.execution_input()["decision"] == "reject"
+
+
+def test_an_accepted_decision_is_reported_with_its_execution(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval")
+
+    deployed.sdc("approve", incident_id, "-m", "replace it")
+
+    out = capsys.readouterr().out
+    (execution,) = deployed.executions()
+    assert out.startswith(f"approve accepted for {incident_id}")
+    assert execution["executionArn"] in out
+
+
+def test_the_approval_execution_is_named_after_the_caller(deployed, monkeypatch):
+    monkeypatch.setattr(cli.getpass, "getuser", lambda: "alice.smith@example")
+    incident_id = deployed.incident("awaiting_approval")
+
+    deployed.sdc("approve", incident_id, "-m", "replace it")
+
+    (execution,) = deployed.executions()
+    assert re.fullmatch(r"cli-alice-smith-example-\d{8}T\d{6}Z-[0-9a-f]{4}", execution["name"])
+
+
+def test_an_execution_name_stays_within_step_functions_limits():
+    name = execution_name("x" * 200 + " :/#", datetime(2026, 11, 30, 8, 15, 4, tzinfo=UTC))
+
+    assert len(name) <= 80
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", name)
+    assert name.startswith("cli-xxxx") and "-20261130T081504Z-" in name
+
+
+def test_a_refused_decision_prints_the_reason_and_exits_1(deployed, capsys):
+    incident_id = deployed.incident("replaced")
+    deployed.approval_machine(refusing(incident_id))
+
+    status = deployed.sdc("approve", incident_id, "-m", "too late")
+
+    assert status == 1
+    assert capsys.readouterr().out.startswith(
+        f"approve refused for {incident_id}: {REFUSAL.format(incident_id)}"
+    )
+
+
+def test_approve_json_reports_the_outcome(deployed, capsys):
+    incident_id = deployed.incident("replaced")
+    deployed.approval_machine(refusing(incident_id))
+
+    deployed.sdc("approve", incident_id, "-m", "too late", "--json")
+
+    outcome = json.loads(capsys.readouterr().out)
+    assert outcome["status"] == "FAILED" and outcome["accepted"] is False
+    assert outcome["reason"] == REFUSAL.format(incident_id)
+    assert outcome["execution_arn"].startswith(
+        deployed.approval_arn.replace("stateMachine", "execution")
+    )
+
+
+def test_approving_an_unknown_incident_exits_2_and_starts_nothing(deployed, capsys):
+    status = deployed.sdc("approve", "sdc-no-such-incident", "-m", "typo")
+
+    assert status == 2
+    assert capsys.readouterr().err.startswith("sdc: unknown incident sdc-no-such-incident")
+    assert deployed.executions() == []
+
+
+def test_a_decision_without_a_comment_is_a_usage_error(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval")
+
+    with pytest.raises(SystemExit) as exited:
+        deployed.sdc("approve", incident_id, "-m", "  ")
+
+    assert exited.value.code == 2
+    assert "comment" in capsys.readouterr().err
+    assert deployed.executions() == []
+
+
+# -- audit verify -----------------------------------------------------------------------------
+
+
+def test_audit_verify_passes_intact_chains_with_exit_0(deployed, capsys):
+    first = deployed.incident("replaced", instance="i-0aa00000000000001", audited=4)
+    second = deployed.incident("rejected", instance="i-0bb00000000000002", audited=2)
+
+    status = deployed.sdc("audit", "verify", first, second)
+
+    out = capsys.readouterr().out
+    assert status == 0
+    assert f"verified  {first}  4 entries" in out and f"verified  {second}  2 entries" in out
+
+
+def test_audit_verify_names_the_seq_of_a_tampered_entry_and_exits_1(deployed, capsys):
+    incident_id = deployed.incident("replaced", audited=4)
+    deployed.tamper(incident_id, seq=3)
+
+    status = deployed.sdc("audit", "verify", incident_id)
+
+    assert status == 1
+    assert (
+        f"BROKEN    {incident_id}  at seq 3: hash does not match the entry's content"
+        in capsys.readouterr().out
+    )
+
+
+def test_audit_verify_names_a_deleted_entry(deployed, capsys):
+    incident_id = deployed.incident("replaced", audited=3)
+    deployed.dynamodb.delete_item(
+        TableName=AUDIT_TABLE, Key={"incident_id": {"S": incident_id}, "seq": {"N": "2"}}
+    )
+
+    status = deployed.sdc("audit", "verify", incident_id)
+
+    assert status == 1
+    assert "at seq 2: entry 2 is missing" in capsys.readouterr().out
+
+
+def test_audit_verify_all_checks_subjects_that_are_no_incident(deployed, capsys):
+    deployed.incident("replaced", audited=2)
+    Auditor(deployed.audit, SystemClock()).record(
+        "event#0f4e", "event_refused", actor="open_incident", details={"reason": "malformed"}
+    )
+    deployed.tamper("event#0f4e", seq=1)
+
+    status = deployed.sdc("audit", "verify", "--all")
+
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "BROKEN    event#0f4e  at seq 1" in out
+    assert "chains checked: 2; verified 1, broken 1" in out
+
+
+def test_audit_verify_all_flags_an_incident_without_any_audit_entry(deployed, capsys):
+    incident_id = deployed.incident("opened", audited=0)
+
+    status = deployed.sdc("audit", "verify", "--all")
+
+    assert status == 1
+    assert f"BROKEN    {incident_id}  at seq 1: no audit entries at all" in capsys.readouterr().out
+
+
+def test_audit_verify_json_gives_a_verdict_per_chain(deployed, capsys):
+    intact = deployed.incident("replaced", instance="i-0aa00000000000001", audited=2)
+    tampered = deployed.incident("rejected", instance="i-0bb00000000000002", audited=2)
+    deployed.tamper(tampered, seq=1)
+
+    deployed.sdc("audit", "verify", intact, tampered, "--json")
+
+    verdicts = json.loads(capsys.readouterr().out)
+    assert verdicts["ok"] is False
+    assert [(c["subject"], c["ok"], c["broken_seq"]) for c in verdicts["chains"]] == [
+        (intact, True, None),
+        (tampered, False, 1),
+    ]
+
+
+def test_audit_verify_of_an_unknown_incident_exits_2(deployed, capsys):
+    status = deployed.sdc("audit", "verify", "sdc-no-such-incident")
+
+    assert status == 2
+    assert capsys.readouterr().err.startswith("sdc: unknown incident sdc-no-such-incident")
+
+
+def test_audit_verify_needs_incident_ids_or_all(deployed, capsys):
+    with pytest.raises(SystemExit) as exited:
+        deployed.sdc("audit", "verify")
+
+    assert exited.value.code == 2
+    assert "--all" in capsys.readouterr().err
+
+
+# -- finding the deployment, and errors -------------------------------------------------------
+
+
+def test_the_deployment_is_found_through_the_stacks_outputs(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval")
+    outputs = outputs_of(INCIDENTS_TABLE, AUDIT_TABLE, deployed.approval_arn)
+    SESSION.client("cloudformation").create_stack(
+        StackName="SdcTest",
+        TemplateBody=json.dumps(
+            {
+                "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+                "Outputs": {name: {"Value": value} for name, value in outputs.items()},
+            }
+        ),
+    )
+
+    status = main(["--stack", "SdcTest", "incidents"], session=SESSION)
+
+    assert status == 0
+    assert incident_id in capsys.readouterr().out
+
+
+def test_a_stack_that_does_not_exist_exits_2_naming_it(deployed, capsys):
+    status = main(["--stack", "NoSuchStack", "incidents"], session=SESSION)
+
+    assert status == 2
+    assert capsys.readouterr().err.startswith("sdc: stack NoSuchStack not found in us-west-2")
+
+
+def test_the_outputs_file_cdk_deploy_writes_is_read_too(deployed, capsys, tmp_path):
+    incident_id = deployed.incident("awaiting_approval")
+    nested = tmp_path / "cdk-outputs.json"
+    nested.write_text(json.dumps({"SdcRemediation": json.loads(deployed.outputs.read_text())}))
+
+    main(["--outputs", str(nested), "incidents"], session=SESSION)
+
+    assert incident_id in capsys.readouterr().out
+
+
+def test_global_options_may_follow_the_command(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval")
+
+    main(["incidents", "--outputs", str(deployed.outputs)], session=SESSION)
+
+    assert incident_id in capsys.readouterr().out
+
+
+def test_no_credentials_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+    for name in [
+        *FAKE_CREDENTIALS,
+        "AWS_PROFILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(outputs_of(INCIDENTS_TABLE, AUDIT_TABLE, "arn")))
+
+    status = main(["--region", REGION, "--outputs", str(outputs), "incidents"])
+
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.startswith("sdc: no AWS credentials found") and len(err.splitlines()) == 1
+
+
+def test_the_cli_loads_neither_the_cdk_nor_the_lambda_runtime_libraries():
+    """The console script needs boto3 only, like the distributable package."""
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, infra.cli; print(' '.join(sorted(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    ).stdout.split()
+
+    heavy = [m for m in loaded if m.split(".")[0] in {"aws_cdk", "aws_lambda_powertools", "moto"}]
+    assert heavy == []
+
+
+# -- replay-spool -----------------------------------------------------------------------------
+
+
+class Offline:
+    """A sink that delivers nothing: the emitter spools the whole report."""
+
+    def put_metrics(self, namespace: str, datapoints: Any) -> None:
+        raise DeliveryError("offline")
+
+    def put_event(self, detail: dict[str, Any]) -> None:
+        raise DeliveryError("offline")
+
+
+def test_replay_spool_delivers_the_spooled_reports_through_the_emitters_spool(
+    deployed, tmp_path, capsys
+):
+    spooled = Emitter(
+        cluster_name=CLUSTER,
+        job_name="llama-pretrain",
+        region=REGION,
+        rank=0,
+        rank_map=load_fixture("alarms", "rank_map"),
+        spool_dir=tmp_path / "spool",
+        sink=Offline(),
+    ).report(load_fixture("alarms", "replay_culprit"))
+    assert spooled.spooled
+
+    status = deployed.sdc("replay-spool", str(tmp_path / "spool"), "--json")
+
+    replayed = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert replayed["delivered"] == [spooled.report_id]
+    assert list((tmp_path / "spool").glob("*.jsonl")) == []
+    metrics = SESSION.client("cloudwatch").list_metrics(Namespace="SDC/Training")["Metrics"]
+    assert {m["MetricName"] for m in metrics} == {"sdc_replay_mismatch"}
+
+
+# -- end to end on the local run --------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_approving_through_the_cli_leads_the_incident_to_replaced(tmp_path, capsys):
+    from infra.local.run import LocalRun  # CDK synth and moto's interpreter: slow
+
+    with LocalRun.open() as run:
+        event = load_fixture("events", "contributor_alarm")
+        event["detail"]["alarmContributor"]["attributes"] = {
+            "ClusterName": CLUSTER,
+            "InstanceId": "i-0bb00000000000002",
+        }
+        (delivery,) = run.put_event(event)
+        incident_id = delivery.response["incident_id"]
+        run.wait_for(incident_id, "awaiting_approval")
+        outputs = tmp_path / "outputs.json"
+        outputs.write_text(json.dumps(run.stack.outputs))
+
+        status = main(
+            ["--outputs", str(outputs), "approve", incident_id, "-m", "rank 13 twice"],
+            session=run.session,
+        )
+        incident = run.wait_for(incident_id, "replaced")
+
+        assert status == 0
+        assert incident.replacement["new_instance_id"] not in (None, "i-0bb00000000000002")
+        (accepted,) = [e for e in run.audit(incident_id) if e.action == "decision_accepted"]
+        assert re.search(r":execution:SdcRemediation-approval:cli-[^:]+$", accepted.actor)
+        assert accepted.details["comment"] == "rank 13 twice"
