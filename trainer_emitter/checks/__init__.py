@@ -1,0 +1,72 @@
+"""The three in-training SDC checks for PyTorch DDP (optional: needs the `torch` extra).
+
+    from trainer_emitter.checks import SdcChecks, Schedule
+
+    checks = SdcChecks(ddp_model, optimizer, loss_fn, Schedule(audit_every=100, ckpt_every=1000),
+                       max_grad_norm=1.0, save=save_checkpoint)
+    for step, batch in enumerate(loader, start=1):
+        result = checks.step(step, batch)
+        if result.alarm:
+            checks.report(result.alarm)     # trainer_emitter.report on one rank
+
+`import trainer_emitter` never imports torch; importing this package does, on first use of a name
+that needs it (`Schedule`, `Passes` and the ring rules are plain Python).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainer_emitter.checks.alarms import Passes
+    from trainer_emitter.checks.determinism import deterministic
+    from trainer_emitter.checks.driver import SdcChecks, StepResult, job_rank_map
+    from trainer_emitter.checks.fingerprint import fingerprint, fingerprint_ints, fingerprints
+    from trainer_emitter.checks.gradients import GradientWatch, comm_hook
+    from trainer_emitter.checks.replay import Package, recompute
+    from trainer_emitter.checks.ring import TopologyError, check_topology
+    from trainer_emitter.checks.schedule import Schedule
+
+_WHERE = {
+    "Passes": "alarms",
+    "deterministic": "determinism",
+    "SdcChecks": "driver",
+    "StepResult": "driver",
+    "job_rank_map": "driver",
+    "fingerprint": "fingerprint",
+    "fingerprint_ints": "fingerprint",
+    "fingerprints": "fingerprint",
+    "GradientWatch": "gradients",
+    "comm_hook": "gradients",
+    "Package": "replay",
+    "recompute": "replay",
+    "TopologyError": "ring",
+    "check_topology": "ring",
+    "Schedule": "schedule",
+}
+
+__all__ = [
+    "GradientWatch",
+    "Package",
+    "Passes",
+    "Schedule",
+    "SdcChecks",
+    "StepResult",
+    "TopologyError",
+    "check_topology",
+    "comm_hook",
+    "deterministic",
+    "fingerprint",
+    "fingerprint_ints",
+    "fingerprints",
+    "job_rank_map",
+    "recompute",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"trainer_emitter.checks.{module}"), name)

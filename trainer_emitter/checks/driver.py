@@ -1,0 +1,397 @@
+"""The training-step driver: the three checks in the safe order around one optimizer step.
+
+    audit step?  → forward/backward (check 1's hook sees every bucket before the all-reduce)
+    check 1      → ranks whose local gradient norm is NaN/Inf
+    check 2      → ring replay on audit steps, and on any step where check 1 fired
+    any alarm    → zero the gradients, return: the step is not applied
+    clip         → reduced-gradient check (the all-reduced, clipped gradient is finite)
+    step         → check 3 (weight fingerprints) every N steps and before every checkpoint
+    checkpoint   → saved only after its weight check passed, tagged with the last passes
+
+Every decision is taken from all-gathered data with the same pure rules on every rank, so all
+ranks return the same alarm at the same step and never disagree about applying a step.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from trainer_emitter.checks.alarms import Passes
+from trainer_emitter.checks.determinism import deterministic
+from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS, fingerprints
+from trainer_emitter.checks.gradients import GradientWatch, comm_hook
+from trainer_emitter.checks.replay import (
+    LossFn,
+    Package,
+    make_record,
+    recompute,
+    snapshot_buffers,
+    tensor_bytes,
+)
+from trainer_emitter.checks.ring import (
+    ambiguous,
+    check_topology,
+    culprits,
+    mismatched_pairs,
+    node_names,
+    ranks_per_node,
+    replayer_of,
+    target_of,
+    third_of,
+    verdict,
+    weight_suspects,
+)
+from trainer_emitter.checks.schedule import Schedule
+from trainer_emitter.emitter import Emitter, ReportResult
+from trainer_emitter.rankmap import RankMap, gather_rank_map, local_rank_info
+
+log = logging.getLogger("trainer_emitter.checks")
+
+SaveFn = Callable[[int, dict[str, int | None]], None]
+"""`save(step, tags)`: write the checkpoint; tags are the last audit and weight-check passes."""
+
+
+@dataclass
+class StepResult:
+    step: int
+    loss: float
+    alarm: dict[str, Any] | None = None
+    applied: bool = False
+    """The optimizer step ran (False after a compute or reduced-gradient alarm)."""
+    audited: bool = False
+    """The ring replay ran (an audit step, or check 1 fired)."""
+    weights_checked: bool = False
+    saved: bool = False
+
+
+def job_rank_map() -> RankMap:
+    """Every rank's node, instance and GPU, all-gathered once (`trainer_emitter.gather_rank_map`).
+    A collective: call it on every rank, after `init_process_group`."""
+    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else None
+    return gather_rank_map(local_rank_info(rank))
+
+
+class SdcChecks:
+    """The three in-training SDC checks around a DDP model. Build it on every rank after
+    `init_process_group` and before the first backward (it registers the communication hook and
+    all-gathers the rank map: a collective)."""
+
+    def __init__(
+        self,
+        model: DistributedDataParallel,
+        optimizer: torch.optim.Optimizer,
+        loss_fn: LossFn,
+        schedule: Schedule | None = None,
+        *,
+        max_grad_norm: float | None = None,
+        save: SaveFn | None = None,
+        rank_map: RankMap | None = None,
+        emitter: Emitter | None = None,
+        reporter_rank: int = 0,
+        resume_tags: Mapping[str, Any] | None = None,
+        chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    ) -> None:
+        if not isinstance(model, DistributedDataParallel):
+            raise TypeError("SdcChecks needs the DistributedDataParallel-wrapped model")
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError("SdcChecks needs torch.distributed initialized (init_process_group)")
+        self.ddp = model
+        self.module: torch.nn.Module = model.module
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.schedule = schedule or Schedule()
+        self.max_grad_norm = max_grad_norm
+        self.save = save
+        self.reporter_rank = reporter_rank
+        self.chunk_elements = chunk_elements
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
+        self.rank_map = rank_map if rank_map is not None else job_rank_map()
+        missing = [r for r in range(self.world) if r not in self.rank_map]
+        if missing:
+            raise ValueError(f"the rank map has no entry for ranks {missing}")
+        nodes = node_names(
+            {r: info.node_name for r in range(self.world) if (info := self.rank_map.get(r))},
+            self.world,
+        )
+        self.offset = self.schedule.peer_offset or ranks_per_node(nodes)
+        check_topology(nodes, self.offset)
+        self.names = [name for name, _ in self.module.named_parameters()]
+        self.parameters = [p for _, p in self.module.named_parameters()]
+        self.device = self.parameters[0].device if self.parameters else torch.device("cpu")
+        self.comm_device = (
+            torch.device("cuda", torch.cuda.current_device())
+            if dist.get_backend() == "nccl"
+            else torch.device("cpu")
+        )
+        self.watch = GradientWatch(self.parameters, chunk_elements=chunk_elements)
+        model.register_comm_hook(self.watch, comm_hook)
+        self._armed = False
+        self._buffers: dict[str, torch.Tensor] = {}
+        self._pre_hook = self.module.register_forward_pre_hook(self._snapshot_buffers)
+        self._emitter = emitter
+        self.passes = Passes.from_tags(resume_tags)
+
+    # ---- the step -------------------------------------------------------------------------
+
+    def step(self, step: int, batch: Any) -> StepResult:
+        """One training step on this rank's micro-batch, checked. Returns the alarm (the same dict
+        on every rank) or None in `StepResult.alarm`."""
+        self.passes.saw(step)
+        audit = self.schedule.is_audit(step)
+        exact = audit and self.schedule.deterministic_audits
+        self._zero_grads()
+        own = Package.capture(batch, self.device)
+        self._armed = True
+        self.watch.begin(fingerprint_grads=exact)
+        with self._kernels(exact):
+            loss = self.loss_fn(self.ddp, batch)
+            loss.backward()
+        self._armed = False
+        own.buffers = self._buffers
+        loss = loss.detach()
+        result = StepResult(step=step, loss=float(loss))
+
+        nonfinite = self._nonfinite_ranks()
+        if audit or nonfinite:
+            result.audited = True
+            original = make_record(
+                loss,
+                self.watch.grad_fingerprints if exact else None,
+                len(self.parameters),
+                self.comm_device,
+                chunk_elements=self.chunk_elements,
+            )
+            with self._kernels(exact):
+                pairs, named, verdicts = self._ring_replay(own, original, exact)
+            if nonfinite or pairs:
+                return self._refuse(
+                    result,
+                    self.passes.compute(
+                        step,
+                        nonfinite=nonfinite,
+                        mismatched_pairs=pairs,
+                        culprits=named,
+                        verdicts=verdicts,
+                    ),
+                )
+            self.passes.last_audit_pass = step
+
+        if self._any_rank_nonfinite(self._clip()):
+            return self._refuse(result, self.passes.reduced_gradient(step))
+        self.optimizer.step()
+        result.applied = True
+
+        if self.schedule.is_weight_check(step):
+            result.weights_checked = True
+            agree, suspects = self._weight_vote()
+            if not agree:
+                result.alarm = self.passes.weights(step, suspects)
+                log.error("sdc weight check failed at step %d: suspects %s", step, suspects)
+                return result
+            self.passes.last_weight_check_pass = step
+        if self.save is not None and self.schedule.is_checkpoint(step):
+            self.save(step, self.passes.tags())
+            result.saved = True
+        return result
+
+    def tags(self) -> dict[str, int | None]:
+        """The checkpoint tags now: the last audit pass and the last weight-check pass."""
+        return self.passes.tags()
+
+    # ---- reporting ------------------------------------------------------------------------
+
+    def setup_emitter(self, **settings: Any) -> Emitter:
+        """Build the process-wide emitter (`trainer_emitter.setup`) with the rank map these checks
+        already all-gathered; settings as for `setup()`."""
+        from trainer_emitter.emitter import setup
+
+        self._emitter = setup(rank_map=self.rank_map, rank=self.rank, **settings)
+        return self._emitter
+
+    def report(self, alarm: Mapping[str, Any] | None) -> ReportResult | None:
+        """`report(alarm)` once per job: on the reporter rank (0 by default) only, since every
+        rank holds the same alarm. None when there is no alarm or this rank does not report. The
+        emitter is the one given or set up here, else one built from the environment (SDC_*)."""
+        if not alarm or self.rank != self.reporter_rank:
+            return None
+        if self._emitter is None:
+            self._emitter = Emitter(rank_map=self.rank_map, rank=self.rank)
+        return self._emitter.report(dict(alarm))
+
+    def close(self) -> None:
+        """Remove the buffer-snapshot hook (the communication hook stays with the DDP model)."""
+        self._pre_hook.remove()
+
+    # ---- check 1 and the reduced gradient --------------------------------------------------
+
+    def _nonfinite_ranks(self) -> list[int]:
+        norms = self._gather(self.watch.local_norm(self.comm_device)).reshape(-1)
+        return [int(r) for r in torch.nonzero(~torch.isfinite(norms)).reshape(-1).tolist()]
+
+    def _clip(self) -> torch.Tensor:
+        grads = [p.grad for p in self.parameters if p.grad is not None]
+        if not grads:
+            return torch.zeros((), device=self.device)
+        if self.max_grad_norm is None:
+            return torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(g) for g in grads])
+            )
+        return torch.nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
+
+    def _any_rank_nonfinite(self, total_norm: torch.Tensor) -> bool:
+        value = total_norm.detach().float().reshape(1).to(self.comm_device)
+        norms = self._gather(value)
+        return not bool(torch.isfinite(norms).all())
+
+    # ---- check 2: the ring replay ------------------------------------------------------------
+
+    def _ring_replay(
+        self, own: Package, original: torch.Tensor, exact: bool
+    ) -> tuple[list[list[int]], list[int], list[dict[str, Any]]]:
+        world, offset, rank = self.world, self.offset, self.rank
+        own_bytes = own.to_bytes()
+        target = target_of(rank, offset, world)
+        received = self._exchange({replayer_of(rank, offset, world): own_bytes}, [target])
+        replay = self._recompute(Package.from_bytes(received[target], self.device), exact)
+        rows = self._gather(torch.stack([original, replay]))  # (world, 2, L)
+        originals = [tuple(rows[r, 0].tolist()) for r in range(world)]
+        replays = [tuple(rows[r, 1].tolist()) for r in range(world)]
+        pairs = mismatched_pairs(originals, replays, offset)
+        named = culprits(pairs)
+        unresolved = ambiguous(pairs, named)
+        if not unresolved:
+            return pairs, named, []
+
+        # Confirmation: the third (target + offset) replays the target's micro-batch too, and the
+        # target recomputes its own once more.
+        thirds = [third_of(t, offset, world) for t, _ in unresolved]
+        sends = {
+            third: own_bytes for (t, _), third in zip(unresolved, thirds, strict=True) if t == rank
+        }
+        recvs = [t for (t, _), third in zip(unresolved, thirds, strict=True) if third == rank]
+        received = self._exchange(sends, recvs)
+        slots = torch.zeros((len(unresolved), 2, original.numel()), dtype=torch.int64)
+        slots = slots.to(self.comm_device)
+        for i, ((t, _), third) in enumerate(zip(unresolved, thirds, strict=True)):
+            if third == rank:
+                slots[i, 0] = self._recompute(Package.from_bytes(received[t], self.device), exact)
+            if t == rank:
+                slots[i, 1] = self._recompute(own, exact)
+        dist.all_reduce(slots, op=dist.ReduceOp.SUM)  # each slot has exactly one writer
+        verdicts = [
+            verdict(
+                pair,
+                third,
+                original=originals[pair[0]],
+                replay=replays[pair[1]],
+                third_replay=tuple(slots[i, 0].tolist()),
+                recompute=tuple(slots[i, 1].tolist()),
+            )
+            for i, (pair, third) in enumerate(zip(unresolved, thirds, strict=True))
+        ]
+        return pairs, named, verdicts
+
+    def _recompute(self, package: Package, exact: bool) -> torch.Tensor:
+        return recompute(
+            self.module,
+            self.loss_fn,
+            package,
+            parameters=self.parameters,
+            with_grads=exact,
+            device=self.comm_device,
+            chunk_elements=self.chunk_elements,
+        )
+
+    def _exchange(self, sends: Mapping[int, bytes], recvs: Sequence[int]) -> dict[int, bytes]:
+        """Point-to-point: send each payload to its peer, receive one from each of `recvs`."""
+        sizes = {src: torch.zeros(1, dtype=torch.int64, device=self.comm_device) for src in recvs}
+        ops = [
+            dist.P2POp(
+                dist.isend,
+                torch.tensor([len(data)], dtype=torch.int64, device=self.comm_device),
+                dst,
+            )
+            for dst, data in sends.items()
+        ]
+        ops += [dist.P2POp(dist.irecv, sizes[src], src) for src in recvs]
+        _wait(ops)
+        payloads = {
+            src: torch.empty(int(sizes[src].item()), dtype=torch.uint8, device=self.comm_device)
+            for src in recvs
+        }
+        ops = [
+            dist.P2POp(
+                dist.isend,
+                torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.comm_device),
+                dst,
+            )
+            for dst, data in sends.items()
+        ]
+        ops += [dist.P2POp(dist.irecv, payloads[src], src) for src in recvs]
+        _wait(ops)
+        return {src: tensor_bytes(payload) for src, payload in payloads.items()}
+
+    # ---- check 3: weights ---------------------------------------------------------------------
+
+    def _weight_vote(self) -> tuple[bool, list[int] | None]:
+        local = fingerprints(
+            self.parameters, device=self.comm_device, chunk_elements=self.chunk_elements
+        )
+        rows = self._gather(local)  # (world, P, 2)
+        keys = [tuple(rows[r].reshape(-1).tolist()) for r in range(self.world)]
+        agree, suspects = weight_suspects(keys)
+        if not agree:
+            differing = [
+                self.names[i]
+                for i in range(len(self.names))
+                if len({tuple(rows[r, i].tolist()) for r in range(self.world)}) > 1
+            ]
+            log.error("sdc weight fingerprints differ in %d tensors: %s", len(differing), differing)
+        return agree, suspects
+
+    # ---- plumbing -----------------------------------------------------------------------------
+
+    def _refuse(self, result: StepResult, alarm: dict[str, Any]) -> StepResult:
+        self._zero_grads()
+        result.alarm = alarm
+        log.error("sdc alarm at step %d, step not applied: %s", result.step, alarm)
+        return result
+
+    def _zero_grads(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        for parameter in self.parameters:
+            parameter.grad = None
+
+    def _kernels(self, exact: bool) -> AbstractContextManager[None]:
+        return deterministic() if exact else nullcontext()
+
+    def _snapshot_buffers(self, module: torch.nn.Module, args: Any) -> None:
+        if self._armed:  # the first forward of the step, after DDP broadcast the buffers
+            self._armed = False
+            self._buffers = snapshot_buffers(module)
+
+    def _gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """All ranks' `tensor` stacked: shape (world, *tensor.shape)."""
+        local = tensor.contiguous().reshape(-1)
+        out = torch.empty(self.world * local.numel(), dtype=local.dtype, device=local.device)
+        _all_gather_single(out, local)
+        return out.view(self.world, *tensor.shape)
+
+
+# all_gather_single where this torch has it (2.13 deprecates all_gather_into_tensor).
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
+def _wait(ops: list[dist.P2POp]) -> None:
+    if ops:
+        for request in dist.batch_isend_irecv(ops):
+            request.wait()

@@ -1,0 +1,60 @@
+"""When each check runs. Pure: no torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Which steps audit, check weights and save a checkpoint (step numbers as the loop counts).
+
+    | field               | meaning                                                          |
+    |---------------------|------------------------------------------------------------------|
+    | audit_every         | ring replay every N steps (0: only when check 1 fires)           |
+    | deterministic_audits| audit steps run under `deterministic()` and compare gradient     |
+    |                     | fingerprints too (otherwise the loss bits alone)                 |
+    | check_every         | weight fingerprints every N steps (0: only on checkpoint steps)  |
+    | ckpt_every          | the driver calls `save` every N steps (0: never)                 |
+    | peer_offset         | rank r replays rank r+offset; None: the ranks per node, so the   |
+    |                     | replayer sits on the next node                                   |
+    | check_on_checkpoint | a weight check before every save; a save happens only after it   |
+    |                     | passes                                                           |
+    """
+
+    audit_every: int = 100
+    deterministic_audits: bool = True
+    check_every: int = 100
+    ckpt_every: int = 0
+    peer_offset: int | None = None
+    check_on_checkpoint: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("audit_every", "check_every", "ckpt_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(
+                    f"Schedule.{name} must be an integer >= 0 (0: never), not {value!r}"
+                )
+        offset = self.peer_offset
+        if offset is not None and (
+            isinstance(offset, bool) or not isinstance(offset, int) or offset < 1
+        ):
+            raise ValueError(
+                f"Schedule.peer_offset must be an integer >= 1 or None, not {offset!r}"
+            )
+
+    def is_audit(self, step: int) -> bool:
+        return _every(self.audit_every, step)
+
+    def is_checkpoint(self, step: int) -> bool:
+        return _every(self.ckpt_every, step)
+
+    def is_weight_check(self, step: int) -> bool:
+        return _every(self.check_every, step) or (
+            self.check_on_checkpoint and self.is_checkpoint(step)
+        )
+
+
+def _every(period: int, step: int) -> bool:
+    return period > 0 and step % period == 0
