@@ -4,11 +4,14 @@ Pure functions of the function ARNs and the settings, with no CDK in them: the c
 workflow.py and approval.py pass CDK tokens for the ARNs, tests may pass plain strings. The
 shape follows docs/pipeline.md:
 
-    InitPollCounters → StartHealthCheck → WaitForHealthCheck → CheckHealth → CountHealthPoll
-      → HealthCheckDone? (in_progress and polls < max → WaitForHealthCheck; else → RequestApproval)
+    InitPollCounters → StartHealthCheck → HealthCheckHeld? (held → CloseHeld)
+      → WaitForHealthCheck → CheckHealth → CountHealthPoll
+      → HealthCheckDone? (in_progress and polls < max → WaitForHealthCheck;
+                          scope "job" → CloseChecked; status NotFound → CloseReplacedByHyperPod;
+                          else → RequestApproval)
     RequestApproval (.waitForTaskToken, TimeoutSeconds; States.Timeout → CloseExpired)
       → Decision? (approve → ReplaceNode; reject → CloseRejected; else → UnknownDecision)
-    ReplaceNode → Replaced? ("gone" → CloseReplaced;
+    ReplaceNode → Replaced? ("held" → CloseHeld; "gone" → CloseReplaced;
                              "retry" and retries < max → CountReplaceRetry → WaitToRetryReplace
                                                           → ReplaceNode;
                              "retry" otherwise → ReplaceRetriesExhausted;
@@ -18,12 +21,15 @@ shape follows docs/pipeline.md:
                           else → ReplacementTimedOut)
     UnknownDecision / ReplaceRetriesExhausted / ReplacementTimedOut: Pass that records why in
       $.error → CloseFailed
-    CloseReplaced / CloseRejected / CloseExpired → Closed (Succeed); CloseFailed → Failed (Fail)
+    CloseReplaced / CloseRejected / CloseExpired / CloseHeld / CloseChecked /
+      CloseReplacedByHyperPod → Closed (Succeed); CloseFailed → Failed (Fail)
 
 Every Task: `arn:aws:states:::lambda:invoke` with an explicit Payload, a ResultSelector that
 keeps `$.Payload` (the function's return value) under the task's ResultPath (`$.health.Payload`,
-`$.replacement.Payload`, ...), a retry on Lambda service errors, and `Catch States.ALL →
-CloseFailed` (CloseFailed's own catch goes to Failed). Choices test a returned field only behind
+`$.replacement.Payload`, ...), a retry on Lambda service errors and on the steps' own retryable
+errors (`Throttled`, `ServiceUnavailable`: the handler left the incident as it was), and
+`Catch States.ALL → CloseFailed` (CloseFailed's own catch goes to Failed): once the retries are
+spent, the incident closes as failed with the error as its cause. Choices test a returned field only behind
 IsPresent, so a return value that misses a field takes the default branch instead of failing
 the execution with an uncatchable States.Runtime error. Counters live in
 `$.polls.<loop>.count` and are bumped with States.MathAdd, so every loop is bounded.
@@ -47,6 +53,13 @@ LAMBDA_SERVICE_ERRORS: Final = (
 )
 """Transient errors of the Invoke API itself (not of the handler): retried with backoff."""
 
+RETRYABLE_STEP_ERRORS: Final = ("Throttled", "ServiceUnavailable")
+"""The handlers' own retryable errors (Lambda's `errorType` is the exception's class name,
+`lambdas.models.errors`): AWS throttled a call or failed on its side after the SDK's own
+retries. The step left the incident unchanged, so calling it again is safe."""
+STEP_RETRY_INTERVAL_SECONDS: Final = 2
+STEP_RETRY_ATTEMPTS: Final = 5
+
 REMEDIATION_COMMENT: Final = (
     "SDC remediation: deep health check, human approval, node replacement. See docs/pipeline.md."
 )
@@ -57,6 +70,7 @@ APPROVAL_COMMENT: Final = (
 
 CLOSE_FAILED: Final = "CloseFailed"
 CLOSE_EXPIRED: Final = "CloseExpired"
+CLOSE_HELD: Final = "CloseHeld"
 
 State = dict[str, Any]
 
@@ -68,7 +82,13 @@ def _service_retry() -> list[State]:
             "IntervalSeconds": 2,
             "MaxAttempts": 3,
             "BackoffRate": 2,
-        }
+        },
+        {
+            "ErrorEquals": list(RETRYABLE_STEP_ERRORS),
+            "IntervalSeconds": STEP_RETRY_INTERVAL_SECONDS,
+            "MaxAttempts": STEP_RETRY_ATTEMPTS,
+            "BackoffRate": 2,
+        },
     ]
 
 
@@ -190,8 +210,19 @@ def remediation_definition(
             fn["start_health_check"],
             _incident(),
             result_path="$.health",
-            next_state="WaitForHealthCheck",
+            next_state="HealthCheckHeld?",
         ),
+        "HealthCheckHeld?": {
+            "Type": "Choice",
+            "Comment": "Storm hold or pause switch: nothing was started; the incident is held.",
+            "Choices": [
+                {
+                    **_when("$.health.Payload.held", {"BooleanEquals": True}),
+                    "Next": CLOSE_HELD,
+                }
+            ],
+            "Default": "WaitForHealthCheck",
+        },
         "WaitForHealthCheck": _wait(s.health_check_poll_seconds, "CheckHealth"),
         "CheckHealth": _task(
             fn["check_health"],
@@ -212,7 +243,15 @@ def remediation_definition(
                         },
                     ],
                     "Next": "WaitForHealthCheck",
-                }
+                },
+                {
+                    **_when("$.health.Payload.scope", {"StringEquals": "job"}),
+                    "Next": "CloseChecked",
+                },
+                {
+                    **_when("$.health.Payload.status", {"StringEquals": "NotFound"}),
+                    "Next": "CloseReplacedByHyperPod",
+                },
             ],
             "Default": "RequestApproval",
         },
@@ -264,6 +303,10 @@ def remediation_definition(
         "Replaced?": {
             "Type": "Choice",
             "Choices": [
+                {
+                    **_when("$.replacement.Payload.status", {"StringEquals": "held"}),
+                    "Next": CLOSE_HELD,
+                },
                 {
                     **_when("$.replacement.Payload.status", {"StringEquals": "gone"}),
                     "Next": "CloseReplaced",
@@ -327,6 +370,18 @@ def remediation_definition(
         ),
         CLOSE_EXPIRED: _close(
             fn["close_incident"], "expired", error_from_state=True, next_state="Closed"
+        ),
+        CLOSE_HELD: _close(
+            fn["close_incident"], "held", error_from_state=False, next_state="Closed"
+        ),
+        "CloseChecked": _close(
+            fn["close_incident"], "checked", error_from_state=False, next_state="Closed"
+        ),
+        "CloseReplacedByHyperPod": _close(
+            fn["close_incident"],
+            "replaced_by_hyperpod",
+            error_from_state=False,
+            next_state="Closed",
         ),
         CLOSE_FAILED: _close(
             fn["close_incident"], "failed", error_from_state=True, next_state="Failed"

@@ -22,6 +22,7 @@ from infra.dependencies import depend_on_role_policy_only
 from infra.log_groups import retained_log_group
 from infra.nag import acknowledge
 from infra.notifications import Notifications
+from infra.pause import PauseSwitch
 from infra.settings import Cluster, Settings
 from infra.storage import Storage
 
@@ -59,6 +60,9 @@ class FunctionSpec:
     publishes: bool = False
     starts_remediation: bool = False
     answers_approval: bool = False
+    reads_pause_switch: bool = False
+    """Acts on a cluster (opens incidents, starts health checks, replaces nodes): reads the pause
+    switch first."""
     asynchronous: bool = False
     """Invoked by EventBridge (asynchronously): failures after retries go to the failure queue."""
     timeout_seconds: int = 30
@@ -81,18 +85,26 @@ SPECS: Final = (
         hyperpod=HYPERPOD_READ,
         publishes=True,
         starts_remediation=True,
+        reads_pause_switch=True,
         asynchronous=True,
         timeout_seconds=60,
     ),
     FunctionSpec(
         "store_report",
-        "Stores an SDC Report event as evidence",
+        "Stores an SDC Report event as evidence; opens the incidents it names",
+        hyperpod=HYPERPOD_READ,
+        publishes=True,
+        starts_remediation=True,
+        reads_pause_switch=True,
         asynchronous=True,
+        timeout_seconds=60,
     ),
     FunctionSpec(
         "start_health_check",
         "Starts the HyperPod deep health check on the suspect node",
         hyperpod=(*HYPERPOD_READ, START_HEALTH_CHECK),
+        reads_pause_switch=True,
+        timeout_seconds=60,
     ),
     FunctionSpec("check_health", "Polls the deep health check", hyperpod=HYPERPOD_READ),
     FunctionSpec(
@@ -104,6 +116,7 @@ SPECS: Final = (
         "replace_node",
         "Re-checks the node and requests its replacement",
         hyperpod=(*HYPERPOD_READ, REPLACE_NODES),
+        reads_pause_switch=True,
         timeout_seconds=60,
     ),
     FunctionSpec("check_replacement", "Polls the node replacement", hyperpod=HYPERPOD_READ),
@@ -115,6 +128,7 @@ SPECS: Final = (
     FunctionSpec(
         "decide",
         "Validates an approval decision and completes the waiting remediation task",
+        publishes=True,
         answers_approval=True,
     ),
 )
@@ -141,6 +155,7 @@ class Functions(Construct):
         code_asset: asset_build.LambdaAsset,
         storage: Storage,
         notifications: Notifications,
+        pause_switch: PauseSwitch,
         remediation_arn: str,
         approval_arn: str,
     ) -> None:
@@ -177,6 +192,11 @@ class Functions(Construct):
             "NAMESPACE": settings.namespace,
             "DRY_RUN": "true" if settings.dry_run else "false",
             "APPROVAL_STATE_MACHINE_ARN": approval_arn,
+            "APPROVAL_TIMEOUT_SECONDS": str(settings.approval_timeout_seconds),
+            "GUARD_MAX_OPEN": str(settings.guard_max_open_incidents),
+            "GUARD_MAX_OPEN_PERCENT": str(settings.guard_max_open_percent),
+            "STORM_THRESHOLD": str(settings.storm_threshold),
+            "STORM_WINDOW_SECONDS": str(settings.storm_window_seconds),
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": PIPELINE_METRICS_NAMESPACE,
         }
@@ -186,7 +206,11 @@ class Functions(Construct):
             env = dict(common_env)
             if spec.starts_remediation:
                 env["STATE_MACHINE_ARN"] = remediation_arn
+            if spec.reads_pause_switch:
+                env["PAUSE_PARAMETER"] = pause_switch.name
             fn = self._function(spec, code, env, settings)
+            if spec.reads_pause_switch:
+                pause_switch.grant_read(fn)
             storage.grant_incidents(fn)
             storage.grant_audit_append(fn)
             if spec.publishes:

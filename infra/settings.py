@@ -22,6 +22,11 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 | `sdc:replaceMaxRetries` | integer, 0 .. 100 | `6` | retries of the replacement request before the incident closes as `failed` |
 | `sdc:dryRun` | boolean | `false` | everything runs, but the replacement is only recorded as "would replace" (`DRY_RUN`) |
 | `sdc:logRetentionDays` | one of CloudWatch Logs' retention values (1, 3, 5, 7, 14, 30, 60, 90, ...) | `90` | retention of the function and state machine log groups |
+| `sdc:guardMaxOpenIncidents` | integer, 1 .. 1000 | `3` | blast-radius guard: at most this many open incidents per cluster (`GUARD_MAX_OPEN`); beyond it a new incident is recorded as `held` and notified |
+| `sdc:guardMaxOpenPercent` | integer, 1 .. 100 | `10` | blast-radius guard: at most this share of the cluster's nodes, rounded up, and never more than nodes - 1 (`GUARD_MAX_OPEN_PERCENT`): a 3-node cluster allows 1 |
+| `sdc:stormThreshold` | integer, 2 .. 10000 | `4` | storm hold: this many distinct instances of one cluster flagged within the window hold the whole cluster (`STORM_THRESHOLD`) |
+| `sdc:stormWindowSeconds` | integer, 60 .. 86400 | `900` | storm hold: the window (`STORM_WINDOW_SECONDS`) |
+| `sdc:pauseParameterName` | SSM parameter name or null | `/<stackName>/paused` | the pause switch: a String parameter the stack creates with value `false`; `aws ssm put-parameter --overwrite --name <it> --value true` pauses without a deploy (`PAUSE_PARAMETER`) |
 
 Unknown `sdc:*` keys are an error (a typo must not silently fall back to a default).
 """
@@ -56,6 +61,7 @@ CLUSTER_ARN_RE: Final = re.compile(
 )
 CLUSTER_ID_RE: Final = re.compile(r"^[a-z0-9]{12}$")
 STACK_NAME_RE: Final = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,59}$")
+SSM_PARAMETER_RE: Final = re.compile(r"^/?[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 ALARM_PREFIX_RE: Final = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,62}[A-Za-z0-9]|[A-Za-z0-9])?$")
 EMAIL_RE: Final = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
@@ -106,10 +112,22 @@ class Settings:
     replace_max_retries: int = 6
     dry_run: bool = False
     log_retention_days: int = 90
+    guard_max_open_incidents: int = 3
+    guard_max_open_percent: int = 10
+    storm_threshold: int = 4
+    storm_window_seconds: int = 900
+    pause_parameter: str | None = None
+    """None: `/<stack name>/paused` (see `pause_parameter_name`)."""
 
     @property
     def cluster_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.clusters)
+
+    @property
+    def pause_parameter_name(self) -> str:
+        """The pause switch's SSM parameter name (always starting with `/`)."""
+        name = self.pause_parameter or f"/{self.stack_name}/paused"
+        return name if name.startswith("/") else f"/{name}"
 
     @classmethod
     def from_context(cls, context: Mapping[str, Any]) -> Settings:
@@ -258,6 +276,24 @@ def _clusters(key: str, value: Any) -> tuple[Cluster, ...]:
     return tuple(sorted(clusters, key=lambda c: c.name))
 
 
+def _parameter_name(key: str, value: Any) -> str | None:
+    if value in ("", "null", "none"):
+        return None
+    if (
+        not isinstance(value, str)
+        or len(value) > 1011
+        or not SSM_PARAMETER_RE.match(value)
+        or value.lower().lstrip("/").startswith(("aws", "ssm"))
+    ):
+        raise _fail(
+            key,
+            value,
+            "an SSM parameter name (letters, digits, '_', '.', '-', '/'; not starting with "
+            "aws or ssm) or null",
+        )
+    return value
+
+
 def _retention(key: str, value: Any) -> int:
     days = _integer(1, 3653)(key, value)
     if days not in LOG_RETENTION_DAYS:
@@ -287,6 +323,11 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:replaceMaxRetries": ("replace_max_retries", _integer(0, 100)),
     "sdc:dryRun": ("dry_run", _boolean),
     "sdc:logRetentionDays": ("log_retention_days", _retention),
+    "sdc:guardMaxOpenIncidents": ("guard_max_open_incidents", _integer(1, 1000)),
+    "sdc:guardMaxOpenPercent": ("guard_max_open_percent", _integer(1, 100)),
+    "sdc:stormThreshold": ("storm_threshold", _integer(2, 10_000)),
+    "sdc:stormWindowSeconds": ("storm_window_seconds", _integer(60, 86_400)),
+    "sdc:pauseParameterName": ("pause_parameter", _parameter_name),
 }
 
 CONTEXT_KEYS: Final = tuple(_PARSERS)

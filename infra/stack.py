@@ -12,6 +12,7 @@ from infra.approval import ApprovalWorkflow
 from infra.asset import LambdaAsset
 from infra.functions import Functions
 from infra.notifications import Notifications
+from infra.pause import PauseSwitch
 from infra.routing import Routing
 from infra.settings import Settings
 from infra.storage import Storage
@@ -51,6 +52,7 @@ class SdcRemediationStack(Stack):
 
         storage = Storage(self, "Storage")
         notifications = Notifications(self, "Notifications", settings=settings)
+        pause_switch = PauseSwitch(self, "PauseSwitch", settings=settings)
         remediation_arn = state_machine_arn(self, remediation_name(settings))
         approval_arn = state_machine_arn(self, approval_name(settings))
 
@@ -61,6 +63,7 @@ class SdcRemediationStack(Stack):
             code_asset=code_asset,
             storage=storage,
             notifications=notifications,
+            pause_switch=pause_switch,
             remediation_arn=remediation_arn,
             approval_arn=approval_arn,
         )
@@ -115,6 +118,12 @@ class SdcRemediationStack(Stack):
         CfnOutput(self, "IncidentsTableName", value=storage.incidents.table_name)
         CfnOutput(self, "AuditTableName", value=storage.audit.table_name)
         CfnOutput(self, "NotificationTopicArn", value=notifications.topic.topic_arn)
+        CfnOutput(
+            self,
+            "PauseParameterName",
+            description="The pause switch: set it to true to hold new incidents (no deploy)",
+            value=pause_switch.name,
+        )
         CfnOutput(
             self,
             "TrainingPolicyArn",

@@ -75,7 +75,9 @@ def handlers_in_process(
     log = InvocationLog()
     # Interpreter threads of an earlier run that are still alive must not reach this run's
     # handlers (they would act with that run's task tokens on this run's tables).
-    stale = {thread.ident for thread in TMP_THREADS if thread.is_alive()}
+    # Thread objects, not idents: an ident is reused once its thread ends, and a new thread of
+    # this run that got a dead stale thread's ident would be refused.
+    stale = {thread for thread in TMP_THREADS if thread.is_alive()}
     by_name = {f.name: f for f in stack.functions.values()}
     by_arn = {f.arn: f for f in stack.functions.values()}
     original = LambdaSimpleBackend.invoke
@@ -91,7 +93,7 @@ def handlers_in_process(
         function = by_name.get(function_name) or by_arn.get(function_name)
         if function is None:
             return original(self, function_name, qualifier, body, headers, response_headers)
-        if threading.get_ident() in stale:
+        if threading.current_thread() in stale:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps(
                 {"errorType": "StaleLocalRun", "errorMessage": "invoked from an ended local run"}

@@ -72,6 +72,8 @@ class LocalStack:
     rules: dict[str, Rule] = field(default_factory=dict)
     alarms: dict[str, dict[str, Any]] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
+    parameters: dict[str, str] = field(default_factory=dict)
+    """SSM parameter names by logical id (the pause switch)."""
 
     def function_by_handler(self, module: str) -> Function:
         for function in self.functions.values():
@@ -178,6 +180,7 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
 
     _tables(session, resources, by_type, resolve, stack)
     _queues_and_topics(session, resources, by_type, resolve, stack)
+    _parameters(session, resources, by_type, resolve, stack)
     # Functions first without environment (state machine ARNs are not known yet), then machines,
     # then the environments, so that references in either direction resolve.
     for logical in by_type.get("AWS::Lambda::Function", []):
@@ -311,6 +314,19 @@ def _queues_and_topics(
         resolve.refs[logical] = arn
         resolve.attrs[(logical, "TopicArn")] = arn
         resolve.attrs[(logical, "TopicName")] = logical
+
+
+def _parameters(
+    session: Any, resources: dict, by_type: dict, resolve: Resolver, stack: LocalStack
+) -> None:
+    ssm = session.client("ssm")
+    for logical in by_type.get("AWS::SSM::Parameter", []):
+        props = resolve(resources[logical]["Properties"])
+        ssm.put_parameter(Name=props["Name"], Value=props["Value"], Type=props["Type"])
+        stack.parameters[logical] = props["Name"]
+        resolve.refs[logical] = props["Name"]
+        resolve.attrs[(logical, "Type")] = props["Type"]
+        resolve.attrs[(logical, "Value")] = props["Value"]
 
 
 def _empty_zip() -> bytes:

@@ -11,9 +11,21 @@ from typing import Any
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
-from lambdas.models.errors import AwsError, ConditionFailed, DependencyFailed, Throttled
+from lambdas.models.errors import (
+    AwsError,
+    ConditionFailed,
+    DependencyFailed,
+    ServiceUnavailable,
+    Throttled,
+)
 
 ClientFactory = Callable[[], Any]
 
@@ -35,6 +47,19 @@ THROTTLING_CODES = frozenset(
         "SlowDown",
     }
 )
+
+
+SERVICE_FAILURE_CODES = frozenset(
+    {
+        "InternalFailure",
+        "InternalServerError",
+        "InternalServerException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "InternalError",
+    }
+)
+"""Failures on the service's side: worth another attempt later (ServiceUnavailable)."""
 
 
 def client_factory(service: str, session: boto3.session.Session | None = None) -> ClientFactory:
@@ -83,6 +108,8 @@ def translate(
         kind = known[code]
     elif code in THROTTLING_CODES:
         kind = Throttled
+    elif code in SERVICE_FAILURE_CODES or _status(err) >= 500:
+        kind = ServiceUnavailable
     elif code == "ConditionalCheckFailedException":
         kind = ConditionFailed
     else:
@@ -95,6 +122,11 @@ def translate(
     )
 
 
+def _status(err: ClientError) -> int:
+    status = (err.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    return int(status) if isinstance(status, int) else 0
+
+
 @contextmanager
 def aws_call(operation: str, known: Mapping[str, type[AwsError]] | None = None) -> Iterator[None]:
     """Translate botocore errors raised in the block into domain errors (`raise ... from`)."""
@@ -102,6 +134,8 @@ def aws_call(operation: str, known: Mapping[str, type[AwsError]] | None = None) 
         yield
     except ClientError as err:
         raise translate(err, operation, known) from err
+    except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError) as err:
+        raise ServiceUnavailable(f"{operation} failed: {err}", operation=operation) from err
     except BotoCoreError as err:
         raise DependencyFailed(f"{operation} failed: {err}", operation=operation) from err
 

@@ -1,8 +1,9 @@
-"""DynamoDB: the incidents table (incidents, open locks, reports) and the append-only audit
-table. Layout: docs/pipeline.md, "Storage"."""
+"""DynamoDB: the incidents table (incidents, open locks, reports, guard state, storm holds,
+history) and the append-only audit table. Layout: docs/pipeline.md, "Storage"."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -19,12 +20,21 @@ from lambdas.adapters._aws import (
     translate,
 )
 from lambdas.models.audit import AuditEntry
-from lambdas.models.errors import ConditionFailed, IncidentExists, LockHeld
+from lambdas.models.errors import (
+    ConditionFailed,
+    GuardFull,
+    HoldExists,
+    IncidentExists,
+    LockHeld,
+)
 from lambdas.models.events import SdcReport, parse_report
+from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.incident import Incident
 
 META = "META"
 LOCK = "LOCK"
+GUARD = "GUARD"
+HISTORY_TTL_DAYS = 400
 
 
 def incident_key(incident_id: str) -> dict[str, Any]:
@@ -39,8 +49,31 @@ def report_pk(cluster_name: str, instance_id: str) -> str:
     return f"REPORT#{cluster_name}#{instance_id}"
 
 
+def guard_key(cluster_name: str) -> dict[str, Any]:
+    return {"pk": f"GUARD#{cluster_name}", "sk": GUARD}
+
+
+def flag_pk(cluster_name: str) -> str:
+    return f"FLAG#{cluster_name}"
+
+
+def hold_key(hold_id: str) -> dict[str, Any]:
+    return {"pk": f"HOLD#{hold_id}", "sk": META}
+
+
+def held_key(cluster_name: str) -> dict[str, Any]:
+    return {"pk": f"HELD#{cluster_name}", "sk": LOCK}
+
+
+def history_pks(past: PastIncident) -> list[str]:
+    return [f"HISTORY#INSTANCE#{past.instance_id}"] + [
+        f"HISTORY#GPU#{gpu}" for gpu in past.gpu_uuids
+    ]
+
+
 class DynamoIncidentStore:
-    """Implements both IncidentStore and ReportStore on the one incidents table."""
+    """Implements IncidentStore, ReportStore, GuardStore and HistoryStore on the one incidents
+    table."""
 
     def __init__(self, table_name: str, factory: ClientFactory | None = None) -> None:
         self.table_name = table_name
@@ -52,9 +85,9 @@ class DynamoIncidentStore:
 
     # -- incidents -------------------------------------------------------------------------
 
-    def create(self, incident: Incident) -> None:
+    def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
         item = to_item({**incident_key(incident.incident_id), **incident.to_record()})
-        if not incident.holds_lock:
+        if not incident.holds_lock and slot_limit is None:
             with aws_call("PutItem", {"ConditionalCheckFailedException": IncidentExists}):
                 self.client.put_item(
                     TableName=self.table_name,
@@ -62,53 +95,95 @@ class DynamoIncidentStore:
                     ConditionExpression="attribute_not_exists(pk)",
                 )
             return
-        lock = to_item(
+        parts: list[str] = []
+        writes: list[dict[str, Any]] = []
+        if incident.holds_lock:
+            lock = to_item(
+                {
+                    **lock_key(incident.cluster_name, incident.instance_id),
+                    "incident_id": incident.incident_id,
+                    "created_at": incident.created_at,
+                }
+            )
+            parts.append("lock")
+            writes.append(
+                {
+                    "Put": {
+                        "TableName": self.table_name,
+                        "Item": lock,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+            )
+        parts.append("incident")
+        writes.append(
             {
-                **lock_key(incident.cluster_name, incident.instance_id),
-                "incident_id": incident.incident_id,
-                "created_at": incident.created_at,
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": item,
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
             }
         )
-        try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": lock,
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": item,
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
+        if slot_limit is not None:
+            parts.append("slot")
+            writes.append(
+                {
+                    "Update": {
+                        "TableName": self.table_name,
+                        "Key": to_item(guard_key(incident.cluster_name)),
+                        "UpdateExpression": "ADD open_ids :ids",
+                        "ConditionExpression": "attribute_not_exists(open_ids) "
+                        "OR size(open_ids) < :limit OR contains(open_ids, :id)",
+                        "ExpressionAttributeValues": {
+                            ":ids": {"SS": [incident.incident_id]},
+                            ":id": {"S": incident.incident_id},
+                            ":limit": {"N": str(slot_limit)},
+                        },
+                    }
+                }
             )
+        try:
+            self.client.transact_write_items(TransactItems=writes)
         except ClientError as err:
             if error_code(err) != "TransactionCanceledException":
                 raise translate(err, "TransactWriteItems") from err
-            reasons = [r.get("Code") for r in err.response.get("CancellationReasons", [])]
+            codes = [r.get("Code") for r in err.response.get("CancellationReasons", [])]
+            failed = {
+                part
+                for part, code in zip(parts, codes, strict=False)
+                if code == "ConditionalCheckFailed"
+            }
             rid = request_id(err.response)
-            holder = self.open_incident_id(incident.cluster_name, incident.instance_id)
-            if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
-                raise IncidentExists(
-                    f"incident {incident.incident_id} exists",
-                    operation="TransactWriteItems",
-                    code="ConditionalCheckFailed",
-                    request_id=rid,
-                ) from err
-            if reasons and reasons[0] == "ConditionalCheckFailed" and holder:
-                raise LockHeld(
-                    holder,
-                    operation="TransactWriteItems",
-                    code="ConditionalCheckFailed",
-                    request_id=rid,
-                ) from err
+            kwargs: dict[str, Any] = {
+                "operation": "TransactWriteItems",
+                "code": "ConditionalCheckFailed",
+                "request_id": rid,
+            }
+            if "incident" in failed:
+                raise IncidentExists(f"incident {incident.incident_id} exists", **kwargs) from err
+            if "lock" in failed:
+                holder = self.open_incident_id(incident.cluster_name, incident.instance_id)
+                if holder:
+                    raise LockHeld(holder, **kwargs) from err
+            if "slot" in failed and slot_limit is not None:
+                open_ids = list(self.guard_state(incident.cluster_name).open_ids)
+                raise GuardFull(open_ids, slot_limit, **kwargs) from err
             raise translate(err, "TransactWriteItems") from err
+
+    def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> str:
+        lock = to_item({**lock_key(cluster_name, instance_id), "incident_id": incident_id})
+        try:
+            with aws_call("PutItem"):
+                self.client.put_item(
+                    TableName=self.table_name,
+                    Item=lock,
+                    ConditionExpression="attribute_not_exists(pk) OR incident_id = :id",
+                    ExpressionAttributeValues=to_item({":id": incident_id}),
+                )
+        except ConditionFailed:
+            return self.open_incident_id(cluster_name, instance_id) or ""
+        return incident_id
 
     def get(self, incident_id: str) -> Incident | None:
         with aws_call("GetItem"):
@@ -191,6 +266,208 @@ class DynamoIncidentStore:
         items = response.get("Items", [])
         return parse_report(from_item(items[0])["detail"]) if items else None
 
+    # -- guard: slots, storm flags, storm holds ------------------------------------------------
+
+    def guard_state(self, cluster_name: str) -> GuardState:
+        with aws_call("GetItem"):
+            response = self.client.get_item(
+                TableName=self.table_name, Key=to_item(guard_key(cluster_name)), ConsistentRead=True
+            )
+        item = from_item(response.get("Item") or {})
+        reset_at = item.get("storm_reset_at")
+        return GuardState(
+            open_ids=tuple(sorted(item.get("open_ids") or [])),
+            storm_reset_at=int(reset_at) if reset_at is not None else None,
+        )
+
+    def release_slot(self, cluster_name: str, incident_id: str) -> None:
+        with aws_call("UpdateItem"):
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=to_item(guard_key(cluster_name)),
+                UpdateExpression="DELETE open_ids :ids",
+                ExpressionAttributeValues={":ids": {"SS": [incident_id]}},
+            )
+
+    def flag_instance(self, cluster_name: str, instance_id: str, at: int, expires_at: int) -> None:
+        with aws_call("PutItem"):
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=to_item(
+                    {
+                        "pk": flag_pk(cluster_name),
+                        "sk": instance_id,
+                        "flagged_at": at,
+                        "expires_at": expires_at,
+                    }
+                ),
+            )
+
+    def flagged_instances(self, cluster_name: str, since: int) -> set[str]:
+        found: set[str] = set()
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk",
+            "FilterExpression": "flagged_at >= :since",
+            "ExpressionAttributeValues": to_item({":pk": flag_pk(cluster_name), ":since": since}),
+            "ConsistentRead": True,
+        }
+        while True:
+            with aws_call("Query"):
+                response = self.client.query(**kwargs)
+            found |= {str(from_item(i)["sk"]) for i in response.get("Items", [])}
+            if "LastEvaluatedKey" not in response:
+                return found
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def create_hold(self, hold: ClusterHold) -> None:
+        pointer = to_item({**held_key(hold.cluster_name), "hold_id": hold.hold_id})
+        record = to_item({**hold_key(hold.hold_id), **hold.to_record()})
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table_name,
+                            "Item": pointer,
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.table_name,
+                            "Item": record,
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+        except ClientError as err:
+            if error_code(err) != "TransactionCanceledException":
+                raise translate(err, "TransactWriteItems") from err
+            active = self.active_hold(hold.cluster_name)
+            raise HoldExists(
+                active.hold_id if active else hold.hold_id,
+                operation="TransactWriteItems",
+                code="ConditionalCheckFailed",
+                request_id=request_id(err.response),
+            ) from err
+
+    def active_hold(self, cluster_name: str) -> ClusterHold | None:
+        with aws_call("GetItem"):
+            response = self.client.get_item(
+                TableName=self.table_name, Key=to_item(held_key(cluster_name)), ConsistentRead=True
+            )
+        item = response.get("Item")
+        return self.get_hold(str(from_item(item)["hold_id"])) if item else None
+
+    def get_hold(self, hold_id: str) -> ClusterHold | None:
+        with aws_call("GetItem"):
+            response = self.client.get_item(
+                TableName=self.table_name, Key=to_item(hold_key(hold_id)), ConsistentRead=True
+            )
+        item = response.get("Item")
+        return ClusterHold.from_record(from_item(item)) if item else None
+
+    def save_hold(self, hold: ClusterHold) -> None:
+        expected = hold.version
+        record = {**hold.to_record(), "version": expected + 1}
+        with aws_call("PutItem"):
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=to_item({**hold_key(hold.hold_id), **record}),
+                ConditionExpression="attribute_exists(pk) AND version = :expected",
+                ExpressionAttributeValues=to_item({":expected": expected}),
+            )
+        hold.version = expected + 1
+
+    def lift_hold(self, hold: ClusterHold, reset_at: int) -> None:
+        expected = hold.version
+        record = {**hold.to_record(), "version": expected + 1}
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table_name,
+                            "Item": to_item({**hold_key(hold.hold_id), **record}),
+                            "ConditionExpression": "attribute_exists(pk) AND version = :expected",
+                            "ExpressionAttributeValues": to_item({":expected": expected}),
+                        }
+                    },
+                    {
+                        "Delete": {
+                            "TableName": self.table_name,
+                            "Key": to_item(held_key(hold.cluster_name)),
+                            "ConditionExpression": "hold_id = :id",
+                            "ExpressionAttributeValues": to_item({":id": hold.hold_id}),
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table_name,
+                            "Key": to_item(guard_key(hold.cluster_name)),
+                            "UpdateExpression": "SET storm_reset_at = :at",
+                            "ExpressionAttributeValues": to_item({":at": reset_at}),
+                        }
+                    },
+                ]
+            )
+        except ClientError as err:
+            if error_code(err) != "TransactionCanceledException":
+                raise translate(err, "TransactWriteItems") from err
+            raise ConditionFailed(
+                f"storm hold {hold.hold_id} changed meanwhile",
+                operation="TransactWriteItems",
+                code="ConditionalCheckFailed",
+                request_id=request_id(err.response),
+            ) from err
+        hold.version = expected + 1
+
+    # -- history ---------------------------------------------------------------------------
+
+    def record_past(self, past: PastIncident) -> None:
+        record = past.to_record()
+        expires_at = _epoch(past.closed_at) + HISTORY_TTL_DAYS * 86_400
+        for pk in history_pks(past):
+            with aws_call("PutItem"):
+                self.client.put_item(
+                    TableName=self.table_name,
+                    Item=to_item(
+                        {
+                            **record,
+                            "pk": pk,
+                            "sk": f"{past.closed_at}#{past.incident_id}",
+                            "expires_at": expires_at,
+                        }
+                    ),
+                )
+
+    def past_for_instance(self, instance_id: str) -> list[PastIncident]:
+        return self._history(f"HISTORY#INSTANCE#{instance_id}")
+
+    def past_for_gpu(self, gpu_uuid: str) -> list[PastIncident]:
+        return self._history(f"HISTORY#GPU#{gpu_uuid}")
+
+    def _history(self, pk: str) -> list[PastIncident]:
+        with aws_call("Query"):
+            response = self.client.query(
+                TableName=self.table_name,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues=to_item({":pk": pk}),
+                ScanIndexForward=False,
+                Limit=50,
+                ConsistentRead=True,
+            )
+        return [PastIncident.from_record(from_item(i)) for i in response.get("Items", [])]
+
+
+def _epoch(iso: str) -> int:
+    try:
+        return int(datetime.fromisoformat(iso).timestamp())
+    except ValueError:
+        return 0
+
 
 class DynamoAuditLog:
     """Append-only: PutItem with `attribute_not_exists(seq)`, Query and GetItem; never updates."""
@@ -242,8 +519,10 @@ class DynamoAuditLog:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import AuditLog, IncidentStore, ReportStore
+    from lambdas.logic.ports import AuditLog, GuardStore, HistoryStore, IncidentStore, ReportStore
 
     _incidents: IncidentStore = DynamoIncidentStore("t")
     _reports: ReportStore = DynamoIncidentStore("t")
+    _guard: GuardStore = DynamoIncidentStore("t")
+    _history: HistoryStore = DynamoIncidentStore("t")
     _audit: AuditLog = DynamoAuditLog("t")

@@ -174,6 +174,7 @@ class FakeHyperPod:
             node_recovery=cluster.node_recovery,
             instance_groups=tuple(cluster.instance_groups),
             request_id=self._request_id(),
+            node_count=len(cluster.nodes) or None,
         )
 
     def describe_node(self, cluster_name: str, instance_id: str) -> NodeInfo:

@@ -41,6 +41,10 @@ class SageMakerHyperPod:
                 g["InstanceGroupName"] for g in response.get("InstanceGroups", [])
             ),
             request_id=request_id(response),
+            node_count=sum(
+                int(g.get("CurrentCount") or 0) for g in response.get("InstanceGroups", [])
+            )
+            or None,
         )
 
     def describe_node(self, cluster_name: str, instance_id: str) -> NodeInfo:

@@ -24,14 +24,19 @@ from lambdas.adapters._aws import client_factory
 from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
 from lambdas.adapters.hyperpod import SageMakerHyperPod
 from lambdas.adapters.sns import SnsNotifier
+from lambdas.adapters.ssm import SsmPauseSwitch
 from lambdas.adapters.stepfunctions import StepFunctionsWorkflow
 from lambdas.logic.ports import (
     AuditLog,
     Clock,
     Deps,
+    GuardStore,
+    HistoryStore,
     HyperPod,
     IncidentStore,
+    NoPauseSwitch,
     Notifier,
+    PauseSwitch,
     ReportStore,
     SystemClock,
     Workflow,
@@ -67,6 +72,9 @@ def build_deps(
     audit: AuditLog | None = None,
     notifier: Notifier | None = None,
     workflow: Workflow | None = None,
+    guard: GuardStore | None = None,
+    history: HistoryStore | None = None,
+    switch: PauseSwitch | None = None,
     clock: Clock | None = None,
 ) -> Deps:
     """The boto3 adapters for `settings` (clients built lazily, all from one session: `session`
@@ -83,6 +91,14 @@ def build_deps(
         workflow=workflow
         or StepFunctionsWorkflow(
             settings.state_machine_arn, client_factory("stepfunctions", session)
+        ),
+        guard=guard or store,
+        history=history or store,
+        switch=switch
+        or (
+            SsmPauseSwitch(settings.pause_parameter, client_factory("ssm", session))
+            if settings.pause_parameter
+            else NoPauseSwitch()
         ),
         clock=clock or SystemClock(),
     )

@@ -80,12 +80,32 @@ class Step:
 
     @contextmanager
     def failing_visibly(self, incident_id: str) -> Iterator[None]:
-        """Any exception in the block: incident marked failed, failure audited, re-raised."""
+        """Any exception in the block: incident marked failed, failure audited, re-raised.
+
+        A retryable error (throttling, a service-side failure) is audited and re-raised but
+        leaves the incident as it is: the state machine retries the step (its Retry matches the
+        error name); once its attempts are spent, its Catch closes the incident as failed with
+        the error as the cause."""
         try:
             yield
+        except SdcError as err:
+            if err.retryable:
+                self.note_retryable(incident_id, err)
+            else:
+                self.fail(incident_id, err)
+            raise
         except Exception as err:
             self.fail(incident_id, err)
             raise
+
+    def note_retryable(self, incident_id: str, err: SdcError) -> None:
+        details = error_details(err, step=self.actor)
+        count("StepRetryableErrors")
+        logger.warning("step will be retried", incident_id=incident_id, step=self.actor)
+        try:
+            self.audit(incident_id, "step_error_retryable", details, [details.get("request_id")])
+        except Exception:
+            logger.exception("could not audit the retryable error", incident_id=incident_id)
 
     def fail(self, incident_id: str, err: BaseException) -> None:
         """Best effort: a failure while recording the failure is logged, never hides `err`."""
@@ -117,5 +137,8 @@ def error_details(err: BaseException, **extra: Any) -> dict[str, Any]:
             "message": str(err),
         }
     )
-    details["message"] = str(details.get("message", ""))[:ERROR_TEXT_LIMIT]
-    return {**extra, **details}
+    details["message"] = str(details.get("message", ""))
+    return {
+        key: value[:ERROR_TEXT_LIMIT] if isinstance(value, str) else value
+        for key, value in {**extra, **details}.items()
+    }

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from lambdas.logic import cards, evidence, ids, lifecycle
+from lambdas.logic import cards, evidence, guard, ids, lifecycle
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.decisions import ValidDecision, check_accepts_decision, validate_decision
+from lambdas.logic.history import past_incidents
 from lambdas.logic.ports import Deps
 from lambdas.logic.recommendation import recommend
-from lambdas.models.errors import DecisionRefused, InvalidTransition
+from lambdas.models.errors import (
+    ConditionFailed,
+    DecisionRefused,
+    InvalidTransition,
+    TaskNotWaiting,
+)
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import (
     ApprovalRequest,
@@ -28,7 +34,9 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
 
     The token goes into the incident record only: never into the notification, the audit log
     or the logs. A retried invocation with the incident already waiting stores the (new) token
-    and publishes again, as long as nobody has decided yet.
+    and publishes again, as long as nobody has decided yet. A failed publish does not lose the
+    request: the token is stored, the failure audited, and the waiting state's input in the
+    console still shows the approval input to paste.
     """
     step = Step(deps, "request_approval")
     with step.failing_visibly(request.incident_id):
@@ -46,23 +54,39 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
 
         incident = step.update(request.incident_id, wait, incident)
         health = (incident.health_check or {}).get("result")
-        advice = recommend(evidence.reports(incident), health)
-        card = cards.approval_card(incident, deps.settings, advice)
-        request_id = deps.notifier.publish(
-            card.subject,
-            card.text,
-            {"incident_id": incident.incident_id, "kind": "approval_request"},
+        history = past_incidents(step, incident)
+        advice = recommend(
+            evidence.reports(incident),
+            health,
+            [p.incident_id for p in history if p.counts_as_history],
+            job_level=incident.is_job,
         )
+        card = cards.approval_card(incident, deps.settings, advice, history)
         approve = cards.approval_input(incident.incident_id, Decision.APPROVE)
+        try:
+            request_id = deps.notifier.publish(
+                card.subject,
+                card.text,
+                {"incident_id": incident.incident_id, "kind": "approval_request"},
+            )
+        except Exception as err:
+            request_id = None
+            step.audit(
+                incident.incident_id,
+                "notification_failed",
+                error_details(err, kind="approval_request"),
+            )
         step.audit(
             incident.incident_id,
             "approval_requested",
             {
                 "advice": advice.advice.value,
                 "reasons": list(advice.reasons),
+                "history": [p.incident_id for p in history],
                 "approval_input": approve,
                 "approval_state_machine_arn": deps.settings.approval_state_machine_arn,
                 "subject": card.subject,
+                "notified": request_id is not None,
             },
             [request_id],
         )
@@ -74,11 +98,14 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
 def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     """Accept one decision for an incident awaiting approval and hand it to the waiting task.
 
-    Refusals (bad input, unknown incident, wrong state, second decision) are audited, then raised
-    as DecisionRefused. The decision is claimed on the incident (a conditional save) before
+    Refusals (bad input, unknown incident, wrong state, second decision, after the approval
+    timeout, a token Step Functions no longer waits on) are audited, then raised as
+    DecisionRefused. The decision is claimed on the incident (a conditional save) before
     SendTaskSuccess, so two racing approvals cannot both go through (the loser re-reads, sees the
     first decision and is refused); if SendTaskSuccess fails the claim is released, the failure
     audited and re-raised.
+
+    Decision `reset` names a storm hold (its id as `incident_id`) and lifts it.
     """
     step = Step(deps, "decide")
     actor = f"approver:{request.approval_execution_arn}"
@@ -92,8 +119,20 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
             else ids.decision_subject(request.approval_execution_arn)
         )
         _refuse(step, subject, actor, request, refused)
+    if valid.decision is Decision.RESET:
+        return _reset(step, valid, actor, request)
     incident = deps.incidents.get(valid.incident_id)
     if incident is None:
+        if deps.guard.get_hold(valid.incident_id) is not None:
+            _refuse(
+                step,
+                valid.incident_id,
+                actor,
+                request,
+                DecisionRefused(
+                    f"{valid.incident_id} is a storm hold: only decision 'reset' lifts it"
+                ),
+            )
         _refuse(
             step,
             ids.decision_subject(request.approval_execution_arn),
@@ -111,7 +150,11 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     tokens: list[str] = []
 
     def claim(current: Incident) -> bool:
-        tokens.append(check_accepts_decision(current))
+        tokens.append(
+            check_accepts_decision(
+                current, deps.clock.now(), deps.settings.approval_timeout_seconds
+            )
+        )
         current.decision = decision
         return True
 
@@ -145,6 +188,27 @@ def _deliver(step: Step, valid: ValidDecision, token: str, actor: str) -> None:
             current.decision = None
             return True
 
+        if isinstance(err, TaskNotWaiting):
+            # Step Functions no longer waits: the approval timed out (or the token was used).
+            step.update(valid.incident_id, release)
+            refused = DecisionRefused(
+                f"incident {valid.incident_id}: the remediation no longer waits for a decision "
+                f"(the approval request timed out or was answered): {err}"
+            )
+            step.audit(
+                valid.incident_id,
+                "decision_refused",
+                {
+                    "reason": str(refused),
+                    "decision": valid.decision.value,
+                    "comment": valid.comment,
+                    "approval_execution_arn": valid.approval_execution_arn,
+                },
+                [err.request_id],
+                actor=actor,
+            )
+            count("DecisionsRefused")
+            raise refused from err
         try:
             step.update(valid.incident_id, release)
         finally:
@@ -167,6 +231,58 @@ def _deliver(step: Step, valid: ValidDecision, token: str, actor: str) -> None:
         [request_id],
         actor=actor,
     )
+
+
+def _reset(
+    step: Step, valid: ValidDecision, actor: str, request: DecisionRequest
+) -> DecisionAccepted:
+    """Lift a storm hold: the id must name an active hold; a second reset is refused."""
+    deps = step.deps
+    hold = deps.guard.get_hold(valid.incident_id)
+    if hold is None:
+        if deps.incidents.get(valid.incident_id) is not None:
+            _refuse(
+                step,
+                valid.incident_id,
+                actor,
+                request,
+                DecisionRefused(
+                    f"{valid.incident_id} is an incident, not a storm hold: reset only lifts "
+                    "a storm hold (use approve or reject)"
+                ),
+            )
+        _refuse(
+            step,
+            ids.decision_subject(request.approval_execution_arn),
+            actor,
+            request,
+            DecisionRefused(f"no storm hold {valid.incident_id}"),
+        )
+    if not hold.active:
+        _refuse(
+            step,
+            hold.hold_id,
+            actor,
+            request,
+            DecisionRefused(
+                f"storm hold {hold.hold_id} was already reset at {hold.lifted_at} "
+                f"by {hold.lifted_by}"
+            ),
+        )
+    logger.set_correlation_id(hold.hold_id)
+    try:
+        guard.lift(step, hold, actor, valid.comment)
+    except ConditionFailed:
+        _refuse(
+            step,
+            hold.hold_id,
+            actor,
+            request,
+            DecisionRefused(f"storm hold {hold.hold_id} changed meanwhile: it was already reset"),
+        )
+    count("DecisionsAccepted")
+    logger.info("storm hold reset", hold_id=hold.hold_id)
+    return {"incident_id": hold.hold_id, "decision": Decision.RESET.value, "accepted": True}
 
 
 def _refuse(

@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from lambdas.logic.ports import AuditLog, Clock
+from lambdas.logic.ports import AuditLog, Clock, Deps
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import ConditionFailed
 
@@ -99,6 +99,16 @@ def verify_chain(entries: Sequence[AuditEntry]) -> ChainVerdict:
             )
         prev_hash = entry.hash
     return ChainVerdict(True, len(entries))
+
+
+def verify_incident(incident_id: str, deps: Deps) -> ChainVerdict:
+    """Walk the audit chain of one incident (or storm hold, or `event#…` subject) and name the
+    first broken link: the entry point for a `verify` command. A subject with no entries at all
+    does not verify (nothing proves it was ever audited)."""
+    entries = deps.audit.entries(incident_id)
+    if not entries:
+        return ChainVerdict(False, 0, None, f"no audit entries for {incident_id}")
+    return verify_chain(entries)
 
 
 class Auditor:

@@ -9,11 +9,14 @@ record, readable only by the functions.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lambdas.logic import evidence
 from lambdas.logic.recommendation import Recommendation
+from lambdas.models.guard import ClusterHold, HoldKind, PastIncident
+from lambdas.models.hyperpod import NodeRecovery
 from lambdas.models.incident import Incident
 from lambdas.models.payloads import Decision
 from lambdas.models.settings import Settings
@@ -51,7 +54,12 @@ def console_link(state_machine_arn: str | None) -> str | None:
     )
 
 
-def approval_card(incident: Incident, settings: Settings, advice: Recommendation) -> Card:
+def approval_card(
+    incident: Incident,
+    settings: Settings,
+    advice: Recommendation,
+    history: Sequence[PastIncident] = (),
+) -> Card:
     subject = _subject(f"SDC: approve replacing {incident.instance_id} on {incident.cluster_name}?")
     approve = approval_input_json(incident.incident_id, Decision.APPROVE)
     reject = approval_input_json(incident.incident_id, Decision.REJECT)
@@ -65,6 +73,7 @@ def approval_card(incident: Incident, settings: Settings, advice: Recommendation
         f"  instance group: {incident.instance_group or 'unknown'}; "
         f"status when opened: {incident.node_status or 'unknown'}; "
         f"NodeRecovery: {incident.node_recovery or 'unknown'}",
+        *_recovery_lines(incident),
         "",
         "EVIDENCE",
         *_metric_lines(incident),
@@ -73,6 +82,9 @@ def approval_card(incident: Incident, settings: Settings, advice: Recommendation
         "",
         "DEEP HEALTH CHECK",
         f"  {health_summary(incident)}",
+        "",
+        "HISTORY (past incidents of this instance and of its GPUs)",
+        *history_lines(history),
         "",
         f"RECOMMENDATION: {advice.advice.value.upper()}",
         *(f"  - {reason}" for reason in advice.reasons),
@@ -101,17 +113,115 @@ def approval_card(incident: Incident, settings: Settings, advice: Recommendation
     return Card(subject, "\n".join(lines))
 
 
+def _recovery_lines(incident: Incident) -> list[str]:
+    if incident.node_recovery != NodeRecovery.AUTOMATIC:
+        return []
+    return [
+        "  NodeRecovery is Automatic: a failed deep health check makes HyperPod replace this",
+        "  node by itself. Before any replacement the pipeline re-checks the instance; if it",
+        "  is already gone the incident closes as replaced_by_hyperpod.",
+    ]
+
+
+def history_lines(history: Sequence[PastIncident]) -> list[str]:
+    if not history:
+        return ["  none: no earlier incident for this instance or these GPUs"]
+    lines = []
+    for past in history:
+        gpus = f", GPUs {', '.join(past.gpu_uuids)}" if past.gpu_uuids else ""
+        held = f", held ({past.hold_kind})" if past.hold_kind else ""
+        lines.append(
+            f"  {past.incident_id}: {past.state}{held}, closed {past.closed_at}, "
+            f"instance {past.instance_id}{gpus}"
+        )
+    return lines
+
+
+def held_notice(incident: Incident) -> Card:
+    """A new incident recorded as held (paused, or the blast-radius guard is full)."""
+    hold = incident.hold or {}
+    subject = _subject(
+        f"SDC: incident on {incident.target} held ({hold.get('kind')}), nothing acts"
+    )
+    lines = [
+        f"Incident {incident.incident_id} on cluster {incident.cluster_name} was recorded as "
+        "HELD: no health check, no approval request, no replacement.",
+        f"Why: {hold.get('reason') or incident.reason}",
+        f"Metrics: {', '.join(incident.metrics) or 'none'}",
+        *_report_lines(incident),
+        "",
+    ]
+    if hold.get("kind") == HoldKind.PAUSED:
+        lines.append("Unpause (set the pause switch to false); the next alarm acts again.")
+    else:
+        lines.append(
+            "The cluster already has as many open incidents as its blast-radius guard allows. "
+            "When they close, the next alarm on this node opens an incident that acts."
+        )
+    lines.append("The audit log holds this incident's record.")
+    return Card(subject, "\n".join(lines))
+
+
+def storm_notice(hold: ClusterHold, settings: Settings, open_ids: Sequence[str]) -> Card:
+    """The one notification of a storm hold: why, what is held, how to reset it."""
+    reset = json.dumps(
+        {"incident_id": hold.hold_id, "decision": "reset", "comment": COMMENT_PLACEHOLDER}
+    )
+    arn = settings.approval_state_machine_arn
+    subject = _subject(f"SDC: storm on {hold.cluster_name}: every incident held")
+    lines = [
+        f"Storm hold {hold.hold_id} on cluster {hold.cluster_name}.",
+        f"Why: {hold.reason}.",
+        f"Instances flagged: {', '.join(hold.instances)}",
+        "",
+        "Everything in this cluster is held: new incidents are recorded as held (without a",
+        "notification each), open incidents stop before their next health check or replacement.",
+        f"Incidents open now: {', '.join(open_ids) or 'none'}",
+        "",
+        "Fix the job or recipe first. Then reset the hold, the same way as an approval: start an",
+        f"execution of the approval state machine {arn or '(APPROVAL_STATE_MACHINE_ARN not set)'}",
+        *([f"  console: {link}"] if (link := console_link(arn)) else []),
+        "with this input (replace the comment with your reason):",
+        f"    {reset}",
+        "The reset is audited; flags from before it no longer count towards a storm.",
+    ]
+    return Card(subject, "\n".join(lines))
+
+
+def hold_lifted_notice(hold: ClusterHold) -> Card:
+    subject = _subject(f"SDC: storm hold on {hold.cluster_name} reset")
+    lines = [
+        f"Storm hold {hold.hold_id} on cluster {hold.cluster_name} was reset at {hold.lifted_at}",
+        f"by {hold.lifted_by}: {hold.comment or 'no comment'}.",
+        "New alarms on this cluster open incidents that act again.",
+    ]
+    return Card(subject, "\n".join(lines))
+
+
 def close_notice(incident: Incident) -> Card:
     dry_run = bool((incident.replacement or {}).get("dry_run"))
     label = f"{incident.state}{' (dry run)' if dry_run else ''}"
-    subject = _subject(f"SDC: incident on {incident.instance_id} closed: {label}")
+    subject = _subject(f"SDC: incident on {incident.target} closed: {label}")
     replacement = incident.replacement or {}
+    where = (
+        f"instances {', '.join(incident.instance_ids) or 'none'}"
+        if incident.is_job
+        else f"instance {incident.instance_id}"
+    )
     lines = [
         f"Incident {incident.incident_id} closed as {label}.",
-        f"Cluster {incident.cluster_name}, instance {incident.instance_id}.",
+        f"Cluster {incident.cluster_name}, {where}.",
         f"Metrics: {', '.join(incident.metrics) or 'none'}",
         f"Deep health check: {health_summary(incident)}",
+        *_node_lines(incident),
     ]
+    if incident.is_job:
+        lines.append(
+            "Ambiguous alarm (no rank named for certain): the involved nodes were health-checked; "
+            "no replacement is proposed. A node that failed its check is named above."
+        )
+    if incident.hold:
+        lines.append(f"Held: {incident.hold.get('reason')}")
     if incident.decision:
         lines.append(
             f"Decision: {incident.decision.get('decision')} "
@@ -133,21 +243,36 @@ def close_notice(incident: Incident) -> Card:
     return Card(subject, "\n".join(lines))
 
 
+def _node_lines(incident: Incident) -> list[str]:
+    nodes = (incident.health_check or {}).get("nodes") or {}
+    return [
+        f"  {instance_id}: {_RESULTS.get(node.get('result'), str(node.get('result')))}; "
+        f"status {node.get('status')}" + (f" ({node['reason']})" if node.get("reason") else "")
+        for instance_id, node in sorted(nodes.items())
+    ]
+
+
+_RESULTS: dict[Any, str] = {
+    None: "still running",
+    "passed": "PASSED",
+    "failed": "FAILED",
+    "node_gone": "ended with the node gone (HyperPod may have replaced it)",
+    "not_run": "not run",
+}
+
+
 def health_summary(incident: Incident) -> str:
     check = incident.health_check
     if not check:
         return "not run"
+    if incident.is_job:
+        return str(check.get("status") or "unknown")
     checks = ", ".join(check.get("checks") or []) or "none"
     if not check.get("started"):
         reason = check.get("reason") or "no reason recorded"
         return f"not started ({reason}); node status {check.get('status')}"
     result = check.get("result")
-    state = {
-        None: "still running",
-        "passed": "PASSED",
-        "failed": "FAILED",
-        "node_gone": "ended with the node gone (HyperPod may have replaced it)",
-    }.get(result, str(result))
+    state = _RESULTS.get(result, str(result))
     return f"{checks}: {state}; node status {check.get('status')}"
 
 

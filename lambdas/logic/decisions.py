@@ -1,9 +1,11 @@
 """Which approval decisions are accepted: a known decision, for an incident awaiting approval,
-once. Every refusal is a `DecisionRefused` with a reason a person can act on."""
+once, before the approval timeout. Every refusal is a `DecisionRefused` with a reason a person
+can act on."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from lambdas.models.errors import DecisionRefused
 from lambdas.models.incident import Incident, IncidentState
@@ -23,11 +25,16 @@ class ValidDecision:
 def validate_decision(request: DecisionRequest) -> ValidDecision:
     """The request's values, checked; raises DecisionRefused naming the first bad one."""
     if not isinstance(request.incident_id, str) or not INCIDENT_ID_RE.match(request.incident_id):
-        raise DecisionRefused(f"incident_id is not an incident id: {request.incident_id!r}")
+        raise DecisionRefused(
+            f"incident_id is not an incident id: {str(request.incident_id)[:100]!r}"
+        )
     if not isinstance(request.decision, str) or request.decision.strip().lower() not in {
         d.value for d in Decision
     }:
-        raise DecisionRefused(f"decision must be 'approve' or 'reject', got {request.decision!r}")
+        raise DecisionRefused(
+            "decision must be 'approve' or 'reject' (or 'reset' for a storm hold), "
+            f"got {str(request.decision)[:100]!r}"
+        )
     comment = request.comment if request.comment is not None else ""
     if not isinstance(comment, str):
         raise DecisionRefused(f"comment must be a string, got {type(comment).__name__}")
@@ -41,9 +48,11 @@ def validate_decision(request: DecisionRequest) -> ValidDecision:
     )
 
 
-def check_accepts_decision(incident: Incident) -> str:
+def check_accepts_decision(
+    incident: Incident, now: datetime | None = None, timeout_seconds: int | None = None
+) -> str:
     """The task token to answer, or DecisionRefused unless the incident waits for its first
-    decision."""
+    decision and (when the timeout is known) its approval request has not timed out."""
     if incident.decision:
         raise DecisionRefused(
             f"incident {incident.incident_id} was already decided: "
@@ -56,4 +65,13 @@ def check_accepts_decision(incident: Incident) -> str:
         )
     if not incident.task_token:
         raise DecisionRefused(f"incident {incident.incident_id} holds no task token")
+    if now is not None and timeout_seconds and incident.approval_requested_at:
+        deadline = datetime.fromisoformat(incident.approval_requested_at) + timedelta(
+            seconds=timeout_seconds
+        )
+        if now > deadline:
+            raise DecisionRefused(
+                f"incident {incident.incident_id}: the approval request timed out at "
+                f"{deadline.isoformat()} (it closes as expired; nothing is replaced)"
+            )
     return incident.task_token

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from lambdas.models.events import ContributorEvent, SdcReport
+from lambdas.models.events import ContributorEvent, ReportSuspect, SdcReport
 from lambdas.models.incident import Incident
 
 MAX_EVIDENCE = 50
+MAX_REASON = 1000
 
 
 def alarm_evidence(alarm: ContributorEvent) -> dict[str, Any]:
@@ -24,12 +25,15 @@ def alarm_evidence(alarm: ContributorEvent) -> dict[str, Any]:
         "alarm_name": alarm.alarm_name,
         "metric": alarm.metric.value,
         "state_at": alarm.state_timestamp,
-        "reason": alarm.reason,
+        "reason": alarm.reason[:MAX_REASON],
     }
 
 
-def report_evidence(report: SdcReport, instance_id: str) -> dict[str, Any]:
-    """What the approval card needs from a report, for the ranks on `instance_id`."""
+def report_evidence(report: SdcReport, instance_id: str | None) -> dict[str, Any]:
+    """What the approval card needs from a report, for the ranks on `instance_id` (None: the
+    whole report, for a job-level incident)."""
+    if instance_id is None:
+        return _whole_report_evidence(report)
     on_instance = report.instance(instance_id)
     return {
         "kind": "report",
@@ -43,17 +47,42 @@ def report_evidence(report: SdcReport, instance_id: str) -> dict[str, Any]:
         "role": on_instance.role.value if on_instance else None,
         "metrics": [m.value for m in on_instance.metrics] if on_instance else [],
         "ranks": list(on_instance.ranks) if on_instance else [],
-        "suspects": [
-            {
-                "rank": s.rank,
-                "role": s.role.value,
-                "node_name": s.node_name,
-                "gpu_uuid": s.gpu_uuid,
-                "reasons": list(s.reasons),
-            }
-            for s in report.suspects
-            if s.instance_id == instance_id
-        ],
+        "suspects": [_suspect(s) for s in report.suspects if s.instance_id == instance_id],
+        **_findings(report),
+    }
+
+
+def _whole_report_evidence(report: SdcReport) -> dict[str, Any]:
+    metrics = {m.value for i in report.instances for m in i.metrics}
+    return {
+        "kind": "report",
+        "key": f"report:{report.report_id}",
+        "report_id": report.report_id,
+        "emitted_at": report.emitted_at,
+        "job_name": report.job_name,
+        "step": report.step,
+        "check": report.check.value if report.check else None,
+        "ambiguous": report.ambiguous,
+        "role": None,
+        "metrics": sorted(metrics),
+        "ranks": sorted(r for i in report.instances for r in i.ranks),
+        "suspects": [_suspect(s) for s in report.suspects],
+        **_findings(report),
+    }
+
+
+def _suspect(suspect: ReportSuspect) -> dict[str, Any]:
+    return {
+        "rank": suspect.rank,
+        "role": suspect.role.value,
+        "node_name": suspect.node_name,
+        "gpu_uuid": suspect.gpu_uuid,
+        "reasons": list(suspect.reasons),
+    }
+
+
+def _findings(report: SdcReport) -> dict[str, Any]:
+    return {
         "nonfinite": list(report.nonfinite),
         "mismatched_pairs": [list(p) for p in report.mismatched_pairs],
         "culprits": list(report.culprits),
@@ -69,6 +98,17 @@ def report_evidence(report: SdcReport, instance_id: str) -> dict[str, Any]:
         "last_weight_check_pass": report.last_weight_check_pass,
         "errors": list(report.errors),
     }
+
+
+def gpu_uuids(incident: Incident) -> list[str]:
+    """The GPU UUIDs the incident's reports name for its instance (repeat-offender history)."""
+    found = {
+        s["gpu_uuid"]
+        for r in reports(incident)
+        for s in r.get("suspects") or []
+        if s.get("gpu_uuid")
+    }
+    return sorted(found)
 
 
 def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:

@@ -12,7 +12,7 @@ MAX_LENGTH = 80
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-def incident_id(cluster_name: str, instance_id: str, at: datetime) -> str:
+def incident_id(cluster_name: str, instance_id: str, at: datetime, *, prefix: str = "sdc") -> str:
     """`sdc-<cluster>-<instance>-<yyyymmddThhmmss>`, at most 80 characters of [A-Za-z0-9-_].
 
     The same alarm state change always gives the same id (redeliveries dedupe on it). A cluster
@@ -21,12 +21,23 @@ def incident_id(cluster_name: str, instance_id: str, at: datetime) -> str:
     """
     stamp = at.astimezone(UTC).strftime("%Y%m%dT%H%M%S")
     suffix = f"-{_safe(instance_id)}-{stamp}"
-    budget = MAX_LENGTH - len("sdc-") - len(suffix)
+    budget = MAX_LENGTH - len(prefix) - 1 - len(suffix)
     cluster = _safe(cluster_name)
     if len(cluster) > budget:
         digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:6]
         cluster = f"{cluster[: budget - len(digest) - 1]}-{digest}"
-    return f"sdc-{cluster}{suffix}"[:MAX_LENGTH]
+    return f"{prefix}-{cluster}{suffix}"[:MAX_LENGTH]
+
+
+def job_incident_id(cluster_name: str, report_id: str, at: datetime) -> str:
+    """The job-level incident of an ambiguous report: `sdc-<cluster>-job-<report id>-<stamp>`
+    (the same report always gives the same id), at most 80 characters."""
+    return incident_id(cluster_name, f"job-{_safe(report_id)[:20]}", at)
+
+
+def hold_id(cluster_name: str, at: datetime) -> str:
+    """A storm hold: `hold-<cluster>-<yyyymmddThhmmss>`, the `incident_id` a reset names."""
+    return incident_id(cluster_name, "storm", at, prefix="hold")
 
 
 def event_subject(event_id: str) -> str:

@@ -1,29 +1,48 @@
-"""Events in: contributor alarms open incidents, SDC reports become evidence."""
+"""Events in: contributor alarms and SDC reports open incidents, or attach to open ones.
+
+Either channel alone is enough. The report (PutEvents, seconds after the check fired) usually
+comes first: a report naming a culprit or confirmed suspect opens that instance's incident, and
+the contributor alarm (a minute or more later) finds the open lock and attaches. An ambiguous
+report (no strict majority, a reduced gradient, nothing attributable) opens one job-level
+incident that holds the locks of the involved instances, so their alarms attach to it instead
+of opening one incident per node. Without a report, the alarm opens the incident itself.
+
+Before a node-level incident acts, the guards of `lambdas.logic.guard` apply: its instance is
+flagged for storm detection, and a storm hold, the pause switch or a full blast-radius guard
+record it as `held` (nothing acts) instead.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from lambdas.logic import evidence, ids
+from lambdas.logic import cards, evidence, guard, ids
 from lambdas.logic._steps import Step, error_details
+from lambdas.logic.history import record_history
 from lambdas.logic.ports import Deps
 from lambdas.models.errors import (
     ClusterNotFound,
+    GuardFull,
     IncidentExists,
     LockHeld,
     MalformedEvent,
     NodeNotFound,
     SdcError,
 )
-from lambdas.models.events import ContributorEvent, ReportEvent
+from lambdas.models.events import ContributorEvent, ReportEvent, SdcReport, parse_time
+from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
-from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.incident import Incident, IncidentState, Scope
 from lambdas.models.payloads import OpenIncidentResult, StoreReportResult
 from lambdas.observability import count, logger
+from trainer_emitter.contract import Role
 
 REPORT_TTL = timedelta(days=14)
+OPENING_ROLES = frozenset({Role.CULPRIT, Role.CONFIRMED_SUSPECT})
+"""The roles for which a report opens a node-level incident by itself."""
 
 T = TypeVar("T")
 
@@ -36,22 +55,46 @@ def parsed_or_refused(event: Any, parse: Callable[[Any], T], actor: str, deps: D
         return parse(event)
     except MalformedEvent as err:
         raw = event if isinstance(event, Mapping) else {}
+        event_id = raw.get("id")
         Step(deps, actor).audit(
-            ids.event_subject(str(raw.get("id") or "without-id")),
+            ids.event_subject(str(event_id)[:200] if event_id else "without-id"),
             "event_refused",
-            error_details(err, source=raw.get("source"), detail_type=raw.get("detail-type")),
+            error_details(
+                err,
+                source=_short(raw.get("source")),
+                detail_type=_short(raw.get("detail-type")),
+            ),
         )
         count("EventsRefused")
         raise
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """What asks for a node-level incident: a contributor alarm or a report naming the node."""
+
+    cluster_name: str
+    instance_id: str
+    at: datetime
+    """The alarm's state change, or the report's emission: the incident id's timestamp."""
+    event_id: str
+    source: str
+    """"alarm" or "report"."""
+    item: dict[str, Any]
+    """The evidence it brings."""
+    report: SdcReport | None = None
+    """A report to attach as well (for an alarm: the instance's latest stored report)."""
+    metric: str | None = None
 
 
 def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
     """One contributor alarm → at most one open incident per (cluster, instance).
 
     OK-state events and clusters outside ALLOWED_CLUSTERS are ignored (audited under the event);
-    an instance HyperPod does not know is recorded as a skipped incident; a second alarm for an
-    instance with an open incident attaches to it. The remediation execution is named after the
-    incident, so it is started once however often the event is delivered.
+    an instance HyperPod does not know is recorded as a skipped incident; an alarm for an
+    instance with an open incident (node- or job-level) attaches to it. The remediation
+    execution is named after the incident, so it is started once however often the event is
+    delivered.
     """
     step = Step(deps, "open_incident")
     settings = deps.settings
@@ -60,35 +103,46 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
     if alarm.cluster_name not in settings.allowed_clusters:
         return _ignore(step, alarm, f"cluster {alarm.cluster_name} is not in ALLOWED_CLUSTERS")
     settings.require_state_machine_arn()
+    trigger = Trigger(
+        cluster_name=alarm.cluster_name,
+        instance_id=alarm.instance_id,
+        at=alarm.state_at,
+        event_id=alarm.event_id,
+        source="alarm",
+        item=evidence.alarm_evidence(alarm),
+        metric=alarm.metric.value,
+    )
+    return _open_node(step, trigger)
 
-    holder = deps.incidents.open_incident_id(alarm.cluster_name, alarm.instance_id)
+
+def _open_node(step: Step, trigger: Trigger) -> OpenIncidentResult:
+    deps = step.deps
+    holder = deps.incidents.open_incident_id(trigger.cluster_name, trigger.instance_id)
     if holder:
-        return _attach(step, holder, alarm)
-    incident_id = ids.incident_id(alarm.cluster_name, alarm.instance_id, alarm.state_at)
+        return _attach(step, holder, trigger)
+    incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
     if deps.incidents.get(incident_id) is not None:
-        return _redelivered(step, incident_id, alarm)
+        return _redelivered(step, incident_id, trigger)
 
     try:
-        cluster = deps.hyperpod.describe_cluster(alarm.cluster_name)
-        node = deps.hyperpod.describe_node(alarm.cluster_name, alarm.instance_id)
+        cluster = deps.hyperpod.describe_cluster(trigger.cluster_name)
+        node = deps.hyperpod.describe_node(trigger.cluster_name, trigger.instance_id)
     except (ClusterNotFound, NodeNotFound) as err:
-        return _skip(step, incident_id, alarm, err)
+        return _skip(step, incident_id, trigger, err)
     except Exception as err:
-        step.audit(
-            ids.event_subject(alarm.event_id),
-            "open_failed",
-            error_details(err, alarm=evidence.alarm_evidence(alarm)),
-            [getattr(err, "request_id", None)],
-        )
+        _open_failed(step, trigger, err)
         raise
     if node.status == NodeStatus.NOT_FOUND:
-        return _skip(step, incident_id, alarm, NodeNotFound("node status is NotFound"))
+        return _skip(step, incident_id, trigger, NodeNotFound("node status is NotFound"))
 
+    report = trigger.report
+    if report is None and trigger.source == "alarm":
+        report = deps.reports.latest_report(trigger.cluster_name, trigger.instance_id)
     now = step.now()
     incident = Incident(
         incident_id=incident_id,
-        cluster_name=alarm.cluster_name,
-        instance_id=alarm.instance_id,
+        cluster_name=trigger.cluster_name,
+        instance_id=trigger.instance_id,
         state=IncidentState.OPENED,
         created_at=now,
         updated_at=now,
@@ -96,17 +150,34 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
         node_logical_id=node.logical_id,
         node_status=node.status,
         node_recovery=cluster.node_recovery,
+        job_name=report.job_name if report else None,
     )
-    evidence.add_evidence(incident, evidence.alarm_evidence(alarm))
-    report = deps.reports.latest_report(alarm.cluster_name, alarm.instance_id)
+    evidence.add_evidence(incident, trigger.item)
     if report is not None:
-        evidence.add_evidence(incident, evidence.report_evidence(report, alarm.instance_id))
+        evidence.add_evidence(incident, evidence.report_evidence(report, trigger.instance_id))
+
+    hold = guard.flag(step, trigger.cluster_name, trigger.instance_id, trigger.at)
+    blocker = (
+        guard.Blocker(HoldKind.STORM, f"storm hold {hold.hold_id}: {hold.reason}", hold.hold_id)
+        if hold
+        else guard.pause_blocker(deps)
+    )
+    if blocker is not None:
+        return _hold(step, incident, trigger, blocker)
+    limit = guard.open_limit(cluster.node_count, deps.settings)
     try:
-        deps.incidents.create(incident)
+        deps.incidents.create(incident, slot_limit=limit)
     except LockHeld as held:
-        return _attach(step, held.holder, alarm)
+        return _attach(step, held.holder, trigger)
     except IncidentExists:
-        return _redelivered(step, incident_id, alarm)
+        return _redelivered(step, incident_id, trigger)
+    except GuardFull as full:
+        reason = (
+            f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
+            f"{trigger.cluster_name} ({', '.join(full.open_ids)}), at most {full.limit} for "
+            f"{cluster.node_count or 'an unknown number of'} nodes"
+        )
+        return _hold(step, incident, trigger, guard.Blocker(HoldKind.GUARD, reason))
 
     logger.set_correlation_id(incident_id)
     step.audit(
@@ -119,16 +190,38 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
             "node_status": incident.node_status,
             "node_recovery": incident.node_recovery,
             "automatic_recovery": cluster.node_recovery == NodeRecovery.AUTOMATIC,
-            "metric": alarm.metric.value,
-            "event_id": alarm.event_id,
+            "source": trigger.source,
+            "metric": trigger.metric,
+            "event_id": trigger.event_id,
             "report_id": report.report_id if report else None,
+            "guard_limit": limit,
+            "node_count": cluster.node_count,
         },
         [cluster.request_id, node.request_id],
     )
     count("IncidentsOpened")
-    logger.info("incident opened", incident_id=incident_id, instance_id=alarm.instance_id)
+    logger.info(
+        "incident opened",
+        incident_id=incident_id,
+        instance_id=trigger.instance_id,
+        source=trigger.source,
+    )
     _ensure_execution(step, incident_id)
     return {"incident_id": incident_id, "action": "opened"}
+
+
+def _open_failed(step: Step, trigger: Trigger, err: Exception) -> None:
+    step.audit(
+        ids.event_subject(trigger.event_id),
+        "open_failed",
+        error_details(
+            err,
+            source=trigger.source,
+            cluster_name=trigger.cluster_name,
+            instance_id=trigger.instance_id or None,
+        ),
+        [getattr(err, "request_id", None)],
+    )
 
 
 def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentResult:
@@ -147,16 +240,16 @@ def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentRes
     return {"incident_id": None, "action": "ignored"}
 
 
-def _skip(
-    step: Step, incident_id: str, alarm: ContributorEvent, err: SdcError
-) -> OpenIncidentResult:
+def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> OpenIncidentResult:
     """HyperPod does not know the instance: record a closed, skipped incident (no lock)."""
     now = step.now()
-    reason = f"instance {alarm.instance_id} is not a node of cluster {alarm.cluster_name}: {err}"
+    reason = (
+        f"instance {trigger.instance_id} is not a node of cluster {trigger.cluster_name}: {err}"
+    )
     incident = Incident(
         incident_id=incident_id,
-        cluster_name=alarm.cluster_name,
-        instance_id=alarm.instance_id,
+        cluster_name=trigger.cluster_name,
+        instance_id=trigger.instance_id,
         state=IncidentState.SKIPPED,
         created_at=now,
         updated_at=now,
@@ -164,16 +257,16 @@ def _skip(
         closed_at=now,
         outcome=IncidentState.SKIPPED.value,
     )
-    evidence.add_evidence(incident, evidence.alarm_evidence(alarm))
+    evidence.add_evidence(incident, trigger.item)
     try:
         step.deps.incidents.create(incident)
     except IncidentExists:
-        return _redelivered(step, incident_id, alarm)
+        return _redelivered(step, incident_id, trigger)
     logger.set_correlation_id(incident_id)
     step.audit(
         incident_id,
         "incident_skipped",
-        {"reason": reason, "error": error_details(err), "event_id": alarm.event_id},
+        {"reason": reason, "error": error_details(err), "event_id": trigger.event_id},
         [getattr(err, "request_id", None)],
     )
     count("IncidentsSkipped")
@@ -181,37 +274,114 @@ def _skip(
     return {"incident_id": incident_id, "action": "skipped"}
 
 
-def _attach(step: Step, holder: str, alarm: ContributorEvent) -> OpenIncidentResult:
+def _hold(
+    step: Step, incident: Incident, trigger: Trigger, blocker: guard.Blocker
+) -> OpenIncidentResult:
+    """Record the incident as held: closed at once, no lock, no guard slot, nothing acts.
+
+    Notified on its own unless it is held by a storm (the storm hold's one notification covers
+    every incident it holds)."""
+    at = step.now()
+    incident.state = IncidentState.HELD
+    incident.hold = blocker.record()
+    incident.reason = blocker.reason
+    incident.outcome = IncidentState.HELD.value
+    incident.closed_at = at
+    try:
+        step.deps.incidents.create(incident)
+    except IncidentExists:
+        return _redelivered(step, incident.incident_id, trigger)
+    logger.set_correlation_id(incident.incident_id)
+    step.audit(
+        incident.incident_id,
+        "incident_held",
+        {
+            **blocker.record(),
+            "cluster_name": incident.cluster_name,
+            "instance_id": incident.instance_id or None,
+            "instance_ids": incident.instance_ids,
+            "source": trigger.source,
+            "event_id": trigger.event_id,
+        },
+    )
+    count("IncidentsHeld")
+    logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)
+    record_history(step, incident)
+    if blocker.kind != HoldKind.STORM:
+        notify_held(step, incident)
+    return {"incident_id": incident.incident_id, "action": "held"}
+
+
+def notify_held(step: Step, incident: Incident) -> None:
+    """The held notice; a failed publish is audited (the incident stays recorded, a redelivery
+    of its event tries again), never raised."""
+    notice = cards.held_notice(incident)
+    try:
+        request_id = step.deps.notifier.publish(
+            notice.subject,
+            notice.text,
+            {"incident_id": incident.incident_id, "kind": "held", "state": incident.state.value},
+        )
+    except Exception as err:
+        step.audit(incident.incident_id, "notification_failed", error_details(err, kind="held"))
+        return
+
+    def mark(current: Incident) -> bool:
+        current.close_notified = True
+        return True
+
+    step.update(incident.incident_id, mark)
+    step.audit(incident.incident_id, "held_notified", {"subject": notice.subject}, [request_id])
+
+
+def _attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
     logger.set_correlation_id(holder)
-    added = False
+    items = [trigger.item]
+    if trigger.source == "report" and trigger.report is not None:
+        items = [evidence.report_evidence(trigger.report, trigger.instance_id)]
+    _attach_items(step, holder, items, trigger.event_id, trigger.source)
+    _ensure_execution(step, holder)
+    return {"incident_id": holder, "action": "attached"}
+
+
+def _attach_items(
+    step: Step, holder: str, items: list[dict[str, Any]], event_id: str, kind: str
+) -> None:
+    added: list[str] = []
 
     def attach(incident: Incident) -> bool:
-        nonlocal added
-        added = evidence.add_evidence(incident, evidence.alarm_evidence(alarm))
-        return added
+        added.clear()
+        for item in items:
+            if evidence.add_evidence(incident, item):
+                added.append(item["key"])
+        return bool(added)
 
     step.update(holder, attach)
     if added:
         step.audit(
             holder,
             "evidence_attached",
-            {"kind": "alarm", "event_id": alarm.event_id, "metric": alarm.metric.value},
+            {"kind": kind, "keys": added, "event_id": event_id},
         )
         count("EvidenceAttached")
     else:
-        logger.info("duplicate delivery", incident_id=holder, event_id=alarm.event_id)
-    _ensure_execution(step, holder)
-    return {"incident_id": holder, "action": "attached"}
+        logger.info("duplicate delivery", incident_id=holder, event_id=event_id)
 
 
-def _redelivered(step: Step, incident_id: str, alarm: ContributorEvent) -> OpenIncidentResult:
+def _redelivered(step: Step, incident_id: str, trigger: Trigger) -> OpenIncidentResult:
     """The event that created `incident_id` came again (possibly after the incident closed)."""
     incident = step.load(incident_id)
     logger.set_correlation_id(incident_id)
-    logger.info("event already handled", incident_id=incident_id, event_id=alarm.event_id)
+    logger.info("event already handled", incident_id=incident_id, event_id=trigger.event_id)
     if incident.state is IncidentState.SKIPPED:
         return {"incident_id": incident_id, "action": "skipped"}
+    if incident.state is IncidentState.HELD and incident.execution_arn is None:
+        if not incident.close_notified and (incident.hold or {}).get("kind") != HoldKind.STORM:
+            notify_held(step, incident)
+        return {"incident_id": incident_id, "action": "held"}
     if not incident.state.terminal:
+        if incident.is_job:
+            _claim_locks(step, incident)
         _ensure_execution(step, incident_id)
     return {"incident_id": incident_id, "action": "attached"}
 
@@ -225,11 +395,13 @@ def _ensure_execution(step: Step, incident_id: str) -> None:
     incident = step.load(incident_id)
     if incident.execution_arn or incident.state.terminal:
         return
-    payload = {
+    payload: dict[str, Any] = {
         "incident_id": incident.incident_id,
         "cluster_name": incident.cluster_name,
-        "instance_id": incident.instance_id,
+        "instance_id": incident.instance_id or None,
     }
+    if incident.is_job:
+        payload |= {"scope": incident.scope, "instance_ids": incident.instance_ids}
     try:
         started = step.deps.workflow.start_execution(incident.incident_id, payload)
     except Exception as err:
@@ -258,35 +430,29 @@ def _ensure_execution(step: Step, incident_id: str) -> None:
     count("ExecutionsStarted")
 
 
+# -- reports ----------------------------------------------------------------------------------
+
+
 def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
-    """Store the report under each instance it names; attach it to their open incidents."""
+    """Store the report under each instance it names, attach it to their open incidents, and
+    open what it names: a node-level incident per culprit or confirmed suspect without one, or,
+    for an ambiguous report, one job-level incident for the involved instances without one."""
     step = Step(deps, "store_report")
     report = event.report
     subject = ids.event_subject(event.event_id)
+    reason = None
     if report.cluster_name not in deps.settings.allowed_clusters:
+        reason = f"cluster {report.cluster_name} is not in ALLOWED_CLUSTERS"
+    elif not report.instances:
+        reason = "the report names no instance"
+    if reason:
         step.audit(
             subject,
             "report_ignored",
-            {
-                "report_id": report.report_id,
-                "cluster_name": report.cluster_name,
-                "reason": f"cluster {report.cluster_name} is not in ALLOWED_CLUSTERS",
-            },
+            {"report_id": report.report_id, "cluster_name": report.cluster_name, "reason": reason},
         )
         count("ReportsIgnored")
-        return {"report_id": report.report_id, "stored": False}
-    if not report.instances:
-        step.audit(
-            subject,
-            "report_ignored",
-            {
-                "report_id": report.report_id,
-                "cluster_name": report.cluster_name,
-                "reason": "the report names no instance",
-            },
-        )
-        count("ReportsIgnored")
-        return {"report_id": report.report_id, "stored": False}
+        return {"report_id": report.report_id, "stored": False, "incidents": []}
 
     expires_at = int((deps.clock.now() + REPORT_TTL).timestamp())
     stored = [
@@ -304,31 +470,164 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
                 "instances": stored,
                 "check": report.check,
                 "step": report.step,
+                "ambiguous": report.ambiguous,
             },
         )
         count("ReportsStored")
-    for instance_id in stored:
-        holder = deps.incidents.open_incident_id(report.cluster_name, instance_id)
-        if holder:
-            _attach_report(step, holder, event, instance_id)
-    logger.info("report handled", report_id=report.report_id, stored=bool(stored))
-    return {"report_id": report.report_id, "stored": bool(stored)}
+    # Every instance, not only the newly stored ones: a retry after a crash must still open.
+    results = _open_job(step, event) if report.ambiguous else _open_named(step, event)
+    logger.info(
+        "report handled",
+        report_id=report.report_id,
+        stored=bool(stored),
+        incidents=len(results),
+    )
+    return {"report_id": report.report_id, "stored": bool(stored), "incidents": results}
 
 
-def _attach_report(step: Step, holder: str, event: ReportEvent, instance_id: str) -> None:
-    item = evidence.report_evidence(event.report, instance_id)
-    added = False
-
-    def attach(incident: Incident) -> bool:
-        nonlocal added
-        added = evidence.add_evidence(incident, item)
-        return added
-
-    step.update(holder, attach)
-    if added:
-        step.audit(
-            holder,
-            "evidence_attached",
-            {"kind": "report", "report_id": event.report.report_id, "event_id": event.event_id},
+def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
+    report = event.report
+    results: list[OpenIncidentResult] = []
+    at = parse_time(report.emitted_at, "detail.emitted_at")
+    for instance in report.instances:
+        trigger = Trigger(
+            cluster_name=report.cluster_name,
+            instance_id=instance.instance_id,
+            at=at,
+            event_id=event.event_id,
+            source="report",
+            item=evidence.report_evidence(report, instance.instance_id),
+            report=report,
+            metric=instance.metrics[0].value if instance.metrics else None,
         )
-        count("EvidenceAttached")
+        if instance.role in OPENING_ROLES:
+            step.deps.settings.require_state_machine_arn()
+            results.append(_open_node(step, trigger))
+            continue
+        holder = step.deps.incidents.open_incident_id(report.cluster_name, instance.instance_id)
+        if holder:
+            _attach_items(step, holder, [trigger.item], event.event_id, "report")
+            results.append({"incident_id": holder, "action": "attached"})
+    return results
+
+
+def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
+    """An ambiguous report: one job-level incident for the involved instances that have no open
+    incident (those that do get the report attached)."""
+    deps = step.deps
+    report = event.report
+    results: list[OpenIncidentResult] = []
+    free: list[str] = []
+    for instance in report.instances:
+        holder = deps.incidents.open_incident_id(report.cluster_name, instance.instance_id)
+        item = evidence.report_evidence(report, instance.instance_id)
+        if holder:
+            _attach_items(step, holder, [item], event.event_id, "report")
+            if not any(r["incident_id"] == holder for r in results):
+                results.append({"incident_id": holder, "action": "attached"})
+        else:
+            free.append(instance.instance_id)
+    if not free:
+        return results
+    deps.settings.require_state_machine_arn()
+    at = parse_time(report.emitted_at, "detail.emitted_at")
+    incident_id = ids.job_incident_id(report.cluster_name, report.report_id, at)
+    job_trigger = Trigger(
+        cluster_name=report.cluster_name,
+        instance_id="",
+        at=at,
+        event_id=event.event_id,
+        source="report",
+        item=evidence.report_evidence(report, None),
+        report=report,
+    )
+    if deps.incidents.get(incident_id) is not None:
+        return [*results, _redelivered(step, incident_id, job_trigger)]
+    try:
+        cluster = deps.hyperpod.describe_cluster(report.cluster_name)
+    except ClusterNotFound as err:
+        step.audit(
+            ids.event_subject(event.event_id),
+            "job_incident_skipped",
+            {"report_id": report.report_id, "reason": str(err), "instances": free},
+            [err.request_id],
+        )
+        return [*results, {"incident_id": None, "action": "skipped"}]
+    except Exception as err:
+        _open_failed(step, job_trigger, err)
+        raise
+    now = step.now()
+    incident = Incident(
+        incident_id=incident_id,
+        cluster_name=report.cluster_name,
+        instance_id="",
+        state=IncidentState.OPENED,
+        created_at=now,
+        updated_at=now,
+        node_recovery=cluster.node_recovery,
+        scope=Scope.JOB.value,
+        instance_ids=free,
+        job_name=report.job_name,
+    )
+    evidence.add_evidence(incident, job_trigger.item)
+    blocker = guard.blocker(deps, report.cluster_name)
+    if blocker is not None:
+        return [*results, _hold(step, incident, job_trigger, blocker)]
+    limit = guard.open_limit(cluster.node_count, deps.settings)
+    try:
+        deps.incidents.create(incident, slot_limit=limit)
+    except IncidentExists:
+        return [*results, _redelivered(step, incident_id, job_trigger)]
+    except GuardFull as full:
+        reason = (
+            f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
+            f"{report.cluster_name}, at most {full.limit}"
+        )
+        held = _hold(step, incident, job_trigger, guard.Blocker(HoldKind.GUARD, reason))
+        return [*results, held]
+    logger.set_correlation_id(incident_id)
+    claimed = _claim_locks(step, incident)
+    step.audit(
+        incident_id,
+        "incident_opened",
+        {
+            "scope": Scope.JOB.value,
+            "cluster_name": incident.cluster_name,
+            "instance_ids": claimed,
+            "job_name": report.job_name,
+            "report_id": report.report_id,
+            "check": report.check,
+            "node_recovery": incident.node_recovery,
+            "source": "report",
+            "event_id": event.event_id,
+            "guard_limit": limit,
+        },
+        [cluster.request_id],
+    )
+    count("JobIncidentsOpened")
+    logger.info("job incident opened", incident_id=incident_id, instances=len(claimed))
+    _ensure_execution(step, incident_id)
+    return [*results, {"incident_id": incident_id, "action": "opened"}]
+
+
+def _claim_locks(step: Step, incident: Incident) -> list[str]:
+    """Take the open locks of a job-level incident's instances; an instance another incident
+    took meanwhile leaves the job (its alarm belongs to that incident). Idempotent."""
+    claimed = [
+        i
+        for i in incident.instance_ids
+        if step.deps.incidents.claim_lock(incident.cluster_name, i, incident.incident_id)
+        == incident.incident_id
+    ]
+    if claimed != incident.instance_ids:
+
+        def keep(current: Incident) -> bool:
+            current.instance_ids = claimed
+            return True
+
+        step.update(incident.incident_id, keep)
+    return claimed
+
+
+def _short(value: Any) -> Any:
+    return value[:200] if isinstance(value, str) else value

@@ -1,9 +1,12 @@
 """Incident states and the transitions between them.
 
 ```
-opened → health_check → awaiting_approval → replacing → replaced
+opened → health_check → awaiting_approval → replacing → replaced | replaced_by_hyperpod
+         health_check → checked (job level) | replaced_by_hyperpod (node gone after the check)
                          awaiting_approval → rejected | expired
-any open state → failed;   skipped is created as such (unknown instance), never entered
+any open state → failed | held (paused or storm hold before an acting step; from replacing
+only while no replacement was requested)
+skipped (unknown instance) and held (paused, storm, guard full) are also created as such
 ```
 """
 
@@ -18,11 +21,20 @@ from lambdas.models.payloads import Decision, Outcome
 S = IncidentState
 
 TRANSITIONS: Final[dict[IncidentState, frozenset[IncidentState]]] = {
-    S.OPENED: frozenset({S.HEALTH_CHECK, S.FAILED}),
-    S.HEALTH_CHECK: frozenset({S.AWAITING_APPROVAL, S.FAILED}),
-    S.AWAITING_APPROVAL: frozenset({S.REPLACING, S.REJECTED, S.EXPIRED, S.FAILED}),
-    S.REPLACING: frozenset({S.REPLACED, S.FAILED}),
+    S.OPENED: frozenset({S.HEALTH_CHECK, S.FAILED, S.HELD}),
+    S.HEALTH_CHECK: frozenset(
+        {S.AWAITING_APPROVAL, S.FAILED, S.HELD, S.CHECKED, S.REPLACED_BY_HYPERPOD}
+    ),
+    S.AWAITING_APPROVAL: frozenset({S.REPLACING, S.REJECTED, S.EXPIRED, S.FAILED, S.HELD}),
+    S.REPLACING: frozenset({S.REPLACED, S.REPLACED_BY_HYPERPOD, S.FAILED, S.HELD}),
 }
+
+
+def requested_by_us(incident: Incident) -> bool:
+    """Whether this pipeline asked HyperPod to replace the node (or may have: an attempt whose
+    answer was never recorded)."""
+    replacement = incident.replacement or {}
+    return bool(replacement.get("requested_by_us") or replacement.get("pending"))
 
 
 def can_transition(current: IncidentState, target: IncidentState) -> bool:
@@ -57,9 +69,25 @@ def closing_state(incident: Incident, outcome: Outcome) -> tuple[IncidentState, 
         Outcome.REJECTED: S.REJECTED,
         Outcome.EXPIRED: S.EXPIRED,
         Outcome.FAILED: S.FAILED,
+        Outcome.HELD: S.HELD,
+        Outcome.CHECKED: S.CHECKED,
+        Outcome.REPLACED_BY_HYPERPOD: S.REPLACED_BY_HYPERPOD,
     }[outcome]
+    if (
+        outcome is Outcome.REPLACED
+        and state is S.REPLACING
+        and not (incident.replacement or {}).get("dry_run")
+        and not requested_by_us(incident)
+    ):
+        wanted = S.REPLACED_BY_HYPERPOD  # the node went away without our request
     if not can_transition(state, wanted):
         return S.FAILED, f"outcome {outcome} does not follow state {state}"
     if outcome is Outcome.REJECTED and decided != Decision.REJECT:
         return S.FAILED, f"outcome rejected without a reject decision (decision: {decided})"
+    if outcome is Outcome.HELD and not incident.hold:
+        return S.FAILED, "outcome held, but no step recorded a hold"
+    if outcome is Outcome.HELD and requested_by_us(incident):
+        return S.FAILED, "outcome held after a replacement was requested"
+    if outcome is Outcome.CHECKED and not incident.is_job:
+        return S.FAILED, "outcome checked is for job-level incidents only"
     return wanted, None

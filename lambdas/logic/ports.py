@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from lambdas.models.audit import AuditEntry
 from lambdas.models.events import SdcReport
+from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.hyperpod import ClusterInfo, NodeInfo, ReplaceResult
 from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings
@@ -47,9 +48,16 @@ class HyperPod(Protocol):
 
 
 class IncidentStore(Protocol):
-    def create(self, incident: Incident) -> None:
-        """Write a new incident; unless it is skipped, also take the open lock of its
-        (cluster, instance), atomically. Raises LockHeld(holder) or IncidentExists."""
+    def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
+        """Write a new incident, atomically with the open lock of its (cluster, instance) when
+        `incident.holds_lock`, and with a slot of its cluster's blast-radius guard when
+        `slot_limit` is given (taken only while fewer than `slot_limit` are taken).
+        Raises LockHeld(holder), GuardFull(open ids) or IncidentExists."""
+        ...
+
+    def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> str:
+        """Take the open lock of (cluster, instance) for `incident_id` unless another incident
+        holds it; returns the holder (`incident_id` itself when claimed, again or now)."""
         ...
 
     def get(self, incident_id: str) -> Incident | None: ...
@@ -73,6 +81,65 @@ class ReportStore(Protocol):
         ...
 
     def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None: ...
+
+
+class GuardStore(Protocol):
+    """Cluster-wide safety state: guard slots, storm flags, storm holds."""
+
+    def guard_state(self, cluster_name: str) -> GuardState: ...
+
+    def release_slot(self, cluster_name: str, incident_id: str) -> None:
+        """Give the incident's guard slot back; idempotent."""
+        ...
+
+    def flag_instance(self, cluster_name: str, instance_id: str, at: int, expires_at: int) -> None:
+        """Note that `instance_id` was flagged at `at` (epoch seconds); one flag per instance."""
+        ...
+
+    def flagged_instances(self, cluster_name: str, since: int) -> set[str]:
+        """The distinct instances flagged at or after `since`."""
+        ...
+
+    def create_hold(self, hold: ClusterHold) -> None:
+        """Record the hold and make it the cluster's active one. Raises HoldExists(holder)."""
+        ...
+
+    def active_hold(self, cluster_name: str) -> ClusterHold | None: ...
+
+    def get_hold(self, hold_id: str) -> ClusterHold | None: ...
+
+    def save_hold(self, hold: ClusterHold) -> None:
+        """Conditional on `hold.version`; bumps it. Raises ConditionFailed when stale."""
+        ...
+
+    def lift_hold(self, hold: ClusterHold, reset_at: int) -> None:
+        """Save the lifted hold (conditional on its version), end it as the cluster's active
+        hold and note `reset_at` as the guard's storm_reset_at, atomically."""
+        ...
+
+
+class HistoryStore(Protocol):
+    def record_past(self, past: PastIncident) -> None:
+        """Keep the closed incident under its instance id and each of its GPU UUIDs; idempotent."""
+        ...
+
+    def past_for_instance(self, instance_id: str) -> list[PastIncident]: ...
+
+    def past_for_gpu(self, gpu_uuid: str) -> list[PastIncident]: ...
+
+
+class PauseSwitch(Protocol):
+    def read(self) -> str | None:
+        """The switch's raw value; None when no switch is configured. Raises when it cannot
+        be read (the logic then counts as paused: nothing acts on an unknown switch)."""
+        ...
+
+
+class NoPauseSwitch:
+    """No switch configured (PAUSE_PARAMETER unset): never paused."""
+
+    def read(self) -> str | None:
+        return None
 
 
 class AuditLog(Protocol):
@@ -128,4 +195,7 @@ class Deps:
     audit: AuditLog
     notifier: Notifier
     workflow: Workflow
+    guard: GuardStore
+    history: HistoryStore
     clock: Clock = field(default_factory=SystemClock)
+    switch: PauseSwitch = field(default_factory=NoPauseSwitch)

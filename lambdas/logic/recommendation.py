@@ -8,8 +8,10 @@ Each report is read for the ranks on the incident's instance:
   replayer computed wrong → the replayer is the suspect → replace after review;
   unattributable → health check only.
 - nonfinite without mismatched pairs, or check "reduced gradient" → ambiguous: health check only.
-Across reports the strongest advice wins; a transient verdict seen twice is a recurrence; a
-failed deep health check is reason enough to propose replacing.
+Across reports the strongest advice wins; a transient verdict seen twice is a recurrence, and
+so is a transient verdict on a node with history (a past incident of the same instance or the
+same GPU UUID): both are proposed for replacement. A failed deep health check is reason enough
+to propose replacing. A job-level incident (an ambiguous report) never proposes a replacement.
 """
 
 from __future__ import annotations
@@ -86,8 +88,20 @@ def _assess_verdict(verdict: dict[str, Any]) -> tuple[Advice, str]:
     return Advice.HEALTH_CHECK_ONLY, f"unattributable mismatch involving {where}"
 
 
-def recommend(reports: Sequence[dict[str, Any]], health_result: str | None) -> Recommendation:
-    """The advice for an incident from all its report evidence and the health check result."""
+def recommend(
+    reports: Sequence[dict[str, Any]],
+    health_result: str | None,
+    history: Sequence[str] = (),
+    *,
+    job_level: bool = False,
+) -> Recommendation:
+    """The advice for an incident from all its report evidence, the health check result and
+    `history` (ids of past incidents of the same instance or GPU that count as history)."""
+    if job_level:
+        return Recommendation(
+            Advice.HEALTH_CHECK_ONLY,
+            ("ambiguous alarm: the involved nodes are health-checked, no replacement proposed",),
+        )
     assessed = [assess_report(r) for r in reports]
     reasons = [reason for _, reason in assessed]
     if assessed:
@@ -99,6 +113,12 @@ def recommend(reports: Sequence[dict[str, Any]], health_result: str | None) -> R
     if transient >= 2:
         advice = Advice.REPLACE
         reasons.append(f"the transient fault recurred ({transient} reports)")
+    elif transient and history:
+        advice = Advice.REPLACE
+        reasons.append(
+            f"transient fault on a node with history: {len(history)} past incident(s) "
+            f"({', '.join(history[:5])})"
+        )
     if health_result == "failed":
         advice = Advice.REPLACE
         reasons.append("the deep health check failed")

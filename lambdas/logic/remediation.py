@@ -7,10 +7,12 @@ machine's Catch routes to close-as-failed. Closing is the end of every path, fai
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from lambdas.logic import cards, lifecycle
+from lambdas.logic import cards, guard, lifecycle
 from lambdas.logic._steps import Step, error_details
+from lambdas.logic.history import record_history
 from lambdas.logic.ports import Deps
 from lambdas.models.errors import (
     InvalidTransition,
@@ -18,8 +20,9 @@ from lambdas.models.errors import (
     ReplacementNotApproved,
     ReplacementRejected,
 )
+from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus, ReplaceErrorCode
-from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.incident import Incident, IncidentState, Scope
 from lambdas.models.payloads import (
     CloseRequest,
     CloseResult,
@@ -60,8 +63,13 @@ def health_result(status: str, started: bool) -> str | None:
 
 
 def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
-    """StartClusterHealthCheck for the instance in its group, if it is Running; records the
-    node status as HyperPod then reports it."""
+    """StartClusterHealthCheck for the incident's instance (every involved instance of a
+    job-level incident) that is Running; records the node status as HyperPod then reports it.
+
+    Nothing starts while the cluster is storm-held or the pipeline paused: the incident records
+    the hold and the result says `held` (the state machine closes it as held). The request is
+    written ahead (`requesting_at`) so that a retry after a crash does not start a second check
+    on a node whose check already runs."""
     step = Step(deps, "start_health_check")
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
@@ -69,43 +77,35 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
             return {
                 "status": str(incident.health_check.get("status")),
                 "started": bool(incident.health_check.get("started")),
+                "held": False,
+                "scope": incident.scope,
             }
         if incident.state is not S.OPENED:
             raise InvalidTransition(f"cannot start a health check: incident is {incident.state}")
-        checks = list(deps.settings.health_checks)
-        status, before_id = _status_of(deps, incident)
-        request_ids: list[str | None] = [before_id]
-        reason = None
-        started = False
-        if status != NodeStatus.RUNNING:
-            reason = f"node status is {status}, not Running"
-        elif not incident.instance_group:
-            reason = "the node's instance group is unknown"
+        blocker = guard.blocker(deps, incident.cluster_name)
+        if blocker is not None:
+            _hold_in_flight(step, incident, blocker)
+            return {
+                "status": str(incident.node_status),
+                "started": False,
+                "held": True,
+                "scope": incident.scope,
+            }
+        if incident.is_job:
+            record, request_ids = _start_job_checks(step, incident)
         else:
-            request_ids.append(
-                deps.hyperpod.start_health_check(
-                    incident.cluster_name, incident.instance_group, [incident.instance_id], checks
-                )
-            )
-            started = True
-            status, after_id = _status_of(deps, incident)
-            request_ids.append(after_id)
-        record: dict[str, Any] = {
-            "started": started,
-            "checks": checks,
-            "status": status,
-            "result": health_result(status, started),
-            "reason": reason,
-            "started_at": step.now() if started else None,
-        }
+            record, request_ids = _start_node_check(step, incident)
+        status = str(record["status"])
+        started = bool(record["started"])
 
         def advance(current: Incident) -> bool:
             lifecycle.advance(current, S.HEALTH_CHECK, step.now())
             current.health_check = record
-            current.node_status = status
+            if not current.is_job:
+                current.node_status = status
             return True
 
-        step.update(ref.incident_id, advance, incident)
+        step.update(ref.incident_id, advance)
         step.audit(
             ref.incident_id,
             "health_check_started" if started else "health_check_not_started",
@@ -118,16 +118,135 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
         )
         count("HealthChecksStarted" if started else "HealthChecksNotStarted")
         logger.info("health check", incident_id=ref.incident_id, started=started, status=status)
-        return {"status": status, "started": started}
+        return {"status": status, "started": started, "held": False, "scope": incident.scope}
+
+
+def _write_ahead(step: Step, incident: Incident) -> Incident:
+    """Note that a StartClusterHealthCheck is about to be sent (kept if the handler dies)."""
+
+    def note(current: Incident) -> bool:
+        current.health_check = {**(current.health_check or {}), "requesting_at": step.now()}
+        return True
+
+    return step.update(incident.incident_id, note, incident)
+
+
+def _start_node_check(step: Step, incident: Incident) -> tuple[dict[str, Any], list[str | None]]:
+    deps = step.deps
+    checks = list(deps.settings.health_checks)
+    status, before_id = _status_of(deps, incident)
+    request_ids: list[str | None] = [before_id]
+    pending = (incident.health_check or {}).get("requesting_at")
+    reason = None
+    started = False
+    resumed = False
+    group = incident.instance_group
+    if status == NodeStatus.RUNNING and group:
+        incident = _write_ahead(step, incident)
+        request_ids.append(
+            deps.hyperpod.start_health_check(
+                incident.cluster_name, group, [incident.instance_id], checks
+            )
+        )
+        started = True
+        status, after_id = _status_of(deps, incident)
+        request_ids.append(after_id)
+    elif pending and status == NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS:
+        started = resumed = True  # an earlier attempt's request went through, then it died
+    elif status != NodeStatus.RUNNING:
+        reason = f"node status is {status}, not Running"
+    else:
+        reason = "the node's instance group is unknown"
+    record: dict[str, Any] = {
+        "started": started,
+        "checks": checks,
+        "status": status,
+        "result": health_result(status, started),
+        "reason": reason,
+        "started_at": step.now() if started else None,
+        "resumed": resumed,
+    }
+    return record, request_ids
+
+
+def _start_job_checks(step: Step, incident: Incident) -> tuple[dict[str, Any], list[str | None]]:
+    """One StartClusterHealthCheck per instance group, for the involved nodes that are Running."""
+    deps = step.deps
+    checks = list(deps.settings.health_checks)
+    pending = (incident.health_check or {}).get("requesting_at")
+    nodes: dict[str, dict[str, Any]] = {}
+    groups: dict[str, list[str]] = {}
+    request_ids: list[str | None] = []
+    for instance_id in incident.instance_ids:
+        try:
+            info = deps.hyperpod.describe_node(incident.cluster_name, instance_id)
+            status, group, request_id = info.status, info.instance_group, info.request_id
+        except NodeNotFound as err:
+            status, group, request_id = NodeStatus.NOT_FOUND.value, None, err.request_id
+        request_ids.append(request_id)
+        nodes[instance_id] = {"status": status, "group": group, "started": False, "reason": None}
+        if status == NodeStatus.RUNNING and group:
+            groups.setdefault(group, []).append(instance_id)
+        elif pending and status == NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS:
+            nodes[instance_id]["started"] = True
+        else:
+            nodes[instance_id]["reason"] = f"node status is {status}, not Running"
+    if groups:
+        incident = _write_ahead(step, incident)
+    for group, instance_ids in sorted(groups.items()):
+        request_ids.append(
+            deps.hyperpod.start_health_check(incident.cluster_name, group, instance_ids, checks)
+        )
+        for instance_id in instance_ids:  # the next poll reads their real status
+            nodes[instance_id].update(
+                started=True, status=NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS.value
+            )
+    for node in nodes.values():
+        node["result"] = health_result(node["status"], node["started"])
+    record: dict[str, Any] = {
+        "started": any(n["started"] for n in nodes.values()),
+        "checks": checks,
+        "nodes": nodes,
+        "status": job_summary(nodes),
+        "result": None if any(n["result"] is None for n in nodes.values()) else "done",
+        "reason": None if nodes else "no involved instance left",
+        "started_at": step.now(),
+    }
+    return record, request_ids
+
+
+def job_summary(nodes: dict[str, dict[str, Any]]) -> str:
+    """`2 running, 1 passed, 1 failed` over a job-level incident's nodes."""
+    counts: dict[str, int] = {}
+    for node in nodes.values():
+        label = {None: "running"}.get(node.get("result"), str(node.get("result")))
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join(f"{n} {label}" for label, n in sorted(counts.items())) or "no nodes"
+
+
+def _hold_in_flight(step: Step, incident: Incident, blocker: guard.Blocker) -> None:
+    """Record why an open incident stops before acting; the state machine closes it as held."""
+
+    def note(current: Incident) -> bool:
+        current.hold = blocker.record()
+        current.reason = blocker.reason
+        return True
+
+    step.update(incident.incident_id, note, incident)
+    step.audit(incident.incident_id, "held", {**blocker.record(), "step": step.actor})
+    count("IncidentsHeldInFlight")
+    logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)
 
 
 def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
-    """One poll of the node status; audited when the status changes."""
+    """One poll of the node status (of every node, job level); audited when it changes."""
     step = Step(deps, "check_health")
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
         if incident.state is not S.HEALTH_CHECK:
             raise InvalidTransition(f"no health check to poll: incident is {incident.state}")
+        if incident.is_job:
+            return _check_job(step, incident)
         status, request_id = _status_of(deps, incident)
         previous = dict(incident.health_check or {})
         result = health_result(status, bool(previous.get("started")))
@@ -152,13 +271,61 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
                 {"status": status, "result": result, "in_progress": result is None, "polls": polls},
                 [request_id],
             )
-        return {"status": status, "in_progress": result is None}
+        return {"status": status, "in_progress": result is None, "scope": Scope.NODE.value}
+
+
+def _check_job(step: Step, incident: Incident) -> HealthStatus:
+    previous = dict(incident.health_check or {})
+    nodes = {k: dict(v) for k, v in (previous.get("nodes") or {}).items()}
+    request_ids: list[str | None] = []
+    for instance_id, node in nodes.items():
+        if node.get("result") is not None:
+            continue
+        try:
+            info = step.deps.hyperpod.describe_node(incident.cluster_name, instance_id)
+            node["status"], request_id = info.status, info.request_id
+        except NodeNotFound as err:
+            node["status"], request_id = NodeStatus.NOT_FOUND.value, err.request_id
+        request_ids.append(request_id)
+        node["result"] = health_result(node["status"], bool(node.get("started")))
+    summary = job_summary(nodes)
+    in_progress = any(n.get("result") is None for n in nodes.values())
+    polls = int(previous.get("polls", 0)) + 1
+
+    def record(current: Incident) -> bool:
+        current.health_check = {
+            **(current.health_check or {}),
+            "nodes": nodes,
+            "status": summary,
+            "result": None if in_progress else "done",
+            "polls": polls,
+        }
+        return True
+
+    step.update(incident.incident_id, record, incident)
+    if summary != previous.get("status"):
+        step.audit(
+            incident.incident_id,
+            "health_check_status",
+            {"status": summary, "in_progress": in_progress, "polls": polls},
+            request_ids,
+        )
+    return {"status": summary, "in_progress": in_progress, "scope": Scope.JOB.value}
 
 
 def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
-    """Re-check the node, then BatchReplaceClusterNodes, reading every `Failed[]` code:
-    InstanceIdInUse → in_progress, InvalidInstanceStatus → retry, InstanceIdNotFound → gone,
-    anything else → ReplacementRejected. DRY_RUN records "would replace" and calls nothing."""
+    """Re-check the node, then BatchReplaceClusterNodes, reading every `Failed[]` code.
+
+    - storm hold or paused, and nothing requested yet → held (nothing is called);
+    - the node is gone → gone (HyperPod replaced it: closes as replaced_by_hyperpod unless
+      this pipeline had asked);
+    - NodeRecovery Automatic and the node ShuttingDown without our request → in_progress: it is
+      HyperPod's own replacement, nothing is called;
+    - DRY_RUN → "would replace" audited, nothing is called;
+    - otherwise the request is written ahead (`pending`), then sent: InstanceIdInUse →
+      in_progress, InvalidInstanceStatus or InternalServerError → retry, InstanceIdNotFound →
+      gone, anything else → ReplacementRejected.
+    """
     step = Step(deps, "replace_node")
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
@@ -167,14 +334,20 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
             raise ReplacementNotApproved(
                 f"incident {incident.incident_id} has no approve decision (decision: {decided})"
             )
+        if incident.state not in (S.AWAITING_APPROVAL, S.REPLACING):
+            raise InvalidTransition(f"cannot replace: incident is {incident.state}")
+        ours = lifecycle.requested_by_us(incident)
+        if not ours:
+            blocker = guard.blocker(deps, incident.cluster_name)
+            if blocker is not None:
+                _hold_in_flight(step, incident, blocker)
+                return {"status": ReplaceStatus.HELD.value}
         if incident.state is S.AWAITING_APPROVAL:
             incident = step.update(
                 ref.incident_id,
                 lambda current: _enter_replacing(current, step.now()),
                 incident,
             )
-        elif incident.state is not S.REPLACING:
-            raise InvalidTransition(f"cannot replace: incident is {incident.state}")
 
         status_now, check_id = _status_of(deps, incident)
         if status_now == NodeStatus.NOT_FOUND:
@@ -183,8 +356,9 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 incident,
                 ReplaceStatus.GONE,
                 "node_gone",
-                {"reason": "the node is already gone: nothing to replace"},
+                {"reason": "the node is already gone: nothing to replace", "by_us": ours},
                 [check_id],
+                ours=ours,
             )
         if deps.settings.dry_run:
             return _record_replacement(
@@ -196,7 +370,25 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 [check_id],
                 dry_run=True,
             )
+        if (
+            not ours
+            and incident.node_recovery == NodeRecovery.AUTOMATIC
+            and status_now == NodeStatus.SHUTTING_DOWN
+        ):
+            return _record_replacement(
+                step,
+                incident,
+                ReplaceStatus.IN_PROGRESS,
+                "replacement_by_hyperpod",
+                {
+                    "reason": "NodeRecovery is Automatic and HyperPod is already replacing the "
+                    "node: nothing requested",
+                    "node_status": status_now,
+                },
+                [check_id],
+            )
 
+        incident = step.update(ref.incident_id, _pending(step.now()), incident)
         result = deps.hyperpod.replace_nodes(incident.cluster_name, [incident.instance_id])
         request_ids = [check_id, result.request_id]
         if incident.instance_id in result.successful:
@@ -207,6 +399,7 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 "replacement_requested",
                 {"node_status": status_now},
                 request_ids,
+                ours=True,
             )
         failure = result.failure_for(incident.instance_id)
         if failure is None:
@@ -217,6 +410,7 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
             )
         details = {"code": failure.code, "message": failure.message, "node_status": status_now}
         if failure.code == ReplaceErrorCode.INSTANCE_ID_IN_USE:
+            # In use: by our own earlier request (a retry after a crash) or by HyperPod.
             return _record_replacement(
                 step,
                 incident,
@@ -224,14 +418,24 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 "replacement_in_progress",
                 details,
                 request_ids,
+                ours=ours,
             )
-        if failure.code == ReplaceErrorCode.INVALID_INSTANCE_STATUS:
+        if failure.code in (
+            ReplaceErrorCode.INVALID_INSTANCE_STATUS,
+            ReplaceErrorCode.INTERNAL_SERVER_ERROR,
+        ):
             return _record_replacement(
-                step, incident, ReplaceStatus.RETRY, "replacement_retry", details, request_ids
+                step,
+                incident,
+                ReplaceStatus.RETRY,
+                "replacement_retry",
+                details,
+                request_ids,
+                ours=ours,
             )
         if failure.code == ReplaceErrorCode.INSTANCE_ID_NOT_FOUND:
             return _record_replacement(
-                step, incident, ReplaceStatus.GONE, "node_gone", details, request_ids
+                step, incident, ReplaceStatus.GONE, "node_gone", details, request_ids, ours=ours
             )
         raise ReplacementRejected(
             f"BatchReplaceClusterNodes refused {failure.node_id}: {failure.code} "
@@ -240,6 +444,17 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
             code=failure.code,
             request_id=result.request_id,
         )
+
+
+def _pending(at: str) -> Callable[[Incident], bool]:
+    """Write ahead: a BatchReplaceClusterNodes is about to be sent (kept if the handler dies,
+    so a retry counts a replacement it finds as ours)."""
+
+    def note(current: Incident) -> bool:
+        current.replacement = {**(current.replacement or {}), "pending": True, "sent_at": at}
+        return True
+
+    return note
 
 
 def _enter_replacing(incident: Incident, at: str) -> bool:
@@ -256,6 +471,7 @@ def _record_replacement(
     request_ids: list[str | None],
     *,
     dry_run: bool = False,
+    ours: bool = False,
 ) -> ReplaceNodeResult:
     attempts = int((incident.replacement or {}).get("attempts", 0)) + 1
     at = step.now()
@@ -267,6 +483,8 @@ def _record_replacement(
             "status": status.value,
             "attempts": attempts,
             "dry_run": dry_run,
+            "pending": False,
+            "requested_by_us": bool(previous.get("requested_by_us") or ours),
             "requested_at": at
             if status is ReplaceStatus.REQUESTED
             else previous.get("requested_at"),
@@ -375,14 +593,18 @@ def _finish_replacement(
 
 
 def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
-    """The end of every path: final state, lock released, audited, notified (failures too).
+    """The end of every path: final state, lock and guard slot released, audited, history
+    kept, notified (failures too).
 
-    Closing twice is harmless: a closed incident is returned as it is (its notification is sent
-    again only if the first attempt did not go out). An outcome that does not follow from the
-    incident's state closes it as failed, with the reason.
+    Closing twice is harmless: a closed incident keeps its state; what the first attempt may not
+    have finished (it died after saving the state) is finished: the locks and the slot are
+    released again (idempotent), the closing is audited and the history written if no
+    `incident_closed` entry exists yet, and the notice is sent if it did not go out. An outcome
+    that does not follow from the incident's state closes it as failed, with the reason.
     """
     step = Step(deps, "close_incident")
     incident = step.load(request.incident_id)
+    audited = False
     if incident.closed_at is None:
         target, mismatch = lifecycle.closing_state(incident, request.outcome)
         error = _close_error(request, incident, mismatch)
@@ -397,23 +619,37 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
             return True
 
         incident = step.update(request.incident_id, close, incident)
-        deps.incidents.release_lock(
-            incident.cluster_name, incident.instance_id, incident.incident_id
+    else:
+        born_closed = incident.state is S.SKIPPED or (
+            incident.state is S.HELD and not incident.execution_arn
+        )  # recorded closed when opened: audited then (incident_skipped / incident_held)
+        audited = born_closed or any(
+            e.action == "incident_closed" for e in deps.audit.entries(incident.incident_id)
         )
+    for instance_id in incident.locked_instances:
+        deps.incidents.release_lock(incident.cluster_name, instance_id, incident.incident_id)
+    deps.guard.release_slot(incident.cluster_name, incident.incident_id)
+    if not audited:
         step.audit(
             incident.incident_id,
             "incident_closed",
             {
-                "state": target.value,
-                "outcome": request.outcome.value,
-                "error": error,
+                "state": incident.state.value,
+                "outcome": incident.outcome,
+                "error": incident.error,
                 "dry_run": bool((incident.replacement or {}).get("dry_run")),
                 "new_instance_id": (incident.replacement or {}).get("new_instance_id"),
+                "hold": incident.hold,
             },
         )
-        count(f"Closed{target.value.title().replace('_', '')}")
-        logger.info("incident closed", incident_id=incident.incident_id, state=target.value)
-    if not incident.close_notified and incident.state is not S.SKIPPED:
+        count(f"Closed{incident.state.value.title().replace('_', '')}")
+        logger.info("incident closed", incident_id=incident.incident_id, state=incident.state)
+        record_history(step, incident)
+    if (
+        not incident.close_notified
+        and incident.state is not S.SKIPPED
+        and (incident.hold or {}).get("kind") != HoldKind.STORM
+    ):
         _notify_close(step, incident)
     return {"incident_id": incident.incident_id, "state": incident.state.value}
 
@@ -440,8 +676,10 @@ def _notify_close(step: Step, incident: Incident) -> None:
             {"incident_id": incident.incident_id, "kind": "closed", "state": incident.state.value},
         )
     except Exception as err:
+        # The incident is closed and audited either way; the notice is what failed. Not raised:
+        # the execution must not end red for a notice. close_notified stays false.
         step.audit(incident.incident_id, "notification_failed", error_details(err, kind="closed"))
-        raise
+        return
 
     def mark(current: Incident) -> bool:
         current.close_notified = True

@@ -12,6 +12,11 @@ from typing import Any
 class SdcError(Exception):
     """Base of every error raised on purpose by the remediation pipeline."""
 
+    retryable = False
+    """True for errors that a later attempt of the same step may not meet (throttling, a
+    service-side failure): the step leaves the incident as it is, and the state machine's Retry
+    (matched on the class name, Lambda's `errorType`) calls the step again."""
+
     def details(self) -> dict[str, Any]:
         """What the audit log and the incident record keep about this error."""
         return {"type": type(self).__name__, "message": str(self)}
@@ -73,6 +78,14 @@ class ReplacementRejected(AwsError):
 class Throttled(AwsError):
     """AWS throttled the call; retrying later may succeed."""
 
+    retryable = True
+
+
+class ServiceUnavailable(AwsError):
+    """The service failed on its side (InternalFailure, ServiceUnavailable, 5xx): retry later."""
+
+    retryable = True
+
 
 class ConditionFailed(AwsError):
     """A conditional write lost: the item changed (or exists) since it was read."""
@@ -88,6 +101,25 @@ class LockHeld(ConditionFailed):
 
 class IncidentExists(ConditionFailed):
     """An incident with this id was already created (a redelivered event)."""
+
+
+class GuardFull(ConditionFailed):
+    """The cluster's blast-radius guard has no free slot: as many incidents are open as allowed."""
+
+    def __init__(self, open_ids: list[str], limit: int, **kwargs: Any) -> None:
+        super().__init__(
+            f"{len(open_ids)} incident(s) already open, the limit is {limit}", **kwargs
+        )
+        self.open_ids = open_ids
+        self.limit = limit
+
+
+class HoldExists(ConditionFailed):
+    """The cluster already has an active storm hold."""
+
+    def __init__(self, holder: str, **kwargs: Any) -> None:
+        super().__init__(f"the cluster is already held: {holder}", **kwargs)
+        self.holder = holder
 
 
 class TaskNotWaiting(AwsError):

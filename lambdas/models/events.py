@@ -11,6 +11,7 @@ Every parser raises `MalformedEvent` naming the first missing or bad field.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,22 @@ CONTRIBUTOR_DETAIL_TYPE = "CloudWatch Alarm Contributor State Change"
 ALARM_STATES = frozenset({"ALARM", "OK", "INSUFFICIENT_DATA"})
 
 _QUERY_METRIC_RE = re.compile(r"SELECT\s+\w+\((\w+)\)", re.IGNORECASE)
+
+CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+"""HyperPod's cluster name pattern (the `ClusterName` dimension carries it)."""
+MAX_EVENT_ID = 256
+
+MAX_EVENT_BYTES = 256 * 1024
+"""EventBridge's limit for one event: anything larger did not come through EventBridge."""
+
+
+def _within_size(root: Mapping[str, Any]) -> None:
+    try:
+        size = len(json.dumps(root, default=str).encode("utf-8"))
+    except (TypeError, ValueError) as err:
+        raise MalformedEvent("event", f"not JSON-serializable: {err}") from err
+    if size > MAX_EVENT_BYTES:
+        raise MalformedEvent("event", f"{size} bytes, more than EventBridge's {MAX_EVENT_BYTES}")
 
 
 def parse_time(value: str, path: str) -> datetime:
@@ -74,12 +91,17 @@ class ContributorEvent:
 
 def parse_contributor_event(event: Any) -> ContributorEvent:
     root = f.obj(event, "event")
+    _within_size(root)
+    if root.get("source") != CONTRIBUTOR_SOURCE:
+        raise MalformedEvent(
+            "source", f"expected {CONTRIBUTOR_SOURCE!r}, got {_short(root.get('source'))!r}"
+        )
     detail_type = root.get("detail-type")
     if detail_type != CONTRIBUTOR_DETAIL_TYPE:
         raise MalformedEvent(
-            "detail-type", f"expected {CONTRIBUTOR_DETAIL_TYPE!r}, got {detail_type!r}"
+            "detail-type", f"expected {CONTRIBUTOR_DETAIL_TYPE!r}, got {_short(detail_type)!r}"
         )
-    event_id = f.text(root, "id", "")
+    event_id = _event_id(root)
     detail = f.obj(f.get(root, "detail", ""), "detail")
     alarm_name = f.text(detail, "alarmName", "detail")
     contributor = f.obj(f.get(detail, "alarmContributor", "detail"), "detail.alarmContributor")
@@ -87,12 +109,15 @@ def parse_contributor_event(event: Any) -> ContributorEvent:
         f.get(contributor, "attributes", "detail.alarmContributor"),
         "detail.alarmContributor.attributes",
     )
-    cluster_name = f.text(attributes, "ClusterName", "detail.alarmContributor.attributes")
+    cluster_name = _cluster_name(
+        f.text(attributes, "ClusterName", "detail.alarmContributor.attributes"),
+        "detail.alarmContributor.attributes.ClusterName",
+    )
     instance_id = f.text(attributes, "InstanceId", "detail.alarmContributor.attributes")
     if not is_instance_id(instance_id):
         raise MalformedEvent(
             "detail.alarmContributor.attributes.InstanceId",
-            f"not an EC2 instance id: {instance_id!r}",
+            f"not an EC2 instance id: {_short(instance_id)!r}",
         )
     state = f.obj(f.get(detail, "state", "detail"), "detail.state")
     value = f.text(state, "value", "detail.state")
@@ -127,7 +152,7 @@ def _metric_of(alarm_name: str, detail: Mapping[str, Any]) -> Metric:
         match = _QUERY_METRIC_RE.search(expression) if isinstance(expression, str) else None
         if match and match.group(1) in {m.value for m in Metric}:
             return Metric(match.group(1))
-    raise MalformedEvent("detail.alarmName", f"{alarm_name!r} is not one of the SDC alarms")
+    raise MalformedEvent("detail.alarmName", f"{_short(alarm_name)!r} is not one of the SDC alarms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,13 +222,17 @@ class ReportEvent:
 
 def parse_report_event(event: Any) -> ReportEvent:
     root = f.obj(event, "event")
+    _within_size(root)
     if root.get("source") != REPORT_SOURCE:
-        raise MalformedEvent("source", f"expected {REPORT_SOURCE!r}, got {root.get('source')!r}")
+        raise MalformedEvent(
+            "source", f"expected {REPORT_SOURCE!r}, got {_short(root.get('source'))!r}"
+        )
     if root.get("detail-type") != REPORT_DETAIL_TYPE:
         raise MalformedEvent(
-            "detail-type", f"expected {REPORT_DETAIL_TYPE!r}, got {root.get('detail-type')!r}"
+            "detail-type",
+            f"expected {REPORT_DETAIL_TYPE!r}, got {_short(root.get('detail-type'))!r}",
         )
-    return ReportEvent(event_id=f.text(root, "id", ""), report=parse_report(root.get("detail")))
+    return ReportEvent(event_id=_event_id(root), report=parse_report(root.get("detail")))
 
 
 def parse_report(detail: Any) -> SdcReport:
@@ -223,7 +252,7 @@ def parse_report(detail: Any) -> SdcReport:
     return SdcReport(
         report_id=report_id,
         emitted_at=emitted_at,
-        cluster_name=f.text(d, "cluster_name", p),
+        cluster_name=_cluster_name(f.text(d, "cluster_name", p), "detail.cluster_name"),
         job_name=f.nullable_text(d, "job_name", p),
         namespace=f.text(d, "namespace", p),
         step=f.integer(f.get(d, "step", p), "detail.step", nullable=True),
@@ -352,3 +381,21 @@ def _window(value: Any) -> tuple[int, int] | None:
     if len(items) != 2:
         raise MalformedEvent("detail.suspect_window", "expected [first, last]")
     return items[0], items[1]
+
+
+def _cluster_name(value: str, path: str) -> str:
+    if not CLUSTER_NAME_RE.match(value):
+        raise MalformedEvent(path, f"not a HyperPod cluster name: {_short(value)!r}")
+    return value
+
+
+def _event_id(root: Mapping[str, Any]) -> str:
+    event_id = f.text(root, "id", "")
+    if len(event_id) > MAX_EVENT_ID:
+        raise MalformedEvent("id", f"longer than {MAX_EVENT_ID} characters")
+    return event_id
+
+
+def _short(value: Any) -> Any:
+    """Raw input quoted in an error message, cut to a readable length."""
+    return value[:100] if isinstance(value, str) else value

@@ -52,6 +52,8 @@ class ClusterInfo:
     node_recovery: str | None
     instance_groups: tuple[str, ...]
     request_id: str | None = None
+    node_count: int | None = None
+    """Nodes in the cluster (the instance groups' CurrentCount); None when HyperPod said none."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,12 @@ class IncidentState(StrEnum):
     EXPIRED = "expired"
     FAILED = "failed"
     SKIPPED = "skipped"
+    HELD = "held"
+    """Recorded, nothing acted: paused, the cluster's storm hold, or its blast-radius guard."""
+    CHECKED = "checked"
+    """A job-level (ambiguous) incident whose health checks ended: no replacement proposed."""
+    REPLACED_BY_HYPERPOD = "replaced_by_hyperpod"
+    """The node was gone (HyperPod's own NodeRecovery replaced it) before we replaced it."""
 
     @property
     def terminal(self) -> bool:
@@ -31,8 +37,19 @@ _TERMINAL = frozenset(
         IncidentState.EXPIRED,
         IncidentState.FAILED,
         IncidentState.SKIPPED,
+        IncidentState.HELD,
+        IncidentState.CHECKED,
+        IncidentState.REPLACED_BY_HYPERPOD,
     }
 )
+
+
+class Scope(StrEnum):
+    NODE = "node"
+    """One suspect instance (`instance_id`): health check, approval, replacement."""
+    JOB = "job"
+    """An ambiguous report: the involved instances (`instance_ids`) are health-checked, nothing
+    is proposed for replacement."""
 
 
 @dataclass
@@ -42,6 +59,10 @@ class Incident:
     `evidence` holds alarm and report summaries (see `lambdas.logic.evidence`); `health_check`,
     `decision`, `replacement` and `error` are small objects written by the step that owns them.
     `version` is the optimistic lock: every save is conditional on it.
+
+    A job-scope incident has no single instance: `instance_id` is empty and `instance_ids` names
+    the involved instances whose open locks it holds. `hold` says why an incident is (or is
+    being) held: `{"kind": "paused" | "storm" | "guard", "reason", "hold_id"}`.
     """
 
     incident_id: str
@@ -68,12 +89,37 @@ class Incident:
     error: dict[str, Any] | None = None
     closed_at: str | None = None
     close_notified: bool = False
+    scope: str = Scope.NODE.value
+    instance_ids: list[str] = field(default_factory=list)
+    job_name: str | None = None
+    hold: dict[str, Any] | None = None
     version: int = 0
 
     @property
     def holds_lock(self) -> bool:
-        """Skipped incidents never take the (cluster, instance) lock."""
-        return self.state is not IncidentState.SKIPPED
+        """Whether creating it takes the (cluster, instance) lock: node-scope incidents that are
+        not born closed (skipped, held). Job-scope incidents claim their instances' locks one by
+        one after they are created."""
+        return self.scope == Scope.NODE and self.state not in (
+            IncidentState.SKIPPED,
+            IncidentState.HELD,
+        )
+
+    @property
+    def is_job(self) -> bool:
+        return self.scope == Scope.JOB
+
+    @property
+    def locked_instances(self) -> list[str]:
+        """The instances whose open lock this incident may hold."""
+        return list(self.instance_ids) if self.is_job else [self.instance_id]
+
+    @property
+    def target(self) -> str:
+        """What the incident is about, for people: `i-…`, or `job <name> (N instances)`."""
+        if self.is_job:
+            return f"job {self.job_name or 'unknown'} ({len(self.instance_ids)} instances)"
+        return self.instance_id
 
     def to_record(self) -> dict[str, Any]:
         record = dataclasses.asdict(self)

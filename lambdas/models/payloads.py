@@ -24,11 +24,20 @@ class Outcome(StrEnum):
     REJECTED = "rejected"
     EXPIRED = "expired"
     FAILED = "failed"
+    HELD = "held"
+    """Paused or storm-held before the step could act: nothing was done."""
+    CHECKED = "checked"
+    """A job-level incident's health checks ended (no replacement is ever proposed)."""
+    REPLACED_BY_HYPERPOD = "replaced_by_hyperpod"
+    """The node was gone after the health check: HyperPod's own recovery replaced it."""
 
 
 class Decision(StrEnum):
     APPROVE = "approve"
     REJECT = "reject"
+    RESET = "reset"
+    """Lifts a cluster's storm hold (its `incident_id` is the hold id); never reaches a waiting
+    remediation."""
 
 
 class ReplaceStatus(StrEnum):
@@ -39,6 +48,7 @@ class ReplaceStatus(StrEnum):
     GONE = "gone"
     RETRY = "retry"
     DRY_RUN = "dry_run"
+    HELD = "held"
 
 
 def incident_id_of(payload: Any) -> str:
@@ -121,22 +131,28 @@ def parse_decision_request(payload: Any) -> DecisionRequest:
 
 class OpenIncidentResult(TypedDict):
     incident_id: str | None
-    action: str  # "opened" | "attached" | "skipped" | "ignored"
+    action: str  # "opened" | "attached" | "skipped" | "ignored" | "held"
 
 
 class StoreReportResult(TypedDict):
     report_id: str
     stored: bool
+    incidents: list[OpenIncidentResult]
+    """What the report did per incident: opened (it names a culprit or confirmed suspect, or is
+    ambiguous: one job-level incident), attached to an open one, held or skipped."""
 
 
 class HealthCheckStarted(TypedDict):
     status: str
     started: bool
+    held: bool
+    scope: str
 
 
 class HealthStatus(TypedDict):
     status: str
     in_progress: bool
+    scope: str
 
 
 class ApprovalRequested(TypedDict):

@@ -17,6 +17,19 @@ from trainer_emitter.contract import NAMESPACE
 DEFAULT_HEALTH_CHECKS = (HealthCheck.INSTANCE_STRESS.value, HealthCheck.INSTANCE_CONNECTIVITY.value)
 REQUIRED = ("INCIDENTS_TABLE", "AUDIT_TABLE", "TOPIC_ARN")
 
+DEFAULT_GUARD_MAX_OPEN = 3
+DEFAULT_GUARD_MAX_OPEN_PERCENT = 10
+DEFAULT_STORM_THRESHOLD = 4
+DEFAULT_STORM_WINDOW_SECONDS = 900
+_POSITIVE = {
+    # variable: (attribute, lowest, highest)
+    "GUARD_MAX_OPEN": ("guard_max_open", 1, 100_000),
+    "GUARD_MAX_OPEN_PERCENT": ("guard_max_open_percent", 1, 100),
+    "STORM_THRESHOLD": ("storm_threshold", 2, 100_000),
+    "STORM_WINDOW_SECONDS": ("storm_window_seconds", 1, 7 * 86_400),
+    "APPROVAL_TIMEOUT_SECONDS": ("approval_timeout_seconds", 1, 31_536_000),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -32,6 +45,19 @@ class Settings:
     """The remediation state machine; only open_incident needs it."""
     approval_state_machine_arn: str | None = None
     """For the console link and the paste-able input in approval notifications."""
+    guard_max_open: int = DEFAULT_GUARD_MAX_OPEN
+    """Blast-radius guard: open incidents per cluster, at most (absolute)."""
+    guard_max_open_percent: int = DEFAULT_GUARD_MAX_OPEN_PERCENT
+    """Blast-radius guard: open incidents per cluster, at most this share of its nodes (rounded
+    up, so every cluster allows one)."""
+    storm_threshold: int = DEFAULT_STORM_THRESHOLD
+    """Distinct instances flagged within `storm_window_seconds` that make a storm."""
+    storm_window_seconds: int = DEFAULT_STORM_WINDOW_SECONDS
+    pause_parameter: str | None = None
+    """The SSM parameter of the pause switch; None = no switch (never paused)."""
+    approval_timeout_seconds: int | None = None
+    """The approval task's timeout: a decision arriving later is refused (None: not checked
+    here; Step Functions still refuses the expired token)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -48,6 +74,16 @@ class Settings:
         if raw_dry_run not in ("", "true", "false"):
             problems.append(f"DRY_RUN must be 'true' or 'false', got {env['DRY_RUN']!r}")
 
+        numbers: dict[str, int] = {}
+        for name, (attr, low, high) in _POSITIVE.items():
+            raw = env.get(name, "").strip()
+            if not raw:
+                continue
+            if not raw.isdigit() or not low <= int(raw) <= high:
+                problems.append(f"{name} must be an integer in {low}..{high}, got {raw!r}")
+            else:
+                numbers[attr] = int(raw)
+
         if problems:
             raise SettingsError("bad function environment: " + "; ".join(problems))
         return cls(
@@ -60,6 +96,8 @@ class Settings:
             dry_run=raw_dry_run == "true",
             state_machine_arn=env.get("STATE_MACHINE_ARN", "").strip() or None,
             approval_state_machine_arn=env.get("APPROVAL_STATE_MACHINE_ARN", "").strip() or None,
+            pause_parameter=env.get("PAUSE_PARAMETER", "").strip() or None,
+            **numbers,
         )
 
     def require_state_machine_arn(self) -> str:

@@ -98,7 +98,10 @@ def test_duplicate_deliveries_are_attached_to_the_one_incident(outcomes):
     outcome = outcomes("duplicate-events")
 
     again = [line.what for line in outcome.timeline if line.who == "eventbridge"]
-    assert len(again) == 2 and all("attached" in what for what in again)
+    # The report event opens the incident first, or the first alarm delivery does: every other
+    # delivery attaches.
+    assert len(again) >= SCENARIOS["duplicate-events"].deliveries - 1
+    assert all("attached" in what for what in again)
 
 
 def test_the_plain_output_shows_the_timeline_the_card_and_the_audit_log(outcomes):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from infra.local.run import LocalRun
+from infra.local.run import CLUSTER, LocalRun, default_cluster
 from infra.synth import state_machine_definitions
 from tests.conftest import load_fixture
 
@@ -15,8 +15,8 @@ pytestmark = pytest.mark.slow
 
 CULPRIT_INSTANCE = "i-0bb00000000000002"
 APPROVED_PATH = [
-    ("open_incident", "incident_opened"),
-    ("open_incident", "execution_started"),
+    ("store_report", "incident_opened"),
+    ("store_report", "execution_started"),
     ("start_health_check", "health_check_started"),
     ("check_health", "health_check_status"),
     ("request_approval", "approval_requested"),
@@ -52,13 +52,21 @@ def trail(run: LocalRun, incident_id: str) -> list[tuple[str, str]]:
     return [(entry.actor.split(":")[0], entry.action) for entry in run.audit(incident_id)]
 
 
+def opened_by_the_report(run: LocalRun) -> str:
+    (report,) = [d for d in run.deliveries if "incidents" in (d.response or {})]
+    (opened,) = report.response["incidents"]
+    assert opened["action"] == "opened", report.response
+    return str(opened["incident_id"])
+
+
 def test_a_training_alarm_ends_in_an_approved_audited_replacement_with_a_new_instance_id():
     with LocalRun.open() as run:
         run.emitter(load_fixture("alarms", "rank_map")).report(
             load_fixture("alarms", "replay_culprit")
         )
-        (opened,) = [d for d in run.tick() if d.response and d.response.get("action") == "opened"]
-        incident_id = opened.response["incident_id"]
+        incident_id = opened_by_the_report(run)
+        attached = [d.response for d in run.tick()]
+        assert attached == [{"incident_id": incident_id, "action": "attached"}]
         run.wait_for(incident_id, "awaiting_approval")
 
         approval = run.decide(incident_id, "approve", "rank 13 mismatched twice; replace")
@@ -72,8 +80,10 @@ def test_a_training_alarm_ends_in_an_approved_audited_replacement_with_a_new_ins
             {"ClusterName": "ml-cluster-1", "NodeIds": [CULPRIT_INSTANCE]}
         ]
         steps = trail(run, incident_id)
-        assert steps[:7] == APPROVED_PATH[:7]  # nothing else happens before the replacement
+        acting = [step for step in steps if step[1] != "evidence_attached"]
+        assert acting[:7] == APPROVED_PATH[:7]  # nothing else happens before the replacement
         assert in_order(steps, APPROVED_PATH), steps
+        assert ("open_incident", "evidence_attached") in steps
         assert run.wait_for_execution(incident_id)["status"] == "SUCCEEDED"
 
 
@@ -188,3 +198,34 @@ def test_the_definitions_that_run_are_byte_identical_to_the_synthesized_template
         }
 
         assert running == expected
+
+
+def test_with_automatic_node_recovery_the_node_hyperpod_replaced_is_never_replaced_again():
+    hyperpod = default_cluster(node_recovery="Automatic")
+    hyperpod.set_health_check_result(CLUSTER, CULPRIT_INSTANCE, passes=False)
+    with LocalRun.open(hyperpod=hyperpod) as run:
+        incident_id = open_from_fixture(run)
+        run.wait_for(incident_id, "awaiting_approval")
+        card = run.wait_for_notification("approve")
+
+        run.decide(incident_id, "approve", "failed its deep health check")
+        incident = run.wait_for(incident_id, "replaced_by_hyperpod")
+
+        assert "NodeRecovery is Automatic" in card["message"]
+        assert run.hyperpod.calls_to("BatchReplaceClusterNodes") == []
+        assert incident.replacement["new_instance_id"] == run.hyperpod.replaced_by[CULPRIT_INSTANCE]
+        assert ("replace_node", "replacement_by_hyperpod") in trail(run, incident_id)
+
+
+def test_a_report_naming_a_culprit_opens_the_incident_with_no_alarm_at_all():
+    with LocalRun.open() as run:
+        run.emitter(load_fixture("alarms", "rank_map")).report(
+            load_fixture("alarms", "replay_culprit")
+        )
+
+        incident = run.wait_for(opened_by_the_report(run), "awaiting_approval")
+
+        assert incident.instance_id == CULPRIT_INSTANCE
+        assert not any(
+            d.response.get("action") for d in run.deliveries if "action" in (d.response or {})
+        )

@@ -22,6 +22,11 @@ COMMON_ENV = {
     "NAMESPACE",
     "DRY_RUN",
     "APPROVAL_STATE_MACHINE_ARN",
+    "APPROVAL_TIMEOUT_SECONDS",
+    "GUARD_MAX_OPEN",
+    "GUARD_MAX_OPEN_PERCENT",
+    "STORM_THRESHOLD",
+    "STORM_WINDOW_SECONDS",
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
 }
@@ -67,7 +72,11 @@ def test_log_groups_are_not_shared(template):
 def test_environment_per_the_pipeline_doc(template, spec):
     env = _env(template, spec.logical_id)
 
-    expected = COMMON_ENV | ({"STATE_MACHINE_ARN"} if spec.module == "open_incident" else set())
+    expected = (
+        COMMON_ENV
+        | ({"STATE_MACHINE_ARN"} if spec.starts_remediation else set())
+        | ({"PAUSE_PARAMETER"} if spec.reads_pause_switch else set())
+    )
     assert set(env) == expected
     assert env["INCIDENTS_TABLE"] == {"Ref": "IncidentsTable"}
     assert env["AUDIT_TABLE"] == {"Ref": "AuditTable"}
@@ -76,7 +85,20 @@ def test_environment_per_the_pipeline_doc(template, spec):
     assert env["HEALTH_CHECKS"] == "InstanceStress,InstanceConnectivity"
     assert env["NAMESPACE"] == "SDC/Training"
     assert env["DRY_RUN"] == "false"
+    assert env["APPROVAL_TIMEOUT_SECONDS"] == str(CONTEXT["sdc:approvalTimeoutSeconds"])
+    assert (env["GUARD_MAX_OPEN"], env["GUARD_MAX_OPEN_PERCENT"]) == ("3", "10")
+    assert (env["STORM_THRESHOLD"], env["STORM_WINDOW_SECONDS"]) == ("4", "900")
     assert env["POWERTOOLS_METRICS_NAMESPACE"] != env["NAMESPACE"]
+
+
+def test_the_functions_that_act_are_told_the_pause_switch(template):
+    readers = {
+        spec.module for spec in SPECS if "PAUSE_PARAMETER" in _env(template, spec.logical_id)
+    }
+
+    assert readers == {"open_incident", "store_report", "start_health_check", "replace_node"}
+    env = _env(template, "OpenIncidentFunction")
+    assert env["PAUSE_PARAMETER"] == {"Ref": "PauseSwitchParameter"}
 
 
 def test_environment_follows_the_context(variant_template):

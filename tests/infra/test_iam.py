@@ -121,6 +121,7 @@ def test_only_start_health_check_starts_health_checks_and_only_replace_node_repl
     assert _holders(template, "sagemaker:BatchReplaceClusterNodes") == {"ReplaceNodeFunction"}
     assert _holders(template, "sagemaker:DescribeClusterNode") == {
         "OpenIncidentFunction",
+        "StoreReportFunction",
         "StartHealthCheckFunction",
         "CheckHealthFunction",
         "ReplaceNodeFunction",
@@ -132,11 +133,13 @@ def test_without_configured_clusters_no_function_may_touch_hyperpod(variant_temp
     assert _granting(all_statements(variant_template), "sagemaker:") == []
 
 
-def test_only_open_incident_starts_the_remediation_and_only_that_machine(template):
-    assert _holders(template, "states:StartExecution") == {"OpenIncidentFunction"}
-    (statement,) = _granting(statements_of_function(template, "OpenIncidentFunction"), "states:")
+def test_only_the_intake_functions_start_the_remediation_and_only_that_machine(template):
+    starters = {"OpenIncidentFunction", "StoreReportFunction"}
+    assert _holders(template, "states:StartExecution") == starters
+    for function_id in starters:
+        (statement,) = _granting(statements_of_function(template, function_id), "states:")
 
-    assert resolved(template, statement["Resource"]) == REMEDIATION_ARN
+        assert resolved(template, statement["Resource"]) == REMEDIATION_ARN
 
 
 def test_only_decide_answers_the_waiting_task_and_only_on_the_remediation_machine(template):
@@ -158,8 +161,10 @@ def test_publishing_is_limited_to_the_topic_and_its_key(template):
     publishers = _holders(template, "sns:Publish")
     assert publishers == {
         "OpenIncidentFunction",
+        "StoreReportFunction",
         "RequestApprovalFunction",
         "CloseIncidentFunction",
+        "DecideFunction",
     }
     for fn in publishers:
         statements = statements_of_function(template, fn)
@@ -168,6 +173,30 @@ def test_publishing_is_limited_to_the_topic_and_its_key(template):
         assert publish["Resource"] == {"Ref": "NotificationTopic"}
         assert actions(key) == {"kms:GenerateDataKey", "kms:Decrypt"}
         assert key["Resource"]["Fn::GetAtt"][0].startswith("NotificationsTopicKey")
+
+
+def test_the_pause_switch_is_read_only_with_get_parameter_on_its_one_arn(template):
+    readers = _holders(template, "ssm:GetParameter")
+
+    assert readers == {
+        "OpenIncidentFunction",
+        "StoreReportFunction",
+        "StartHealthCheckFunction",
+        "ReplaceNodeFunction",
+    }
+    name = template["Resources"]["PauseSwitchParameter"]["Properties"]["Name"]
+    assert name == "/SdcRemediation/paused"
+    for fn in readers:
+        (statement,) = _granting(statements_of_function(template, fn), "ssm:")
+        assert actions(statement) == {"ssm:GetParameter"}
+        # `parameter` + the parameter's own name, which starts with "/"
+        arn = resolved(template, statement["Resource"])
+        assert arn == "arn:aws:ssm:us-east-1:123456789012:parameter<PauseSwitchParameter>"
+
+
+def test_no_function_may_change_the_pause_switch(template):
+    for statement in all_statements(template):
+        assert not {a for a in actions(statement) if a.startswith("ssm:")} - {"ssm:GetParameter"}
 
 
 def test_state_machines_invoke_exactly_the_functions_their_definitions_name(template):

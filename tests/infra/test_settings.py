@@ -108,3 +108,40 @@ def test_an_empty_email_means_no_subscription():
 
 def test_every_allowed_log_retention_maps_to_a_cdk_retention():
     assert sorted(log_groups._RETENTION) == list(LOG_RETENTION_DAYS)
+
+
+def test_the_guard_and_storm_defaults_are_documented_values():
+    settings = Settings()
+
+    assert (settings.guard_max_open_incidents, settings.guard_max_open_percent) == (3, 10)
+    assert (settings.storm_threshold, settings.storm_window_seconds) == (4, 900)
+
+
+def test_the_pause_parameter_defaults_to_one_under_the_stack_name():
+    assert Settings(stack_name="Prod").pause_parameter_name == "/Prod/paused"
+
+
+def test_a_pause_parameter_name_is_used_as_given_with_a_leading_slash():
+    settings = Settings.from_context({"sdc:pauseParameterName": "ops/sdc/paused"})
+
+    assert settings.pause_parameter_name == "/ops/sdc/paused"
+
+
+@pytest.mark.parametrize("value", ["/aws/reserved", "has space", "/a//b", 7])
+def test_a_bad_pause_parameter_name_fails_the_synth_naming_the_key(value):
+    with pytest.raises(SettingsError, match="sdc:pauseParameterName"):
+        Settings.from_context({"sdc:pauseParameterName": value})
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("sdc:guardMaxOpenIncidents", 0),
+        ("sdc:guardMaxOpenPercent", 101),
+        ("sdc:stormThreshold", 1),
+        ("sdc:stormWindowSeconds", 10),
+    ],
+)
+def test_guard_and_storm_limits_out_of_range_fail_the_synth(key, value):
+    with pytest.raises(SettingsError, match=key):
+        Settings.from_context({key: value})

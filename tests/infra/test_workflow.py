@@ -25,6 +25,9 @@ TASK_MODULES = {
     "CloseRejected": "close_incident",
     "CloseExpired": "close_incident",
     "CloseFailed": "close_incident",
+    "CloseHeld": "close_incident",
+    "CloseChecked": "close_incident",
+    "CloseReplacedByHyperPod": "close_incident",
 }
 
 
@@ -143,6 +146,9 @@ def test_every_ending_closes_the_incident_with_its_outcome(remediation):
         ("CloseRejected", "rejected", "Closed"),
         ("CloseExpired", "expired", "Closed"),
         ("CloseFailed", "failed", "Failed"),
+        ("CloseHeld", "held", "Closed"),
+        ("CloseChecked", "checked", "Closed"),
+        ("CloseReplacedByHyperPod", "replaced_by_hyperpod", "Closed"),
     ]:
         payload = states[name]["Parameters"]["Payload"]
         assert payload["outcome"] == outcome
@@ -155,6 +161,57 @@ def test_every_ending_closes_the_incident_with_its_outcome(remediation):
 def test_successful_closes_send_an_explicit_null_error(remediation):
     for name in ("CloseReplaced", "CloseRejected"):
         assert remediation["States"][name]["Parameters"]["Payload"]["error"] is None
+
+
+def _branches(choice: dict[str, Any]) -> dict[str, str]:
+    """Choice rule (the tested condition, behind its IsPresent guard) → next state."""
+    found = {}
+    for rule in choice["Choices"]:
+        conditions = [c for c in rule.get("And", [rule]) if "IsPresent" not in c]
+        found[json.dumps(conditions[-1], sort_keys=True)] = rule["Next"]
+    return found
+
+
+def _rule(variable: str, **test: Any) -> str:
+    return json.dumps({"Variable": variable, **test}, sort_keys=True)
+
+
+def test_a_held_health_check_start_closes_the_incident_as_held(remediation):
+    states = remediation["States"]
+
+    assert states["StartHealthCheck"]["Next"] == "HealthCheckHeld?"
+    choice = states["HealthCheckHeld?"]
+    assert _branches(choice) == {_rule("$.health.Payload.held", BooleanEquals=True): "CloseHeld"}
+    assert choice["Default"] == "WaitForHealthCheck"
+
+
+def test_after_the_health_check_job_incidents_close_checked_and_gone_nodes_close_early(
+    remediation,
+):
+    branches = _branches(remediation["States"]["HealthCheckDone?"])
+
+    assert branches[_rule("$.health.Payload.scope", StringEquals="job")] == "CloseChecked"
+    assert (
+        branches[_rule("$.health.Payload.status", StringEquals="NotFound")]
+        == "CloseReplacedByHyperPod"
+    )
+    assert remediation["States"]["HealthCheckDone?"]["Default"] == "RequestApproval"
+
+
+def test_a_held_replacement_closes_the_incident_as_held(remediation):
+    branches = _branches(remediation["States"]["Replaced?"])
+
+    assert branches[_rule("$.replacement.Payload.status", StringEquals="held")] == "CloseHeld"
+
+
+def test_every_task_retries_the_steps_retryable_errors_with_backoff(remediation, approval):
+    for asl in (remediation, approval):
+        for name, state in _tasks(asl).items():
+            (retry,) = [
+                r for r in state["Retry"] if r["ErrorEquals"] == ["Throttled", "ServiceUnavailable"]
+            ]
+            assert retry["MaxAttempts"] >= 3, name
+            assert retry["BackoffRate"] > 1, name
 
 
 def test_the_decision_branches_on_approve_and_reject(remediation):

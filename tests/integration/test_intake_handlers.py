@@ -101,19 +101,22 @@ def test_an_unknown_instance_is_recorded_as_skipped_without_a_lock(aws):
     assert aws.executions() == []
 
 
-def test_a_stored_report_is_attached_when_the_alarm_opens_the_incident(aws):
-    invoke(store_report, load_fixture("events", "sdc_report"))
+def test_a_report_naming_the_culprit_opens_the_incident_and_the_alarm_attaches(aws):
+    opened = invoke(store_report, load_fixture("events", "sdc_report"))["incidents"]
 
-    incident_id = invoke(open_incident, alarm())["incident_id"]
+    attached = invoke(open_incident, alarm())
 
-    kinds = [e["kind"] for e in aws.incident(incident_id).evidence]
-    assert kinds == ["alarm", "report"]
+    assert [r["action"] for r in opened] == ["opened"]
+    assert attached == {"incident_id": opened[0]["incident_id"], "action": "attached"}
+    kinds = [e["kind"] for e in aws.incident(attached["incident_id"]).evidence]
+    assert kinds == ["report", "alarm"]
+    assert len(aws.executions()) == 1
 
 
 def test_a_report_is_stored_under_its_instance_with_an_expiry(aws):
     result = invoke(store_report, load_fixture("events", "sdc_report"))
 
-    assert result == {"report_id": "r-5f3c9a1e2b7d4c60", "stored": True}
+    assert (result["report_id"], result["stored"]) == ("r-5f3c9a1e2b7d4c60", True)
     (item,) = aws.items(f"REPORT#{CLUSTER}#{INSTANCE}")
     assert item["sk"]["S"] == "2026-11-30T08:14:31.207Z#r-5f3c9a1e2b7d4c60"
     expires = datetime.fromtimestamp(int(item["expires_at"]["N"]), UTC)

@@ -15,7 +15,7 @@ from lambdas.handlers import (
     replace_node,
     start_health_check,
 )
-from lambdas.models.errors import DecisionRefused, Throttled
+from lambdas.models.errors import DecisionRefused, DependencyFailed
 from tests.integration.conftest import CLUSTER, INSTANCE, invoke
 from tests.integration.drive import (
     APPROVAL_EXECUTION,
@@ -32,7 +32,12 @@ def test_start_health_check_returns_the_node_status_and_that_it_started(aws):
 
     result = invoke(start_health_check, {"incident_id": incident_id})
 
-    assert result == {"status": "DeepHealthCheckInProgress", "started": True}
+    assert result == {
+        "status": "DeepHealthCheckInProgress",
+        "started": True,
+        "held": False,
+        "scope": "node",
+    }
     assert aws.incident(incident_id).state == "health_check"
 
 
@@ -43,8 +48,8 @@ def test_check_health_polls_until_the_check_is_over(aws):
     polls = [invoke(check_health, {"incident_id": incident_id}) for _ in range(2)]
 
     assert polls == [
-        {"status": "DeepHealthCheckInProgress", "in_progress": True},
-        {"status": "Running", "in_progress": False},
+        {"status": "DeepHealthCheckInProgress", "in_progress": True, "scope": "node"},
+        {"status": "Running", "in_progress": False, "scope": "node"},
     ]
 
 
@@ -128,14 +133,15 @@ def test_the_expired_path_closes_expired_and_drops_the_token(aws):
 
 def test_a_failed_aws_call_leaves_the_incident_failed_and_audited_then_closes_failed(aws):
     incident_id = opened(aws)
-    aws.hyperpod.fail_next("StartClusterHealthCheck", Throttled("Rate exceeded", request_id="r-1"))
+    refused = DependencyFailed("not Running", code="ValidationException", request_id="r-1")
+    aws.hyperpod.fail_next("StartClusterHealthCheck", refused)
 
-    with pytest.raises(Throttled):
+    with pytest.raises(DependencyFailed):
         invoke(start_health_check, {"incident_id": incident_id})
     assert aws.incident(incident_id).state == "failed"
     assert aws.actions(incident_id)[-1] == "step_failed"
 
-    catch_output = {"Error": "Throttled", "Cause": "Rate exceeded"}
+    catch_output = {"Error": "DependencyFailed", "Cause": "not Running"}
     result = invoke(
         close_incident, {"incident_id": incident_id, "outcome": "failed", "error": catch_output}
     )

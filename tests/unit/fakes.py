@@ -17,32 +17,49 @@ from lambdas.logic.ports import ExecutionStarted
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import (
     ConditionFailed,
+    GuardFull,
+    HoldExists,
     IncidentExists,
     LockHeld,
     TaskNotWaiting,
 )
 from lambdas.models.events import SdcReport
+from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.incident import Incident
 
 
 class InMemoryIncidentStore:
-    """IncidentStore and ReportStore."""
+    """IncidentStore, ReportStore, GuardStore and HistoryStore."""
 
     def __init__(self) -> None:
         self.incidents: dict[str, Incident] = {}
         self.locks: dict[tuple[str, str], str] = {}
         self.reports: dict[tuple[str, str], dict[str, SdcReport]] = {}
+        self.slots: dict[str, set[str]] = {}
+        self.reset_at: dict[str, int] = {}
+        self.flags: dict[str, dict[str, int]] = {}
+        self.holds: dict[str, ClusterHold] = {}
+        self.active: dict[str, str] = {}
+        self.past: dict[str, dict[str, PastIncident]] = {}
         self.fail_next_save: Exception | None = None
 
-    def create(self, incident: Incident) -> None:
+    def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
         key = (incident.cluster_name, incident.instance_id)
         if incident.incident_id in self.incidents:
             raise IncidentExists(f"incident {incident.incident_id} exists")
+        if incident.holds_lock and key in self.locks:
+            raise LockHeld(self.locks[key])
+        taken = self.slots.setdefault(incident.cluster_name, set())
+        if slot_limit is not None and incident.incident_id not in taken:
+            if len(taken) >= slot_limit:
+                raise GuardFull(sorted(taken), slot_limit)
+            taken.add(incident.incident_id)
         if incident.holds_lock:
-            if key in self.locks:
-                raise LockHeld(self.locks[key])
             self.locks[key] = incident.incident_id
         self.incidents[incident.incident_id] = copy.deepcopy(incident)
+
+    def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> str:
+        return self.locks.setdefault((cluster_name, instance_id), incident_id)
 
     def get(self, incident_id: str) -> Incident | None:
         found = self.incidents.get(incident_id)
@@ -76,6 +93,78 @@ class InMemoryIncidentStore:
     def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None:
         stored = self.reports.get((cluster_name, instance_id), {})
         return stored[max(stored)] if stored else None
+
+    # -- GuardStore ---------------------------------------------------------------------------
+
+    def guard_state(self, cluster_name: str) -> GuardState:
+        return GuardState(
+            tuple(sorted(self.slots.get(cluster_name, set()))), self.reset_at.get(cluster_name)
+        )
+
+    def release_slot(self, cluster_name: str, incident_id: str) -> None:
+        self.slots.get(cluster_name, set()).discard(incident_id)
+
+    def flag_instance(self, cluster_name: str, instance_id: str, at: int, expires_at: int) -> None:
+        self.flags.setdefault(cluster_name, {})[instance_id] = at
+
+    def flagged_instances(self, cluster_name: str, since: int) -> set[str]:
+        return {i for i, at in self.flags.get(cluster_name, {}).items() if at >= since}
+
+    def create_hold(self, hold: ClusterHold) -> None:
+        if hold.cluster_name in self.active:
+            raise HoldExists(self.active[hold.cluster_name])
+        if hold.hold_id in self.holds:
+            raise HoldExists(hold.hold_id)
+        self.holds[hold.hold_id] = copy.deepcopy(hold)
+        self.active[hold.cluster_name] = hold.hold_id
+
+    def active_hold(self, cluster_name: str) -> ClusterHold | None:
+        hold_id = self.active.get(cluster_name)
+        return self.get_hold(hold_id) if hold_id else None
+
+    def get_hold(self, hold_id: str) -> ClusterHold | None:
+        found = self.holds.get(hold_id)
+        return copy.deepcopy(found) if found else None
+
+    def save_hold(self, hold: ClusterHold) -> None:
+        stored = self.holds.get(hold.hold_id)
+        if stored is None or stored.version != hold.version:
+            raise ConditionFailed("stale hold")
+        hold.version += 1
+        self.holds[hold.hold_id] = copy.deepcopy(hold)
+
+    def lift_hold(self, hold: ClusterHold, reset_at: int) -> None:
+        if self.active.get(hold.cluster_name) != hold.hold_id:
+            raise ConditionFailed("not the active hold")
+        self.save_hold(hold)
+        del self.active[hold.cluster_name]
+        self.reset_at[hold.cluster_name] = reset_at
+
+    # -- HistoryStore -------------------------------------------------------------------------
+
+    def record_past(self, past: PastIncident) -> None:
+        keys = [f"instance:{past.instance_id}"] + [f"gpu:{g}" for g in past.gpu_uuids]
+        for key in keys:
+            self.past.setdefault(key, {})[past.incident_id] = past
+
+    def past_for_instance(self, instance_id: str) -> list[PastIncident]:
+        return list(self.past.get(f"instance:{instance_id}", {}).values())
+
+    def past_for_gpu(self, gpu_uuid: str) -> list[PastIncident]:
+        return list(self.past.get(f"gpu:{gpu_uuid}", {}).values())
+
+
+class FakePauseSwitch:
+    """The pause switch's value (None: no switch), or an error to raise on read."""
+
+    def __init__(self, value: str | None = "false") -> None:
+        self.value = value
+        self.error: Exception | None = None
+
+    def read(self) -> str | None:
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 class InMemoryAuditLog:
@@ -166,13 +255,19 @@ if TYPE_CHECKING:
     from lambdas.logic.ports import (
         AuditLog,
         Clock,
+        GuardStore,
+        HistoryStore,
         IncidentStore,
         Notifier,
+        PauseSwitch,
         ReportStore,
         Workflow,
     )
 
     _incidents: IncidentStore = InMemoryIncidentStore()
+    _guard: GuardStore = InMemoryIncidentStore()
+    _history: HistoryStore = InMemoryIncidentStore()
+    _switch: PauseSwitch = FakePauseSwitch()
     _reports: ReportStore = InMemoryIncidentStore()
     _audit: AuditLog = InMemoryAuditLog()
     _notifier: Notifier = RecordingNotifier()

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
 import json
+from datetime import timedelta
 
 import pytest
 
 from lambdas.logic import approval, ids
-from lambdas.models.errors import DecisionRefused, TaskNotWaiting
+from lambdas.models.errors import DecisionRefused, DependencyFailed
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import ApprovalRequest
 from tests.unit.world import APPROVAL_EXECUTION, TOKEN, World
@@ -66,15 +68,15 @@ def test_requesting_approval_returns_and_audits_the_approval_input(world):
     assert entry.request_ids == ["sns-1"]
 
 
-def test_a_failed_notification_fails_the_incident_visibly(world):
+def test_a_failed_notification_keeps_the_approval_request_waiting(world):
     incident_id = world.health_checked()
-    world.notifier.fail_next = TaskNotWaiting("simulated SNS failure")
+    world.notifier.fail_next = DependencyFailed("simulated SNS failure")
 
-    with pytest.raises(TaskNotWaiting):
-        approval.request_approval(ApprovalRequest(incident_id, TOKEN), world.deps)
+    approval.request_approval(ApprovalRequest(incident_id, TOKEN), world.deps)
 
-    assert world.incident(incident_id).state is S.FAILED
-    assert world.audit.actions(incident_id)[-1] == "step_failed"
+    incident = world.incident(incident_id)
+    assert (incident.state, incident.task_token) == (S.AWAITING_APPROVAL, TOKEN)
+    assert world.audit.actions(incident_id)[-2:] == ["notification_failed", "approval_requested"]
 
 
 # -- decide -------------------------------------------------------------------------------------
@@ -149,11 +151,22 @@ def test_a_decision_for_an_unknown_incident_is_audited_under_the_approval_execut
     assert world.audit.actions(ids.decision_subject(APPROVAL_EXECUTION)) == ["decision_refused"]
 
 
-def test_a_decision_whose_task_is_gone_is_released_audited_and_raised(world):
+def test_a_decision_whose_task_is_gone_is_refused_released_and_audited(world):
     incident_id = world.awaiting_approval()
     world.workflow.waiting_tokens.clear()
 
-    with pytest.raises(TaskNotWaiting):
+    with pytest.raises(DecisionRefused, match="no longer waits"):
+        approval.decide(world.decision(incident_id), world.deps)
+
+    assert world.incident(incident_id).decision is None
+    assert world.audit.actions(incident_id)[-1] == "decision_refused"
+
+
+def test_a_decision_that_fails_to_reach_step_functions_is_released_audited_and_raised(world):
+    incident_id = world.awaiting_approval()
+    world.workflow.fail_next_send = DependencyFailed("SendTaskSuccess failed")
+
+    with pytest.raises(DependencyFailed):
         approval.decide(world.decision(incident_id), world.deps)
 
     assert world.incident(incident_id).decision is None
@@ -207,3 +220,31 @@ def test_a_decision_racing_an_unrelated_update_is_still_accepted(world):
     incident = world.incident(incident_id)
     assert incident.decision["decision"] == "approve"
     assert "sdc_x" in incident.metrics
+
+
+def test_a_decision_after_the_approval_timeout_is_refused_and_audited(world):
+    incident_id = world.awaiting_approval()
+    world.settings = dataclasses.replace(world.settings, approval_timeout_seconds=60)
+    world.clock.current += timedelta(minutes=5)
+
+    with pytest.raises(DecisionRefused, match="timed out"):
+        approval.decide(world.decision(incident_id), world.deps)
+
+    assert world.incident(incident_id).decision is None
+    assert world.workflow.answers == []
+    assert world.audit.actions(incident_id)[-1] == "decision_refused"
+
+
+def test_a_decision_within_the_approval_timeout_is_accepted(world):
+    incident_id = world.awaiting_approval()
+    world.settings = dataclasses.replace(world.settings, approval_timeout_seconds=3600)
+
+    result = approval.decide(world.decision(incident_id), world.deps)
+
+    assert result["accepted"] is True
+
+
+def test_the_card_lists_no_history_for_a_first_incident(world):
+    world.awaiting_approval()
+
+    assert "none: no earlier incident" in world.notifier.published[-1].message

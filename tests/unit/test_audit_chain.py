@@ -4,7 +4,14 @@ import dataclasses
 
 import pytest
 
-from lambdas.logic.audit import GENESIS, Auditor, canonical_json, entry_hash, verify_chain
+from lambdas.logic.audit import (
+    GENESIS,
+    Auditor,
+    canonical_json,
+    entry_hash,
+    verify_chain,
+    verify_incident,
+)
 from lambdas.models.errors import ConditionFailed
 from tests.unit.fakes import InMemoryAuditLog, SteppingClock
 
@@ -124,3 +131,36 @@ class FullLog(InMemoryAuditLog):
 def test_an_append_that_keeps_losing_gives_up_with_the_condition_error():
     with pytest.raises(ConditionFailed):
         Auditor(FullLog(), SteppingClock()).record("sdc-1", "x", actor="t")
+
+
+def _deps_with(log: InMemoryAuditLog):
+    from tests.unit.world import World
+
+    world = World()
+    world.audit = log
+    return world.deps
+
+
+def test_verify_incident_walks_the_stored_chain_of_one_incident():
+    log, _ = chain(4)
+
+    verdict = verify_incident("sdc-1", _deps_with(log))
+
+    assert (verdict.ok, verdict.checked) == (True, 4)
+
+
+def test_verify_incident_names_the_first_broken_link():
+    log, entries = chain(4)
+    log.items["sdc-1"][3] = dataclasses.replace(entries[2], details={"i": "tampered"})
+
+    verdict = verify_incident("sdc-1", _deps_with(log))
+
+    assert (verdict.ok, verdict.broken_seq) == (False, 3)
+    assert "hash" in verdict.reason
+
+
+def test_an_incident_without_audit_entries_does_not_verify():
+    verdict = verify_incident("sdc-unknown", _deps_with(InMemoryAuditLog()))
+
+    assert not verdict.ok
+    assert "no audit entries" in verdict.reason

@@ -110,3 +110,18 @@ def test_the_close_notice_of_a_dry_run_says_it_would_have_replaced(world):
     notice = world.notifier.published[-1]
     assert "replaced (dry run)" in notice.subject
     assert f"would have replaced {INSTANCE}" in notice.message
+
+
+def test_with_automatic_node_recovery_the_card_says_hyperpod_may_replace_the_node(world):
+    world.hyperpod.clusters["ml-cluster-1"].node_recovery = "Automatic"
+
+    card = approval_card(world)
+
+    assert "NodeRecovery is Automatic" in card
+    assert "replaced_by_hyperpod" in card
+
+
+def test_without_automatic_node_recovery_the_card_does_not_claim_it(world):
+    card = approval_card(world)
+
+    assert "NodeRecovery is Automatic" not in card

@@ -213,3 +213,29 @@ def test_report_with_a_negative_rank_is_refused():
         parse_report_event(event)
 
     assert err.value.field == "detail.culprits[0]"
+
+
+def test_a_contributor_event_from_another_source_is_refused():
+    with pytest.raises(MalformedEvent, match="source"):
+        parse_contributor_event(contributor(source="aws.ec2"))
+
+
+def test_an_event_larger_than_eventbridge_allows_is_refused():
+    event = contributor()
+    event["detail"]["state"]["reason"] = "x" * 300_000
+
+    with pytest.raises(MalformedEvent, match="bytes"):
+        parse_contributor_event(event)
+
+
+def test_a_contributor_cluster_name_that_is_no_hyperpod_name_is_refused():
+    event = contributor()
+    event["detail"]["alarmContributor"]["attributes"]["ClusterName"] = "a/b"
+
+    with pytest.raises(MalformedEvent, match="ClusterName"):
+        parse_contributor_event(event)
+
+
+def test_an_event_id_longer_than_any_eventbridge_id_is_refused():
+    with pytest.raises(MalformedEvent, match="id"):
+        parse_contributor_event(contributor(id="x" * 300))

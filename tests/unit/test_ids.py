@@ -45,3 +45,19 @@ def test_characters_outside_the_execution_name_set_are_replaced():
 
 def test_events_without_an_incident_are_audited_under_their_event_id():
     assert ids.event_subject("3f1c") == "event#3f1c"
+
+
+def test_a_storm_hold_id_fits_the_execution_name_limit_and_names_its_cluster():
+    hold = ids.hold_id("c" * 63, AT)
+
+    assert len(hold) <= 80 and hold.startswith("hold-") and hold.endswith("-storm-20261130T081504")
+
+
+def test_the_job_level_incident_id_is_the_same_for_the_same_report():
+    at = AT
+
+    first = ids.job_incident_id("ml-cluster-1", "r-5f3c9a1e2b7d4c60", at)
+
+    assert first == ids.job_incident_id("ml-cluster-1", "r-5f3c9a1e2b7d4c60", at)
+    assert first != ids.job_incident_id("ml-cluster-1", "r-0000000000000000", at)
+    assert "-job-" in first and len(first) <= 80

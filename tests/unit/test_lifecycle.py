@@ -10,7 +10,14 @@ from lambdas.models.payloads import Outcome
 S = IncidentState
 
 
-def incident(state: IncidentState, decision: str | None = None) -> Incident:
+def incident(
+    state: IncidentState,
+    decision: str | None = None,
+    *,
+    replacement: dict | None = None,
+    hold: dict | None = None,
+    scope: str = "node",
+) -> Incident:
     return Incident(
         incident_id="sdc-1",
         cluster_name="c",
@@ -19,7 +26,14 @@ def incident(state: IncidentState, decision: str | None = None) -> Incident:
         created_at="t0",
         updated_at="t0",
         decision={"decision": decision} if decision else None,
+        replacement=replacement,
+        hold=hold,
+        scope=scope,
     )
+
+
+OURS = {"requested_by_us": True}
+STORM = {"kind": "storm", "reason": "storm", "hold_id": "hold-c-storm-1"}
 
 
 @pytest.mark.parametrize(
@@ -33,6 +47,11 @@ def incident(state: IncidentState, decision: str | None = None) -> Incident:
         (S.REPLACING, S.REPLACED),
         (S.OPENED, S.FAILED),
         (S.REPLACING, S.FAILED),
+        (S.OPENED, S.HELD),
+        (S.AWAITING_APPROVAL, S.HELD),
+        (S.HEALTH_CHECK, S.CHECKED),
+        (S.HEALTH_CHECK, S.REPLACED_BY_HYPERPOD),
+        (S.REPLACING, S.REPLACED_BY_HYPERPOD),
     ],
 )
 def test_the_documented_path_is_allowed(current, target):
@@ -49,6 +68,8 @@ def test_the_documented_path_is_allowed(current, target):
         (S.REPLACED, S.FAILED),
         (S.SKIPPED, S.OPENED),
         (S.EXPIRED, S.REPLACING),
+        (S.HELD, S.HEALTH_CHECK),
+        (S.OPENED, S.CHECKED),
     ],
 )
 def test_skipping_approval_or_leaving_a_final_state_is_not_allowed(current, target):
@@ -62,6 +83,9 @@ def test_every_final_state_is_terminal_and_no_open_state_is():
         S.EXPIRED,
         S.FAILED,
         S.SKIPPED,
+        S.HELD,
+        S.CHECKED,
+        S.REPLACED_BY_HYPERPOD,
     }
 
 
@@ -85,15 +109,51 @@ def test_advance_moves_the_state_and_the_update_time():
 @pytest.mark.parametrize(
     ("state", "decision", "outcome", "expected"),
     [
-        (S.REPLACING, "approve", Outcome.REPLACED, S.REPLACED),
         (S.AWAITING_APPROVAL, "reject", Outcome.REJECTED, S.REJECTED),
         (S.AWAITING_APPROVAL, None, Outcome.EXPIRED, S.EXPIRED),
         (S.HEALTH_CHECK, None, Outcome.FAILED, S.FAILED),
         (S.FAILED, None, Outcome.FAILED, S.FAILED),
+        (S.HEALTH_CHECK, None, Outcome.REPLACED_BY_HYPERPOD, S.REPLACED_BY_HYPERPOD),
     ],
 )
 def test_closing_outcomes_that_follow_from_the_state_are_kept(state, decision, outcome, expected):
     assert lifecycle.closing_state(incident(state, decision), outcome) == (expected, None)
+
+
+def test_a_replacement_this_pipeline_requested_closes_as_replaced():
+    item = incident(S.REPLACING, "approve", replacement=OURS)
+
+    assert lifecycle.closing_state(item, Outcome.REPLACED) == (S.REPLACED, None)
+
+
+def test_a_node_that_went_away_without_our_request_closes_as_replaced_by_hyperpod():
+    item = incident(S.REPLACING, "approve", replacement={"status": "gone"})
+
+    assert lifecycle.closing_state(item, Outcome.REPLACED) == (S.REPLACED_BY_HYPERPOD, None)
+
+
+def test_a_request_whose_answer_was_never_recorded_counts_as_ours():
+    item = incident(S.REPLACING, "approve", replacement={"pending": True})
+
+    assert lifecycle.closing_state(item, Outcome.REPLACED) == (S.REPLACED, None)
+
+
+def test_a_dry_run_closes_as_replaced():
+    item = incident(S.REPLACING, "approve", replacement={"dry_run": True})
+
+    assert lifecycle.closing_state(item, Outcome.REPLACED) == (S.REPLACED, None)
+
+
+def test_an_incident_with_a_recorded_hold_closes_as_held():
+    item = incident(S.AWAITING_APPROVAL, "approve", hold=STORM)
+
+    assert lifecycle.closing_state(item, Outcome.HELD) == (S.HELD, None)
+
+
+def test_a_job_level_incident_closes_as_checked_after_its_health_checks():
+    item = incident(S.HEALTH_CHECK, scope="job")
+
+    assert lifecycle.closing_state(item, Outcome.CHECKED) == (S.CHECKED, None)
 
 
 @pytest.mark.parametrize(
@@ -103,6 +163,8 @@ def test_closing_outcomes_that_follow_from_the_state_are_kept(state, decision, o
         (S.AWAITING_APPROVAL, None, Outcome.REJECTED),
         (S.AWAITING_APPROVAL, "approve", Outcome.REJECTED),
         (S.FAILED, None, Outcome.REPLACED),
+        (S.OPENED, None, Outcome.HELD),  # no hold recorded
+        (S.HEALTH_CHECK, None, Outcome.CHECKED),  # a node-level incident
     ],
 )
 def test_closing_outcomes_that_do_not_follow_close_as_failed_with_a_reason(
@@ -112,3 +174,12 @@ def test_closing_outcomes_that_do_not_follow_close_as_failed_with_a_reason(
 
     assert final is S.FAILED
     assert reason
+
+
+def test_held_after_a_requested_replacement_closes_as_failed():
+    item = incident(S.REPLACING, "approve", replacement=OURS, hold=STORM)
+
+    final, reason = lifecycle.closing_state(item, Outcome.HELD)
+
+    assert final is S.FAILED
+    assert "after a replacement was requested" in reason

@@ -126,3 +126,22 @@ def test_the_strongest_advice_of_several_reports_wins():
     reports = [evidence("reduced_gradient", NODE_1), evidence("replay_culprit", NODE_1)]
 
     assert recommend(reports, None).advice is Advice.REPLACE
+
+
+def test_a_transient_verdict_on_a_node_with_history_is_proposed_for_replacement():
+    advice = recommend([evidence("nonfinite_transient", NODE_1)], None, ["sdc-earlier"])
+
+    assert advice.advice is Advice.REPLACE
+    assert "sdc-earlier" in advice.reasons[-1]
+
+
+def test_history_alone_does_not_turn_ambiguous_evidence_into_a_replacement():
+    advice = recommend([evidence("weights_no_majority", NODE_1)], None, ["sdc-earlier"])
+
+    assert advice.advice is Advice.HEALTH_CHECK_ONLY
+
+
+def test_a_job_level_incident_never_proposes_a_replacement():
+    advice = recommend([evidence("replay_culprit", NODE_1)], "failed", job_level=True)
+
+    assert advice.advice is Advice.HEALTH_CHECK_ONLY

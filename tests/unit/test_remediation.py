@@ -7,7 +7,6 @@ from lambdas.models.errors import (
     DependencyFailed,
     InvalidTransition,
     ReplacementNotApproved,
-    ReplacementRejected,
     Throttled,
 )
 from lambdas.models.hyperpod import NodeRecovery
@@ -53,7 +52,12 @@ def test_starting_records_the_status_the_node_reports_afterwards(world):
 
     result = remediation.start_health_check(ref(incident_id), world.deps)
 
-    assert result == {"status": "DeepHealthCheckInProgress", "started": True}
+    assert result == {
+        "status": "DeepHealthCheckInProgress",
+        "started": True,
+        "held": False,
+        "scope": "node",
+    }
     incident = world.incident(incident_id)
     assert incident.state is S.HEALTH_CHECK
     assert incident.health_check["status"] == "DeepHealthCheckInProgress"
@@ -66,7 +70,7 @@ def test_a_node_that_is_not_running_gets_no_health_check_and_says_why(world):
 
     result = remediation.start_health_check(ref(incident_id), world.deps)
 
-    assert result == {"status": "SystemUpdating", "started": False}
+    assert result == {"status": "SystemUpdating", "started": False, "held": False, "scope": "node"}
     assert world.hyperpod.calls_to("StartClusterHealthCheck") == []
     entry = world.audit.entries(incident_id)[-1]
     assert entry.action == "health_check_not_started"
@@ -75,9 +79,10 @@ def test_a_node_that_is_not_running_gets_no_health_check_and_says_why(world):
 
 def test_a_failed_health_check_call_marks_the_incident_failed_audits_and_reraises(world):
     incident_id = world.opened()
-    world.hyperpod.fail_next("StartClusterHealthCheck", Throttled("slow", request_id="req-7"))
+    refused = DependencyFailed("bad group", code="ValidationException", request_id="req-7")
+    world.hyperpod.fail_next("StartClusterHealthCheck", refused)
 
-    with pytest.raises(Throttled):
+    with pytest.raises(DependencyFailed):
         remediation.start_health_check(ref(incident_id), world.deps)
 
     incident = world.incident(incident_id)
@@ -85,6 +90,29 @@ def test_a_failed_health_check_call_marks_the_incident_failed_audits_and_reraise
     assert incident.error["step"] == "start_health_check"
     entry = world.audit.entries(incident_id)[-1]
     assert (entry.action, entry.request_ids) == ("step_failed", ["req-7"])
+
+
+def test_a_throttled_health_check_call_leaves_the_incident_open_for_the_retry(world):
+    incident_id = world.opened()
+    world.hyperpod.fail_next("StartClusterHealthCheck", Throttled("slow", request_id="req-7"))
+
+    with pytest.raises(Throttled):
+        remediation.start_health_check(ref(incident_id), world.deps)
+
+    assert world.incident(incident_id).state is S.OPENED
+    assert world.audit.actions(incident_id)[-1] == "step_error_retryable"
+
+
+def test_the_retry_after_a_throttled_call_starts_the_health_check_once(world):
+    incident_id = world.opened()
+    world.hyperpod.fail_next("StartClusterHealthCheck", Throttled("slow"))
+    with pytest.raises(Throttled):
+        remediation.start_health_check(ref(incident_id), world.deps)
+
+    result = remediation.start_health_check(ref(incident_id), world.deps)
+
+    assert result["started"] is True
+    assert world.incident(incident_id).state is S.HEALTH_CHECK
 
 
 def test_starting_twice_does_not_start_a_second_health_check(world):
@@ -107,8 +135,8 @@ def test_polling_reports_in_progress_then_the_passing_result(world):
     first = remediation.check_health(ref(incident_id), world.deps)
     second = remediation.check_health(ref(incident_id), world.deps)
 
-    assert first == {"status": "DeepHealthCheckInProgress", "in_progress": True}
-    assert second == {"status": "Running", "in_progress": False}
+    assert first == {"status": "DeepHealthCheckInProgress", "in_progress": True, "scope": "node"}
+    assert second == {"status": "Running", "in_progress": False, "scope": "node"}
     assert world.incident(incident_id).health_check["result"] == "passed"
 
 
@@ -139,7 +167,22 @@ def test_a_node_that_hyperpod_replaces_itself_is_waited_for_not_replaced_again(w
     result = remediation.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "in_progress"}
-    assert world.audit.entries(incident_id)[-1].details["code"] == "InstanceIdInUse"
+    assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
+    assert world.audit.actions(incident_id)[-1] == "replacement_by_hyperpod"
+
+
+def test_a_node_hyperpod_replaced_by_itself_closes_as_replaced_by_hyperpod(world):
+    world.hyperpod.clusters[CLUSTER].node_recovery = NodeRecovery.AUTOMATIC
+    world.hyperpod.set_health_check_result(CLUSTER, INSTANCE, passes=False)
+    incident_id = world.decided("approve")
+    remediation.replace_node(ref(incident_id), world.deps)
+    while not remediation.check_replacement(ref(incident_id), world.deps)["done"]:
+        pass
+
+    result = close(world, incident_id, Outcome.REPLACED)
+
+    assert result["state"] == "replaced_by_hyperpod"
+    assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
 
 
 def test_a_node_gone_during_the_health_check_ends_the_check_as_node_gone(world):
@@ -149,7 +192,7 @@ def test_a_node_gone_during_the_health_check_ends_the_check_as_node_gone(world):
 
     result = remediation.check_health(ref(incident_id), world.deps)
 
-    assert result == {"status": "NotFound", "in_progress": False}
+    assert result == {"status": "NotFound", "in_progress": False, "scope": "node"}
     assert world.incident(incident_id).health_check["result"] == "node_gone"
 
 
@@ -230,15 +273,15 @@ def test_each_documented_failed_code_maps_to_its_next_step(world, code, status, 
     assert (entry.action, entry.details["code"]) == (action, code)
 
 
-def test_an_internal_server_error_in_failed_is_a_failure_of_the_step(world):
+def test_an_internal_server_error_in_failed_is_retried_later(world):
     incident_id = world.decided("approve")
     world.hyperpod.inject_replace_failure(INSTANCE, "InternalServerError", "boom")
 
-    with pytest.raises(ReplacementRejected, match="InternalServerError"):
-        remediation.replace_node(ref(incident_id), world.deps)
+    result = remediation.replace_node(ref(incident_id), world.deps)
 
-    assert world.incident(incident_id).state is S.FAILED
-    assert world.audit.actions(incident_id)[-1] == "step_failed"
+    assert result == {"status": "retry"}
+    assert world.incident(incident_id).state is S.REPLACING
+    assert world.audit.entries(incident_id)[-1].details["code"] == "InternalServerError"
 
 
 def test_a_retry_after_invalid_status_requests_the_replacement(world):
@@ -383,12 +426,21 @@ def test_closing_twice_changes_nothing_and_notifies_once(world):
     assert len(world.audit.entries(incident_id)) == entries
 
 
+def test_a_close_whose_notification_fails_still_closes_and_says_so(world):
+    incident_id = world.awaiting_approval()
+    world.notifier.fail_next = Throttled("sns throttled")
+
+    result = close(world, incident_id, Outcome.EXPIRED)
+
+    assert result["state"] == "expired"
+    assert world.audit.actions(incident_id)[-1] == "notification_failed"
+    assert not world.incident(incident_id).close_notified
+
+
 def test_a_close_whose_notification_failed_notifies_when_closed_again(world):
     incident_id = world.awaiting_approval()
     world.notifier.fail_next = Throttled("sns throttled")
-    with pytest.raises(Throttled):
-        close(world, incident_id, Outcome.EXPIRED)
-    assert world.audit.actions(incident_id)[-1] == "notification_failed"
+    close(world, incident_id, Outcome.EXPIRED)
 
     close(world, incident_id, Outcome.FAILED)
 
@@ -410,5 +462,5 @@ def test_a_health_check_that_was_never_started_is_not_reported_as_failed(world):
 
     result = remediation.check_health(ref(incident_id), world.deps)
 
-    assert result == {"status": "SystemUpdating", "in_progress": False}
+    assert result == {"status": "SystemUpdating", "in_progress": False, "scope": "node"}
     assert world.incident(incident_id).health_check["result"] == "not_run"

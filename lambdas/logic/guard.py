@@ -1,0 +1,219 @@
+"""When the pipeline must not act: the pause switch, the storm hold and the blast-radius guard.
+
+- Pause switch: one SSM parameter (`PAUSE_PARAMETER`) an operator flips without a deploy.
+  `false` = running; `true` = paused; any other value, or a switch that cannot be read, counts as
+  paused (fail closed: nothing acts on an unknown switch). Paused: new incidents are recorded as
+  `held` and notified; steps that would act (start a health check, replace a node) hold instead.
+- Storm hold: every new node-level incident flags its instance. When `STORM_THRESHOLD` distinct
+  instances of one cluster are flagged within `STORM_WINDOW_SECONDS`, that is a software or
+  recipe problem, not hardware: the cluster gets one storm hold (a conditional write, so one
+  hold and one notification however many alarms race), every new incident is held without a
+  notification of its own, and in-flight incidents hold at their next acting step. Only an
+  audited reset lifts it: the approval state machine with `{"incident_id": "<hold id>",
+  "decision": "reset"}`; flags from before the reset no longer count.
+- Blast-radius guard: at most `open_limit(nodes)` incidents per cluster hold a guard slot (taken
+  atomically with the incident); beyond it a new incident is recorded as `held` and notified.
+
+    open_limit(N) = max(1, min(GUARD_MAX_OPEN, ceil(N * GUARD_MAX_OPEN_PERCENT / 100), N - 1))
+
+  Rounding up lets every cluster have one (3 nodes at 10 % → 1); N - 1 keeps one node of a
+  small cluster out of remediation (2 nodes → 1); a one-node cluster still allows its one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from lambdas.logic import cards, ids
+from lambdas.logic._steps import Step, error_details
+from lambdas.logic.ports import Deps
+from lambdas.models.errors import ConditionFailed, HoldExists
+from lambdas.models.guard import ClusterHold, HoldKind
+from lambdas.models.settings import Settings
+from lambdas.observability import count, logger
+
+FLAG_TTL = timedelta(days=2)
+
+
+@dataclass(frozen=True, slots=True)
+class Blocker:
+    """Why nothing may act on a cluster right now."""
+
+    kind: str
+    reason: str
+    hold_id: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        return {"kind": self.kind, "reason": self.reason, "hold_id": self.hold_id}
+
+
+def open_limit(node_count: int | None, settings: Settings) -> int:
+    """How many incidents of a cluster with `node_count` nodes may be open at once."""
+    if not node_count or node_count < 1:
+        return settings.guard_max_open
+    by_share = math.ceil(node_count * settings.guard_max_open_percent / 100)
+    return max(1, min(settings.guard_max_open, by_share, node_count - 1))
+
+
+def pause_blocker(deps: Deps) -> Blocker | None:
+    name = deps.settings.pause_parameter
+    try:
+        value = deps.switch.read()
+    except Exception as err:
+        logger.warning("pause switch unreadable", parameter=name, error=str(err))
+        return Blocker(
+            HoldKind.PAUSED,
+            f"the pause switch {name} could not be read ({type(err).__name__}: {err}); "
+            "nothing acts while it cannot be read",
+        )
+    if value is None:
+        return None
+    normalized = value.strip().lower()
+    if normalized == "false":
+        return None
+    if normalized == "true":
+        return Blocker(HoldKind.PAUSED, f"the pipeline is paused (pause switch {name} is true)")
+    return Blocker(
+        HoldKind.PAUSED,
+        f"the pause switch {name} holds {value[:50]!r}, neither 'true' nor 'false': "
+        "counted as paused",
+    )
+
+
+def storm_blocker(deps: Deps, cluster_name: str) -> Blocker | None:
+    hold = deps.guard.active_hold(cluster_name)
+    if hold is None:
+        return None
+    return Blocker(HoldKind.STORM, f"storm hold {hold.hold_id}: {hold.reason}", hold.hold_id)
+
+
+def blocker(deps: Deps, cluster_name: str) -> Blocker | None:
+    """What stops acting on the cluster now: its storm hold first, then the pause switch."""
+    return storm_blocker(deps, cluster_name) or pause_blocker(deps)
+
+
+def flag(step: Step, cluster_name: str, instance_id: str, at: datetime) -> ClusterHold | None:
+    """Flag the instance for storm detection; returns the cluster's active storm hold, started
+    here when this flag reaches the threshold. The hold's one notification goes out here."""
+    deps = step.deps
+    settings = deps.settings
+    flagged_at = int(at.timestamp())
+    deps.guard.flag_instance(
+        cluster_name, instance_id, flagged_at, flagged_at + int(FLAG_TTL.total_seconds())
+    )
+    hold = deps.guard.active_hold(cluster_name)
+    if hold is None:
+        state = deps.guard.guard_state(cluster_name)
+        since = flagged_at - settings.storm_window_seconds
+        if state.storm_reset_at is not None:
+            since = max(since, state.storm_reset_at)
+        flagged = deps.guard.flagged_instances(cluster_name, since)
+        if len(flagged) < settings.storm_threshold:
+            return None
+        hold = _start_hold(step, cluster_name, sorted(flagged), list(state.open_ids))
+        if hold is None:
+            return None
+    notify_storm(step, hold)
+    return hold
+
+
+def _start_hold(
+    step: Step, cluster_name: str, flagged: list[str], open_ids: list[str]
+) -> ClusterHold | None:
+    settings = step.deps.settings
+    hold = ClusterHold(
+        hold_id=ids.hold_id(cluster_name, step.deps.clock.now()),
+        cluster_name=cluster_name,
+        reason=(
+            f"{len(flagged)} distinct instances flagged within {settings.storm_window_seconds} s "
+            f"(threshold {settings.storm_threshold}): a software or recipe problem, not hardware"
+        ),
+        created_at=step.now(),
+        instances=flagged[:100],
+        threshold=settings.storm_threshold,
+        window_seconds=settings.storm_window_seconds,
+    )
+    try:
+        step.deps.guard.create_hold(hold)
+    except HoldExists:
+        return step.deps.guard.active_hold(cluster_name)
+    step.audit(
+        hold.hold_id,
+        "storm_hold_started",
+        {
+            "cluster_name": cluster_name,
+            "reason": hold.reason,
+            "instances": flagged[:100],
+            "flagged": len(flagged),
+            "threshold": hold.threshold,
+            "window_seconds": hold.window_seconds,
+            "open_incidents": open_ids,
+        },
+    )
+    count("StormHolds")
+    logger.warning("storm hold started", hold_id=hold.hold_id, cluster_name=cluster_name)
+    return hold
+
+
+def notify_storm(step: Step, hold: ClusterHold) -> None:
+    """The hold's one notification: claimed on the hold record first (a conditional save), so
+    racing alarms send it once; a failed publish gives the claim back for the next alarm."""
+    if hold.notified:
+        return
+    hold.notified = True
+    try:
+        step.deps.guard.save_hold(hold)
+    except ConditionFailed:
+        return  # another invocation claimed it
+    open_ids = list(step.deps.guard.guard_state(hold.cluster_name).open_ids)
+    notice = cards.storm_notice(hold, step.deps.settings, open_ids)
+    try:
+        request_id = step.deps.notifier.publish(
+            notice.subject,
+            notice.text,
+            {"incident_id": hold.hold_id, "kind": "storm_hold", "cluster": hold.cluster_name},
+        )
+    except Exception as err:
+        hold.notified = False
+        try:
+            step.deps.guard.save_hold(hold)
+        finally:
+            step.audit(hold.hold_id, "notification_failed", error_details(err, kind="storm_hold"))
+        return
+    step.audit(
+        hold.hold_id,
+        "storm_notified",
+        {"subject": notice.subject, "open_incidents": open_ids},
+        [request_id],
+    )
+
+
+def lift(step: Step, hold: ClusterHold, actor: str, comment: str) -> ClusterHold:
+    """End the storm hold (the reset decision): audited, notified; flags up to now stop
+    counting. Raises ConditionFailed when the hold changed meanwhile."""
+    hold.lifted_at = step.now()
+    hold.lifted_by = actor
+    hold.comment = comment
+    step.deps.guard.lift_hold(hold, int(step.deps.clock.now().timestamp()))
+    step.audit(
+        hold.hold_id,
+        "storm_hold_reset",
+        {"cluster_name": hold.cluster_name, "comment": comment},
+        actor=actor,
+    )
+    count("StormHoldsReset")
+    notice = cards.hold_lifted_notice(hold)
+    try:
+        request_id = step.deps.notifier.publish(
+            notice.subject,
+            notice.text,
+            {"incident_id": hold.hold_id, "kind": "storm_hold_reset", "cluster": hold.cluster_name},
+        )
+    except Exception as err:
+        step.audit(hold.hold_id, "notification_failed", error_details(err, kind="reset"))
+    else:
+        step.audit(hold.hold_id, "reset_notified", {"subject": notice.subject}, [request_id])
+    return hold

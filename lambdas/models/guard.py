@@ -1,0 +1,95 @@
+"""The cluster-wide safety state: the blast-radius guard's open slots and the storm hold."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class HoldKind:
+    """Why an incident is held (the `kind` of `Incident.hold`)."""
+
+    PAUSED = "paused"
+    """The pause switch (one SSM parameter) says paused, or cannot be read."""
+    STORM = "storm"
+    """The cluster has an active storm hold: too many distinct instances flagged too fast."""
+    GUARD = "guard"
+    """The blast-radius guard is full: as many incidents are open as the cluster allows."""
+
+
+@dataclass(frozen=True, slots=True)
+class GuardState:
+    """`GUARD#<cluster>`: the incidents holding a slot, and when the last storm hold was reset
+    (flags before it no longer count towards a storm)."""
+
+    open_ids: tuple[str, ...] = ()
+    storm_reset_at: int | None = None
+
+
+@dataclass
+class ClusterHold:
+    """A storm hold: while active (`lifted_at` None) nothing in the cluster acts.
+
+    `hold_id` is what the approver pastes as `incident_id` with decision `reset` to lift it.
+    `version` is the optimistic lock, as for incidents.
+    """
+
+    hold_id: str
+    cluster_name: str
+    reason: str
+    created_at: str
+    instances: list[str] = field(default_factory=list)
+    threshold: int = 0
+    window_seconds: int = 0
+    notified: bool = False
+    lifted_at: str | None = None
+    lifted_by: str | None = None
+    comment: str | None = None
+    version: int = 0
+
+    @property
+    def active(self) -> bool:
+        return self.lifted_at is None
+
+    def to_record(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ClusterHold:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in record.items() if k in known})
+
+
+@dataclass(frozen=True, slots=True)
+class PastIncident:
+    """One closed node-scope incident, kept by instance id and by GPU UUID (instance ids change
+    on replacement; a GPU UUID names the device), for the repeat-offender history."""
+
+    incident_id: str
+    cluster_name: str
+    instance_id: str
+    state: str
+    created_at: str
+    closed_at: str
+    gpu_uuids: tuple[str, ...] = ()
+    hold_kind: str | None = None
+    advice: str | None = None
+
+    @property
+    def counts_as_history(self) -> bool:
+        """Skipped incidents (not a node) and storm holds (a software problem) say nothing about
+        the hardware."""
+        return self.state != "skipped" and self.hold_kind != HoldKind.STORM
+
+    def to_record(self) -> dict[str, Any]:
+        record = dataclasses.asdict(self)
+        record["gpu_uuids"] = list(self.gpu_uuids)
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> PastIncident:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in record.items() if k in known}
+        values["gpu_uuids"] = tuple(values.get("gpu_uuids") or ())
+        return cls(**values)

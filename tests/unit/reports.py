@@ -1,0 +1,54 @@
+"""SDC Report events built the way the emitter builds them (its pure `build_report`), from the
+shared alarm fixtures and rank map: 4 nodes of 8 GPUs, rank r on node r // 8."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from tests.conftest import load_fixture
+from trainer_emitter.contract import NAMESPACE, REPORT_DETAIL_TYPE, REPORT_SOURCE
+from trainer_emitter.rankmap import RankMap
+from trainer_emitter.report import build_report
+
+NODES = (
+    "i-0aa00000000000001",
+    "i-0bb00000000000002",
+    "i-0cc00000000000003",
+    "i-0dd00000000000004",
+)
+REPORT_TIME = datetime(2026, 11, 30, 8, 14, 31, tzinfo=UTC)
+
+
+def report_event(
+    alarm: str | dict[str, Any],
+    *,
+    cluster: str = "ml-cluster-1",
+    report_id: str | None = None,
+    at: datetime = REPORT_TIME,
+) -> dict[str, Any]:
+    """The EventBridge event of the report the emitter publishes for `alarm` (a fixture name
+    under alarms/, or an alarm dict)."""
+    body = load_fixture("alarms", alarm) if isinstance(alarm, str) else alarm
+    report = build_report(
+        body,
+        RankMap(load_fixture("alarms", "rank_map")),
+        cluster_name=cluster,
+        job_name="llama-pretrain",
+        namespace=NAMESPACE,
+        report_id=report_id or f"r-{uuid.uuid4().hex[:16]}",
+        now=at,
+        reporting_rank=0,
+    )
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": REPORT_DETAIL_TYPE,
+        "source": REPORT_SOURCE,
+        "account": "111122223333",
+        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": "us-west-2",
+        "resources": [],
+        "detail": report.detail,
+    }
