@@ -84,6 +84,18 @@ class LazyClient:
         return self._client
 
 
+class DynamoTable:
+    """Base of the adapters that work on one DynamoDB table: its name and a lazy client."""
+
+    def __init__(self, table_name: str, factory: ClientFactory | None = None) -> None:
+        self.table_name = table_name
+        self._client = LazyClient(factory or client_factory("dynamodb"))
+
+    @property
+    def client(self) -> Any:
+        return self._client.get()
+
+
 def request_id(response: Mapping[str, Any] | None) -> str | None:
     metadata = (response or {}).get("ResponseMetadata") or {}
     value = metadata.get("RequestId")

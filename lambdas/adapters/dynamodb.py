@@ -9,10 +9,8 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from lambdas.adapters._aws import (
-    ClientFactory,
-    LazyClient,
+    DynamoTable,
     aws_call,
-    client_factory,
     error_code,
     from_item,
     request_id,
@@ -71,17 +69,9 @@ def history_pks(past: PastIncident) -> list[str]:
     ]
 
 
-class DynamoIncidentStore:
+class DynamoIncidentStore(DynamoTable):
     """Implements IncidentStore, ReportStore, GuardStore and HistoryStore on the one incidents
     table."""
-
-    def __init__(self, table_name: str, factory: ClientFactory | None = None) -> None:
-        self.table_name = table_name
-        self._client = LazyClient(factory or client_factory("dynamodb"))
-
-    @property
-    def client(self) -> Any:
-        return self._client.get()
 
     # -- incidents -------------------------------------------------------------------------
 
@@ -469,16 +459,8 @@ def _epoch(iso: str) -> int:
         return 0
 
 
-class DynamoAuditLog:
+class DynamoAuditLog(DynamoTable):
     """Append-only: PutItem with `attribute_not_exists(seq)`, Query and GetItem; never updates."""
-
-    def __init__(self, table_name: str, factory: ClientFactory | None = None) -> None:
-        self.table_name = table_name
-        self._client = LazyClient(factory or client_factory("dynamodb"))
-
-    @property
-    def client(self) -> Any:
-        return self._client.get()
 
     def last(self, incident_id: str) -> AuditEntry | None:
         with aws_call("Query"):

@@ -9,7 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
-from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory, from_item
+from lambdas.adapters._aws import (
+    DynamoTable,
+    aws_call,
+    from_item,
+)
 from lambdas.adapters.dynamodb import incident_key
 from lambdas.models.audit import AuditEntry
 from lambdas.models.incident import Incident, IncidentState
@@ -25,16 +29,8 @@ OPEN_STATES: Final = tuple(s for s in IncidentState if not s.terminal)
 """Opened, in a health check, awaiting approval, replacing: what still needs someone."""
 
 
-class DynamoIncidentQueries:
+class DynamoIncidentQueries(DynamoTable):
     """Incidents by state through the `by_state` index (eventually consistent, as every GSI)."""
-
-    def __init__(self, table_name: str, factory: ClientFactory | None = None) -> None:
-        self.table_name = table_name
-        self._client = LazyClient(factory or client_factory("dynamodb"))
-
-    @property
-    def client(self) -> Any:
-        return self._client.get()
 
     def by_state(self, state: IncidentState) -> list[Incident]:
         """The incidents in `state`, oldest first."""
@@ -62,17 +58,9 @@ class DynamoIncidentQueries:
         return sorted(found, key=lambda i: (i.created_at, i.incident_id))
 
 
-class DynamoAuditChains:
+class DynamoAuditChains(DynamoTable):
     """Every subject of the audit log with its entries: incidents, and the `event#...` and
     `decision#...` subjects of refusals that could not be tied to an incident."""
-
-    def __init__(self, table_name: str, factory: ClientFactory | None = None) -> None:
-        self.table_name = table_name
-        self._client = LazyClient(factory or client_factory("dynamodb"))
-
-    @property
-    def client(self) -> Any:
-        return self._client.get()
 
     def all_chains(self) -> dict[str, list[AuditEntry]]:
         """Subject → its entries in seq order, subjects sorted. One Scan of the whole table
