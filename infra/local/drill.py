@@ -60,6 +60,14 @@ NONFINITE_TRANSIENT = {
     "last_audit_pass": 20,
     "last_weight_check_pass": 20,
 }
+WEIGHTS_NO_MAJORITY = {
+    "step": 40,
+    "check": "weights",
+    "suspects": None,
+    "suspect_window": [31, 40],
+    "last_audit_pass": 30,
+    "last_weight_check_pass": 30,
+}
 WEIGHTS_SUSPECT = {
     "step": 35,
     "check": "weights",
@@ -84,6 +92,12 @@ class Scenario:
     """How often each contributor event is delivered (EventBridge is at-least-once)."""
     replaced: bool = False
     """Whether BatchReplaceClusterNodes must have been called (and only then)."""
+    approval: bool = True
+    """Whether the incident asks for a decision (a health-check-only incident does not)."""
+    node_recovery: str = "None"
+    """The fake cluster's NodeRecovery setting."""
+    health_check_fails: bool = False
+    """Whether the suspect node fails its deep health check."""
 
 
 SCENARIOS = {
@@ -112,6 +126,25 @@ SCENARIOS = {
             "approve",
             "replaced",
             replaced=True,
+        ),
+        Scenario(
+            "weight-no-majority",
+            "replicas disagree with no strict majority: one job-level incident, health checks "
+            "only, nothing proposed for replacement",
+            WEIGHTS_NO_MAJORITY,
+            None,
+            "checked",
+            approval=False,
+        ),
+        Scenario(
+            "hyperpod-replaces",
+            "the deep health check fails on a NodeRecovery=Automatic cluster: HyperPod replaces "
+            "the node itself, the pipeline sees it and does not replace it again",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced_by_hyperpod",
+            node_recovery="Automatic",
+            health_check_fails=True,
         ),
         Scenario(
             "reject",
@@ -208,7 +241,14 @@ def run_scenario(
         progress(what)
 
     progress("synthesizing the stack and standing it up in a local account")
-    with LocalRun.open(context=scenario.context, hyperpod=default_cluster(NODES)) as run:
+    hyperpod = default_cluster(NODES, node_recovery=scenario.node_recovery)
+    if scenario.health_check_fails:
+        suspects = {
+            d["instance_id"] for d in RANK_MAP if d["rank"] in scenario.alarm.get("culprits", [])
+        }
+        for instance_id in suspects:
+            hyperpod.set_health_check_result(CLUSTER, instance_id, passes=False)
+    with LocalRun.open(context=scenario.context, hyperpod=hyperpod) as run:
         note("local", "stack deployed into the local account (moto) from the synthesized template")
         result = run.emitter(RANK_MAP).report(scenario.alarm)
         published = ", ".join(f"{d.metric.value} on {d.instance_id}" for d in result.datapoints)
@@ -243,8 +283,12 @@ def run_scenario(
                     if incident_id and incident_id not in incident_ids:
                         incident_ids.append(incident_id)
 
+        for delivery in run.deliveries:  # the report event may have opened it first
+            for opened in (delivery.response or {}).get("incidents") or []:
+                if opened.get("incident_id") and opened["incident_id"] not in incident_ids:
+                    incident_ids.append(opened["incident_id"])
         card: str | None = None
-        for incident_id in incident_ids:
+        for incident_id in incident_ids if scenario.approval else []:
             run.wait_for(incident_id, "awaiting_approval", timeout=60)
             notice = run.wait_for_notification("approve")
             card = notice["message"]
@@ -429,7 +473,7 @@ def render(outcome: Outcome, out: TextIO, style: Style) -> None:
     for incident in outcome.incidents:
         new_id = incident["new_instance_id"]
         out.write(
-            f"  {incident['instance_id']}: {incident['state']}"
+            f"  {incident['instance_id'] or 'job-level incident'}: {incident['state']}"
             + (f" → new instance {new_id}" if new_id else "")
             + (
                 " (dry run: recorded as would-replace, nothing was called)"

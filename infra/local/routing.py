@@ -62,6 +62,14 @@ class _Context:
 
 
 _invoke_lock = threading.RLock()
+_current = threading.local()
+
+
+def invocation_environment() -> dict[str, str] | None:
+    """The environment of the function this thread is running, while it runs one: read it
+    instead of os.environ, which another thread may be setting or restoring."""
+    stack: list[dict[str, str]] = getattr(_current, "stack", [])
+    return stack[-1] if stack else None
 
 
 @contextmanager
@@ -99,7 +107,7 @@ def handlers_in_process(
                 {"errorType": "StaleLocalRun", "errorMessage": "invoked from an ended local run"}
             ).encode()
         event = json.loads(body) if body else {}
-        with _invoke_lock, _environment(function.environment):
+        with _invoke_lock, _environment(function.environment), _current_function(function):
             if before_each:
                 before_each()
             module_name, attr = function.handler.rsplit(".", 1)
@@ -122,6 +130,18 @@ def handlers_in_process(
         yield log
     finally:
         LambdaSimpleBackend.invoke = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def _current_function(function: Any) -> Iterator[None]:
+    stack = getattr(_current, "stack", None)
+    if stack is None:
+        stack = _current.stack = []
+    stack.append(dict(function.environment))
+    try:
+        yield
+    finally:
+        stack.pop()
 
 
 @contextmanager

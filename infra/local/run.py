@@ -30,7 +30,14 @@ import boto3
 from moto import mock_aws
 
 from infra.local.evaluator import Evaluator
-from infra.local.routing import Delivery, EventBus, InvocationLog, handlers_in_process, new_event
+from infra.local.routing import (
+    Delivery,
+    EventBus,
+    InvocationLog,
+    handlers_in_process,
+    invocation_environment,
+    new_event,
+)
 from infra.local.template import ACCOUNT, REGION, LocalStack, stand_up
 from lambdas.adapters.fake_hyperpod import FakeHyperPod
 from lambdas.handlers import _deps
@@ -144,7 +151,8 @@ class LocalRun:
 
                 def per_invocation() -> Deps:
                     # Each invocation sees its own function's environment, as on AWS.
-                    return build_deps(Settings.from_env(), session=session, hyperpod=hyperpod)
+                    env = invocation_environment()
+                    return build_deps(Settings.from_env(env), session=session, hyperpod=hyperpod)
 
                 _deps.set_deps(per_invocation)
                 with (

@@ -76,9 +76,31 @@ def test_the_incident_is_on_the_instance_the_alarm_names(outcomes, name, instanc
     assert outcomes(name).incidents[0]["instance_id"] == instance
 
 
-@pytest.mark.parametrize("name", ["reject", "approval-timeout", "dry-run"])
+@pytest.mark.parametrize(
+    "name", ["reject", "approval-timeout", "dry-run", "weight-no-majority", "hyperpod-replaces"]
+)
 def test_scenarios_without_approval_or_with_dry_run_never_call_replace(outcomes, name):
     assert outcomes(name).replace_calls == []
+
+
+def test_an_alarm_without_a_strict_majority_health_checks_and_asks_no_one(outcomes):
+    outcome = outcomes("weight-no-majority")
+
+    (incident,) = outcome.incidents
+    assert not incident["instance_id"]  # one job-level incident for the involved nodes
+    assert "approval_requested" not in actions(outcome)
+    assert "health_check_started" in actions(outcome)
+
+
+def test_when_hyperpod_replaces_a_failed_node_itself_the_pipeline_does_not_replace_it_again(
+    outcomes,
+):
+    outcome = outcomes("hyperpod-replaces")
+
+    (incident,) = outcome.incidents
+    assert incident["state"] == "replaced_by_hyperpod"
+    assert outcome.replace_calls == []
+    assert "HyperPod" in (outcome.notification or "")
 
 
 def test_a_timed_out_approval_records_no_decision(outcomes):
