@@ -243,9 +243,8 @@ def run_scenario(
     progress("synthesizing the stack and standing it up in a local account")
     hyperpod = default_cluster(NODES, node_recovery=scenario.node_recovery)
     if scenario.health_check_fails:
-        suspects = {
-            d["instance_id"] for d in RANK_MAP if d["rank"] in scenario.alarm.get("culprits", [])
-        }
+        culprits = scenario.alarm.get("culprits", [])
+        suspects = {str(d["instance_id"]) for d in RANK_MAP if d["rank"] in culprits}
         for instance_id in suspects:
             hyperpod.set_health_check_result(CLUSTER, instance_id, passes=False)
     with LocalRun.open(context=scenario.context, hyperpod=hyperpod) as run:
