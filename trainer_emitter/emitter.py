@@ -241,7 +241,9 @@ class Emitter:
         outcome = _Delivery(self.sink, self.config.namespace, built)
         worker = threading.Thread(target=outcome.run, name="sdc-report", daemon=True)
         worker.start()
-        worker.join(max(self.config.deadline - (time.monotonic() - started), 0.0))
+        # A tenth of the deadline stays for building the spool line and writing it.
+        budget = self.config.deadline * 0.9
+        worker.join(max(budget - (time.monotonic() - started), 0.0))
         sent, failure = outcome.finish()
         result.sent = sent
         result.pending = [p for p in spool.PARTS if p not in sent]
