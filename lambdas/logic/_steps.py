@@ -142,3 +142,33 @@ def error_details(err: BaseException, **extra: Any) -> dict[str, Any]:
         key: value[:ERROR_TEXT_LIMIT] if isinstance(value, str) else value
         for key, value in {**extra, **details}.items()
     }
+
+
+def send_notice(
+    step: Step,
+    incident: Incident,
+    subject: str,
+    text: str,
+    kind: str,
+    sent_action: str,
+    current: Incident | None = None,
+) -> None:
+    """Publish a notice about `incident`, then mark it `close_notified` and audit `sent_action`.
+    A failed publish is audited as `notification_failed` and not raised: the incident is
+    recorded either way, and the flag stays false so a retry sends the notice again."""
+    try:
+        request_id = step.deps.notifier.publish(
+            subject,
+            text,
+            {"incident_id": incident.incident_id, "kind": kind, "state": incident.state.value},
+        )
+    except Exception as err:
+        step.audit(incident.incident_id, "notification_failed", error_details(err, kind=kind))
+        return
+
+    def mark(found: Incident) -> bool:
+        found.close_notified = True
+        return True
+
+    step.update(incident.incident_id, mark, current)
+    step.audit(incident.incident_id, sent_action, {"subject": subject}, [request_id])

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from lambdas.logic import cards, evidence, guard, ids
-from lambdas.logic._steps import Step, error_details
+from lambdas.logic._steps import Step, error_details, send_notice
 from lambdas.logic.history import record_history
 from lambdas.logic.ports import Deps
 from lambdas.models.errors import (
@@ -316,22 +316,7 @@ def notify_held(step: Step, incident: Incident) -> None:
     """The held notice; a failed publish is audited (the incident stays recorded, a redelivery
     of its event tries again), never raised."""
     notice = cards.held_notice(incident)
-    try:
-        request_id = step.deps.notifier.publish(
-            notice.subject,
-            notice.text,
-            {"incident_id": incident.incident_id, "kind": "held", "state": incident.state.value},
-        )
-    except Exception as err:
-        step.audit(incident.incident_id, "notification_failed", error_details(err, kind="held"))
-        return
-
-    def mark(current: Incident) -> bool:
-        current.close_notified = True
-        return True
-
-    step.update(incident.incident_id, mark)
-    step.audit(incident.incident_id, "held_notified", {"subject": notice.subject}, [request_id])
+    send_notice(step, incident, notice.subject, notice.text, "held", "held_notified")
 
 
 def _attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:

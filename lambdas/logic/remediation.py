@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lambdas.logic import cards, guard, lifecycle
-from lambdas.logic._steps import Step, error_details
+from lambdas.logic._steps import Step, send_notice
 from lambdas.logic.history import record_history
 from lambdas.logic.ports import Deps
 from lambdas.models.errors import (
@@ -669,21 +669,5 @@ def _close_error(
 
 def _notify_close(step: Step, incident: Incident) -> None:
     notice = cards.close_notice(incident)
-    try:
-        request_id = step.deps.notifier.publish(
-            notice.subject,
-            notice.text,
-            {"incident_id": incident.incident_id, "kind": "closed", "state": incident.state.value},
-        )
-    except Exception as err:
-        # The incident is closed and audited either way; the notice is what failed. Not raised:
-        # the execution must not end red for a notice. close_notified stays false.
-        step.audit(incident.incident_id, "notification_failed", error_details(err, kind="closed"))
-        return
-
-    def mark(current: Incident) -> bool:
-        current.close_notified = True
-        return True
-
-    step.update(incident.incident_id, mark, incident)
-    step.audit(incident.incident_id, "closed_notified", {"subject": notice.subject}, [request_id])
+    # Not raised on failure: the execution must not end red for a notice.
+    send_notice(step, incident, notice.subject, notice.text, "closed", "closed_notified", incident)
