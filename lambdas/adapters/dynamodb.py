@@ -21,6 +21,7 @@ from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import (
     ConditionFailed,
     GuardFull,
+    HeldBy,
     HoldExists,
     IncidentExists,
     LockHeld,
@@ -41,6 +42,10 @@ def incident_key(incident_id: str) -> dict[str, Any]:
 
 def lock_key(cluster_name: str, instance_id: str) -> dict[str, Any]:
     return {"pk": f"OPEN#{cluster_name}#{instance_id}", "sk": LOCK}
+
+
+def held_lock_key(cluster_name: str, instance_id: str) -> dict[str, Any]:
+    return {"pk": f"HELDFOR#{cluster_name}#{instance_id}", "sk": LOCK}
 
 
 def report_pk(cluster_name: str, instance_id: str) -> str:
@@ -160,6 +165,92 @@ class DynamoIncidentStore(DynamoTable):
                 open_ids = list(self.guard_state(incident.cluster_name).open_ids)
                 raise GuardFull(open_ids, slot_limit, **kwargs) from err
             raise translate(err, "TransactWriteItems") from err
+
+    def create_held(self, incident: Incident, *, until: int, now: int) -> None:
+        item = to_item({**incident_key(incident.incident_id), **incident.to_record()})
+        if incident.is_job:
+            with aws_call("PutItem", {"ConditionalCheckFailedException": IncidentExists}):
+                self.client.put_item(
+                    TableName=self.table_name,
+                    Item=item,
+                    ConditionExpression="attribute_not_exists(pk)",
+                )
+            return
+        writes = [
+            {
+                "Put": self._held_lock_put(
+                    incident.cluster_name, incident.instance_id, incident.incident_id, until, now
+                )
+            },
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": item,
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+        ]
+        try:
+            self.client.transact_write_items(TransactItems=writes)
+        except ClientError as err:
+            if error_code(err) != "TransactionCanceledException":
+                raise translate(err, "TransactWriteItems") from err
+            codes = [r.get("Code") for r in err.response.get("CancellationReasons", [])]
+            kwargs: dict[str, Any] = {
+                "operation": "TransactWriteItems",
+                "code": "ConditionalCheckFailed",
+                "request_id": request_id(err.response),
+            }
+            if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+                raise IncidentExists(f"incident {incident.incident_id} exists", **kwargs) from err
+            if codes and codes[0] == "ConditionalCheckFailed":
+                holder = self.held_incident_id(incident.cluster_name, incident.instance_id, now)
+                if holder:
+                    raise HeldBy(holder, **kwargs) from err
+            raise translate(err, "TransactWriteItems") from err
+
+    def claim_held(
+        self, cluster_name: str, instance_id: str, incident_id: str, *, until: int, now: int
+    ) -> str:
+        put = self._held_lock_put(cluster_name, instance_id, incident_id, until, now)
+        try:
+            with aws_call("PutItem"):
+                self.client.put_item(**put)
+        except ConditionFailed:
+            return self.held_incident_id(cluster_name, instance_id, now) or ""
+        return incident_id
+
+    def held_incident_id(self, cluster_name: str, instance_id: str, now: int) -> str | None:
+        with aws_call("GetItem"):
+            response = self.client.get_item(
+                TableName=self.table_name,
+                Key=to_item(held_lock_key(cluster_name, instance_id)),
+                ConsistentRead=True,
+            )
+        item = from_item(response.get("Item") or {})
+        if not item or int(item["held_until"]) < now:
+            return None
+        return str(item["incident_id"])
+
+    def _held_lock_put(
+        self, cluster_name: str, instance_id: str, incident_id: str, until: int, now: int
+    ) -> dict[str, Any]:
+        """A held lock is free once its window has passed (`held_until` < now); the item itself
+        goes with the table's TTL a day later. The holder may take it again (a retry)."""
+        return {
+            "TableName": self.table_name,
+            "Item": to_item(
+                {
+                    **held_lock_key(cluster_name, instance_id),
+                    "incident_id": incident_id,
+                    "held_until": until,
+                    "expires_at": until + 86_400,
+                }
+            ),
+            "ConditionExpression": "attribute_not_exists(pk) OR held_until < :now "
+            "OR incident_id = :id",
+            "ExpressionAttributeValues": to_item({":now": now, ":id": incident_id}),
+        }
 
     def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> str:
         lock = to_item({**lock_key(cluster_name, instance_id), "incident_id": incident_id})

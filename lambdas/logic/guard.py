@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -95,15 +96,18 @@ def blocker(deps: Deps, cluster_name: str) -> Blocker | None:
     return storm_blocker(deps, cluster_name) or pause_blocker(deps)
 
 
-def flag(step: Step, cluster_name: str, instance_id: str, at: datetime) -> ClusterHold | None:
-    """Flag the instance for storm detection; returns the cluster's active storm hold, started
-    here when this flag reaches the threshold. The hold's one notification goes out here."""
+def flag(
+    step: Step, cluster_name: str, instance_ids: Sequence[str], at: datetime
+) -> ClusterHold | None:
+    """Flag the instances for storm detection; returns the cluster's active storm hold, started
+    here when these flags reach the threshold. The hold's one notification goes out here."""
     deps = step.deps
     settings = deps.settings
     flagged_at = int(at.timestamp())
-    deps.guard.flag_instance(
-        cluster_name, instance_id, flagged_at, flagged_at + int(FLAG_TTL.total_seconds())
-    )
+    for instance_id in instance_ids:
+        deps.guard.flag_instance(
+            cluster_name, instance_id, flagged_at, flagged_at + int(FLAG_TTL.total_seconds())
+        )
     hold = deps.guard.active_hold(cluster_name)
     if hold is None:
         state = deps.guard.guard_state(cluster_name)

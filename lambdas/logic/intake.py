@@ -9,7 +9,14 @@ of opening one incident per node. Without a report, the alarm opens the incident
 
 Before a node-level incident acts, the guards of `lambdas.logic.guard` apply: its instance is
 flagged for storm detection, and a storm hold, the pause switch or a full blast-radius guard
-record it as `held` (nothing acts) instead.
+record it as `held` (nothing acts) instead. A report flags every instance it names before it
+opens any, so a report naming a storm's worth of culprits holds them all under one storm hold.
+
+A held incident is closed at birth, so it takes no open lock; it takes a held lock on its
+instance instead, valid for STORM_WINDOW_SECONDS. Whatever else arrives for the instance in that
+window (the alarm after the report, a redelivery, the next report) is attached to the held
+incident: one held incident and at most one notice per instance and window, whichever channel
+comes first. After the window a new trigger is judged afresh.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from lambdas.logic.ports import Deps
 from lambdas.models.errors import (
     ClusterNotFound,
     GuardFull,
+    HeldBy,
     IncidentExists,
     LockHeld,
     MalformedEvent,
@@ -115,7 +123,8 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
     return _open_node(step, trigger)
 
 
-def _open_node(step: Step, trigger: Trigger) -> OpenIncidentResult:
+def _open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIncidentResult:
+    """`flagged`: the caller has flagged the instance for storm detection already."""
     deps = step.deps
     holder = deps.incidents.open_incident_id(trigger.cluster_name, trigger.instance_id)
     if holder:
@@ -123,6 +132,11 @@ def _open_node(step: Step, trigger: Trigger) -> OpenIncidentResult:
     incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
     if deps.incidents.get(incident_id) is not None:
         return _redelivered(step, incident_id, trigger)
+    held_by = deps.incidents.held_incident_id(
+        trigger.cluster_name, trigger.instance_id, _epoch(step)
+    )
+    if held_by:
+        return _attach_held(step, held_by, trigger)
 
     try:
         cluster = deps.hyperpod.describe_cluster(trigger.cluster_name)
@@ -156,7 +170,10 @@ def _open_node(step: Step, trigger: Trigger) -> OpenIncidentResult:
     if report is not None:
         evidence.add_evidence(incident, evidence.report_evidence(report, trigger.instance_id))
 
-    hold = guard.flag(step, trigger.cluster_name, trigger.instance_id, trigger.at)
+    if flagged:
+        hold = deps.guard.active_hold(trigger.cluster_name)
+    else:
+        hold = guard.flag(step, trigger.cluster_name, [trigger.instance_id], trigger.at)
     blocker = (
         guard.Blocker(HoldKind.STORM, f"storm hold {hold.hold_id}: {hold.reason}", hold.hold_id)
         if hold
@@ -277,7 +294,8 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
 def _hold(
     step: Step, incident: Incident, trigger: Trigger, blocker: guard.Blocker
 ) -> OpenIncidentResult:
-    """Record the incident as held: closed at once, no lock, no guard slot, nothing acts.
+    """Record the incident as held: closed at once, no open lock, no guard slot, nothing acts;
+    it takes the held lock of its instance(s) for the hold window.
 
     Notified on its own unless it is held by a storm (the storm hold's one notification covers
     every incident it holds)."""
@@ -287,10 +305,19 @@ def _hold(
     incident.reason = blocker.reason
     incident.outcome = IncidentState.HELD.value
     incident.closed_at = at
+    now = _epoch(step)
+    until = now + step.deps.settings.storm_window_seconds
     try:
-        step.deps.incidents.create(incident)
+        step.deps.incidents.create_held(incident, until=until, now=now)
     except IncidentExists:
         return _redelivered(step, incident.incident_id, trigger)
+    except HeldBy as held:
+        return _attach_held(step, held.holder, trigger)
+    if incident.is_job:
+        for instance_id in incident.instance_ids:
+            step.deps.incidents.claim_held(
+                incident.cluster_name, instance_id, incident.incident_id, until=until, now=now
+            )
     logger.set_correlation_id(incident.incident_id)
     step.audit(
         incident.incident_id,
@@ -327,6 +354,18 @@ def _attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
     _attach_items(step, holder, items, trigger.event_id, trigger.source)
     _ensure_execution(step, holder)
     return {"incident_id": holder, "action": "attached"}
+
+
+def _attach_held(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
+    """Another channel (or a later event) for an instance a held incident speaks for: its
+    evidence joins the held incident; nothing acts and nobody is notified again."""
+    logger.set_correlation_id(holder)
+    _attach_items(step, holder, [trigger.item], trigger.event_id, trigger.source)
+    return {"incident_id": holder, "action": "held"}
+
+
+def _epoch(step: Step) -> int:
+    return int(step.deps.clock.now().timestamp())
 
 
 def _attach_items(
@@ -474,6 +513,11 @@ def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     report = event.report
     results: list[OpenIncidentResult] = []
     at = parse_time(report.emitted_at, "detail.emitted_at")
+    opening = [i.instance_id for i in report.instances if i.role in OPENING_ROLES]
+    if opening:
+        step.deps.settings.require_state_machine_arn()
+        # All at once, before any opens: a report naming a storm's worth of nodes is a storm.
+        guard.flag(step, report.cluster_name, opening, at)
     for instance in report.instances:
         trigger = Trigger(
             cluster_name=report.cluster_name,
@@ -486,8 +530,7 @@ def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
             metric=instance.metrics[0].value if instance.metrics else None,
         )
         if instance.role in OPENING_ROLES:
-            step.deps.settings.require_state_machine_arn()
-            results.append(_open_node(step, trigger))
+            results.append(_open_node(step, trigger, flagged=True))
             continue
         holder = step.deps.incidents.open_incident_id(report.cluster_name, instance.instance_id)
         if holder:

@@ -55,6 +55,23 @@ class IncidentStore(Protocol):
         Raises LockHeld(holder), GuardFull(open ids) or IncidentExists."""
         ...
 
+    def create_held(self, incident: Incident, *, until: int, now: int) -> None:
+        """Write a held incident; for a node-scope one, atomically with the held lock of its
+        (cluster, instance), valid until `until` (epoch seconds), taken only when no other held
+        lock is valid at `now`. Raises HeldBy(holder) or IncidentExists."""
+        ...
+
+    def claim_held(
+        self, cluster_name: str, instance_id: str, incident_id: str, *, until: int, now: int
+    ) -> str:
+        """Take the held lock of (cluster, instance) for `incident_id` unless another incident's
+        is valid at `now`; returns the holder (`incident_id` itself when claimed)."""
+        ...
+
+    def held_incident_id(self, cluster_name: str, instance_id: str, now: int) -> str | None:
+        """The held incident whose held lock on (cluster, instance) is valid at `now`, if any."""
+        ...
+
     def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> str:
         """Take the open lock of (cluster, instance) for `incident_id` unless another incident
         holds it; returns the holder (`incident_id` itself when claimed, again or now)."""

@@ -99,6 +99,14 @@ class LockHeld(ConditionFailed):
         self.holder = holder
 
 
+class HeldBy(ConditionFailed):
+    """A held incident already speaks for this (cluster, instance) within its hold window."""
+
+    def __init__(self, holder: str, **kwargs: Any) -> None:
+        super().__init__(f"a held incident covers this instance: {holder}", **kwargs)
+        self.holder = holder
+
+
 class IncidentExists(ConditionFailed):
     """An incident with this id was already created (a redelivered event)."""
 

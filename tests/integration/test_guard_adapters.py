@@ -11,7 +11,9 @@ from lambdas.models.errors import (
     ConditionFailed,
     DependencyFailed,
     GuardFull,
+    HeldBy,
     HoldExists,
+    IncidentExists,
     LockHeld,
 )
 from lambdas.models.guard import ClusterHold, PastIncident
@@ -42,6 +44,68 @@ def incident(n: int, **changes) -> Incident:
 
 def hold(hold_id: str = "hold-ml-cluster-1-storm-20261130T081504") -> ClusterHold:
     return ClusterHold(hold_id, CLUSTER, "4 distinct instances", "2026-11-30T08:15:04+00:00")
+
+
+# -- held locks -----------------------------------------------------------------------------------
+
+NOW = 1_764_490_504
+
+
+def held(n: int, **changes) -> Incident:
+    return incident(n, state=IncidentState.HELD, **changes)
+
+
+def test_a_held_incident_takes_the_held_lock_of_its_instance_until_its_window_ends(store):
+    store.create_held(held(1), until=NOW + 900, now=NOW)
+
+    instance_id = held(1).instance_id
+    assert store.get(f"sdc-{CLUSTER}-1").state is IncidentState.HELD
+    assert store.held_incident_id(CLUSTER, instance_id, NOW + 900) == f"sdc-{CLUSTER}-1"
+    assert store.held_incident_id(CLUSTER, instance_id, NOW + 901) is None
+    assert store.open_incident_id(CLUSTER, instance_id) is None
+
+
+def test_a_second_held_incident_for_the_instance_names_the_first_and_is_not_written(store):
+    store.create_held(held(1), until=NOW + 900, now=NOW)
+    second = held(2, instance_id=held(1).instance_id)
+
+    with pytest.raises(HeldBy) as by:
+        store.create_held(second, until=NOW + 960, now=NOW + 60)
+
+    assert by.value.holder == f"sdc-{CLUSTER}-1"
+    assert store.get(f"sdc-{CLUSTER}-2") is None
+
+
+def test_after_the_window_another_held_incident_takes_the_lock(store):
+    store.create_held(held(1), until=NOW + 900, now=NOW)
+    second = held(2, instance_id=held(1).instance_id)
+
+    store.create_held(second, until=NOW + 1900, now=NOW + 1000)
+
+    assert store.held_incident_id(CLUSTER, second.instance_id, NOW + 1000) == second.incident_id
+
+
+def test_writing_the_same_held_incident_again_is_incident_exists(store):
+    store.create_held(held(1), until=NOW + 900, now=NOW)
+
+    with pytest.raises(IncidentExists):
+        store.create_held(held(1), until=NOW + 900, now=NOW + 5)
+
+
+def test_a_job_held_incident_claims_held_locks_one_by_one(store):
+    job = held(7, instance_id="", scope=Scope.JOB.value, instance_ids=["i-0a", "i-0b"])
+    store.create_held(job, until=NOW + 900, now=NOW)
+    store.create_held(held(1, instance_id="i-0b"), until=NOW + 900, now=NOW)
+
+    claimed = [
+        store.claim_held(CLUSTER, i, job.incident_id, until=NOW + 900, now=NOW)
+        for i in job.instance_ids
+    ]
+
+    assert claimed == [job.incident_id, f"sdc-{CLUSTER}-1"]
+    assert store.claim_held(CLUSTER, "i-0a", job.incident_id, until=NOW + 900, now=NOW) == (
+        job.incident_id
+    )
 
 
 # -- guard slots ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import (
     ConditionFailed,
     GuardFull,
+    HeldBy,
     HoldExists,
     IncidentExists,
     LockHeld,
@@ -34,6 +35,7 @@ class InMemoryIncidentStore:
     def __init__(self) -> None:
         self.incidents: dict[str, Incident] = {}
         self.locks: dict[tuple[str, str], str] = {}
+        self.held: dict[tuple[str, str], tuple[str, int]] = {}
         self.reports: dict[tuple[str, str], dict[str, SdcReport]] = {}
         self.slots: dict[str, set[str]] = {}
         self.reset_at: dict[str, int] = {}
@@ -57,6 +59,34 @@ class InMemoryIncidentStore:
         if incident.holds_lock:
             self.locks[key] = incident.incident_id
         self.incidents[incident.incident_id] = copy.deepcopy(incident)
+
+    def create_held(self, incident: Incident, *, until: int, now: int) -> None:
+        if incident.incident_id in self.incidents:
+            raise IncidentExists(f"incident {incident.incident_id} exists")
+        if not incident.is_job:
+            holder = self.claim_held(
+                incident.cluster_name,
+                incident.instance_id,
+                incident.incident_id,
+                until=until,
+                now=now,
+            )
+            if holder != incident.incident_id:
+                raise HeldBy(holder)
+        self.incidents[incident.incident_id] = copy.deepcopy(incident)
+
+    def claim_held(
+        self, cluster_name: str, instance_id: str, incident_id: str, *, until: int, now: int
+    ) -> str:
+        holder = self.held_incident_id(cluster_name, instance_id, now)
+        if holder and holder != incident_id:
+            return holder
+        self.held[(cluster_name, instance_id)] = (incident_id, until)
+        return incident_id
+
+    def held_incident_id(self, cluster_name: str, instance_id: str, now: int) -> str | None:
+        holder, until = self.held.get((cluster_name, instance_id), ("", 0))
+        return holder if holder and until >= now else None
 
     def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> str:
         return self.locks.setdefault((cluster_name, instance_id), incident_id)
