@@ -68,6 +68,19 @@ WEIGHTS_NO_MAJORITY = {
     "last_audit_pass": 30,
     "last_weight_check_pass": 30,
 }
+STORM = {
+    "step": 30,
+    "check": "compute",
+    "nonfinite": [],
+    "mismatched_pairs": [[5, 13], [13, 21], [21, 29], [29, 5]],
+    "culprits": [5, 13, 21, 29],
+    "verdicts": [],
+    "suspect_window": [21, 30],
+    "last_audit_pass": 20,
+    "last_weight_check_pass": 20,
+}
+"""Every replay pair mismatches: a culprit on each of the four nodes, which is a recipe or
+software problem (a storm), not four broken GPUs at once."""
 WEIGHTS_SUSPECT = {
     "step": 35,
     "check": "weights",
@@ -98,6 +111,10 @@ class Scenario:
     """The fake cluster's NodeRecovery setting."""
     health_check_fails: bool = False
     """Whether the suspect node fails its deep health check."""
+    incidents: int = 1
+    """How many incidents the scenario must end with."""
+    storm: bool = False
+    """Whether a storm hold must start (one notice) and the drill's approver resets it."""
 
 
 SCENARIOS = {
@@ -145,6 +162,17 @@ SCENARIOS = {
             "replaced_by_hyperpod",
             node_recovery="Automatic",
             health_check_fails=True,
+        ),
+        Scenario(
+            "storm-hold",
+            "a culprit on every node at once is a recipe problem: the cluster is held with one "
+            "notice, nothing is health-checked or replaced, an audited reset lifts the hold",
+            STORM,
+            "reset",
+            "held",
+            approval=False,
+            incidents=len(NODES),
+            storm=True,
         ),
         Scenario(
             "reject",
@@ -273,10 +301,17 @@ def run_scenario(
                 for delivery in run.put_event(event):
                     response = delivery.response or {}
                     incident_id = response.get("incident_id")
-                    if response.get("action") != "opened":  # the audit log shows the opening
+                    action = response.get("action", "failed")
+                    if action == "held":
                         note(
                             "eventbridge",
-                            f"delivered again: {response.get('action', 'failed')} to {incident_id}",
+                            f"alarm joins held incident {incident_id}",
+                            incident_id=str(incident_id),
+                        )
+                    elif action != "opened":  # the audit log shows the opening
+                        note(
+                            "eventbridge",
+                            f"delivered again: {action} to {incident_id}",
                             incident_id=str(incident_id),
                         )
                     if incident_id and incident_id not in incident_ids:
@@ -287,6 +322,10 @@ def run_scenario(
                 if opened.get("incident_id") and opened["incident_id"] not in incident_ids:
                     incident_ids.append(opened["incident_id"])
         card: str | None = None
+        holds: list[Any] = []
+        if scenario.storm:
+            card, hold = _reset_storm(run, scenario, note)
+            holds.append(hold)
         for incident_id in incident_ids if scenario.approval else []:
             run.wait_for(incident_id, "awaiting_approval", timeout=60)
             notice = run.wait_for_notification("approve")
@@ -321,11 +360,11 @@ def run_scenario(
         ]
         audit: dict[str, list[dict[str, Any]]] = {}
         chain_ok = True
-        for incident in finals:
-            entries = run.audit(incident.incident_id)
+        for subject in [i.incident_id for i in finals] + [h.hold_id for h in holds]:
+            entries = run.audit(subject)
             chain_ok = chain_ok and verify_chain(entries).ok
             timeline.extend(_audit_lines(entries, wall_start))
-            audit[incident.incident_id] = [
+            audit[subject] = [
                 {
                     "seq": e.seq,
                     "at": e.at,
@@ -337,9 +376,14 @@ def run_scenario(
                 for e in entries
             ]
         replace_calls = run.hyperpod.calls_to("BatchReplaceClusterNodes")
+        health_checks = run.hyperpod.calls_to("StartClusterHealthCheck")
+        notices = [n["attributes"].get("kind") for n in run.inbox + run.notifications()]
+        holds = [run.deps.guard.get_hold(h.hold_id) or h for h in holds]
     timeline.sort(key=lambda line: line.at)
 
     problems = _judge(scenario, finals, replace_calls, chain_ok, ask is not None)
+    if scenario.storm:
+        problems += _judge_storm(holds, notices, health_checks)
     return Outcome(
         scenario=scenario.name,
         passed=not problems,
@@ -396,8 +440,8 @@ def _judge(
     problems: list[str] = []
     if not finals:
         problems.append("no incident was opened")
-    if len(finals) != 1:
-        problems.append(f"{len(finals)} incidents opened; expected exactly one")
+    if len(finals) != scenario.incidents:
+        problems.append(f"{len(finals)} incidents recorded; expected {scenario.incidents}")
     if not chain_ok:
         problems.append("the audit chain does not verify")
     if interactive:
@@ -413,6 +457,41 @@ def _judge(
         problems.append(
             f"BatchReplaceClusterNodes was called {len(replace_calls)} times; expected none"
         )
+    return problems
+
+
+def _reset_storm(run: Any, scenario: Scenario, note: Callable[..., None]) -> tuple[str | None, Any]:
+    """The storm hold's one notice, then the approver's audited reset through the approval
+    state machine (decision `reset` on the hold's id, exactly as the notice says)."""
+    notice = run.wait_for_notification("storm on")
+    hold_id = notice["attributes"]["incident_id"]
+    note("approver", f"notified: {notice['subject']}", hold_id=hold_id)
+    hold = run.deps.guard.get_hold(hold_id)
+    if scenario.decision == "reset":
+        execution = run.decide(hold_id, "reset", "drill: the recipe is fixed")
+        note(
+            "approver",
+            f"reset via the approval state machine → {execution['status']}",
+            execution=execution["executionArn"].rsplit(":", 1)[-1],
+        )
+    return notice["message"], hold
+
+
+def _judge_storm(
+    holds: Sequence[Any], notices: Sequence[str | None], checks: Sequence[Any]
+) -> list[str]:
+    problems: list[str] = []
+    if len(holds) != 1:
+        problems.append(f"{len(holds)} storm holds; expected one")
+    elif holds[0].active:
+        problems.append(f"storm hold {holds[0].hold_id} is still active after the reset")
+    storm_notices = notices.count("storm_hold")
+    if storm_notices != 1:
+        problems.append(f"{storm_notices} storm notices; expected one")
+    if notices.count("held"):
+        problems.append(f"{notices.count('held')} held notices besides the storm notice")
+    if checks:
+        problems.append(f"{len(checks)} deep health checks started; expected none")
     return problems
 
 

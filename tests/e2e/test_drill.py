@@ -36,8 +36,8 @@ def test_every_scenario_reaches_its_expected_outcome_with_a_verified_audit_chain
     outcome = outcomes(name)
 
     assert outcome.passed, outcome.problems
-    (incident,) = outcome.incidents
-    assert incident["state"] == SCENARIOS[name].expect
+    assert len(outcome.incidents) == SCENARIOS[name].incidents
+    assert {i["state"] for i in outcome.incidents} == {SCENARIOS[name].expect}
     assert outcome.chain_ok
 
 
@@ -77,7 +77,15 @@ def test_the_incident_is_on_the_instance_the_alarm_names(outcomes, name, instanc
 
 
 @pytest.mark.parametrize(
-    "name", ["reject", "approval-timeout", "dry-run", "weight-no-majority", "hyperpod-replaces"]
+    "name",
+    [
+        "reject",
+        "approval-timeout",
+        "dry-run",
+        "weight-no-majority",
+        "hyperpod-replaces",
+        "storm-hold",
+    ],
 )
 def test_scenarios_without_approval_or_with_dry_run_never_call_replace(outcomes, name):
     assert outcomes(name).replace_calls == []
@@ -101,6 +109,29 @@ def test_when_hyperpod_replaces_a_failed_node_itself_the_pipeline_does_not_repla
     assert incident["state"] == "replaced_by_hyperpod"
     assert outcome.replace_calls == []
     assert "HyperPod" in (outcome.notification or "")
+
+
+def test_a_storm_holds_every_node_under_one_hold_one_notice_and_an_audited_reset(outcomes):
+    outcome = outcomes("storm-hold")
+
+    holds = [subject for subject in outcome.audit if subject.startswith("hold-")]
+    incidents = [subject for subject in outcome.audit if not subject.startswith("hold-")]
+    assert len(holds) == 1
+    assert [e["action"] for e in outcome.audit[holds[0]]] == [
+        "storm_hold_started",
+        "storm_notified",
+        "storm_hold_reset",
+        "reset_notified",
+    ]
+    assert outcome.audit[holds[0]][2]["actor"].startswith("approver:")
+    assert sorted(i["instance_id"] for i in outcome.incidents) == list(drill.NODES)
+    for subject in incidents:  # the report held it; the alarm attached, nothing else happened
+        assert [e["action"] for e in outcome.audit[subject]] == [
+            "incident_held",
+            "evidence_attached",
+        ]
+    assert "storm" in (outcome.notification or "")
+    assert '"decision": "reset"' in (outcome.notification or "")
 
 
 def test_a_timed_out_approval_records_no_decision(outcomes):
