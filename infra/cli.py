@@ -1,7 +1,7 @@
 """`sdc`: the operator's command line for the SDC remediation pipeline.
 
-List and inspect incidents, approve or reject one (through the approval state machine, exactly
-like the console, so the audit log is the same), verify the audit log's hash chains, and
+List and inspect incidents, approve or reject one, reset a storm hold (through the approval
+state machine, exactly like the console, so the audit log is the same), verify the audit log's hash chains, and
 re-send the reports a training rank spooled. It finds the deployment through its stack's
 Outputs (`--stack`, default SdcRemediation) or a JSON file of them (`--outputs`).
 
@@ -47,6 +47,7 @@ from lambdas.logic.audit import ChainVerdict, verify_chain
 from lambdas.logic.recommendation import Recommendation, recommend
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import AwsError, SdcError
+from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import Decision
 from trainer_emitter import spool
@@ -80,6 +81,8 @@ REFUSED_CREDENTIALS: Final = frozenset(
 )
 ACCESS_DENIED: Final = frozenset({"AccessDenied", "AccessDeniedException"})
 
+HOLD_PREFIX: Final = "hold-"
+"""Storm hold ids start with it (`lambdas.logic.ids.hold_id`); `show` takes either kind of id."""
 CARD_SECTIONS: Final = ("NODE", "EVIDENCE", "DEEP HEALTH CHECK", "RECOMMENDATION")
 """The approval card's paragraphs `show` prints; its "WHAT TO DO" is for the notification."""
 
@@ -132,6 +135,16 @@ class Operator:
             self.deployment.approval_state_machine_arn, self.factory("stepfunctions")
         )
 
+    def hold(self, hold_id: str) -> ClusterHold:
+        found = self.incidents().get_hold(hold_id)
+        if found is None:
+            raise CliError(
+                f"unknown storm hold {hold_id}: not in table "
+                f"{self.deployment.incidents_table} ({self.deployment.source}); the hold's id "
+                "is in its notice and in `sdc show`"
+            )
+        return found
+
     def incident(self, incident_id: str) -> Incident:
         found = self.incidents().get(incident_id)
         if found is None:
@@ -177,6 +190,8 @@ def cmd_incidents(op: Operator, args: argparse.Namespace) -> int:
 
 
 def cmd_show(op: Operator, args: argparse.Namespace) -> int:
+    if args.incident.startswith(HOLD_PREFIX):
+        return _show_hold(op, args)
     incident = op.incident(args.incident)
     entries = op.audit().entries(incident.incident_id)
     verdict = chain_verdict(entries)
@@ -198,11 +213,32 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _show_hold(op: Operator, args: argparse.Namespace) -> int:
+    hold = op.hold(args.incident)
+    entries = op.audit().entries(hold.hold_id)
+    verdict = chain_verdict(entries)
+    if args.json:
+        _print_json(
+            {
+                "hold": hold.to_record(),
+                "audit": [e.to_record() for e in entries],
+                "chain": verdict_record(verdict),
+            }
+        )
+    else:
+        print(render_hold(hold, entries, verdict))
+    return EXIT_OK
+
+
 def cmd_decide(op: Operator, args: argparse.Namespace) -> int:
-    incident = op.incident(args.incident)
     decision = Decision(args.decision)
+    # A reset names a storm hold, the other decisions an incident: unknown ids stop here.
+    if decision is Decision.RESET:
+        subject = op.hold(args.incident).hold_id
+    else:
+        subject = op.incident(args.incident).incident_id
     # The input the card tells approvers to paste into the console, with the comment filled in.
-    payload = {**cards.approval_input(incident.incident_id, decision), "comment": args.comment}
+    payload = {**cards.approval_input(subject, decision), "comment": args.comment}
     name = execution_name(_caller())
     approvals = op.approvals()
     started = approvals.start(name, payload)
@@ -222,7 +258,7 @@ def cmd_decide(op: Operator, args: argparse.Namespace) -> int:
             }
         )
     else:
-        print(render_decision(incident.incident_id, decision, ended, args.timeout))
+        print(render_decision(subject, decision, ended, args.timeout))
     return EXIT_OK if accepted else EXIT_FAILED
 
 
@@ -372,16 +408,47 @@ def render_incident(
                 ]
             )
         )
-    blocks.append(
-        "\n".join(
-            [
-                f"AUDIT TRAIL ({len(entries)} entries)",
-                *(f"  {e.seq:>3}  {_when(e.at)}  {e.action:<24} {e.actor}" for e in entries),
-            ]
-        )
-    )
-    blocks.append(f"CHAIN: {'verified' if verdict.ok else 'BROKEN'}, {describe(verdict)}")
+    blocks.append(_audit_block(entries, verdict))
     return "\n\n".join(blocks)
+
+
+def render_hold(hold: ClusterHold, entries: Sequence[AuditEntry], verdict: ChainVerdict) -> str:
+    header = [
+        f"Storm hold {hold.hold_id}",
+        *_fields(
+            ("state", "active" if hold.active else "reset"),
+            ("cluster", hold.cluster_name),
+            ("started", _when(hold.created_at)),
+            ("reason", hold.reason),
+            ("instances", ", ".join(hold.instances)),
+            ("reset", _when(hold.lifted_at) if hold.lifted_at else None),
+            ("reset by", hold.lifted_by),
+            ("comment", hold.comment),
+        ),
+    ]
+    blocks = ["\n".join(header)]
+    if hold.active:
+        blocks.append(
+            "\n".join(
+                [
+                    "TO LIFT IT (once the job or recipe is fixed)",
+                    f'  sdc reset {hold.hold_id} -m "<why>"',
+                ]
+            )
+        )
+    blocks.append(_audit_block(entries, verdict))
+    return "\n\n".join(blocks)
+
+
+def _audit_block(entries: Sequence[AuditEntry], verdict: ChainVerdict) -> str:
+    return "\n".join(
+        [
+            f"AUDIT TRAIL ({len(entries)} entries)",
+            *(f"  {e.seq:>3}  {_when(e.at)}  {e.action:<24} {e.actor}" for e in entries),
+            "",
+            f"CHAIN: {'verified' if verdict.ok else 'BROKEN'}, {describe(verdict)}",
+        ]
+    )
 
 
 def _decision_lines(incident: Incident) -> list[str]:
@@ -410,11 +477,11 @@ def render_decision(
     incident_id: str, decision: Decision, ended: ExecutionEnded, timeout: float
 ) -> str:
     if ended.status == "SUCCEEDED":
-        after = (
-            "the remediation replaces the node next"
-            if decision is Decision.APPROVE
-            else "the incident closes as rejected; nothing is replaced"
-        )
+        after = {
+            Decision.APPROVE: "the remediation replaces the node next",
+            Decision.REJECT: "the incident closes as rejected; nothing is replaced",
+            Decision.RESET: "the storm hold is lifted; new alarms act again",
+        }[decision]
         headline = f"{decision} accepted for {incident_id}: {after}"
     elif ended.status == "FAILED":
         headline = f"{decision} refused for {incident_id}: {ended.reason}"
@@ -609,9 +676,10 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(show)
     show.set_defaults(run=cmd_show)
 
-    for decision, summary in (
-        ("approve", "approve replacing the incident's node"),
-        ("reject", "reject: close the incident, replace nothing"),
+    for decision, summary, subject in (
+        ("approve", "approve replacing the incident's node", "INCIDENT"),
+        ("reject", "reject: close the incident, replace nothing", "INCIDENT"),
+        ("reset", "reset a storm hold: new alarms of its cluster act again", "HOLD"),
     ):
         command = commands.add_parser(
             decision,
@@ -623,7 +691,11 @@ def build_parser() -> argparse.ArgumentParser:
             "whether the decision was accepted. Needs states:StartExecution and "
             "states:DescribeExecution on the approval state machine.",
         )
-        command.add_argument("incident", metavar="INCIDENT", help="incident id")
+        command.add_argument(
+            "incident",
+            metavar=subject,
+            help="incident id" if subject == "INCIDENT" else "storm hold id (hold-...)",
+        )
         command.add_argument(
             "-m",
             "--comment",

@@ -183,6 +183,7 @@ def storm_notice(hold: ClusterHold, settings: Settings, open_ids: Sequence[str])
         *([f"  console: {link}"] if (link := console_link(arn)) else []),
         "with this input (replace the comment with your reason):",
         f"    {reset}",
+        f'or from a shell: sdc reset {hold.hold_id} -m "<why>"',
         "The reset is audited; flags from before it no longer count towards a storm.",
     ]
     return Card(subject, "\n".join(lines))

@@ -25,6 +25,7 @@ from infra.cli import execution_name, main
 from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
 from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import SystemClock
+from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident, IncidentState
 from tests.conftest import load_fixture
 from tests.integration.conftest import (
@@ -525,6 +526,72 @@ def test_approving_an_unknown_incident_exits_2_and_starts_nothing(deployed, caps
     assert status == 2
     assert capsys.readouterr().err.startswith("sdc: unknown incident sdc-no-such-incident")
     assert deployed.executions() == []
+
+
+def storm_hold(deployed: Deployed, *, lifted: bool = False) -> str:
+    hold = ClusterHold(
+        hold_id=f"hold-{CLUSTER}-storm-20261130T081504",
+        cluster_name=CLUSTER,
+        reason="4 distinct instances flagged within 900 s (threshold 4)",
+        created_at="2026-11-30T08:15:04+00:00",
+        instances=["i-0aa00000000000001", "i-0bb00000000000002"],
+        threshold=4,
+        window_seconds=900,
+        lifted_at="2026-11-30T09:00:00+00:00" if lifted else None,
+        lifted_by="approver:cli-alice" if lifted else None,
+        comment="recipe fixed" if lifted else None,
+    )
+    deployed.store.create_hold(hold)
+    Auditor(deployed.audit, SystemClock()).record(
+        hold.hold_id, "storm_hold_started", actor="open_incident", details={}
+    )
+    return hold.hold_id
+
+
+def test_reset_starts_the_approval_state_machine_with_the_hold_and_decision_reset(deployed, capsys):
+    hold_id = storm_hold(deployed)
+
+    status = deployed.sdc("reset", hold_id, "-m", "the recipe is fixed")
+
+    assert status == 0
+    assert deployed.execution_input() == {
+        "incident_id": hold_id,
+        "decision": "reset",
+        "comment": "the recipe is fixed",
+    }
+    assert capsys.readouterr().out.startswith(f"reset accepted for {hold_id}: the storm hold")
+
+
+def test_resetting_an_unknown_hold_exits_2_and_starts_nothing(deployed, capsys):
+    incident_id = deployed.incident("held")  # an incident id is not a hold id
+
+    status = deployed.sdc("reset", incident_id, "-m", "typo")
+
+    assert status == 2
+    assert capsys.readouterr().err.startswith(f"sdc: unknown storm hold {incident_id}")
+    assert deployed.executions() == []
+
+
+def test_show_of_an_active_storm_hold_says_why_and_how_to_reset_it(deployed, capsys):
+    hold_id = storm_hold(deployed)
+
+    assert deployed.sdc("show", hold_id) == 0
+
+    out = capsys.readouterr().out
+    assert out.startswith(f"Storm hold {hold_id}")
+    assert "active" in out and "4 distinct instances" in out
+    assert f'sdc reset {hold_id} -m "<why>"' in out
+    assert "CHAIN: verified, 1 entries" in out
+
+
+def test_show_of_a_reset_hold_names_who_reset_it_and_offers_no_reset(deployed, capsys):
+    hold_id = storm_hold(deployed, lifted=True)
+
+    deployed.sdc("show", hold_id)
+
+    out = capsys.readouterr().out
+    assert "approver:cli-alice" in out and "recipe fixed" in out
+    assert "sdc reset" not in out
 
 
 def test_a_decision_without_a_comment_is_a_usage_error(deployed, capsys):

@@ -187,6 +187,8 @@ def test_a_storm_of_distinct_instances_holds_the_cluster_with_one_notification(w
     assert notice.attributes["kind"] == "storm_hold"
     assert "storm" in notice.subject
     assert '"decision": "reset"' in notice.message
+    hold = world.store.active_hold(CLUSTER)
+    assert f'sdc reset {hold.hold_id} -m "<why>"' in notice.message
 
 
 def test_the_storm_hold_is_audited_under_its_own_id_with_the_flagged_instances(world):
