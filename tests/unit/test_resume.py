@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-
 from lambdas.logic.resume import choose_resume, resume_of
 from lambdas.models.events import ReportCheckpoint, parse_report_event
 from tests.unit.reports import report_event
@@ -89,7 +87,7 @@ def test_reduced_gradient_skips_a_checkpoint_without_a_weight_check_covering_it(
     assert resume.unverified == (1100,)
 
 
-def test_weights_resumes_from_the_newest_checkpoint_before_the_last_failed_check_window():
+def test_weights_resumes_from_the_newest_checkpoint_before_the_window():
     checkpoints = [saved(900), saved(1000), saved(1100, weights=1000)]
 
     resume = choose_resume(Check.WEIGHTS, (1001, 1100), 1000, 1000, checkpoints)
@@ -147,7 +145,6 @@ def test_of_two_checkpoints_at_one_step_the_one_with_a_location_wins():
 
 def test_the_rule_reads_the_checkpoints_of_a_parsed_report_and_ignores_malformed_ones():
     event = report_event("replay_culprit")  # window [21, 30], passes at 20
-    event = copy.deepcopy(event)
     event["detail"]["checkpoints"] = [
         {"step": 10, "last_audit_pass": 10, "last_weight_check_pass": 10, "location": "a"},
         {"step": "20", "last_audit_pass": 20, "last_weight_check_pass": 20, "location": "b"},
