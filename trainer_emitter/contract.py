@@ -32,6 +32,13 @@ REPORT_SOURCE: Final = "sdc.trainer"
 REPORT_DETAIL_TYPE: Final = "SDC Report"
 REPORT_SCHEMA_VERSION: Final = "1"
 
+MAX_REPORT_CHECKPOINTS: Final = 16
+"""A report carries at most this many checkpoints (the newest steps): the event stays small
+(EventBridge takes at most 256 KB per entry)."""
+MAX_CHECKPOINT_LOCATION: Final = 1024
+"""The longest checkpoint location a report carries, in characters (an S3 key is at most 1024
+bytes); a longer one is left out, the checkpoint kept."""
+
 
 class Metric(StrEnum):
     NONFINITE_GRAD = "sdc_nonfinite_grad"

@@ -19,6 +19,10 @@ Mapping rules (README, "What a report publishes", documents the same table):
 | check "reduced gradient" naming no rank                | involved: every   | sdc_nonfinite_grad    |
 |                                                        |   rank in the map |                       |
 
+The alarm's `checkpoints` (optional) are copied as they are read: an entry without a valid step
+or with a tag that is no step number is left out, an invalid location is dropped (the checkpoint
+kept), each with an error line; at most MAX_REPORT_CHECKPOINTS, the newest steps.
+
 A rank with several kinds of evidence keeps every metric and its strongest role. Ranks collapse
 onto their instance: one datapoint of value 1 per (metric, instance). A report is `ambiguous`
 when no rank is a culprit or confirmed suspect: the pipeline then health-checks and proposes no
@@ -32,9 +36,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from trainer_emitter.contract import (
+    MAX_CHECKPOINT_LOCATION,
+    MAX_REPORT_CHECKPOINTS,
     REPORT_SCHEMA_VERSION,
     UNIT,
     VALUE,
@@ -238,6 +244,49 @@ class _AlarmReader:
         self.errors.append(f"'suspect_window' is {_show(value)}, not [first, last] steps")
         return None
 
+    def checkpoints(self) -> list[dict[str, Any]]:
+        kept: list[dict[str, Any]] = []
+        for item in self._list("checkpoints"):
+            if not isinstance(item, Mapping):
+                self.errors.append(f"'checkpoints' holds {_show(item)}, not a checkpoint dict")
+                continue
+            step = item.get("step")
+            bad_tags = [
+                key
+                for key in ("last_audit_pass", "last_weight_check_pass")
+                if item.get(key) is not None and not _is_index(item.get(key))
+            ]
+            if not _is_index(step) or bad_tags:
+                what = "step" if not _is_index(step) else bad_tags[0]
+                self.errors.append(f"checkpoint {_show(dict(item))} has no valid {what}; left out")
+                continue
+            location = item.get("location")
+            if location is not None and not (
+                isinstance(location, str) and 0 < len(location) <= MAX_CHECKPOINT_LOCATION
+            ):
+                self.errors.append(
+                    f"checkpoint {step}: location {_show(location)} is not a string of 1 to "
+                    f"{MAX_CHECKPOINT_LOCATION} characters; left out"
+                )
+                location = None
+            kept.append(
+                {
+                    "step": int(step),
+                    "last_audit_pass": item.get("last_audit_pass"),
+                    "last_weight_check_pass": item.get("last_weight_check_pass"),
+                    "location": location,
+                }
+            )
+        kept.sort(key=lambda c: c["step"])
+        if len(kept) > MAX_REPORT_CHECKPOINTS:
+            dropped = len(kept) - MAX_REPORT_CHECKPOINTS
+            self.errors.append(
+                f"{dropped} older checkpoints left out (a report carries the newest "
+                f"{MAX_REPORT_CHECKPOINTS})"
+            )
+            kept = kept[dropped:]
+        return kept
+
     def _list(self, key: str) -> list[Any]:
         value = self.alarm.get(key)
         if value is None:
@@ -363,6 +412,7 @@ def build_report(
         "suspect_window": reader.window(),
         "last_audit_pass": reader.step("last_audit_pass"),
         "last_weight_check_pass": reader.step("last_weight_check_pass"),
+        "checkpoints": reader.checkpoints(),
         "errors": reader.errors,
         "alarm": _finite_copy(reader.alarm),
     }
@@ -417,7 +467,7 @@ def _place(
     return suspects, list(by_instance.values())
 
 
-def _is_index(value: object) -> bool:
+def _is_index(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -48,6 +48,15 @@ REPLAY_CULPRIT = {
     "suspect_window": [21, 30],
     "last_audit_pass": 20,
     "last_weight_check_pass": 20,
+    "checkpoints": [
+        {
+            "step": s,
+            "last_audit_pass": s,
+            "last_weight_check_pass": s,
+            "location": f"s3://ckpt/step-{s}",
+        }
+        for s in (10, 20)
+    ],
 }
 NONFINITE_TRANSIENT = {
     "step": 25,
@@ -59,6 +68,7 @@ NONFINITE_TRANSIENT = {
     "suspect_window": [21, 25],
     "last_audit_pass": 20,
     "last_weight_check_pass": 20,
+    "checkpoints": REPLAY_CULPRIT["checkpoints"],
 }
 WEIGHTS_NO_MAJORITY = {
     "step": 40,
@@ -67,6 +77,15 @@ WEIGHTS_NO_MAJORITY = {
     "suspect_window": [31, 40],
     "last_audit_pass": 30,
     "last_weight_check_pass": 30,
+    "checkpoints": [
+        {
+            "step": s,
+            "last_audit_pass": s,
+            "last_weight_check_pass": s,
+            "location": f"s3://ckpt/step-{s}",
+        }
+        for s in (20, 30)
+    ],
 }
 STORM = {
     "step": 30,
@@ -88,6 +107,7 @@ WEIGHTS_SUSPECT = {
     "suspect_window": [31, 35],
     "last_audit_pass": 30,
     "last_weight_check_pass": 30,
+    "checkpoints": WEIGHTS_NO_MAJORITY["checkpoints"],
 }
 
 

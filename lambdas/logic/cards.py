@@ -88,6 +88,7 @@ def approval_card(
         "",
         f"RECOMMENDATION: {advice.advice.value.upper()}",
         *(f"  - {reason}" for reason in advice.reasons),
+        *resume_lines(incident),
         "",
         "WHAT TO DO",
         "  Review the evidence, then start an execution of the approval state machine",
@@ -221,6 +222,7 @@ def close_notice(incident: Incident) -> Card:
             "Ambiguous alarm (no rank named for certain): the involved nodes were health-checked; "
             "no replacement is proposed. A node that failed its check is named above."
         )
+    lines += resume_lines(incident)
     if incident.hold:
         lines.append(f"Held: {incident.hold.get('reason')}")
     if incident.decision:
@@ -321,6 +323,42 @@ def _report_lines(incident: Incident) -> list[str]:
         if report.get("errors"):
             lines.append(f"    report errors: {'; '.join(report['errors'])}")
     return lines
+
+
+def resume_lines(incident: Incident) -> list[str]:
+    """One line: the checkpoint to resume the job from (lambdas.logic.resume chose it when the
+    report arrived). Of several reports, the one whose suspect window starts first decides: a
+    checkpoint before it is before every other window too."""
+    found = [r for r in evidence.reports(incident) if isinstance(r.get("resume"), dict)]
+    if not found:
+        return []
+    if any(r["resume"].get("before_step") is None for r in found):
+        return [
+            "  Resume from: unknown: a report has no suspect window to place a checkpoint before"
+        ]
+    report = min(found, key=lambda r: r["resume"]["before_step"])
+    resume, window = report["resume"], report.get("suspect_window") or ["?", "?"]
+    checkpoint = resume.get("checkpoint")
+    if checkpoint:
+        where = checkpoint.get("location") or "location not reported"
+        return [
+            f"  Resume from: checkpoint at step {checkpoint.get('step')} ({where}), saved before "
+            f"the suspect window [{window[0]}, {window[1]}]; tags: "
+            f"last_audit_pass {_v(checkpoint.get('last_audit_pass'))}, "
+            f"last_weight_check_pass {_v(checkpoint.get('last_weight_check_pass'))}"
+        ]
+    skipped = resume.get("unverified") or []
+    verified = "verified " if skipped else ""
+    why = (
+        f" (skipped, their tags do not show them verified: steps {', '.join(map(str, skipped))})"
+        if skipped
+        else ""
+    )
+    return [
+        f"  Resume from: no {verified}checkpoint saved before step {resume['before_step']} is "
+        f"known{why}: resume from an earlier verified checkpoint outside this job's report, or "
+        "from the start"
+    ]
 
 
 def _suspect_lines(report: dict[str, Any]) -> list[str]:

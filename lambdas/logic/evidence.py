@@ -3,13 +3,15 @@
 EventBridge delivers at least once and several metrics can fire for one node, so the same
 evidence can arrive more than once: each item has a `key` (`alarm:<event id>`,
 `report:<report id>`) and is attached once. The list is capped so the incident record stays far
-below DynamoDB's item size limit; what is dropped is counted.
+below DynamoDB's item size limit; what is dropped is counted. Of a report's checkpoints only the
+one chosen to resume from is kept (`resume`, lambdas.logic.resume), not the whole list.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from lambdas.logic.resume import resume_of
 from lambdas.models.events import ContributorEvent, ReportSuspect, SdcReport
 from lambdas.models.incident import Incident
 
@@ -96,6 +98,7 @@ def _findings(report: SdcReport) -> dict[str, Any]:
         "suspect_window": list(report.suspect_window) if report.suspect_window else None,
         "last_audit_pass": report.last_audit_pass,
         "last_weight_check_pass": report.last_weight_check_pass,
+        "resume": resume_of(report).to_evidence(),
         "errors": list(report.errors),
     }
 

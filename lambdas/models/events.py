@@ -6,7 +6,9 @@
   `trainer_emitter.contract.report_schema()`. Lambda code checks the fields it uses by hand
   (the full JSON Schema is checked in tests, where jsonschema is installed).
 
-Every parser raises `MalformedEvent` naming the first missing or bad field.
+Every parser raises `MalformedEvent` naming the first missing or bad field, with one exception:
+a report's `checkpoints` (optional, only advice for the card) are read leniently: a malformed
+entry is dropped and named in the report's errors, the report itself is kept.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 from lambdas.models import _fields as f
 from lambdas.models.errors import MalformedEvent
 from trainer_emitter.contract import (
+    MAX_CHECKPOINT_LOCATION,
+    MAX_REPORT_CHECKPOINTS,
     REPORT_DETAIL_TYPE,
     REPORT_SCHEMA_VERSION,
     REPORT_SOURCE,
@@ -185,6 +189,24 @@ class Verdict:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportCheckpoint:
+    """A checkpoint the job saved or knew of, with the tags saved with it."""
+
+    step: int
+    last_audit_pass: int | None
+    last_weight_check_pass: int | None
+    location: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "last_audit_pass": self.last_audit_pass,
+            "last_weight_check_pass": self.last_weight_check_pass,
+            "location": self.location,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class SdcReport:
     """The `SDC Report` detail (schema version 1), the fields the pipeline uses."""
 
@@ -207,8 +229,11 @@ class SdcReport:
     last_audit_pass: int | None
     last_weight_check_pass: int | None
     errors: tuple[str, ...]
+    """The emitter's errors, then what the pipeline dropped while reading (checkpoints)."""
     detail: Mapping[str, Any]
     """The detail as received, stored unchanged."""
+    checkpoints: tuple[ReportCheckpoint, ...] = ()
+    """Oldest first; empty when the report names none (older emitters)."""
 
     def instance(self, instance_id: str) -> ReportInstance | None:
         return next((i for i in self.instances if i.instance_id == instance_id), None)
@@ -249,6 +274,7 @@ def parse_report(detail: Any) -> SdcReport:
         raise MalformedEvent("detail.report_id", "expected 8 to 64 characters")
     emitted_at = f.text(d, "emitted_at", p)
     parse_time(emitted_at, "detail.emitted_at")
+    checkpoints, dropped = _checkpoints(d.get("checkpoints"))
     return SdcReport(
         report_id=report_id,
         emitted_at=emitted_at,
@@ -288,8 +314,10 @@ def parse_report(detail: Any) -> SdcReport:
         ),
         errors=tuple(
             str(e) for e in f.array(f.get(d, "errors", p), "detail.errors") if isinstance(e, str)
-        ),
+        )
+        + dropped,
         detail=d,
+        checkpoints=checkpoints,
     )
 
 
@@ -381,6 +409,50 @@ def _window(value: Any) -> tuple[int, int] | None:
     if len(items) != 2:
         raise MalformedEvent("detail.suspect_window", "expected [first, last]")
     return items[0], items[1]
+
+
+def _checkpoints(value: Any) -> tuple[tuple[ReportCheckpoint, ...], tuple[str, ...]]:
+    """The report's checkpoints and a note for each one dropped: a bad entry never refuses the
+    report (it only feeds the card's resume advice). Newest MAX_REPORT_CHECKPOINTS kept."""
+    if value is None:
+        return (), ()
+    if not isinstance(value, list):
+        return (), (f"detail.checkpoints: expected an array, got {type(value).__name__}; ignored",)
+    kept: list[ReportCheckpoint] = []
+    notes: list[str] = []
+    for i, item in enumerate(value):
+        path = f"detail.checkpoints[{i}]"
+        try:
+            kept.append(_checkpoint(item, path))
+        except MalformedEvent as err:
+            notes.append(f"{err}; checkpoint dropped")
+    kept.sort(key=lambda c: c.step)
+    if len(kept) > MAX_REPORT_CHECKPOINTS:
+        notes.append(
+            f"detail.checkpoints: {len(kept)} entries, only the newest "
+            f"{MAX_REPORT_CHECKPOINTS} kept"
+        )
+        kept = kept[-MAX_REPORT_CHECKPOINTS:]
+    return tuple(kept), tuple(notes)
+
+
+def _checkpoint(value: Any, path: str) -> ReportCheckpoint:
+    item = f.obj(value, path)
+    location = f.nullable_text(item, "location", path)
+    if location is not None and not 0 < len(location) <= MAX_CHECKPOINT_LOCATION:
+        raise MalformedEvent(
+            f"{path}.location", f"expected 1 to {MAX_CHECKPOINT_LOCATION} characters"
+        )
+    return ReportCheckpoint(
+        step=f.rank(f.get(item, "step", path), f"{path}.step"),
+        last_audit_pass=f.integer(
+            item.get("last_audit_pass"), f"{path}.last_audit_pass", nullable=True
+        ),
+        last_weight_check_pass=f.integer(
+            item.get("last_weight_check_pass"), f"{path}.last_weight_check_pass", nullable=True
+        ),
+        location=location,
+    )
 
 
 def _cluster_name(value: str, path: str) -> str:

@@ -169,6 +169,15 @@ def test_the_plain_output_shows_the_timeline_the_card_and_the_audit_log(outcomes
     assert "→ new instance i-" in text and text.rstrip().splitlines()[-1].startswith("PASS")
 
 
+def test_the_drills_card_names_the_checkpoint_to_resume_from(outcomes):
+    card = outcomes("replay-culprit").notification or ""
+
+    assert (
+        "Resume from: checkpoint at step 20 (s3://ckpt/step-20), saved before the suspect window "
+        "[21, 30]; tags: last_audit_pass 20, last_weight_check_pass 20"
+    ) in card
+
+
 def test_json_output_is_one_document_with_the_outcome(outcomes, capsys, monkeypatch):
     monkeypatch.setattr(drill, "run_scenario", lambda scenario, **_: outcomes(scenario.name))
 

@@ -333,6 +333,30 @@ def test_show_prints_the_evidence_and_the_recommendation(deployed, capsys):
     assert "rank 13 mismatched in both of its ring comparisons" in out
 
 
+def test_show_prints_the_checkpoint_to_resume_from(deployed, capsys):
+    resume = {
+        "checkpoint": {
+            "step": 20,
+            "last_audit_pass": 20,
+            "last_weight_check_pass": 20,
+            "location": "s3://ckpt/llama/step-20",
+        },
+        "before_step": 21,
+        "unverified": [],
+        "known": 2,
+    }
+    incident_id = deployed.incident(
+        "awaiting_approval", evidence=[{**REPORT_EVIDENCE, "resume": resume}]
+    )
+
+    deployed.sdc("show", incident_id)
+
+    assert (
+        "Resume from: checkpoint at step 20 (s3://ckpt/llama/step-20), saved before the suspect "
+        "window [21, 30]; tags: last_audit_pass 20, last_weight_check_pass 20"
+    ) in capsys.readouterr().out
+
+
 def test_show_prints_the_decision_and_the_replacement(deployed, capsys):
     approver = "arn:aws:states:us-west-2:123456789012:execution:sdc-approval:cli-alice-1"
     incident_id = deployed.incident(

@@ -123,11 +123,15 @@ class Run:
             loss_fn,
             self.schedule,
             max_grad_norm=1.0,
-            save=lambda step, tags: self.saves.append({"step": step, "tags": tags}),
+            save=self.save,
         )
         torch.manual_seed(1 + self.rank)  # each rank its own dropout masks
         if self.fault:
             self.fault.attach(self.module, self.rank)
+
+    def save(self, step: int, tags: dict[str, int | None]) -> str:
+        self.saves.append({"step": step, "tags": tags})
+        return f"mem://ckpt/step-{step}"
 
     def step(self, step: int) -> dict[str, Any]:
         if self.fault:

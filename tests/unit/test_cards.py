@@ -3,7 +3,8 @@ from __future__ import annotations
 import json
 import re
 
-from lambdas.logic import cards, intake, remediation
+from lambdas.logic import cards, evidence, intake, remediation
+from lambdas.logic.recommendation import Advice, Recommendation
 from lambdas.models.events import parse_report_event
 from lambdas.models.payloads import CloseRequest, Decision, Outcome
 from tests.conftest import load_fixture
@@ -125,3 +126,95 @@ def test_without_automatic_node_recovery_the_card_does_not_claim_it(world):
     card = approval_card(world)
 
     assert "NodeRecovery is Automatic" not in card
+
+
+# -- the checkpoint to resume from -------------------------------------------------------------
+
+
+def card_for_report(world: World, **detail_changes) -> str:
+    event = load_fixture("events", "sdc_report")  # compute, window [21, 30], passes at 20
+    event["detail"].update(detail_changes)
+    intake.store_report(parse_report_event(event), world.deps)
+    world.awaiting_approval()
+    return world.notifier.published[-1].message
+
+
+def ckpt(step: int, audit: int | None = None, weights: int | None = None) -> dict:
+    return {
+        "step": step,
+        "last_audit_pass": step if audit is None else audit,
+        "last_weight_check_pass": step if weights is None else weights,
+        "location": f"s3://ckpt/llama/step-{step}",
+    }
+
+
+def test_the_card_names_the_newest_verified_checkpoint_before_the_window(world):
+    card = card_for_report(world, checkpoints=[ckpt(10), ckpt(20), ckpt(30)])
+
+    assert (
+        "  Resume from: checkpoint at step 20 (s3://ckpt/llama/step-20), saved before the "
+        "suspect window [21, 30]; tags: last_audit_pass 20, last_weight_check_pass 20"
+    ) in card.splitlines()
+
+
+def test_the_resume_line_sits_with_the_recommendation(world):
+    card = card_for_report(world, checkpoints=[ckpt(20)])
+
+    paragraph = next(p for p in card.split("\n\n") if p.startswith("RECOMMENDATION"))
+    assert "Resume from: checkpoint at step 20" in paragraph
+
+
+def test_without_checkpoints_the_card_says_none_before_the_window_is_known(world):
+    card = card_for_report(world)
+
+    assert (
+        "Resume from: no checkpoint saved before step 21 is known: resume from an earlier "
+        "verified checkpoint outside this job's report, or from the start"
+    ) in card
+
+
+def test_the_card_skips_a_checkpoint_its_tags_do_not_verify_and_says_so(world):
+    unchecked = ckpt(15, weights=10)  # saved without a weight check; the last passed at 10
+
+    card = card_for_report(world, checkpoints=[unchecked], last_weight_check_pass=10)
+
+    assert "Resume from: no verified checkpoint saved before step 21 is known" in card
+    assert "steps 15" in card
+    assert "checkpoint at step 15" not in card
+
+
+def test_a_malformed_checkpoint_shows_as_a_report_error_and_the_rest_still_counts(world):
+    card = card_for_report(world, checkpoints=[ckpt(10), {"step": "twenty"}])
+
+    assert "Resume from: checkpoint at step 10" in card
+    assert "detail.checkpoints[1].step" in card
+
+
+def test_of_two_reports_the_earlier_window_decides_the_resume_point(world):
+    card_for_report(world, checkpoints=[ckpt(10), ckpt(20)])
+    later = load_fixture("events", "sdc_report")
+    later["id"] = "second-delivery"
+    later["detail"].update(
+        report_id="r-5f3c9a1e2b7d4c61",
+        emitted_at="2026-11-30T08:20:00.000Z",
+        step=60,
+        suspect_window=[51, 60],
+        last_audit_pass=50,
+        last_weight_check_pass=50,
+        checkpoints=[ckpt(20), ckpt(50)],
+    )
+    incident_id = next(iter(world.store.incidents))
+    intake.store_report(parse_report_event(later), world.deps)
+    incident = world.incident(incident_id)
+    assert len(evidence.reports(incident)) == 2
+
+    text = cards.approval_card(incident, world.settings, Recommendation(Advice.REPLACE, ())).text
+
+    assert "Resume from: checkpoint at step 20" in text
+    assert "suspect window [21, 30]" in text
+
+
+def test_the_card_without_a_report_has_no_resume_line(world):
+    world.awaiting_approval()
+
+    assert "Resume from" not in world.notifier.published[-1].message

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import load_fixture
-from trainer_emitter.checks.alarms import Passes
+from trainer_emitter.checks.alarms import KEPT_CHECKPOINTS, Passes, location_of
 from trainer_emitter.checks.schedule import Schedule
 
 
@@ -107,3 +109,82 @@ def test_passes_resume_from_the_tags_of_a_checkpoint():
 
     assert alarm["suspect_window"] == [901, 1005]
     assert tracker.tags() == {"last_audit_pass": 900, "last_weight_check_pass": 1000}
+
+
+def test_an_alarm_carries_the_checkpoints_saved_with_the_tags_of_their_time():
+    tracker = passes(1, 1000, 1000)
+    tracker.saved(1000, "s3://ckpt/step-1000")
+    tracker.last_audit_pass = tracker.last_weight_check_pass = 1100
+    tracker.saved(1100)
+
+    alarm = tracker.compute(1150, nonfinite=[3], mismatched_pairs=[], culprits=[], verdicts=[])
+
+    assert alarm["checkpoints"] == [
+        {
+            "step": 1000,
+            "last_audit_pass": 1000,
+            "last_weight_check_pass": 1000,
+            "location": "s3://ckpt/step-1000",
+        },
+        {"step": 1100, "last_audit_pass": 1100, "last_weight_check_pass": 1100, "location": None},
+    ]
+    assert tracker.weights(1150, [2])["checkpoints"] == alarm["checkpoints"]
+    assert tracker.reduced_gradient(1150)["checkpoints"] == alarm["checkpoints"]
+
+
+def test_an_alarm_keeps_only_the_newest_checkpoints():
+    tracker = passes(1, None, None)
+    for step in range(100, 1300, 100):
+        tracker.saved(step)
+
+    alarm = tracker.reduced_gradient(1250)
+
+    assert [c["step"] for c in alarm["checkpoints"]] == list(range(500, 1300, 100))
+    assert len(alarm["checkpoints"]) == KEPT_CHECKPOINTS
+
+
+def test_checkpoints_known_from_before_a_restart_ride_with_the_new_ones():
+    tracker = Passes.from_tags({"last_audit_pass": 900, "last_weight_check_pass": 1000})
+    tracker.checkpoints.extend(
+        [{"step": 1000, "last_audit_pass": 900, "last_weight_check_pass": 1000, "location": "a"}]
+    )
+    tracker.saw(1001)
+    tracker.saved(1100, "b")
+
+    alarm = tracker.weights(1105, [1])
+
+    assert [(c["step"], c["location"]) for c in alarm["checkpoints"]] == [(1000, "a"), (1100, "b")]
+    assert alarm["checkpoints"][1]["last_audit_pass"] == 900
+
+
+@pytest.mark.parametrize(
+    "known",
+    [
+        [{"last_audit_pass": 1}],
+        [{"step": -1}],
+        [{"step": 10, "last_weight_check_pass": "10"}],
+        [{"step": 10, "location": 7}],
+        ["step-10"],
+    ],
+)
+def test_a_malformed_known_checkpoint_is_refused_early(known):
+    with pytest.raises(ValueError, match="checkpoint"):
+        Passes().checkpoints.extend(known)
+
+
+def test_an_alarm_without_checkpoints_has_no_checkpoints_key():
+    assert "checkpoints" not in passes(1, 20, 20).reduced_gradient(25)
+
+
+@pytest.mark.parametrize(
+    ("returned", "location"),
+    [
+        ("s3://ckpt/step-10", "s3://ckpt/step-10"),
+        (Path("/fsx/ckpt/step-10"), "/fsx/ckpt/step-10"),
+        (None, None),
+        ("", None),
+        ({"path": "x"}, None),
+    ],
+)
+def test_what_save_returns_is_the_location_when_it_is_a_string_or_path(returned, location):
+    assert location_of(returned) == location

@@ -9,7 +9,14 @@ import pytest
 from lambdas.models.errors import MalformedEvent
 from lambdas.models.events import parse_contributor_event, parse_report_event
 from tests.conftest import load_fixture
-from trainer_emitter.contract import Check, Metric, Role, report_schema
+from trainer_emitter.contract import (
+    MAX_CHECKPOINT_LOCATION,
+    MAX_REPORT_CHECKPOINTS,
+    Check,
+    Metric,
+    Role,
+    report_schema,
+)
 
 
 def contributor(**changes):
@@ -239,3 +246,75 @@ def test_a_contributor_cluster_name_that_is_no_hyperpod_name_is_refused():
 def test_an_event_id_longer_than_any_eventbridge_id_is_refused():
     with pytest.raises(MalformedEvent, match="id"):
         parse_contributor_event(contributor(id="x" * 300))
+
+
+# -- report checkpoints (optional, read leniently) ---------------------------------------------
+
+
+def checkpoint(step: int, **changes):
+    return {
+        "step": step,
+        "last_audit_pass": step,
+        "last_weight_check_pass": step,
+        "location": f"s3://ckpt/step-{step}",
+        **changes,
+    }
+
+
+def with_checkpoints(checkpoints):
+    event = report_event()
+    event["detail"]["checkpoints"] = checkpoints
+    return event
+
+
+def test_a_report_without_checkpoints_parses_with_none():
+    assert parse_report_event(report_event()).report.checkpoints == ()
+
+
+def test_report_checkpoints_parse_oldest_first():
+    report = parse_report_event(with_checkpoints([checkpoint(20), checkpoint(10)])).report
+
+    assert [(c.step, c.location) for c in report.checkpoints] == [
+        (10, "s3://ckpt/step-10"),
+        (20, "s3://ckpt/step-20"),
+    ]
+    assert report.errors == ()
+
+
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        (checkpoint(-10), "detail.checkpoints[1].step"),
+        ({"last_audit_pass": 10}, "detail.checkpoints[1].step"),
+        (
+            checkpoint(10, last_weight_check_pass="10"),
+            "detail.checkpoints[1].last_weight_check_pass",
+        ),
+        (checkpoint(10, location=42), "detail.checkpoints[1].location"),
+        (checkpoint(10, location="s3://" + "k" * MAX_CHECKPOINT_LOCATION), "[1].location"),
+        ("s3://ckpt/step-10", "detail.checkpoints[1]"),
+    ],
+)
+def test_a_malformed_checkpoint_is_dropped_and_named_and_the_report_kept(entry, field):
+    report = parse_report_event(with_checkpoints([checkpoint(20), entry])).report
+
+    assert [c.step for c in report.checkpoints] == [20]
+    assert report.culprits == (13,)
+    (note,) = report.errors
+    assert field in note and "checkpoint dropped" in note
+
+
+def test_checkpoints_that_are_not_an_array_are_ignored_with_a_note():
+    report = parse_report_event(with_checkpoints({"step": 10})).report
+
+    assert report.checkpoints == ()
+    assert any("detail.checkpoints" in e for e in report.errors)
+
+
+def test_only_the_newest_checkpoints_are_kept():
+    many = [checkpoint(step) for step in range(1, MAX_REPORT_CHECKPOINTS + 5)]
+
+    report = parse_report_event(with_checkpoints(many)).report
+
+    assert [c.step for c in report.checkpoints] == list(range(5, MAX_REPORT_CHECKPOINTS + 5))
+    assert any("only the newest" in e for e in report.errors)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime
 
@@ -9,9 +10,15 @@ import jsonschema
 import pytest
 
 from tests.conftest import load_fixture
-from trainer_emitter.contract import NAMESPACE, report_schema
+from trainer_emitter.contract import (
+    MAX_CHECKPOINT_LOCATION,
+    MAX_REPORT_CHECKPOINTS,
+    NAMESPACE,
+    report_schema,
+)
 from trainer_emitter.rankmap import RankMap
 from trainer_emitter.report import build_report
+from trainer_emitter.sinks import MAX_EVENT_BYTES, event_detail_json
 
 NOW = datetime(2026, 11, 30, 8, 14, tzinfo=UTC)
 FIRST, SECOND, THIRD, FOURTH = (
@@ -256,3 +263,120 @@ def test_a_bad_alarm_names_each_problem_and_still_publishes_what_is_certain(case
     for problem in problems:
         assert any(problem in error for error in report.errors), (problem, report.errors)
     assert_valid(report.detail)  # the report itself stays valid and JSON-safe
+
+
+CHECKPOINT = {
+    "step": 20,
+    "last_audit_pass": 20,
+    "last_weight_check_pass": 20,
+    "location": "s3://ckpt/llama/step-20",
+}
+
+
+def with_checkpoints(checkpoints: object, fixture_name: str = "replay_culprit") -> dict:
+    return {**load_fixture("alarms", fixture_name), "checkpoints": checkpoints}
+
+
+def test_the_report_carries_the_alarms_checkpoints_oldest_first():
+    older = {**CHECKPOINT, "step": 10, "last_audit_pass": 10, "last_weight_check_pass": 10}
+
+    report = build(with_checkpoints([CHECKPOINT, older]))
+
+    assert report.detail["checkpoints"] == [older, CHECKPOINT]
+    assert report.errors == []
+    assert_valid(report.detail)
+
+
+def test_an_alarm_without_checkpoints_gives_an_empty_list_and_older_reports_stay_valid():
+    report = build(load_fixture("alarms", "replay_culprit"))
+
+    assert report.detail["checkpoints"] == []
+    older_emitter = {k: v for k, v in report.detail.items() if k != "checkpoints"}
+    assert_valid(older_emitter)
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ({"last_audit_pass": 20}, "has no valid step"),
+        ({**CHECKPOINT, "step": -20}, "has no valid step"),
+        ({**CHECKPOINT, "last_weight_check_pass": "20"}, "has no valid last_weight_check_pass"),
+        ("s3://ckpt/llama/step-20", "not a checkpoint dict"),
+    ],
+)
+def test_a_malformed_checkpoint_is_left_out_with_an_error_and_the_rest_kept(entry, problem):
+    good = {**CHECKPOINT, "step": 10}
+
+    report = build(with_checkpoints([good, entry]))
+
+    assert report.detail["checkpoints"] == [good]
+    assert any(problem in error for error in report.errors), report.errors
+    assert published(report) == {("sdc_replay_mismatch", SECOND)}
+    assert_valid(report.detail)
+
+
+def test_checkpoints_that_are_not_a_list_are_left_out_with_an_error():
+    report = build(with_checkpoints({"step": 20}))
+
+    assert report.detail["checkpoints"] == []
+    assert any("'checkpoints' is" in error for error in report.errors)
+    assert_valid(report.detail)
+
+
+def test_a_location_too_long_or_not_a_string_is_dropped_and_the_checkpoint_kept():
+    long = {**CHECKPOINT, "location": "s3://" + "k" * MAX_CHECKPOINT_LOCATION}
+    odd = {**CHECKPOINT, "step": 10, "location": 10}
+
+    report = build(with_checkpoints([long, odd]))
+
+    assert [(c["step"], c["location"]) for c in report.detail["checkpoints"]] == [
+        (10, None),
+        (20, None),
+    ]
+    assert len([e for e in report.errors if "location" in e]) == 2
+    assert_valid(report.detail)
+
+
+def test_a_report_keeps_the_newest_checkpoints_and_stays_far_below_the_event_limit():
+    location = "s3://" + "k" * (MAX_CHECKPOINT_LOCATION - 5)
+    many = [
+        {"step": s, "last_audit_pass": s, "last_weight_check_pass": s, "location": location}
+        for s in range(1, 41)
+    ]
+
+    report = build(with_checkpoints(many))
+
+    steps = [c["step"] for c in report.detail["checkpoints"]]
+    assert steps == list(range(41 - MAX_REPORT_CHECKPOINTS, 41))
+    assert any("older checkpoints left out" in error for error in report.errors)
+    assert_valid(report.detail)
+    body = event_detail_json(report.detail)
+    assert len(body.encode()) < MAX_EVENT_BYTES // 2
+    assert json.loads(body)["alarm"] is not None  # nothing had to be trimmed
+
+
+@pytest.mark.parametrize(
+    "checkpoints",
+    [
+        [{**CHECKPOINT, "step": -1}],
+        [{**CHECKPOINT, "location": 20}],
+        [{**CHECKPOINT, "location": ""}],
+        [{**CHECKPOINT, "location": "k" * (MAX_CHECKPOINT_LOCATION + 1)}],
+        [{**CHECKPOINT, "bucket": "ckpt"}],
+        [{k: v for k, v in CHECKPOINT.items() if k != "location"}],
+        [CHECKPOINT] * (MAX_REPORT_CHECKPOINTS + 1),
+        {"step": 20},
+    ],
+)
+def test_the_schema_refuses_malformed_checkpoints(checkpoints):
+    detail = {**build(load_fixture("alarms", "replay_culprit")).detail, "checkpoints": checkpoints}
+
+    with pytest.raises(jsonschema.ValidationError):
+        assert_valid(detail)
+
+
+def test_the_schema_bounds_are_the_contract_bounds():
+    checkpoints = report_schema()["properties"]["checkpoints"]
+
+    assert checkpoints["maxItems"] == MAX_REPORT_CHECKPOINTS
+    assert checkpoints["items"]["properties"]["location"]["maxLength"] == MAX_CHECKPOINT_LOCATION

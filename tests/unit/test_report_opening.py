@@ -11,6 +11,7 @@ from lambdas.logic import intake, remediation
 from lambdas.models.events import parse_contributor_event, parse_report_event
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from tests.conftest import load_fixture
 from tests.unit.reports import NODES, report_event
 from tests.unit.world import CLUSTER, GROUP, World, alarm_event, settings
 
@@ -184,3 +185,27 @@ def test_a_job_level_incident_beyond_the_guard_is_held(job_world):
     held = [r for r in result["incidents"] if r["action"] == "held"]
     assert len(held) == 1
     assert job_world.incident(held[0]["incident_id"]).hold["kind"] == "guard"
+
+
+def test_the_job_level_close_notice_names_the_checkpoint_to_resume_from(job_world):
+    alarm = {
+        **load_fixture("alarms", "weights_no_majority"),  # window [31, 40], passes at 30
+        "checkpoints": [
+            {"step": s, "last_audit_pass": s, "last_weight_check_pass": s, "location": f"c/{s}"}
+            for s in (20, 30)
+        ],
+    }
+    incident_id = store(job_world, report_event(alarm))["incidents"][0]["incident_id"]
+    ref = IncidentRef(incident_id)
+    remediation.start_health_check(ref, job_world.deps)
+    while remediation.check_health(ref, job_world.deps)["in_progress"]:
+        pass
+
+    remediation.close_incident(CloseRequest(incident_id, Outcome.CHECKED, None), job_world.deps)
+
+    notice = job_world.notifier.published[-1].message
+    assert "no replacement is proposed" in notice
+    assert (
+        "Resume from: checkpoint at step 30 (c/30), saved before the suspect window [31, 40]; "
+        "tags: last_audit_pass 30, last_weight_check_pass 30"
+    ) in notice

@@ -6,7 +6,8 @@
     any alarm    → zero the gradients, return: the step is not applied
     clip         → reduced-gradient check (the all-reduced, clipped gradient is finite)
     step         → check 3 (weight fingerprints) every N steps and before every checkpoint
-    checkpoint   → saved only after its weight check passed, tagged with the last passes
+    checkpoint   → saved only after its weight check passed, tagged with the last passes; the
+                   last few saved (and any known from before a restart) ride on every alarm
 
 Every decision is taken from all-gathered data with the same pure rules on every rank, so all
 ranks return the same alarm at the same step and never disagree about applying a step.
@@ -15,7 +16,7 @@ ranks return the same alarm at the same step and never disagree about applying a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer_emitter.checks.alarms import Passes
+from trainer_emitter.checks.alarms import Passes, location_of
 from trainer_emitter.checks.determinism import deterministic
 from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS, fingerprints
 from trainer_emitter.checks.gradients import GradientWatch, comm_hook
@@ -55,8 +56,9 @@ from trainer_emitter.rankmap import RankMap, gather_rank_map, local_rank_info
 
 log = logging.getLogger("trainer_emitter.checks")
 
-SaveFn = Callable[[int, dict[str, int | None]], None]
-"""`save(step, tags)`: write the checkpoint; tags are the last audit and weight-check passes."""
+SaveFn = Callable[[int, dict[str, int | None]], object]
+"""`save(step, tags)`: write the checkpoint; tags are the last audit and weight-check passes.
+What it returns, if a string or path, is remembered as the checkpoint's location."""
 
 
 @dataclass
@@ -97,8 +99,13 @@ class SdcChecks:
         emitter: Emitter | None = None,
         reporter_rank: int = 0,
         resume_tags: Mapping[str, Any] | None = None,
+        checkpoints: Iterable[Mapping[str, Any]] | None = None,
         chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
     ) -> None:
+        """`resume_tags`: the tags of the checkpoint a restarted job resumed from.
+        `checkpoints`: checkpoints known from before the start, each
+        `{"step", "last_audit_pass", "last_weight_check_pass", "location"}` (a restarted job: at
+        least the one it resumed from); alarms carry them with the ones saved from now on."""
         if not isinstance(model, DistributedDataParallel):
             raise TypeError("SdcChecks needs the DistributedDataParallel-wrapped model")
         if not (dist.is_available() and dist.is_initialized()):
@@ -139,6 +146,7 @@ class SdcChecks:
         self._pre_hook = self.module.register_forward_pre_hook(self._snapshot_buffers)
         self._emitter = emitter
         self.passes = Passes.from_tags(resume_tags)
+        self.passes.checkpoints.extend(checkpoints or ())
 
     # ---- the step -------------------------------------------------------------------------
 
@@ -199,13 +207,18 @@ class SdcChecks:
                 return result
             self.passes.last_weight_check_pass = step
         if self.save is not None and self.schedule.is_checkpoint(step):
-            self.save(step, self.passes.tags())
+            self.passes.saved(step, location_of(self.save(step, self.passes.tags())))
             result.saved = True
         return result
 
     def tags(self) -> dict[str, int | None]:
         """The checkpoint tags now: the last audit pass and the last weight-check pass."""
         return self.passes.tags()
+
+    def remember_checkpoint(self, step: int, location: str | None = None) -> dict[str, Any]:
+        """A checkpoint the loop saved itself at `step` (after this step's checks), tagged with
+        `tags()` as they stand: later alarms carry it like the ones `save` wrote."""
+        return self.passes.saved(step, location)
 
     # ---- reporting ------------------------------------------------------------------------
 
