@@ -115,7 +115,7 @@ def event_detail_json(detail: dict[str, Any]) -> str:
     body = json.dumps(detail, separators=(",", ":"), allow_nan=False)
     if len(body.encode()) <= MAX_EVENT_BYTES - 1024:
         return body
-    trimmed = dict(detail, alarm=None)
+    trimmed = {k: v for k, v in detail.items() if k != "alarm"}  # optional in the schema
     trimmed["errors"] = [*detail["errors"], "raw alarm copy dropped: event over 256 KB"]
     return json.dumps(trimmed, separators=(",", ":"), allow_nan=False)
 

@@ -380,3 +380,18 @@ def test_the_schema_bounds_are_the_contract_bounds():
 
     assert checkpoints["maxItems"] == MAX_REPORT_CHECKPOINTS
     assert checkpoints["items"]["properties"]["location"]["maxLength"] == MAX_CHECKPOINT_LOCATION
+
+
+def test_an_event_over_the_size_limit_drops_the_raw_alarm_copy_and_still_matches_the_schema():
+    alarm = load_fixture("alarms", "replay_culprit")
+    alarm["padding"] = "x" * MAX_EVENT_BYTES  # the raw copy keeps whatever the loop put there
+    report = build(alarm)
+
+    body = event_detail_json(report.detail)
+
+    assert len(body.encode()) <= MAX_EVENT_BYTES
+    detail = json.loads(body)
+    assert "alarm" not in detail
+    assert "raw alarm copy dropped: event over 256 KB" in detail["errors"]
+    assert detail["culprits"] == report.detail["culprits"]  # the parsed evidence stays
+    assert_valid(detail)
