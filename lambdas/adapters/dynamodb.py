@@ -3,6 +3,7 @@ history) and the append-only audit table. Layout: docs/pipeline.md, "Storage".""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -83,15 +84,9 @@ class DynamoIncidentStore(DynamoTable):
     def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
         item = to_item({**incident_key(incident.incident_id), **incident.to_record()})
         if not incident.holds_lock and slot_limit is None:
-            with aws_call("PutItem", {"ConditionalCheckFailedException": IncidentExists}):
-                self.client.put_item(
-                    TableName=self.table_name,
-                    Item=item,
-                    ConditionExpression="attribute_not_exists(pk)",
-                )
+            self._put_new(item)
             return
-        parts: list[str] = []
-        writes: list[dict[str, Any]] = []
+        writes: list[tuple[str, dict[str, Any]]] = []
         if incident.holds_lock:
             lock = to_item(
                 {
@@ -100,114 +95,96 @@ class DynamoIncidentStore(DynamoTable):
                     "created_at": incident.created_at,
                 }
             )
-            parts.append("lock")
-            writes.append(
-                {
-                    "Put": {
-                        "TableName": self.table_name,
-                        "Item": lock,
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                }
-            )
-        parts.append("incident")
-        writes.append(
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": item,
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            }
-        )
+            writes.append(("lock", {"Put": self._new(lock)}))
+        writes.append(("incident", {"Put": self._new(item)}))
         if slot_limit is not None:
-            parts.append("slot")
             writes.append(
-                {
-                    "Update": {
-                        "TableName": self.table_name,
-                        "Key": to_item(guard_key(incident.cluster_name)),
-                        "UpdateExpression": "ADD open_ids :ids",
-                        "ConditionExpression": "attribute_not_exists(open_ids) "
-                        "OR size(open_ids) < :limit OR contains(open_ids, :id)",
-                        "ExpressionAttributeValues": {
-                            ":ids": {"SS": [incident.incident_id]},
-                            ":id": {"S": incident.incident_id},
-                            ":limit": {"N": str(slot_limit)},
-                        },
-                    }
-                }
+                (
+                    "slot",
+                    {
+                        "Update": {
+                            "TableName": self.table_name,
+                            "Key": to_item(guard_key(incident.cluster_name)),
+                            "UpdateExpression": "ADD open_ids :ids",
+                            "ConditionExpression": "attribute_not_exists(open_ids) "
+                            "OR size(open_ids) < :limit OR contains(open_ids, :id)",
+                            "ExpressionAttributeValues": {
+                                ":ids": {"SS": [incident.incident_id]},
+                                ":id": {"S": incident.incident_id},
+                                ":limit": {"N": str(slot_limit)},
+                            },
+                        }
+                    },
+                )
             )
+
+        def refused(failed: set[str], kwargs: dict[str, Any]) -> Exception | None:
+            if "incident" in failed:
+                return IncidentExists(f"incident {incident.incident_id} exists", **kwargs)
+            if "lock" in failed:
+                holder = self.open_incident_id(incident.cluster_name, incident.instance_id)
+                if holder:
+                    return LockHeld(holder, **kwargs)
+            if "slot" in failed and slot_limit is not None:
+                open_ids = list(self.guard_state(incident.cluster_name).open_ids)
+                return GuardFull(open_ids, slot_limit, **kwargs)
+            return None
+
+        self._transact(writes, refused)
+
+    def create_held(self, incident: Incident, *, until: int, now: int) -> None:
+        item = to_item({**incident_key(incident.incident_id), **incident.to_record()})
+        if incident.is_job:
+            self._put_new(item)  # its instances' held locks are claimed one by one
+            return
+        held = self._held_lock_put(
+            incident.cluster_name, incident.instance_id, incident.incident_id, until, now
+        )
+
+        def refused(failed: set[str], kwargs: dict[str, Any]) -> Exception | None:
+            if "incident" in failed:
+                return IncidentExists(f"incident {incident.incident_id} exists", **kwargs)
+            holder = self.held_incident_id(incident.cluster_name, incident.instance_id, now)
+            return HeldBy(holder, **kwargs) if "held" in failed and holder else None
+
+        self._transact([("held", {"Put": held}), ("incident", {"Put": self._new(item)})], refused)
+
+    def _new(self, item: dict[str, Any]) -> dict[str, Any]:
+        """A put of an item that must not exist yet."""
+        return {
+            "TableName": self.table_name,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+
+    def _put_new(self, item: dict[str, Any]) -> None:
+        with aws_call("PutItem", {"ConditionalCheckFailedException": IncidentExists}):
+            self.client.put_item(**self._new(item))
+
+    def _transact(
+        self,
+        writes: list[tuple[str, dict[str, Any]]],
+        refused: Callable[[set[str], dict[str, Any]], Exception | None],
+    ) -> None:
+        """TransactWriteItems of the named `writes`; when conditions cancel it, `refused(the
+        names whose condition failed, error kwargs)` says what to raise (None: a plain error)."""
         try:
-            self.client.transact_write_items(TransactItems=writes)
+            self.client.transact_write_items(TransactItems=[write for _, write in writes])
         except ClientError as err:
             if error_code(err) != "TransactionCanceledException":
                 raise translate(err, "TransactWriteItems") from err
             codes = [r.get("Code") for r in err.response.get("CancellationReasons", [])]
             failed = {
-                part
-                for part, code in zip(parts, codes, strict=False)
+                name
+                for (name, _), code in zip(writes, codes, strict=False)
                 if code == "ConditionalCheckFailed"
             }
-            rid = request_id(err.response)
-            kwargs: dict[str, Any] = {
-                "operation": "TransactWriteItems",
-                "code": "ConditionalCheckFailed",
-                "request_id": rid,
-            }
-            if "incident" in failed:
-                raise IncidentExists(f"incident {incident.incident_id} exists", **kwargs) from err
-            if "lock" in failed:
-                holder = self.open_incident_id(incident.cluster_name, incident.instance_id)
-                if holder:
-                    raise LockHeld(holder, **kwargs) from err
-            if "slot" in failed and slot_limit is not None:
-                open_ids = list(self.guard_state(incident.cluster_name).open_ids)
-                raise GuardFull(open_ids, slot_limit, **kwargs) from err
-            raise translate(err, "TransactWriteItems") from err
-
-    def create_held(self, incident: Incident, *, until: int, now: int) -> None:
-        item = to_item({**incident_key(incident.incident_id), **incident.to_record()})
-        if incident.is_job:
-            with aws_call("PutItem", {"ConditionalCheckFailedException": IncidentExists}):
-                self.client.put_item(
-                    TableName=self.table_name,
-                    Item=item,
-                    ConditionExpression="attribute_not_exists(pk)",
-                )
-            return
-        writes = [
-            {
-                "Put": self._held_lock_put(
-                    incident.cluster_name, incident.instance_id, incident.incident_id, until, now
-                )
-            },
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": item,
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
-        ]
-        try:
-            self.client.transact_write_items(TransactItems=writes)
-        except ClientError as err:
-            if error_code(err) != "TransactionCanceledException":
-                raise translate(err, "TransactWriteItems") from err
-            codes = [r.get("Code") for r in err.response.get("CancellationReasons", [])]
             kwargs: dict[str, Any] = {
                 "operation": "TransactWriteItems",
                 "code": "ConditionalCheckFailed",
                 "request_id": request_id(err.response),
             }
-            if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
-                raise IncidentExists(f"incident {incident.incident_id} exists", **kwargs) from err
-            if codes and codes[0] == "ConditionalCheckFailed":
-                holder = self.held_incident_id(incident.cluster_name, incident.instance_id, now)
-                if holder:
-                    raise HeldBy(holder, **kwargs) from err
-            raise translate(err, "TransactWriteItems") from err
+            raise (refused(failed, kwargs) or translate(err, "TransactWriteItems")) from err
 
     def claim_held(
         self, cluster_name: str, instance_id: str, incident_id: str, *, until: int, now: int
@@ -404,35 +381,15 @@ class DynamoIncidentStore(DynamoTable):
     def create_hold(self, hold: ClusterHold) -> None:
         pointer = to_item({**held_key(hold.cluster_name), "hold_id": hold.hold_id})
         record = to_item({**hold_key(hold.hold_id), **hold.to_record()})
-        try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": pointer,
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": record,
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
-            )
-        except ClientError as err:
-            if error_code(err) != "TransactionCanceledException":
-                raise translate(err, "TransactWriteItems") from err
+
+        def refused(failed: set[str], kwargs: dict[str, Any]) -> Exception:
             active = self.active_hold(hold.cluster_name)
-            raise HoldExists(
-                active.hold_id if active else hold.hold_id,
-                operation="TransactWriteItems",
-                code="ConditionalCheckFailed",
-                request_id=request_id(err.response),
-            ) from err
+            return HoldExists(active.hold_id if active else hold.hold_id, **kwargs)
+
+        self._transact(
+            [("pointer", {"Put": self._new(pointer)}), ("hold", {"Put": self._new(record)})],
+            refused,
+        )
 
     def active_hold(self, cluster_name: str) -> ClusterHold | None:
         with aws_call("GetItem"):
@@ -465,44 +422,47 @@ class DynamoIncidentStore(DynamoTable):
     def lift_hold(self, hold: ClusterHold, reset_at: int) -> None:
         expected = hold.version
         record = {**hold.to_record(), "version": expected + 1}
-        try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": to_item({**hold_key(hold.hold_id), **record}),
-                            "ConditionExpression": "attribute_exists(pk) AND version = :expected",
-                            "ExpressionAttributeValues": to_item({":expected": expected}),
-                        }
-                    },
-                    {
-                        "Delete": {
-                            "TableName": self.table_name,
-                            "Key": to_item(held_key(hold.cluster_name)),
-                            "ConditionExpression": "hold_id = :id",
-                            "ExpressionAttributeValues": to_item({":id": hold.hold_id}),
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self.table_name,
-                            "Key": to_item(guard_key(hold.cluster_name)),
-                            "UpdateExpression": "SET storm_reset_at = :at",
-                            "ExpressionAttributeValues": to_item({":at": reset_at}),
-                        }
-                    },
-                ]
-            )
-        except ClientError as err:
-            if error_code(err) != "TransactionCanceledException":
-                raise translate(err, "TransactWriteItems") from err
-            raise ConditionFailed(
-                f"storm hold {hold.hold_id} changed meanwhile",
-                operation="TransactWriteItems",
-                code="ConditionalCheckFailed",
-                request_id=request_id(err.response),
-            ) from err
+        writes: list[tuple[str, dict[str, Any]]] = [
+            (
+                "hold",
+                {
+                    "Put": {
+                        "TableName": self.table_name,
+                        "Item": to_item({**hold_key(hold.hold_id), **record}),
+                        "ConditionExpression": "attribute_exists(pk) AND version = :expected",
+                        "ExpressionAttributeValues": to_item({":expected": expected}),
+                    }
+                },
+            ),
+            (
+                "pointer",
+                {
+                    "Delete": {
+                        "TableName": self.table_name,
+                        "Key": to_item(held_key(hold.cluster_name)),
+                        "ConditionExpression": "hold_id = :id",
+                        "ExpressionAttributeValues": to_item({":id": hold.hold_id}),
+                    }
+                },
+            ),
+            (
+                "reset",
+                {
+                    "Update": {
+                        "TableName": self.table_name,
+                        "Key": to_item(guard_key(hold.cluster_name)),
+                        "UpdateExpression": "SET storm_reset_at = :at",
+                        "ExpressionAttributeValues": to_item({":at": reset_at}),
+                    }
+                },
+            ),
+        ]
+        self._transact(
+            writes,
+            lambda _, kwargs: ConditionFailed(
+                f"storm hold {hold.hold_id} changed meanwhile", **kwargs
+            ),
+        )
         hold.version = expected + 1
 
     # -- history ---------------------------------------------------------------------------
