@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 import torch
@@ -168,3 +169,83 @@ def test_a_fingerprint_stays_on_the_tensors_device_as_two_int64s():
     result = fingerprint(sample(torch.float32, 10))
 
     assert (result.dtype, tuple(result.shape), result.device.type) == (torch.int64, (2,), "cpu")
+
+
+# Property-style checks against a reference that reads the tensor's bytes directly (it does not use
+# `raw_words`), so a wrong view, a lost carry or a wrong position in the fast path shows up here.
+
+SUPPORTED_DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.float16,
+    torch.bfloat16,
+    torch.int32,
+    torch.float32,
+    torch.int64,
+    torch.float64,
+    torch.complex64,
+]
+
+
+def reference(tensor: torch.Tensor) -> tuple[int, int]:
+    """Plain and weighted sums of the raw words, decoded from the bytes with Python integers."""
+    data = bytes(tensor.detach().contiguous().reshape(-1).view(torch.uint8).tolist())
+    width = min(tensor.element_size(), 4)
+    words = [
+        int.from_bytes(data[at : at + width], sys.byteorder, signed=True)
+        for at in range(0, len(data), width)
+    ]
+    plain = sum(words) % M64
+    weighted = sum(position * word for position, word in enumerate(words, start=1)) % M64
+    return _signed(plain), _signed(weighted)
+
+
+def random_bits(dtype: torch.dtype, count: int, seed: int) -> torch.Tensor:
+    """`count` elements of `dtype` with uniformly random bit patterns (sign bits, NaNs, anything)."""
+    size = torch.tensor([], dtype=dtype).element_size()
+    generator = torch.Generator().manual_seed(seed)
+    raw = torch.randint(0, 256, (count * size,), generator=generator, dtype=torch.uint8)
+    if dtype is torch.bool:
+        return raw.remainder(2).view(torch.bool)
+    return raw.view(dtype)
+
+
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
+@pytest.mark.parametrize("chunk_elements", [256, 1000, 1 << 18])
+@pytest.mark.parametrize("count", [0, 1, 2, 63, 64, 65, 999, 1001, 2 * 4096 + 17])
+def test_random_bit_patterns_fingerprint_to_the_byte_level_reference(dtype, chunk_elements, count):
+    tensor = random_bits(dtype, count, seed=count * 31 + chunk_elements)
+
+    got = fingerprint_ints(tensor, chunk_elements=chunk_elements)
+
+    assert got == reference(tensor)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("extreme", ["min", "max", "alternating"])
+def test_words_at_the_extremes_sum_without_losing_a_carry(dtype, extreme):
+    # Every word at the most negative or most positive value drives every partial sum (rows,
+    # columns, chunks) to its bound; alternating signs make the sums cancel and wrap.
+    info = torch.iinfo(dtype)
+    count = 3 * 4096 + 5
+    if extreme == "min":
+        tensor = torch.full((count,), info.min, dtype=dtype)
+    elif extreme == "max":
+        tensor = torch.full((count,), info.max, dtype=dtype)
+    else:
+        tensor = torch.full((count,), info.min, dtype=dtype)
+        tensor[1::2] = info.max
+
+    for chunk_elements in (256, 4096, 1 << 18):
+        assert fingerprint_ints(tensor, chunk_elements=chunk_elements) == reference(tensor)
+
+
+def test_the_reference_itself_sees_a_single_changed_byte():
+    # Guards the guard: the reference must not be blind to the bits it is meant to check.
+    tensor = random_bits(torch.float32, 101, seed=1)
+    changed = tensor.clone()
+    changed.view(torch.uint8)[203] ^= 0x80
+
+    assert reference(changed) != reference(tensor)
