@@ -111,6 +111,14 @@ WEIGHTS_SUSPECT = {
 }
 
 
+def tiny_ddp_job() -> Any:
+    """A real 4-rank DDP job on CPU, one rank per node of the cluster, with a fault on one rank:
+    its checks' alarm and rank map replace the scenario's hand-written ones."""
+    from infra.local.ddp_job import run_job  # torch only in the job's processes
+
+    return run_job(NODES)
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -135,6 +143,8 @@ class Scenario:
     """How many incidents the scenario must end with."""
     storm: bool = False
     """Whether a storm hold must start (one notice) and the drill's approver resets it."""
+    job: Callable[[], Any] | None = None
+    """A training job whose checks raise the alarm (with its own rank map) instead of `alarm`."""
 
 
 SCENARIOS = {
@@ -226,6 +236,16 @@ SCENARIOS = {
             "replaced",
             context={"sdc:dryRun": True},
         ),
+        Scenario(
+            "ddp-replay",
+            "a real 4-rank DDP job on CPU: one rank's forward goes wrong (x1000), its ring-replay "
+            "audit names the rank; approved; node replaced (needs torch)",
+            {},
+            "approve",
+            "replaced",
+            replaced=True,
+            job=tiny_ddp_job,
+        ),
     )
 }
 DEFAULT = "replay-culprit"
@@ -288,20 +308,27 @@ def run_scenario(
         timeline.append(Line(round(time.monotonic() - started, 2), who, what, ids))
         progress(what)
 
+    alarm, rank_map = scenario.alarm, RANK_MAP
+    if scenario.job is not None:
+        progress("training: a DDP job on CPU with its SDC checks, until its first alarm")
+        job = scenario.job()
+        alarm, rank_map = job.alarm, job.rank_map
+        for what, ids in job.lines():
+            note("training", what, **ids)
     progress("synthesizing the stack and standing it up in a local account")
     hyperpod = default_cluster(NODES, node_recovery=scenario.node_recovery)
     if scenario.health_check_fails:
-        culprits = scenario.alarm.get("culprits", [])
-        suspects = {str(d["instance_id"]) for d in RANK_MAP if d["rank"] in culprits}
+        culprits = alarm.get("culprits", [])
+        suspects = {str(d["instance_id"]) for d in rank_map if d["rank"] in culprits}
         for instance_id in suspects:
             hyperpod.set_health_check_result(CLUSTER, instance_id, passes=False)
     with LocalRun.open(context=scenario.context, hyperpod=hyperpod) as run:
         note("local", "stack deployed into the local account (moto) from the synthesized template")
-        result = run.emitter(RANK_MAP).report(scenario.alarm)
+        result = run.emitter(rank_map).report(alarm)
         published = ", ".join(f"{d.metric.value} on {d.instance_id}" for d in result.datapoints)
         note(
             "rank 0",
-            f"step {scenario.alarm['step']}: {scenario.alarm['check']} check fired; "
+            f"step {alarm['step']}: {alarm['check']} check fired; "
             f"report {result.report_id[:8]} published ({published})",
             report_id=result.report_id,
         )
@@ -591,6 +618,13 @@ def render(outcome: Outcome, out: TextIO, style: Style) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make drill", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", default=DEFAULT, choices=[*sorted(SCENARIOS), "all"])
+    parser.add_argument(
+        "--ddp",
+        dest="scenario",
+        action="store_const",
+        const="ddp-replay",
+        help="--scenario ddp-replay",
+    )
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument("--json", action="store_true", help="one JSON document per scenario")
     parser.add_argument(

@@ -1,0 +1,257 @@
+"""A real, tiny DDP job on CPU whose SDC checks raise the alarm the drill's `ddp-replay` scenario
+publishes.
+
+One process per rank joins a gloo group; rank r runs on "node" `nodes[r // ranks_per_node]` of
+the drill's fake cluster (`NODE_NAME=hyperpod-<instance id>`), so the rank map that
+`trainer_emitter.checks.SdcChecks` all-gathers maps every rank to one of the cluster's instances.
+From `fault_step` on, every forward on `fault_rank` multiplies one output element by `factor`: a
+finite wrong value, so check 1 (non-finite gradients) passes and the next ring-replay audit
+names that rank, which is wrong both on its own micro-batch and on the one it replays.
+
+The job stops at its first alarm (or after two audit periods) and hands back the alarm and the
+rank map, exactly what `report()` takes; the drill publishes them through its usual emitter path.
+torch is imported only in the ranks' processes; without it, `run_job` raises `TorchMissing`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import multiprocessing
+import os
+import queue
+import socket
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+FAULT_RANK = 2
+FAULT_STEP = 7
+AUDIT_EVERY = 5
+FACTOR = 1000.0
+
+
+class TorchMissing(RuntimeError):
+    """The job needs PyTorch, which is an optional extra of this project."""
+
+
+class JobError(RuntimeError):
+    """The job failed, timed out, or ended without the one alarm every rank agrees on."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    nodes: tuple[str, ...]
+    """Instance ids of the cluster's nodes, in rank order."""
+    ranks_per_node: int = 1
+    fault_rank: int = FAULT_RANK
+    fault_step: int = FAULT_STEP
+    audit_every: int = AUDIT_EVERY
+    factor: float = FACTOR
+
+    @property
+    def world(self) -> int:
+        return len(self.nodes) * self.ranks_per_node
+
+    def node_name(self, rank: int) -> str:
+        return f"hyperpod-{self.nodes[rank // self.ranks_per_node]}"
+
+
+@dataclass
+class JobResult:
+    plan: Plan
+    alarm: dict[str, Any]
+    """The alarm every rank returned (they agree, or the job fails)."""
+    rank_map: list[dict[str, Any]]
+    """The rank map the checks all-gathered at start."""
+    steps: list[dict[str, Any]]
+    """Rank 0's steps: `{step, applied, audited}`, up to the alarm's."""
+    fired: list[int] = field(default_factory=list)
+    """The steps at which the fault corrupted a forward on the faulty rank."""
+    seconds: float = 0.0
+
+    def lines(self) -> list[tuple[str, dict[str, str]]]:
+        """What the job did, as a few timeline lines with their identifiers."""
+        plan, alarm = self.plan, self.alarm
+        nodes = len(plan.nodes)
+        lines = [
+            (
+                f"{plan.world} ranks on {nodes} nodes (gloo, CPU) in {self.seconds:.1f} s; "
+                f"fault injected on rank {plan.fault_rank} at step {plan.fault_step} "
+                f"(one forward output x{plan.factor:g}, finite)",
+                {"fault_rank": str(plan.fault_rank), "fault_step": str(plan.fault_step)},
+            )
+        ]
+        applied = [s["step"] for s in self.steps if s["applied"]]
+        passed = [s["step"] for s in self.steps if s["audited"] and s["applied"]]
+        if applied:
+            lines.append(
+                (
+                    f"steps {applied[0]}-{applied[-1]} applied"
+                    + (f"; audit at step {', '.join(map(str, passed))} passed" if passed else "")
+                    + "; check 1 (non-finite gradients) passed every step",
+                    {},
+                )
+            )
+        culprits = ", ".join(map(str, alarm.get("culprits") or [])) or "none"
+        pairs = ", ".join(str(pair) for pair in alarm.get("mismatched_pairs") or [])
+        lines.append(
+            (
+                f"audit at step {alarm['step']} named rank {culprits} "
+                f"(mismatched pairs {pairs or 'none'}); step {alarm['step']} not applied",
+                {"step": str(alarm["step"]), "culprits": culprits},
+            )
+        )
+        return lines
+
+
+def require_torch() -> None:
+    if importlib.util.find_spec("torch") is None:
+        raise TorchMissing(
+            "this scenario runs a real DDP job and needs PyTorch: install the torch extra "
+            "(pip install -e '.[torch]', or '.[dev]', which includes it)"
+        )
+
+
+def run_job(nodes: Sequence[str], *, timeout: float = 180.0, **settings: Any) -> JobResult:
+    """Spawn the ranks once, run until the first alarm, and return it with the rank map.
+    `settings`: the other fields of `Plan`. Ends the processes it started on error or timeout."""
+    require_torch()
+    plan = Plan(tuple(nodes), **settings)
+    if not 0 <= plan.fault_rank < plan.world:
+        raise ValueError(f"fault rank {plan.fault_rank} is not one of the {plan.world} ranks")
+    started = time.monotonic()
+    context = multiprocessing.get_context("spawn")
+    results: Any = context.Queue()
+    port = _free_port()
+    workers = [
+        context.Process(target=_rank, args=(rank, port, plan, results), daemon=True)
+        for rank in range(plan.world)
+    ]
+    for process in workers:
+        process.start()
+    by_rank: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(by_rank) < plan.world:
+            try:
+                rank, result, error = results.get(timeout=max(deadline - time.monotonic(), 0.1))
+            except queue.Empty:
+                raise JobError(f"the DDP job did not finish in {timeout:g} s") from None
+            if error:
+                raise JobError(f"rank {rank} of the DDP job failed:\n{error}")
+            by_rank[rank] = result
+        for process in workers:
+            process.join(timeout=30)
+    finally:
+        for process in workers:
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+
+    alarms = [by_rank[rank]["alarm"] for rank in range(plan.world)]
+    if alarms[0] is None:
+        raise JobError(
+            f"the DDP job ran {len(by_rank[0]['steps'])} steps and raised no alarm "
+            f"(fault fired at steps {by_rank[plan.fault_rank]['fired']})"
+        )
+    if any(alarm != alarms[0] for alarm in alarms):
+        raise JobError(f"the ranks disagree about the alarm: {alarms}")
+    return JobResult(
+        plan=plan,
+        alarm=alarms[0],
+        rank_map=by_rank[0]["rank_map"],
+        steps=by_rank[0]["steps"],
+        fired=by_rank[plan.fault_rank]["fired"],
+        seconds=time.monotonic() - started,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _rank(rank: int, port: int, plan: Plan, results: Any) -> None:
+    """One rank: join the group, train with the checks until the first alarm, put the result."""
+    os.environ.update(
+        {"NODE_NAME": plan.node_name(rank), "RANK": str(rank), "WORLD_SIZE": str(plan.world)}
+    )
+    # The checks log the alarm on every rank; the parent shows it once.
+    logging.getLogger("trainer_emitter").addHandler(logging.NullHandler())
+    try:
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(1)
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=plan.world
+        )
+        result = _train(rank, plan)
+        dist.barrier()  # gloo can hang in destroy_process_group without it
+        dist.destroy_process_group()
+        results.put((rank, result, None))
+    except BaseException:
+        results.put((rank, None, traceback.format_exc()))
+
+
+def _train(rank: int, plan: Plan) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    from trainer_emitter.checks import Schedule, SdcChecks
+
+    torch.manual_seed(0)  # the same initial weights everywhere
+    module = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    ddp = DistributedDataParallel(module)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.01)
+
+    def loss_fn(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        return F.mse_loss(model(x), y)
+
+    # peer offset None: ranks per node, so each rank's replayer and third sit on other nodes
+    checks = SdcChecks(
+        ddp,
+        optimizer,
+        loss_fn,
+        Schedule(audit_every=plan.audit_every, check_every=0),
+        max_grad_norm=1.0,  # the corrupted steps before the audit stay finite
+    )
+    now = {"step": 0}
+    fired: list[int] = []
+
+    def fault(_: nn.Module, __: Any, output: torch.Tensor) -> torch.Tensor | None:
+        if now["step"] < plan.fault_step:
+            return None
+        fired.append(now["step"])
+        output = output.clone()
+        output[0, 0] = output[0, 0] * plan.factor
+        return output
+
+    if rank == plan.fault_rank:
+        module.register_forward_hook(fault)
+
+    steps: list[dict[str, Any]] = []
+    alarm = None
+    for step in range(1, max(plan.fault_step, 0) + 2 * plan.audit_every + 1):
+        now["step"] = step
+        generator = torch.Generator().manual_seed(100_003 * step + rank)
+        batch = (torch.randn(8, 8, generator=generator), torch.randn(8, 4, generator=generator))
+        result = checks.step(step, batch)
+        steps.append({"step": step, "applied": result.applied, "audited": result.audited})
+        if result.alarm:
+            alarm = result.alarm
+            break
+    checks.close()
+    return {
+        "alarm": alarm,
+        "rank_map": checks.rank_map.to_list(),
+        "steps": steps,
+        "fired": sorted(set(fired)),
+    }
