@@ -4,7 +4,7 @@ Pure functions of the function ARNs and the settings, with no CDK in them: the c
 workflow.py and approval.py pass CDK tokens for the ARNs, tests may pass plain strings. The
 shape follows docs/pipeline.md:
 
-    InitPollCounters → StartHealthCheck → HealthCheckHeld? (held → CloseHeld)
+    InitPollCounters → IsolateNode → StartHealthCheck → HealthCheckHeld? (held → CloseHeld)
       → WaitForHealthCheck → CheckHealth → CountHealthPoll
       → HealthCheckDone? (in_progress and polls < max → WaitForHealthCheck;
                           scope "job" → CloseChecked; status NotFound → CloseReplacedByHyperPod;
@@ -204,8 +204,16 @@ def remediation_definition(
                 "replace_retries": {"count": 0},
             },
             "ResultPath": "$.polls",
-            "Next": "StartHealthCheck",
+            "Next": "IsolateNode",
         },
+        "IsolateNode": _task(
+            fn["isolate_node"],
+            _incident(),
+            result_path="$.isolation",
+            next_state="StartHealthCheck",
+            comment="Cordon and taint the suspect node (EKS clusters configured for it). "
+            "An unreachable Kubernetes API does not fail it: the incident records why.",
+        ),
         "StartHealthCheck": _task(
             fn["start_health_check"],
             _incident(),

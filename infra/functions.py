@@ -63,6 +63,9 @@ class FunctionSpec:
     reads_pause_switch: bool = False
     """Acts on a cluster (opens incidents, starts health checks, replaces nodes): reads the pause
     switch first."""
+    kubernetes: bool = False
+    """Cordons or uncordons nodes through the EKS clusters of `sdc:nodeIsolation`: gets
+    eks:DescribeCluster on them, `NODE_ISOLATION`, and an access entry (node_isolation.py)."""
     asynchronous: bool = False
     """Invoked by EventBridge (asynchronously): failures after retries go to the failure queue."""
     timeout_seconds: int = 30
@@ -100,6 +103,14 @@ SPECS: Final = (
         timeout_seconds=60,
     ),
     FunctionSpec(
+        "isolate_node",
+        "Cordons and taints the suspect node through the EKS cluster's Kubernetes API",
+        hyperpod=("sagemaker:DescribeCluster",),
+        reads_pause_switch=True,
+        kubernetes=True,
+        timeout_seconds=60,
+    ),
+    FunctionSpec(
         "start_health_check",
         "Starts the HyperPod deep health check on the suspect node",
         hyperpod=(*HYPERPOD_READ, START_HEALTH_CHECK),
@@ -122,8 +133,10 @@ SPECS: Final = (
     FunctionSpec("check_replacement", "Polls the node replacement", hyperpod=HYPERPOD_READ),
     FunctionSpec(
         "close_incident",
-        "Closes the incident with its outcome and notifies",
+        "Closes the incident with its outcome, lifts the node's isolation and notifies",
         publishes=True,
+        kubernetes=True,
+        timeout_seconds=60,
     ),
     FunctionSpec(
         "decide",
@@ -140,6 +153,11 @@ def cluster_arn(scope: Construct, cluster: Cluster) -> str:
     return cluster.arn or Stack.of(scope).format_arn(
         service="sagemaker", resource="cluster", resource_name=cluster.cluster_id
     )
+
+
+def eks_cluster_arn(scope: Construct, name: str) -> str:
+    """`arn:<partition>:eks:<region>:<account>:cluster/<name>` in the stack's account and region."""
+    return Stack.of(scope).format_arn(service="eks", resource="cluster", resource_name=name)
 
 
 class Functions(Construct):
@@ -201,9 +219,13 @@ class Functions(Construct):
             "POWERTOOLS_METRICS_NAMESPACE": PIPELINE_METRICS_NAMESPACE,
         }
 
+        eks_arns = [eks_cluster_arn(self, name) for name in settings.eks_clusters]
         self.by_module: dict[str, lambda_.Function] = {}
+        self.kubernetes_roles: list[iam.IRole] = []
         for spec in SPECS:
             env = dict(common_env)
+            if spec.kubernetes and settings.node_isolation:
+                env["NODE_ISOLATION"] = settings.node_isolation_env()
             if spec.starts_remediation:
                 env["STATE_MACHINE_ARN"] = remediation_arn
             if spec.reads_pause_switch:
@@ -223,6 +245,16 @@ class Functions(Construct):
                         resources=cluster_arns,
                     )
                 )
+            if spec.kubernetes and eks_arns:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="EksIsolationClusters",
+                        actions=["eks:DescribeCluster"],
+                        resources=eks_arns,
+                    )
+                )
+                assert fn.role is not None
+                self.kubernetes_roles.append(fn.role)
             if spec.starts_remediation:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(

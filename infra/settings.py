@@ -26,6 +26,8 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 | `sdc:guardMaxOpenPercent` | integer, 1 .. 100 | `10` | blast-radius guard: at most this share of the cluster's nodes, rounded up, and never more than nodes - 1 (`GUARD_MAX_OPEN_PERCENT`): a 3-node cluster allows 1 |
 | `sdc:stormThreshold` | integer, 2 .. 10000 | `4` | storm hold: this many distinct instances of one cluster flagged within the window hold the whole cluster (`STORM_THRESHOLD`) |
 | `sdc:stormWindowSeconds` | integer, 60 .. 86400 | `900` | storm hold: the window (`STORM_WINDOW_SECONDS`) |
+| `sdc:nodeIsolation` | object: HyperPod cluster name (one of `sdc:clusters`) → EKS cluster name | `{}` | clusters whose suspect node is cordoned and tainted (`sdc.remediation/incident=<incident id>:NoSchedule`) while the incident is open, through that EKS cluster's Kubernetes API (`NODE_ISOLATION`); the stack adds an EKS access entry per cluster for the two functions that do it. Not listed: no isolation, and the approval card says so |
+| `sdc:nodeIsolationAccess` | `group` or `clusterAdminPolicy` | `group` | what the access entries grant: `group` maps the functions' roles to the Kubernetes group `sdc-remediation` (apply the RBAC manifest of docs/deploy.md: nodes get/list/patch only); `clusterAdminPolicy` associates `AmazonEKSClusterAdminPolicy` instead (no manifest, but full cluster admin: opt in knowingly) |
 | `sdc:pauseParameterName` | SSM parameter name or null | `/<stackName>/paused` | the pause switch: a String parameter the stack creates with value `false`; `aws ssm put-parameter --overwrite --name <it> --value true` pauses without a deploy (`PAUSE_PARAMETER`) |
 
 Unknown `sdc:*` keys are an error (a typo must not silently fall back to a default).
@@ -60,6 +62,8 @@ CLUSTER_ARN_RE: Final = re.compile(
     r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}$"
 )
 CLUSTER_ID_RE: Final = re.compile(r"^[a-z0-9]{12}$")
+EKS_CLUSTER_NAME_RE: Final = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+NODE_ISOLATION_ACCESS: Final = ("group", "clusterAdminPolicy")
 STACK_NAME_RE: Final = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,59}$")
 SSM_PARAMETER_RE: Final = re.compile(r"^/?[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 ALARM_PREFIX_RE: Final = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,62}[A-Za-z0-9]|[A-Za-z0-9])?$")
@@ -118,6 +122,21 @@ class Settings:
     storm_window_seconds: int = 900
     pause_parameter: str | None = None
     """None: `/<stack name>/paused` (see `pause_parameter_name`)."""
+    node_isolation: tuple[tuple[str, str], ...] = ()
+    """(HyperPod cluster name, EKS cluster name) pairs whose suspect nodes are isolated."""
+    node_isolation_access: str = "group"
+
+    @property
+    def eks_clusters(self) -> tuple[str, ...]:
+        """The EKS clusters whose Kubernetes API the functions use (sorted, distinct)."""
+        return tuple(sorted({eks for _, eks in self.node_isolation}))
+
+    def node_isolation_env(self) -> str:
+        """`NODE_ISOLATION` for the functions: the lambdas' settings format."""
+        return json.dumps(
+            {name: {"isolate": True, "eks_cluster": eks} for name, eks in self.node_isolation},
+            sort_keys=True,
+        )
 
     @property
     def cluster_names(self) -> tuple[str, ...]:
@@ -148,6 +167,12 @@ class Settings:
         return settings
 
     def _check_totals(self) -> None:
+        unknown = [name for name, _ in self.node_isolation if name not in self.cluster_names]
+        if unknown:
+            raise SettingsError(
+                f"sdc:nodeIsolation names {', '.join(unknown)}, not in sdc:clusters: isolation is "
+                "only for clusters this deployment acts on"
+            )
         loops = self.health_check_max_polls + self.replacement_max_polls + self.replace_max_retries
         if loops > MAX_LOOP_ITERATIONS:
             raise SettingsError(
@@ -276,6 +301,21 @@ def _clusters(key: str, value: Any) -> tuple[Cluster, ...]:
     return tuple(sorted(clusters, key=lambda c: c.name))
 
 
+def _node_isolation(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    expected = 'an object {"<HyperPod cluster name>": "<EKS cluster name>"}'
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, expected)
+    pairs = []
+    for name, eks in value.items():
+        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
+            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+        if not isinstance(eks, str) or not EKS_CLUSTER_NAME_RE.match(eks):
+            raise _fail(key, value, f"{expected}; {eks!r} for {name!r} is not an EKS cluster name")
+        pairs.append((name, eks))
+    return tuple(sorted(pairs))
+
+
 def _parameter_name(key: str, value: Any) -> str | None:
     if value in ("", "null", "none"):
         return None
@@ -328,6 +368,11 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:stormThreshold": ("storm_threshold", _integer(2, 10_000)),
     "sdc:stormWindowSeconds": ("storm_window_seconds", _integer(60, 86_400)),
     "sdc:pauseParameterName": ("pause_parameter", _parameter_name),
+    "sdc:nodeIsolation": ("node_isolation", _node_isolation),
+    "sdc:nodeIsolationAccess": (
+        "node_isolation_access",
+        _string(re.compile(r"^(group|clusterAdminPolicy)$"), "group or clusterAdminPolicy"),
+    ),
 }
 
 CONTEXT_KEYS: Final = tuple(_PARSERS)

@@ -11,6 +11,7 @@ from infra.alarms import ContributorAlarms
 from infra.approval import ApprovalWorkflow
 from infra.asset import LambdaAsset
 from infra.functions import Functions
+from infra.node_isolation import NodeIsolationAccess
 from infra.notifications import Notifications
 from infra.pause import PauseSwitch
 from infra.routing import Routing
@@ -67,6 +68,10 @@ class SdcRemediationStack(Stack):
             remediation_arn=remediation_arn,
             approval_arn=approval_arn,
         )
+        if settings.node_isolation:
+            NodeIsolationAccess(
+                self, "NodeIsolation", settings=settings, roles=functions.kubernetes_roles
+            )
         remediation = RemediationWorkflow(
             self,
             "Remediation",

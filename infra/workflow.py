@@ -112,6 +112,7 @@ class RemediationWorkflow(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         names = (
+            "isolate_node",
             "start_health_check",
             "check_health",
             "request_approval",

@@ -30,6 +30,7 @@ import boto3
 from moto import mock_aws
 
 from infra.local.evaluator import Evaluator
+from infra.local.kube_api import KubeApi
 from infra.local.routing import (
     Delivery,
     EventBus,
@@ -39,7 +40,10 @@ from infra.local.routing import (
     new_event,
 )
 from infra.local.template import ACCOUNT, REGION, LocalStack, stand_up
+from lambdas.adapters._aws import client_factory
+from lambdas.adapters.eks_token import EksTokens, sts_factory
 from lambdas.adapters.fake_hyperpod import FakeHyperPod
+from lambdas.adapters.kubernetes import EksKubernetesNodes
 from lambdas.handlers import _deps
 from lambdas.handlers._deps import build_deps
 from lambdas.logic.ports import Deps
@@ -53,10 +57,13 @@ from trainer_emitter.sinks import AwsSink
 
 CLUSTER = "ml-cluster-1"
 CLUSTER_ID = "ab12cd34ef56"
+EKS_CLUSTER = "ml-eks-1"
+"""The EKS cluster that orchestrates CLUSTER; its Kubernetes API is the local stand-in."""
 TERMINAL = frozenset({"replaced", "rejected", "expired", "failed", "skipped"})
 
 LOCAL_CONTEXT: dict[str, Any] = {
     "sdc:clusters": {CLUSTER: CLUSTER_ID},
+    "sdc:nodeIsolation": {CLUSTER: EKS_CLUSTER},
     "sdc:approvalTimeoutSeconds": 600,
     "sdc:healthCheckPollSeconds": 1,
     "sdc:healthCheckMaxPolls": 5,
@@ -89,7 +96,12 @@ def synthesized_template(context: Mapping[str, Any] | None = None) -> dict[str, 
 def default_cluster(nodes: Sequence[str] = (), *, node_recovery: str = "None") -> FakeHyperPod:
     """A 4-node fake HyperPod cluster named like the fixtures' rank map."""
     hyperpod = FakeHyperPod(region=REGION, account=ACCOUNT)
-    hyperpod.add_cluster(CLUSTER, node_recovery=node_recovery, instance_groups=["gpu-workers"])
+    hyperpod.add_cluster(
+        CLUSTER,
+        node_recovery=node_recovery,
+        instance_groups=["gpu-workers"],
+        eks_cluster=EKS_CLUSTER,
+    )
     for instance_id in nodes or (
         "i-0aa00000000000001",
         "i-0bb00000000000002",
@@ -127,6 +139,8 @@ class LocalRun:
     evaluator: Evaluator
     deps: Deps
     inbox_url: str
+    kube_api: KubeApi
+    """The EKS cluster's Kubernetes API (the stand-in): its nodes show the cordons."""
     deliveries: list[Delivery] = field(default_factory=list)
     inbox: list[dict[str, Any]] = field(default_factory=list)
     _server: Any = None
@@ -148,32 +162,46 @@ class LocalRun:
                 stack = stand_up(template, session)
                 opener = stack.function_by_handler("open_incident")
                 settings = Settings.from_env(opener.environment)
-
-                def per_invocation() -> Deps:
-                    # Each invocation sees its own function's environment, as on AWS.
-                    env = invocation_environment()
-                    return build_deps(Settings.from_env(env), session=session, hyperpod=hyperpod)
-
-                _deps.set_deps(per_invocation)
-                with (
-                    handlers_in_process(stack) as invocations,
-                    _stopping_executions(session, stack),
-                ):
-                    run = cls(
-                        session=session,
-                        stack=stack,
-                        hyperpod=hyperpod,
-                        invocations=invocations,
-                        bus=EventBus(stack, session),
-                        evaluator=Evaluator(stack, session),
-                        deps=build_deps(settings, session=session, hyperpod=hyperpod),
-                        inbox_url=_subscribe_inbox(session, settings.topic_arn),
+                kube_api = _kubernetes(session, hyperpod)
+                with kube_api.serve() as base_url:
+                    # The local-only escape: the EKS endpoint is the stand-in, over plain http.
+                    kubernetes = EksKubernetesNodes(
+                        client_factory("eks", session),
+                        EksTokens(sts_factory(session)),
+                        endpoint_overrides={EKS_CLUSTER: base_url},
                     )
-                    try:
-                        yield run
-                    finally:
-                        if run._server is not None:
-                            run._server.stop()
+
+                    def per_invocation() -> Deps:
+                        # Each invocation sees its own function's environment, as on AWS.
+                        env = invocation_environment()
+                        return build_deps(
+                            Settings.from_env(env),
+                            session=session,
+                            hyperpod=hyperpod,
+                            kubernetes=kubernetes,
+                        )
+
+                    _deps.set_deps(per_invocation)
+                    with (
+                        handlers_in_process(stack) as invocations,
+                        _stopping_executions(session, stack),
+                    ):
+                        run = cls(
+                            session=session,
+                            stack=stack,
+                            hyperpod=hyperpod,
+                            invocations=invocations,
+                            bus=EventBus(stack, session),
+                            evaluator=Evaluator(stack, session),
+                            deps=build_deps(settings, session=session, hyperpod=hyperpod),
+                            inbox_url=_subscribe_inbox(session, settings.topic_arn),
+                            kube_api=kube_api,
+                        )
+                        try:
+                            yield run
+                        finally:
+                            if run._server is not None:
+                                run._server.stop()
         finally:
             _deps.reset()
             for key, value in saved.items():
@@ -351,6 +379,23 @@ def _stop(client: Any, execution_arn: str, patience: float = 10.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def _kubernetes(session: Any, hyperpod: FakeHyperPod) -> KubeApi:
+    """The EKS cluster in moto and its Kubernetes API stand-in, trusting the local account's
+    credentials: one node per HyperPod node of CLUSTER, named like EC2 private DNS names (not
+    after the instance id: the pipeline must find them by providerID)."""
+    session.client("eks").create_cluster(
+        name=EKS_CLUSTER,
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/local-eks",
+        resourcesVpcConfig={"subnetIds": ["subnet-0local"]},
+    )
+    credentials = session.get_credentials().get_frozen_credentials()
+    api = KubeApi(EKS_CLUSTER, REGION, {credentials.access_key: credentials.secret_key})
+    cluster = hyperpod.clusters.get(CLUSTER)
+    for index, instance_id in enumerate(sorted(cluster.nodes) if cluster else [], start=1):
+        api.add_node(f"ip-10-1-0-{index}.{REGION}.compute.internal", instance_id)
+    return api
 
 
 def _subscribe_inbox(session: Any, topic_arn: str) -> str:

@@ -63,6 +63,8 @@ class FakeCluster:
     instance_groups: list[str]
     nodes: dict[str, FakeNode] = field(default_factory=dict)
     status: str = "InService"
+    eks_cluster_arn: str | None = None
+    """`Orchestrator.Eks.ClusterArn` (None: a Slurm cluster)."""
 
 
 @dataclass(frozen=True)
@@ -101,12 +103,19 @@ class FakeHyperPod:
         *,
         node_recovery: str = NodeRecovery.NONE.value,
         instance_groups: Sequence[str] = ("workers",),
+        eks_cluster: str | None = None,
     ) -> FakeCluster:
+        """`eks_cluster`: the name of the EKS cluster that orchestrates it (None: Slurm)."""
         cluster = FakeCluster(
             name=name,
             arn=f"arn:aws:sagemaker:{self.region}:{self.account}:cluster/{name}",
             node_recovery=node_recovery,
             instance_groups=list(instance_groups),
+            eks_cluster_arn=(
+                f"arn:aws:eks:{self.region}:{self.account}:cluster/{eks_cluster}"
+                if eks_cluster
+                else None
+            ),
         )
         self.clusters[name] = cluster
         return cluster
@@ -175,6 +184,7 @@ class FakeHyperPod:
             instance_groups=tuple(cluster.instance_groups),
             request_id=self._request_id(),
             node_count=len(cluster.nodes) or None,
+            eks_cluster_arn=cluster.eks_cluster_arn,
         )
 
     def describe_node(self, cluster_name: str, instance_id: str) -> NodeInfo:

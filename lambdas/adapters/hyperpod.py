@@ -45,6 +45,9 @@ class SageMakerHyperPod:
                 int(g.get("CurrentCount") or 0) for g in response.get("InstanceGroups", [])
             )
             or None,
+            eks_cluster_arn=((response.get("Orchestrator") or {}).get("Eks") or {}).get(
+                "ClusterArn"
+            ),
         )
 
     def describe_node(self, cluster_name: str, instance_id: str) -> NodeInfo:

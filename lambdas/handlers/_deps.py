@@ -22,7 +22,9 @@ import boto3
 
 from lambdas.adapters._aws import client_factory
 from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
+from lambdas.adapters.eks_token import EksTokens, sts_factory
 from lambdas.adapters.hyperpod import SageMakerHyperPod
+from lambdas.adapters.kubernetes import EksKubernetesNodes
 from lambdas.adapters.sns import SnsNotifier
 from lambdas.adapters.ssm import SsmPauseSwitch
 from lambdas.adapters.stepfunctions import StepFunctionsWorkflow
@@ -34,6 +36,8 @@ from lambdas.logic.ports import (
     HistoryStore,
     HyperPod,
     IncidentStore,
+    KubernetesNodes,
+    NoKubernetes,
     NoPauseSwitch,
     Notifier,
     PauseSwitch,
@@ -76,6 +80,7 @@ def build_deps(
     history: HistoryStore | None = None,
     switch: PauseSwitch | None = None,
     clock: Clock | None = None,
+    kubernetes: KubernetesNodes | None = None,
 ) -> Deps:
     """The boto3 adapters for `settings` (clients built lazily, all from one session: `session`
     if given), with any of them replaced by the keyword arguments."""
@@ -101,6 +106,12 @@ def build_deps(
             else NoPauseSwitch()
         ),
         clock=clock or SystemClock(),
+        kubernetes=kubernetes
+        or (
+            EksKubernetesNodes(client_factory("eks", session), EksTokens(sts_factory(session)))
+            if any(c.isolate for c in settings.node_isolation.values())
+            else NoKubernetes()
+        ),
     )
 
 

@@ -75,6 +75,9 @@ def approval_card(
         f"NodeRecovery: {incident.node_recovery or 'unknown'}",
         *_recovery_lines(incident),
         "",
+        "ISOLATION",
+        *isolation_lines(incident),
+        "",
         "EVIDENCE",
         *_metric_lines(incident),
         *_alarm_lines(incident),
@@ -122,6 +125,50 @@ def _recovery_lines(incident: Incident) -> list[str]:
         "  node by itself. Before any replacement the pipeline re-checks the instance; if it",
         "  is already gone the incident closes as replaced_by_hyperpod.",
     ]
+
+
+def isolation_lines(incident: Incident) -> list[str]:
+    """Whether the suspect node is kept free of new work while the approval is pending."""
+    record = incident.isolation or {}
+    nodes = record.get("nodes") or {}
+    isolated = [
+        f"  cordoned and tainted {record.get('taint')} on node {node.get('node_name')} "
+        f"(instance {instance_id}, EKS cluster {record.get('eks_cluster')})"
+        + (f"; {node['reason']}" if node.get("reason") else "")
+        for instance_id, node in sorted(nodes.items())
+        if node.get("state") == "isolated"
+    ]
+    if record.get("state") == "isolated":
+        return isolated
+    reason = record.get("reason") or "no isolation was recorded for this incident"
+    return [
+        f"  WARNING: the node is NOT isolated: {reason}.",
+        "  A restarted job may be scheduled onto it while this approval is pending.",
+        *isolated,
+    ]
+
+
+def release_lines(incident: Incident) -> list[str]:
+    """The closing notice: what became of the node's cordon and taint."""
+    record = incident.isolation or {}
+    lines = []
+    eks = record.get("eks_cluster")
+    for instance_id, node in sorted((record.get("nodes") or {}).items()):
+        name = node.get("node_name")
+        state = node.get("state")
+        if state == "released":
+            lines.append(f"Isolation: {name} ({instance_id}) uncordoned, taint removed.")
+        elif state in ("gone", "kept"):
+            lines.append(f"Isolation: {name or instance_id}: {node.get('reason')}.")
+        elif state in ("isolated", "pending", "release_failed"):
+            lines.append(
+                f"WARNING: {name} ({instance_id}) is still cordoned and tainted "
+                f"{record.get('taint')}: {node.get('reason') or 'not released'}. Lift it by "
+                f"hand (EKS cluster {eks}): kubectl taint node {name} "
+                f"{str(record.get('taint', '')).split('=')[0]}:NoSchedule- && "
+                + (f"kubectl uncordon {name}" if node.get("cordoned_by_us") else "leave the cordon")
+            )
+    return lines
 
 
 def history_lines(history: Sequence[PastIncident]) -> list[str]:
@@ -216,6 +263,7 @@ def close_notice(incident: Incident) -> Card:
         f"Metrics: {', '.join(incident.metrics) or 'none'}",
         f"Deep health check: {health_summary(incident)}",
         *_node_lines(incident),
+        *release_lines(incident),
     ]
     if incident.is_job:
         lines.append(

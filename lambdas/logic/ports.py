@@ -12,10 +12,12 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from lambdas.models.audit import AuditEntry
+from lambdas.models.errors import KubernetesNotConfigured
 from lambdas.models.events import SdcReport
 from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.hyperpod import ClusterInfo, NodeInfo, ReplaceResult
 from lambdas.models.incident import Incident
+from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
 from lambdas.models.settings import Settings
 
 
@@ -159,6 +161,44 @@ class NoPauseSwitch:
         return None
 
 
+class KubernetesNodes(Protocol):
+    """The nodes of an EKS cluster's Kubernetes API. Every method raises a KubernetesError
+    (unreachable, unauthorized, not found, conflict) rather than anything transport-specific."""
+
+    def find_node(self, eks_cluster: str, instance_id: str) -> KubeNode:
+        """The node whose spec.providerID names `instance_id` exactly. Raises KubernetesNotFound."""
+        ...
+
+    def cordon(self, eks_cluster: str, node_name: str, taint: Taint) -> NodeChange:
+        """spec.unschedulable true and `taint` added, keeping every other taint (conditional on
+        the node's resourceVersion; a conflict re-reads and retries)."""
+        ...
+
+    def uncordon(
+        self, eks_cluster: str, node_name: str, taint: Taint, *, clear_unschedulable: bool
+    ) -> NodeChange:
+        """Remove `taint` (only it) and, when `clear_unschedulable`, set unschedulable false."""
+        ...
+
+
+class NoKubernetes:
+    """No Kubernetes access configured: every call says so."""
+
+    def _refuse(self) -> KubernetesNotConfigured:
+        return KubernetesNotConfigured("this deployment has no Kubernetes API access")
+
+    def find_node(self, eks_cluster: str, instance_id: str) -> KubeNode:
+        raise self._refuse()
+
+    def cordon(self, eks_cluster: str, node_name: str, taint: Taint) -> NodeChange:
+        raise self._refuse()
+
+    def uncordon(
+        self, eks_cluster: str, node_name: str, taint: Taint, *, clear_unschedulable: bool
+    ) -> NodeChange:
+        raise self._refuse()
+
+
 class AuditLog(Protocol):
     def last(self, incident_id: str) -> AuditEntry | None: ...
 
@@ -216,3 +256,4 @@ class Deps:
     history: HistoryStore
     clock: Clock = field(default_factory=SystemClock)
     switch: PauseSwitch = field(default_factory=NoPauseSwitch)
+    kubernetes: KubernetesNodes = field(default_factory=NoKubernetes)

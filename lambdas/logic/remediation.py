@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lambdas.logic import cards, guard, lifecycle
+from lambdas.logic import cards, guard, isolation, lifecycle
 from lambdas.logic._steps import Step, send_notice
 from lambdas.logic.history import record_history
 from lambdas.logic.ports import Deps
@@ -593,8 +593,8 @@ def _finish_replacement(
 
 
 def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
-    """The end of every path: final state, lock and guard slot released, audited, history
-    kept, notified (failures too).
+    """The end of every path: final state, the node's isolation lifted (unless it was replaced),
+    lock and guard slot released, audited, history kept, notified (failures too).
 
     Closing twice is harmless: a closed incident keeps its state; what the first attempt may not
     have finished (it died after saving the state) is finished: the locks and the slot are
@@ -626,6 +626,8 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
         audited = born_closed or any(
             e.action == "incident_closed" for e in deps.audit.entries(incident.incident_id)
         )
+    # Before the lock goes: the next incident on this node must not find our cordon.
+    incident = isolation.release(step, incident)
     for instance_id in incident.locked_instances:
         deps.incidents.release_lock(incident.cluster_name, instance_id, incident.incident_id)
     deps.guard.release_slot(incident.cluster_name, incident.incident_id)

@@ -152,3 +152,47 @@ class ReplacementNotApproved(SdcError):
 
 class DecisionRefused(SdcError):
     """The approval input was refused (unknown decision, wrong state, already decided...)."""
+
+
+class KubernetesError(SdcError):
+    """A call to a cluster's Kubernetes API failed; `cause` says how, for the incident record
+    and the approval card (unreachable, unauthorized, not_found, conflict, refused, not_configured)."""
+
+    cause = "refused"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "cause": self.cause, "status": self.status}
+
+
+class KubernetesUnreachable(KubernetesError):
+    """No answer: DNS, connection, TLS or timeout (or DescribeCluster of the EKS cluster failed)."""
+
+    cause = "unreachable"
+
+
+class KubernetesUnauthorized(KubernetesError):
+    """401 or 403: the token was refused, or RBAC does not let the function's role do this."""
+
+    cause = "unauthorized"
+
+
+class KubernetesNotFound(KubernetesError):
+    """No node with this name (404), or no node whose providerID names the instance."""
+
+    cause = "not_found"
+
+
+class KubernetesConflict(KubernetesError):
+    """409 Conflict on every attempt: the node kept changing under us."""
+
+    cause = "conflict"
+
+
+class KubernetesNotConfigured(KubernetesError):
+    """This deployment has no Kubernetes access for the cluster."""
+
+    cause = "not_configured"

@@ -54,6 +54,12 @@ class ClusterInfo:
     request_id: str | None = None
     node_count: int | None = None
     """Nodes in the cluster (the instance groups' CurrentCount); None when HyperPod said none."""
+    eks_cluster_arn: str | None = None
+    """`Orchestrator.Eks.ClusterArn`: the EKS cluster that orchestrates it (None: not EKS)."""
+
+    @property
+    def eks_cluster_name(self) -> str | None:
+        return self.eks_cluster_arn.rsplit("/", 1)[-1] if self.eks_cluster_arn else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,9 @@ class Incident:
     instance_ids: list[str] = field(default_factory=list)
     job_name: str | None = None
     hold: dict[str, Any] | None = None
+    isolation: dict[str, Any] | None = None
+    """Whether the suspect node is cordoned and tainted while the incident is open, and what
+    was changed on it (`lambdas.logic.isolation`)."""
     version: int = 0
 
     @property

@@ -178,3 +178,11 @@ class DecisionAccepted(TypedDict):
     incident_id: str
     decision: str
     accepted: bool
+
+
+class IsolationResult(TypedDict):
+    """`isolate_node`: whether the incident's node is cordoned and tainted, and why not."""
+
+    isolated: bool
+    state: str
+    reason: str | None

@@ -6,9 +6,12 @@ are missing or bad, before any work is done.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from lambdas.models.errors import SettingsError
 from lambdas.models.hyperpod import HealthCheck
@@ -29,6 +32,22 @@ _POSITIVE = {
     "STORM_WINDOW_SECONDS": ("storm_window_seconds", 1, 7 * 86_400),
     "APPROVAL_TIMEOUT_SECONDS": ("approval_timeout_seconds", 1, 31_536_000),
 }
+
+
+EKS_CLUSTER_NAME_RE = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+
+
+@dataclass(frozen=True, slots=True)
+class IsolationConfig:
+    """Node isolation for one HyperPod cluster (`NODE_ISOLATION`): whether to cordon and taint
+    the suspect node while the incident is open, and the EKS cluster whose API to use (None:
+    the one HyperPod's DescribeCluster names as its orchestrator)."""
+
+    isolate: bool
+    eks_cluster: str | None = None
+
+
+ISOLATION_OFF = IsolationConfig(isolate=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +77,11 @@ class Settings:
     approval_timeout_seconds: int | None = None
     """The approval task's timeout: a decision arriving later is refused (None: not checked
     here; Step Functions still refuses the expired token)."""
+    node_isolation: Mapping[str, IsolationConfig] = field(default_factory=dict)
+    """Per HyperPod cluster name; a cluster not listed is not isolated."""
+
+    def isolation_for(self, cluster_name: str) -> IsolationConfig:
+        return self.node_isolation.get(cluster_name, ISOLATION_OFF)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -84,6 +108,8 @@ class Settings:
             else:
                 numbers[attr] = int(raw)
 
+        isolation = _node_isolation(env.get("NODE_ISOLATION", ""), problems)
+
         if problems:
             raise SettingsError("bad function environment: " + "; ".join(problems))
         return cls(
@@ -97,6 +123,7 @@ class Settings:
             state_machine_arn=env.get("STATE_MACHINE_ARN", "").strip() or None,
             approval_state_machine_arn=env.get("APPROVAL_STATE_MACHINE_ARN", "").strip() or None,
             pause_parameter=env.get("PAUSE_PARAMETER", "").strip() or None,
+            node_isolation=isolation,
             **numbers,
         )
 
@@ -108,3 +135,36 @@ class Settings:
 
 def _split(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]:
+    """`NODE_ISOLATION`: a JSON object, HyperPod cluster name → {"isolate": bool,
+    "eks_cluster": "<EKS cluster name>" (optional)}; empty = no cluster isolated."""
+    if not raw.strip():
+        return {}
+    expected = (
+        'NODE_ISOLATION must be a JSON object {"<HyperPod cluster>": {"isolate": true|false, '
+        '"eks_cluster": "<EKS cluster name>"}}'
+    )
+    try:
+        parsed: Any = json.loads(raw)
+    except json.JSONDecodeError as err:
+        problems.append(f"{expected}; not JSON: {err}")
+        return {}
+    if not isinstance(parsed, dict):
+        problems.append(f"{expected}; got {type(parsed).__name__}")
+        return {}
+    configs: dict[str, IsolationConfig] = {}
+    for cluster, value in parsed.items():
+        if not isinstance(value, dict) or not isinstance(value.get("isolate"), bool):
+            problems.append(f'{expected}; {cluster!r} needs "isolate": true or false')
+            continue
+        unknown = sorted(set(value) - {"isolate", "eks_cluster"})
+        eks = value.get("eks_cluster")
+        if unknown:
+            problems.append(f"{expected}; {cluster!r} has unknown keys {unknown}")
+        elif eks is not None and (not isinstance(eks, str) or not EKS_CLUSTER_NAME_RE.match(eks)):
+            problems.append(f"{expected}; {cluster!r} has a bad eks_cluster {eks!r}")
+        else:
+            configs[cluster] = IsolationConfig(value["isolate"], eks)
+    return configs

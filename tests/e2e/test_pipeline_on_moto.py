@@ -124,6 +124,33 @@ def test_a_rejected_incident_closes_as_rejected_and_nothing_is_replaced():
         assert not any(actor == "replace_node" for actor, _ in steps)
 
 
+def test_the_suspect_node_is_cordoned_while_approval_waits_and_uncordoned_on_reject():
+    with LocalRun.open() as run:
+        incident_id = open_from_fixture(run)
+        run.wait_for(incident_id, "awaiting_approval")
+        card = run.wait_for_notification("approve")["message"]
+        (name,) = [
+            n for n, node in run.kube_api.nodes.items()
+            if node["spec"]["providerID"].endswith(CULPRIT_INSTANCE)
+        ]  # fmt: skip
+        during = run.kube_api.spec(name)
+
+        run.decide(incident_id, "reject", "not the GPU")
+        incident = run.wait_for(incident_id, "rejected")
+
+        taint = f"sdc.remediation/incident={incident_id}:NoSchedule"
+        assert during["unschedulable"] is True
+        assert [f"{t['key']}={t['value']}:{t['effect']}" for t in during["taints"]] == [taint]
+        assert f"cordoned and tainted {taint} on node {name}" in card
+        assert run.kube_api.spec(name).get("unschedulable") is False
+        assert not run.kube_api.spec(name).get("taints")
+        assert incident.isolation["state"] == "released"
+        assert in_order(
+            trail(run, incident_id),
+            [("isolate_node", "node_isolated"), ("close_incident", "node_released")],
+        )
+
+
 def test_an_approval_that_times_out_expires_and_nothing_is_replaced():
     with LocalRun.open(context={"sdc:approvalTimeoutSeconds": 2}) as run:
         incident_id = open_from_fixture(run)

@@ -23,6 +23,7 @@ CONTEXT: dict[str, Any] = {
     "sdc:approvalTimeoutSeconds": 7200,
     "sdc:notificationEmail": "oncall@example.com",
     "sdc:logRetentionDays": 30,
+    "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
 }
 
 VARIANT_CONTEXT: dict[str, Any] = {

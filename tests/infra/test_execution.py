@@ -38,6 +38,8 @@ class Cluster:
         self.calls.append(module)
         self.payloads.setdefault(module, []).append(payload)
         count = self.calls.count(module)
+        if module == "isolate_node":
+            return {"isolated": True, "state": "isolated", "reason": None}
         if module == "start_health_check":
             return {"status": "DeepHealthCheckInProgress", "started": True}
         if module == "check_health":
@@ -159,6 +161,7 @@ def test_approve_replaces_after_a_retry_and_closes_as_replaced(machines):
 
     assert result["status"] == "SUCCEEDED"
     assert cluster.calls == [
+        "isolate_node",
         "start_health_check",
         "check_health",
         "check_health",

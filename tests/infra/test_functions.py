@@ -76,6 +76,7 @@ def test_environment_per_the_pipeline_doc(template, spec):
         COMMON_ENV
         | ({"STATE_MACHINE_ARN"} if spec.starts_remediation else set())
         | ({"PAUSE_PARAMETER"} if spec.reads_pause_switch else set())
+        | ({"NODE_ISOLATION"} if spec.kubernetes else set())
     )
     assert set(env) == expected
     assert env["INCIDENTS_TABLE"] == {"Ref": "IncidentsTable"}
@@ -96,7 +97,13 @@ def test_the_functions_that_act_are_told_the_pause_switch(template):
         spec.module for spec in SPECS if "PAUSE_PARAMETER" in _env(template, spec.logical_id)
     }
 
-    assert readers == {"open_incident", "store_report", "start_health_check", "replace_node"}
+    assert readers == {
+        "open_incident",
+        "store_report",
+        "isolate_node",
+        "start_health_check",
+        "replace_node",
+    }
     env = _env(template, "OpenIncidentFunction")
     assert env["PAUSE_PARAMETER"] == {"Ref": "PauseSwitchParameter"}
 

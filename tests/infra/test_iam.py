@@ -181,6 +181,7 @@ def test_the_pause_switch_is_read_only_with_get_parameter_on_its_one_arn(templat
     assert readers == {
         "OpenIncidentFunction",
         "StoreReportFunction",
+        "IsolateNodeFunction",
         "StartHealthCheckFunction",
         "ReplaceNodeFunction",
     }

@@ -16,6 +16,7 @@ REMEDIATION = "RemediationStateMachine"
 APPROVAL = "ApprovalStateMachine"
 
 TASK_MODULES = {
+    "IsolateNode": "isolate_node",
     "StartHealthCheck": "start_health_check",
     "CheckHealth": "check_health",
     "RequestApproval": "request_approval",

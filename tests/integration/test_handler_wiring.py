@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 HANDLERS = [
     "open_incident",
     "store_report",
+    "isolate_node",
     "start_health_check",
     "check_health",
     "request_approval",

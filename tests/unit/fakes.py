@@ -21,12 +21,14 @@ from lambdas.models.errors import (
     HeldBy,
     HoldExists,
     IncidentExists,
+    KubernetesNotFound,
     LockHeld,
     TaskNotWaiting,
 )
 from lambdas.models.events import SdcReport
 from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.incident import Incident
+from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
 
 
 class InMemoryIncidentStore:
@@ -270,6 +272,96 @@ class FakeWorkflow:
         return f"sfn-{next(self._ids)}"
 
 
+class FakeKubernetesNodes:
+    """Nodes per EKS cluster, with the adapter's semantics: found by providerID, cordon keeps
+    other taints, uncordon removes only the given taint. `fail_next(method, error)` makes the
+    next call of `find_node`, `cordon` or `uncordon` raise; `calls` logs (method, cluster, node)."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict[str, dict[str, Any]]] = {}
+        self.calls: list[tuple[str, str, str]] = []
+        self._failures: dict[str, list[Exception]] = {}
+        self._versions = itertools.count(1)
+
+    def add_node(
+        self,
+        eks_cluster: str,
+        name: str,
+        instance_id: str,
+        *,
+        unschedulable: bool = False,
+        taints: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.nodes.setdefault(eks_cluster, {})[name] = {
+            "provider_id": f"aws:///usw2-az2/sagemaker/cluster/hyperpod-ab12cd34ef56-{instance_id}",
+            "unschedulable": unschedulable,
+            "taints": list(taints or []),
+            "rv": str(next(self._versions)),
+        }
+
+    def node(self, eks_cluster: str, name: str) -> dict[str, Any]:
+        return copy.deepcopy(self.nodes[eks_cluster][name])
+
+    def fail_next(self, method: str, error: Exception, *, times: int = 1) -> None:
+        self._failures.setdefault(method, []).extend([error] * times)
+
+    def count(self, method: str) -> int:
+        return sum(1 for m, _, _ in self.calls if m == method)
+
+    def _enter(self, method: str, eks_cluster: str, target: str) -> None:
+        self.calls.append((method, eks_cluster, target))
+        queued = self._failures.get(method)
+        if queued:
+            raise queued.pop(0)
+
+    def _kube_node(self, name: str, raw: dict[str, Any]) -> KubeNode:
+        return KubeNode(
+            name, raw["provider_id"], raw["unschedulable"], tuple(raw["taints"]), raw["rv"]
+        )
+
+    def _get(self, eks_cluster: str, name: str) -> dict[str, Any]:
+        found = self.nodes.get(eks_cluster, {}).get(name)
+        if found is None:
+            raise KubernetesNotFound(f'nodes "{name}" not found', status=404)
+        return found
+
+    def find_node(self, eks_cluster: str, instance_id: str) -> KubeNode:
+        self._enter("find_node", eks_cluster, instance_id)
+        for name, raw in sorted(self.nodes.get(eks_cluster, {}).items()):
+            node = self._kube_node(name, raw)
+            if node.instance_id == instance_id:
+                return node
+        raise KubernetesNotFound(f"no node names {instance_id}", status=404)
+
+    def cordon(self, eks_cluster: str, node_name: str, taint: Taint) -> NodeChange:
+        self._enter("cordon", eks_cluster, node_name)
+        raw = self._get(eks_cluster, node_name)
+        occupant = next((t for t in raw["taints"] if taint.same_slot(t)), None)
+        found = None if occupant is None or taint.matches(occupant) else occupant["value"]
+        changed = not raw["unschedulable"]
+        raw["unschedulable"] = True
+        if occupant is None:
+            raw["taints"].append(taint.to_json())
+        if changed or occupant is None:
+            raw["rv"] = str(next(self._versions))
+        return NodeChange(node_name, raw["rv"], changed, occupant is None, found)
+
+    def uncordon(
+        self, eks_cluster: str, node_name: str, taint: Taint, *, clear_unschedulable: bool
+    ) -> NodeChange:
+        self._enter("uncordon", eks_cluster, node_name)
+        raw = self._get(eks_cluster, node_name)
+        kept = [t for t in raw["taints"] if not taint.matches(t)]
+        removed = len(kept) != len(raw["taints"])
+        cleared = clear_unschedulable and raw["unschedulable"]
+        raw["taints"] = kept
+        if cleared:
+            raw["unschedulable"] = False
+        if removed or cleared:
+            raw["rv"] = str(next(self._versions))
+        return NodeChange(node_name, raw["rv"], cleared, removed)
+
+
 @dataclass
 class SteppingClock:
     """Each `now()` is one second after the previous one: entries get distinct, ordered times."""
@@ -288,6 +380,7 @@ if TYPE_CHECKING:
         GuardStore,
         HistoryStore,
         IncidentStore,
+        KubernetesNodes,
         Notifier,
         PauseSwitch,
         ReportStore,
@@ -303,3 +396,4 @@ if TYPE_CHECKING:
     _notifier: Notifier = RecordingNotifier()
     _workflow: Workflow = FakeWorkflow()
     _clock: Clock = SteppingClock()
+    _kubernetes: KubernetesNodes = FakeKubernetesNodes()

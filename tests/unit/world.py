@@ -18,6 +18,7 @@ from lambdas.models.payloads import DecisionRequest, IncidentRef, parse_approval
 from lambdas.models.settings import Settings
 from tests.conftest import load_fixture
 from tests.unit.fakes import (
+    FakeKubernetesNodes,
     FakePauseSwitch,
     FakeWorkflow,
     InMemoryAuditLog,
@@ -29,6 +30,9 @@ from tests.unit.fakes import (
 CLUSTER = "ml-cluster-1"
 INSTANCE = "i-0abc1234def567890"
 GROUP = "gpu-workers"
+EKS = "ml-eks-1"
+NODE = "ip-10-1-17-42.us-west-2.compute.internal"
+"""The Kubernetes node of INSTANCE: named unlike its instance id, as HyperPod EKS nodes may be."""
 TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAfake-task-token"
 APPROVAL_ARN = "arn:aws:states:us-west-2:111122223333:stateMachine:sdc-approval"
 APPROVAL_EXECUTION = "arn:aws:states:us-west-2:111122223333:execution:sdc-approval:a1"
@@ -62,10 +66,15 @@ class World:
     clock: SteppingClock = field(default_factory=SteppingClock)
     switch: FakePauseSwitch = field(default_factory=FakePauseSwitch)
     settings: Settings = field(default_factory=settings)
+    kube: FakeKubernetesNodes = field(default_factory=FakeKubernetesNodes)
+    eks_cluster: str | None = None
+    """The EKS cluster orchestrating CLUSTER (None: not EKS); its node for INSTANCE is NODE."""
 
     def __post_init__(self) -> None:
-        self.hyperpod.add_cluster(CLUSTER, instance_groups=[GROUP])
+        self.hyperpod.add_cluster(CLUSTER, instance_groups=[GROUP], eks_cluster=self.eks_cluster)
         self.hyperpod.add_node(CLUSTER, GROUP, INSTANCE)
+        if self.eks_cluster:
+            self.kube.add_node(self.eks_cluster, NODE, INSTANCE)
 
     @property
     def deps(self) -> Deps:
@@ -81,6 +90,7 @@ class World:
             history=self.store,
             clock=self.clock,
             switch=self.switch,
+            kubernetes=self.kube,
         )
 
     def incident(self, incident_id: str) -> Incident:

@@ -1,0 +1,328 @@
+"""Node isolation while an incident is open: cordon the suspect node and taint it with the
+incident (`sdc.remediation/incident=<incident id>:NoSchedule`) through the EKS cluster's
+Kubernetes API, so that a restarted job does not land on it while the approval is pending; undo
+exactly that when the incident closes without a replacement.
+
+`incident.isolation` records what was done, per instance:
+
+    {"state": "isolated" | "not_isolated" | "released" | "release_failed" | "kept",
+     "cause": None | "off" | "not_eks" | "hyperpod" | "held" | <KubernetesError.cause> | ...,
+     "reason": "<for people>", "eks_cluster", "taint": "<key>=<value>:NoSchedule",
+     "nodes": {"<instance id>": {"state", "node_name", "resource_version", "was_unschedulable",
+                                 "cordoned_by_us", "taint_added", "found_taint", "reason", "cause"}}}
+
+Rules: a cluster not configured for isolation is not touched; a Kubernetes API that does not
+answer (or refuses) never fails the incident: it records "not isolated: <cause>" and the flow
+goes on; before a node is patched its prior `unschedulable` is written ahead, so a retried step
+neither patches twice nor mistakes its own cordon for an operator's; release removes only the
+taint naming this incident and clears `unschedulable` only if this incident set it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdas.logic import guard
+from lambdas.logic._steps import Step
+from lambdas.logic.ports import Deps
+from lambdas.models.errors import KubernetesError, KubernetesNotFound, SdcError
+from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.kubernetes import Taint, incident_taint
+from lambdas.models.payloads import IncidentRef, IsolationResult
+from lambdas.observability import count, logger
+
+ISOLATED = "isolated"
+NOT_ISOLATED = "not_isolated"
+PENDING = "pending"
+RELEASED = "released"
+RELEASE_FAILED = "release_failed"
+KEPT = "kept"
+GONE = "gone"
+
+_TO_RELEASE = frozenset({ISOLATED, PENDING, RELEASE_FAILED})
+
+
+def isolate_node(ref: IncidentRef, deps: Deps) -> IsolationResult:
+    """The remediation state machine's first step. Never fails for the Kubernetes API: the
+    incident records why its node is not isolated and the flow goes on."""
+    step = Step(deps, "isolate_node")
+    with step.failing_visibly(ref.incident_id):
+        incident = isolate(step, step.load(ref.incident_id))
+        record = incident.isolation or {}
+        return {
+            "isolated": record.get("state") == ISOLATED,
+            "state": str(record.get("state")),
+            "reason": record.get("reason"),
+        }
+
+
+def isolate(step: Step, incident: Incident) -> Incident:
+    """Cordon and taint the incident's node(s) if its cluster is configured for it; record and
+    audit what was done. A finished earlier attempt is returned as it is."""
+    existing = incident.isolation or {}
+    if existing.get("state") in (ISOLATED, NOT_ISOLATED, RELEASED, RELEASE_FAILED, KEPT):
+        return incident
+    deps = step.deps
+    taint = incident_taint(incident.incident_id)
+    base: dict[str, Any] = {"taint": str(taint), "eks_cluster": None, "nodes": {}}
+    if incident.state is not IncidentState.OPENED:
+        return _settle(step, incident, base, "state", f"the incident is already {incident.state}")
+    config = deps.settings.isolation_for(incident.cluster_name)
+    if not config.isolate:
+        return _settle(
+            step,
+            incident,
+            base,
+            "off",
+            f"node isolation is off for cluster {incident.cluster_name} (sdc:nodeIsolation)",
+        )
+    blocker = guard.blocker(deps, incident.cluster_name)
+    if blocker is not None:
+        return _settle(step, incident, base, "held", f"nothing acts: {blocker.reason}")
+    instances = [i for i in incident.locked_instances if i]
+    if not instances:
+        return _settle(step, incident, base, "no_instance", "the incident names no instance")
+    try:
+        info = deps.hyperpod.describe_cluster(incident.cluster_name)
+    except SdcError as err:
+        return _settle(step, incident, base, "hyperpod", f"DescribeCluster failed: {err}")
+    eks = config.eks_cluster or info.eks_cluster_name
+    if info.eks_cluster_name is None:
+        return _settle(
+            step,
+            incident,
+            base,
+            "not_eks",
+            f"cluster {incident.cluster_name} is not orchestrated by EKS: no Kubernetes node "
+            "to cordon",
+        )
+    if eks != info.eks_cluster_name:
+        return _settle(
+            step,
+            incident,
+            base,
+            "mismatch",
+            f"configured EKS cluster {eks}, but HyperPod names {info.eks_cluster_name} as the "
+            f"orchestrator of {incident.cluster_name}",
+        )
+    assert eks is not None
+    base["eks_cluster"] = eks
+    nodes: dict[str, dict[str, Any]] = dict(existing.get("nodes") or {})
+    for instance_id in instances:
+        nodes[instance_id] = _isolate_one(step, incident, eks, taint, instance_id, nodes)
+    failed = {i: n for i, n in nodes.items() if n["state"] != ISOLATED}
+    if not failed:
+        return _settle(step, incident, {**base, "nodes": nodes}, None, None, state=ISOLATED)
+    causes = sorted({str(n.get("cause")) for n in failed.values()})
+    reason = "; ".join(f"{i}: {n.get('reason')}" for i, n in sorted(failed.items()))
+    return _settle(step, incident, {**base, "nodes": nodes}, ",".join(causes), reason)
+
+
+def _isolate_one(
+    step: Step,
+    incident: Incident,
+    eks: str,
+    taint: Taint,
+    instance_id: str,
+    nodes: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    kube = step.deps.kubernetes
+    earlier = nodes.get(instance_id) or {}
+    try:
+        node = kube.find_node(eks, instance_id)
+        if earlier.get("state") == PENDING and earlier.get("node_name") == node.name:
+            was_unschedulable = bool(earlier.get("was_unschedulable"))
+        else:
+            was_unschedulable = node.unschedulable
+            _write_ahead(step, incident, instance_id, node.name, was_unschedulable, eks)
+        change = kube.cordon(eks, node.name, taint)
+    except KubernetesError as err:
+        record = _failed(err, earlier.get("node_name"))
+        step.audit(
+            incident.incident_id,
+            "node_not_isolated",
+            {"instance_id": instance_id, "eks_cluster": eks, **record},
+        )
+        count("NodesNotIsolated")
+        return record
+    record = {
+        "state": ISOLATED,
+        "node_name": change.node_name,
+        "resource_version": change.resource_version,
+        "was_unschedulable": was_unschedulable,
+        "cordoned_by_us": not was_unschedulable,
+        "taint_added": change.found_taint is None,
+        "found_taint": change.found_taint,
+        "reason": (
+            f"another incident's taint {change.found_taint} holds the taint slot; "
+            "the node is cordoned"
+            if change.found_taint
+            else None
+        ),
+        "cause": None,
+    }
+    step.audit(
+        incident.incident_id,
+        "node_isolated",
+        {
+            "instance_id": instance_id,
+            "eks_cluster": eks,
+            "taint": str(taint),
+            **change.to_record(),
+            "cordoned_by_us": record["cordoned_by_us"],
+        },
+    )
+    count("NodesIsolated")
+    logger.info("node isolated", incident_id=incident.incident_id, node=change.node_name, eks=eks)
+    return record
+
+
+def _write_ahead(
+    step: Step, incident: Incident, instance_id: str, node_name: str, was: bool, eks: str
+) -> None:
+    """Keep the node's state before our patch: a retry after a crash knows the cordon is ours."""
+
+    def note(current: Incident) -> bool:
+        record = dict(current.isolation or {})
+        nodes = dict(record.get("nodes") or {})
+        nodes[instance_id] = {"state": PENDING, "node_name": node_name, "was_unschedulable": was}
+        current.isolation = {**record, "state": PENDING, "eks_cluster": eks, "nodes": nodes}
+        return True
+
+    step.update(incident.incident_id, note)
+
+
+def _failed(err: KubernetesError, node_name: Any) -> dict[str, Any]:
+    return {
+        "state": NOT_ISOLATED,
+        "node_name": node_name,
+        "cause": err.cause,
+        "reason": f"{err.cause}: {err}",
+        "status": err.status,
+    }
+
+
+def _settle(
+    step: Step,
+    incident: Incident,
+    record: dict[str, Any],
+    cause: str | None,
+    reason: str | None,
+    *,
+    state: str = NOT_ISOLATED,
+) -> Incident:
+    at = step.now()
+    final = {**record, "state": state, "cause": cause, "reason": reason, "at": at}
+
+    def keep(current: Incident) -> bool:
+        current.isolation = final
+        return True
+
+    incident = step.update(incident.incident_id, keep)
+    if state != ISOLATED:
+        step.audit(
+            incident.incident_id,
+            "isolation_skipped" if not record["nodes"] else "isolation_incomplete",
+            {"cause": cause, "reason": reason},
+        )
+        count("IsolationSkipped")
+        logger.info("node not isolated", incident_id=incident.incident_id, cause=cause)
+    return incident
+
+
+def release(step: Step, incident: Incident) -> Incident:
+    """Undo the isolation of a closing incident, node by node: a replaced node is gone (nothing
+    to release); a node a job-level incident found failing its health check stays cordoned for
+    inspection; every other isolated node loses our taint, and its cordon when we set it. A
+    node whose release fails is recorded (the closing notice says how to lift it by hand);
+    closing again retries it."""
+    record = dict(incident.isolation or {})
+    nodes = {k: dict(v) for k, v in (record.get("nodes") or {}).items()}
+    due = {i: n for i, n in nodes.items() if n.get("state") in _TO_RELEASE}
+    if not due:
+        return incident
+    eks = str(record.get("eks_cluster"))
+    taint = incident_taint(incident.incident_id)
+    for instance_id, node in due.items():
+        nodes[instance_id] = _release_one(step, incident, eks, taint, instance_id, node)
+    states = {n.get("state") for n in nodes.values()}
+    overall = RELEASE_FAILED if RELEASE_FAILED in states else KEPT if KEPT in states else RELEASED
+    at = step.now()
+
+    def keep(current: Incident) -> bool:
+        current.isolation = {**record, "nodes": nodes, "state": overall, "released_at": at}
+        return True
+
+    return step.update(incident.incident_id, keep)
+
+
+def _release_one(
+    step: Step, incident: Incident, eks: str, taint: Taint, instance_id: str, node: dict[str, Any]
+) -> dict[str, Any]:
+    name = node.get("node_name")
+    gone = _gone_reason(incident)
+    kept = _kept_reason(incident, instance_id)
+    if gone or kept or not name:
+        outcome = {
+            **node,
+            "state": GONE if gone or not name else KEPT,
+            "reason": gone or kept or "the node was never found: nothing to release",
+        }
+        step.audit(
+            incident.incident_id,
+            "node_release_skipped",
+            {"instance_id": instance_id, "node_name": name, "reason": outcome["reason"]},
+        )
+        return outcome
+    try:
+        change = step.deps.kubernetes.uncordon(
+            eks, str(name), taint, clear_unschedulable=bool(node.get("cordoned_by_us"))
+        )
+    except KubernetesNotFound as err:
+        outcome = {**node, "state": GONE, "reason": f"the node is gone: {err}"}
+        step.audit(
+            incident.incident_id,
+            "node_release_skipped",
+            {"instance_id": instance_id, "node_name": name, "reason": outcome["reason"]},
+        )
+        return outcome
+    except KubernetesError as err:
+        outcome = {**node, "state": RELEASE_FAILED, "cause": err.cause, "reason": str(err)}
+        step.audit(
+            incident.incident_id,
+            "node_release_failed",
+            {"instance_id": instance_id, "node_name": name, **err.details()},
+        )
+        count("NodeReleasesFailed")
+        return outcome
+    step.audit(
+        incident.incident_id,
+        "node_released",
+        {"instance_id": instance_id, "eks_cluster": eks, "taint": str(taint), **change.to_record()},
+    )
+    count("NodesReleased")
+    return {
+        **node,
+        "state": RELEASED,
+        "resource_version": change.resource_version,
+        "reason": None,
+        "cause": None,
+    }
+
+
+def _gone_reason(incident: Incident) -> str | None:
+    replacement = incident.replacement or {}
+    if incident.state is IncidentState.REPLACED_BY_HYPERPOD:
+        return "HyperPod replaced the node: nothing to release"
+    if replacement.get("status") == "done" and not replacement.get("dry_run"):
+        return "the node was replaced: nothing to release"
+    return None
+
+
+def _kept_reason(incident: Incident, instance_id: str) -> str | None:
+    if not incident.is_job:
+        return None
+    checked = ((incident.health_check or {}).get("nodes") or {}).get(instance_id) or {}
+    if checked.get("result") == "failed":
+        return "failed its deep health check: left cordoned for inspection"
+    return None

@@ -1,0 +1,139 @@
+"""What the pipeline knows about a HyperPod EKS cluster's Kubernetes nodes: enough to cordon
+the suspect node and taint it with the incident, and to undo exactly that.
+
+A HyperPod EKS node's `spec.providerID` ends in its EC2 instance id
+(`aws:///usw2-az2/sagemaker/cluster/hyperpod-<cluster id>-i-0123456789abcdef0`); node names are
+not derived from instance ids, so nodes are found by providerID only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+TAINT_KEY: Final = "sdc.remediation/incident"
+"""The key of the NoSchedule taint that names the incident a node is isolated for."""
+TAINT_EFFECT: Final = "NoSchedule"
+LABEL_VALUE_LIMIT: Final = 63
+
+_INSTANCE_ID_RE: Final = re.compile(r"^i-[0-9a-f]{8,17}$")
+_LABEL_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str = TAINT_EFFECT
+
+    def to_json(self) -> dict[str, str]:
+        return {"key": self.key, "value": self.value, "effect": self.effect}
+
+    def matches(self, raw: Any) -> bool:
+        """Whether a taint of a node's `spec.taints` is this one (key, value and effect)."""
+        return (
+            isinstance(raw, dict)
+            and raw.get("key") == self.key
+            and raw.get("value") == self.value
+            and raw.get("effect", TAINT_EFFECT) == self.effect
+        )
+
+    def same_slot(self, raw: Any) -> bool:
+        """Kubernetes allows one taint per (key, effect): whether `raw` occupies ours."""
+        return (
+            isinstance(raw, dict)
+            and raw.get("key") == self.key
+            and raw.get("effect", TAINT_EFFECT) == self.effect
+        )
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}"
+
+
+def incident_taint(incident_id: str) -> Taint:
+    return Taint(TAINT_KEY, label_value(incident_id))
+
+
+def label_value(text: str) -> str:
+    """`text` as a Kubernetes label value (taint values follow the same rule): at most 63 of
+    `[A-Za-z0-9_.-]`, starting and ending alphanumeric. A longer id keeps its start and gets a
+    hash of the whole, so two ids never share a value."""
+    safe = _LABEL_UNSAFE.sub("-", text)
+    if len(safe) > LABEL_VALUE_LIMIT:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+        safe = f"{safe[: LABEL_VALUE_LIMIT - len(digest) - 1]}-{digest}"
+    safe = safe.strip("-_.")
+    if not safe:
+        raise ValueError(f"no label-safe characters in {text!r}")
+    return safe
+
+
+def instance_of_provider_id(provider_id: str | None) -> str | None:
+    """The EC2 instance id a providerID ends in, or None when it names none.
+
+    The id is the text after the last `/`, or after its last `-i-` (HyperPod's
+    `hyperpod-<cluster id>-i-…`); it must look like an instance id as a whole, so `i-0abc`
+    never matches a node whose providerID ends in `i-0abcd`."""
+    if not provider_id:
+        return None
+    last = provider_id.rstrip("/").rsplit("/", 1)[-1]
+    if not _INSTANCE_ID_RE.match(last):
+        _, sep, tail = last.rpartition("-i-")
+        last = f"i-{tail}" if sep else ""
+    return last if _INSTANCE_ID_RE.match(last) else None
+
+
+@dataclass(frozen=True, slots=True)
+class KubeNode:
+    """A Kubernetes node, as far as isolation reads it."""
+
+    name: str
+    provider_id: str
+    unschedulable: bool
+    taints: tuple[dict[str, Any], ...]
+    resource_version: str
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> KubeNode:
+        metadata = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        return cls(
+            name=str(metadata.get("name", "")),
+            provider_id=str(spec.get("providerID", "")),
+            unschedulable=bool(spec.get("unschedulable", False)),
+            taints=tuple(t for t in spec.get("taints") or [] if isinstance(t, dict)),
+            resource_version=str(metadata.get("resourceVersion", "")),
+        )
+
+    @property
+    def instance_id(self) -> str | None:
+        return instance_of_provider_id(self.provider_id)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChange:
+    """What one cordon or uncordon did to a node (the audit log keeps it)."""
+
+    node_name: str
+    resource_version: str
+    """The node's resourceVersion after the change (before it, when nothing changed)."""
+    unschedulable_changed: bool
+    """Cordon: we set spec.unschedulable (it was false). Uncordon: we cleared it."""
+    taint_changed: bool
+    """Cordon: we added our taint. Uncordon: we removed it."""
+    found_taint: str | None = None
+    """Cordon: a taint with our key for another incident already held the slot (its value)."""
+    attempts: int = 1
+    """PATCH attempts (a 409 Conflict re-reads the node and tries again)."""
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "node_name": self.node_name,
+            "resource_version": self.resource_version,
+            "unschedulable_changed": self.unschedulable_changed,
+            "taint_changed": self.taint_changed,
+            "found_taint": self.found_taint,
+            "attempts": self.attempts,
+        }

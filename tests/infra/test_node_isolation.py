@@ -1,0 +1,111 @@
+"""Node isolation in the stack: access entries per EKS cluster for the functions that patch
+nodes, eks:DescribeCluster scoped to those clusters, and nothing of it when not configured."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_iam as iam
+
+from infra.functions import SPECS
+from infra.node_isolation import CLUSTER_ADMIN_POLICY, KUBERNETES_GROUP, NodeIsolationAccess
+from infra.settings import Settings, SettingsError
+from infra.synth import resources_of_type
+from tests.infra.template_tools import actions, resolved, statements_of_function
+
+KUBERNETES_FUNCTIONS = {s.logical_id for s in SPECS if s.kubernetes}
+
+
+def _entries(template):
+    return [r["Properties"] for r in resources_of_type(template, "AWS::EKS::AccessEntry").values()]
+
+
+def test_the_functions_that_patch_nodes_are_isolate_node_and_close_incident():
+    assert {"IsolateNodeFunction", "CloseIncidentFunction"} == KUBERNETES_FUNCTIONS
+
+
+def test_each_patching_function_role_gets_an_access_entry_mapped_to_the_rbac_group(template):
+    entries = _entries(template)
+
+    roles = {
+        template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0]
+        for fn in KUBERNETES_FUNCTIONS
+    }
+    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in entries} == roles
+    for entry in entries:
+        assert entry["ClusterName"] == "ml-eks-1"
+        assert entry["KubernetesGroups"] == [KUBERNETES_GROUP]
+        assert "AccessPolicies" not in entry
+        assert entry["Type"] == "STANDARD"
+
+
+def test_only_the_patching_functions_may_describe_the_eks_cluster_and_only_that_one(template):
+    for logical_id in [s.logical_id for s in SPECS]:
+        statements = statements_of_function(template, logical_id)
+        eks = [s for s in statements if any(a.startswith("eks:") for a in actions(s))]
+        if logical_id not in KUBERNETES_FUNCTIONS:
+            assert eks == [], logical_id
+            continue
+        (statement,) = eks
+        assert actions(statement) == {"eks:DescribeCluster"}
+        (resource,) = _list(resolved(template, statement["Resource"]))
+        assert ":eks:" in resource
+        assert resource.endswith(":cluster/ml-eks-1")
+
+
+def test_the_patching_functions_are_told_which_clusters_to_isolate(template):
+    for logical_id in KUBERNETES_FUNCTIONS:
+        env = template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
+        assert json.loads(env["NODE_ISOLATION"]) == {
+            "ml-cluster-1": {"isolate": True, "eks_cluster": "ml-eks-1"}
+        }
+    env = template["Resources"]["OpenIncidentFunction"]["Properties"]["Environment"]["Variables"]
+    assert "NODE_ISOLATION" not in env
+
+
+def test_without_node_isolation_there_is_no_access_entry_and_no_eks_permission(variant_template):
+    assert _entries(variant_template) == []
+    for logical_id in KUBERNETES_FUNCTIONS:
+        statements = statements_of_function(variant_template, logical_id)
+        assert not [s for s in statements if any(a.startswith("eks:") for a in actions(s))]
+
+
+def test_the_cluster_admin_policy_is_only_associated_when_opted_in():
+    app = App()
+    stack = Stack(app, "Probe")
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    settings = Settings.from_context(
+        {
+            "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56"},
+            "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
+            "sdc:nodeIsolationAccess": "clusterAdminPolicy",
+        }
+    )
+    NodeIsolationAccess(stack, "Access", settings=settings, roles=[role])
+
+    template = app.synth().get_stack_by_name("Probe").template
+    (entry,) = _entries(template)
+    assert "KubernetesGroups" not in entry
+    assert entry["AccessPolicies"] == [
+        {"PolicyArn": CLUSTER_ADMIN_POLICY, "AccessScope": {"Type": "cluster"}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("context", "says"),
+    [
+        ({"sdc:nodeIsolation": {"other-cluster": "ml-eks-1"}}, "not in sdc:clusters"),
+        ({"sdc:nodeIsolation": {"ml-cluster-1": "bad name!"}}, "not an EKS cluster name"),
+        ({"sdc:nodeIsolation": ["ml-cluster-1"]}, "an object"),
+        ({"sdc:nodeIsolationAccess": "admin"}, "group or clusterAdminPolicy"),
+    ],
+)
+def test_bad_node_isolation_context_is_refused_naming_the_key(context, says):
+    with pytest.raises(SettingsError, match=says):
+        Settings.from_context({"sdc:clusters": {"ml-cluster-1": "ab12cd34ef56"}, **context})
+
+
+def _list(value):
+    return value if isinstance(value, list) else [value]
