@@ -8,6 +8,7 @@ shape follows docs/pipeline.md:
       → WaitForHealthCheck → CheckHealth → CountHealthPoll
       → HealthCheckDone? (in_progress and polls < max → WaitForHealthCheck;
                           scope "job" → CloseChecked; status NotFound → CloseReplacedByHyperPod;
+                          held (storm hold or pause, before any approval card) → CloseHeld;
                           else → RequestApproval)
     RequestApproval (.waitForTaskToken, TimeoutSeconds; States.Timeout → CloseExpired)
       → Decision? (approve → ReplaceNode; reject → CloseRejected; else → UnknownDecision)
@@ -259,6 +260,10 @@ def remediation_definition(
                 {
                     **_when("$.health.Payload.status", {"StringEquals": "NotFound"}),
                     "Next": "CloseReplacedByHyperPod",
+                },
+                {
+                    **_when("$.health.Payload.held", {"BooleanEquals": True}),
+                    "Next": CLOSE_HELD,
                 },
             ],
             "Default": "RequestApproval",

@@ -129,14 +129,15 @@ def _open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIn
     holder = deps.incidents.open_incident_id(trigger.cluster_name, trigger.instance_id)
     if holder:
         return _attach(step, holder, trigger)
-    incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
-    if deps.incidents.get(incident_id) is not None:
-        return _redelivered(step, incident_id, trigger)
+    # Before the id check: a report and its alarm within the same second share an incident id.
     held_by = deps.incidents.held_incident_id(
         trigger.cluster_name, trigger.instance_id, _epoch(step)
     )
     if held_by:
         return _attach_held(step, held_by, trigger)
+    incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
+    if deps.incidents.get(incident_id) is not None:
+        return _redelivered(step, incident_id, trigger)
 
     try:
         cluster = deps.hyperpod.describe_cluster(trigger.cluster_name)
@@ -357,10 +358,13 @@ def _attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
 
 
 def _attach_held(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
-    """Another channel (or a later event) for an instance a held incident speaks for: its
-    evidence joins the held incident; nothing acts and nobody is notified again."""
+    """Another channel (or a later event, or a redelivery) for an instance a held incident
+    speaks for: its evidence joins the held incident; nothing acts. Its held notice goes out
+    only if it has not yet (a failed publish is retried by the next event)."""
     logger.set_correlation_id(holder)
-    _attach_items(step, holder, [trigger.item], trigger.event_id, trigger.source)
+    incident = _attach_items(step, holder, [trigger.item], trigger.event_id, trigger.source)
+    if not incident.close_notified and (incident.hold or {}).get("kind") != HoldKind.STORM:
+        notify_held(step, incident)
     return {"incident_id": holder, "action": "held"}
 
 
@@ -370,7 +374,7 @@ def _epoch(step: Step) -> int:
 
 def _attach_items(
     step: Step, holder: str, items: list[dict[str, Any]], event_id: str, kind: str
-) -> None:
+) -> Incident:
     added: list[str] = []
 
     def attach(incident: Incident) -> bool:
@@ -380,7 +384,7 @@ def _attach_items(
                 added.append(item["key"])
         return bool(added)
 
-    step.update(holder, attach)
+    incident = step.update(holder, attach)
     if added:
         step.audit(
             holder,
@@ -390,6 +394,7 @@ def _attach_items(
         count("EvidenceAttached")
     else:
         logger.info("duplicate delivery", incident_id=holder, event_id=event_id)
+    return incident
 
 
 def _redelivered(step: Step, incident_id: str, trigger: Trigger) -> OpenIncidentResult:

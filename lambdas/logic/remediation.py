@@ -263,7 +263,7 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
             current.node_status = status
             return True
 
-        step.update(ref.incident_id, record, incident)
+        incident = step.update(ref.incident_id, record, incident)
         if changed:
             step.audit(
                 ref.incident_id,
@@ -271,7 +271,20 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
                 {"status": status, "result": result, "in_progress": result is None, "polls": polls},
                 [request_id],
             )
-        return {"status": status, "in_progress": result is None, "scope": Scope.NODE.value}
+        held = False
+        if result is not None and status != NodeStatus.NOT_FOUND:
+            # The approval request comes next: a storm or a pause holds it here, so no approval
+            # card goes out while the cluster is held.
+            blocker = guard.blocker(deps, incident.cluster_name)
+            if blocker is not None:
+                _hold_in_flight(step, incident, blocker)
+                held = True
+        return {
+            "status": status,
+            "in_progress": result is None,
+            "scope": Scope.NODE.value,
+            "held": held,
+        }
 
 
 def _check_job(step: Step, incident: Incident) -> HealthStatus:
@@ -310,7 +323,7 @@ def _check_job(step: Step, incident: Incident) -> HealthStatus:
             {"status": summary, "in_progress": in_progress, "polls": polls},
             request_ids,
         )
-    return {"status": summary, "in_progress": in_progress, "scope": Scope.JOB.value}
+    return {"status": summary, "in_progress": in_progress, "scope": Scope.JOB.value, "held": False}
 
 
 def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:

@@ -153,6 +153,8 @@ class HealthStatus(TypedDict):
     status: str
     in_progress: bool
     scope: str
+    held: bool
+    """The health check is done but the cluster is storm-held or paused: no approval request."""
 
 
 class ApprovalRequested(TypedDict):

@@ -54,9 +54,10 @@ def test_approved_scenarios_replace_the_suspect_node_once_and_get_a_new_instance
     ]
     assert incident["new_instance_id"] and incident["new_instance_id"] != incident["instance_id"]
     steps = [a for a in actions(outcome) if a != "evidence_attached"]  # more alarms may attach
-    assert steps[:7] == [
+    assert steps[:8] == [
         "incident_opened",
         "execution_started",
+        "node_isolated",
         "health_check_started",
         "health_check_status",
         "approval_requested",

@@ -60,13 +60,15 @@ def test_the_audit_log_records_the_pipeline_steps_in_order_on_one_chain(outcome)
     assert steps == [
         "incident_opened",
         "execution_started",
+        "node_isolated",
         "health_check_started",
         "health_check_status",
         "approval_requested",
         "decision_accepted",
         "replacement_requested",
-        *["replacement_status"] * (len(steps) - 10),
+        *["replacement_status"] * (len(steps) - 12),
         "replacement_done",
+        "node_release_skipped",  # the node is gone: no cordon to lift
         "incident_closed",
         "closed_notified",
     ]

@@ -17,6 +17,7 @@ CULPRIT_INSTANCE = "i-0bb00000000000002"
 APPROVED_PATH = [
     ("store_report", "incident_opened"),
     ("store_report", "execution_started"),
+    ("isolate_node", "node_isolated"),
     ("start_health_check", "health_check_started"),
     ("check_health", "health_check_status"),
     ("request_approval", "approval_requested"),

@@ -48,8 +48,13 @@ def test_check_health_polls_until_the_check_is_over(aws):
     polls = [invoke(check_health, {"incident_id": incident_id}) for _ in range(2)]
 
     assert polls == [
-        {"status": "DeepHealthCheckInProgress", "in_progress": True, "scope": "node"},
-        {"status": "Running", "in_progress": False, "scope": "node"},
+        {
+            "status": "DeepHealthCheckInProgress",
+            "in_progress": True,
+            "scope": "node",
+            "held": False,
+        },
+        {"status": "Running", "in_progress": False, "scope": "node", "held": False},
     ]
 
 

@@ -227,6 +227,36 @@ def test_a_storm_holds_open_incidents_at_their_next_acting_step(world):
     assert world.incident(first).hold["kind"] == "storm"
 
 
+def test_a_storm_during_the_health_check_holds_the_incident_before_any_approval_card(world):
+    nodes(world, 8)
+    first = alarm_for(world, instance(0))["incident_id"]
+    ref = IncidentRef(first)
+    assert remediation.start_health_check(ref, world.deps)["held"] is False
+    for n in range(1, 4):
+        alarm_for(world, instance(n))  # the storm starts while the health check runs
+
+    polls = []
+    while not polls or polls[-1]["in_progress"]:
+        polls.append(remediation.check_health(ref, world.deps))
+
+    assert [p["held"] for p in polls] == [False] * (len(polls) - 1) + [True]
+    assert world.incident(first).hold["kind"] == "storm"
+    assert world.audit.actions(first)[-1] == "held"
+    assert not [p for p in world.notifier.published if p.attributes["kind"] == "approval_request"]
+
+
+def test_without_a_hold_the_last_health_poll_lets_the_approval_go_ahead(world):
+    nodes(world, 8)
+    ref = IncidentRef(alarm_for(world, instance(0))["incident_id"])
+    remediation.start_health_check(ref, world.deps)
+
+    polls = []
+    while not polls or polls[-1]["in_progress"]:
+        polls.append(remediation.check_health(ref, world.deps))
+
+    assert not any(p["held"] for p in polls)
+
+
 def test_closing_a_storm_held_incident_sends_no_notice_of_its_own(world):
     nodes(world, 8)
     first = alarm_for(world, instance(0))["incident_id"]

@@ -12,6 +12,7 @@ import copy
 from datetime import timedelta
 
 from lambdas.logic import intake
+from lambdas.models.errors import DependencyFailed
 from lambdas.models.events import parse_contributor_event, parse_report_event
 from lambdas.models.incident import IncidentState
 from tests.conftest import load_fixture
@@ -148,3 +149,28 @@ def test_alarms_for_the_nodes_of_a_held_job_incident_attach_to_it(world):
     assert {r["incident_id"] for r in results} == {job["incident_id"]}
     assert len(world.store.incidents) == 1
     assert len(notices(world, "held")) == 1
+
+
+def test_an_alarm_in_the_same_second_as_the_held_report_still_attaches_its_evidence(world):
+    four_nodes(world)
+    alarm_on(world, NODES[0])
+    (held,) = store(world, "replay_culprit")["incidents"]  # emitted 08:14:31
+
+    after = alarm_on(world, NODES[1], state_at="2026-11-30T08:14:31.700+0000")
+
+    assert after == {"incident_id": held["incident_id"], "action": "held"}
+    assert "sdc_replay_mismatch" in world.incident(held["incident_id"]).metrics
+    assert world.audit.actions(held["incident_id"])[-1] == "evidence_attached"
+
+
+def test_a_held_notice_that_failed_is_sent_by_the_next_event_for_the_instance(world):
+    four_nodes(world)
+    alarm_on(world, NODES[0])
+    world.notifier.fail_next = DependencyFailed("SNS down")
+    (held,) = store(world, "replay_culprit")["incidents"]
+    assert notices(world, "held") == []
+
+    alarm_on(world, NODES[1])
+
+    assert len(notices(world, "held")) == 1
+    assert world.incident(held["incident_id"]).close_notified

@@ -135,8 +135,13 @@ def test_polling_reports_in_progress_then_the_passing_result(world):
     first = remediation.check_health(ref(incident_id), world.deps)
     second = remediation.check_health(ref(incident_id), world.deps)
 
-    assert first == {"status": "DeepHealthCheckInProgress", "in_progress": True, "scope": "node"}
-    assert second == {"status": "Running", "in_progress": False, "scope": "node"}
+    assert first == {
+        "status": "DeepHealthCheckInProgress",
+        "in_progress": True,
+        "scope": "node",
+        "held": False,
+    }
+    assert second == {"status": "Running", "in_progress": False, "scope": "node", "held": False}
     assert world.incident(incident_id).health_check["result"] == "passed"
 
 
@@ -192,7 +197,7 @@ def test_a_node_gone_during_the_health_check_ends_the_check_as_node_gone(world):
 
     result = remediation.check_health(ref(incident_id), world.deps)
 
-    assert result == {"status": "NotFound", "in_progress": False, "scope": "node"}
+    assert result == {"status": "NotFound", "in_progress": False, "scope": "node", "held": False}
     assert world.incident(incident_id).health_check["result"] == "node_gone"
 
 
@@ -462,5 +467,10 @@ def test_a_health_check_that_was_never_started_is_not_reported_as_failed(world):
 
     result = remediation.check_health(ref(incident_id), world.deps)
 
-    assert result == {"status": "SystemUpdating", "in_progress": False, "scope": "node"}
+    assert result == {
+        "status": "SystemUpdating",
+        "in_progress": False,
+        "scope": "node",
+        "held": False,
+    }
     assert world.incident(incident_id).health_check["result"] == "not_run"
