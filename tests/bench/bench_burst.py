@@ -16,8 +16,11 @@ Two things in the harness keep the figure about the pipeline rather than about t
 moto answers a base-table Query by sorting every item of the table (real DynamoDB reads the one
 partition), which makes each of the burst's queries cost O(table) and the burst O(n²); and the
 local run builds fresh boto3 clients for every invocation, where a warm Lambda reuses its own.
-While the burst runs, a Query of a base table looks in its partition only and clients are
-built once per service (`_partition_queries`, `_reused_clients`): same answers, same calls.
+moto also backs up every table a TransactWriteItems names with a deep copy of the whole table
+(for its rollback), again O(table) per held incident. While the burst runs, a Query of a base
+table looks in its partition only, a transaction backs up the partitions it writes only, and
+clients are built once per service (`_partition_queries`, `_partition_backups`,
+`_reused_clients`): same answers, same calls, same rollback.
 """
 
 from __future__ import annotations
@@ -144,7 +147,12 @@ def burst(nodes: int = NODES, *, context: dict[str, Any] | None = None) -> Burst
         run.session.events.register("before-call", _counter(calls))
         # The functions' metric records (EMF) go where their logs would, not into the table:
         # with metrics disabled, Powertools still prints every 100th value of a counter.
-        with _partition_queries(), _reused_clients(run.session), redirect_stdout(io.StringIO()):
+        with (
+            _partition_queries(),
+            _partition_backups(),
+            _reused_clients(run.session),
+            redirect_stdout(io.StringIO()),
+        ):
             failed = 0
             each: list[float] = []
             started = time.perf_counter()
@@ -198,6 +206,59 @@ def _partition_queries() -> Iterator[None]:
         yield
     finally:
         Table.query, Table.all_items = query, all_items  # type: ignore[method-assign]
+
+
+_transaction = threading.local()
+
+
+@contextmanager
+def _partition_backups() -> Iterator[None]:
+    """moto's TransactWriteItems deep-copies each table it names before writing, to roll back
+    on a failed condition. Back up only the partitions (hash keys) the transaction writes: a
+    transaction changes nothing else, so the rollback restores exactly the same state. Other
+    threads (the interpreter's) keep moto's own full copy."""
+    import moto.dynamodb.models as dynamodb_models
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    backend = dynamodb_models.DynamoDBBackend
+    transact, real_copy = backend.transact_write_items, dynamodb_models.copy
+
+    class PartitionCopy:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real_copy, name)
+
+        def deepcopy(self, value: Any, memo: Any = None) -> Any:
+            keys = (getattr(_transaction, "keys", None) or {}).get(id(value))
+            if not isinstance(value, Table) or keys is None:
+                return real_copy.deepcopy(value, memo)
+            backup = real_copy.copy(value)
+            backup.items = real_copy.copy(value.items)
+            for key in keys:
+                if key in value.items:
+                    backup.items[key] = real_copy.deepcopy(value.items[key])
+            return backup
+
+    def partition_transact(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        keys: dict[int, list[Any]] = {}
+        for item in transact_items:
+            _, op = next(iter(item.items()))
+            table = self.tables.get(op.get("TableName"))
+            attributes = op.get("Key") or op.get("Item") or {}
+            if table is not None and table.hash_key_attr in attributes:
+                keys.setdefault(id(table), []).append(DynamoType(attributes[table.hash_key_attr]))
+        _transaction.keys = keys
+        try:
+            return transact(self, transact_items)
+        finally:
+            _transaction.keys = None
+
+    dynamodb_models.copy = PartitionCopy()  # type: ignore[assignment]
+    backend.transact_write_items = partition_transact  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        dynamodb_models.copy = real_copy
+        backend.transact_write_items = transact  # type: ignore[method-assign]
 
 
 @contextmanager
