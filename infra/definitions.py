@@ -151,6 +151,24 @@ def _wait(seconds: int, next_state: str) -> State:
     return {"Type": "Wait", "Seconds": seconds, "Next": next_state}
 
 
+def _poll(
+    states: tuple[str, str, str],
+    seconds: int,
+    function_arn: str,
+    result_path: str,
+    counter: str,
+    choice: str,
+) -> dict[str, State]:
+    """A bounded poll, `states` = (wait, task, count): wait → the function → bump `counter` →
+    `choice`, which decides whether to go round again (the loop's bound lives there)."""
+    wait, task, count = states
+    return {
+        wait: _wait(seconds, task),
+        task: _task(function_arn, _incident(), result_path=result_path, next_state=count),
+        count: _count(counter, choice),
+    }
+
+
 def _failure(error: str, cause: str) -> State:
     """Record why the run gives up in $.error (CloseFailed passes it on), then close as failed."""
     return {
@@ -232,14 +250,14 @@ def remediation_definition(
             ],
             "Default": "WaitForHealthCheck",
         },
-        "WaitForHealthCheck": _wait(s.health_check_poll_seconds, "CheckHealth"),
-        "CheckHealth": _task(
+        **_poll(
+            ("WaitForHealthCheck", "CheckHealth", "CountHealthPoll"),
+            s.health_check_poll_seconds,
             fn["check_health"],
-            _incident(),
-            result_path="$.health",
-            next_state="CountHealthPoll",
+            "$.health",
+            "health",
+            "HealthCheckDone?",
         ),
-        "CountHealthPoll": _count("health", "HealthCheckDone?"),
         "HealthCheckDone?": {
             "Type": "Choice",
             "Choices": [
@@ -348,14 +366,14 @@ def remediation_definition(
             f"BatchReplaceClusterNodes still reported InvalidInstanceStatus after "
             f"{s.replace_max_retries} retries.",
         ),
-        "WaitForReplacement": _wait(s.replacement_poll_seconds, "CheckReplacement"),
-        "CheckReplacement": _task(
+        **_poll(
+            ("WaitForReplacement", "CheckReplacement", "CountReplacementPoll"),
+            s.replacement_poll_seconds,
             fn["check_replacement"],
-            _incident(),
-            result_path="$.replacement_check",
-            next_state="CountReplacementPoll",
+            "$.replacement_check",
+            "replacement",
+            "ReplacementDone?",
         ),
-        "CountReplacementPoll": _count("replacement", "ReplacementDone?"),
         "ReplacementDone?": {
             "Type": "Choice",
             "Choices": [

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import threading
 import time
 from collections import Counter
@@ -46,6 +47,7 @@ from lambdas.adapters.incident_queries import DynamoAuditChains
 from lambdas.logic.guard import open_limit
 from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings
+from lambdas.observability import SERVICE
 
 GOAL_SECONDS = 30.0
 NODES = 1000
@@ -151,6 +153,7 @@ def burst(nodes: int = NODES, *, context: dict[str, Any] | None = None) -> Burst
             _partition_queries(),
             _partition_backups(),
             _reused_clients(run.session),
+            _quiet_functions(),
             redirect_stdout(io.StringIO()),
         ):
             failed = 0
@@ -206,6 +209,19 @@ def _partition_queries() -> Iterator[None]:
         yield
     finally:
         Table.query, Table.all_items = query, all_items  # type: ignore[method-assign]
+
+
+@contextmanager
+def _quiet_functions() -> Iterator[None]:
+    """The functions' own log lines (a storm hold is a warning) would land in the bench table:
+    errors only while the burst runs."""
+    functions = logging.getLogger(SERVICE)
+    level = functions.level
+    functions.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        functions.setLevel(level)
 
 
 _transaction = threading.local()

@@ -3,6 +3,7 @@ unreachable, and the cost of a step where nothing fired."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import statistics
@@ -53,6 +54,7 @@ def run() -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as spool:
         port = _free_port()
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request in the table
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()
         try:
