@@ -20,7 +20,7 @@ moto also backs up every table a TransactWriteItems names with a deep copy of th
 (for its rollback), again O(table) per held incident. While the burst runs, a Query of a base
 table looks in its partition only, a transaction backs up the partitions it writes only, and
 clients are built once per service (`_partition_queries`, `_partition_backups`,
-`_reused_clients`): same answers, same calls, same rollback.
+`reused_clients`): same answers, same calls, same rollback.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from lambdas.logic.guard import open_limit
 from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings
 from lambdas.observability import SERVICE
+from tests.bench.clients import reused_clients
 
 GOAL_SECONDS = 30.0
 NODES = 1000
@@ -152,7 +153,7 @@ def burst(nodes: int = NODES, *, context: dict[str, Any] | None = None) -> Burst
         with (
             _partition_queries(),
             _partition_backups(),
-            _reused_clients(run.session),
+            reused_clients(run.session),
             _quiet_functions(),
             redirect_stdout(io.StringIO()),
         ):
@@ -275,27 +276,6 @@ def _partition_backups() -> Iterator[None]:
     finally:
         dynamodb_models.copy = real_copy
         backend.transact_write_items = transact  # type: ignore[method-assign]
-
-
-@contextmanager
-def _reused_clients(session: Any) -> Iterator[None]:
-    """One client per service and configuration for every invocation, as a warm Lambda keeps."""
-    build = session.client
-    built: dict[Any, Any] = {}
-    lock = threading.Lock()
-
-    def client(service_name: str, *args: Any, **kwargs: Any) -> Any:
-        key = (service_name, args, tuple((k, id(v)) for k, v in sorted(kwargs.items())))
-        with lock:
-            if key not in built:
-                built[key] = build(service_name, *args, **kwargs)
-            return built[key]
-
-    session.client = client
-    try:
-        yield
-    finally:
-        del session.client
 
 
 def _settle(run: LocalRun) -> None:

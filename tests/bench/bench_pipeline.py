@@ -10,6 +10,7 @@ from typing import Any
 
 from infra.local.drill import RANK_MAP, REPLAY_CULPRIT
 from infra.local.run import LocalRun
+from tests.bench.clients import reused_clients
 
 GOAL_TO_APPROVAL = 2.0  # seconds of handler time from contributor event to approval request
 
@@ -34,24 +35,37 @@ WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWri
 READS = {"GetItem", "Query", "Scan", "BatchGetItem"}
 
 
+WARM_UP = {
+    **REPLAY_CULPRIT,
+    "mismatched_pairs": [[21, 13], [29, 21]],
+    "culprits": [21],
+}
+"""The first incident of the process, on another node: it loads each service's model and builds
+the clients, as cold Lambdas would. The figures below are the second incident's (warm: clients
+kept, as a warm Lambda keeps them)."""
+
+
 def run() -> list[dict[str, Any]]:
     calls: Counter[str] = Counter()
-    with LocalRun.open() as run:
+    with LocalRun.open() as run, reused_clients(run.session):
         run.session.events.register("before-call", _counter(calls))
+        cold = _to_approval(run, WARM_UP)
+        run.decide(cold, "approve", "bench warm-up")
+        run.wait_for(cold, "replaced")
+        calls.clear()
+        start = len(run.invocations.calls)
         result = run.emitter(RANK_MAP).report(REPLAY_CULPRIT)
-        (delivery,) = [d for d in run.tick() if d.response and d.response.get("incident_id")]
-        incident_id = delivery.response["incident_id"]
-        run.wait_for(incident_id, "awaiting_approval")
-        run.wait_for_notification("approve")
-        to_approval = list(run.invocations.calls)
-        run.decide(incident_id, "approve", "bench")
+        incident_id = _to_approval(run, None)
+        to_approval = list(run.invocations.calls[start:])
+        approval = run.decide(incident_id, "approve", "bench")
         run.wait_for(incident_id, "replaced")
-        transitions = sum(_transitions(run, arn) for arn in _executions(run))
-        invocations = list(run.invocations.calls)
+        transitions = _transitions(run, run.execution(incident_id)["executionArn"])
+        transitions += _transitions(run, approval["executionArn"])
+        invocations = list(run.invocations.calls[start:])
+        cold_calls = list(run.invocations.calls[:start])
 
-    handler_seconds = sum(
-        c.seconds for c in to_approval if c.handler.split(".")[-2] != "store_report"
-    )
+    handler_seconds = _handler_seconds(to_approval)
+    cold_seconds = _handler_seconds(cold_calls[: len(to_approval)])
     rows: list[dict[str, Any]] = [
         {
             "name": "contributor event → approval request ready (handler time)",
@@ -59,7 +73,14 @@ def run() -> list[dict[str, Any]]:
             "unit": "s",
             "ratio": handler_seconds / GOAL_TO_APPROVAL,
             "goal": "ratio ≤ 1 (2 s)",
-        }
+        },
+        {
+            "name": "  the same for the process's first incident (cold clients)",
+            "value": cold_seconds,
+            "unit": "s",
+            "ratio": cold_seconds / GOAL_TO_APPROVAL,
+            "goal": "ratio ≤ 1 (2 s)",
+        },
     ]
     by_handler: dict[str, list[float]] = {}
     for call in invocations:
@@ -132,6 +153,24 @@ def run() -> list[dict[str, Any]]:
         },
     ]
     return rows
+
+
+def _to_approval(run: LocalRun, alarm: dict[str, Any] | None) -> str:
+    """Report `alarm` (None: already reported), evaluate the alarms once and wait until the
+    incident asks for approval; returns its id."""
+    if alarm is not None:
+        run.emitter(RANK_MAP).report(alarm)
+    (delivery,) = [d for d in run.tick() if d.response and d.response.get("incident_id")]
+    incident_id = str(delivery.response["incident_id"])
+    run.wait_for(incident_id, "awaiting_approval")
+    run.wait_for_notification("approve")
+    run.inbox.clear()
+    return incident_id
+
+
+def _handler_seconds(calls: list[Any]) -> float:
+    """Handler time up to the approval request; store_report runs beside the alarm path."""
+    return sum(c.seconds for c in calls if c.handler.split(".")[-2] != "store_report")
 
 
 def _counter(calls: Counter[str]) -> Any:
