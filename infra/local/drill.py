@@ -304,8 +304,10 @@ def run_scenario(
     wall_start = time.time()
     timeline: list[Line] = []
 
-    def note(who: str, what: str, **ids: str) -> None:
-        timeline.append(Line(round(time.monotonic() - started, 2), who, what, ids))
+    def note(who: str, what: str, at: float | None = None, **ids: str) -> None:
+        """`at`: when it happened (monotonic), if earlier than now."""
+        when = time.monotonic() if at is None else at
+        timeline.append(Line(round(when - started, 2), who, what, ids))
         progress(what)
 
     alarm, rank_map = scenario.alarm, RANK_MAP
@@ -324,12 +326,14 @@ def run_scenario(
             hyperpod.set_health_check_result(CLUSTER, instance_id, passes=False)
     with LocalRun.open(context=scenario.context, hyperpod=hyperpod) as run:
         note("local", "stack deployed into the local account (moto) from the synthesized template")
+        reported_at = time.monotonic()  # the report event is handled before report() returns
         result = run.emitter(rank_map).report(alarm)
         published = ", ".join(f"{d.metric.value} on {d.instance_id}" for d in result.datapoints)
         note(
             "rank 0",
             f"step {alarm['step']}: {alarm['check']} check fired; "
             f"report {result.report_id[:8]} published ({published})",
+            at=reported_at,
             report_id=result.report_id,
         )
 
@@ -343,7 +347,7 @@ def run_scenario(
                 alarm=event["detail"]["alarmName"],
             )
         incident_ids: list[str] = []
-        for _ in range(scenario.deliveries):
+        for round_ in range(scenario.deliveries):
             for event in events:
                 for delivery in run.put_event(event):
                     response = delivery.response or {}
@@ -353,6 +357,12 @@ def run_scenario(
                         note(
                             "eventbridge",
                             f"alarm joins held incident {incident_id}",
+                            incident_id=str(incident_id),
+                        )
+                    elif action == "attached" and round_ == 0:
+                        note(
+                            "eventbridge",
+                            f"alarm attached to {incident_id} (the report opened it first)",
                             incident_id=str(incident_id),
                         )
                     elif action != "opened":  # the audit log shows the opening
