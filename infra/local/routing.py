@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import threading
 import time
 import uuid
@@ -107,7 +106,10 @@ def handlers_in_process(
                 {"errorType": "StaleLocalRun", "errorMessage": "invoked from an ended local run"}
             ).encode()
         event = json.loads(body) if body else {}
-        with _invoke_lock, _environment(function.environment), _current_function(function):
+        # The function's environment is this thread's (invocation_environment), never written
+        # into os.environ: another thread may be reading it (building a boto3 client walks
+        # os.environ for proxies), and a write mid-walk fails that read.
+        with _invoke_lock, _current_function(function):
             if before_each:
                 before_each()
             module_name, attr = function.handler.rsplit(".", 1)
@@ -142,20 +144,6 @@ def _current_function(function: Any) -> Iterator[None]:
         yield
     finally:
         stack.pop()
-
-
-@contextmanager
-def _environment(variables: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @dataclass

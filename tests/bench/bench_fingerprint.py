@@ -128,6 +128,15 @@ def run() -> list[dict[str, Any]]:
                     "none",
                 )
             )
+            rows.append(
+                _row(
+                    "fingerprint, float32, against numpy's exact int64 sum of the same words",
+                    chunked,
+                    "B/s",
+                    _ratio(chunked, widening),
+                    "second reading: both sums against numpy's one exact sum",
+                )
+            )
         for count in PARAMETER_COUNTS:
             parameters = model_of(count)
             seconds = best_seconds(lambda parameters=parameters: fingerprints(parameters), 3)
