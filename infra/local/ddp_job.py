@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import multiprocessing
 import os
-import queue
-import socket
 import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from infra.local.ranks import run_ranks
 
 FAULT_RANK = 2
 FAULT_STEP = 7
@@ -123,33 +122,23 @@ def run_job(nodes: Sequence[str], *, timeout: float = 180.0, **settings: Any) ->
     if not 0 <= plan.fault_rank < plan.world:
         raise ValueError(f"fault rank {plan.fault_rank} is not one of the {plan.world} ranks")
     started = time.monotonic()
-    context = multiprocessing.get_context("spawn")
-    results: Any = context.Queue()
-    port = _free_port()
-    workers = [
-        context.Process(target=_rank, args=(rank, port, plan, results), daemon=True)
-        for rank in range(plan.world)
-    ]
-    for process in workers:
-        process.start()
     by_rank: dict[int, dict[str, Any]] = {}
-    deadline = time.monotonic() + timeout
-    try:
-        while len(by_rank) < plan.world:
-            try:
-                rank, result, error = results.get(timeout=max(deadline - time.monotonic(), 0.1))
-            except queue.Empty:
-                raise JobError(f"the DDP job did not finish in {timeout:g} s") from None
-            if error:
-                raise JobError(f"rank {rank} of the DDP job failed:\n{error}")
-            by_rank[rank] = result
-        for process in workers:
-            process.join(timeout=30)
-    finally:
-        for process in workers:
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=5)
+
+    def collect(message: tuple[int, Any, str | None]) -> bool:
+        rank, result, error = message
+        if error:
+            raise JobError(f"rank {rank} of the DDP job failed:\n{error}")
+        by_rank[rank] = result
+        return len(by_rank) == plan.world
+
+    run_ranks(
+        _rank,
+        plan.world,
+        (plan,),
+        collect,
+        timeout=timeout,
+        timed_out=lambda: JobError(f"the DDP job did not finish in {timeout:g} s"),
+    )
 
     alarms = [by_rank[rank]["alarm"] for rank in range(plan.world)]
     if alarms[0] is None:
@@ -167,12 +156,6 @@ def run_job(nodes: Sequence[str], *, timeout: float = 180.0, **settings: Any) ->
         fired=by_rank[plan.fault_rank]["fired"],
         seconds=time.monotonic() - started,
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _rank(rank: int, port: int, plan: Plan, results: Any) -> None:
