@@ -26,6 +26,19 @@ def outcomes():
     return get
 
 
+UP_TO_REPLACEMENT = [
+    "incident_opened",
+    "execution_started",
+    "node_isolated",
+    "health_check_started",
+    "health_check_status",
+    "approval_requested",
+    "decision_accepted",
+    "replacement_requested",
+]
+"""An approved incident's audit actions, in order, up to the replacement request."""
+
+
 def actions(outcome: drill.Outcome) -> list[str]:
     (entries,) = outcome.audit.values()
     return [entry["action"] for entry in entries]
@@ -54,16 +67,7 @@ def test_approved_scenarios_replace_the_suspect_node_once_and_get_a_new_instance
     ]
     assert incident["new_instance_id"] and incident["new_instance_id"] != incident["instance_id"]
     steps = [a for a in actions(outcome) if a != "evidence_attached"]  # more alarms may attach
-    assert steps[:8] == [
-        "incident_opened",
-        "execution_started",
-        "node_isolated",
-        "health_check_started",
-        "health_check_status",
-        "approval_requested",
-        "decision_accepted",
-        "replacement_requested",
-    ]
+    assert steps[: len(UP_TO_REPLACEMENT)] == UP_TO_REPLACEMENT
 
 
 @pytest.mark.parametrize(
