@@ -132,13 +132,15 @@ class DynamoIncidentStore(DynamoTable):
 
         self._transact(writes, refused)
 
-    def create_held(self, incident: Incident, *, until: int, now: int) -> None:
+    def create_held(
+        self, incident: Incident, *, until: int, now: int, replacing: str | None = None
+    ) -> None:
         item = to_item({**incident_key(incident.incident_id), **incident.to_record()})
         if incident.is_job:
             self._put_new(item)  # its instances' held locks are claimed one by one
             return
         held = self._held_lock_put(
-            incident.cluster_name, incident.instance_id, incident.incident_id, until, now
+            incident.cluster_name, incident.instance_id, incident.incident_id, until, now, replacing
         )
 
         def refused(failed: set[str], kwargs: dict[str, Any]) -> Exception | None:
@@ -210,10 +212,17 @@ class DynamoIncidentStore(DynamoTable):
         return str(item["incident_id"])
 
     def _held_lock_put(
-        self, cluster_name: str, instance_id: str, incident_id: str, until: int, now: int
+        self,
+        cluster_name: str,
+        instance_id: str,
+        incident_id: str,
+        until: int,
+        now: int,
+        replacing: str | None = None,
     ) -> dict[str, Any]:
         """A held lock is free once its window has passed (`held_until` < now); the item itself
-        goes with the table's TTL a day later. The holder may take it again (a retry)."""
+        goes with the table's TTL a day later. The holder may take it again (a retry), and an
+        incident may take it over from `replacing` (a holder whose hold has ended)."""
         return {
             "TableName": self.table_name,
             "Item": to_item(
@@ -225,8 +234,10 @@ class DynamoIncidentStore(DynamoTable):
                 }
             ),
             "ConditionExpression": "attribute_not_exists(pk) OR held_until < :now "
-            "OR incident_id = :id",
-            "ExpressionAttributeValues": to_item({":now": now, ":id": incident_id}),
+            "OR incident_id IN (:id, :old)",
+            "ExpressionAttributeValues": to_item(
+                {":now": now, ":id": incident_id, ":old": replacing or incident_id}
+            ),
         }
 
     def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> str:

@@ -16,7 +16,8 @@ A held incident is closed at birth, so it takes no open lock; it takes a held lo
 instance instead, valid for STORM_WINDOW_SECONDS. Whatever else arrives for the instance in that
 window (the alarm after the report, a redelivery, the next report) is attached to the held
 incident: one held incident and at most one notice per instance and window, whichever channel
-comes first. After the window a new trigger is judged afresh.
+comes first. After the window, or once the storm hold is reset or the pause switch is back to
+false, a new trigger is judged afresh.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def _open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIn
     held_by = deps.incidents.held_incident_id(
         trigger.cluster_name, trigger.instance_id, _epoch(step)
     )
-    if held_by:
+    if held_by and _still_held(step, held_by):
         return _attach_held(step, held_by, trigger)
     incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
     if deps.incidents.get(incident_id) is not None:
@@ -308,12 +309,17 @@ def _hold(
     incident.closed_at = at
     now = _epoch(step)
     until = now + step.deps.settings.storm_window_seconds
-    try:
-        step.deps.incidents.create_held(incident, until=until, now=now)
-    except IncidentExists:
-        return _redelivered(step, incident.incident_id, trigger)
-    except HeldBy as held:
-        return _attach_held(step, held.holder, trigger)
+    replacing: str | None = None
+    while True:
+        try:
+            step.deps.incidents.create_held(incident, until=until, now=now, replacing=replacing)
+            break
+        except IncidentExists:
+            return _redelivered(step, incident.incident_id, trigger)
+        except HeldBy as held:
+            if replacing is not None or _still_held(step, held.holder):
+                return _attach_held(step, held.holder, trigger)
+            replacing = held.holder  # its hold has ended: this hold takes the lock over
     if incident.is_job:
         for instance_id in incident.instance_ids:
             step.deps.incidents.claim_held(
@@ -366,6 +372,21 @@ def _attach_held(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResul
     if not incident.close_notified and (incident.hold or {}).get("kind") != HoldKind.STORM:
         notify_held(step, incident)
     return {"incident_id": holder, "action": "held"}
+
+
+def _still_held(step: Step, incident_id: str) -> bool:
+    """Whether what held the incident still holds: a reset storm hold or a pause switch flipped
+    back lets the next trigger be judged afresh (the recipe was fixed; a GPU that still fails is
+    not to be swallowed by the old hold). A guard hold keeps its window: judging afresh would
+    only hold again, with a second notice."""
+    incident = step.deps.incidents.get(incident_id)
+    hold = (incident.hold if incident else None) or {}
+    if hold.get("kind") == HoldKind.STORM:
+        active = step.deps.guard.active_hold(incident.cluster_name) if incident else None
+        return active is not None and active.hold_id == hold.get("hold_id")
+    if hold.get("kind") == HoldKind.PAUSED:
+        return guard.pause_blocker(step.deps) is not None
+    return incident is not None
 
 
 def _epoch(step: Step) -> int:

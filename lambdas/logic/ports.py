@@ -57,10 +57,13 @@ class IncidentStore(Protocol):
         Raises LockHeld(holder), GuardFull(open ids) or IncidentExists."""
         ...
 
-    def create_held(self, incident: Incident, *, until: int, now: int) -> None:
+    def create_held(
+        self, incident: Incident, *, until: int, now: int, replacing: str | None = None
+    ) -> None:
         """Write a held incident; for a node-scope one, atomically with the held lock of its
         (cluster, instance), valid until `until` (epoch seconds), taken only when no other held
-        lock is valid at `now`. Raises HeldBy(holder) or IncidentExists."""
+        lock is valid at `now` or the valid one is `replacing`'s. Raises HeldBy(holder) or
+        IncidentExists."""
         ...
 
     def claim_held(

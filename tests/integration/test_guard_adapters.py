@@ -85,6 +85,25 @@ def test_after_the_window_another_held_incident_takes_the_lock(store):
     assert store.held_incident_id(CLUSTER, second.instance_id, NOW + 1000) == second.incident_id
 
 
+def test_a_held_incident_takes_the_lock_over_only_from_the_holder_it_names(store):
+    store.create_held(held(1), until=NOW + 900, now=NOW)
+    instance_id = held(1).instance_id
+
+    with pytest.raises(HeldBy):
+        store.create_held(
+            held(2, instance_id=instance_id), until=NOW + 960, now=NOW + 60, replacing="other"
+        )
+    store.create_held(
+        held(3, instance_id=instance_id),
+        until=NOW + 960,
+        now=NOW + 60,
+        replacing=held(1).incident_id,
+    )
+
+    assert store.held_incident_id(CLUSTER, instance_id, NOW + 60) == f"sdc-{CLUSTER}-3"
+    assert store.get(f"sdc-{CLUSTER}-2") is None
+
+
 def test_writing_the_same_held_incident_again_is_incident_exists(store):
     store.create_held(held(1), until=NOW + 900, now=NOW)
 

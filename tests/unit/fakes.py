@@ -62,19 +62,17 @@ class InMemoryIncidentStore:
             self.locks[key] = incident.incident_id
         self.incidents[incident.incident_id] = copy.deepcopy(incident)
 
-    def create_held(self, incident: Incident, *, until: int, now: int) -> None:
+    def create_held(
+        self, incident: Incident, *, until: int, now: int, replacing: str | None = None
+    ) -> None:
         if incident.incident_id in self.incidents:
             raise IncidentExists(f"incident {incident.incident_id} exists")
         if not incident.is_job:
-            holder = self.claim_held(
-                incident.cluster_name,
-                incident.instance_id,
-                incident.incident_id,
-                until=until,
-                now=now,
-            )
-            if holder != incident.incident_id:
+            key = (incident.cluster_name, incident.instance_id)
+            holder = self.held_incident_id(*key, now)
+            if holder and holder not in (incident.incident_id, replacing):
                 raise HeldBy(holder)
+            self.held[key] = (incident.incident_id, until)
         self.incidents[incident.incident_id] = copy.deepcopy(incident)
 
     def claim_held(

@@ -11,13 +11,13 @@ from __future__ import annotations
 import copy
 from datetime import timedelta
 
-from lambdas.logic import intake
+from lambdas.logic import approval, intake
 from lambdas.models.errors import DependencyFailed
 from lambdas.models.events import parse_contributor_event, parse_report_event
 from lambdas.models.incident import IncidentState
 from tests.conftest import load_fixture
-from tests.unit.reports import NODES, report_event
-from tests.unit.world import CLUSTER, GROUP, World
+from tests.unit.reports import NODES, REPORT_TIME, report_event
+from tests.unit.world import CLUSTER, GROUP, INSTANCE, World
 
 S = IncidentState
 
@@ -174,3 +174,54 @@ def test_a_held_notice_that_failed_is_sent_by_the_next_event_for_the_instance(wo
 
     assert len(notices(world, "held")) == 1
     assert world.incident(held["incident_id"]).close_notified
+
+
+def reset_storm(world: World) -> None:
+    hold = world.store.active_hold(CLUSTER)
+    assert hold is not None
+    approval.decide(world.decision(hold.hold_id, "reset", "recipe fixed"), world.deps)
+
+
+def later_report(world: World, alarm: str | dict, minutes: int = 5):
+    event = report_event(alarm, at=REPORT_TIME + timedelta(minutes=minutes))
+    return intake.store_report(parse_report_event(event), world.deps)
+
+
+def test_after_a_storm_reset_a_held_node_that_fails_again_is_judged_afresh(world):
+    four_nodes(world)
+    held = {r["incident_id"] for r in store(world, culprits_on_every_node())["incidents"]}
+    reset_storm(world)
+
+    (again,) = later_report(world, "replay_culprit")["incidents"]  # NODES[1], in the window
+
+    assert again["action"] == "opened"
+    assert again["incident_id"] not in held
+    assert list(world.workflow.executions) == [again["incident_id"]]
+
+
+def test_after_unpausing_a_held_node_that_fails_again_is_judged_afresh(world):
+    four_nodes(world)
+    world.switch.value = "true"
+    first = alarm_on(world, NODES[1], "alarm-1")
+    world.switch.value = "false"
+
+    later = alarm_on(world, NODES[1], "alarm-2", "2026-11-30T08:20:00.000+0000")
+
+    assert later["action"] == "opened"
+    assert later["incident_id"] != first["incident_id"]
+
+
+def test_a_new_hold_takes_the_held_lock_over_from_a_reset_storm_with_its_own_notice(world):
+    four_nodes(world)
+    storm_held = {r["incident_id"] for r in store(world, culprits_on_every_node())["incidents"]}
+    reset_storm(world)
+    assert alarm_on(world, INSTANCE)["action"] == "opened"  # takes the cluster's one slot
+
+    (again,) = later_report(world, "replay_culprit")["incidents"]
+
+    assert again["action"] == "held"
+    assert again["incident_id"] not in storm_held
+    assert world.incident(again["incident_id"]).hold["kind"] == "guard"
+    assert len(notices(world, "held")) == 1
+    now = int(world.clock.current.timestamp())
+    assert world.store.held_incident_id(CLUSTER, NODES[1], now) == again["incident_id"]
