@@ -35,8 +35,16 @@ def report_evidence(report: SdcReport, instance_id: str | None) -> dict[str, Any
     """What the approval card needs from a report, for the ranks on `instance_id` (None: the
     whole report, for a job-level incident)."""
     if instance_id is None:
-        return _whole_report_evidence(report)
-    on_instance = report.instance(instance_id)
+        role = None
+        metrics = sorted({m.value for i in report.instances for m in i.metrics})
+        ranks = sorted(r for i in report.instances for r in i.ranks)
+        suspects = list(report.suspects)
+    else:
+        on_instance = report.instance(instance_id)
+        role = on_instance.role.value if on_instance else None
+        metrics = [m.value for m in on_instance.metrics] if on_instance else []
+        ranks = list(on_instance.ranks) if on_instance else []
+        suspects = [s for s in report.suspects if s.instance_id == instance_id]
     return {
         "kind": "report",
         "key": f"report:{report.report_id}",
@@ -46,29 +54,10 @@ def report_evidence(report: SdcReport, instance_id: str | None) -> dict[str, Any
         "step": report.step,
         "check": report.check.value if report.check else None,
         "ambiguous": report.ambiguous,
-        "role": on_instance.role.value if on_instance else None,
-        "metrics": [m.value for m in on_instance.metrics] if on_instance else [],
-        "ranks": list(on_instance.ranks) if on_instance else [],
-        "suspects": [_suspect(s) for s in report.suspects if s.instance_id == instance_id],
-        **_findings(report),
-    }
-
-
-def _whole_report_evidence(report: SdcReport) -> dict[str, Any]:
-    metrics = {m.value for i in report.instances for m in i.metrics}
-    return {
-        "kind": "report",
-        "key": f"report:{report.report_id}",
-        "report_id": report.report_id,
-        "emitted_at": report.emitted_at,
-        "job_name": report.job_name,
-        "step": report.step,
-        "check": report.check.value if report.check else None,
-        "ambiguous": report.ambiguous,
-        "role": None,
-        "metrics": sorted(metrics),
-        "ranks": sorted(r for i in report.instances for r in i.ranks),
-        "suspects": [_suspect(s) for s in report.suspects],
+        "role": role,
+        "metrics": metrics,
+        "ranks": ranks,
+        "suspects": [_suspect(s) for s in suspects],
         **_findings(report),
     }
 
