@@ -18,7 +18,7 @@ import http.client
 import json
 import ssl
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,11 @@ RBAC_HINT = (
     "group sdc-remediation, and that group a ClusterRole allowing get, list and patch on nodes "
     "(docs/deploy.md, 'Node isolation')"
 )
+
+
+_Plan = tuple[dict[str, Any], bool, bool, str | None]
+"""A node change to make: (merge-patch spec, sets or clears unschedulable, adds or removes the
+taint, the value of another incident's taint found in the slot)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,50 +102,47 @@ class EksKubernetesNodes:
         return KubeNode.from_json(self._call(eks_cluster, "GET", _node_path(node_name)))
 
     def cordon(self, eks_cluster: str, node_name: str, taint: Taint) -> NodeChange:
-        for attempt in range(1, self._patch_attempts + 1):
-            node = self.get_node(eks_cluster, node_name)
+        def plan(node: KubeNode) -> _Plan:
             occupant = next((t for t in node.taints if taint.same_slot(t)), None)
-            add_taint = occupant is None
             found = None if occupant is None or taint.matches(occupant) else occupant.get("value")
-            set_unschedulable = not node.unschedulable
-            if not add_taint and not set_unschedulable:
-                return NodeChange(node.name, node.resource_version, False, False, found, attempt)
             spec: dict[str, Any] = {}
-            if set_unschedulable:
+            if not node.unschedulable:
                 spec["unschedulable"] = True
-            if add_taint:
+            if occupant is None:
                 spec["taints"] = [*node.taints, taint.to_json()]
-            patched = self._patch(eks_cluster, node, spec)
-            if patched is not None:
-                return NodeChange(
-                    node.name,
-                    patched.resource_version,
-                    set_unschedulable,
-                    add_taint,
-                    found,
-                    attempt,
-                )
-        raise self._conflict(eks_cluster, node_name)
+            return spec, not node.unschedulable, occupant is None, found
+
+        return self._change(eks_cluster, node_name, plan)
 
     def uncordon(
         self, eks_cluster: str, node_name: str, taint: Taint, *, clear_unschedulable: bool
     ) -> NodeChange:
-        for attempt in range(1, self._patch_attempts + 1):
-            node = self.get_node(eks_cluster, node_name)
+        def plan(node: KubeNode) -> _Plan:
             kept = [t for t in node.taints if not taint.matches(t)]
-            remove_taint = len(kept) != len(node.taints)
             clear = clear_unschedulable and node.unschedulable
-            if not remove_taint and not clear:
-                return NodeChange(node.name, node.resource_version, False, False, None, attempt)
             spec: dict[str, Any] = {}
             if clear:
                 spec["unschedulable"] = False
-            if remove_taint:
+            if len(kept) != len(node.taints):
                 spec["taints"] = kept
+            return spec, clear, "taints" in spec, None
+
+        return self._change(eks_cluster, node_name, plan)
+
+    def _change(
+        self, eks_cluster: str, node_name: str, plan: Callable[[KubeNode], _Plan]
+    ) -> NodeChange:
+        """Read the node, `plan` the merge patch against what it holds now, patch it with that
+        resourceVersion; a 409 (the node changed meanwhile) reads and plans again, bounded."""
+        for attempt in range(1, self._patch_attempts + 1):
+            node = self.get_node(eks_cluster, node_name)
+            spec, unschedulable, tainted, found = plan(node)
+            if not spec:
+                return NodeChange(node.name, node.resource_version, False, False, found, attempt)
             patched = self._patch(eks_cluster, node, spec)
             if patched is not None:
                 return NodeChange(
-                    node.name, patched.resource_version, clear, remove_taint, None, attempt
+                    node.name, patched.resource_version, unschedulable, tainted, found, attempt
                 )
         raise self._conflict(eks_cluster, node_name)
 
