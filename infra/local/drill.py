@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -436,9 +437,16 @@ def run_scenario(
         health_checks = run.hyperpod.calls_to("StartClusterHealthCheck")
         notices = [n["attributes"].get("kind") for n in run.inbox + run.notifications()]
         holds = [run.deps.guard.get_hold(h.hold_id) or h for h in holds]
+        isolated = _still_isolated(run)
     timeline.sort(key=lambda line: line.at)
 
     problems = _judge(scenario, finals, replace_calls, chain_ok, ask is not None)
+    problems += [
+        f"{i.instance_id}'s Kubernetes node is still cordoned or tainted after the incident "
+        f"closed as {i.state.value}"
+        for i in finals
+        if i.state.value not in GONE and set(i.locked_instances) & isolated
+    ]
     if scenario.storm:
         problems += _judge_storm(holds, notices, health_checks)
     return Outcome(
@@ -515,6 +523,26 @@ def _judge(
             f"BatchReplaceClusterNodes was called {len(replace_calls)} times; expected none"
         )
     return problems
+
+
+GONE = ("replaced", "replaced_by_hyperpod")
+"""Outcomes after which the suspect node is gone, its cordon with it."""
+
+
+def _still_isolated(run: Any) -> set[str]:
+    """The instances whose Kubernetes node (in the local API stand-in) is still unschedulable or
+    carries an incident taint."""
+    from lambdas.models.kubernetes import TAINT_KEY
+
+    found = set()
+    for node in run.kube_api.nodes.values():
+        spec = node["spec"]
+        tainted = any(t.get("key") == TAINT_KEY for t in spec.get("taints") or [])
+        if spec.get("unschedulable") or tainted:
+            instance = re.search(r"i-[0-9a-f]+$", spec.get("providerID", ""))
+            if instance:
+                found.add(instance.group())
+    return found
 
 
 def _reset_storm(run: Any, scenario: Scenario, note: Callable[..., None]) -> tuple[str | None, Any]:

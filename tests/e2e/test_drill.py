@@ -208,3 +208,14 @@ def test_list_names_every_scenario(capsys):
 
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert listed == list(SCENARIOS)
+
+
+def test_a_node_left_cordoned_after_a_reject_fails_the_drill(monkeypatch):
+    from lambdas.logic import isolation
+
+    monkeypatch.setattr(isolation, "release", lambda step, incident: incident)
+
+    outcome = run_scenario(SCENARIOS["reject"])
+
+    assert not outcome.passed
+    assert any("still cordoned" in problem for problem in outcome.problems)
