@@ -189,6 +189,30 @@ def cmd_incidents(op: Operator, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_holds(op: Operator, args: argparse.Namespace) -> int:
+    found = [h for h in op.queries().storm_holds() if args.all or h.active]
+    if args.json:
+        _print_json([h.to_record() for h in found])
+    elif not found:
+        print("no storm holds" if args.all else "no active storm holds")
+    else:
+        _print_table(
+            ("HOLD", "STATE", "CLUSTER", "STARTED", "INSTANCES", "RESET BY"),
+            [
+                (
+                    h.hold_id,
+                    "active" if h.active else "reset",
+                    h.cluster_name,
+                    _when(h.created_at),
+                    str(len(h.instances)),
+                    h.lifted_by or "-",
+                )
+                for h in found
+            ],
+        )
+    return EXIT_OK
+
+
 def cmd_show(op: Operator, args: argparse.Namespace) -> int:
     if args.incident.startswith(HOLD_PREFIX):
         return _show_hold(op, args)
@@ -664,6 +688,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _json_option(incidents)
     incidents.set_defaults(run=cmd_incidents)
+
+    holds = commands.add_parser(
+        "holds",
+        parents=[common],
+        help="list storm holds (the active ones unless --all)",
+        description="List storm holds, oldest first: id, active or reset, cluster, when it "
+        "started, how many instances it flagged, who reset it. Scans the incidents table "
+        "(dynamodb:Scan). Lift one with `sdc reset HOLD -m COMMENT`.",
+    )
+    holds.add_argument("--all", action="store_true", help="reset holds too")
+    _json_option(holds)
+    holds.set_defaults(run=cmd_holds)
 
     show = commands.add_parser(
         "show",

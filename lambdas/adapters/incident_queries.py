@@ -14,8 +14,9 @@ from lambdas.adapters._aws import (
     aws_call,
     from_item,
 )
-from lambdas.adapters.dynamodb import incident_key
+from lambdas.adapters.dynamodb import hold_key, incident_key
 from lambdas.models.audit import AuditEntry
+from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident, IncidentState
 
 BY_STATE_INDEX: Final = "by_state"
@@ -24,6 +25,9 @@ holds `lambdas/` only, not `infra/`."""
 
 INCIDENT_PREFIX: Final = incident_key("")["pk"]
 """`INCIDENT#`: the index holds every item with `state` and `created_at`, not only incidents."""
+
+HOLD_PREFIX: Final = hold_key("")["pk"]
+"""`HOLD#`: storm hold records (`HELD#<cluster>` is the pointer to a cluster's active one)."""
 
 OPEN_STATES: Final = tuple(s for s in IncidentState if not s.terminal)
 """Opened, in a health check, awaiting approval, replacing: what still needs someone."""
@@ -56,6 +60,23 @@ class DynamoIncidentQueries(DynamoTable):
         """The incidents in any of `states`, oldest first (one query per state)."""
         found = [incident for state in dict.fromkeys(states) for incident in self.by_state(state)]
         return sorted(found, key=lambda i: (i.created_at, i.incident_id))
+
+    def storm_holds(self) -> list[ClusterHold]:
+        """Every storm hold, active and reset, oldest first. A Scan of the incidents table:
+        holds are few, but the table holds reports and flags too, so use it on demand."""
+        return sorted(
+            (
+                ClusterHold.from_record(item)
+                for item in _pages(
+                    self.client.scan,
+                    "Scan",
+                    TableName=self.table_name,
+                    FilterExpression="begins_with(pk, :hold)",
+                    ExpressionAttributeValues={":hold": {"S": HOLD_PREFIX}},
+                )
+            ),
+            key=lambda h: (h.created_at, h.hold_id),
+        )
 
 
 class DynamoAuditChains(DynamoTable):

@@ -22,7 +22,8 @@ from moto import mock_aws
 
 from infra import cli
 from infra.cli import execution_name, main
-from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
+from lambdas.adapters._aws import to_item
+from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore, hold_key
 from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import SystemClock
 from lambdas.models.guard import ClusterHold
@@ -594,6 +595,39 @@ def test_resetting_an_unknown_hold_exits_2_and_starts_nothing(deployed, capsys):
     assert status == 2
     assert capsys.readouterr().err.startswith(f"sdc: unknown storm hold {incident_id}")
     assert deployed.executions() == []
+
+
+def test_holds_lists_the_active_storm_holds_and_all_lists_reset_ones_too(deployed, capsys):
+    active = storm_hold(deployed)
+    second = ClusterHold(
+        hold_id=f"hold-{CLUSTER}-storm-20261130T101504",
+        cluster_name=CLUSTER,
+        reason="5 distinct instances",
+        created_at="2026-11-30T10:15:04+00:00",
+        instances=["i-0aa00000000000001"],
+        lifted_at="2026-11-30T10:30:00+00:00",
+        lifted_by="approver:cli-bob",
+    )
+    deployed.dynamodb.put_item(
+        TableName=INCIDENTS_TABLE,
+        Item=to_item({**hold_key(second.hold_id), **second.to_record()}),
+    )
+    deployed.incident("held")  # incidents are not holds
+
+    deployed.sdc("holds")
+    listed = rows(capsys.readouterr().out)
+    deployed.sdc("holds", "--all", "--json")
+    every = json.loads(capsys.readouterr().out)
+
+    assert [row[0] for row in listed] == [active]
+    assert listed[0][1] == "active"
+    assert [h["hold_id"] for h in every] == [active, second.hold_id]
+
+
+def test_holds_says_so_when_none_is_active(deployed, capsys):
+    assert deployed.sdc("holds") == 0
+
+    assert capsys.readouterr().out.strip() == "no active storm holds"
 
 
 def test_show_of_an_active_storm_hold_says_why_and_how_to_reset_it(deployed, capsys):
