@@ -174,25 +174,27 @@ def notify_storm(step: Step, hold: ClusterHold) -> None:
         return  # another invocation claimed it
     open_ids = list(step.deps.guard.guard_state(hold.cluster_name).open_ids)
     notice = cards.storm_notice(hold, step.deps.settings, open_ids)
+    if not _publish(step, hold, notice, "storm_hold", "storm_notified", open_incidents=open_ids):
+        hold.notified = False
+        step.deps.guard.save_hold(hold)
+
+
+def _publish(
+    step: Step, hold: ClusterHold, notice: cards.Card, kind: str, action: str, **details: Any
+) -> bool:
+    """Publish a notice about the hold and audit it as `action`; a failed publish is audited
+    (`notification_failed`), never raised. Returns whether it went out."""
     try:
         request_id = step.deps.notifier.publish(
             notice.subject,
             notice.text,
-            {"incident_id": hold.hold_id, "kind": "storm_hold", "cluster": hold.cluster_name},
+            {"incident_id": hold.hold_id, "kind": kind, "cluster": hold.cluster_name},
         )
     except Exception as err:
-        hold.notified = False
-        try:
-            step.deps.guard.save_hold(hold)
-        finally:
-            step.audit(hold.hold_id, "notification_failed", error_details(err, kind="storm_hold"))
-        return
-    step.audit(
-        hold.hold_id,
-        "storm_notified",
-        {"subject": notice.subject, "open_incidents": open_ids},
-        [request_id],
-    )
+        step.audit(hold.hold_id, "notification_failed", error_details(err, kind=kind))
+        return False
+    step.audit(hold.hold_id, action, {"subject": notice.subject, **details}, [request_id])
+    return True
 
 
 def lift(step: Step, hold: ClusterHold, actor: str, comment: str) -> ClusterHold:
@@ -209,15 +211,5 @@ def lift(step: Step, hold: ClusterHold, actor: str, comment: str) -> ClusterHold
         actor=actor,
     )
     count("StormHoldsReset")
-    notice = cards.hold_lifted_notice(hold)
-    try:
-        request_id = step.deps.notifier.publish(
-            notice.subject,
-            notice.text,
-            {"incident_id": hold.hold_id, "kind": "storm_hold_reset", "cluster": hold.cluster_name},
-        )
-    except Exception as err:
-        step.audit(hold.hold_id, "notification_failed", error_details(err, kind="reset"))
-    else:
-        step.audit(hold.hold_id, "reset_notified", {"subject": notice.subject}, [request_id])
+    _publish(step, hold, cards.hold_lifted_notice(hold), "storm_hold_reset", "reset_notified")
     return hold

@@ -312,6 +312,18 @@ def test_a_reset_through_the_approval_path_lifts_the_hold_audited_and_notified(w
     assert world.notifier.published[-1].attributes["kind"] == "storm_hold_reset"
 
 
+def test_a_reset_whose_notice_fails_still_lifts_the_hold_and_says_so_in_the_audit(world):
+    hold_id = storm(world)
+    world.notifier.fail_next = DependencyFailed("SNS down")
+
+    result = approval.decide(world.decision(hold_id, "reset", "recipe fixed"), world.deps)
+
+    assert result["accepted"] is True
+    assert world.store.active_hold(CLUSTER) is None
+    last = world.audit.entries(hold_id)[-1]
+    assert (last.action, last.details["kind"]) == ("notification_failed", "storm_hold_reset")
+
+
 def test_after_a_reset_earlier_flags_no_longer_count_and_a_new_alarm_acts(world):
     hold_id = storm(world)
     world.clock.current = BASE + timedelta(seconds=30)
