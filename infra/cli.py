@@ -138,21 +138,18 @@ class Operator:
     def hold(self, hold_id: str) -> ClusterHold:
         found = self.incidents().get_hold(hold_id)
         if found is None:
-            raise CliError(
-                f"unknown storm hold {hold_id}: not in table "
-                f"{self.deployment.incidents_table} ({self.deployment.source}); the hold's id "
-                "is in its notice and in `sdc show`"
-            )
+            raise self._unknown(f"storm hold {hold_id}", "; `sdc holds` lists them")
         return found
 
     def incident(self, incident_id: str) -> Incident:
         found = self.incidents().get(incident_id)
         if found is None:
-            raise CliError(
-                f"unknown incident {incident_id}: not in table "
-                f"{self.deployment.incidents_table} ({self.deployment.source})"
-            )
+            raise self._unknown(f"incident {incident_id}")
         return found
+
+    def _unknown(self, what: str, hint: str = "") -> CliError:
+        where = f"{self.deployment.incidents_table} ({self.deployment.source})"
+        return CliError(f"unknown {what}: not in table {where}{hint}")
 
 
 # -- commands ---------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -532,17 +531,15 @@ GONE = ("replaced", "replaced_by_hyperpod")
 def _still_isolated(run: Any) -> set[str]:
     """The instances whose Kubernetes node (in the local API stand-in) is still unschedulable or
     carries an incident taint."""
-    from lambdas.models.kubernetes import TAINT_KEY
+    from lambdas.models.kubernetes import TAINT_KEY, KubeNode
 
-    found = set()
-    for node in run.kube_api.nodes.values():
-        spec = node["spec"]
-        tainted = any(t.get("key") == TAINT_KEY for t in spec.get("taints") or [])
-        if spec.get("unschedulable") or tainted:
-            instance = re.search(r"i-[0-9a-f]+$", spec.get("providerID", ""))
-            if instance:
-                found.add(instance.group())
-    return found
+    nodes = [KubeNode.from_json(raw) for raw in run.kube_api.nodes.values()]
+    return {
+        node.instance_id
+        for node in nodes
+        if node.instance_id
+        and (node.unschedulable or any(t.get("key") == TAINT_KEY for t in node.taints))
+    }
 
 
 def _reset_storm(run: Any, scenario: Scenario, note: Callable[..., None]) -> tuple[str | None, Any]:
