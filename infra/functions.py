@@ -117,7 +117,12 @@ SPECS: Final = (
         reads_pause_switch=True,
         timeout_seconds=60,
     ),
-    FunctionSpec("check_health", "Polls the deep health check", hyperpod=HYPERPOD_READ),
+    FunctionSpec(
+        "check_health",
+        "Polls the deep health check; its last poll holds the incident if the cluster is held",
+        hyperpod=HYPERPOD_READ,
+        reads_pause_switch=True,
+    ),
     FunctionSpec(
         "request_approval",
         "Stores the task token and asks a human to approve the replacement",

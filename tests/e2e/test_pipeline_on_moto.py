@@ -257,3 +257,24 @@ def test_a_report_naming_a_culprit_opens_the_incident_with_no_alarm_at_all():
         assert not any(
             d.response.get("action") for d in run.deliveries if "action" in (d.response or {})
         )
+
+
+def test_pausing_during_the_health_check_holds_the_incident_and_no_approval_card_goes_out():
+    hyperpod = default_cluster()
+    hyperpod.health_check_polls = 3  # a few polls: time to flip the switch mid-check
+    with LocalRun.open(hyperpod=hyperpod) as run:
+        incident_id = open_from_fixture(run)
+        run.wait_for(incident_id, "health_check")
+        run.session.client("ssm").put_parameter(
+            Name=run.deps.settings.pause_parameter, Value="true", Type="String", Overwrite=True
+        )
+
+        incident = run.wait_for(incident_id, "held")
+
+        assert incident.hold["kind"] == "paused"
+        actions = [action for _, action in trail(run, incident_id)]
+        assert "health_check_started" in actions
+        assert "approval_requested" not in actions
+        assert not [
+            n for n in run.notifications() if n["attributes"].get("kind") == "approval_request"
+        ]

@@ -102,6 +102,7 @@ def test_the_functions_that_act_are_told_the_pause_switch(template):
         "store_report",
         "isolate_node",
         "start_health_check",
+        "check_health",
         "replace_node",
     }
     env = _env(template, "OpenIncidentFunction")

@@ -183,6 +183,7 @@ def test_the_pause_switch_is_read_only_with_get_parameter_on_its_one_arn(templat
         "StoreReportFunction",
         "IsolateNodeFunction",
         "StartHealthCheckFunction",
+        "CheckHealthFunction",
         "ReplaceNodeFunction",
     }
     name = template["Resources"]["PauseSwitchParameter"]["Properties"]["Name"]

@@ -199,6 +199,12 @@ def test_after_the_health_check_job_incidents_close_checked_and_gone_nodes_close
     assert remediation["States"]["HealthCheckDone?"]["Default"] == "RequestApproval"
 
 
+def test_a_health_check_ending_under_a_hold_closes_held_before_any_approval_request(remediation):
+    branches = _branches(remediation["States"]["HealthCheckDone?"])
+
+    assert branches[_rule("$.health.Payload.held", BooleanEquals=True)] == "CloseHeld"
+
+
 def test_a_held_replacement_closes_the_incident_as_held(remediation):
     branches = _branches(remediation["States"]["Replaced?"])
 
