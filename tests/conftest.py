@@ -7,18 +7,25 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# The documented AWS event shapes and training-loop alarm dicts, shared by the whole project.
-SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
-LOCAL_EVENTS = Path(__file__).resolve().parent / "events"
+EVENTS = Path(__file__).resolve().parent / "events"
+"""The project's own fixtures (sources in `tests/events/README.md`): AWS event shapes at the top,
+the training-loop alarm dicts and their rank map under `alarms/`."""
+FIXTURE_DIRS = {"events": EVENTS, "alarms": EVENTS / "alarms"}
+
+
+def fixture_path(kind: str, name: str) -> Path:
+    """The file of fixture `name` of `kind` ("events" or "alarms"); it must exist."""
+    if kind not in FIXTURE_DIRS:
+        raise KeyError(f"no fixture kind {kind!r}: one of {sorted(FIXTURE_DIRS)}")
+    path = FIXTURE_DIRS[kind] / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no fixture {kind}/{name}.json in {FIXTURE_DIRS[kind]}")
+    return path
 
 
 def load_fixture(kind: str, name: str) -> Any:
-    """Load `<kind>/<name>.json`: our own `tests/events/` first, then the shared fixtures."""
-    for root in (LOCAL_EVENTS, SHARED_FIXTURES / kind):
-        path = root / f"{name}.json"
-        if path.exists():
-            return json.loads(path.read_text())
-    raise FileNotFoundError(f"no fixture {kind}/{name}.json in {LOCAL_EVENTS} or {SHARED_FIXTURES}")
+    """Load fixture `name` of `kind` as JSON (a fresh copy each call)."""
+    return json.loads(fixture_path(kind, name).read_text())
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ moto stores metric data but never evaluates alarms. This evaluator applies the d
 alarms' semantics to what moto holds: the query's SCHEMA (exact dimension set), GROUP BY
 ClusterName, InstanceId, MAX over the alarm's period, compared with its threshold; a contributor
 that changes state produces a `CloudWatch Alarm Contributor State Change` event of the
-documented shape (`../shared/fixtures/events/contributor_alarm.json`).
+documented shape (`tests/events/contributor_alarm.json`).
 """
 
 from __future__ import annotations

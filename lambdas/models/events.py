@@ -1,7 +1,7 @@
 """The two EventBridge events the pipeline consumes, parsed into typed values.
 
 - `CloudWatch Alarm Contributor State Change` (source `aws.cloudwatch`): one instance of one
-  Metrics Insights alarm changed state. Shape: `../shared/fixtures/events/contributor_alarm.json`.
+  Metrics Insights alarm changed state. Shape: `tests/events/contributor_alarm.json`.
 - `SDC Report` (source `sdc.trainer`): the full evidence the training job emitted. Shape:
   `trainer_emitter.contract.report_schema()`. Lambda code checks the fields it uses by hand
   (the full JSON Schema is checked in tests, where jsonschema is installed).

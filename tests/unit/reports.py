@@ -1,5 +1,5 @@
 """SDC Report events built the way the emitter builds them (its pure `build_report`), from the
-shared alarm fixtures and rank map: 4 nodes of 8 GPUs, rank r on node r // 8."""
+alarm fixtures and rank map (tests/events/alarms): 4 nodes of 8 GPUs, rank r on node r // 8."""
 
 from __future__ import annotations
 

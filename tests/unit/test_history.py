@@ -12,7 +12,7 @@ from lambdas.models.payloads import ApprovalRequest, CloseRequest, IncidentRef, 
 from tests.unit.reports import NODES, report_event
 from tests.unit.world import CLUSTER, GROUP, TOKEN, World, alarm_event
 
-SUSPECT = NODES[1]  # rank 13 of the shared alarms
+SUSPECT = NODES[1]  # rank 13 of the alarm fixtures
 GPU_13 = "GPU-0000000d-5a1e-4c1d-9e7b-000000019223"
 
 

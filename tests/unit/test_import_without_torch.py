@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.conftest import REPO, SHARED_FIXTURES
+from tests.conftest import REPO, fixture_path
 
 BLOCK_TORCH = """
 import sys
@@ -45,14 +45,13 @@ def test_importing_trainer_emitter_does_not_import_torch():
 
 
 def test_the_emitter_reports_an_alarm_where_torch_cannot_be_imported():
-    alarms = SHARED_FIXTURES / "alarms"
     done = run(
         BLOCK_TORCH
         + f"""
 import json
 from trainer_emitter import Emitter, MemorySink
-rank_map = json.load(open({str(alarms / "rank_map.json")!r}))
-alarm = json.load(open({str(alarms / "replay_culprit.json")!r}))
+rank_map = json.load(open({str(fixture_path("alarms", "rank_map"))!r}))
+alarm = json.load(open({str(fixture_path("alarms", "replay_culprit"))!r}))
 emitter = Emitter(
     cluster_name="ml-cluster-1", region="us-west-2", sink=MemorySink(), rank_map=rank_map, rank=0
 )

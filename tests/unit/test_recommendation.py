@@ -1,6 +1,6 @@
-"""The decision table of DESIGN.md section 4, driven by the shared training-loop alarm dicts.
+"""The decision table of DESIGN.md section 4, driven by the training-loop alarm fixtures.
 
-Ranks live on node r // 8 (fixtures/alarms/README.md): node 0 holds ranks 0-7, node 1 ranks 8-15.
+Ranks live on node r // 8 (tests/events/README.md): node 0 holds ranks 0-7, node 1 ranks 8-15.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ NODE_1 = list(range(8, 16))
 
 
 def evidence(alarm_name: str, ranks: list[int], **changes) -> dict:
-    """A report evidence summary as the pipeline stores it, from a shared alarm dict."""
+    """A report evidence summary as the pipeline stores it, from an alarm fixture."""
     alarm = copy.deepcopy(load_fixture("alarms", alarm_name))
     alarm.update(changes)
     return {

@@ -20,7 +20,7 @@ S = IncidentState
 
 @pytest.fixture
 def job_world(world: World) -> World:
-    """The shared rank map's four nodes in the fake cluster."""
+    """The fixture rank map's four nodes in the fake cluster."""
     for node in NODES:
         world.hyperpod.add_node(CLUSTER, GROUP, node)
     return world
