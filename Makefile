@@ -5,6 +5,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# The outside validators (parliament, checkov) in an environment of their own: checkov pins
+# packages the project's own environment has at other versions.
+VALIDATORS_VENV  := $(VENV)/validators
+VALIDATORS_STAMP := $(VALIDATORS_VENV)/.installed
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 # Node 20 is what the machine has; jsii warns that it is past end of life on every call.
@@ -23,9 +27,15 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+$(VALIDATORS_STAMP): requirements-validators.txt
+	$(PYTHON) -m venv $(VALIDATORS_VENV)
+	$(VALIDATORS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VALIDATORS_VENV)/bin/python -m pip install --quiet -r requirements-validators.txt
+	@touch $@
+
 # The README's test command. pytest exits 5 when it collects nothing: that is a failure here,
-# said out loud, never a silent green.
-test: $(STAMP)
+# said out loud, never a silent green. The infra tests run the outside validators too.
+test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP)
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; refusing to call that a pass" >&2; exit 1; fi; \
 	exit $$rc
@@ -38,10 +48,12 @@ drill: $(STAMP)
 bench: $(STAMP)
 	@$(PY) -m tests.bench $(ARGS)
 
-lint: $(STAMP)
+# ruff, mypy, then the outside validators on the synthesized templates (docs/deploy.md).
+lint: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy trainer_emitter lambdas infra
+	$(PY) -m infra.validate
 
 format: $(STAMP)
 	$(PY) -m ruff format .

@@ -13,6 +13,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.nag import acknowledge_iam_lint
 from infra.settings import Settings
 
 PUBLISH_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
@@ -28,6 +29,14 @@ class Notifications(Construct):
             "TopicKey",
             description="Encrypts the SDC remediation notification topic",
             enable_key_rotation=True,
+        )
+        acknowledge_iam_lint(
+            self.key,
+            "RESOURCE_STAR",
+            ["kms:*"],
+            "In a key policy, Resource '*' means this key and nothing else. The account "
+            "statement (kms:*) is CDK's default key policy, which lets IAM policies govern the "
+            "key; the CloudWatch statement lets the alarms publish to the encrypted topic.",
         )
         self.topic = sns.Topic(
             self,

@@ -12,7 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.nag import acknowledge
+from infra.nag import SQS_MANAGED_ENCRYPTION, acknowledge, acknowledge_checkov
 from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
 
 CLOUDWATCH_SOURCE: Final = "aws.cloudwatch"
@@ -50,6 +50,7 @@ class Routing(Construct):
             "targets; cdk-nag only recognises SQS redrive policies and Lambda "
             "DeadLetterConfig as DLQ use. Its depth alarms on the notification topic.",
         )
+        acknowledge_checkov(self.dead_letter_queue, "CKV_AWS_27", SQS_MANAGED_ENCRYPTION)
 
         self.contributor_rule = events.Rule(
             self,

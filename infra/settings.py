@@ -28,6 +28,7 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 | `sdc:stormWindowSeconds` | integer, 60 .. 86400 | `900` | storm hold: the window (`STORM_WINDOW_SECONDS`) |
 | `sdc:nodeIsolation` | object: HyperPod cluster name (one of `sdc:clusters`) → EKS cluster name | `{}` | clusters whose suspect node is cordoned and tainted (`sdc.remediation/incident=<incident id>:NoSchedule`) while the incident is open, through that EKS cluster's Kubernetes API (`NODE_ISOLATION`); the stack adds an EKS access entry per cluster for the two functions that do it. Not listed: no isolation, and the approval card says so |
 | `sdc:nodeIsolationAccess` | `group` or `clusterAdminPolicy` | `group` | what the access entries grant: `group` maps the functions' roles to the Kubernetes group `sdc-remediation` (apply the RBAC manifest of docs/deploy.md: nodes get/list/patch only); `clusterAdminPolicy` associates `AmazonEKSClusterAdminPolicy` instead (no manifest, but full cluster admin: opt in knowingly) |
+| `sdc:nodeActionConcurrency` | integer, 1 .. 100 | `5` | reserved concurrency of each function that acts on a node (isolate, start the health check, replace, close and release): at most this many run at once, whatever the guard lets through; it is reserved out of the account's Lambda concurrency (four functions at this value each must leave the account its 100 unreserved) |
 | `sdc:pauseParameterName` | SSM parameter name or null | `/<stackName>/paused` | the pause switch: a String parameter the stack creates with value `false`; `aws ssm put-parameter --overwrite --name <it> --value true` pauses without a deploy (`PAUSE_PARAMETER`) |
 
 Unknown `sdc:*` keys are an error (a typo must not silently fall back to a default).
@@ -125,6 +126,7 @@ class Settings:
     node_isolation: tuple[tuple[str, str], ...] = ()
     """(HyperPod cluster name, EKS cluster name) pairs whose suspect nodes are isolated."""
     node_isolation_access: str = "group"
+    node_action_concurrency: int = 5
 
     @property
     def eks_clusters(self) -> tuple[str, ...]:
@@ -368,6 +370,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:stormThreshold": ("storm_threshold", _integer(2, 10_000)),
     "sdc:stormWindowSeconds": ("storm_window_seconds", _integer(60, 86_400)),
     "sdc:pauseParameterName": ("pause_parameter", _parameter_name),
+    "sdc:nodeActionConcurrency": ("node_action_concurrency", _integer(1, 100)),
     "sdc:nodeIsolation": ("node_isolation", _node_isolation),
     "sdc:nodeIsolationAccess": (
         "node_isolation_access",
