@@ -10,10 +10,13 @@ the way the pipeline relies on:
 - replacements: the node goes `ShuttingDown`; after `replacement_polls` more looks it is gone
   (DescribeClusterNode → NodeNotFound) and a new node with a new instance id and the same
   logical id and group is `Running`;
-- BatchReplaceClusterNodes answers per node like the real API: `InstanceIdNotFound` for an
-  unknown node, `InstanceIdInUse` while a replacement runs, `InvalidInstanceStatus` while a
-  health check runs; any documented code can be injected (`inject_replace_failure`), and any
-  call can be made to raise (`fail_next`, e.g. with `Throttled`);
+- reboots: the node goes `Pending` and after `reboot_polls` more looks is `Running` again, with
+  the same instance id (a node with `reboot_returns=False` stays `Pending`: a reboot that never
+  comes back);
+- BatchReplaceClusterNodes and BatchRebootClusterNodes answer per node like the real API:
+  `InstanceIdNotFound` for an unknown node, `InstanceIdInUse` while a replacement or reboot
+  runs, `InvalidInstanceStatus` while a health check runs; any documented code can be injected
+  (`inject_batch_failure`), and any call can be made to raise (`fail_next`, e.g. `Throttled`);
 - a call log (`calls`, `calls_to`) with AWS operation and parameter names.
 
 A "look" is a DescribeClusterNode of that node (what the poll loops do) or `advance()`.
@@ -28,17 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 from lambdas.models.errors import ClusterNotFound, DependencyFailed, NodeNotFound
 from lambdas.models.hyperpod import (
+    BatchErrorCode,
+    BatchFailure,
+    BatchResult,
     ClusterInfo,
     HealthCheck,
     NodeInfo,
     NodeRecovery,
     NodeStatus,
-    ReplaceErrorCode,
-    ReplaceFailure,
-    ReplaceResult,
 )
 
-MAX_REPLACE_NODES = 25
+MAX_BATCH_NODES = 25
+BATCH_OPERATIONS = ("BatchReplaceClusterNodes", "BatchRebootClusterNodes")
 
 
 @dataclass
@@ -51,8 +55,11 @@ class FakeNode:
     health_check_passes: bool = True
     message: str | None = None
     pending: str | None = None
-    """"health_check" or "replacement" while one runs."""
+    """"health_check", "replacement" or "reboot" while one runs."""
     polls_left: int = 0
+    reboot_returns: bool = True
+    """False: a reboot leaves the node Pending for good."""
+    reboots: int = 0
 
 
 @dataclass
@@ -79,11 +86,13 @@ class FakeHyperPod:
         *,
         health_check_polls: int = 1,
         replacement_polls: int = 2,
+        reboot_polls: int = 1,
         region: str = "us-west-2",
         account: str = "111122223333",
     ) -> None:
         self.health_check_polls = health_check_polls
         self.replacement_polls = replacement_polls
+        self.reboot_polls = reboot_polls
         self.region = region
         self.account = account
         self.clusters: dict[str, FakeCluster] = {}
@@ -92,7 +101,7 @@ class FakeHyperPod:
         """Old instance id → the new one, once a replacement finished."""
         self._ids = itertools.count(1)
         self._requests = itertools.count(1)
-        self._replace_failures: dict[str, list[tuple[str, str | None]]] = {}
+        self._batch_failures: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
         self._failures: dict[str, list[Exception]] = {}
 
     # -- arranging ------------------------------------------------------------------------
@@ -149,8 +158,26 @@ class FakeHyperPod:
         self, instance_id: str, code: str, message: str | None = None, *, times: int = 1
     ) -> None:
         """The next `times` BatchReplaceClusterNodes answers list the node in Failed[]."""
-        ReplaceErrorCode(code)  # only the documented codes
-        self._replace_failures.setdefault(instance_id, []).extend([(code, message)] * times)
+        self.inject_batch_failure("BatchReplaceClusterNodes", instance_id, code, message, times)
+
+    def inject_batch_failure(
+        self,
+        operation: str,
+        instance_id: str,
+        code: str,
+        message: str | None = None,
+        times: int = 1,
+    ) -> None:
+        """The next `times` answers of `operation` (BatchReplaceClusterNodes or
+        BatchRebootClusterNodes) list the node in Failed[] with `code`."""
+        BatchErrorCode(code)  # only the documented codes
+        if operation not in BATCH_OPERATIONS:
+            raise ValueError(f"{operation} is not one of {BATCH_OPERATIONS}")
+        failures = self._batch_failures.setdefault((operation, instance_id), [])
+        failures.extend([(code, message)] * times)
+
+    def set_reboot_returns(self, cluster_name: str, instance_id: str, *, returns: bool) -> None:
+        self._node(cluster_name, instance_id, "arrange").reboot_returns = returns
 
     def fail_next(self, operation: str, error: Exception, *, times: int = 1) -> None:
         """The next `times` calls of `operation` (AWS name) raise `error`."""
@@ -240,41 +267,57 @@ class FakeHyperPod:
             node.polls_left = self.health_check_polls
         return self._request_id()
 
-    def replace_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> ReplaceResult:
-        self._call("BatchReplaceClusterNodes", ClusterName=cluster_name, NodeIds=list(instance_ids))
+    def replace_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:
+        return self._batch("BatchReplaceClusterNodes", cluster_name, instance_ids)
+
+    def reboot_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:
+        return self._batch("BatchRebootClusterNodes", cluster_name, instance_ids)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _batch(self, operation: str, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:
+        """One answer per node, as both batch operations give it."""
+        self._call(operation, ClusterName=cluster_name, NodeIds=list(instance_ids))
         cluster = self._cluster(cluster_name)
-        if not 1 <= len(instance_ids) <= MAX_REPLACE_NODES:
-            raise self._validation(f"NodeIds takes 1 to {MAX_REPLACE_NODES} ids")
+        if not 1 <= len(instance_ids) <= MAX_BATCH_NODES:
+            raise self._validation(f"NodeIds takes 1 to {MAX_BATCH_NODES} ids")
         successful: list[str] = []
-        failed: list[ReplaceFailure] = []
+        failed: list[BatchFailure] = []
         for node_id in instance_ids:
-            injected = self._replace_failures.get(node_id)
+            injected = self._batch_failures.get((operation, node_id))
             node = cluster.nodes.get(node_id)
             if injected:
                 code, message = injected.pop(0)
-                failed.append(ReplaceFailure(node_id, code, message or f"injected {code}"))
+                failed.append(BatchFailure(node_id, code, message or f"injected {code}"))
             elif node is None:
                 failed.append(
-                    ReplaceFailure(node_id, ReplaceErrorCode.INSTANCE_ID_NOT_FOUND, "no such node")
+                    BatchFailure(node_id, BatchErrorCode.INSTANCE_ID_NOT_FOUND, "no such node")
                 )
-            elif node.pending == "replacement":
+            elif node.pending in ("replacement", "reboot"):
                 failed.append(
-                    ReplaceFailure(
-                        node_id, ReplaceErrorCode.INSTANCE_ID_IN_USE, "replacement in progress"
+                    BatchFailure(
+                        node_id, BatchErrorCode.INSTANCE_ID_IN_USE, f"{node.pending} in progress"
                     )
                 )
             elif node.status not in (NodeStatus.RUNNING, NodeStatus.FAILURE):
                 failed.append(
-                    ReplaceFailure(
-                        node_id, ReplaceErrorCode.INVALID_INSTANCE_STATUS, f"node is {node.status}"
+                    BatchFailure(
+                        node_id, BatchErrorCode.INVALID_INSTANCE_STATUS, f"node is {node.status}"
                     )
                 )
+            elif operation == "BatchRebootClusterNodes":
+                self._begin_reboot(node)
+                successful.append(node_id)
             else:
                 self._begin_replacement(node)
                 successful.append(node_id)
-        return ReplaceResult(tuple(successful), tuple(failed), self._request_id())
+        return BatchResult(tuple(successful), tuple(failed), self._request_id())
 
-    # -- internals ------------------------------------------------------------------------
+    def _begin_reboot(self, node: FakeNode) -> None:
+        node.status = NodeStatus.PENDING.value
+        node.pending = "reboot"
+        node.polls_left = self.reboot_polls
+        node.reboots += 1
 
     def _begin_replacement(self, node: FakeNode) -> None:
         node.status = NodeStatus.SHUTTING_DOWN.value
@@ -286,6 +329,12 @@ class FakeHyperPod:
             return
         if node.polls_left > 0:
             node.polls_left -= 1
+            return
+        if node.pending == "reboot":
+            if node.reboot_returns:
+                node.pending = None
+                node.status = NodeStatus.RUNNING.value
+                node.message = None
             return
         if node.pending == "health_check":
             node.pending = None

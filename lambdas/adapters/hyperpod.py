@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory, request_id
 from lambdas.models.errors import AwsError, ClusterNotFound, NodeNotFound
 from lambdas.models.hyperpod import (
+    BatchFailure,
+    BatchResult,
     ClusterInfo,
     NodeInfo,
-    ReplaceFailure,
-    ReplaceResult,
 )
 
 # DescribeCluster and DescribeClusterNode answer ResourceNotFound for an unknown cluster and an
@@ -84,24 +84,37 @@ class SageMakerHyperPod:
             )
         return request_id(response)
 
-    def replace_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> ReplaceResult:
+    def replace_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:
         """A 200 answer may still refuse nodes: they come back in `failed`, never dropped."""
         with aws_call("BatchReplaceClusterNodes", _CLUSTER_ERRORS):
             response = self.client.batch_replace_cluster_nodes(
                 ClusterName=cluster_name, NodeIds=list(instance_ids)
             )
-        return ReplaceResult(
-            successful=tuple(response.get("Successful", [])),
-            failed=tuple(
-                ReplaceFailure(
-                    node_id=f.get("NodeId", ""),
-                    code=f.get("ErrorCode", ""),
-                    message=f.get("Message"),
-                )
-                for f in response.get("Failed", [])
-            ),
-            request_id=request_id(response),
-        )
+        return _batch_result(response)
+
+    def reboot_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:
+        """BatchRebootClusterNodes (a graceful EC2 reboot: same instance id and volumes); the
+        answer has the replacement's shape and codes."""
+        with aws_call("BatchRebootClusterNodes", _CLUSTER_ERRORS):
+            response = self.client.batch_reboot_cluster_nodes(
+                ClusterName=cluster_name, NodeIds=list(instance_ids)
+            )
+        return _batch_result(response)
+
+
+def _batch_result(response: Mapping[str, Any]) -> BatchResult:
+    return BatchResult(
+        successful=tuple(response.get("Successful", [])),
+        failed=tuple(
+            BatchFailure(
+                node_id=f.get("NodeId", ""),
+                code=f.get("ErrorCode", ""),
+                message=f.get("Message"),
+            )
+            for f in response.get("Failed", [])
+        ),
+        request_id=request_id(response),
+    )
 
 
 def _node(cluster_name: str, response: Mapping[str, Any]) -> NodeInfo:

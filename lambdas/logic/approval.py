@@ -48,6 +48,10 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
         def wait(current: Incident) -> bool:
             if current.state is not S.AWAITING_APPROVAL:
                 lifecycle.advance(current, S.AWAITING_APPROVAL, at)
+                if (current.decision or {}).get("decision") == Decision.REBOOT and current.reboot:
+                    # The health check after the reboot failed: the reboot decision is kept
+                    # under `reboot.decision`, and this card asks for a new one.
+                    current.decision = None
             current.task_token = request.task_token
             current.approval_requested_at = at
             return True
@@ -60,6 +64,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             health,
             [p.incident_id for p in history if p.counts_as_history],
             job_level=incident.is_job,
+            rebooted=lifecycle.reboots_done(incident) > 0,
         )
         card = cards.approval_card(incident, deps.settings, advice, history)
         approve = cards.approval_input(incident.incident_id, Decision.APPROVE)
@@ -152,7 +157,7 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     def claim(current: Incident) -> bool:
         tokens.append(
             check_accepts_decision(
-                current, deps.clock.now(), deps.settings.approval_timeout_seconds
+                current, deps.clock.now(), deps.settings.approval_timeout_seconds, valid.decision
             )
         )
         current.decision = decision

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lambdas.logic import evidence
+from lambdas.logic.lifecycle import MAX_REBOOTS, reboots_done
 from lambdas.logic.recommendation import Recommendation
 from lambdas.models.guard import ClusterHold, HoldKind, PastIncident
 from lambdas.models.hyperpod import NodeRecovery
@@ -60,8 +61,11 @@ def approval_card(
     advice: Recommendation,
     history: Sequence[PastIncident] = (),
 ) -> Card:
-    subject = _subject(f"SDC: approve replacing {incident.instance_id} on {incident.cluster_name}?")
+    rebooted = reboots_done(incident) > 0
+    verb = "replacing" if rebooted else "rebooting or replacing"
+    subject = _subject(f"SDC: approve {verb} {incident.instance_id} on {incident.cluster_name}?")
     approve = approval_input_json(incident.incident_id, Decision.APPROVE)
+    reboot = approval_input_json(incident.incident_id, Decision.REBOOT)
     reject = approval_input_json(incident.incident_id, Decision.REJECT)
     arn = settings.approval_state_machine_arn
     lines = [
@@ -84,7 +88,7 @@ def approval_card(
         *_report_lines(incident),
         "",
         "DEEP HEALTH CHECK",
-        f"  {health_summary(incident)}",
+        *health_lines(incident),
         "",
         "HISTORY (past incidents of this instance and of its GPUs)",
         *history_lines(history),
@@ -99,7 +103,9 @@ def approval_card(
         *([f"  console: {link}"] if (link := console_link(arn)) else []),
         "  with one of these inputs (replace the comment with your reason):",
         "",
-        "  To approve replacing the node:",
+        *reboot_choice_lines(incident, reboot),
+        "  To approve replacing the node (a new instance; this one's volumes are destroyed, tens",
+        "  of minutes):",
         f"    {approve}",
         "",
         "  To reject (nothing is replaced):",
@@ -313,12 +319,43 @@ _RESULTS: dict[Any, str] = {
 }
 
 
+def health_lines(incident: Incident) -> list[str]:
+    """The deep health check; after a reboot, the check after it and the one before."""
+    lines = [f"  {health_summary(incident)}"]
+    before = (incident.health_check or {}).get("before_reboot")
+    if (incident.health_check or {}).get("after_reboot"):
+        lines = [f"  after the reboot: {health_summary(incident)}"]
+        if before:
+            lines.append(f"  before the reboot: {_check_summary(before)}")
+    return lines
+
+
+def reboot_choice_lines(incident: Incident, reboot_input: str) -> list[str]:
+    """The reboot choice, or why it is no longer offered."""
+    if reboots_done(incident) >= MAX_REBOOTS:
+        return [
+            "  A reboot is no longer offered: the node was rebooted in this incident and its",
+            "  deep health check ran again (above).",
+            "",
+        ]
+    return [
+        "  To reboot the node (same instance and volumes, minutes; it stays isolated, is",
+        "  health-checked again and released if that passes; if not, you are asked again):",
+        f"    {reboot_input}",
+        "",
+    ]
+
+
 def health_summary(incident: Incident) -> str:
     check = incident.health_check
     if not check:
         return "not run"
     if incident.is_job:
         return str(check.get("status") or "unknown")
+    return _check_summary(check)
+
+
+def _check_summary(check: dict[str, Any]) -> str:
     checks = ", ".join(check.get("checks") or []) or "none"
     if not check.get("started"):
         reason = check.get("reason") or "no reason recorded"

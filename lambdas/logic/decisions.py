@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from lambdas.logic.lifecycle import MAX_REBOOTS, reboots_done
 from lambdas.models.errors import DecisionRefused
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import INCIDENT_ID_RE, Decision, DecisionRequest
@@ -32,8 +33,8 @@ def validate_decision(request: DecisionRequest) -> ValidDecision:
         d.value for d in Decision
     }:
         raise DecisionRefused(
-            "decision must be 'approve' or 'reject' (or 'reset' for a storm hold), "
-            f"got {str(request.decision)[:100]!r}"
+            "decision must be 'approve' (replace), 'reboot' or 'reject' (or 'reset' for a storm "
+            f"hold), got {str(request.decision)[:100]!r}"
         )
     comment = request.comment if request.comment is not None else ""
     if not isinstance(comment, str):
@@ -49,10 +50,14 @@ def validate_decision(request: DecisionRequest) -> ValidDecision:
 
 
 def check_accepts_decision(
-    incident: Incident, now: datetime | None = None, timeout_seconds: int | None = None
+    incident: Incident,
+    now: datetime | None = None,
+    timeout_seconds: int | None = None,
+    decision: Decision | None = None,
 ) -> str:
     """The task token to answer, or DecisionRefused unless the incident waits for its first
-    decision and (when the timeout is known) its approval request has not timed out."""
+    decision and (when the timeout is known) its approval request has not timed out. A reboot
+    is refused once the incident has had `MAX_REBOOTS`: then it is replace or reject."""
     if incident.decision:
         raise DecisionRefused(
             f"incident {incident.incident_id} was already decided: "
@@ -65,6 +70,12 @@ def check_accepts_decision(
         )
     if not incident.task_token:
         raise DecisionRefused(f"incident {incident.incident_id} holds no task token")
+    if decision is Decision.REBOOT and reboots_done(incident) >= MAX_REBOOTS:
+        raise DecisionRefused(
+            f"incident {incident.incident_id} was already rebooted "
+            f"({reboots_done(incident)} of at most {MAX_REBOOTS}) and failed its health check "
+            "again: decide 'approve' (replace) or 'reject'"
+        )
     if now is not None and timeout_seconds and incident.approval_requested_at:
         deadline = datetime.fromisoformat(incident.approval_requested_at) + timedelta(
             seconds=timeout_seconds

@@ -4,6 +4,9 @@
 opened → health_check → awaiting_approval → replacing → replaced | replaced_by_hyperpod
          health_check → checked (job level) | replaced_by_hyperpod (node gone after the check)
                          awaiting_approval → rejected | expired
+                         awaiting_approval → rebooting → health_check (again) → rebooted
+                                                                 (passed) | awaiting_approval
+                         rebooting → replaced_by_hyperpod (the node went away)
 any open state → failed | held (paused or storm hold before an acting step; from replacing
 only while no replacement was requested)
 skipped (unknown instance) and held (paused, storm, guard full) are also created as such
@@ -23,10 +26,13 @@ S = IncidentState
 TRANSITIONS: Final[dict[IncidentState, frozenset[IncidentState]]] = {
     S.OPENED: frozenset({S.HEALTH_CHECK, S.FAILED, S.HELD}),
     S.HEALTH_CHECK: frozenset(
-        {S.AWAITING_APPROVAL, S.FAILED, S.HELD, S.CHECKED, S.REPLACED_BY_HYPERPOD}
+        {S.AWAITING_APPROVAL, S.FAILED, S.HELD, S.CHECKED, S.REPLACED_BY_HYPERPOD, S.REBOOTED}
     ),
-    S.AWAITING_APPROVAL: frozenset({S.REPLACING, S.REJECTED, S.EXPIRED, S.FAILED, S.HELD}),
+    S.AWAITING_APPROVAL: frozenset(
+        {S.REPLACING, S.REBOOTING, S.REJECTED, S.EXPIRED, S.FAILED, S.HELD}
+    ),
     S.REPLACING: frozenset({S.REPLACED, S.REPLACED_BY_HYPERPOD, S.FAILED, S.HELD}),
+    S.REBOOTING: frozenset({S.HEALTH_CHECK, S.REPLACED_BY_HYPERPOD, S.FAILED, S.HELD}),
 }
 
 
@@ -35,6 +41,30 @@ def requested_by_us(incident: Incident) -> bool:
     answer was never recorded)."""
     replacement = incident.replacement or {}
     return bool(replacement.get("requested_by_us") or replacement.get("pending"))
+
+
+MAX_REBOOTS: Final = 1
+"""Reboots per incident: after one, the approver chooses between replacing and rejecting."""
+
+
+def reboots_done(incident: Incident) -> int:
+    return int((incident.reboot or {}).get("count", 0))
+
+
+def reboot_requested(incident: Incident) -> bool:
+    """Whether this pipeline asked HyperPod to reboot the node (or may have)."""
+    reboot = incident.reboot or {}
+    return bool(reboot.get("requested_by_us") or reboot.get("pending"))
+
+
+def passed_after_reboot(incident: Incident) -> bool:
+    """The approved reboot is done and the deep health check that followed it passed."""
+    health = incident.health_check or {}
+    return (
+        (incident.reboot or {}).get("status") == "done"
+        and bool(health.get("after_reboot"))
+        and health.get("result") == "passed"
+    )
 
 
 def can_transition(current: IncidentState, target: IncidentState) -> bool:
@@ -72,6 +102,7 @@ def closing_state(incident: Incident, outcome: Outcome) -> tuple[IncidentState, 
         Outcome.HELD: S.HELD,
         Outcome.CHECKED: S.CHECKED,
         Outcome.REPLACED_BY_HYPERPOD: S.REPLACED_BY_HYPERPOD,
+        Outcome.REBOOTED: S.REBOOTED,
     }[outcome]
     if (
         outcome is Outcome.REPLACED
@@ -88,6 +119,15 @@ def closing_state(incident: Incident, outcome: Outcome) -> tuple[IncidentState, 
         return S.FAILED, "outcome held, but no step recorded a hold"
     if outcome is Outcome.HELD and requested_by_us(incident):
         return S.FAILED, "outcome held after a replacement was requested"
+    if (
+        outcome is Outcome.HELD
+        and state is S.REBOOTING
+        and reboot_requested(incident)
+        and (incident.reboot or {}).get("status") != "done"
+    ):
+        return S.FAILED, "outcome held while a requested reboot was under way"
+    if outcome is Outcome.REBOOTED and not passed_after_reboot(incident):
+        return S.FAILED, "outcome rebooted without a passed health check after the reboot"
     if outcome is Outcome.CHECKED and not incident.is_job:
         return S.FAILED, "outcome checked is for job-level incidents only"
     return wanted, None

@@ -15,7 +15,7 @@ from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import KubernetesNotConfigured
 from lambdas.models.events import SdcReport
 from lambdas.models.guard import ClusterHold, GuardState, PastIncident
-from lambdas.models.hyperpod import ClusterInfo, NodeInfo, ReplaceResult
+from lambdas.models.hyperpod import BatchResult, ClusterInfo, NodeInfo
 from lambdas.models.incident import Incident
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
 from lambdas.models.settings import Settings
@@ -44,7 +44,11 @@ class HyperPod(Protocol):
         """StartClusterHealthCheck; returns the AWS request id."""
         ...
 
-    def replace_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> ReplaceResult:
+    def reboot_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:
+        """BatchRebootClusterNodes: a 200 answer may still list nodes in `failed`."""
+        ...
+
+    def replace_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:
         """BatchReplaceClusterNodes; per-node refusals come back in `failed`, not as errors."""
         ...
 

@@ -1,17 +1,20 @@
-"""The decision table carried into the approval card (DESIGN.md, section 4).
+"""The decision table carried into the approval card (DESIGN.md, sections 4 and 8), with the
+recovery tier it recommends: health check only, reboot, or replace.
 
 Each report is read for the ranks on the incident's instance:
 - weights, suspects [r] → r's copy differs from the majority → replace after review;
   weights, suspects None → no strict majority → ambiguous: health check only.
 - culprits [r] → both ring comparisons of r mismatched → replace after review.
-- verdict persistent → replace after review; transient → keep isolated, replace on recurrence;
+- verdict persistent → replace after review; transient (first time on this instance and GPU)
+  → reboot, keeping the node isolated until the health check after the reboot passes;
   replayer computed wrong → the replayer is the suspect → replace after review;
   unattributable → health check only.
 - nonfinite without mismatched pairs, or check "reduced gradient" → ambiguous: health check only.
 Across reports the strongest advice wins; a transient verdict seen twice is a recurrence, and
 so is a transient verdict on a node with history (a past incident of the same instance or the
 same GPU UUID): both are proposed for replacement. A failed deep health check is reason enough
-to propose replacing. A job-level incident (an ambiguous report) never proposes a replacement.
+to propose replacing, and so is one that failed again after a reboot. A job-level incident (an
+ambiguous report) never proposes a replacement.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from trainer_emitter.contract import Check, VerdictKind
 
 class Advice(StrEnum):
     REPLACE = "replace after review"
-    ISOLATE = "keep isolated, replace on recurrence"
+    REBOOT = "reboot, then health-check again (the node stays isolated until it passes)"
     HEALTH_CHECK_ONLY = "health check only, no replacement proposed"
 
     @property
@@ -34,7 +37,7 @@ class Advice(StrEnum):
         return _STRENGTH[self]
 
 
-_STRENGTH = {Advice.HEALTH_CHECK_ONLY: 0, Advice.ISOLATE: 1, Advice.REPLACE: 2}
+_STRENGTH = {Advice.HEALTH_CHECK_ONLY: 0, Advice.REBOOT: 1, Advice.REPLACE: 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +87,7 @@ def _assess_verdict(verdict: dict[str, Any]) -> tuple[Advice, str]:
     if kind is VerdictKind.REPLAYER:
         return Advice.REPLACE, f"the replayer computed wrong: {where}"
     if kind is VerdictKind.TRANSIENT:
-        return Advice.ISOLATE, f"transient fault on {where}"
+        return Advice.REBOOT, f"transient fault on {where}"
     return Advice.HEALTH_CHECK_ONLY, f"unattributable mismatch involving {where}"
 
 
@@ -94,9 +97,12 @@ def recommend(
     history: Sequence[str] = (),
     *,
     job_level: bool = False,
+    rebooted: bool = False,
 ) -> Recommendation:
-    """The advice for an incident from all its report evidence, the health check result and
-    `history` (ids of past incidents of the same instance or GPU that count as history)."""
+    """The advice for an incident from all its report evidence, the health check result,
+    `history` (ids of past incidents of the same instance or GPU that count as history) and
+    whether the node was already rebooted in this incident (then the check was the one after
+    the reboot, and a reboot is not offered again)."""
     if job_level:
         return Recommendation(
             Advice.HEALTH_CHECK_ONLY,
@@ -109,7 +115,7 @@ def recommend(
     else:
         advice = Advice.HEALTH_CHECK_ONLY
         reasons.append("no SDC report for this instance: the alarm alone names no rank")
-    transient = sum(1 for a, _ in assessed if a is Advice.ISOLATE)
+    transient = sum(1 for a, _ in assessed if a is Advice.REBOOT)
     if transient >= 2:
         advice = Advice.REPLACE
         reasons.append(f"the transient fault recurred ({transient} reports)")
@@ -121,7 +127,14 @@ def recommend(
         )
     if health_result == "failed":
         advice = Advice.REPLACE
-        reasons.append("the deep health check failed")
+        reasons.append(
+            "the deep health check failed again after the reboot"
+            if rebooted
+            else "the deep health check failed"
+        )
+    elif rebooted and advice is Advice.REBOOT:
+        advice = Advice.REPLACE
+        reasons.append("the node was already rebooted in this incident: replace or reject")
     return Recommendation(advice, tuple(reasons))
 
 

@@ -21,7 +21,7 @@ from lambdas.models.errors import (
     ReplacementRejected,
 )
 from lambdas.models.guard import HoldKind
-from lambdas.models.hyperpod import NodeRecovery, NodeStatus, ReplaceErrorCode
+from lambdas.models.hyperpod import BatchErrorCode, NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope
 from lambdas.models.payloads import (
     CloseRequest,
@@ -39,7 +39,7 @@ from lambdas.observability import count, logger
 S = IncidentState
 
 
-def _status_of(deps: Deps, incident: Incident) -> tuple[str, str | None]:
+def node_status_of(deps: Deps, incident: Incident) -> tuple[str, str | None]:
     """The node's status as HyperPod reports it (`NotFound` when it is gone), and the request id."""
     try:
         node = deps.hyperpod.describe_node(incident.cluster_name, incident.instance_id)
@@ -69,7 +69,10 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
     Nothing starts while the cluster is storm-held or the pipeline paused: the incident records
     the hold and the result says `held` (the state machine closes it as held). The request is
     written ahead (`requesting_at`) so that a retry after a crash does not start a second check
-    on a node whose check already runs."""
+    on a node whose check already runs.
+
+    After an approved reboot (`lambdas.logic.reboot`) it runs once more: the earlier result is
+    kept under `before_reboot` and the new record says `after_reboot`."""
     step = Step(deps, "start_health_check")
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
@@ -80,27 +83,37 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
                 "held": False,
                 "scope": incident.scope,
             }
-        if incident.state is not S.OPENED:
+        after_reboot = incident.state is S.REBOOTING
+        if after_reboot and (incident.reboot or {}).get("status") != "done":
+            raise InvalidTransition("cannot start a health check: the reboot is not done")
+        if incident.state not in (S.OPENED, S.REBOOTING):
             raise InvalidTransition(f"cannot start a health check: incident is {incident.state}")
         blocker = guard.blocker(deps, incident.cluster_name)
         if blocker is not None:
-            _hold_in_flight(step, incident, blocker)
+            hold_in_flight(step, incident, blocker)
             return {
                 "status": str(incident.node_status),
                 "started": False,
                 "held": True,
                 "scope": incident.scope,
             }
+        if after_reboot:
+            incident = step.update(ref.incident_id, _set_aside_health_check, incident)
         if incident.is_job:
             record, request_ids = _start_job_checks(step, incident)
         else:
             record, request_ids = _start_node_check(step, incident)
+        if after_reboot:
+            record = {**record, "after_reboot": True}
         status = str(record["status"])
         started = bool(record["started"])
 
         def advance(current: Incident) -> bool:
             lifecycle.advance(current, S.HEALTH_CHECK, step.now())
-            current.health_check = record
+            current.health_check = {
+                **record,
+                **_before_reboot(current),
+            }
             if not current.is_job:
                 current.node_status = status
             return True
@@ -121,6 +134,22 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
         return {"status": status, "started": started, "held": False, "scope": incident.scope}
 
 
+def _set_aside_health_check(current: Incident) -> bool:
+    """Before the check after a reboot: the first check's record moves under `before_reboot`."""
+    current.health_check = {"before_reboot": _summary(current.health_check), "after_reboot": True}
+    return True
+
+
+def _before_reboot(current: Incident) -> dict[str, Any]:
+    before = (current.health_check or {}).get("before_reboot")
+    return {"before_reboot": before} if before else {}
+
+
+def _summary(health_check: dict[str, Any] | None) -> dict[str, Any]:
+    keep = ("started", "checks", "status", "result", "reason", "started_at")
+    return {key: (health_check or {}).get(key) for key in keep}
+
+
 def _write_ahead(step: Step, incident: Incident) -> Incident:
     """Note that a StartClusterHealthCheck is about to be sent (kept if the handler dies)."""
 
@@ -134,7 +163,7 @@ def _write_ahead(step: Step, incident: Incident) -> Incident:
 def _start_node_check(step: Step, incident: Incident) -> tuple[dict[str, Any], list[str | None]]:
     deps = step.deps
     checks = list(deps.settings.health_checks)
-    status, before_id = _status_of(deps, incident)
+    status, before_id = node_status_of(deps, incident)
     request_ids: list[str | None] = [before_id]
     pending = (incident.health_check or {}).get("requesting_at")
     reason = None
@@ -149,7 +178,7 @@ def _start_node_check(step: Step, incident: Incident) -> tuple[dict[str, Any], l
             )
         )
         started = True
-        status, after_id = _status_of(deps, incident)
+        status, after_id = node_status_of(deps, incident)
         request_ids.append(after_id)
     elif pending and status == NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS:
         started = resumed = True  # an earlier attempt's request went through, then it died
@@ -224,7 +253,7 @@ def job_summary(nodes: dict[str, dict[str, Any]]) -> str:
     return ", ".join(f"{n} {label}" for label, n in sorted(counts.items())) or "no nodes"
 
 
-def _hold_in_flight(step: Step, incident: Incident, blocker: guard.Blocker) -> None:
+def hold_in_flight(step: Step, incident: Incident, blocker: guard.Blocker) -> None:
     """Record why an open incident stops before acting; the state machine closes it as held."""
 
     def note(current: Incident) -> bool:
@@ -247,7 +276,7 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
             raise InvalidTransition(f"no health check to poll: incident is {incident.state}")
         if incident.is_job:
             return _check_job(step, incident)
-        status, request_id = _status_of(deps, incident)
+        status, request_id = node_status_of(deps, incident)
         previous = dict(incident.health_check or {})
         result = health_result(status, bool(previous.get("started")))
         changed = status != previous.get("status") or result != previous.get("result")
@@ -277,13 +306,14 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
             # card goes out while the cluster is held.
             blocker = guard.blocker(deps, incident.cluster_name)
             if blocker is not None:
-                _hold_in_flight(step, incident, blocker)
+                hold_in_flight(step, incident, blocker)
                 held = True
         return {
             "status": status,
             "in_progress": result is None,
             "scope": Scope.NODE.value,
             "held": held,
+            "passed_after_reboot": not held and lifecycle.passed_after_reboot(incident),
         }
 
 
@@ -323,7 +353,13 @@ def _check_job(step: Step, incident: Incident) -> HealthStatus:
             {"status": summary, "in_progress": in_progress, "polls": polls},
             request_ids,
         )
-    return {"status": summary, "in_progress": in_progress, "scope": Scope.JOB.value, "held": False}
+    return {
+        "status": summary,
+        "in_progress": in_progress,
+        "scope": Scope.JOB.value,
+        "held": False,
+        "passed_after_reboot": False,
+    }
 
 
 def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
@@ -353,7 +389,7 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
         if not ours:
             blocker = guard.blocker(deps, incident.cluster_name)
             if blocker is not None:
-                _hold_in_flight(step, incident, blocker)
+                hold_in_flight(step, incident, blocker)
                 return {"status": ReplaceStatus.HELD.value}
         if incident.state is S.AWAITING_APPROVAL:
             incident = step.update(
@@ -362,7 +398,7 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 incident,
             )
 
-        status_now, check_id = _status_of(deps, incident)
+        status_now, check_id = node_status_of(deps, incident)
         if status_now == NodeStatus.NOT_FOUND:
             return _record_replacement(
                 step,
@@ -422,7 +458,7 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 request_id=result.request_id,
             )
         details = {"code": failure.code, "message": failure.message, "node_status": status_now}
-        if failure.code == ReplaceErrorCode.INSTANCE_ID_IN_USE:
+        if failure.code == BatchErrorCode.INSTANCE_ID_IN_USE:
             # In use: by our own earlier request (a retry after a crash) or by HyperPod.
             return _record_replacement(
                 step,
@@ -434,8 +470,8 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 ours=ours,
             )
         if failure.code in (
-            ReplaceErrorCode.INVALID_INSTANCE_STATUS,
-            ReplaceErrorCode.INTERNAL_SERVER_ERROR,
+            BatchErrorCode.INVALID_INSTANCE_STATUS,
+            BatchErrorCode.INTERNAL_SERVER_ERROR,
         ):
             return _record_replacement(
                 step,
@@ -446,7 +482,7 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 request_ids,
                 ours=ours,
             )
-        if failure.code == ReplaceErrorCode.INSTANCE_ID_NOT_FOUND:
+        if failure.code == BatchErrorCode.INSTANCE_ID_NOT_FOUND:
             return _record_replacement(
                 step, incident, ReplaceStatus.GONE, "node_gone", details, request_ids, ours=ours
             )
@@ -538,7 +574,7 @@ def check_replacement(ref: IncidentRef, deps: Deps) -> ReplacementStatus:
             _finish_replacement(step, incident, None, [], dry_run=True)
             return {"done": True, "new_instance_id": None}
 
-        status, request_id = _status_of(deps, incident)
+        status, request_id = node_status_of(deps, incident)
         if status != NodeStatus.NOT_FOUND:
             if status != replacement.get("node_status"):
 

@@ -196,3 +196,11 @@ class KubernetesNotConfigured(KubernetesError):
     """This deployment has no Kubernetes access for the cluster."""
 
     cause = "not_configured"
+
+
+class RebootNotApproved(SdcError):
+    """A reboot was asked for an incident without a `reboot` decision: never reboot."""
+
+
+class RebootRejected(AwsError):
+    """BatchRebootClusterNodes refused the node for a reason that waiting will not fix."""

@@ -1,4 +1,4 @@
-"""What the pipeline knows about HyperPod: clusters, nodes, health checks, replacements.
+"""What the pipeline knows about HyperPod: clusters, nodes, health checks, replacements, reboots.
 
 Values are the ones botocore's SageMaker model documents (1.44): `ClusterInstanceStatus`,
 `DeepHealthCheckType`, `BatchReplaceClusterNodesErrorCode`.
@@ -30,8 +30,9 @@ class HealthCheck(StrEnum):
     MULTI_NODE_TRAINING_VALIDATION = "MultiNodeTrainingValidation"
 
 
-class ReplaceErrorCode(StrEnum):
-    """`BatchReplaceClusterNodes` → `Failed[].ErrorCode`."""
+class BatchErrorCode(StrEnum):
+    """`BatchReplaceClusterNodes` and `BatchRebootClusterNodes` → `Failed[].ErrorCode` (the
+    two operations document the same four codes)."""
 
     INSTANCE_ID_NOT_FOUND = "InstanceIdNotFound"
     INVALID_INSTANCE_STATUS = "InvalidInstanceStatus"
@@ -75,17 +76,20 @@ class NodeInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class ReplaceFailure:
+class BatchFailure:
     node_id: str
     code: str
     message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class ReplaceResult:
+class BatchResult:
+    """The answer of BatchReplaceClusterNodes or BatchRebootClusterNodes: a 200 that may still
+    list nodes in `failed`."""
+
     successful: tuple[str, ...]
-    failed: tuple[ReplaceFailure, ...]
+    failed: tuple[BatchFailure, ...]
     request_id: str | None = None
 
-    def failure_for(self, node_id: str) -> ReplaceFailure | None:
+    def failure_for(self, node_id: str) -> BatchFailure | None:
         return next((f for f in self.failed if f.node_id == node_id), None)

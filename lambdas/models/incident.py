@@ -13,6 +13,8 @@ class IncidentState(StrEnum):
     HEALTH_CHECK = "health_check"
     AWAITING_APPROVAL = "awaiting_approval"
     REPLACING = "replacing"
+    REBOOTING = "rebooting"
+    """An approver chose a reboot: BatchRebootClusterNodes, then the node is awaited Running."""
     REPLACED = "replaced"
     REJECTED = "rejected"
     EXPIRED = "expired"
@@ -24,6 +26,9 @@ class IncidentState(StrEnum):
     """A job-level (ambiguous) incident whose health checks ended: no replacement proposed."""
     REPLACED_BY_HYPERPOD = "replaced_by_hyperpod"
     """The node was gone (HyperPod's own NodeRecovery replaced it) before we replaced it."""
+    REBOOTED = "rebooted"
+    """Rebooted on an approver's decision, and the deep health check after the reboot passed:
+    the node is released."""
 
     @property
     def terminal(self) -> bool:
@@ -40,6 +45,7 @@ _TERMINAL = frozenset(
         IncidentState.HELD,
         IncidentState.CHECKED,
         IncidentState.REPLACED_BY_HYPERPOD,
+        IncidentState.REBOOTED,
     }
 )
 
@@ -96,6 +102,9 @@ class Incident:
     isolation: dict[str, Any] | None = None
     """Whether the suspect node is cordoned and tainted while the incident is open, and what
     was changed on it (`lambdas.logic.isolation`)."""
+    reboot: dict[str, Any] | None = None
+    """The reboot an approver chose (`lambdas.logic.reboot`): its decision, the request and
+    its answer, the node's status until it was Running again, and the path that acted."""
     version: int = 0
 
     @property

@@ -30,10 +30,16 @@ class Outcome(StrEnum):
     """A job-level incident's health checks ended (no replacement is ever proposed)."""
     REPLACED_BY_HYPERPOD = "replaced_by_hyperpod"
     """The node was gone after the health check: HyperPod's own recovery replaced it."""
+    REBOOTED = "rebooted"
+    """The approved reboot is done and the deep health check after it passed."""
 
 
 class Decision(StrEnum):
     APPROVE = "approve"
+    """Replace the node (a new instance; the old one's volumes are destroyed)."""
+    REBOOT = "reboot"
+    """Reboot the node (same instance and volumes), health-check it again, release it if it
+    passes, else ask again: a reboot never becomes a replacement without a second decision."""
     REJECT = "reject"
     RESET = "reset"
     """Lifts a cluster's storm hold (its `incident_id` is the hold id); never reaches a waiting
@@ -41,7 +47,7 @@ class Decision(StrEnum):
 
 
 class ReplaceStatus(StrEnum):
-    """`replace_node` result: what the state machine does next."""
+    """`replace_node` and `reboot_node` result: what the state machine does next."""
 
     REQUESTED = "requested"
     IN_PROGRESS = "in_progress"
@@ -155,6 +161,8 @@ class HealthStatus(TypedDict):
     scope: str
     held: bool
     """The health check is done but the cluster is storm-held or paused: no approval request."""
+    passed_after_reboot: bool
+    """The check after an approved reboot passed: the incident closes as rebooted."""
 
 
 class ApprovalRequested(TypedDict):
@@ -169,6 +177,14 @@ class ReplaceNodeResult(TypedDict):
 class ReplacementStatus(TypedDict):
     done: bool
     new_instance_id: str | None
+
+
+class RebootStatus(TypedDict):
+    """`check_reboot`: done once the node is Running again; gone if it disappeared."""
+
+    done: bool
+    gone: bool
+    status: str
 
 
 class CloseResult(TypedDict):

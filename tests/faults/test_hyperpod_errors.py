@@ -40,7 +40,7 @@ from lambdas.models.errors import (
     ServiceUnavailable,
     Throttled,
 )
-from lambdas.models.hyperpod import ReplaceErrorCode
+from lambdas.models.hyperpod import BatchErrorCode
 from tests.conftest import load_fixture
 from tests.faults.figures import record
 from tests.integration.conftest import INSTANCE, SESSION, Aws, invoke
@@ -273,14 +273,14 @@ def _judge(
 # -- BatchReplaceClusterNodes Failed[] --------------------------------------------------------------
 
 FAILED_CODES = {
-    ReplaceErrorCode.INSTANCE_ID_NOT_FOUND: "gone",
-    ReplaceErrorCode.INVALID_INSTANCE_STATUS: "retry",
-    ReplaceErrorCode.INSTANCE_ID_IN_USE: "in_progress",
-    ReplaceErrorCode.INTERNAL_SERVER_ERROR: "retry",
+    BatchErrorCode.INSTANCE_ID_NOT_FOUND: "gone",
+    BatchErrorCode.INVALID_INSTANCE_STATUS: "retry",
+    BatchErrorCode.INSTANCE_ID_IN_USE: "in_progress",
+    BatchErrorCode.INTERNAL_SERVER_ERROR: "retry",
 }
 
 
-@pytest.mark.parametrize("code", list(ReplaceErrorCode))
+@pytest.mark.parametrize("code", list(BatchErrorCode))
 def test_every_documented_failed_code_has_a_state_machine_status(aws, code):
     incident_id = approved(aws)
     aws.hyperpod.inject_replace_failure(INSTANCE, code.value, "injected")

@@ -127,7 +127,7 @@ def test_a_second_decision_is_refused_and_audited(world):
 def test_an_unknown_decision_value_is_refused_and_audited(world):
     incident_id = world.awaiting_approval()
 
-    with pytest.raises(DecisionRefused, match="approve' or 'reject"):
+    with pytest.raises(DecisionRefused, match=r"'approve' \(replace\), 'reboot' or 'reject'"):
         approval.decide(world.decision(incident_id, "yes please"), world.deps)
 
     assert world.audit.actions(incident_id)[-1] == "decision_refused"

@@ -42,7 +42,7 @@ def test_the_card_shows_the_verdicts_of_the_report_and_their_advice(world):
 
     card = world.notifier.published[-1].message
     assert "verdict: pair [13, 5], third rank 21 -> suspect 13: transient" in card
-    assert "RECOMMENDATION: KEEP ISOLATED, REPLACE ON RECURRENCE" in card
+    assert "RECOMMENDATION: REBOOT, THEN HEALTH-CHECK AGAIN" in card
 
 
 def test_the_card_shows_the_health_check_status_and_the_advice(world):
@@ -53,13 +53,13 @@ def test_the_card_shows_the_health_check_status_and_the_advice(world):
     assert "rank 13 mismatched in both of its ring comparisons" in card
 
 
-def test_the_card_says_what_to_do_with_a_console_link_and_both_inputs(world):
+def test_the_card_says_what_to_do_with_a_console_link_and_the_three_inputs(world):
     card = approval_card(world)
 
     assert APPROVAL_ARN in card
     assert "https://us-west-2.console.aws.amazon.com/states/home?region=us-west-2" in card
     pasted = [json.loads(m) for m in re.findall(r"^\s+(\{.*\})$", card, flags=re.MULTILINE)]
-    assert [p["decision"] for p in pasted] == ["approve", "reject"]
+    assert [p["decision"] for p in pasted] == ["reboot", "approve", "reject"]
     assert "expired" in card
 
 

@@ -61,7 +61,7 @@ def test_a_first_transient_verdict_keeps_the_node_isolated(world):
 
     card = card_for(world, incident_from(world, "nonfinite_transient", 0))
 
-    assert "RECOMMENDATION: KEEP ISOLATED, REPLACE ON RECURRENCE" in card
+    assert "RECOMMENDATION: REBOOT, THEN HEALTH-CHECK AGAIN" in card
     assert "none: no earlier incident" in card
 
 
@@ -114,7 +114,7 @@ def test_storm_held_incidents_are_listed_but_are_no_hardware_history(world):
     card = card_for(world, incident_from(world, "nonfinite_transient", 0))
 
     assert "held (storm)" in card
-    assert "RECOMMENDATION: KEEP ISOLATED, REPLACE ON RECURRENCE" in card
+    assert "RECOMMENDATION: REBOOT, THEN HEALTH-CHECK AGAIN" in card
 
 
 def test_a_held_incident_is_kept_in_the_history_when_it_is_recorded(world):

@@ -52,6 +52,10 @@ STORM = {"kind": "storm", "reason": "storm", "hold_id": "hold-c-storm-1"}
         (S.HEALTH_CHECK, S.CHECKED),
         (S.HEALTH_CHECK, S.REPLACED_BY_HYPERPOD),
         (S.REPLACING, S.REPLACED_BY_HYPERPOD),
+        (S.AWAITING_APPROVAL, S.REBOOTING),
+        (S.REBOOTING, S.HEALTH_CHECK),
+        (S.REBOOTING, S.REPLACED_BY_HYPERPOD),
+        (S.HEALTH_CHECK, S.REBOOTED),
     ],
 )
 def test_the_documented_path_is_allowed(current, target):
@@ -86,6 +90,7 @@ def test_every_final_state_is_terminal_and_no_open_state_is():
         S.HELD,
         S.CHECKED,
         S.REPLACED_BY_HYPERPOD,
+        S.REBOOTED,
     }
 
 

@@ -56,8 +56,29 @@ def test_a_culprit_of_both_ring_comparisons_is_proposed_for_replacement():
     assert "rank 13" in advice.reasons[0]
 
 
-def test_a_transient_verdict_keeps_the_node_isolated():
-    assert recommend([evidence("nonfinite_transient", NODE_1)], None).advice is Advice.ISOLATE
+def test_a_first_transient_verdict_recommends_a_reboot():
+    assert recommend([evidence("nonfinite_transient", NODE_1)], None).advice is Advice.REBOOT
+
+
+def test_a_transient_verdict_on_a_node_with_history_recommends_replacing():
+    advice = recommend([evidence("nonfinite_transient", NODE_1)], None, ["sdc-old-incident"])
+
+    assert advice.advice is Advice.REPLACE
+    assert any("history" in r for r in advice.reasons)
+
+
+def test_after_a_reboot_a_transient_verdict_no_longer_recommends_a_reboot():
+    advice = recommend([evidence("nonfinite_transient", NODE_1)], "passed", rebooted=True)
+
+    assert advice.advice is Advice.REPLACE
+    assert any("already rebooted" in r for r in advice.reasons)
+
+
+def test_a_health_check_that_fails_after_the_reboot_recommends_replacing():
+    advice = recommend([evidence("nonfinite_transient", NODE_1)], "failed", rebooted=True)
+
+    assert advice.advice is Advice.REPLACE
+    assert "the deep health check failed again after the reboot" in advice.reasons
 
 
 def test_a_transient_verdict_that_recurs_is_proposed_for_replacement():

@@ -140,8 +140,15 @@ def test_polling_reports_in_progress_then_the_passing_result(world):
         "in_progress": True,
         "scope": "node",
         "held": False,
+        "passed_after_reboot": False,
     }
-    assert second == {"status": "Running", "in_progress": False, "scope": "node", "held": False}
+    assert second == {
+        "status": "Running",
+        "in_progress": False,
+        "scope": "node",
+        "held": False,
+        "passed_after_reboot": False,
+    }
     assert world.incident(incident_id).health_check["result"] == "passed"
 
 
@@ -197,7 +204,13 @@ def test_a_node_gone_during_the_health_check_ends_the_check_as_node_gone(world):
 
     result = remediation.check_health(ref(incident_id), world.deps)
 
-    assert result == {"status": "NotFound", "in_progress": False, "scope": "node", "held": False}
+    assert result == {
+        "status": "NotFound",
+        "in_progress": False,
+        "scope": "node",
+        "held": False,
+        "passed_after_reboot": False,
+    }
     assert world.incident(incident_id).health_check["result"] == "node_gone"
 
 
@@ -472,5 +485,6 @@ def test_a_health_check_that_was_never_started_is_not_reported_as_failed(world):
         "in_progress": False,
         "scope": "node",
         "held": False,
+        "passed_after_reboot": False,
     }
     assert world.incident(incident_id).health_check["result"] == "not_run"

@@ -1,0 +1,284 @@
+"""The approver's reboot: the middle tier between a health check and a replacement.
+
+A reboot keeps the instance and its volumes and takes minutes; a replacement destroys both and
+takes tens of minutes. When an approver decides `reboot`:
+
+    reboot_node   BatchRebootClusterNodes, every Failed[] code read as for the replacement
+                  (InstanceIdInUse → in progress, InvalidInstanceStatus / InternalServerError →
+                  retry, InstanceIdNotFound → gone), written ahead so a retry never reboots twice
+    check_reboot  polled (bounded by the state machine) until the node is Running again
+    then          `remediation.start_health_check` runs the deep health check once more: passed →
+                  the incident closes as `rebooted` and the node is released; failed → a new
+                  approval card with the new result. A reboot never turns into a replacement
+                  without a second human decision, and an incident is rebooted at most
+                  `lifecycle.MAX_REBOOTS` times.
+
+Dry run: the reboot is recorded as "would reboot" and nothing is called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdas.logic import guard, lifecycle
+from lambdas.logic._steps import Step
+from lambdas.logic.ports import Deps
+from lambdas.logic.remediation import hold_in_flight, node_status_of
+from lambdas.models.errors import InvalidTransition, RebootNotApproved, RebootRejected
+from lambdas.models.hyperpod import BatchErrorCode, NodeStatus
+from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.payloads import (
+    Decision,
+    IncidentRef,
+    RebootStatus,
+    ReplaceNodeResult,
+    ReplaceStatus,
+)
+from lambdas.observability import count, logger
+
+S = IncidentState
+
+RUNNING_POLLS_WITHOUT_DOWN = 2
+"""HyperPod may report a quick reboot as Running throughout: after this many polls that all saw
+Running (the first one a poll interval after the request), the reboot counts as done."""
+
+FAILED_CODES: dict[str, tuple[ReplaceStatus, str]] = {
+    BatchErrorCode.INSTANCE_ID_IN_USE: (ReplaceStatus.IN_PROGRESS, "reboot_in_progress"),
+    BatchErrorCode.INVALID_INSTANCE_STATUS: (ReplaceStatus.RETRY, "reboot_retry"),
+    BatchErrorCode.INTERNAL_SERVER_ERROR: (ReplaceStatus.RETRY, "reboot_retry"),
+    BatchErrorCode.INSTANCE_ID_NOT_FOUND: (ReplaceStatus.GONE, "node_gone"),
+}
+"""A `Failed[]` code → what it means for the reboot (as for the replacement: in use → in
+progress, a status or server error → retry later, not found → gone)."""
+
+API_PATH = "api"
+"""Who acted: this pipeline, through BatchRebootClusterNodes."""
+
+
+def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
+    """Re-check the node, then BatchRebootClusterNodes (see the module docstring)."""
+    step = Step(deps, "reboot_node")
+    with step.failing_visibly(ref.incident_id):
+        incident = step.load(ref.incident_id)
+        decided = (incident.decision or {}).get("decision")
+        if decided != Decision.REBOOT:
+            raise RebootNotApproved(
+                f"incident {incident.incident_id} has no reboot decision (decision: {decided})"
+            )
+        if incident.state not in (S.AWAITING_APPROVAL, S.REBOOTING):
+            raise InvalidTransition(f"cannot reboot: incident is {incident.state}")
+        ours = lifecycle.reboot_requested(incident)
+        if not ours:
+            blocker = guard.blocker(deps, incident.cluster_name)
+            if blocker is not None:
+                hold_in_flight(step, incident, blocker)
+                return {"status": ReplaceStatus.HELD.value}
+        if incident.state is S.AWAITING_APPROVAL:
+            incident = step.update(ref.incident_id, _enter_rebooting(step.now()), incident)
+
+        status_now, check_id = node_status_of(deps, incident)
+        if status_now == NodeStatus.NOT_FOUND:
+            return _record(
+                step,
+                incident,
+                ReplaceStatus.GONE,
+                "node_gone",
+                {"reason": "the node is gone: nothing to reboot"},
+                [check_id],
+            )
+        if deps.settings.dry_run:
+            return _record(
+                step,
+                incident,
+                ReplaceStatus.DRY_RUN,
+                "reboot_would_reboot",
+                {"would_reboot": incident.instance_id, "node_status": status_now},
+                [check_id],
+            )
+        incident = step.update(ref.incident_id, _pending(step.now()), incident)
+        result = deps.hyperpod.reboot_nodes(incident.cluster_name, [incident.instance_id])
+        request_ids = [check_id, result.request_id]
+        if incident.instance_id in result.successful:
+            return _record(
+                step,
+                incident,
+                ReplaceStatus.REQUESTED,
+                "reboot_requested",
+                {"node_status": status_now},
+                request_ids,
+                ours=True,
+            )
+        failure = result.failure_for(incident.instance_id)
+        if failure is None:
+            raise RebootRejected(
+                "BatchRebootClusterNodes named the node neither successful nor failed",
+                operation="BatchRebootClusterNodes",
+                request_id=result.request_id,
+            )
+        details = {"code": failure.code, "message": failure.message, "node_status": status_now}
+        answer = FAILED_CODES.get(failure.code)
+        if answer is None:
+            raise RebootRejected(
+                f"BatchRebootClusterNodes refused {failure.node_id}: {failure.code} "
+                f"{failure.message or ''}".strip(),
+                operation="BatchRebootClusterNodes",
+                code=failure.code,
+                request_id=result.request_id,
+            )
+        status, action = answer
+        return _record(step, incident, status, action, details, request_ids, ours=ours)
+
+
+def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
+    """One poll: done once the node is Running again (after a status other than Running, or
+    `RUNNING_POLLS_WITHOUT_DOWN` polls of Running); gone if HyperPod no longer knows it."""
+    step = Step(deps, "check_reboot")
+    with step.failing_visibly(ref.incident_id):
+        incident = step.load(ref.incident_id)
+        if incident.state is not S.REBOOTING:
+            raise InvalidTransition(f"no reboot to poll: incident is {incident.state}")
+        reboot = dict(incident.reboot or {})
+        if reboot.get("status") == "done":
+            return {"done": True, "gone": False, "status": str(incident.node_status)}
+        if reboot.get("dry_run"):
+            _finish(step, incident, str(incident.node_status), [])
+            return {"done": True, "gone": False, "status": str(incident.node_status)}
+
+        status, request_id = node_status_of(deps, incident)
+        if status == NodeStatus.NOT_FOUND:
+            step.audit(ref.incident_id, "reboot_node_gone", {"node_status": status}, [request_id])
+            return {"done": False, "gone": True, "status": status}
+        polls = int(reboot.get("polls", 0)) + 1
+        seen_down = bool(reboot.get("seen_down")) or status != NodeStatus.RUNNING
+        if status == NodeStatus.RUNNING and (seen_down or polls >= RUNNING_POLLS_WITHOUT_DOWN):
+            _finish(step, incident, status, [request_id], polls=polls)
+            return {"done": True, "gone": False, "status": status}
+        changed = status != reboot.get("node_status")
+
+        def note(current: Incident) -> bool:
+            current.reboot = {
+                **(current.reboot or {}),
+                "node_status": status,
+                "polls": polls,
+                "seen_down": seen_down,
+            }
+            current.node_status = status
+            return True
+
+        step.update(ref.incident_id, note, incident)
+        if changed:
+            step.audit(
+                ref.incident_id,
+                "reboot_status",
+                {"node_status": status, "polls": polls},
+                [request_id],
+            )
+        return {"done": False, "gone": False, "status": status}
+
+
+def _enter_rebooting(at: str) -> Any:
+    def enter(current: Incident) -> bool:
+        lifecycle.advance(current, S.REBOOTING, at)
+        current.reboot = {
+            **(current.reboot or {}),
+            "decision": current.decision,
+            "count": lifecycle.reboots_done(current) + 1,
+            "path": API_PATH,
+            "status": None,
+            "polls": 0,
+            "seen_down": False,
+        }
+        return True
+
+    return enter
+
+
+def _pending(at: str) -> Any:
+    """Write ahead: a BatchRebootClusterNodes is about to be sent (kept if the handler dies, so
+    a retry that finds the node rebooting counts it as ours)."""
+
+    def note(current: Incident) -> bool:
+        current.reboot = {**(current.reboot or {}), "pending": True, "sent_at": at}
+        return True
+
+    return note
+
+
+def _record(
+    step: Step,
+    incident: Incident,
+    status: ReplaceStatus,
+    action: str,
+    details: dict[str, Any],
+    request_ids: list[str | None],
+    *,
+    ours: bool = False,
+) -> ReplaceNodeResult:
+    reboot = incident.reboot or {}
+    attempts = int(reboot.get("attempts", 0)) + 1
+    at = step.now()
+    dry_run = status is ReplaceStatus.DRY_RUN
+
+    def record(current: Incident) -> bool:
+        previous = current.reboot or {}
+        current.reboot = {
+            **previous,
+            "status": status.value,
+            "attempts": attempts,
+            "dry_run": dry_run,
+            "pending": False,
+            "requested_by_us": bool(previous.get("requested_by_us") or ours),
+            "requested_at": at
+            if status is ReplaceStatus.REQUESTED
+            else previous.get("requested_at"),
+            "last": details,
+        }
+        return True
+
+    step.update(incident.incident_id, record, incident)
+    step.audit(
+        incident.incident_id,
+        action,
+        {
+            "status": status.value,
+            "instance_id": incident.instance_id,
+            "attempt": attempts,
+            "path": API_PATH,
+            **details,
+        },
+        request_ids,
+    )
+    count(f"Reboot{status.value.title().replace('_', '')}")
+    logger.info("reboot node", incident_id=incident.incident_id, status=status.value)
+    return {"status": status.value}
+
+
+def _finish(
+    step: Step,
+    incident: Incident,
+    status: str,
+    request_ids: list[str | None],
+    *,
+    polls: int | None = None,
+) -> None:
+    dry_run = bool((incident.reboot or {}).get("dry_run"))
+
+    def record(current: Incident) -> bool:
+        current.reboot = {
+            **(current.reboot or {}),
+            "status": "done",
+            "node_status": status,
+            "done_at": step.now(),
+            **({"polls": polls} if polls is not None else {}),
+        }
+        current.node_status = status
+        return True
+
+    step.update(incident.incident_id, record, incident)
+    step.audit(
+        incident.incident_id,
+        "reboot_done",
+        {"instance_id": incident.instance_id, "node_status": status, "dry_run": dry_run},
+        request_ids,
+    )
+    count("RebootsDone")
