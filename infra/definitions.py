@@ -10,8 +10,19 @@ shape follows docs/pipeline.md:
                           scope "job" → CloseChecked; status NotFound → CloseReplacedByHyperPod;
                           held (storm hold or pause, before any approval card) → CloseHeld;
                           else → RequestApproval)
+      (HealthCheckDone? also: passed after an approved reboot → CloseRebooted)
     RequestApproval (.waitForTaskToken, TimeoutSeconds; States.Timeout → CloseExpired)
-      → Decision? (approve → ReplaceNode; reject → CloseRejected; else → UnknownDecision)
+      → Decision? (approve → ReplaceNode; reboot → RebootNode; reject → CloseRejected;
+                   else → UnknownDecision)
+    RebootNode → Rebooted? ("held" → CloseHeld; "gone" → CloseReplacedByHyperPod;
+                            "retry" and retries < max → CountRebootRetry → WaitToRetryReboot
+                                                         → RebootNode;
+                            "retry" otherwise → RebootRetriesExhausted;
+                            else → WaitForReboot)
+    WaitForReboot → CheckReboot → CountRebootPoll
+      → RebootDone? (done → ResetHealthPolls → StartHealthCheck (the check runs again);
+                     gone → CloseReplacedByHyperPod; polls < max → WaitForReboot;
+                     else → RebootTimedOut)
     ReplaceNode → Replaced? ("held" → CloseHeld; "gone" → CloseReplaced;
                              "retry" and retries < max → CountReplaceRetry → WaitToRetryReplace
                                                           → ReplaceNode;
@@ -20,9 +31,9 @@ shape follows docs/pipeline.md:
     WaitForReplacement → CheckReplacement → CountReplacementPoll
       → ReplacementDone? (done → CloseReplaced; polls < max → WaitForReplacement;
                           else → ReplacementTimedOut)
-    UnknownDecision / ReplaceRetriesExhausted / ReplacementTimedOut: Pass that records why in
-      $.error → CloseFailed
-    CloseReplaced / CloseRejected / CloseExpired / CloseHeld / CloseChecked /
+    UnknownDecision / ReplaceRetriesExhausted / ReplacementTimedOut / RebootRetriesExhausted /
+      RebootTimedOut: Pass that records why in $.error → CloseFailed
+    CloseReplaced / CloseRebooted / CloseRejected / CloseExpired / CloseHeld / CloseChecked /
       CloseReplacedByHyperPod → Closed (Succeed); CloseFailed → Failed (Fail)
 
 Every Task: `arn:aws:states:::lambda:invoke` with an explicit Payload, a ResultSelector that
@@ -200,6 +211,89 @@ def _close(function_arn: str, outcome: str, *, error_from_state: bool, next_stat
     return state
 
 
+def _reboot_states(fn: Mapping[str, str], s: Settings) -> dict[str, State]:
+    """The reboot an approver chose: request it (retried like the replacement), wait until the
+    node is Running again (bounded), then run the deep health check again from the top."""
+    return {
+        "RebootNode": _task(
+            fn["reboot_node"], _incident(), result_path="$.reboot", next_state="Rebooted?"
+        ),
+        "Rebooted?": {
+            "Type": "Choice",
+            "Choices": [
+                {
+                    **_when("$.reboot.Payload.status", {"StringEquals": "held"}),
+                    "Next": CLOSE_HELD,
+                },
+                {
+                    **_when("$.reboot.Payload.status", {"StringEquals": "gone"}),
+                    "Next": "CloseReplacedByHyperPod",
+                },
+                {
+                    "And": [
+                        _when("$.reboot.Payload.status", {"StringEquals": "retry"}),
+                        {
+                            "Variable": "$.polls.reboot_retries.count",
+                            "NumericLessThan": s.replace_max_retries,
+                        },
+                    ],
+                    "Next": "CountRebootRetry",
+                },
+                {
+                    **_when("$.reboot.Payload.status", {"StringEquals": "retry"}),
+                    "Next": "RebootRetriesExhausted",
+                },
+            ],
+            "Default": "WaitForReboot",
+        },
+        "CountRebootRetry": _count("reboot_retries", "WaitToRetryReboot"),
+        "WaitToRetryReboot": _wait(s.replace_retry_seconds, "RebootNode"),
+        "RebootRetriesExhausted": _failure(
+            "RebootRetriesExhausted",
+            f"BatchRebootClusterNodes still reported InvalidInstanceStatus or InternalServerError "
+            f"after {s.replace_max_retries} retries.",
+        ),
+        **_poll(
+            ("WaitForReboot", "CheckReboot", "CountRebootPoll"),
+            s.reboot_poll_seconds,
+            fn["check_reboot"],
+            "$.reboot_check",
+            "reboot",
+            "RebootDone?",
+        ),
+        "RebootDone?": {
+            "Type": "Choice",
+            "Choices": [
+                {
+                    **_when("$.reboot_check.Payload.done", {"BooleanEquals": True}),
+                    "Next": "ResetHealthPolls",
+                },
+                {
+                    **_when("$.reboot_check.Payload.gone", {"BooleanEquals": True}),
+                    "Next": "CloseReplacedByHyperPod",
+                },
+                {
+                    "Variable": "$.polls.reboot.count",
+                    "NumericLessThan": s.reboot_max_polls,
+                    "Next": "WaitForReboot",
+                },
+            ],
+            "Default": "RebootTimedOut",
+        },
+        "RebootTimedOut": _failure(
+            "RebootTimedOut",
+            f"The node was not Running again {s.reboot_max_polls} polls after its reboot.",
+        ),
+        "ResetHealthPolls": {
+            "Type": "Pass",
+            "Comment": "The deep health check runs again after the reboot, with its own bound.",
+            "Result": {"count": 0},
+            "ResultPath": "$.polls.health",
+            "Next": "StartHealthCheck",
+        },
+    }
+
+
 def remediation_definition(
     functions: Mapping[str, str], settings: Settings, approval_state_machine_arn: str
 ) -> dict[str, Any]:
@@ -211,16 +305,19 @@ def remediation_definition(
         "(write your reason in comment).",
         "approval_state_machine_arn": approval_state_machine_arn,
         "approve": {**_incident(), "decision": "approve", "comment": "<why>"},
+        "reboot": {**_incident(), "decision": "reboot", "comment": "<why>"},
         "reject": {**_incident(), "decision": "reject", "comment": "<why>"},
     }
     states: dict[str, State] = {
         "InitPollCounters": {
             "Type": "Pass",
-            "Comment": "Counters that bound the three loops (States.MathAdd bumps them).",
+            "Comment": "Counters that bound the loops (States.MathAdd bumps them).",
             "Result": {
                 "health": {"count": 0},
                 "replacement": {"count": 0},
                 "replace_retries": {"count": 0},
+                "reboot": {"count": 0},
+                "reboot_retries": {"count": 0},
             },
             "ResultPath": "$.polls",
             "Next": "IsolateNode",
@@ -272,6 +369,10 @@ def remediation_definition(
                     "Next": "WaitForHealthCheck",
                 },
                 {
+                    **_when("$.health.Payload.passed_after_reboot", {"BooleanEquals": True}),
+                    "Next": "CloseRebooted",
+                },
+                {
                     **_when("$.health.Payload.scope", {"StringEquals": "job"}),
                     "Next": "CloseChecked",
                 },
@@ -316,6 +417,10 @@ def remediation_definition(
                     "Next": "ReplaceNode",
                 },
                 {
+                    **_when("$.decision.decision", {"StringEquals": "reboot"}),
+                    "Next": "RebootNode",
+                },
+                {
                     **_when("$.decision.decision", {"StringEquals": "reject"}),
                     "Next": "CloseRejected",
                 },
@@ -323,8 +428,10 @@ def remediation_definition(
             "Default": "UnknownDecision",
         },
         "UnknownDecision": _failure(
-            "UnknownDecision", "The approval task completed without 'approve' or 'reject'."
+            "UnknownDecision",
+            "The approval task completed without 'approve', 'reboot' or 'reject'.",
         ),
+        **_reboot_states(fn, s),
         "ReplaceNode": _task(
             fn["replace_node"],
             _incident(),
@@ -395,6 +502,9 @@ def remediation_definition(
         ),
         "CloseReplaced": _close(
             fn["close_incident"], "replaced", error_from_state=False, next_state="Closed"
+        ),
+        "CloseRebooted": _close(
+            fn["close_incident"], "rebooted", error_from_state=False, next_state="Closed"
         ),
         "CloseRejected": _close(
             fn["close_incident"], "rejected", error_from_state=False, next_state="Closed"

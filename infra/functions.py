@@ -49,9 +49,10 @@ HYPERPOD_READ: Final = (
 )
 START_HEALTH_CHECK: Final = "sagemaker:StartClusterHealthCheck"
 REPLACE_NODES: Final = "sagemaker:BatchReplaceClusterNodes"
+REBOOT_NODES: Final = "sagemaker:BatchRebootClusterNodes"
 TASK_RESPONSE: Final = ("states:SendTaskSuccess", "states:SendTaskFailure")
 
-ACTIONS_NEWER_THAN_IAM_LINT: Final = (START_HEALTH_CHECK, REPLACE_NODES)
+ACTIONS_NEWER_THAN_IAM_LINT: Final = (START_HEALTH_CHECK, REPLACE_NODES, REBOOT_NODES)
 """HyperPod actions the IAM linter's database does not know yet (acknowledged where granted)."""
 
 CHECKOV_FUNCTION_ACKNOWLEDGEMENTS: Final = {
@@ -73,7 +74,7 @@ NO_CONCURRENCY_CAP: Final = (
     "No reserved concurrency, by design, on the functions that act on no node: the intake "
     "functions must absorb a burst (every node of a cluster in a minute) and the guard and storm "
     "hold bound what they open; the others only read, poll or record a human's decision. Only "
-    "the four functions that change a node get the sdc:nodeActionConcurrency cap."
+    "the five functions that change a node get the sdc:nodeActionConcurrency cap."
 )
 
 ASYNC_RETRY_ATTEMPTS: Final = 2
@@ -172,6 +173,17 @@ SPECS: Final = (
         acts_on_nodes=True,
     ),
     FunctionSpec("check_replacement", "Polls the node replacement", hyperpod=HYPERPOD_READ),
+    FunctionSpec(
+        "reboot_node",
+        "Re-checks the node and requests its reboot (an approver chose reboot)",
+        hyperpod=(*HYPERPOD_READ, REBOOT_NODES),
+        reads_pause_switch=True,
+        timeout_seconds=60,
+        acts_on_nodes=True,
+    ),
+    FunctionSpec(
+        "check_reboot", "Polls the rebooted node until it is Running again", hyperpod=HYPERPOD_READ
+    ),
     FunctionSpec(
         "close_incident",
         "Closes the incident with its outcome, lifts the node's isolation and notifies",

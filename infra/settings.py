@@ -20,6 +20,8 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 | `sdc:replacementMaxPolls` | integer, 1 .. 1000 | `60` | polls before the incident closes as `failed` (2 h at the default interval) |
 | `sdc:replaceRetrySeconds` | integer, 1 .. 86400 | `300` | wait before retrying `BatchReplaceClusterNodes` after `InvalidInstanceStatus` |
 | `sdc:replaceMaxRetries` | integer, 0 .. 100 | `6` | retries of the replacement request before the incident closes as `failed` |
+| `sdc:rebootPollSeconds` | integer, 1 .. 86400 | `60` | wait between two polls of a node an approver chose to reboot (the first poll comes one wait after the request) |
+| `sdc:rebootMaxPolls` | integer, 1 .. 1000 | `30` | polls before a reboot that never brings the node back to `Running` closes the incident as `failed` (30 min at the default interval); `BatchRebootClusterNodes` is retried like the replacement (`sdc:replaceRetrySeconds`, `sdc:replaceMaxRetries`) |
 | `sdc:dryRun` | boolean | `false` | everything runs, but the replacement is only recorded as "would replace" (`DRY_RUN`) |
 | `sdc:logRetentionDays` | one of CloudWatch Logs' retention values (1, 3, 5, 7, 14, 30, 60, 90, ...) | `90` | retention of the function and state machine log groups |
 | `sdc:guardMaxOpenIncidents` | integer, 1 .. 1000 | `3` | blast-radius guard: at most this many open incidents per cluster (`GUARD_MAX_OPEN`); beyond it a new incident is recorded as `held` and notified |
@@ -28,7 +30,7 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 | `sdc:stormWindowSeconds` | integer, 60 .. 86400 | `900` | storm hold: the window (`STORM_WINDOW_SECONDS`) |
 | `sdc:nodeIsolation` | object: HyperPod cluster name (one of `sdc:clusters`) → EKS cluster name | `{}` | clusters whose suspect node is cordoned and tainted (`sdc.remediation/incident=<incident id>:NoSchedule`) while the incident is open, through that EKS cluster's Kubernetes API (`NODE_ISOLATION`); the stack adds an EKS access entry per cluster for the two functions that do it. Not listed: no isolation, and the approval card says so |
 | `sdc:nodeIsolationAccess` | `group` or `clusterAdminPolicy` | `group` | what the access entries grant: `group` maps the functions' roles to the Kubernetes group `sdc-remediation` (apply the RBAC manifest of docs/deploy.md: nodes get/list/patch only); `clusterAdminPolicy` associates `AmazonEKSClusterAdminPolicy` instead (no manifest, but full cluster admin: opt in knowingly) |
-| `sdc:nodeActionConcurrency` | integer, 1 .. 100 | `5` | reserved concurrency of each function that acts on a node (isolate, start the health check, replace, close and release): at most this many run at once, whatever the guard lets through; it is reserved out of the account's Lambda concurrency (four functions at this value each must leave the account its 100 unreserved) |
+| `sdc:nodeActionConcurrency` | integer, 1 .. 100 | `5` | reserved concurrency of each function that acts on a node (isolate, start the health check, replace, reboot, close and release): at most this many run at once, whatever the guard lets through; it is reserved out of the account's Lambda concurrency (five functions at this value each must leave the account its 100 unreserved) |
 | `sdc:pauseParameterName` | SSM parameter name or null | `/<stackName>/paused` | the pause switch: a String parameter the stack creates with value `false`; `aws ssm put-parameter --overwrite --name <it> --value true` pauses without a deploy (`PAUSE_PARAMETER`) |
 
 Unknown `sdc:*` keys are an error (a typo must not silently fall back to a default).
@@ -42,6 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lambdas.logic.lifecycle import MAX_REBOOTS
 from trainer_emitter.contract import NAMESPACE
 
 PREFIX: Final = "sdc:"
@@ -115,6 +118,8 @@ class Settings:
     replacement_max_polls: int = 60
     replace_retry_seconds: int = 300
     replace_max_retries: int = 6
+    reboot_poll_seconds: int = 60
+    reboot_max_polls: int = 30
     dry_run: bool = False
     log_retention_days: int = 90
     guard_max_open_incidents: int = 3
@@ -175,18 +180,28 @@ class Settings:
                 f"sdc:nodeIsolation names {', '.join(unknown)}, not in sdc:clusters: isolation is "
                 "only for clusters this deployment acts on"
             )
-        loops = self.health_check_max_polls + self.replacement_max_polls + self.replace_max_retries
+        # The longest path: a health check, a reboot, the health check again, a second
+        # approval, the replacement.
+        checks = 1 + MAX_REBOOTS
+        loops = (
+            self.health_check_max_polls * checks
+            + self.reboot_max_polls * MAX_REBOOTS
+            + self.replacement_max_polls
+            + self.replace_max_retries * (1 + MAX_REBOOTS)
+        )
         if loops > MAX_LOOP_ITERATIONS:
             raise SettingsError(
-                f"sdc:healthCheckMaxPolls + sdc:replacementMaxPolls + sdc:replaceMaxRetries = "
+                f"{checks} x sdc:healthCheckMaxPolls + sdc:rebootMaxPolls + "
+                f"sdc:replacementMaxPolls + {checks} x sdc:replaceMaxRetries = "
                 f"{loops} exceeds {MAX_LOOP_ITERATIONS}: the execution history (25,000 events) "
                 "would overflow"
             )
         worst = (
-            self.health_check_poll_seconds * self.health_check_max_polls
-            + self.approval_timeout_seconds
+            self.health_check_poll_seconds * self.health_check_max_polls * checks
+            + self.approval_timeout_seconds * checks
+            + self.reboot_poll_seconds * self.reboot_max_polls * MAX_REBOOTS
             + self.replacement_poll_seconds * self.replacement_max_polls
-            + self.replace_retry_seconds * self.replace_max_retries
+            + self.replace_retry_seconds * self.replace_max_retries * checks
         )
         if worst > MAX_TASK_SECONDS:
             raise SettingsError(
@@ -363,6 +378,8 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:replacementMaxPolls": ("replacement_max_polls", _integer(1, 1000)),
     "sdc:replaceRetrySeconds": ("replace_retry_seconds", _integer(1, 86_400)),
     "sdc:replaceMaxRetries": ("replace_max_retries", _integer(0, 100)),
+    "sdc:rebootPollSeconds": ("reboot_poll_seconds", _integer(1, 86_400)),
+    "sdc:rebootMaxPolls": ("reboot_max_polls", _integer(1, 1000)),
     "sdc:dryRun": ("dry_run", _boolean),
     "sdc:logRetentionDays": ("log_retention_days", _retention),
     "sdc:guardMaxOpenIncidents": ("guard_max_open_incidents", _integer(1, 1000)),

@@ -118,6 +118,8 @@ class RemediationWorkflow(Construct):
             "request_approval",
             "replace_node",
             "check_replacement",
+            "reboot_node",
+            "check_reboot",
             "close_incident",
         )
         used = {module: functions[module] for module in names}

@@ -255,7 +255,7 @@ def hold_lifted_notice(hold: ClusterHold) -> Card:
 
 
 def close_notice(incident: Incident) -> Card:
-    dry_run = bool((incident.replacement or {}).get("dry_run"))
+    dry_run = bool((incident.replacement or incident.reboot or {}).get("dry_run"))
     label = f"{incident.state}{' (dry run)' if dry_run else ''}"
     subject = _subject(f"SDC: incident on {incident.target} closed: {label}")
     replacement = incident.replacement or {}
@@ -269,6 +269,7 @@ def close_notice(incident: Incident) -> Card:
         f"Cluster {incident.cluster_name}, {where}.",
         f"Metrics: {', '.join(incident.metrics) or 'none'}",
         f"Deep health check: {health_summary(incident)}",
+        *_reboot_lines(incident),
         *_node_lines(incident),
         *release_lines(incident),
     ]
@@ -292,13 +293,31 @@ def close_notice(incident: Incident) -> Card:
             f"new instance: {replacement.get('new_instance_id') or 'unknown'}"
         )
     if dry_run:
-        lines.append(f"DRY RUN: would have replaced {incident.instance_id}; nothing was replaced.")
+        verb = "rebooted" if incident.reboot and not replacement else "replaced"
+        lines.append(f"DRY RUN: would have {verb} {incident.instance_id}; nothing was {verb}.")
     if incident.reason:
         lines.append(f"Reason: {incident.reason}")
     if incident.error:
         lines.append(f"Error: {json.dumps(incident.error, sort_keys=True)[:2000]}")
     lines.append("The audit log holds every step of this incident.")
     return Card(subject, "\n".join(lines))
+
+
+def _reboot_lines(incident: Incident) -> list[str]:
+    reboot = incident.reboot
+    if not reboot:
+        return []
+    decision = reboot.get("decision") or {}
+    return [
+        f"Reboot: {reboot.get('status')} (through {reboot.get('path')}), decided by "
+        f"{decision.get('approval_execution_arn')} ({decision.get('comment') or 'no comment'}); "
+        f"node status after it: {reboot.get('node_status') or 'unknown'}",
+        *(
+            [f"Deep health check before the reboot: {_check_summary(before)}"]
+            if (before := (incident.health_check or {}).get("before_reboot"))
+            else []
+        ),
+    ]
 
 
 def _node_lines(incident: Incident) -> list[str]:

@@ -67,7 +67,8 @@ def incident_id_of(payload: Any) -> str:
 
 @dataclass(frozen=True, slots=True)
 class IncidentRef:
-    """`{"incident_id"}`: start_health_check, check_health, replace_node, check_replacement."""
+    """`{"incident_id"}`: start_health_check, check_health, replace_node, check_replacement,
+    reboot_node, check_reboot."""
 
     incident_id: str
 

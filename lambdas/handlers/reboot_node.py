@@ -1,0 +1,17 @@
+"""Remediation state machine: re-check the node, then BatchRebootClusterNodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdas.handlers._deps import deps
+from lambdas.logic.reboot import reboot_node
+from lambdas.models.payloads import parse_incident_ref
+from lambdas.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context(correlation_id_path="incident_id")
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> Any:
+    return reboot_node(parse_incident_ref(event), deps())
