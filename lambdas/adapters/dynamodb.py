@@ -28,7 +28,7 @@ from lambdas.models.errors import (
     LockHeld,
 )
 from lambdas.models.events import SdcReport, parse_report
-from lambdas.models.guard import ClusterHold, GuardState, PastIncident
+from lambdas.models.guard import ClusterHold, GuardState, PastIncident, check_slot_limit
 from lambdas.models.incident import Incident
 
 META = "META"
@@ -82,6 +82,7 @@ class DynamoIncidentStore(DynamoTable):
     # -- incidents -------------------------------------------------------------------------
 
     def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
+        check_slot_limit(slot_limit)
         item = to_item({**incident_key(incident.incident_id), **incident.to_record()})
         if not incident.holds_lock and slot_limit is None:
             self._put_new(item)

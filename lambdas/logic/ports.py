@@ -53,8 +53,9 @@ class IncidentStore(Protocol):
     def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
         """Write a new incident, atomically with the open lock of its (cluster, instance) when
         `incident.holds_lock`, and with a slot of its cluster's blast-radius guard when
-        `slot_limit` is given (taken only while fewer than `slot_limit` are taken).
-        Raises LockHeld(holder), GuardFull(open ids) or IncidentExists."""
+        `slot_limit` is given (taken only while fewer than `slot_limit` are taken; an incident
+        holds one slot at most). Nothing is written when it raises: IncidentExists first, then
+        LockHeld(holder), then GuardFull(open ids); ValueError for a `slot_limit` below 1."""
         ...
 
     def create_held(

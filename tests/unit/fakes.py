@@ -26,7 +26,7 @@ from lambdas.models.errors import (
     TaskNotWaiting,
 )
 from lambdas.models.events import SdcReport
-from lambdas.models.guard import ClusterHold, GuardState, PastIncident
+from lambdas.models.guard import ClusterHold, GuardState, PastIncident, check_slot_limit
 from lambdas.models.incident import Incident
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
 
@@ -48,6 +48,7 @@ class InMemoryIncidentStore:
         self.fail_next_save: Exception | None = None
 
     def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
+        check_slot_limit(slot_limit)
         key = (incident.cluster_name, incident.instance_id)
         if incident.incident_id in self.incidents:
             raise IncidentExists(f"incident {incident.incident_id} exists")
