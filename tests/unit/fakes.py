@@ -118,12 +118,12 @@ class InMemoryIncidentStore:
         sort_key = f"{report.emitted_at}#{report.report_id}"
         if sort_key in stored:
             return False
-        stored[sort_key] = report
+        stored[sort_key] = copy.deepcopy(report)
         return True
 
     def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None:
         stored = self.reports.get((cluster_name, instance_id), {})
-        return stored[max(stored)] if stored else None
+        return copy.deepcopy(stored[max(stored)]) if stored else None
 
     # -- GuardStore ---------------------------------------------------------------------------
 
