@@ -28,7 +28,13 @@ from lambdas.models.errors import (
     LockHeld,
 )
 from lambdas.models.events import SdcReport, parse_report
-from lambdas.models.guard import ClusterHold, GuardState, PastIncident, check_slot_limit
+from lambdas.models.guard import (
+    PAST_INCIDENTS_LIMIT,
+    ClusterHold,
+    GuardState,
+    PastIncident,
+    check_slot_limit,
+)
 from lambdas.models.incident import Incident
 
 META = "META"
@@ -509,7 +515,7 @@ class DynamoIncidentStore(DynamoTable):
                 KeyConditionExpression="pk = :pk",
                 ExpressionAttributeValues=to_item({":pk": pk}),
                 ScanIndexForward=False,
-                Limit=50,
+                Limit=PAST_INCIDENTS_LIMIT,
                 ConsistentRead=True,
             )
         return [PastIncident.from_record(from_item(i)) for i in response.get("Items", [])]

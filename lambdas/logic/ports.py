@@ -142,8 +142,13 @@ class GuardStore(Protocol):
 
 
 class HistoryStore(Protocol):
+    """Lookups return the newest closings first (equal `closed_at`: the higher incident id
+    first), at most `lambdas.models.guard.PAST_INCIDENTS_LIMIT` of them."""
+
     def record_past(self, past: PastIncident) -> None:
-        """Keep the closed incident under its instance id and each of its GPU UUIDs; idempotent."""
+        """Keep the closed incident under its instance id and each of its GPU UUIDs, as one
+        entry per (closed_at, incident_id): recording it again is idempotent, recording it with
+        another `closed_at` adds an entry (readers dedupe by incident id)."""
         ...
 
     def past_for_instance(self, instance_id: str) -> list[PastIncident]: ...

@@ -68,6 +68,10 @@ class ClusterHold:
         return cls(**{k: v for k, v in record.items() if k in known})
 
 
+PAST_INCIDENTS_LIMIT = 50
+"""How many past incidents one history lookup returns at most (the newest closings)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PastIncident:
     """One closed node-scope incident, kept by instance id and by GPU UUID (instance ids change

@@ -26,7 +26,13 @@ from lambdas.models.errors import (
     TaskNotWaiting,
 )
 from lambdas.models.events import SdcReport
-from lambdas.models.guard import ClusterHold, GuardState, PastIncident, check_slot_limit
+from lambdas.models.guard import (
+    PAST_INCIDENTS_LIMIT,
+    ClusterHold,
+    GuardState,
+    PastIncident,
+    check_slot_limit,
+)
 from lambdas.models.incident import Incident
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
 
@@ -175,14 +181,18 @@ class InMemoryIncidentStore:
 
     def record_past(self, past: PastIncident) -> None:
         keys = [f"instance:{past.instance_id}"] + [f"gpu:{g}" for g in past.gpu_uuids]
-        for key in keys:
-            self.past.setdefault(key, {})[past.incident_id] = past
+        for key in keys:  # one entry per sort key, as in the table: closed_at#incident_id
+            self.past.setdefault(key, {})[f"{past.closed_at}#{past.incident_id}"] = past
 
     def past_for_instance(self, instance_id: str) -> list[PastIncident]:
-        return list(self.past.get(f"instance:{instance_id}", {}).values())
+        return self._newest(f"instance:{instance_id}")
 
     def past_for_gpu(self, gpu_uuid: str) -> list[PastIncident]:
-        return list(self.past.get(f"gpu:{gpu_uuid}", {}).values())
+        return self._newest(f"gpu:{gpu_uuid}")
+
+    def _newest(self, key: str) -> list[PastIncident]:
+        kept = self.past.get(key, {})
+        return [kept[k] for k in sorted(kept, reverse=True)][:PAST_INCIDENTS_LIMIT]
 
 
 class FakePauseSwitch:
