@@ -214,16 +214,16 @@ class InMemoryAuditLog:
 
     def last(self, incident_id: str) -> AuditEntry | None:
         entries = self.items.get(incident_id, {})
-        return entries[max(entries)] if entries else None
+        return copy.deepcopy(entries[max(entries)]) if entries else None
 
     def append(self, entry: AuditEntry) -> None:
         entries = self.items.setdefault(entry.incident_id, {})
         if entry.seq in entries:
             raise ConditionFailed(f"seq {entry.seq} taken")
-        entries[entry.seq] = entry
+        entries[entry.seq] = copy.deepcopy(entry)
 
     def entries(self, incident_id: str) -> list[AuditEntry]:
-        return [e for _, e in sorted(self.items.get(incident_id, {}).items())]
+        return [copy.deepcopy(e) for _, e in sorted(self.items.get(incident_id, {}).items())]
 
     def actions(self, incident_id: str) -> list[str]:
         return [e.action for e in self.entries(incident_id)]
