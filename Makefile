@@ -41,7 +41,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy trainer_emitter lambdas infra
+	$(PY) -m mypy trainer_emitter lambdas infra tests/unit/fakes.py tests/contract
 
 format: $(STAMP)
 	$(PY) -m ruff format .
