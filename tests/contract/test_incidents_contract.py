@@ -400,13 +400,13 @@ def test_claiming_a_free_held_lock_takes_it_for_its_window(store: IncidentStore)
 
 @pytest.mark.parametrize(
     ("now", "holder"),
-    [(NOW + 60, "sdc-a"), (NOW + 900, "sdc-a"), (NOW + 901, "sdc-b")],
+    [(NOW + 60, "sdc-ml-cluster-1-1"), (NOW + 900, "sdc-ml-cluster-1-1"), (NOW + 901, "sdc-b")],
     ids=["within", "at-the-window-end", "after-the-window"],
 )
 def test_claiming_a_held_lock_another_holds_returns_whoever_holds_it_at_now(
     store: IncidentStore, now: int, holder: str
 ):
-    store.claim_held(CLUSTER, instance(1), "sdc-a", until=NOW + 900, now=NOW)
+    store.create_held(held(1), until=NOW + 900, now=NOW)
 
     assert store.claim_held(CLUSTER, instance(1), "sdc-b", until=now + 900, now=now) == holder
     assert store.held_incident_id(CLUSTER, instance(1), now) == holder
