@@ -52,7 +52,7 @@ bench: $(STAMP)
 lint: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy trainer_emitter lambdas infra
+	$(PY) -m mypy trainer_emitter lambdas infra tests/unit/fakes.py tests/contract
 	$(PY) -m infra.validate
 
 format: $(STAMP)

@@ -262,6 +262,19 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
     return stack
 
 
+def create_tables(session: Any, template: Mapping[str, Any]) -> dict[str, str]:
+    """Create only the template's DynamoDB tables in the moto account `session` talks to, the
+    way `stand_up` does (key schema, attribute definitions, global secondary indexes, TTL);
+    logical id → table name. For tests that need the deployed schema without the whole stack."""
+    resources: dict[str, dict[str, Any]] = dict(template.get("Resources", {}))
+    by_type: dict[str, list[str]] = {}
+    for logical, resource in resources.items():
+        by_type.setdefault(resource["Type"], []).append(logical)
+    stack = LocalStack(template=dict(template))
+    _tables(session, resources, by_type, Resolver(template), stack)
+    return stack.tables
+
+
 def _tables(
     session: Any, resources: dict, by_type: dict, resolve: Resolver, stack: LocalStack
 ) -> None:
@@ -287,6 +300,12 @@ def _tables(
                 for g in props["GlobalSecondaryIndexes"]
             ]
         arn = dynamodb.create_table(**args)["TableDescription"]["TableArn"]
+        ttl = props.get("TimeToLiveSpecification") or {}
+        if ttl.get("Enabled"):
+            dynamodb.update_time_to_live(
+                TableName=name,
+                TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
+            )
         stack.tables[logical] = name
         resolve.refs[logical] = name
         resolve.attrs[(logical, "Arn")] = arn

@@ -28,7 +28,13 @@ from lambdas.models.errors import (
     LockHeld,
 )
 from lambdas.models.events import SdcReport, parse_report
-from lambdas.models.guard import ClusterHold, GuardState, PastIncident
+from lambdas.models.guard import (
+    PAST_INCIDENTS_LIMIT,
+    ClusterHold,
+    GuardState,
+    PastIncident,
+    check_slot_limit,
+)
 from lambdas.models.incident import Incident
 
 META = "META"
@@ -82,6 +88,7 @@ class DynamoIncidentStore(DynamoTable):
     # -- incidents -------------------------------------------------------------------------
 
     def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
+        check_slot_limit(slot_limit)
         item = to_item({**incident_key(incident.incident_id), **incident.to_record()})
         if not incident.holds_lock and slot_limit is None:
             self._put_new(item)
@@ -508,7 +515,7 @@ class DynamoIncidentStore(DynamoTable):
                 KeyConditionExpression="pk = :pk",
                 ExpressionAttributeValues=to_item({":pk": pk}),
                 ScanIndexForward=False,
-                Limit=50,
+                Limit=PAST_INCIDENTS_LIMIT,
                 ConsistentRead=True,
             )
         return [PastIncident.from_record(from_item(i)) for i in response.get("Items", [])]

@@ -57,8 +57,9 @@ class IncidentStore(Protocol):
     def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
         """Write a new incident, atomically with the open lock of its (cluster, instance) when
         `incident.holds_lock`, and with a slot of its cluster's blast-radius guard when
-        `slot_limit` is given (taken only while fewer than `slot_limit` are taken).
-        Raises LockHeld(holder), GuardFull(open ids) or IncidentExists."""
+        `slot_limit` is given (taken only while fewer than `slot_limit` are taken; an incident
+        holds one slot at most). Nothing is written when it raises: IncidentExists first, then
+        LockHeld(holder), then GuardFull(open ids); ValueError for a `slot_limit` below 1."""
         ...
 
     def create_held(
@@ -145,8 +146,13 @@ class GuardStore(Protocol):
 
 
 class HistoryStore(Protocol):
+    """Lookups return the newest closings first (equal `closed_at`: the higher incident id
+    first), at most `lambdas.models.guard.PAST_INCIDENTS_LIMIT` of them."""
+
     def record_past(self, past: PastIncident) -> None:
-        """Keep the closed incident under its instance id and each of its GPU UUIDs; idempotent."""
+        """Keep the closed incident under its instance id and each of its GPU UUIDs, as one
+        entry per (closed_at, incident_id): recording it again is idempotent, recording it with
+        another `closed_at` adds an entry (readers dedupe by incident id)."""
         ...
 
     def past_for_instance(self, instance_id: str) -> list[PastIncident]: ...

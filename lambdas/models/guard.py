@@ -27,6 +27,13 @@ class GuardState:
     storm_reset_at: int | None = None
 
 
+def check_slot_limit(slot_limit: int | None) -> None:
+    """A guard admits at least one incident (a cluster that must admit none is paused, not
+    guarded); anything less is the caller's mistake, refused before a write."""
+    if slot_limit is not None and slot_limit < 1:
+        raise ValueError(f"a guard slot limit is at least 1, got {slot_limit}")
+
+
 @dataclass
 class ClusterHold:
     """A storm hold: while active (`lifted_at` None) nothing in the cluster acts.
@@ -59,6 +66,10 @@ class ClusterHold:
     def from_record(cls, record: dict[str, Any]) -> ClusterHold:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in record.items() if k in known})
+
+
+PAST_INCIDENTS_LIMIT = 50
+"""How many past incidents one history lookup returns at most (the newest closings)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,13 @@ from lambdas.models.errors import (
     TaskNotWaiting,
 )
 from lambdas.models.events import SdcReport
-from lambdas.models.guard import ClusterHold, GuardState, PastIncident
+from lambdas.models.guard import (
+    PAST_INCIDENTS_LIMIT,
+    ClusterHold,
+    GuardState,
+    PastIncident,
+    check_slot_limit,
+)
 from lambdas.models.incident import Incident
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
 
@@ -48,6 +54,7 @@ class InMemoryIncidentStore:
         self.fail_next_save: Exception | None = None
 
     def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
+        check_slot_limit(slot_limit)
         key = (incident.cluster_name, incident.instance_id)
         if incident.incident_id in self.incidents:
             raise IncidentExists(f"incident {incident.incident_id} exists")
@@ -117,12 +124,12 @@ class InMemoryIncidentStore:
         sort_key = f"{report.emitted_at}#{report.report_id}"
         if sort_key in stored:
             return False
-        stored[sort_key] = report
+        stored[sort_key] = copy.deepcopy(report)
         return True
 
     def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None:
         stored = self.reports.get((cluster_name, instance_id), {})
-        return stored[max(stored)] if stored else None
+        return copy.deepcopy(stored[max(stored)]) if stored else None
 
     # -- GuardStore ---------------------------------------------------------------------------
 
@@ -174,14 +181,18 @@ class InMemoryIncidentStore:
 
     def record_past(self, past: PastIncident) -> None:
         keys = [f"instance:{past.instance_id}"] + [f"gpu:{g}" for g in past.gpu_uuids]
-        for key in keys:
-            self.past.setdefault(key, {})[past.incident_id] = past
+        for key in keys:  # one entry per sort key, as in the table: closed_at#incident_id
+            self.past.setdefault(key, {})[f"{past.closed_at}#{past.incident_id}"] = past
 
     def past_for_instance(self, instance_id: str) -> list[PastIncident]:
-        return list(self.past.get(f"instance:{instance_id}", {}).values())
+        return self._newest(f"instance:{instance_id}")
 
     def past_for_gpu(self, gpu_uuid: str) -> list[PastIncident]:
-        return list(self.past.get(f"gpu:{gpu_uuid}", {}).values())
+        return self._newest(f"gpu:{gpu_uuid}")
+
+    def _newest(self, key: str) -> list[PastIncident]:
+        kept = self.past.get(key, {})
+        return [kept[k] for k in sorted(kept, reverse=True)][:PAST_INCIDENTS_LIMIT]
 
 
 class FakePauseSwitch:
@@ -203,16 +214,16 @@ class InMemoryAuditLog:
 
     def last(self, incident_id: str) -> AuditEntry | None:
         entries = self.items.get(incident_id, {})
-        return entries[max(entries)] if entries else None
+        return copy.deepcopy(entries[max(entries)]) if entries else None
 
     def append(self, entry: AuditEntry) -> None:
         entries = self.items.setdefault(entry.incident_id, {})
         if entry.seq in entries:
             raise ConditionFailed(f"seq {entry.seq} taken")
-        entries[entry.seq] = entry
+        entries[entry.seq] = copy.deepcopy(entry)
 
     def entries(self, incident_id: str) -> list[AuditEntry]:
-        return [e for _, e in sorted(self.items.get(incident_id, {}).items())]
+        return [copy.deepcopy(e) for _, e in sorted(self.items.get(incident_id, {}).items())]
 
     def actions(self, incident_id: str) -> list[str]:
         return [e.action for e in self.entries(incident_id)]
