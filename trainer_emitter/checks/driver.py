@@ -26,6 +26,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer_emitter.checks.alarms import Passes, location_of
+from trainer_emitter.checks.comm import comm_device, gather
 from trainer_emitter.checks.determinism import deterministic
 from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS, fingerprints
 from trainer_emitter.checks.gradients import GradientWatch, comm_hook
@@ -134,11 +135,7 @@ class SdcChecks:
         self.names = [name for name, _ in self.module.named_parameters()]
         self.parameters = [p for _, p in self.module.named_parameters()]
         self.device = self.parameters[0].device if self.parameters else torch.device("cpu")
-        self.comm_device = (
-            torch.device("cuda", torch.cuda.current_device())
-            if dist.get_backend() == "nccl"
-            else torch.device("cpu")
-        )
+        self.comm_device = comm_device()
         self.watch = GradientWatch(self.parameters, chunk_elements=chunk_elements)
         model.register_comm_hook(self.watch, comm_hook)
         self._armed = False
@@ -394,14 +391,7 @@ class SdcChecks:
 
     def _gather(self, tensor: torch.Tensor) -> torch.Tensor:
         """All ranks' `tensor` stacked: shape (world, *tensor.shape)."""
-        local = tensor.contiguous().reshape(-1)
-        out = torch.empty(self.world * local.numel(), dtype=local.dtype, device=local.device)
-        _all_gather_single(out, local)
-        return out.view(self.world, *tensor.shape)
-
-
-# all_gather_single where this torch has it (2.13 deprecates all_gather_into_tensor).
-_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        return gather(tensor)
 
 
 def _wait(ops: list[dist.P2POp]) -> None:
