@@ -89,6 +89,16 @@ def test_a_weights_alarm_equals_the_fixture(fixture_name, step, suspects):
     assert list(alarm) == list(fixture)
 
 
+def test_a_weights_alarm_of_a_group_names_the_ranks_whose_copies_were_compared():
+    alarm = passes(1, 30, 30).weights(40, None, [13, 5])
+
+    assert alarm["replicas"] == [5, 13]
+    assert list(alarm) == ["step", "check", "suspects", "replicas", *WINDOW_AND_PASSES]
+
+
+WINDOW_AND_PASSES = ["suspect_window", "last_audit_pass", "last_weight_check_pass"]
+
+
 def test_a_reduced_gradient_alarm_equals_the_fixture():
     assert passes(1, 10, 10).reduced_gradient(12) == load_fixture("alarms", "reduced_gradient")
 
