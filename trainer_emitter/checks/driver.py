@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 from trainer_emitter.checks.alarms import Passes, location_of
 from trainer_emitter.checks.comm import comm_device, gather
 from trainer_emitter.checks.determinism import deterministic
-from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS, fingerprints
+from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS
 from trainer_emitter.checks.gradients import GradientWatch, comm_hook
 from trainer_emitter.checks.replay import (
     LossFn,
@@ -38,7 +38,9 @@ from trainer_emitter.checks.replay import (
     snapshot_buffers,
     tensor_bytes,
 )
+from trainer_emitter.checks.replicas import compare, with_alarm
 from trainer_emitter.checks.ring import (
+    ReplicaVerdict,
     ambiguous,
     check_topology,
     culprits,
@@ -49,7 +51,6 @@ from trainer_emitter.checks.ring import (
     target_of,
     third_of,
     verdict,
-    weight_suspects,
 )
 from trainer_emitter.checks.schedule import Schedule
 from trainer_emitter.emitter import Emitter, ReportResult
@@ -197,10 +198,10 @@ class SdcChecks:
 
         if self.schedule.is_weight_check(step):
             result.weights_checked = True
-            agree, suspects = self._weight_vote()
-            if not agree:
-                result.alarm = self.passes.weights(step, suspects)
-                log.error("sdc weight check failed at step %d: suspects %s", step, suspects)
+            weights = with_alarm(self._compare(), self.passes, step)
+            if weights.alarm is not None:
+                result.alarm = weights.alarm
+                log.error("sdc weight check failed at step %d: %s", step, weights.alarm)
                 return result
             self.passes.last_weight_check_pass = step
         if self.save is not None and self.schedule.is_checkpoint(step):
@@ -352,21 +353,13 @@ class SdcChecks:
 
     # ---- check 3: weights ---------------------------------------------------------------------
 
-    def _weight_vote(self) -> tuple[bool, list[int] | None]:
-        local = fingerprints(
-            self.parameters, device=self.comm_device, chunk_elements=self.chunk_elements
+    def _compare(self) -> ReplicaVerdict:
+        return compare(
+            self.parameters,
+            self.names,
+            device=self.comm_device,
+            chunk_elements=self.chunk_elements,
         )
-        rows = self._gather(local)  # (world, P, 2)
-        keys = [tuple(rows[r].reshape(-1).tolist()) for r in range(self.world)]
-        agree, suspects = weight_suspects(keys)
-        if not agree:
-            differing = [
-                self.names[i]
-                for i in range(len(self.names))
-                if len({tuple(rows[r, i].tolist()) for r in range(self.world)}) > 1
-            ]
-            log.error("sdc weight fingerprints differ in %d tensors: %s", len(differing), differing)
-        return agree, suspects
 
     # ---- plumbing -----------------------------------------------------------------------------
 
