@@ -1,5 +1,7 @@
 """The training-step driver: the three checks in the safe order around one optimizer step.
 
+    first step   → the replicas' weights compared before anything runs (`verify_on_start`): a
+                   copy that differs after a load is named and the step is not taken
     audit step?  → forward/backward (check 1's hook sees every bucket before the all-reduce)
     check 1      → ranks whose local gradient norm is NaN/Inf
     check 2      → ring replay on audit steps, and on any step where check 1 fired
@@ -16,6 +18,7 @@ ranks return the same alarm at the same step and never disagree about applying a
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -67,9 +70,14 @@ What it returns, if a string or path, is remembered as the checkpoint's location
 class StepResult:
     step: int
     loss: float
+    """NaN when no forward ran (the replicas disagreed before the first step)."""
     alarm: dict[str, Any] | None = None
     applied: bool = False
-    """The optimizer step ran (False after a compute or reduced-gradient alarm)."""
+    """The optimizer step ran (False after a compute or reduced-gradient alarm, and after the
+    replicas disagreed before the first step)."""
+    replicas_verified: bool = False
+    """The replicas' weights were compared before this step ran (the first step, with
+    `Schedule.verify_on_start`)."""
     audited: bool = False
     """The ring replay ran (an audit step, or check 1 fired)."""
     weights_checked: bool = False
@@ -145,13 +153,21 @@ class SdcChecks:
         self._emitter = emitter
         self.passes = Passes.from_tags(resume_tags)
         self.passes.checkpoints.extend(checkpoints or ())
+        self._verify_pending = self.schedule.verify_on_start
 
     # ---- the step -------------------------------------------------------------------------
 
     def step(self, step: int, batch: Any) -> StepResult:
         """One training step on this rank's micro-batch, checked. Returns the alarm (the same dict
-        on every rank) or None in `StepResult.alarm`."""
+        on every rank) or None in `StepResult.alarm`. The first step compares the replicas first
+        (`verify_replicas`, unless `Schedule.verify_on_start` is off or the loop already did)."""
         self.passes.saw(step)
+        verified = self._verify_pending
+        if verified:
+            alarm = self.verify_replicas(step).alarm
+            if alarm is not None:
+                log.error("sdc replicas differ before step %d, step not taken: %s", step, alarm)
+                return StepResult(step=step, loss=math.nan, alarm=alarm, replicas_verified=True)
         audit = self.schedule.is_audit(step)
         exact = audit and self.schedule.deterministic_audits
         self._zero_grads()
@@ -164,7 +180,7 @@ class SdcChecks:
         self._armed = False
         own.buffers = self._buffers
         loss = loss.detach()
-        result = StepResult(step=step, loss=float(loss))
+        result = StepResult(step=step, loss=float(loss), replicas_verified=verified)
 
         nonfinite = self._nonfinite_ranks()
         if audit or nonfinite:
@@ -208,6 +224,22 @@ class SdcChecks:
             self.passes.saved(step, location_of(self.save(step, self.passes.tags())))
             result.saved = True
         return result
+
+    def verify_replicas(self, step: int) -> ReplicaVerdict:
+        """Compare every replica's weights now, before `step` runs: after loading a checkpoint
+        (or restoring any snapshot), so that a copy that differs is named before an update is
+        built on it. A collective: call it on every rank. `step()` does it once before the first
+        step it is given (`Schedule.verify_on_start`); a call here before that replaces it.
+
+        Returns the verdict, with the `weights` alarm for `step` (the step about to run: the
+        loaded checkpoint's + 1) when the copies differ; `trainer_emitter.checks.replicas` says
+        what its window and passes mean. When they agree, records a weight check pass at
+        `step - 1`."""
+        self._verify_pending = False
+        verdict = with_alarm(self._compare(), self.passes, step)
+        if verdict.agree and step > 0:
+            self.passes.last_weight_check_pass = step - 1
+        return verdict
 
     def tags(self) -> dict[str, int | None]:
         """The checkpoint tags now: the last audit pass and the last weight-check pass."""
