@@ -16,6 +16,8 @@ Mapping rules (README, "What a report publishes", documents the same table):
 | check "weights", rank in `suspects`                    | culprit           | sdc_divergent_tensors |
 | check "weights", `suspects` None (no strict majority)  | involved: every   | sdc_divergent_tensors |
 |                                                        |   rank in the map |                       |
+|                                                        |   (in `replicas`  |                       |
+|                                                        |   when given)     |                       |
 | check "reduced gradient" naming no rank                | involved: every   | sdc_nonfinite_grad    |
 |                                                        |   rank in the map |                       |
 
@@ -364,7 +366,9 @@ def build_report(
     if check is Check.WEIGHTS and "suspects" not in reader.alarm:
         reader.errors.append("'suspects' is missing from a weights alarm; nobody is named")
     elif check is Check.WEIGHTS and reader.alarm["suspects"] is None:
-        for rank in rank_map.ranks():
+        # `replicas`: the ranks of the one group compared (a group the loop passed); else all
+        compared = reader.ranks("replicas", nullable=True)
+        for rank in rank_map.ranks() if compared is None else compared:
             add(
                 rank,
                 Role.INVOLVED,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,8 +21,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer_emitter import MemorySink
-from trainer_emitter.checks import Schedule, SdcChecks
+from trainer_emitter.checks import Schedule, SdcChecks, find_divergent_ranks
 from trainer_emitter.checks.fingerprint import fingerprints
+from trainer_emitter.checks.ring import ReplicaVerdict
 
 WORLD = 4
 """Four ranks, one per node: with peer offset 1, replayer, target and third are on three nodes."""
@@ -62,6 +63,25 @@ def loss_fn(module: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torc
 
 def weights_fingerprint(module: nn.Module) -> list[int]:
     return [int(v) for v in fingerprints(module.parameters()).reshape(-1).tolist()]
+
+
+CKPT_STEP = 1000
+CKPT_TAGS: dict[str, int | None] = {"last_audit_pass": 1000, "last_weight_check_pass": 1000}
+CKPT = {"step": CKPT_STEP, **CKPT_TAGS, "location": "mem://ckpt/step-1000"}
+"""The checkpoint a resumed job loads: saved at step 1000 after its checks passed."""
+
+
+def checkpoint_state() -> dict[str, torch.Tensor]:
+    """The weights saved at CKPT_STEP (others than those a fresh TinyNet starts from)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        return TinyNet().state_dict()
+
+
+def flip_a_weight_bit(module: nn.Module) -> None:
+    """The lowest bit of one weight of the output layer, in place."""
+    with torch.no_grad():
+        module.out.weight.view(-1).view(torch.int32)[5] ^= 1  # type: ignore[union-attr]
 
 
 @dataclass
@@ -110,7 +130,10 @@ class Run:
     rank: int
     schedule: Schedule
     fault: Fault | None = None
+    resumed: bool = False
+    """Built as a job resuming from CKPT: its tags and the checkpoint itself given to the checks."""
     saves: list[dict[str, Any]] = field(default_factory=list)
+    forwards: int = 0
 
     def __post_init__(self) -> None:
         torch.manual_seed(0)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
@@ -124,10 +147,23 @@ class Run:
             self.schedule,
             max_grad_norm=1.0,
             save=self.save,
+            resume_tags=CKPT_TAGS if self.resumed else None,
+            checkpoints=[CKPT] if self.resumed else None,
         )
         torch.manual_seed(1 + self.rank)  # each rank its own dropout masks
         if self.fault:
             self.fault.attach(self.module, self.rank)
+        self.module.register_forward_hook(self._count_forward)
+
+    def _count_forward(self, *_: Any) -> None:
+        self.forwards += 1
+
+    def load_checkpoint(self, corrupted: Collection[int] = ()) -> None:
+        """Load CKPT's weights after the setup; on the ranks in `corrupted` the copy arrives
+        with one bit flipped (the same bit on each)."""
+        self.module.load_state_dict(checkpoint_state())
+        if self.rank in corrupted:
+            flip_a_weight_bit(self.module)
 
     def save(self, step: int, tags: dict[str, int | None]) -> str:
         self.saves.append({"step": step, "tags": tags})
@@ -137,6 +173,7 @@ class Run:
         if self.fault:
             self.fault.at(step)
         before = weights_fingerprint(self.module)
+        forwards = self.forwards
         result = self.checks.step(step, batch_for(self.rank, step))
         grads = self.checks.watch.grad_fingerprints
         return {
@@ -145,7 +182,10 @@ class Run:
             "applied": result.applied,
             "audited": result.audited,
             "weights_checked": result.weights_checked,
+            "replicas_verified": result.replicas_verified,
             "saved": result.saved,
+            "loss": result.loss,
+            "forwards": self.forwards - forwards,
             "weights_changed": weights_fingerprint(self.module) != before,
             "grads_fingerprinted": grads is not None and bool(grads.any()),
         }
@@ -224,8 +264,7 @@ def bit_flip(rank: int) -> dict[str, Any]:
     for step in range(1, 21):
         steps.append(run.step(step))
         if step == 13 and rank == 3:
-            with torch.no_grad():
-                run.module.out.weight.view(-1).view(torch.int32)[5] ^= 1
+            flip_a_weight_bit(run.module)
     result = run.finish(steps)
     reported = [run.checks.report(alarm) for alarm in result["alarms"]]
     result["reported"] = [
@@ -237,6 +276,82 @@ def bit_flip(rank: int) -> dict[str, Any]:
     return result
 
 
+def verdict_data(verdict: ReplicaVerdict) -> dict[str, Any]:
+    return {
+        "ranks": list(verdict.ranks),
+        "suspects": verdict.suspects,
+        "agreement": verdict.agreement.value,
+        "differing": list(verdict.differing),
+        "alarm": verdict.alarm,
+    }
+
+
+def diverged_on_load(rank: int) -> dict[str, Any]:
+    """A job resumes from CKPT; rank 2's copy arrives with one bit flipped. The first step it is
+    given (1001) compares the replicas first. Rank 0 reports through an in-memory emitter."""
+    run = Run(rank, Schedule(audit_every=0, check_every=0, peer_offset=1), resumed=True)
+    run.checks.setup_emitter(cluster_name="ml-cluster-1", region="us-west-2", sink=MemorySink())
+    run.load_checkpoint(corrupted={2})
+    result = run.finish([run.step(CKPT_STEP + 1)])
+    reported = [run.checks.report(alarm) for alarm in result["alarms"]]
+    result["reported"] = [
+        None
+        if r is None
+        else {"delivered": r.delivered, "instances": [d.instance_id for d in r.datapoints]}
+        for r in reported
+    ]
+    return result
+
+
+def clean_load(rank: int) -> dict[str, Any]:
+    """Every rank loads the same CKPT weights, without its tags; steps 1001 to 1003."""
+    run = Run(rank, Schedule(audit_every=0, check_every=0, peer_offset=1))
+    run.load_checkpoint()
+    result = run.finish([run.step(step) for step in range(CKPT_STEP + 1, CKPT_STEP + 4)])
+    result["tags"] = run.checks.tags()
+    return result
+
+
+def load_unverified(rank: int) -> dict[str, Any]:
+    """As `diverged_on_load` with `verify_on_start` off and a weight check every 2 steps."""
+    schedule = Schedule(audit_every=0, check_every=2, peer_offset=1, verify_on_start=False)
+    run = Run(rank, schedule, resumed=True)
+    run.load_checkpoint(corrupted={2})
+    return run.finish([run.step(step) for step in range(CKPT_STEP + 1, CKPT_STEP + 3)])
+
+
+def split_on_load(rank: int) -> dict[str, Any]:
+    """Ranks 2 and 3 both load the copy with the same flipped bit: two against two. The function
+    form compares them first (it leaves the driver's state alone), then the driver's first step."""
+    run = Run(rank, Schedule(audit_every=0, check_every=0, peer_offset=1), resumed=True)
+    run.load_checkpoint(corrupted={2, 3})
+    verdict = find_divergent_ranks(run.ddp, step=CKPT_STEP + 1, tags=CKPT_TAGS, checkpoints=[CKPT])
+    result = run.finish([run.step(CKPT_STEP + 1)])
+    result["verdict"] = verdict_data(verdict)
+    return result
+
+
+def groups_on_load(rank: int) -> dict[str, Any]:
+    """Rank 1's copy differs; the copies are compared within groups the loop passes:
+    [1, 3] (two copies), [1, 2, 3] (a majority without rank 1) and [0, 2] (two that agree).
+    Ranks outside a group that call it get a ValueError. Then the driver's first step (the
+    default group)."""
+    run = Run(rank, Schedule(audit_every=0, check_every=0, peer_offset=1))
+    run.load_checkpoint(corrupted={1})
+    groups = {"1,3": [1, 3], "1,2,3": [1, 2, 3], "0,2": [0, 2]}
+    made = {name: dist.new_group(ranks) for name, ranks in groups.items()}  # every rank makes each
+    verdicts: dict[str, Any] = {}
+    refused: dict[str, str] = {}
+    for name in groups:
+        try:
+            verdict = find_divergent_ranks(run.module, made[name], step=CKPT_STEP + 1)
+        except ValueError as error:
+            refused[name] = str(error)
+        else:
+            verdicts[name] = verdict_data(verdict)
+    return {**run.finish([run.step(CKPT_STEP + 1)]), "verdicts": verdicts, "refused": refused}
+
+
 SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     "clean": clean,
     "nan_once": nan_once,
@@ -245,6 +360,11 @@ SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     "wrong_replay": wrong_replay,
     "wrong_gradient": wrong_gradient,
     "bit_flip": bit_flip,
+    "diverged_on_load": diverged_on_load,
+    "clean_load": clean_load,
+    "load_unverified": load_unverified,
+    "split_on_load": split_on_load,
+    "groups_on_load": groups_on_load,
 }
 
 

@@ -6,12 +6,14 @@ import pytest
 
 from tests.conftest import load_fixture
 from trainer_emitter.checks.ring import (
+    Agreement,
     TopologyError,
     ambiguous,
     check_topology,
     culprits,
     mismatched_pairs,
     ranks_per_node,
+    replica_verdict,
     verdict,
     weight_suspects,
 )
@@ -136,3 +138,32 @@ def test_two_of_three_are_a_strict_majority():
 
 def test_a_two_two_split_has_no_strict_majority_and_names_nobody():
     assert weight_suspects(["a", "b", "a", "b"]) == (False, None)
+
+
+def test_copies_that_agree_name_nobody():
+    got = replica_verdict(["a", "a"], [5, 13])
+
+    assert (got.agree, got.suspects, got.agreement, got.alarm) == (True, [], Agreement.AGREE, None)
+
+
+def test_a_verdict_names_the_copy_outside_the_majority_by_its_global_rank():
+    got = replica_verdict(["a", "b", "a"], [5, 13, 21])
+
+    assert (got.agree, got.suspects, got.agreement) == (False, [13], Agreement.MINORITY)
+
+
+def test_two_copies_that_differ_cannot_be_attributed():
+    got = replica_verdict(["a", "b"], [5, 13])
+
+    assert (got.agree, got.suspects, got.agreement) == (False, None, Agreement.TWO_DISAGREE)
+
+
+def test_a_two_two_split_of_copies_is_no_strict_majority():
+    got = replica_verdict(["a", "b", "b", "a"], [0, 1, 2, 3])
+
+    assert (got.agree, got.suspects, got.agreement) == (False, None, Agreement.NO_MAJORITY)
+
+
+def test_a_verdict_needs_one_row_of_fingerprints_per_rank():
+    with pytest.raises(ValueError, match="3 fingerprint rows for 2 ranks"):
+        replica_verdict(["a", "a", "b"], [0, 1])

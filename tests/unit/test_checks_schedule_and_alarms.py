@@ -40,11 +40,22 @@ def test_without_check_on_checkpoint_only_check_every_counts():
 
 @pytest.mark.parametrize(
     "settings",
-    [{"audit_every": -1}, {"check_every": 1.5}, {"ckpt_every": True}, {"peer_offset": 0}],
+    [
+        {"audit_every": -1},
+        {"check_every": 1.5},
+        {"ckpt_every": True},
+        {"peer_offset": 0},
+        {"verify_on_start": 1},
+    ],
 )
 def test_a_nonsense_schedule_is_refused(settings):
     with pytest.raises(ValueError, match="Schedule"):
         Schedule(**settings)
+
+
+def test_the_replicas_are_compared_before_the_first_step_unless_turned_off():
+    assert Schedule().verify_on_start is True
+    assert Schedule(verify_on_start=False).verify_on_start is False
 
 
 def passes(first: int, audit: int | None, weights: int | None) -> Passes:
@@ -87,6 +98,26 @@ def test_a_weights_alarm_equals_the_fixture(fixture_name, step, suspects):
 
     assert alarm == fixture
     assert list(alarm) == list(fixture)
+
+
+def test_a_load_time_weights_alarm_after_a_verified_checkpoint_questions_no_training_step():
+    # resumed from the checkpoint of step 1000, saved after its weight check; 1001 about to run
+    tracker = Passes.from_tags({"last_audit_pass": 1000, "last_weight_check_pass": 1000})
+
+    alarm = tracker.weights(1001, [2])
+
+    assert alarm["suspect_window"] == [1001, 1001]
+    assert (alarm["last_audit_pass"], alarm["last_weight_check_pass"]) == (1000, 1000)
+
+
+def test_a_weights_alarm_of_a_group_names_the_ranks_whose_copies_were_compared():
+    alarm = passes(1, 30, 30).weights(40, None, [13, 5])
+
+    assert alarm["replicas"] == [5, 13]
+    assert list(alarm) == ["step", "check", "suspects", "replicas", *WINDOW_AND_PASSES]
+
+
+WINDOW_AND_PASSES = ["suspect_window", "last_audit_pass", "last_weight_check_pass"]
 
 
 def test_a_reduced_gradient_alarm_equals_the_fixture():

@@ -183,6 +183,31 @@ def test_several_ranks_on_one_instance_collapse_into_one_datapoint_with_the_stro
     assert len(report.datapoints) == 2
 
 
+def test_no_strict_majority_within_a_group_questions_only_the_groups_ranks():
+    # the loop compared the two copies of one shard, on ranks 5 and 13 (first and second node)
+    alarm = {
+        "step": 1001,
+        "check": "weights",
+        "suspects": None,
+        "replicas": [5, 13],
+        "suspect_window": [1001, 1001],
+    }
+
+    report = build(alarm)
+
+    assert published(report) == {
+        ("sdc_divergent_tensors", FIRST),
+        ("sdc_divergent_tensors", SECOND),
+    }
+    assert [(s["rank"], s["role"]) for s in report.detail["suspects"]] == [
+        (5, "involved"),
+        (13, "involved"),
+    ]
+    assert report.detail["ambiguous"] is True
+    assert report.errors == []
+    assert_valid(report.detail)
+
+
 def test_an_unmapped_node_is_reported_as_unmapped_and_never_guessed():
     ranks = RankMap([{"rank": 0, "node": "ip-10-1-2-3.us-west-2.compute.internal"}])
     alarm = {"step": 35, "check": "weights", "suspects": [0], "suspect_window": [31, 35]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from lambdas.logic.resume import choose_resume, resume_of
 from lambdas.models.events import ReportCheckpoint, parse_report_event
 from tests.unit.reports import report_event
+from trainer_emitter.checks.alarms import Passes
 from trainer_emitter.contract import Check
 
 
@@ -154,3 +155,29 @@ def test_the_rule_reads_the_checkpoints_of_a_parsed_report_and_ignores_malformed
 
     assert resume.checkpoint == ReportCheckpoint(10, 10, 10, "a")
     assert resume.known == 1
+
+
+def test_a_load_time_weights_alarm_resumes_from_the_verified_checkpoint_it_loaded():
+    # the copy went wrong after the save: the checkpoint itself stays the one to resume from
+    alarm = Passes.from_tags({"last_audit_pass": 1000, "last_weight_check_pass": 1000}).weights(
+        1001, [2]
+    )
+
+    resume = choose_resume(
+        Check.WEIGHTS,
+        tuple(alarm["suspect_window"]),
+        alarm["last_audit_pass"],
+        alarm["last_weight_check_pass"],
+        [saved(900), saved(1000)],
+    )
+
+    assert resume.checkpoint == saved(1000)
+
+
+def test_a_load_time_weights_alarm_without_tags_does_not_propose_the_unverified_checkpoint():
+    alarm = Passes().weights(1001, [2])
+    loaded = ReportCheckpoint(1000, None, None, "s3://ckpt/step-1000")
+
+    resume = choose_resume(Check.WEIGHTS, tuple(alarm["suspect_window"]), None, None, [loaded])
+
+    assert (resume.checkpoint, resume.unverified) == (None, (1000,))

@@ -151,12 +151,25 @@ class Passes:
             **self._known_checkpoints(),
         }
 
-    def weights(self, step: int, suspects: Sequence[int] | None) -> dict[str, Any]:
-        """Check 3: `suspects` None when no strict majority of replicas agrees."""
-        return {
+    def weights(
+        self,
+        step: int,
+        suspects: Sequence[int] | None,
+        replicas: Sequence[int] | None = None,
+    ) -> dict[str, Any]:
+        """Check 3: `suspects` None when no strict majority of replicas agrees. `replicas`: the
+        global ranks whose copies were compared when they are not every rank of the job (a
+        group the caller passed); the key is left out otherwise, and a report then puts every
+        rank in question when nobody is named."""
+        alarm: dict[str, Any] = {
             "step": step,
             "check": Check.WEIGHTS.value,
             "suspects": None if suspects is None else sorted(suspects),
+        }
+        if replicas is not None:
+            alarm["replicas"] = sorted(replicas)
+        return {
+            **alarm,
             "suspect_window": self._since(self.last_weight_check_pass, step),
             **self.tags(),
             **self._known_checkpoints(),

@@ -1,5 +1,7 @@
 """The training-step driver: the three checks in the safe order around one optimizer step.
 
+    first step   → the replicas' weights compared before anything runs (`verify_on_start`): a
+                   copy that differs after a load is named and the step is not taken
     audit step?  → forward/backward (check 1's hook sees every bucket before the all-reduce)
     check 1      → ranks whose local gradient norm is NaN/Inf
     check 2      → ring replay on audit steps, and on any step where check 1 fired
@@ -16,6 +18,7 @@ ranks return the same alarm at the same step and never disagree about applying a
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -26,8 +29,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer_emitter.checks.alarms import Passes, location_of
+from trainer_emitter.checks.comm import comm_device, gather
 from trainer_emitter.checks.determinism import deterministic
-from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS, fingerprints
+from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS
 from trainer_emitter.checks.gradients import GradientWatch, comm_hook
 from trainer_emitter.checks.replay import (
     LossFn,
@@ -37,7 +41,9 @@ from trainer_emitter.checks.replay import (
     snapshot_buffers,
     tensor_bytes,
 )
+from trainer_emitter.checks.replicas import compare, with_alarm
 from trainer_emitter.checks.ring import (
+    ReplicaVerdict,
     ambiguous,
     check_topology,
     culprits,
@@ -48,7 +54,6 @@ from trainer_emitter.checks.ring import (
     target_of,
     third_of,
     verdict,
-    weight_suspects,
 )
 from trainer_emitter.checks.schedule import Schedule
 from trainer_emitter.emitter import Emitter, ReportResult
@@ -65,9 +70,14 @@ What it returns, if a string or path, is remembered as the checkpoint's location
 class StepResult:
     step: int
     loss: float
+    """NaN when no forward ran (the replicas disagreed before the first step)."""
     alarm: dict[str, Any] | None = None
     applied: bool = False
-    """The optimizer step ran (False after a compute or reduced-gradient alarm)."""
+    """The optimizer step ran (False after a compute or reduced-gradient alarm, and after the
+    replicas disagreed before the first step)."""
+    replicas_verified: bool = False
+    """The replicas' weights were compared before this step ran (the first step, with
+    `Schedule.verify_on_start`)."""
     audited: bool = False
     """The ring replay ran (an audit step, or check 1 fired)."""
     weights_checked: bool = False
@@ -134,11 +144,7 @@ class SdcChecks:
         self.names = [name for name, _ in self.module.named_parameters()]
         self.parameters = [p for _, p in self.module.named_parameters()]
         self.device = self.parameters[0].device if self.parameters else torch.device("cpu")
-        self.comm_device = (
-            torch.device("cuda", torch.cuda.current_device())
-            if dist.get_backend() == "nccl"
-            else torch.device("cpu")
-        )
+        self.comm_device = comm_device()
         self.watch = GradientWatch(self.parameters, chunk_elements=chunk_elements)
         model.register_comm_hook(self.watch, comm_hook)
         self._armed = False
@@ -147,13 +153,21 @@ class SdcChecks:
         self._emitter = emitter
         self.passes = Passes.from_tags(resume_tags)
         self.passes.checkpoints.extend(checkpoints or ())
+        self._verify_pending = self.schedule.verify_on_start
 
     # ---- the step -------------------------------------------------------------------------
 
     def step(self, step: int, batch: Any) -> StepResult:
         """One training step on this rank's micro-batch, checked. Returns the alarm (the same dict
-        on every rank) or None in `StepResult.alarm`."""
+        on every rank) or None in `StepResult.alarm`. The first step compares the replicas first
+        (`verify_replicas`, unless `Schedule.verify_on_start` is off or the loop already did)."""
         self.passes.saw(step)
+        verified = self._verify_pending
+        if verified:
+            alarm = self.verify_replicas(step).alarm
+            if alarm is not None:
+                log.error("sdc replicas differ before step %d, step not taken: %s", step, alarm)
+                return StepResult(step=step, loss=math.nan, alarm=alarm, replicas_verified=True)
         audit = self.schedule.is_audit(step)
         exact = audit and self.schedule.deterministic_audits
         self._zero_grads()
@@ -166,7 +180,7 @@ class SdcChecks:
         self._armed = False
         own.buffers = self._buffers
         loss = loss.detach()
-        result = StepResult(step=step, loss=float(loss))
+        result = StepResult(step=step, loss=float(loss), replicas_verified=verified)
 
         nonfinite = self._nonfinite_ranks()
         if audit or nonfinite:
@@ -200,16 +214,32 @@ class SdcChecks:
 
         if self.schedule.is_weight_check(step):
             result.weights_checked = True
-            agree, suspects = self._weight_vote()
-            if not agree:
-                result.alarm = self.passes.weights(step, suspects)
-                log.error("sdc weight check failed at step %d: suspects %s", step, suspects)
+            weights = with_alarm(self._compare(), self.passes, step)
+            if weights.alarm is not None:
+                result.alarm = weights.alarm
+                log.error("sdc weight check failed at step %d: %s", step, weights.alarm)
                 return result
             self.passes.last_weight_check_pass = step
         if self.save is not None and self.schedule.is_checkpoint(step):
             self.passes.saved(step, location_of(self.save(step, self.passes.tags())))
             result.saved = True
         return result
+
+    def verify_replicas(self, step: int) -> ReplicaVerdict:
+        """Compare every replica's weights now, before `step` runs: after loading a checkpoint
+        (or restoring any snapshot), so that a copy that differs is named before an update is
+        built on it. A collective: call it on every rank. `step()` does it once before the first
+        step it is given (`Schedule.verify_on_start`); a call here before that replaces it.
+
+        Returns the verdict, with the `weights` alarm for `step` (the step about to run: the
+        loaded checkpoint's + 1) when the copies differ; `trainer_emitter.checks.replicas` says
+        what its window and passes mean. When they agree, records a weight check pass at
+        `step - 1`."""
+        self._verify_pending = False
+        verdict = with_alarm(self._compare(), self.passes, step)
+        if verdict.agree and step > 0:
+            self.passes.last_weight_check_pass = step - 1
+        return verdict
 
     def tags(self) -> dict[str, int | None]:
         """The checkpoint tags now: the last audit pass and the last weight-check pass."""
@@ -355,21 +385,13 @@ class SdcChecks:
 
     # ---- check 3: weights ---------------------------------------------------------------------
 
-    def _weight_vote(self) -> tuple[bool, list[int] | None]:
-        local = fingerprints(
-            self.parameters, device=self.comm_device, chunk_elements=self.chunk_elements
+    def _compare(self) -> ReplicaVerdict:
+        return compare(
+            self.parameters,
+            self.names,
+            device=self.comm_device,
+            chunk_elements=self.chunk_elements,
         )
-        rows = self._gather(local)  # (world, P, 2)
-        keys = [tuple(rows[r].reshape(-1).tolist()) for r in range(self.world)]
-        agree, suspects = weight_suspects(keys)
-        if not agree:
-            differing = [
-                self.names[i]
-                for i in range(len(self.names))
-                if len({tuple(rows[r, i].tolist()) for r in range(self.world)}) > 1
-            ]
-            log.error("sdc weight fingerprints differ in %d tensors: %s", len(differing), differing)
-        return agree, suspects
 
     # ---- plumbing -----------------------------------------------------------------------------
 
@@ -394,14 +416,7 @@ class SdcChecks:
 
     def _gather(self, tensor: torch.Tensor) -> torch.Tensor:
         """All ranks' `tensor` stacked: shape (world, *tensor.shape)."""
-        local = tensor.contiguous().reshape(-1)
-        out = torch.empty(self.world * local.numel(), dtype=local.dtype, device=local.device)
-        _all_gather_single(out, local)
-        return out.view(self.world, *tensor.shape)
-
-
-# all_gather_single where this torch has it (2.13 deprecates all_gather_into_tensor).
-_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        return gather(tensor)
 
 
 def _wait(ops: list[dist.P2POp]) -> None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from trainer_emitter.contract import VerdictKind
@@ -137,6 +139,58 @@ def weight_suspects(rows: Sequence[Hashable]) -> tuple[bool, list[int] | None]:
     if 2 * count <= len(rows):
         return False, None
     return False, [rank for rank, row in enumerate(rows) if row != value]
+
+
+class Agreement(StrEnum):
+    """What the weight vote found, in words a log line or a caller can branch on."""
+
+    AGREE = "agree"
+    MINORITY = "minority differs"
+    """A strict majority agrees; the ranks outside it are named."""
+    NO_MAJORITY = "no strict majority"
+    """Three or more copies and no strict majority: nobody can be named."""
+    TWO_DISAGREE = "two copies disagree"
+    """Two copies differ: either may be wrong, nobody can be named."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaVerdict:
+    """The weight vote over one data-parallel group, in global ranks.
+
+    `suspects`: `[]` when every copy agrees, the ranks outside a strict majority, or None when
+    no strict majority exists (with two copies, whenever they differ). `differing`: the names of
+    the tensors whose fingerprints differ between copies. `alarm`: the `weights` alarm dict that
+    `report()` takes, or None when the copies agree or the caller built none."""
+
+    ranks: tuple[int, ...]
+    """The global ranks whose copies were compared, in the group's order."""
+    suspects: list[int] | None
+    differing: tuple[str, ...] = ()
+    alarm: dict[str, Any] | None = None
+
+    @property
+    def agree(self) -> bool:
+        return self.suspects == []
+
+    @property
+    def agreement(self) -> Agreement:
+        if self.agree:
+            return Agreement.AGREE
+        if self.suspects is not None:
+            return Agreement.MINORITY
+        return Agreement.TWO_DISAGREE if len(self.ranks) == 2 else Agreement.NO_MAJORITY
+
+
+def replica_verdict(
+    rows: Sequence[Hashable], ranks: Sequence[int], differing: Sequence[str] = ()
+) -> ReplicaVerdict:
+    """The vote (`weight_suspects`) on `rows[i]`, the fingerprints of the copy held by global rank
+    `ranks[i]`, with the suspects named by their global ranks."""
+    if len(rows) != len(ranks):
+        raise ValueError(f"{len(rows)} fingerprint rows for {len(ranks)} ranks")
+    _, local = weight_suspects(rows)
+    suspects = None if local is None else sorted(ranks[i] for i in local)
+    return ReplicaVerdict(tuple(ranks), suspects, tuple(differing))
 
 
 def node_names(entries: Mapping[int, str | None], world: int) -> list[str | None]:

@@ -20,6 +20,9 @@ class Schedule:
     |                     | replayer sits on the next node                                   |
     | check_on_checkpoint | a weight check before every save; a save happens only after it   |
     |                     | passes                                                           |
+    | verify_on_start     | compare the replicas' weights before the first step the driver   |
+    |                     | is given (after a load, before any update is built on it); the   |
+    |                     | step is not taken when they differ                               |
     """
 
     audit_every: int = 100
@@ -28,6 +31,7 @@ class Schedule:
     ckpt_every: int = 0
     peer_offset: int | None = None
     check_on_checkpoint: bool = True
+    verify_on_start: bool = True
 
     def __post_init__(self) -> None:
         for name in ("audit_every", "check_every", "ckpt_every"):
@@ -36,6 +40,10 @@ class Schedule:
                 raise ValueError(
                     f"Schedule.{name} must be an integer >= 0 (0: never), not {value!r}"
                 )
+        if not isinstance(self.verify_on_start, bool):
+            raise ValueError(
+                f"Schedule.verify_on_start must be True or False, not {self.verify_on_start!r}"
+            )
         offset = self.peer_offset
         if offset is not None and (
             isinstance(offset, bool) or not isinstance(offset, int) or offset < 1
