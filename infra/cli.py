@@ -1,6 +1,6 @@
 """`sdc`: the operator's command line for the SDC remediation pipeline.
 
-List and inspect incidents, approve or reject one, reset a storm hold (through the approval
+List and inspect incidents, approve (replace), reboot or reject one, reset a storm hold (through the approval
 state machine, exactly like the console, so the audit log is the same), verify the audit log's hash chains, and
 re-send the reports a training rank spooled. It finds the deployment through its stack's
 Outputs (`--stack`, default SdcRemediation) or a JSON file of them (`--outputs`).
@@ -44,6 +44,7 @@ from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
 from lambdas.adapters.incident_queries import OPEN_STATES, DynamoAuditChains, DynamoIncidentQueries
 from lambdas.logic import cards, evidence
 from lambdas.logic.audit import ChainVerdict, verify_chain
+from lambdas.logic.lifecycle import MAX_REBOOTS, reboots_done
 from lambdas.logic.recommendation import Recommendation, recommend
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import AwsError, SdcError
@@ -216,7 +217,12 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
     incident = op.incident(args.incident)
     entries = op.audit().entries(incident.incident_id)
     verdict = chain_verdict(entries)
-    advice = recommend(evidence.reports(incident), (incident.health_check or {}).get("result"))
+    advice = recommend(
+        evidence.reports(incident),
+        (incident.health_check or {}).get("result"),
+        job_level=incident.is_job,
+        rebooted=reboots_done(incident) > 0,
+    )
     if args.json:
         _print_json(
             {
@@ -412,6 +418,7 @@ def render_incident(
         "\n".join(header),
         *(p for p in card.text.split("\n\n") if p.startswith(CARD_SECTIONS)),
         "\n".join(["DECISION", *_decision_lines(incident)]),
+        *(["\n".join(["REBOOT", *_reboot_lines(incident)])] if incident.reboot else []),
         "\n".join(["REPLACEMENT", *_replacement_lines(incident)]),
     ]
     if incident.error:
@@ -422,6 +429,11 @@ def render_incident(
             "\n".join(
                 [
                     "TO DECIDE",
+                    *(
+                        [f'  sdc reboot {incident.incident_id} -m "<why>"']
+                        if reboots_done(incident) < MAX_REBOOTS
+                        else []
+                    ),
                     f'  sdc approve {incident.incident_id} -m "<why>"',
                     f'  sdc reject {incident.incident_id} -m "<why>"',
                     f"  or start an execution of {where.approval_state_machine_arn}",
@@ -483,6 +495,18 @@ def _decision_lines(incident: Incident) -> list[str]:
     ]
 
 
+def _reboot_lines(incident: Incident) -> list[str]:
+    reboot = incident.reboot or {}
+    decision = reboot.get("decision") or {}
+    dry_run = " (dry run: nothing was rebooted)" if reboot.get("dry_run") else ""
+    return [
+        f"  status: {reboot.get('status')}{dry_run}, through {reboot.get('path')}",
+        f"  decided by {decision.get('approval_execution_arn')} at {_when(decision.get('at'))}",
+        f"  comment: {decision.get('comment') or '(none)'}",
+        f"  node status: {reboot.get('node_status') or 'unknown'}",
+    ]
+
+
 def _replacement_lines(incident: Incident) -> list[str]:
     replacement = incident.replacement
     if not replacement:
@@ -500,6 +524,8 @@ def render_decision(
     if ended.status == "SUCCEEDED":
         after = {
             Decision.APPROVE: "the remediation replaces the node next",
+            Decision.REBOOT: "the node is rebooted, health-checked again and released if that "
+            "passes (if not, you are asked again)",
             Decision.REJECT: "the incident closes as rejected; nothing is replaced",
             Decision.RESET: "the storm hold is lifted; new alarms act again",
         }[decision]
@@ -711,6 +737,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for decision, summary, subject in (
         ("approve", "approve replacing the incident's node", "INCIDENT"),
+        ("reboot", "reboot the incident's node, then health-check it again", "INCIDENT"),
         ("reject", "reject: close the incident, replace nothing", "INCIDENT"),
         ("reset", "reset a storm hold: new alarms of its cluster act again", "HOLD"),
     ):

@@ -12,8 +12,8 @@ shape follows docs/pipeline.md:
                           else → RequestApproval)
       (HealthCheckDone? also: passed after an approved reboot → CloseRebooted)
     RequestApproval (.waitForTaskToken, TimeoutSeconds; States.Timeout → CloseExpired)
-      → Decision? (approve → ReplaceNode; reboot → RebootNode; reject → CloseRejected;
-                   else → UnknownDecision)
+      → Decision? (approve → ReplaceNode; reboot and reboots < MAX_REBOOTS → CountReboot
+                   → RebootNode; reject → CloseRejected; else → UnknownDecision)
     RebootNode → Rebooted? ("held" → CloseHeld; "gone" → CloseReplacedByHyperPod;
                             "retry" and retries < max → CountRebootRetry → WaitToRetryReboot
                                                          → RebootNode;
@@ -53,6 +53,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from infra.settings import Settings
+from lambdas.logic.lifecycle import MAX_REBOOTS
 
 LAMBDA_INVOKE: Final = "arn:aws:states:::lambda:invoke"
 LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN: Final = "arn:aws:states:::lambda:invoke.waitForTaskToken"
@@ -215,6 +216,7 @@ def _reboot_states(fn: Mapping[str, str], s: Settings) -> dict[str, State]:
     """The reboot an approver chose: request it (retried like the replacement), wait until the
     node is Running again (bounded), then run the deep health check again from the top."""
     return {
+        "CountReboot": _count("reboots", "RebootNode"),
         "RebootNode": _task(
             fn["reboot_node"], _incident(), result_path="$.reboot", next_state="Rebooted?"
         ),
@@ -318,6 +320,7 @@ def remediation_definition(
                 "replace_retries": {"count": 0},
                 "reboot": {"count": 0},
                 "reboot_retries": {"count": 0},
+                "reboots": {"count": 0},
             },
             "ResultPath": "$.polls",
             "Next": "IsolateNode",
@@ -417,8 +420,11 @@ def remediation_definition(
                     "Next": "ReplaceNode",
                 },
                 {
-                    **_when("$.decision.decision", {"StringEquals": "reboot"}),
-                    "Next": "RebootNode",
+                    "And": [
+                        _when("$.decision.decision", {"StringEquals": "reboot"}),
+                        {"Variable": "$.polls.reboots.count", "NumericLessThan": MAX_REBOOTS},
+                    ],
+                    "Next": "CountReboot",
                 },
                 {
                     **_when("$.decision.decision", {"StringEquals": "reject"}),
@@ -429,7 +435,8 @@ def remediation_definition(
         },
         "UnknownDecision": _failure(
             "UnknownDecision",
-            "The approval task completed without 'approve', 'reboot' or 'reject'.",
+            "The approval task completed without 'approve', 'reboot' or 'reject' (or with a "
+            "reboot beyond the one an incident may have).",
         ),
         **_reboot_states(fn, s),
         "ReplaceNode": _task(

@@ -125,7 +125,7 @@ class Scenario:
     summary: str
     alarm: dict[str, Any]
     decision: str | None
-    """What the drill's approver does: "approve", "reject", or None (never answers)."""
+    """What the drill's approver does: "approve", "reboot", "reject", or None (never answers)."""
     expect: str
     """The final state every incident must reach."""
     context: dict[str, Any] = field(default_factory=dict)
@@ -133,6 +133,10 @@ class Scenario:
     """How often each contributor event is delivered (EventBridge is at-least-once)."""
     replaced: bool = False
     """Whether BatchReplaceClusterNodes must have been called (and only then)."""
+    rebooted: bool = False
+    """Whether BatchRebootClusterNodes must have been called (and only then)."""
+    recommends: str | None = None
+    """The recommendation the approval card must make (its RECOMMENDATION line), if checked."""
     approval: bool = True
     """Whether the incident asks for a decision (a health-check-only incident does not)."""
     node_recovery: str = "None"
@@ -165,6 +169,16 @@ SCENARIOS = {
             "approve",
             "replaced",
             replaced=True,
+        ),
+        Scenario(
+            "reboot-transient",
+            "a transient verdict on rank 13: the card recommends a reboot; the approver reboots, "
+            "the deep health check after it passes, the node is released; nothing is replaced",
+            NONFINITE_TRANSIENT,
+            "reboot",
+            "rebooted",
+            rebooted=True,
+            recommends="reboot",
         ),
         Scenario(
             "weight-suspect",
@@ -294,7 +308,7 @@ def run_scenario(
     ask: Callable[[Any, str, str], str | None] | None = None,
 ) -> Outcome:
     """Run one scenario end to end and judge it. `ask(run, incident_id, card)` replaces the
-    scripted approver (interactive and serve modes): it returns "approve" or "reject" for the
+    scripted approver (interactive and serve modes): it returns "approve", "reboot" or "reject" for the
     drill to send, or None when the decision was made elsewhere (the CLI, against the served
     endpoint)."""
     from infra.local.run import LocalRun, default_cluster  # heavy: moto, CDK on first synth
@@ -407,6 +421,7 @@ def run_scenario(
                 i,
                 scenario.expect,
                 "replaced",
+                "rebooted",
                 "rejected",
                 "expired",
                 "failed",
@@ -433,6 +448,7 @@ def run_scenario(
                 for e in entries
             ]
         replace_calls = run.hyperpod.calls_to("BatchReplaceClusterNodes")
+        reboot_calls = run.hyperpod.calls_to("BatchRebootClusterNodes")
         health_checks = run.hyperpod.calls_to("StartClusterHealthCheck")
         notices = [n["attributes"].get("kind") for n in run.inbox + run.notifications()]
         holds = [run.deps.guard.get_hold(h.hold_id) or h for h in holds]
@@ -440,6 +456,7 @@ def run_scenario(
     timeline.sort(key=lambda line: line.at)
 
     problems = _judge(scenario, finals, replace_calls, chain_ok, ask is not None)
+    problems += _judge_recovery(scenario, reboot_calls, card, ask is not None)
     problems += [
         f"{i.instance_id}'s Kubernetes node is still cordoned or tainted after the incident "
         f"closed as {i.state.value}"
@@ -521,6 +538,24 @@ def _judge(
         problems.append(
             f"BatchReplaceClusterNodes was called {len(replace_calls)} times; expected none"
         )
+    return problems
+
+
+def _judge_recovery(
+    scenario: Scenario, reboot_calls: list[dict[str, Any]], card: str | None, interactive: bool
+) -> list[str]:
+    """The reboot tier: rebooted exactly when the scenario says, and the card's recommendation."""
+    problems: list[str] = []
+    if interactive:
+        return problems
+    if scenario.rebooted and len(reboot_calls) != 1:
+        problems.append(f"expected one BatchRebootClusterNodes call, saw {len(reboot_calls)}")
+    if not scenario.rebooted and reboot_calls:
+        problems.append(
+            f"BatchRebootClusterNodes was called {len(reboot_calls)} times; expected none"
+        )
+    if scenario.recommends and f"RECOMMENDATION: {scenario.recommends.upper()}" not in (card or ""):
+        problems.append(f"the approval card does not recommend {scenario.recommends}")
     return problems
 
 
@@ -702,8 +737,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _serve_until_decided(run, incident_id, args.serve)
             return None
         while True:
-            answer = input(f"\nDecision for {incident_id} [approve/reject]: ").strip().lower()
-            if answer in ("approve", "reject"):
+            answer = (
+                input(f"\nDecision for {incident_id} [approve/reboot/reject]: ").strip().lower()
+            )
+            if answer in ("approve", "reboot", "reject"):
                 return answer
 
     names = sorted(SCENARIOS) if args.scenario == "all" else [args.scenario]

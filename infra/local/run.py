@@ -59,7 +59,7 @@ CLUSTER = "ml-cluster-1"
 CLUSTER_ID = "ab12cd34ef56"
 EKS_CLUSTER = "ml-eks-1"
 """The EKS cluster that orchestrates CLUSTER; its Kubernetes API is the local stand-in."""
-TERMINAL = frozenset({"replaced", "rejected", "expired", "failed", "skipped"})
+TERMINAL = frozenset({"replaced", "rebooted", "rejected", "expired", "failed", "skipped"})
 
 LOCAL_CONTEXT: dict[str, Any] = {
     "sdc:clusters": {CLUSTER: CLUSTER_ID},
@@ -71,6 +71,8 @@ LOCAL_CONTEXT: dict[str, Any] = {
     "sdc:replacementMaxPolls": 10,
     "sdc:replaceRetrySeconds": 1,
     "sdc:replaceMaxRetries": 2,
+    "sdc:rebootPollSeconds": 1,
+    "sdc:rebootMaxPolls": 10,
 }
 """The deployment the local run synthesizes: short waits, so a run takes seconds, not hours."""
 

@@ -91,6 +91,7 @@ def test_the_incident_is_on_the_instance_the_alarm_names(outcomes, name, instanc
         "weight-no-majority",
         "hyperpod-replaces",
         "storm-hold",
+        "reboot-transient",
     ],
 )
 def test_scenarios_without_approval_or_with_dry_run_never_call_replace(outcomes, name):
@@ -138,6 +139,26 @@ def test_a_storm_holds_every_node_under_one_hold_one_notice_and_an_audited_reset
         ]
     assert "storm" in (outcome.notification or "")
     assert '"decision": "reset"' in (outcome.notification or "")
+
+
+def test_a_transient_verdict_is_rebooted_health_checked_again_and_released(outcomes):
+    outcome = outcomes("reboot-transient")
+
+    (incident,) = outcome.incidents
+    assert incident["state"] == "rebooted"
+    assert "RECOMMENDATION: REBOOT, THEN HEALTH-CHECK AGAIN" in (outcome.notification or "")
+    steps = [a for a in actions(outcome) if a not in ("evidence_attached", "reboot_status")]
+    assert steps == [
+        *UP_TO_REPLACEMENT[: UP_TO_REPLACEMENT.index("replacement_requested")],
+        "reboot_requested",
+        "reboot_done",
+        "health_check_started",
+        "health_check_status",
+        "node_released",
+        "incident_closed",
+        "closed_notified",
+    ]
+    assert outcome.replace_calls == []
 
 
 def test_a_timed_out_approval_records_no_decision(outcomes):

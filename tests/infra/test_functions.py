@@ -104,6 +104,7 @@ def test_the_functions_that_act_are_told_the_pause_switch(template):
         "start_health_check",
         "check_health",
         "replace_node",
+        "reboot_node",
     }
     env = _env(template, "OpenIncidentFunction")
     assert env["PAUSE_PARAMETER"] == {"Ref": "PauseSwitchParameter"}

@@ -116,9 +116,12 @@ def test_hyperpod_actions_are_scoped_to_the_configured_clusters(template):
         assert resolved(template, statement["Resource"]) == expected
 
 
-def test_only_start_health_check_starts_health_checks_and_only_replace_node_replaces(template):
+def test_only_start_health_check_starts_health_checks_only_replace_node_replaces_and_only_reboot_node_reboots(
+    template,
+):
     assert _holders(template, "sagemaker:StartClusterHealthCheck") == {"StartHealthCheckFunction"}
     assert _holders(template, "sagemaker:BatchReplaceClusterNodes") == {"ReplaceNodeFunction"}
+    assert _holders(template, "sagemaker:BatchRebootClusterNodes") == {"RebootNodeFunction"}
     assert _holders(template, "sagemaker:DescribeClusterNode") == {
         "OpenIncidentFunction",
         "StoreReportFunction",
@@ -126,6 +129,8 @@ def test_only_start_health_check_starts_health_checks_and_only_replace_node_repl
         "CheckHealthFunction",
         "ReplaceNodeFunction",
         "CheckReplacementFunction",
+        "RebootNodeFunction",
+        "CheckRebootFunction",
     }
 
 
@@ -185,6 +190,7 @@ def test_the_pause_switch_is_read_only_with_get_parameter_on_its_one_arn(templat
         "StartHealthCheckFunction",
         "CheckHealthFunction",
         "ReplaceNodeFunction",
+        "RebootNodeFunction",
     }
     name = template["Resources"]["PauseSwitchParameter"]["Properties"]["Name"]
     assert name == "/SdcRemediation/paused"

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from infra.definitions import LAMBDA_INVOKE, LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN
+from infra.settings import Settings
 from infra.synth import function_handlers, placeholder_arns, state_machine_definitions
+from lambdas.logic.lifecycle import MAX_REBOOTS
 from tests.infra.conftest import CONTEXT, VARIANT_CONTEXT
 from tests.infra.template_tools import definition
 
@@ -22,7 +24,10 @@ TASK_MODULES = {
     "RequestApproval": "request_approval",
     "ReplaceNode": "replace_node",
     "CheckReplacement": "check_replacement",
+    "RebootNode": "reboot_node",
+    "CheckReboot": "check_reboot",
     "CloseReplaced": "close_incident",
+    "CloseRebooted": "close_incident",
     "CloseRejected": "close_incident",
     "CloseExpired": "close_incident",
     "CloseFailed": "close_incident",
@@ -144,6 +149,7 @@ def test_every_ending_closes_the_incident_with_its_outcome(remediation):
     states = remediation["States"]
     for name, outcome, end in [
         ("CloseReplaced", "replaced", "Closed"),
+        ("CloseRebooted", "rebooted", "Closed"),
         ("CloseRejected", "rejected", "Closed"),
         ("CloseExpired", "expired", "Closed"),
         ("CloseFailed", "failed", "Failed"),
@@ -221,20 +227,30 @@ def test_every_task_retries_the_steps_retryable_errors_with_backoff(remediation,
             assert retry["BackoffRate"] > 1, name
 
 
-def test_the_decision_branches_on_approve_and_reject(remediation):
+def test_the_decision_branches_on_approve_reboot_and_reject(remediation):
     choice = remediation["States"]["Decision?"]
+
+    def conditions(rule: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            c
+            for part in rule.get("And", [rule])
+            for c in (conditions(part) if "And" in part else [part])
+        ]
+
     branches = {
-        json.dumps(rule["And"][1], sort_keys=True): rule["Next"] for rule in choice["Choices"]
+        condition["StringEquals"]: rule["Next"]
+        for rule in choice["Choices"]
+        for condition in conditions(rule)
+        if condition.get("Variable") == "$.decision.decision" and "StringEquals" in condition
     }
 
     assert branches == {
-        json.dumps(
-            {"StringEquals": "approve", "Variable": "$.decision.decision"}, sort_keys=True
-        ): "ReplaceNode",
-        json.dumps(
-            {"StringEquals": "reject", "Variable": "$.decision.decision"}, sort_keys=True
-        ): "CloseRejected",
+        "approve": "ReplaceNode",
+        "reboot": "CountReboot",
+        "reject": "CloseRejected",
     }
+    (reboot,) = [rule for rule in choice["Choices"] if rule["Next"] == "CountReboot"]
+    assert {"Variable": "$.polls.reboots.count", "NumericLessThan": 1} in conditions(reboot)
     assert choice["Default"] == "UnknownDecision"
     assert remediation["States"]["UnknownDecision"]["Next"] == "CloseFailed"
 
@@ -289,17 +305,32 @@ def test_every_loop_is_bounded_by_a_counter_it_increments(remediation):
 
     visit(remediation["StartAt"])
 
-    # ... and every guarded edge closes a loop that increments the counter it tests.
-    assert set(guarded.values()) == {"health", "replacement", "replace_retries"}
+    # ... and every guarded edge closes loops that each increment the counter it tests: with
+    # the states that increment it taken out, the choice is no longer reachable from the edge.
+    assert set(guarded.values()) == {
+        "health",
+        "replacement",
+        "replace_retries",
+        "reboot",
+        "reboot_retries",
+        "reboots",
+    }
     for (choice, start), counter in guarded.items():
-        path, name = [], start
-        while name != choice:
-            path.append(name)
-            (name,) = [t for t in _targets(states[name]) if t not in ("CloseFailed",)]
-        increments = [
-            states[p]["Parameters"]["count.$"] for p in path if states[p]["Type"] == "Pass"
-        ]
-        assert increments == [f"States.MathAdd($.polls.{counter}.count, 1)"], (choice, start)
+        bump = f"States.MathAdd($.polls.{counter}.count, 1)"
+        increments = {
+            name
+            for name, state in states.items()
+            if state.get("Parameters", {}).get("count.$") == bump
+        }
+        assert increments, counter
+        seen, todo = set(), [start]
+        while todo:
+            name = todo.pop()
+            if name in seen or name in increments:
+                continue
+            assert name != choice, f"{choice} → {start} loops without incrementing {counter}"
+            seen.add(name)
+            todo.extend(_targets(states[name]))
 
 
 def test_loop_bounds_and_waits_follow_the_context(variant_template):
@@ -317,7 +348,11 @@ def test_loop_bounds_and_waits_follow_the_context(variant_template):
         "health": VARIANT_CONTEXT["sdc:healthCheckMaxPolls"],
         "replacement": VARIANT_CONTEXT["sdc:replacementMaxPolls"],
         "replace_retries": VARIANT_CONTEXT["sdc:replaceMaxRetries"],
+        "reboot": Settings().reboot_max_polls,
+        "reboot_retries": VARIANT_CONTEXT["sdc:replaceMaxRetries"],
+        "reboots": MAX_REBOOTS,
     }
+    assert states["WaitForReboot"]["Seconds"] == Settings().reboot_poll_seconds
     assert states["WaitForHealthCheck"]["Seconds"] == VARIANT_CONTEXT["sdc:healthCheckPollSeconds"]
     assert states["WaitForReplacement"]["Seconds"] == VARIANT_CONTEXT["sdc:replacementPollSeconds"]
     assert states["WaitToRetryReplace"]["Seconds"] == VARIANT_CONTEXT["sdc:replaceRetrySeconds"]
