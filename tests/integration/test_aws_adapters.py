@@ -23,6 +23,7 @@ from lambdas.models.errors import (
     TaskNotWaiting,
     Throttled,
 )
+from lambdas.models.hyperpod import BatchFailure
 from tests.integration.conftest import ROLE, SESSION, TRIVIAL_DEFINITION
 
 CLUSTER = "ml-cluster-1"
@@ -185,6 +186,45 @@ def test_replace_keeps_every_failed_entry_of_a_200_answer(sagemaker):
         ("i-0bbb1234def567890", "InternalServerError"),
     ]
     assert result.failure_for(INSTANCE).message == "busy"
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["InstanceIdNotFound", "InvalidInstanceStatus", "InstanceIdInUse", "InternalServerError"],
+)
+def test_reboot_sends_the_node_ids_and_keeps_each_documented_failed_code(sagemaker, code):
+    client, stubber = sagemaker
+    other = "i-0aaa1234def567890"
+    stubber.add_response(
+        "batch_reboot_cluster_nodes",
+        {
+            "Successful": [other],
+            "Failed": [{"NodeId": INSTANCE, "ErrorCode": code, "Message": "why"}],
+            **META,
+        },
+        {"ClusterName": CLUSTER, "NodeIds": [INSTANCE, other]},
+    )
+
+    result = SageMakerHyperPod(lambda: client).reboot_nodes(CLUSTER, [INSTANCE, other])
+
+    assert result.successful == (other,)
+    assert result.failure_for(INSTANCE) == BatchFailure(INSTANCE, code, "why")
+    assert result.request_id == "req-123"
+
+
+def test_reboot_of_an_unknown_cluster_is_cluster_not_found(sagemaker):
+    client, stubber = sagemaker
+    stubber.add_client_error(
+        "batch_reboot_cluster_nodes",
+        service_error_code="ResourceNotFound",
+        http_status_code=404,
+        expected_params={"ClusterName": "nope", "NodeIds": [INSTANCE]},
+    )
+
+    with pytest.raises(ClusterNotFound) as err:
+        SageMakerHyperPod(lambda: client).reboot_nodes("nope", [INSTANCE])
+
+    assert err.value.operation == "BatchRebootClusterNodes"
 
 
 def test_the_sagemaker_client_is_built_on_first_use_only():
