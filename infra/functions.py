@@ -99,6 +99,9 @@ class FunctionSpec:
     eks:DescribeCluster on them, `NODE_ISOLATION`, and an access entry (node_isolation.py)."""
     asynchronous: bool = False
     """Invoked by EventBridge (asynchronously): failures after retries go to the failure queue."""
+    recovers: bool = False
+    """Carries out an approved reboot or replacement: with `sdc:recoveryThroughNodeLabel` it
+    sets HyperPod's node health label, so it gets the Kubernetes access `kubernetes` gives."""
     acts_on_nodes: bool = False
     """Changes a node (cordon, deep health check, replacement, release): its concurrency is
     capped at `sdc:nodeActionConcurrency`, a limit beyond the guard's."""
@@ -171,6 +174,7 @@ SPECS: Final = (
         reads_pause_switch=True,
         timeout_seconds=60,
         acts_on_nodes=True,
+        recovers=True,
     ),
     FunctionSpec("check_replacement", "Polls the node replacement", hyperpod=HYPERPOD_READ),
     FunctionSpec(
@@ -180,6 +184,7 @@ SPECS: Final = (
         reads_pause_switch=True,
         timeout_seconds=60,
         acts_on_nodes=True,
+        recovers=True,
     ),
     FunctionSpec(
         "check_reboot", "Polls the rebooted node until it is Running again", hyperpod=HYPERPOD_READ
@@ -288,7 +293,10 @@ class Functions(Construct):
         self.kubernetes_roles: list[iam.IRole] = []
         for spec in SPECS:
             env = dict(common_env)
-            if spec.kubernetes and settings.node_isolation:
+            kubernetes = spec.kubernetes or (
+                spec.recovers and bool(settings.recovery_label_clusters)
+            )
+            if kubernetes and settings.node_isolation:
                 env["NODE_ISOLATION"] = settings.node_isolation_env()
             if spec.starts_remediation:
                 env["STATE_MACHINE_ARN"] = remediation_arn
@@ -309,7 +317,7 @@ class Functions(Construct):
                         resources=cluster_arns,
                     )
                 )
-            if spec.kubernetes and eks_arns:
+            if kubernetes and eks_arns:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(
                         sid="EksIsolationClusters",

@@ -30,6 +30,7 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 | `sdc:stormWindowSeconds` | integer, 60 .. 86400 | `900` | storm hold: the window (`STORM_WINDOW_SECONDS`) |
 | `sdc:nodeIsolation` | object: HyperPod cluster name (one of `sdc:clusters`) → EKS cluster name | `{}` | clusters whose suspect node is cordoned and tainted (`sdc.remediation/incident=<incident id>:NoSchedule`) while the incident is open, through that EKS cluster's Kubernetes API (`NODE_ISOLATION`); the stack adds an EKS access entry per cluster for the two functions that do it. Not listed: no isolation, and the approval card says so |
 | `sdc:nodeIsolationAccess` | `group` or `clusterAdminPolicy` | `group` | what the access entries grant: `group` maps the functions' roles to the Kubernetes group `sdc-remediation` (apply the RBAC manifest of docs/deploy.md: nodes get/list/patch only); `clusterAdminPolicy` associates `AmazonEKSClusterAdminPolicy` instead (no manifest, but full cluster admin: opt in knowingly) |
+| `sdc:recoveryThroughNodeLabel` | list of HyperPod cluster names (each one of `sdc:nodeIsolation`) | `[]` | clusters whose approved reboot or replacement is handed to HyperPod's own recovery by setting the node's `sagemaker.amazonaws.com/node-health-status` label (`UnschedulablePendingReboot` / `UnschedulablePendingReplacement`) instead of calling BatchRebootClusterNodes / BatchReplaceClusterNodes; used only while the cluster's NodeRecovery is `Automatic` (otherwise the API acts); the audit records the path. `reboot_node` and `replace_node` then get the EKS access `close_incident` has |
 | `sdc:nodeActionConcurrency` | integer, 1 .. 100 | `5` | reserved concurrency of each function that acts on a node (isolate, start the health check, replace, reboot, close and release): at most this many run at once, whatever the guard lets through; it is reserved out of the account's Lambda concurrency (five functions at this value each must leave the account its 100 unreserved) |
 | `sdc:pauseParameterName` | SSM parameter name or null | `/<stackName>/paused` | the pause switch: a String parameter the stack creates with value `false`; `aws ssm put-parameter --overwrite --name <it> --value true` pauses without a deploy (`PAUSE_PARAMETER`) |
 
@@ -132,6 +133,8 @@ class Settings:
     """(HyperPod cluster name, EKS cluster name) pairs whose suspect nodes are isolated."""
     node_isolation_access: str = "group"
     node_action_concurrency: int = 5
+    recovery_label_clusters: tuple[str, ...] = ()
+    """HyperPod clusters whose approved recoveries go through the node health label."""
 
     @property
     def eks_clusters(self) -> tuple[str, ...]:
@@ -141,7 +144,14 @@ class Settings:
     def node_isolation_env(self) -> str:
         """`NODE_ISOLATION` for the functions: the lambdas' settings format."""
         return json.dumps(
-            {name: {"isolate": True, "eks_cluster": eks} for name, eks in self.node_isolation},
+            {
+                name: {
+                    "isolate": True,
+                    "eks_cluster": eks,
+                    **({"recovery": "node_label"} if name in self.recovery_label_clusters else {}),
+                }
+                for name, eks in self.node_isolation
+            },
             sort_keys=True,
         )
 
@@ -174,6 +184,14 @@ class Settings:
         return settings
 
     def _check_totals(self) -> None:
+        isolated = {name for name, _ in self.node_isolation}
+        unlabelled = [name for name in self.recovery_label_clusters if name not in isolated]
+        if unlabelled:
+            raise SettingsError(
+                f"sdc:recoveryThroughNodeLabel names {', '.join(unlabelled)}, not in "
+                "sdc:nodeIsolation: the node health label is set through the EKS cluster that "
+                "isolation uses"
+            )
         unknown = [name for name, _ in self.node_isolation if name not in self.cluster_names]
         if unknown:
             raise SettingsError(
@@ -333,6 +351,16 @@ def _node_isolation(key: str, value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(pairs))
 
 
+def _cluster_names(key: str, value: Any) -> tuple[str, ...]:
+    expected = "a list of HyperPod cluster names"
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, list) or any(
+        not isinstance(v, str) or not CLUSTER_NAME_RE.match(v) for v in value
+    ):
+        raise _fail(key, value, expected)
+    return tuple(sorted(set(value)))
+
+
 def _parameter_name(key: str, value: Any) -> str | None:
     if value in ("", "null", "none"):
         return None
@@ -388,6 +416,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:stormWindowSeconds": ("storm_window_seconds", _integer(60, 86_400)),
     "sdc:pauseParameterName": ("pause_parameter", _parameter_name),
     "sdc:nodeActionConcurrency": ("node_action_concurrency", _integer(1, 100)),
+    "sdc:recoveryThroughNodeLabel": ("recovery_label_clusters", _cluster_names),
     "sdc:nodeIsolation": ("node_isolation", _node_isolation),
     "sdc:nodeIsolationAccess": (
         "node_isolation_access",

@@ -9,8 +9,9 @@ Three tools that nobody here wrote judge what `cdk synth` produces:
 | checkov (requirements-validators.txt, `--skip-download`: offline) | the whole CloudFormation template | security misconfigurations |
 
 Each runs on two templates (`TEMPLATES`): the default `cdk.json` context, which configures no
-cluster and so holds none of the HyperPod and EKS grants, and a context with two clusters and node
-isolation on one of them, which holds every grant the stack can make.
+cluster and so holds none of the HyperPod and EKS grants, and a context with two clusters, node
+isolation and recovery through the node health label on one of them, which holds every grant
+the stack can make.
 
 A finding is fixed, or acknowledged next to the code that causes it with a reason
 (`infra.nag`: checkov reads its own `Metadata.checkov.skip`; parliament's
@@ -48,6 +49,7 @@ CLUSTER_CONTEXT: Final[dict[str, Any]] = {
         "ml-cluster-2": "0123456789ab",
     },
     "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
+    "sdc:recoveryThroughNodeLabel": ["ml-cluster-1"],
     "sdc:notificationEmail": "oncall@example.com",
 }
 

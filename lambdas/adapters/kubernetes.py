@@ -129,6 +129,14 @@ class EksKubernetesNodes:
 
         return self._change(eks_cluster, node_name, plan)
 
+    def label(self, eks_cluster: str, node_name: str, key: str, value: str) -> str:
+        """A merge patch of `metadata.labels` (labels merge key by key: the others stay)."""
+        body = {"metadata": {"labels": {key: value}}}
+        answer = self._call(
+            eks_cluster, "PATCH", _node_path(node_name), body=body, content_type=MERGE_PATCH
+        )
+        return KubeNode.from_json(answer).resource_version
+
     def _change(
         self, eks_cluster: str, node_name: str, plan: Callable[[KubeNode], _Plan]
     ) -> NodeChange:

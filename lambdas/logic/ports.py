@@ -193,6 +193,11 @@ class KubernetesNodes(Protocol):
         """Remove `taint` (only it) and, when `clear_unschedulable`, set unschedulable false."""
         ...
 
+    def label(self, eks_cluster: str, node_name: str, key: str, value: str) -> str:
+        """Set one label on the node (a merge patch: every other label is kept); returns the
+        node's resourceVersion after it."""
+        ...
+
 
 class NoKubernetes:
     """No Kubernetes access configured: every call says so."""
@@ -209,6 +214,9 @@ class NoKubernetes:
     def uncordon(
         self, eks_cluster: str, node_name: str, taint: Taint, *, clear_unschedulable: bool
     ) -> NodeChange:
+        raise self._refuse()
+
+    def label(self, eks_cluster: str, node_name: str, key: str, value: str) -> str:
         raise self._refuse()
 
 

@@ -13,20 +13,23 @@ takes tens of minutes. When an approver decides `reboot`:
                   without a second human decision, and an incident is rebooted at most
                   `lifecycle.MAX_REBOOTS` times.
 
-Dry run: the reboot is recorded as "would reboot" and nothing is called.
+Dry run: the reboot is recorded as "would reboot" and nothing is called. A cluster that hands
+its recoveries to HyperPod (`lambdas.logic.recovery`) gets the node health label instead of the
+API call; the audit says which path acted.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lambdas.logic import guard, lifecycle
+from lambdas.logic import guard, lifecycle, recovery
 from lambdas.logic._steps import Step
 from lambdas.logic.ports import Deps
 from lambdas.logic.remediation import hold_in_flight, node_status_of
 from lambdas.models.errors import InvalidTransition, RebootNotApproved, RebootRejected
 from lambdas.models.hyperpod import BatchErrorCode, NodeStatus
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.kubernetes import PENDING_REBOOT
 from lambdas.models.payloads import (
     Decision,
     IncidentRef,
@@ -50,9 +53,6 @@ FAILED_CODES: dict[str, tuple[ReplaceStatus, str]] = {
 }
 """A `Failed[]` code → what it means for the reboot (as for the replacement: in use → in
 progress, a status or server error → retry later, not found → gone)."""
-
-API_PATH = "api"
-"""Who acted: this pipeline, through BatchRebootClusterNodes."""
 
 
 def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
@@ -96,6 +96,19 @@ def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 [check_id],
             )
         incident = step.update(ref.incident_id, _pending(step.now()), incident)
+        chosen = recovery.route(step, incident)
+        if chosen.path == recovery.NODE_LABEL:
+            chosen = recovery.hand_over(step, incident, chosen, PENDING_REBOOT)
+        if chosen.path == recovery.NODE_LABEL:
+            return _record(
+                step,
+                incident,
+                ReplaceStatus.REQUESTED,
+                "reboot_requested",
+                {"node_status": status_now, **recovery.details(chosen, PENDING_REBOOT)},
+                [check_id],
+                ours=True,
+            )
         result = deps.hyperpod.reboot_nodes(incident.cluster_name, [incident.instance_id])
         request_ids = [check_id, result.request_id]
         if incident.instance_id in result.successful:
@@ -104,7 +117,7 @@ def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 incident,
                 ReplaceStatus.REQUESTED,
                 "reboot_requested",
-                {"node_status": status_now},
+                {"node_status": status_now, **recovery.details(chosen)},
                 request_ids,
                 ours=True,
             )
@@ -115,7 +128,12 @@ def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 operation="BatchRebootClusterNodes",
                 request_id=result.request_id,
             )
-        details = {"code": failure.code, "message": failure.message, "node_status": status_now}
+        details = {
+            "code": failure.code,
+            "message": failure.message,
+            "node_status": status_now,
+            **recovery.details(chosen),
+        }
         answer = FAILED_CODES.get(failure.code)
         if answer is None:
             raise RebootRejected(
@@ -183,7 +201,7 @@ def _enter_rebooting(at: str) -> Any:
             **(current.reboot or {}),
             "decision": current.decision,
             "count": lifecycle.reboots_done(current) + 1,
-            "path": API_PATH,
+            "path": None,
             "status": None,
             "polls": 0,
             "seen_down": False,
@@ -223,6 +241,7 @@ def _record(
         previous = current.reboot or {}
         current.reboot = {
             **previous,
+            "path": details.get("path", previous.get("path")),
             "status": status.value,
             "attempts": attempts,
             "dry_run": dry_run,
@@ -243,7 +262,6 @@ def _record(
             "status": status.value,
             "instance_id": incident.instance_id,
             "attempt": attempts,
-            "path": API_PATH,
             **details,
         },
         request_ids,

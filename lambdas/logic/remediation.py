@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lambdas.logic import cards, guard, isolation, lifecycle
+from lambdas.logic import cards, guard, isolation, lifecycle, recovery
 from lambdas.logic._steps import Step, send_notice
 from lambdas.logic.history import record_history
 from lambdas.logic.ports import Deps
@@ -23,6 +23,7 @@ from lambdas.models.errors import (
 from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import BatchErrorCode, NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope
+from lambdas.models.kubernetes import PENDING_REPLACEMENT
 from lambdas.models.payloads import (
     CloseRequest,
     CloseResult,
@@ -438,6 +439,19 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
             )
 
         incident = step.update(ref.incident_id, _pending(step.now()), incident)
+        chosen = recovery.route(step, incident)
+        if chosen.path == recovery.NODE_LABEL:
+            chosen = recovery.hand_over(step, incident, chosen, PENDING_REPLACEMENT)
+        if chosen.path == recovery.NODE_LABEL:
+            return _record_replacement(
+                step,
+                incident,
+                ReplaceStatus.REQUESTED,
+                "replacement_requested",
+                {"node_status": status_now, **recovery.details(chosen, PENDING_REPLACEMENT)},
+                [check_id],
+                ours=True,
+            )
         result = deps.hyperpod.replace_nodes(incident.cluster_name, [incident.instance_id])
         request_ids = [check_id, result.request_id]
         if incident.instance_id in result.successful:
@@ -446,7 +460,7 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 incident,
                 ReplaceStatus.REQUESTED,
                 "replacement_requested",
-                {"node_status": status_now},
+                {"node_status": status_now, **recovery.details(chosen)},
                 request_ids,
                 ours=True,
             )
@@ -457,7 +471,12 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 operation="BatchReplaceClusterNodes",
                 request_id=result.request_id,
             )
-        details = {"code": failure.code, "message": failure.message, "node_status": status_now}
+        details = {
+            "code": failure.code,
+            "message": failure.message,
+            "node_status": status_now,
+            **recovery.details(chosen),
+        }
         if failure.code == BatchErrorCode.INSTANCE_ID_IN_USE:
             # In use: by our own earlier request (a retry after a crash) or by HyperPod.
             return _record_replacement(

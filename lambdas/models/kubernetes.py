@@ -13,6 +13,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+NODE_HEALTH_LABEL: Final = "sagemaker.amazonaws.com/node-health-status"
+"""HyperPod's node health label on EKS: with NodeRecovery Automatic, HyperPod reboots a node set
+to `UnschedulablePendingReboot` and replaces one set to `UnschedulablePendingReplacement`."""
+PENDING_REBOOT: Final = "UnschedulablePendingReboot"
+PENDING_REPLACEMENT: Final = "UnschedulablePendingReplacement"
+
 TAINT_KEY: Final = "sdc.remediation/incident"
 """The key of the NoSchedule taint that names the incident a node is isolated for."""
 TAINT_EFFECT: Final = "NoSchedule"

@@ -45,8 +45,13 @@ class IsolationConfig:
 
     isolate: bool
     eks_cluster: str | None = None
+    recovery: str = "api"
+    """How an approved reboot or replacement is carried out: "api" (BatchRebootClusterNodes /
+    BatchReplaceClusterNodes) or "node_label" (HyperPod's node health label, acted on by HyperPod
+    itself when the cluster's NodeRecovery is Automatic)."""
 
 
+RECOVERY_PATHS = ("api", "node_label")
 ISOLATION_OFF = IsolationConfig(isolate=False)
 
 
@@ -139,7 +144,8 @@ def _split(raw: str) -> tuple[str, ...]:
 
 def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]:
     """`NODE_ISOLATION`: a JSON object, HyperPod cluster name → {"isolate": bool,
-    "eks_cluster": "<EKS cluster name>" (optional)}; empty = no cluster isolated."""
+    "eks_cluster": "<EKS cluster name>" (optional), "recovery": "api" | "node_label" (optional,
+    default api)}; empty = no cluster isolated."""
     if not raw.strip():
         return {}
     expected = (
@@ -159,12 +165,17 @@ def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]
         if not isinstance(value, dict) or not isinstance(value.get("isolate"), bool):
             problems.append(f'{expected}; {cluster!r} needs "isolate": true or false')
             continue
-        unknown = sorted(set(value) - {"isolate", "eks_cluster"})
+        unknown = sorted(set(value) - {"isolate", "eks_cluster", "recovery"})
         eks = value.get("eks_cluster")
+        recovery = value.get("recovery", "api")
         if unknown:
             problems.append(f"{expected}; {cluster!r} has unknown keys {unknown}")
         elif eks is not None and (not isinstance(eks, str) or not EKS_CLUSTER_NAME_RE.match(eks)):
             problems.append(f"{expected}; {cluster!r} has a bad eks_cluster {eks!r}")
+        elif recovery not in RECOVERY_PATHS:
+            problems.append(
+                f"{expected}; {cluster!r} has recovery {recovery!r}, not one of {RECOVERY_PATHS}"
+            )
         else:
-            configs[cluster] = IsolationConfig(value["isolate"], eks)
+            configs[cluster] = IsolationConfig(value["isolate"], eks, recovery)
     return configs

@@ -109,3 +109,62 @@ def test_bad_node_isolation_context_is_refused_naming_the_key(context, says):
 
 def _list(value):
     return value if isinstance(value, list) else [value]
+
+
+# -- recovery through HyperPod's node health label -------------------------------------------
+
+RECOVERING_FUNCTIONS = {s.logical_id for s in SPECS if s.recovers}
+
+
+@pytest.fixture(scope="module")
+def labelled_template(lambda_asset):
+    from infra.synth import synthesize
+    from tests.infra.conftest import CONTEXT
+
+    context = {**CONTEXT, "sdc:recoveryThroughNodeLabel": ["ml-cluster-1"]}
+    return synthesize(context, code_asset=lambda_asset).template
+
+
+def test_the_functions_that_recover_nodes_are_reboot_node_and_replace_node():
+    assert {"RebootNodeFunction", "ReplaceNodeFunction"} == RECOVERING_FUNCTIONS
+
+
+def test_label_recovery_gives_the_recovering_functions_the_patching_functions_access(
+    labelled_template,
+):
+    patching = KUBERNETES_FUNCTIONS | RECOVERING_FUNCTIONS
+    roles = {
+        labelled_template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0] for fn in patching
+    }
+
+    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in _entries(labelled_template)} == roles
+    for logical_id in patching:
+        env = labelled_template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
+        assert json.loads(env["NODE_ISOLATION"]) == {
+            "ml-cluster-1": {"isolate": True, "eks_cluster": "ml-eks-1", "recovery": "node_label"}
+        }
+        (statement,) = [
+            s
+            for s in statements_of_function(labelled_template, logical_id)
+            if any(a.startswith("eks:") for a in actions(s))
+        ]
+        assert actions(statement) == {"eks:DescribeCluster"}
+
+
+def test_without_label_recovery_the_recovering_functions_get_no_kubernetes_access(template):
+    for logical_id in RECOVERING_FUNCTIONS:
+        env = template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
+        assert "NODE_ISOLATION" not in env
+        statements = statements_of_function(template, logical_id)
+        assert not [s for s in statements if any(a.startswith("eks:") for a in actions(s))]
+
+
+def test_label_recovery_for_a_cluster_without_isolation_is_refused():
+    with pytest.raises(SettingsError, match="sdc:recoveryThroughNodeLabel names ml-cluster-2"):
+        Settings.from_context(
+            {
+                "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56", "ml-cluster-2": "0123456789ab"},
+                "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
+                "sdc:recoveryThroughNodeLabel": ["ml-cluster-2"],
+            }
+        )

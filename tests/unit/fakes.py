@@ -370,6 +370,13 @@ class FakeKubernetesNodes:
             raw["rv"] = str(next(self._versions))
         return NodeChange(node_name, raw["rv"], cleared, removed)
 
+    def label(self, eks_cluster: str, node_name: str, key: str, value: str) -> str:
+        self._enter("label", eks_cluster, node_name)
+        raw = self._get(eks_cluster, node_name)
+        raw.setdefault("labels", {})[key] = value
+        raw["rv"] = str(next(self._versions))
+        return str(raw["rv"])
+
 
 @dataclass
 class SteppingClock:
