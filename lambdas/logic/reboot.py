@@ -20,16 +20,16 @@ API call; the audit says which path acted.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from lambdas.logic import guard, lifecycle, recovery
 from lambdas.logic._steps import Step
 from lambdas.logic.ports import Deps
 from lambdas.logic.remediation import hold_in_flight, node_status_of
-from lambdas.models.errors import InvalidTransition, RebootNotApproved, RebootRejected
-from lambdas.models.hyperpod import BatchErrorCode, NodeStatus
+from lambdas.models.errors import InvalidTransition, RebootNotApproved
+from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.kubernetes import PENDING_REBOOT
 from lambdas.models.payloads import (
     Decision,
     IncidentRef,
@@ -44,15 +44,6 @@ S = IncidentState
 RUNNING_POLLS_WITHOUT_DOWN = 2
 """HyperPod may report a quick reboot as Running throughout: after this many polls that all saw
 Running (the first one a poll interval after the request), the reboot counts as done."""
-
-FAILED_CODES: dict[str, tuple[ReplaceStatus, str]] = {
-    BatchErrorCode.INSTANCE_ID_IN_USE: (ReplaceStatus.IN_PROGRESS, "reboot_in_progress"),
-    BatchErrorCode.INVALID_INSTANCE_STATUS: (ReplaceStatus.RETRY, "reboot_retry"),
-    BatchErrorCode.INTERNAL_SERVER_ERROR: (ReplaceStatus.RETRY, "reboot_retry"),
-    BatchErrorCode.INSTANCE_ID_NOT_FOUND: (ReplaceStatus.GONE, "node_gone"),
-}
-"""A `Failed[]` code → what it means for the reboot (as for the replacement: in use → in
-progress, a status or server error → retry later, not found → gone)."""
 
 
 def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
@@ -96,55 +87,10 @@ def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 [check_id],
             )
         incident = step.update(ref.incident_id, _pending(step.now()), incident)
-        chosen = recovery.route(step, incident)
-        if chosen.path == recovery.NODE_LABEL:
-            chosen = recovery.hand_over(step, incident, chosen, PENDING_REBOOT)
-        if chosen.path == recovery.NODE_LABEL:
-            return _record(
-                step,
-                incident,
-                ReplaceStatus.REQUESTED,
-                "reboot_requested",
-                {"node_status": status_now, **recovery.details(chosen, PENDING_REBOOT)},
-                [check_id],
-                ours=True,
-            )
-        result = deps.hyperpod.reboot_nodes(incident.cluster_name, [incident.instance_id])
-        request_ids = [check_id, result.request_id]
-        if incident.instance_id in result.successful:
-            return _record(
-                step,
-                incident,
-                ReplaceStatus.REQUESTED,
-                "reboot_requested",
-                {"node_status": status_now, **recovery.details(chosen)},
-                request_ids,
-                ours=True,
-            )
-        failure = result.failure_for(incident.instance_id)
-        if failure is None:
-            raise RebootRejected(
-                "BatchRebootClusterNodes named the node neither successful nor failed",
-                operation="BatchRebootClusterNodes",
-                request_id=result.request_id,
-            )
-        details = {
-            "code": failure.code,
-            "message": failure.message,
-            "node_status": status_now,
-            **recovery.details(chosen),
-        }
-        answer = FAILED_CODES.get(failure.code)
-        if answer is None:
-            raise RebootRejected(
-                f"BatchRebootClusterNodes refused {failure.node_id}: {failure.code} "
-                f"{failure.message or ''}".strip(),
-                operation="BatchRebootClusterNodes",
-                code=failure.code,
-                request_id=result.request_id,
-            )
-        status, action = answer
-        return _record(step, incident, status, action, details, request_ids, ours=ours)
+        record = functools.partial(_record, step, incident)
+        return recovery.send(
+            step, incident, recovery.REBOOT, status_now, check_id, record, ours=ours
+        )
 
 
 def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:

@@ -13,16 +13,67 @@ says which path acted and why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, Protocol
 
 from lambdas.logic._steps import Step, error_details
-from lambdas.models.errors import KubernetesError
-from lambdas.models.hyperpod import NodeRecovery
+from lambdas.models.errors import AwsError, KubernetesError, RebootRejected, ReplacementRejected
+from lambdas.models.hyperpod import BatchErrorCode, NodeRecovery
 from lambdas.models.incident import Incident
-from lambdas.models.kubernetes import NODE_HEALTH_LABEL
+from lambdas.models.kubernetes import NODE_HEALTH_LABEL, PENDING_REBOOT, PENDING_REPLACEMENT
+from lambdas.models.payloads import ReplaceNodeResult, ReplaceStatus
 
 API: Final = "api"
 NODE_LABEL: Final = "node_label"
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A recovery the approver can choose: how it is asked for and how it is audited."""
+
+    name: str
+    """The audit actions' prefix: `<name>_requested`, `<name>_in_progress`, `<name>_retry`."""
+    operation: str
+    method: str
+    """The HyperPod port's method for `operation`."""
+    label: str
+    """The node health label value that hands it to HyperPod."""
+    rejected: type[AwsError]
+
+
+REPLACEMENT: Final = Kind(
+    "replacement",
+    "BatchReplaceClusterNodes",
+    "replace_nodes",
+    PENDING_REPLACEMENT,
+    ReplacementRejected,
+)
+REBOOT: Final = Kind(
+    "reboot", "BatchRebootClusterNodes", "reboot_nodes", PENDING_REBOOT, RebootRejected
+)
+
+FAILED_CODES: Final[dict[str, tuple[ReplaceStatus, str | None]]] = {
+    BatchErrorCode.INSTANCE_ID_IN_USE: (ReplaceStatus.IN_PROGRESS, "in_progress"),
+    BatchErrorCode.INVALID_INSTANCE_STATUS: (ReplaceStatus.RETRY, "retry"),
+    BatchErrorCode.INTERNAL_SERVER_ERROR: (ReplaceStatus.RETRY, "retry"),
+    BatchErrorCode.INSTANCE_ID_NOT_FOUND: (ReplaceStatus.GONE, None),
+}
+"""A `Failed[]` code of either batch call → what it means: in use (our earlier request after a
+crash, or HyperPod's own recovery) → in progress; a status or server error → retry later
+(bounded by the state machine); not found → the node is gone; anything else fails the step."""
+
+
+class Recorder(Protocol):
+    """Records what the request did on the incident and in the audit log; the step's result."""
+
+    def __call__(
+        self,
+        status: ReplaceStatus,
+        action: str,
+        details: dict[str, Any],
+        request_ids: list[str | None],
+        *,
+        ours: bool = False,
+    ) -> ReplaceNodeResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +128,66 @@ def details(chosen: Route, value: str | None = None) -> dict[str, str]:
     if chosen.path == NODE_LABEL and value is not None:
         record |= {"label": f"{NODE_HEALTH_LABEL}={value}", "node_name": str(chosen.node_name)}
     return record
+
+
+def send(
+    step: Step,
+    incident: Incident,
+    kind: Kind,
+    status_now: str,
+    check_id: str | None,
+    record: Recorder,
+    *,
+    ours: bool,
+) -> ReplaceNodeResult:
+    """Carry out `kind` for the incident's node, after its request was written ahead: through
+    the node health label where the cluster hands recoveries to HyperPod, else the batch call,
+    reading its per-node `Failed[]` code (`FAILED_CODES`). `ours`: whether an earlier attempt
+    of this incident may already have asked (a retry after a crash)."""
+    chosen = route(step, incident)
+    if chosen.path == NODE_LABEL:
+        chosen = hand_over(step, incident, chosen, kind.label)
+    if chosen.path == NODE_LABEL:
+        return record(
+            ReplaceStatus.REQUESTED,
+            f"{kind.name}_requested",
+            {"node_status": status_now, **details(chosen, kind.label)},
+            [check_id],
+            ours=True,
+        )
+    call = getattr(step.deps.hyperpod, kind.method)
+    result = call(incident.cluster_name, [incident.instance_id])
+    request_ids = [check_id, result.request_id]
+    if incident.instance_id in result.successful:
+        return record(
+            ReplaceStatus.REQUESTED,
+            f"{kind.name}_requested",
+            {"node_status": status_now, **details(chosen)},
+            request_ids,
+            ours=True,
+        )
+    failure = result.failure_for(incident.instance_id)
+    if failure is None:
+        raise kind.rejected(
+            f"{kind.operation} named the node neither successful nor failed",
+            operation=kind.operation,
+            request_id=result.request_id,
+        )
+    answer = FAILED_CODES.get(failure.code)
+    if answer is None:
+        raise kind.rejected(
+            f"{kind.operation} refused {failure.node_id}: {failure.code} "
+            f"{failure.message or ''}".strip(),
+            operation=kind.operation,
+            code=failure.code,
+            request_id=result.request_id,
+        )
+    status, suffix = answer
+    failed = {
+        "code": failure.code,
+        "message": failure.message,
+        "node_status": status_now,
+        **details(chosen),
+    }
+    action = f"{kind.name}_{suffix}" if suffix else "node_gone"
+    return record(status, action, failed, request_ids, ours=ours)

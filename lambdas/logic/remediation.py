@@ -7,6 +7,7 @@ machine's Catch routes to close-as-failed. Closing is the end of every path, fai
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -18,12 +19,10 @@ from lambdas.models.errors import (
     InvalidTransition,
     NodeNotFound,
     ReplacementNotApproved,
-    ReplacementRejected,
 )
 from lambdas.models.guard import HoldKind
-from lambdas.models.hyperpod import BatchErrorCode, NodeRecovery, NodeStatus
+from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope
-from lambdas.models.kubernetes import PENDING_REPLACEMENT
 from lambdas.models.payloads import (
     CloseRequest,
     CloseResult,
@@ -439,78 +438,9 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
             )
 
         incident = step.update(ref.incident_id, _pending(step.now()), incident)
-        chosen = recovery.route(step, incident)
-        if chosen.path == recovery.NODE_LABEL:
-            chosen = recovery.hand_over(step, incident, chosen, PENDING_REPLACEMENT)
-        if chosen.path == recovery.NODE_LABEL:
-            return _record_replacement(
-                step,
-                incident,
-                ReplaceStatus.REQUESTED,
-                "replacement_requested",
-                {"node_status": status_now, **recovery.details(chosen, PENDING_REPLACEMENT)},
-                [check_id],
-                ours=True,
-            )
-        result = deps.hyperpod.replace_nodes(incident.cluster_name, [incident.instance_id])
-        request_ids = [check_id, result.request_id]
-        if incident.instance_id in result.successful:
-            return _record_replacement(
-                step,
-                incident,
-                ReplaceStatus.REQUESTED,
-                "replacement_requested",
-                {"node_status": status_now, **recovery.details(chosen)},
-                request_ids,
-                ours=True,
-            )
-        failure = result.failure_for(incident.instance_id)
-        if failure is None:
-            raise ReplacementRejected(
-                "BatchReplaceClusterNodes named the node neither successful nor failed",
-                operation="BatchReplaceClusterNodes",
-                request_id=result.request_id,
-            )
-        details = {
-            "code": failure.code,
-            "message": failure.message,
-            "node_status": status_now,
-            **recovery.details(chosen),
-        }
-        if failure.code == BatchErrorCode.INSTANCE_ID_IN_USE:
-            # In use: by our own earlier request (a retry after a crash) or by HyperPod.
-            return _record_replacement(
-                step,
-                incident,
-                ReplaceStatus.IN_PROGRESS,
-                "replacement_in_progress",
-                details,
-                request_ids,
-                ours=ours,
-            )
-        if failure.code in (
-            BatchErrorCode.INVALID_INSTANCE_STATUS,
-            BatchErrorCode.INTERNAL_SERVER_ERROR,
-        ):
-            return _record_replacement(
-                step,
-                incident,
-                ReplaceStatus.RETRY,
-                "replacement_retry",
-                details,
-                request_ids,
-                ours=ours,
-            )
-        if failure.code == BatchErrorCode.INSTANCE_ID_NOT_FOUND:
-            return _record_replacement(
-                step, incident, ReplaceStatus.GONE, "node_gone", details, request_ids, ours=ours
-            )
-        raise ReplacementRejected(
-            f"BatchReplaceClusterNodes refused {failure.node_id}: {failure.code} "
-            f"{failure.message or ''}".strip(),
-            operation="BatchReplaceClusterNodes",
-            code=failure.code,
-            request_id=result.request_id,
+        record = functools.partial(_record_replacement, step, incident)
+        return recovery.send(
+            step, incident, recovery.REPLACEMENT, status_now, check_id, record, ours=ours
         )
 
 
