@@ -20,7 +20,6 @@ API call; the audit says which path acted.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from lambdas.logic import guard, lifecycle, recovery
@@ -37,7 +36,7 @@ from lambdas.models.payloads import (
     ReplaceNodeResult,
     ReplaceStatus,
 )
-from lambdas.observability import count, logger
+from lambdas.observability import count
 
 S = IncidentState
 
@@ -69,28 +68,27 @@ def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
 
         status_now, check_id = node_status_of(deps, incident)
         if status_now == NodeStatus.NOT_FOUND:
-            return _record(
+            return recovery.record(
                 step,
                 incident,
+                recovery.REBOOT,
                 ReplaceStatus.GONE,
                 "node_gone",
                 {"reason": "the node is gone: nothing to reboot"},
                 [check_id],
             )
         if deps.settings.dry_run:
-            return _record(
+            return recovery.record(
                 step,
                 incident,
+                recovery.REBOOT,
                 ReplaceStatus.DRY_RUN,
                 "reboot_would_reboot",
                 {"would_reboot": incident.instance_id, "node_status": status_now},
                 [check_id],
             )
         incident = step.update(ref.incident_id, _pending(step.now()), incident)
-        record = functools.partial(_record, step, incident)
-        return recovery.send(
-            step, incident, recovery.REBOOT, status_now, check_id, record, ours=ours
-        )
+        return recovery.send(step, incident, recovery.REBOOT, status_now, check_id, ours=ours)
 
 
 def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
@@ -166,55 +164,6 @@ def _pending(at: str) -> Any:
         return True
 
     return note
-
-
-def _record(
-    step: Step,
-    incident: Incident,
-    status: ReplaceStatus,
-    action: str,
-    details: dict[str, Any],
-    request_ids: list[str | None],
-    *,
-    ours: bool = False,
-) -> ReplaceNodeResult:
-    reboot = incident.reboot or {}
-    attempts = int(reboot.get("attempts", 0)) + 1
-    at = step.now()
-    dry_run = status is ReplaceStatus.DRY_RUN
-
-    def record(current: Incident) -> bool:
-        previous = current.reboot or {}
-        current.reboot = {
-            **previous,
-            "path": details.get("path", previous.get("path")),
-            "status": status.value,
-            "attempts": attempts,
-            "dry_run": dry_run,
-            "pending": False,
-            "requested_by_us": bool(previous.get("requested_by_us") or ours),
-            "requested_at": at
-            if status is ReplaceStatus.REQUESTED
-            else previous.get("requested_at"),
-            "last": details,
-        }
-        return True
-
-    step.update(incident.incident_id, record, incident)
-    step.audit(
-        incident.incident_id,
-        action,
-        {
-            "status": status.value,
-            "instance_id": incident.instance_id,
-            "attempt": attempts,
-            **details,
-        },
-        request_ids,
-    )
-    count(f"Reboot{status.value.title().replace('_', '')}")
-    logger.info("reboot node", incident_id=incident.incident_id, status=status.value)
-    return {"status": status.value}
 
 
 def _finish(

@@ -13,7 +13,7 @@ says which path acted and why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from lambdas.logic._steps import Step, error_details
 from lambdas.models.errors import AwsError, KubernetesError, RebootRejected, ReplacementRejected
@@ -21,6 +21,7 @@ from lambdas.models.hyperpod import BatchErrorCode, NodeRecovery
 from lambdas.models.incident import Incident
 from lambdas.models.kubernetes import NODE_HEALTH_LABEL, PENDING_REBOOT, PENDING_REPLACEMENT
 from lambdas.models.payloads import ReplaceNodeResult, ReplaceStatus
+from lambdas.observability import count, logger
 
 API: Final = "api"
 NODE_LABEL: Final = "node_label"
@@ -38,6 +39,10 @@ class Kind:
     label: str
     """The node health label value that hands it to HyperPod."""
     rejected: type[AwsError]
+    field: str
+    """The incident's record of it (`replacement` or `reboot`)."""
+    counter: str
+    """The pipeline metric's prefix (`ReplaceRequested`, `RebootRetry`, ...)."""
 
 
 REPLACEMENT: Final = Kind(
@@ -46,9 +51,17 @@ REPLACEMENT: Final = Kind(
     "replace_nodes",
     PENDING_REPLACEMENT,
     ReplacementRejected,
+    field="replacement",
+    counter="Replace",
 )
 REBOOT: Final = Kind(
-    "reboot", "BatchRebootClusterNodes", "reboot_nodes", PENDING_REBOOT, RebootRejected
+    "reboot",
+    "BatchRebootClusterNodes",
+    "reboot_nodes",
+    PENDING_REBOOT,
+    RebootRejected,
+    field="reboot",
+    counter="Reboot",
 )
 
 FAILED_CODES: Final[dict[str, tuple[ReplaceStatus, str | None]]] = {
@@ -60,20 +73,6 @@ FAILED_CODES: Final[dict[str, tuple[ReplaceStatus, str | None]]] = {
 """A `Failed[]` code of either batch call → what it means: in use (our earlier request after a
 crash, or HyperPod's own recovery) → in progress; a status or server error → retry later
 (bounded by the state machine); not found → the node is gone; anything else fails the step."""
-
-
-class Recorder(Protocol):
-    """Records what the request did on the incident and in the audit log; the step's result."""
-
-    def __call__(
-        self,
-        status: ReplaceStatus,
-        action: str,
-        details: dict[str, Any],
-        request_ids: list[str | None],
-        *,
-        ours: bool = False,
-    ) -> ReplaceNodeResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +135,6 @@ def send(
     kind: Kind,
     status_now: str,
     check_id: str | None,
-    record: Recorder,
     *,
     ours: bool,
 ) -> ReplaceNodeResult:
@@ -149,6 +147,9 @@ def send(
         chosen = hand_over(step, incident, chosen, kind.label)
     if chosen.path == NODE_LABEL:
         return record(
+            step,
+            incident,
+            kind,
             ReplaceStatus.REQUESTED,
             f"{kind.name}_requested",
             {"node_status": status_now, **details(chosen, kind.label)},
@@ -160,6 +161,9 @@ def send(
     request_ids = [check_id, result.request_id]
     if incident.instance_id in result.successful:
         return record(
+            step,
+            incident,
+            kind,
             ReplaceStatus.REQUESTED,
             f"{kind.name}_requested",
             {"node_status": status_now, **details(chosen)},
@@ -190,4 +194,57 @@ def send(
         **details(chosen),
     }
     action = f"{kind.name}_{suffix}" if suffix else "node_gone"
-    return record(status, action, failed, request_ids, ours=ours)
+    return record(step, incident, kind, status, action, failed, request_ids, ours=ours)
+
+
+def record(
+    step: Step,
+    incident: Incident,
+    kind: Kind,
+    status: ReplaceStatus,
+    action: str,
+    details: dict[str, Any],
+    request_ids: list[str | None],
+    *,
+    ours: bool = False,
+) -> ReplaceNodeResult:
+    """Keep what a request of `kind` did on the incident (`incident.<kind.field>`) and in the
+    audit log; the step's result."""
+    attempts = int((getattr(incident, kind.field) or {}).get("attempts", 0)) + 1
+    at = step.now()
+
+    def write(current: Incident) -> bool:
+        previous = getattr(current, kind.field) or {}
+        requested = status is ReplaceStatus.REQUESTED
+        setattr(
+            current,
+            kind.field,
+            {
+                **previous,
+                "path": details.get("path", previous.get("path")),
+                "status": status.value,
+                "attempts": attempts,
+                "dry_run": status is ReplaceStatus.DRY_RUN,
+                "pending": False,
+                "requested_by_us": bool(previous.get("requested_by_us") or ours),
+                "requested_at": at if requested else previous.get("requested_at"),
+                "last": details,
+            },
+        )
+        return True
+
+    step.update(incident.incident_id, write, incident)
+    step.audit(
+        incident.incident_id,
+        action,
+        {
+            "status": status.value,
+            "instance_id": incident.instance_id,
+            "attempt": attempts,
+            **details,
+        },
+        request_ids,
+    )
+    count(f"{kind.counter}{status.value.title().replace('_', '')}")
+    logger.info(f"{kind.name} of the node", incident_id=incident.incident_id, status=status.value)
+    return {"status": status.value}

@@ -7,7 +7,6 @@ machine's Catch routes to close-as-failed. Closing is the end of every path, fai
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -400,9 +399,10 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
 
         status_now, check_id = node_status_of(deps, incident)
         if status_now == NodeStatus.NOT_FOUND:
-            return _record_replacement(
+            return recovery.record(
                 step,
                 incident,
+                recovery.REPLACEMENT,
                 ReplaceStatus.GONE,
                 "node_gone",
                 {"reason": "the node is already gone: nothing to replace", "by_us": ours},
@@ -410,23 +410,24 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
                 ours=ours,
             )
         if deps.settings.dry_run:
-            return _record_replacement(
+            return recovery.record(
                 step,
                 incident,
+                recovery.REPLACEMENT,
                 ReplaceStatus.DRY_RUN,
                 "replacement_would_replace",
                 {"would_replace": incident.instance_id, "node_status": status_now},
                 [check_id],
-                dry_run=True,
             )
         if (
             not ours
             and incident.node_recovery == NodeRecovery.AUTOMATIC
             and status_now == NodeStatus.SHUTTING_DOWN
         ):
-            return _record_replacement(
+            return recovery.record(
                 step,
                 incident,
+                recovery.REPLACEMENT,
                 ReplaceStatus.IN_PROGRESS,
                 "replacement_by_hyperpod",
                 {
@@ -438,10 +439,7 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
             )
 
         incident = step.update(ref.incident_id, _pending(step.now()), incident)
-        record = functools.partial(_record_replacement, step, incident)
-        return recovery.send(
-            step, incident, recovery.REPLACEMENT, status_now, check_id, record, ours=ours
-        )
+        return recovery.send(step, incident, recovery.REPLACEMENT, status_now, check_id, ours=ours)
 
 
 def _pending(at: str) -> Callable[[Incident], bool]:
@@ -458,54 +456,6 @@ def _pending(at: str) -> Callable[[Incident], bool]:
 def _enter_replacing(incident: Incident, at: str) -> bool:
     lifecycle.advance(incident, S.REPLACING, at)
     return True
-
-
-def _record_replacement(
-    step: Step,
-    incident: Incident,
-    status: ReplaceStatus,
-    action: str,
-    details: dict[str, Any],
-    request_ids: list[str | None],
-    *,
-    dry_run: bool = False,
-    ours: bool = False,
-) -> ReplaceNodeResult:
-    attempts = int((incident.replacement or {}).get("attempts", 0)) + 1
-    at = step.now()
-
-    def record(current: Incident) -> bool:
-        previous = current.replacement or {}
-        current.replacement = {
-            **previous,
-            "status": status.value,
-            "attempts": attempts,
-            "dry_run": dry_run,
-            "pending": False,
-            "requested_by_us": bool(previous.get("requested_by_us") or ours),
-            "requested_at": at
-            if status is ReplaceStatus.REQUESTED
-            else previous.get("requested_at"),
-            "new_instance_id": previous.get("new_instance_id"),
-            "last": details,
-        }
-        return True
-
-    step.update(incident.incident_id, record, incident)
-    step.audit(
-        incident.incident_id,
-        action,
-        {
-            "status": status.value,
-            "instance_id": incident.instance_id,
-            "attempt": attempts,
-            **details,
-        },
-        request_ids,
-    )
-    count(f"Replace{status.value.title().replace('_', '')}")
-    logger.info("replace node", incident_id=incident.incident_id, status=status.value)
-    return {"status": status.value}
 
 
 def check_replacement(ref: IncidentRef, deps: Deps) -> ReplacementStatus:
