@@ -53,8 +53,15 @@ def test_check_health_polls_until_the_check_is_over(aws):
             "in_progress": True,
             "scope": "node",
             "held": False,
+            "passed_after_reboot": False,
         },
-        {"status": "Running", "in_progress": False, "scope": "node", "held": False},
+        {
+            "status": "Running",
+            "in_progress": False,
+            "scope": "node",
+            "held": False,
+            "passed_after_reboot": False,
+        },
     ]
 
 
