@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from lambdas.models.telemetry import TelemetryRecord
+
 
 class IncidentState(StrEnum):
     OPENED = "opened"
@@ -96,6 +98,9 @@ class Incident:
     isolation: dict[str, Any] | None = None
     """Whether the suspect node is cordoned and tainted while the incident is open, and what
     was changed on it (`lambdas.logic.isolation`)."""
+    telemetry: TelemetryRecord | None = None
+    """What the GPU's hardware counters showed when the approval was requested
+    (`lambdas.logic.telemetry`)."""
     version: int = 0
 
     @property
@@ -134,4 +139,6 @@ class Incident:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in record.items() if k in known}
         values["state"] = IncidentState(values["state"])
+        if isinstance(values.get("telemetry"), dict):
+            values["telemetry"] = TelemetryRecord.from_record(values["telemetry"])
         return cls(**values)
