@@ -60,7 +60,6 @@ from lambdas.models.telemetry import (
     TelemetryRecord,
     TelemetryState,
 )
-from lambdas.observability import logger
 
 LOOKBACK: Final = timedelta(hours=1)
 AFTER_LAST_EVIDENCE: Final = timedelta(minutes=2)
@@ -580,6 +579,9 @@ def _first_times(points: Iterable[tuple[float, float]], keep: Any) -> list[tuple
 
 def check(deps: Deps, incident: Incident, now: datetime) -> TelemetryRecord:
     """Query the cluster's workspace about the incident's node and GPUs; never raises."""
+    # Imported here: the cards (and so the CLI) use this module without the Lambda runtime.
+    from lambdas.observability import logger
+
     queried_at = now.isoformat()
     workspace = deps.settings.telemetry_for(incident.cluster_name)
     if workspace is None:
