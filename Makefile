@@ -9,6 +9,9 @@ NODE_STAMP := node_modules/.installed
 # packages the project's own environment has at other versions.
 VALIDATORS_VENV  := $(VENV)/validators
 VALIDATORS_STAMP := $(VALIDATORS_VENV)/.installed
+# The hardware-telemetry tests query a real Prometheus: Debian's package (prometheus, promtool).
+# The binary is the stamp: installed once, as root, whenever it is missing.
+PROMETHEUS := /usr/bin/prometheus
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 # Node 20 is what the machine has; jsii warns that it is past end of life on every call.
@@ -33,9 +36,22 @@ $(VALIDATORS_STAMP): requirements-validators.txt
 	$(VALIDATORS_VENV)/bin/python -m pip install --quiet -r requirements-validators.txt
 	@touch $@
 
+# As root (CI) it installs the package; otherwise it says what to run, and stops. On a host run
+# by systemd the package also enables its own service on :9090: the tests never use it.
+$(PROMETHEUS):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing Debian's prometheus package for the hardware-telemetry tests"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus; \
+	else \
+		echo "make test needs Debian's prometheus package (prometheus and promtool in /usr/bin)." >&2; \
+		echo "Install it as root:  apt-get update && apt-get install -y prometheus" >&2; \
+		exit 1; \
+	fi
+	@test -x $@ && test -x /usr/bin/promtool || { echo "make: $@ or /usr/bin/promtool still missing" >&2; exit 1; }
+
 # The README's test command. pytest exits 5 when it collects nothing: that is a failure here,
 # said out loud, never a silent green. The infra tests run the outside validators too.
-test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP)
+test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS)
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; refusing to call that a pass" >&2; exit 1; fi; \
 	exit $$rc

@@ -84,7 +84,13 @@ ACCESS_DENIED: Final = frozenset({"AccessDenied", "AccessDeniedException"})
 
 HOLD_PREFIX: Final = "hold-"
 """Storm hold ids start with it (`lambdas.logic.ids.hold_id`); `show` takes either kind of id."""
-CARD_SECTIONS: Final = ("NODE", "EVIDENCE", "DEEP HEALTH CHECK", "RECOMMENDATION")
+CARD_SECTIONS: Final = (
+    "NODE",
+    "EVIDENCE",
+    "DEEP HEALTH CHECK",
+    "HARDWARE TELEMETRY",
+    "RECOMMENDATION",
+)
 """The approval card's paragraphs `show` prints; its "WHAT TO DO" is for the notification."""
 
 

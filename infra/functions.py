@@ -28,7 +28,7 @@ from infra.nag import (
 )
 from infra.notifications import Notifications
 from infra.pause import PauseSwitch
-from infra.settings import Cluster, Settings
+from infra.settings import Cluster, Settings, TelemetrySource
 from infra.storage import Storage
 
 RUNTIME: Final = {
@@ -51,6 +51,7 @@ START_HEALTH_CHECK: Final = "sagemaker:StartClusterHealthCheck"
 REPLACE_NODES: Final = "sagemaker:BatchReplaceClusterNodes"
 REBOOT_NODES: Final = "sagemaker:BatchRebootClusterNodes"
 TASK_RESPONSE: Final = ("states:SendTaskSuccess", "states:SendTaskFailure")
+QUERY_TELEMETRY: Final = "aps:QueryMetrics"
 
 ACTIONS_NEWER_THAN_IAM_LINT: Final = (START_HEALTH_CHECK, REPLACE_NODES, REBOOT_NODES)
 """HyperPod actions the IAM linter's database does not know yet (acknowledged where granted)."""
@@ -102,6 +103,9 @@ class FunctionSpec:
     recovers: bool = False
     """Carries out an approved reboot or replacement: with `sdc:recoveryThroughNodeLabel` it
     sets HyperPod's node health label, so it gets the Kubernetes access `kubernetes` gives."""
+    queries_telemetry: bool = False
+    """Reads the suspect GPU's hardware counters from the clusters' Prometheus workspaces
+    (`sdc:telemetry`): gets aps:QueryMetrics on exactly those and `TELEMETRY`."""
     acts_on_nodes: bool = False
     """Changes a node (cordon, deep health check, replacement, release): its concurrency is
     capped at `sdc:nodeActionConcurrency`, a limit beyond the guard's."""
@@ -166,6 +170,7 @@ SPECS: Final = (
         "request_approval",
         "Stores the task token and asks a human to approve the replacement",
         publishes=True,
+        queries_telemetry=True,
     ),
     FunctionSpec(
         "replace_node",
@@ -217,6 +222,32 @@ def cluster_arn(scope: Construct, cluster: Cluster) -> str:
 def eks_cluster_arn(scope: Construct, name: str) -> str:
     """`arn:<partition>:eks:<region>:<account>:cluster/<name>` in the stack's account and region."""
     return Stack.of(scope).format_arn(service="eks", resource="cluster", resource_name=name)
+
+
+def workspace_arn(scope: Construct, source: TelemetrySource) -> str:
+    """The configured ARN, or `arn:<partition>:aps:<region>:<account>:workspace/<id>` for the
+    stack's own account and region when the context gave the workspace id."""
+    return source.arn or Stack.of(scope).format_arn(
+        service="aps", resource="workspace", resource_name=source.workspace_id
+    )
+
+
+def telemetry_env(scope: Construct, settings: Settings) -> str:
+    """`TELEMETRY` for the functions: cluster → its workspace's id, query URL (the Prometheus
+    HTTP API is under it), signing region, dashboard and node label (the lambdas' format)."""
+    stack = Stack.of(scope)
+    config = {}
+    for source in settings.telemetry:
+        region = source.region or stack.region
+        suffix = source.url_suffix or stack.url_suffix
+        config[source.cluster] = {
+            "workspace_id": source.workspace_id,
+            "query_url": f"https://aps-workspaces.{region}.{suffix}/workspaces/{source.workspace_id}",
+            "region": region,
+            "dashboard": source.dashboard,
+            "node_label": source.node_label,
+        }
+    return stack.to_json_string(config)
 
 
 def _default_policy(fn: lambda_.Function) -> iam.Policy:
@@ -289,6 +320,7 @@ class Functions(Construct):
         }
 
         eks_arns = [eks_cluster_arn(self, name) for name in settings.eks_clusters]
+        workspace_arns = sorted({workspace_arn(self, source) for source in settings.telemetry})
         self.by_module: dict[str, lambda_.Function] = {}
         self.kubernetes_roles: list[iam.IRole] = []
         for spec in SPECS:
@@ -302,6 +334,8 @@ class Functions(Construct):
                 env["STATE_MACHINE_ARN"] = remediation_arn
             if spec.reads_pause_switch:
                 env["PAUSE_PARAMETER"] = pause_switch.name
+            if spec.queries_telemetry and settings.telemetry:
+                env["TELEMETRY"] = telemetry_env(self, settings)
             fn = self._function(spec, code, env, settings)
             if spec.reads_pause_switch:
                 pause_switch.grant_read(fn)
@@ -327,6 +361,14 @@ class Functions(Construct):
                 )
                 assert fn.role is not None
                 self.kubernetes_roles.append(fn.role)
+            if spec.queries_telemetry and workspace_arns:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="QueryHardwareTelemetry",
+                        actions=[QUERY_TELEMETRY],
+                        resources=workspace_arns,
+                    )
+                )
             if spec.starts_remediation:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(

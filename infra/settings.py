@@ -33,6 +33,7 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 | `sdc:recoveryThroughNodeLabel` | list of HyperPod cluster names (each one of `sdc:nodeIsolation`) | `[]` | clusters whose approved reboot or replacement is handed to HyperPod's own recovery by setting the node's `sagemaker.amazonaws.com/node-health-status` label (`UnschedulablePendingReboot` / `UnschedulablePendingReplacement`) instead of calling BatchRebootClusterNodes / BatchReplaceClusterNodes; used only while the cluster's NodeRecovery is `Automatic` (otherwise the API acts); the audit records the path. `reboot_node` and `replace_node` then get the EKS access `close_incident` has |
 | `sdc:nodeActionConcurrency` | integer, 1 .. 100 | `5` | reserved concurrency of each function that acts on a node (isolate, start the health check, replace, reboot, close and release): at most this many run at once, whatever the guard lets through; it is reserved out of the account's Lambda concurrency (five functions at this value each must leave the account its 100 unreserved) |
 | `sdc:pauseParameterName` | SSM parameter name or null | `/<stackName>/paused` | the pause switch: a String parameter the stack creates with value `false`; `aws ssm put-parameter --overwrite --name <it> --value true` pauses without a deploy (`PAUSE_PARAMETER`) |
+| `sdc:telemetry` | object: HyperPod cluster name (one of `sdc:clusters`) → `{"workspace": "<AMP workspace id ws-… or ARN>", "dashboard": "<https URL>" or null, "nodeLabel": "<label>" (optional)}` | `{}` | hardware telemetry in the approval card: the Amazon Managed Service for Prometheus workspace the cluster's HyperPod observability add-on writes dcgm-exporter's series to. `request_approval` gets `aps:QueryMetrics` on exactly these workspaces and their query URLs (`TELEMETRY`); the card names any XID, row remap failure, retired pages, rising ECC, PCIe or NVLink errors and hardware throttling of the suspect GPU, and links the dashboard. `nodeLabel`: the label that names the node in the series when it is not dcgm-exporter's `Hostname`/`hostname`. Not listed: the card says telemetry is not configured |
 
 Unknown `sdc:*` keys are an error (a typo must not silently fall back to a default).
 """
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -73,6 +75,18 @@ STACK_NAME_RE: Final = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,59}$")
 SSM_PARAMETER_RE: Final = re.compile(r"^/?[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 ALARM_PREFIX_RE: Final = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,62}[A-Za-z0-9]|[A-Za-z0-9])?$")
 EMAIL_RE: Final = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+WORKSPACE_ID_RE: Final = re.compile(r"^ws-[0-9A-Za-z-]{1,61}$")
+WORKSPACE_ARN_RE: Final = re.compile(
+    r"^arn:(?P<partition>aws|aws-cn|aws-us-gov):aps:(?P<region>[a-z]{2}(-[a-z]+)+-[0-9]+):"
+    r"[0-9]{12}:workspace/(?P<id>ws-[0-9A-Za-z-]{1,61})$"
+)
+"""An Amazon Managed Service for Prometheus workspace ARN (its id starts with `ws-`)."""
+LABEL_NAME_RE: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+URL_SUFFIX: Final = {
+    "aws": "amazonaws.com",
+    "aws-cn": "amazonaws.com.cn",
+    "aws-us-gov": "amazonaws.com",
+}
 
 MAX_TASK_SECONDS: Final = 31_536_000
 """One year: a Standard execution's maximum duration."""
@@ -100,6 +114,38 @@ class Cluster:
     @property
     def cluster_id(self) -> str:
         return self.arn_or_id.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class TelemetrySource:
+    """A cluster's hardware telemetry: its Amazon Managed Service for Prometheus workspace."""
+
+    cluster: str
+    workspace: str
+    """The workspace id (`ws-…`, in the stack's own account and region) or its ARN."""
+    dashboard: str | None = None
+    node_label: str | None = None
+
+    @property
+    def workspace_id(self) -> str:
+        return self.workspace.rsplit("/", 1)[-1]
+
+    @property
+    def arn(self) -> str | None:
+        """The full ARN when the context gave one; None when it gave the id only."""
+        return self.workspace if self.workspace.startswith("arn:") else None
+
+    @property
+    def region(self) -> str | None:
+        """The workspace's region when its ARN names it (None: the stack's own)."""
+        match = WORKSPACE_ARN_RE.match(self.workspace)
+        return match.group("region") if match else None
+
+    @property
+    def url_suffix(self) -> str | None:
+        """The DNS suffix of its partition when its ARN names it (None: the stack's own)."""
+        match = WORKSPACE_ARN_RE.match(self.workspace)
+        return URL_SUFFIX[match.group("partition")] if match else None
 
 
 @dataclass(frozen=True)
@@ -135,6 +181,8 @@ class Settings:
     node_action_concurrency: int = 5
     recovery_label_clusters: tuple[str, ...] = ()
     """HyperPod clusters whose approved recoveries go through the node health label."""
+    telemetry: tuple[TelemetrySource, ...] = ()
+    """Clusters whose approval card shows the suspect GPU's hardware counters."""
 
     @property
     def eks_clusters(self) -> tuple[str, ...]:
@@ -196,6 +244,12 @@ class Settings:
         if unknown:
             raise SettingsError(
                 f"sdc:nodeIsolation names {', '.join(unknown)}, not in sdc:clusters: isolation is "
+                "only for clusters this deployment acts on"
+            )
+        unknown = [t.cluster for t in self.telemetry if t.cluster not in self.cluster_names]
+        if unknown:
+            raise SettingsError(
+                f"sdc:telemetry names {', '.join(unknown)}, not in sdc:clusters: telemetry is "
                 "only for clusters this deployment acts on"
             )
         # The longest path: a health check, a reboot, the health check again, a second
@@ -361,6 +415,59 @@ def _cluster_names(key: str, value: Any) -> tuple[str, ...]:
     return tuple(sorted(set(value)))
 
 
+def _telemetry(key: str, value: Any) -> tuple[TelemetrySource, ...]:
+    expected = (
+        'an object {"<HyperPod cluster name>": {"workspace": "<AMP workspace id ws-... or '
+        'workspace ARN>", "dashboard": "<https URL>" or null, "nodeLabel": "<label>" '
+        "(optional)}}"
+    )
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, expected)
+    sources = []
+    for name, config in value.items():
+        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
+            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+        if not isinstance(config, Mapping):
+            raise _fail(key, value, f"{expected}; {name!r} needs an object")
+        unknown = sorted(set(config) - {"workspace", "dashboard", "nodeLabel"})
+        if unknown:
+            raise _fail(key, value, f"{expected}; {name!r} has unknown keys {unknown}")
+        workspace = config.get("workspace")
+        if not isinstance(workspace, str) or not (
+            WORKSPACE_ID_RE.match(workspace) or WORKSPACE_ARN_RE.match(workspace)
+        ):
+            raise _fail(
+                key,
+                value,
+                f"{expected}; {name!r} has workspace {workspace!r}, neither a workspace id "
+                "(ws-...) nor a workspace ARN (arn:aws:aps:<region>:<account>:workspace/ws-...)",
+            )
+        dashboard = config.get("dashboard")
+        if dashboard is not None and not _https_url(dashboard):
+            raise _fail(
+                key, value, f"{expected}; {name!r} has dashboard {dashboard!r}, not an https URL"
+            )
+        label = config.get("nodeLabel")
+        if label is not None and (
+            not isinstance(label, str) or not LABEL_NAME_RE.match(label) or label.startswith("__")
+        ):
+            raise _fail(
+                key,
+                value,
+                f"{expected}; {name!r} has nodeLabel {label!r}, not a Prometheus label name",
+            )
+        sources.append(TelemetrySource(name, workspace, dashboard, label))
+    return tuple(sorted(sources, key=lambda t: t.cluster))
+
+
+def _https_url(value: Any) -> bool:
+    if not isinstance(value, str) or len(value) > 2048 or any(c.isspace() for c in value):
+        return False
+    parts = urllib.parse.urlsplit(value)
+    return parts.scheme == "https" and bool(parts.hostname)
+
+
 def _parameter_name(key: str, value: Any) -> str | None:
     if value in ("", "null", "none"):
         return None
@@ -422,6 +529,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
         "node_isolation_access",
         _string(re.compile(r"^(group|clusterAdminPolicy)$"), "group or clusterAdminPolicy"),
     ),
+    "sdc:telemetry": ("telemetry", _telemetry),
 }
 
 CONTEXT_KEYS: Final = tuple(_PARSERS)

@@ -10,8 +10,8 @@ Three tools that nobody here wrote judge what `cdk synth` produces:
 
 Each runs on two templates (`TEMPLATES`): the default `cdk.json` context, which configures no
 cluster and so holds none of the HyperPod and EKS grants, and a context with two clusters, node
-isolation and recovery through the node health label on one of them, which holds every grant
-the stack can make.
+isolation and recovery through the node health label on one of them and hardware telemetry on
+both, which holds every grant the stack can make.
 
 A finding is fixed, or acknowledged next to the code that causes it with a reason
 (`infra.nag`: checkov reads its own `Metadata.checkov.skip`; parliament's
@@ -51,6 +51,13 @@ CLUSTER_CONTEXT: Final[dict[str, Any]] = {
     "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
     "sdc:recoveryThroughNodeLabel": ["ml-cluster-1"],
     "sdc:notificationEmail": "oncall@example.com",
+    "sdc:telemetry": {
+        "ml-cluster-1": {
+            "workspace": f"arn:aws:aps:{REGION}:{ACCOUNT}:workspace/ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77",
+            "dashboard": "https://g-1a2b3c4d5e.grafana-workspace.us-west-2.amazonaws.com/d/gpu",
+        },
+        "ml-cluster-2": {"workspace": "ws-9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d"},
+    },
 }
 
 

@@ -19,7 +19,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -111,6 +112,16 @@ WEIGHTS_SUSPECT = {
 }
 
 
+WORKSPACE_ID = "ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77"
+DASHBOARD = "https://g-1a2b3c4d5e.grafana-workspace.us-west-2.amazonaws.com/d/gpu-health"
+TELEMETRY_CONTEXT = {
+    "sdc:telemetry": {CLUSTER: {"workspace": WORKSPACE_ID, "dashboard": DASHBOARD}}
+}
+"""The cluster's Amazon Managed Service for Prometheus workspace, played by a local Prometheus."""
+XID = 79
+DECOY_XIDS = {"other GPU of the suspect node": 31, "a GPU of another node": 48}
+
+
 def tiny_ddp_job() -> Any:
     """A real 4-rank DDP job on CPU, one rank per node of the cluster, with a fault on one rank:
     its checks' alarm and rank map replace the scenario's hand-written ones."""
@@ -149,6 +160,10 @@ class Scenario:
     """Whether a storm hold must start (one notice) and the drill's approver resets it."""
     job: Callable[[], Any] | None = None
     """A training job whose checks raise the alarm (with its own rank map) instead of `alarm`."""
+    hardware: bool = False
+    """The cluster's Prometheus workspace holds dcgm-exporter's series of every GPU (served by a
+    real Prometheus when one is installed): the culprit's GPU logged an XID and a row remap
+    failure twenty minutes before the alarm; the card must say so, and nothing of other GPUs."""
 
 
 SCENARIOS = {
@@ -217,6 +232,17 @@ SCENARIOS = {
             approval=False,
             incidents=len(NODES),
             storm=True,
+        ),
+        Scenario(
+            "hardware-evidence",
+            "rank 13's GPU logged XID 79 and a row remap failure in the cluster's Prometheus: "
+            "the card names both; approved; node replaced",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced",
+            context=TELEMETRY_CONTEXT,
+            replaced=True,
+            hardware=True,
         ),
         Scenario(
             "reject",
@@ -338,7 +364,16 @@ def run_scenario(
         suspects = {str(d["instance_id"]) for d in rank_map if d["rank"] in culprits}
         for instance_id in suspects:
             hyperpod.set_health_check_result(CLUSTER, instance_id, passes=False)
-    with LocalRun.open(context=scenario.context, hyperpod=hyperpod) as run:
+    with ExitStack() as stack:
+        endpoints = None
+        if scenario.hardware:
+            progress("a local Prometheus with dcgm-exporter's series of every GPU")
+            endpoints = {WORKSPACE_ID: stack.enter_context(_prometheus(alarm, rank_map, note))}
+        run = stack.enter_context(
+            LocalRun.open(
+                context=scenario.context, hyperpod=hyperpod, telemetry_endpoints=endpoints
+            )
+        )
         note("local", "stack deployed into the local account (moto) from the synthesized template")
         reported_at = time.monotonic()  # the report event is handled before report() returns
         result = run.emitter(rank_map).report(alarm)
@@ -465,6 +500,8 @@ def run_scenario(
     ]
     if scenario.storm:
         problems += _judge_storm(holds, notices, health_checks)
+    if scenario.hardware:
+        problems += _judge_hardware(card, finals, _culprit_gpu(alarm, rank_map))
     return Outcome(
         scenario=scenario.name,
         passed=not problems,
@@ -609,6 +646,92 @@ def _judge_storm(
         problems.append(f"{notices.count('held')} held notices besides the storm notice")
     if checks:
         problems.append(f"{len(checks)} deep health checks started; expected none")
+    return problems
+
+
+def _culprit_gpu(alarm: dict[str, Any], rank_map: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    (culprit,) = alarm["culprits"]
+    return next(entry for entry in rank_map if entry["rank"] == culprit)
+
+
+@contextmanager
+def _prometheus(
+    alarm: dict[str, Any], rank_map: Sequence[dict[str, Any]], note: Callable[..., None]
+) -> Iterator[str]:
+    """A local Prometheus with dcgm-exporter's series of every GPU of the job over the last 90
+    minutes, as the HyperPod observability add-on would have written them: each series names its
+    node by the Kubernetes node name (the local EKS stand-in's) in `Hostname`. The culprit's GPU
+    logged XID 79 twenty minutes ago and a row remap failure 30 s later; decoys: another GPU of
+    the same node (XID 31) and a GPU of another node (XID 48). Yields the base URL."""
+    from infra.local import prometheus
+    from infra.local.run import kube_node_names
+
+    now = int(time.time()) // 15 * 15
+    start = now - 90 * 60
+    culprit = _culprit_gpu(alarm, rank_map)
+    hosts = kube_node_names(sorted({str(e["instance_id"]) for e in rank_map}))
+    same_node = next(
+        e
+        for e in rank_map
+        if e["instance_id"] == culprit["instance_id"] and e["rank"] != culprit["rank"]
+    )
+    other_node = next(e for e in rank_map if e["instance_id"] != culprit["instance_id"])
+    decoys = {
+        str(same_node["gpu_uuid"]): DECOY_XIDS["other GPU of the suspect node"],
+        str(other_node["gpu_uuid"]): DECOY_XIDS["a GPU of another node"],
+    }
+    series = []
+    for entry in rank_map:
+        uuid = str(entry["gpu_uuid"])
+        changes: dict[str, list[tuple[int, float]]] = {}
+        if uuid == culprit["gpu_uuid"]:
+            changes = {
+                "DCGM_FI_DEV_XID_ERRORS": [(now - 20 * 60, XID)],
+                "DCGM_FI_DEV_ROW_REMAP_FAILURE": [(now - 20 * 60 + 30, 1)],
+            }
+        elif uuid in decoys:
+            changes = {"DCGM_FI_DEV_XID_ERRORS": [(now - 40 * 60, decoys[uuid])]}
+        series += prometheus.gpu_series(
+            host=hosts[str(entry["instance_id"])],
+            gpu=str(entry["rank"] % GPUS_PER_NODE),
+            uuid=uuid,
+            start=start,
+            end=now,
+            changes=changes,
+        )
+    what = (
+        f"dcgm-exporter series of {len(rank_map)} GPUs: XID {XID} and a row remap failure on "
+        f"{culprit['gpu_uuid']} ({culprit['instance_id']})"
+    )
+    if prometheus.binaries() is None:
+        with prometheus.StandIn(series).serve() as url:
+            note("prometheus", f"a stand-in (no prometheus installed) at {url} holds {what}")
+            yield url
+        return
+    with prometheus.real_prometheus(series) as server:
+        note(
+            "prometheus",
+            f"Prometheus {server.version} at {server.base_url} holds {what} "
+            "(backfilled with promtool)",
+        )
+        yield server.base_url
+
+
+def _judge_hardware(card: str | None, finals: Sequence[Any], culprit: dict[str, Any]) -> list[str]:
+    """The card names the culprit GPU's XID and row remap failure, and nothing of the decoys."""
+    problems: list[str] = []
+    lines = (card or "").splitlines()
+    uuid = culprit["gpu_uuid"]
+    if not any(f"XID {XID} at " in line and uuid in line for line in lines):
+        problems.append(f"the card does not name XID {XID} on {uuid}")
+    if not any("row remap FAILED" in line and uuid in line for line in lines):
+        problems.append(f"the card does not name the row remap failure on {uuid}")
+    for where, xid in DECOY_XIDS.items():
+        if f"XID {xid} " in (card or ""):
+            problems.append(f"the card names XID {xid} of {where}")
+    states = [getattr(i.telemetry, "state", None) for i in finals]
+    if states != ["signal"]:
+        problems.append(f"the incidents' telemetry is {states}; expected ['signal']")
     return problems
 
 

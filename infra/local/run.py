@@ -44,6 +44,7 @@ from lambdas.adapters._aws import client_factory
 from lambdas.adapters.eks_token import EksTokens, sts_factory
 from lambdas.adapters.fake_hyperpod import FakeHyperPod
 from lambdas.adapters.kubernetes import EksKubernetesNodes
+from lambdas.adapters.prometheus import AmpPrometheus
 from lambdas.handlers import _deps
 from lambdas.handlers._deps import build_deps
 from lambdas.logic.ports import Deps
@@ -151,8 +152,14 @@ class LocalRun:
     @classmethod
     @contextmanager
     def open(
-        cls, *, context: Mapping[str, Any] | None = None, hyperpod: FakeHyperPod | None = None
+        cls,
+        *,
+        context: Mapping[str, Any] | None = None,
+        hyperpod: FakeHyperPod | None = None,
+        telemetry_endpoints: Mapping[str, str] | None = None,
     ) -> Iterator[LocalRun]:
+        """`telemetry_endpoints`: workspace id → the base URL of a local Prometheus that plays
+        that workspace of `sdc:telemetry` (the adapter's local-only override)."""
         template = synthesized_template(context)
         hyperpod = hyperpod or default_cluster()
         saved = {k: os.environ.get(k) for k in ("POWERTOOLS_TRACE_DISABLED", "AWS_DEFAULT_REGION")}
@@ -173,6 +180,14 @@ class LocalRun:
                         endpoint_overrides={EKS_CLUSTER: base_url},
                     )
 
+                    prometheus = (
+                        AmpPrometheus(
+                            session.get_credentials, endpoint_overrides=telemetry_endpoints
+                        )
+                        if telemetry_endpoints
+                        else None
+                    )
+
                     def per_invocation() -> Deps:
                         # Each invocation sees its own function's environment, as on AWS.
                         env = invocation_environment()
@@ -181,6 +196,7 @@ class LocalRun:
                             session=session,
                             hyperpod=hyperpod,
                             kubernetes=kubernetes,
+                            prometheus=prometheus,
                         )
 
                     _deps.set_deps(per_invocation)
@@ -395,9 +411,18 @@ def _kubernetes(session: Any, hyperpod: FakeHyperPod) -> KubeApi:
     credentials = session.get_credentials().get_frozen_credentials()
     api = KubeApi(EKS_CLUSTER, REGION, {credentials.access_key: credentials.secret_key})
     cluster = hyperpod.clusters.get(CLUSTER)
-    for index, instance_id in enumerate(sorted(cluster.nodes) if cluster else [], start=1):
-        api.add_node(f"ip-10-1-0-{index}.{REGION}.compute.internal", instance_id)
+    for instance_id, name in kube_node_names(sorted(cluster.nodes) if cluster else []).items():
+        api.add_node(name, instance_id)
     return api
+
+
+def kube_node_names(instance_ids: Sequence[str]) -> dict[str, str]:
+    """The Kubernetes node name of each instance in the local EKS stand-in (as EC2 private DNS
+    names go: not derived from the instance id), in sorted order of the instance ids."""
+    return {
+        instance_id: f"ip-10-1-0-{index}.{REGION}.compute.internal"
+        for index, instance_id in enumerate(sorted(instance_ids), start=1)
+    }
 
 
 def _subscribe_inbox(session: Any, topic_arn: str) -> str:

@@ -25,6 +25,7 @@ from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
 from lambdas.adapters.eks_token import EksTokens, sts_factory
 from lambdas.adapters.hyperpod import SageMakerHyperPod
 from lambdas.adapters.kubernetes import EksKubernetesNodes
+from lambdas.adapters.prometheus import AmpPrometheus
 from lambdas.adapters.sns import SnsNotifier
 from lambdas.adapters.ssm import SsmPauseSwitch
 from lambdas.adapters.stepfunctions import StepFunctionsWorkflow
@@ -39,8 +40,10 @@ from lambdas.logic.ports import (
     KubernetesNodes,
     NoKubernetes,
     NoPauseSwitch,
+    NoPrometheus,
     Notifier,
     PauseSwitch,
+    PrometheusQueries,
     ReportStore,
     SystemClock,
     Workflow,
@@ -81,6 +84,7 @@ def build_deps(
     switch: PauseSwitch | None = None,
     clock: Clock | None = None,
     kubernetes: KubernetesNodes | None = None,
+    prometheus: PrometheusQueries | None = None,
 ) -> Deps:
     """The boto3 adapters for `settings` (clients built lazily, all from one session: `session`
     if given), with any of them replaced by the keyword arguments."""
@@ -112,6 +116,8 @@ def build_deps(
             if any(c.isolate for c in settings.node_isolation.values())
             else NoKubernetes()
         ),
+        prometheus=prometheus
+        or (AmpPrometheus(session.get_credentials) if settings.telemetry else NoPrometheus()),
     )
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, NoReturn
 
-from lambdas.logic import cards, evidence, guard, ids, lifecycle
+from lambdas.logic import cards, evidence, guard, ids, lifecycle, telemetry
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.decisions import ValidDecision, check_accepts_decision, validate_decision
 from lambdas.logic.history import past_incidents
@@ -37,6 +38,10 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
     and publishes again, as long as nobody has decided yet. A failed publish does not lose the
     request: the token is stored, the failure audited, and the waiting state's input in the
     console still shows the approval input to paste.
+
+    Before the card is built, the GPU's hardware counters are read from the cluster's
+    Prometheus workspace (`lambdas.logic.telemetry`, bounded in time, never failing) and kept on
+    the incident with the token: the card says what they showed.
     """
     step = Step(deps, "request_approval")
     with step.failing_visibly(request.incident_id):
@@ -44,6 +49,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
         if incident.state is S.AWAITING_APPROVAL and incident.decision:
             raise InvalidTransition(f"incident {incident.incident_id} was already decided")
         at = step.now()
+        hardware = telemetry.check(deps, incident, datetime.fromisoformat(at))
 
         def wait(current: Incident) -> bool:
             if current.state is not S.AWAITING_APPROVAL:
@@ -54,6 +60,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
                     current.decision = None
             current.task_token = request.task_token
             current.approval_requested_at = at
+            current.telemetry = hardware
             return True
 
         incident = step.update(request.incident_id, wait, incident)
@@ -92,6 +99,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
                 "approval_state_machine_arn": deps.settings.approval_state_machine_arn,
                 "subject": card.subject,
                 "notified": request_id is not None,
+                "telemetry": {"state": hardware.state, "summary": hardware.summary},
             },
             [request_id],
         )

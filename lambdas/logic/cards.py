@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lambdas.logic import evidence
+from lambdas.logic import evidence, telemetry
 from lambdas.logic.lifecycle import MAX_REBOOTS, reboots_done
 from lambdas.logic.recommendation import Recommendation
 from lambdas.models.guard import ClusterHold, HoldKind, PastIncident
@@ -89,6 +89,9 @@ def approval_card(
         "",
         "DEEP HEALTH CHECK",
         *health_lines(incident),
+        "",
+        "HARDWARE TELEMETRY (the GPU's own counters, from dcgm-exporter)",
+        *telemetry_lines(incident),
         "",
         "HISTORY (past incidents of this instance and of its GPUs)",
         *history_lines(history),
@@ -175,6 +178,13 @@ def release_lines(incident: Incident) -> list[str]:
                 + (f"kubectl uncordon {name}" if node.get("cordoned_by_us") else "leave the cordon")
             )
     return lines
+
+
+def telemetry_lines(incident: Incident) -> list[str]:
+    """What the GPU's hardware counters showed when the approval was requested: each signal,
+    or one line saying the panel was clean (which does not clear the node) or why it could not
+    be read; and the dashboard."""
+    return [f"  {line}" for line in telemetry.card_lines(incident.telemetry)]
 
 
 def history_lines(history: Sequence[PastIncident]) -> list[str]:

@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from lambdas.models.audit import AuditEntry
-from lambdas.models.errors import KubernetesNotConfigured
+from lambdas.models.errors import KubernetesNotConfigured, TelemetryNotConfigured
 from lambdas.models.events import SdcReport
 from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.hyperpod import BatchResult, ClusterInfo, NodeInfo
 from lambdas.models.incident import Incident
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
-from lambdas.models.settings import Settings
+from lambdas.models.settings import Settings, TelemetryWorkspace
 
 
 class HyperPod(Protocol):
@@ -220,6 +220,37 @@ class NoKubernetes:
         raise self._refuse()
 
 
+class PrometheusQueries(Protocol):
+    """The Prometheus HTTP API of a cluster's Amazon Managed Service for Prometheus workspace
+    (hardware telemetry). Raises a TelemetryError (unreachable, refused, slow, a bad answer),
+    never anything transport-specific, and returns or raises within its time bound."""
+
+    def query_range(
+        self,
+        workspace: TelemetryWorkspace,
+        query: str,
+        start: datetime,
+        end: datetime,
+        step_seconds: int,
+    ) -> Mapping[str, Any]:
+        """`/api/v1/query_range`: the answer's `data` (`{"resultType": "matrix", "result"}`)."""
+        ...
+
+
+class NoPrometheus:
+    """No hardware telemetry configured: every query says so."""
+
+    def query_range(
+        self,
+        workspace: TelemetryWorkspace,
+        query: str,
+        start: datetime,
+        end: datetime,
+        step_seconds: int,
+    ) -> Mapping[str, Any]:
+        raise TelemetryNotConfigured("this deployment queries no Prometheus workspace")
+
+
 class AuditLog(Protocol):
     def last(self, incident_id: str) -> AuditEntry | None: ...
 
@@ -278,3 +309,4 @@ class Deps:
     clock: Clock = field(default_factory=SystemClock)
     switch: PauseSwitch = field(default_factory=NoPauseSwitch)
     kubernetes: KubernetesNodes = field(default_factory=NoKubernetes)
+    prometheus: PrometheusQueries = field(default_factory=NoPrometheus)

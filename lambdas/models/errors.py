@@ -204,3 +204,49 @@ class RebootNotApproved(SdcError):
 
 class RebootRejected(AwsError):
     """BatchRebootClusterNodes refused the node for a reason that waiting will not fix."""
+
+
+class TelemetryError(SdcError):
+    """A query of a cluster's Prometheus workspace (hardware telemetry) failed; `cause` is the
+    state the incident's telemetry record takes (`lambdas.models.telemetry.TelemetryState`).
+    Never fatal: the approval card says so in one line."""
+
+    cause = "failed"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "cause": self.cause, "status": self.status}
+
+
+class TelemetryNotConfigured(TelemetryError):
+    """The cluster has no workspace in this deployment's `sdc:telemetry`."""
+
+    cause = "not_configured"
+
+
+class TelemetryUnreachable(TelemetryError):
+    """No answer: DNS, connection, TLS, or the service failed on its side (5xx, 429)."""
+
+    cause = "unreachable"
+
+
+class TelemetryRefused(TelemetryError):
+    """401 or 403 (the role may not aps:QueryMetrics on the workspace), 404 (no such
+    workspace), or no credentials to sign the request with."""
+
+    cause = "refused"
+
+
+class TelemetrySlow(TelemetryError):
+    """No complete answer within the time the approval request allows the query."""
+
+    cause = "slow"
+
+
+class TelemetryBadAnswer(TelemetryError):
+    """An answer the pipeline cannot use: a query error, not JSON, not a matrix, too large."""
+
+    cause = "failed"

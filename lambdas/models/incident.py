@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from lambdas.models.telemetry import TelemetryRecord
+
 
 class IncidentState(StrEnum):
     OPENED = "opened"
@@ -105,6 +107,9 @@ class Incident:
     reboot: dict[str, Any] | None = None
     """The reboot an approver chose (`lambdas.logic.reboot`): its decision, the request and
     its answer, the node's status until it was Running again, and the path that acted."""
+    telemetry: TelemetryRecord | None = None
+    """What the GPU's hardware counters showed when the approval was requested
+    (`lambdas.logic.telemetry`)."""
     version: int = 0
 
     @property
@@ -143,4 +148,6 @@ class Incident:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in record.items() if k in known}
         values["state"] = IncidentState(values["state"])
+        if isinstance(values.get("telemetry"), dict):
+            values["telemetry"] = TelemetryRecord.from_record(values["telemetry"])
         return cls(**values)

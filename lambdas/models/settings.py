@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,10 @@ _POSITIVE = {
 
 
 EKS_CLUSTER_NAME_RE = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+WORKSPACE_ID_RE = re.compile(r"^[0-9A-Za-z][-.0-9A-Za-z_]{0,63}$")
+REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
+LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+"""A Prometheus label name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +58,24 @@ class IsolationConfig:
 
 RECOVERY_PATHS = ("api", "node_label")
 ISOLATION_OFF = IsolationConfig(isolate=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryWorkspace:
+    """Hardware telemetry for one HyperPod cluster (`TELEMETRY`): the Amazon Managed Service for
+    Prometheus workspace its observability add-on writes dcgm-exporter's series to."""
+
+    workspace_id: str
+    query_url: str
+    """`https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>`; the Prometheus HTTP API
+    is under it (`/api/v1/query_range`)."""
+    region: str
+    """The workspace's region: the SigV4 scope of the signed query."""
+    dashboard: str | None = None
+    """A Grafana dashboard URL for people (the card links it)."""
+    node_label: str | None = None
+    """The label that names the node in the series; None: dcgm-exporter's own, `Hostname`
+    (before 4.8.3) or `hostname` (since)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +107,14 @@ class Settings:
     here; Step Functions still refuses the expired token)."""
     node_isolation: Mapping[str, IsolationConfig] = field(default_factory=dict)
     """Per HyperPod cluster name; a cluster not listed is not isolated."""
+    telemetry: Mapping[str, TelemetryWorkspace] = field(default_factory=dict)
+    """Per HyperPod cluster name; a cluster not listed has no hardware telemetry."""
 
     def isolation_for(self, cluster_name: str) -> IsolationConfig:
         return self.node_isolation.get(cluster_name, ISOLATION_OFF)
+
+    def telemetry_for(self, cluster_name: str) -> TelemetryWorkspace | None:
+        return self.telemetry.get(cluster_name)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -114,6 +142,7 @@ class Settings:
                 numbers[attr] = int(raw)
 
         isolation = _node_isolation(env.get("NODE_ISOLATION", ""), problems)
+        telemetry = _telemetry(env.get("TELEMETRY", ""), problems)
 
         if problems:
             raise SettingsError("bad function environment: " + "; ".join(problems))
@@ -129,6 +158,7 @@ class Settings:
             approval_state_machine_arn=env.get("APPROVAL_STATE_MACHINE_ARN", "").strip() or None,
             pause_parameter=env.get("PAUSE_PARAMETER", "").strip() or None,
             node_isolation=isolation,
+            telemetry=telemetry,
             **numbers,
         )
 
@@ -179,3 +209,72 @@ def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]
         else:
             configs[cluster] = IsolationConfig(value["isolate"], eks, recovery)
     return configs
+
+
+def _telemetry(raw: str, problems: list[str]) -> dict[str, TelemetryWorkspace]:
+    """`TELEMETRY`: a JSON object, HyperPod cluster name → {"workspace_id", "query_url",
+    "region", "dashboard" (optional), "node_label" (optional)}; empty = no telemetry."""
+    if not raw.strip():
+        return {}
+    expected = (
+        'TELEMETRY must be a JSON object {"<HyperPod cluster>": {"workspace_id": "ws-...", '
+        '"query_url": "https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-...", '
+        '"region": "<region>", "dashboard": "<https URL>" | null, "node_label": "<label>" | null}}'
+    )
+    try:
+        parsed: Any = json.loads(raw)
+    except json.JSONDecodeError as err:
+        problems.append(f"{expected}; not JSON: {err}")
+        return {}
+    if not isinstance(parsed, dict):
+        problems.append(f"{expected}; got {type(parsed).__name__}")
+        return {}
+    known = {"workspace_id", "query_url", "region", "dashboard", "node_label"}
+    workspaces: dict[str, TelemetryWorkspace] = {}
+    for cluster, value in parsed.items():
+        if not isinstance(value, dict):
+            problems.append(f"{expected}; {cluster!r} is not an object")
+            continue
+        found = [f"{cluster!r} {problem}" for problem in _telemetry_problems(value, known)]
+        if found:
+            problems.extend(f"{expected}; {problem}" for problem in found)
+            continue
+        workspaces[cluster] = TelemetryWorkspace(
+            workspace_id=value["workspace_id"],
+            query_url=value["query_url"].rstrip("/"),
+            region=value["region"],
+            dashboard=value.get("dashboard"),
+            node_label=value.get("node_label"),
+        )
+    return workspaces
+
+
+def _telemetry_problems(value: dict[str, Any], known: set[str]) -> list[str]:
+    problems = []
+    unknown = sorted(set(value) - known)
+    if unknown:
+        problems.append(f"has unknown keys {unknown}")
+    workspace = value.get("workspace_id")
+    if not isinstance(workspace, str) or not WORKSPACE_ID_RE.match(workspace):
+        problems.append(f"has a bad workspace_id {workspace!r}")
+    if not _is_https_url(value.get("query_url")):
+        problems.append(f"has a query_url that is not an https URL: {value.get('query_url')!r}")
+    region = value.get("region")
+    if not isinstance(region, str) or not REGION_RE.match(region):
+        problems.append(f"has a bad region {region!r}")
+    dashboard = value.get("dashboard")
+    if dashboard is not None and not _is_https_url(dashboard):
+        problems.append(f"has a dashboard that is not an https URL: {dashboard!r}")
+    label = value.get("node_label")
+    if label is not None and (
+        not isinstance(label, str) or not LABEL_NAME_RE.match(label) or label.startswith("__")
+    ):
+        problems.append(f"has a node_label that is not a Prometheus label name: {label!r}")
+    return problems
+
+
+def _is_https_url(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    parts = urllib.parse.urlsplit(value)
+    return parts.scheme == "https" and bool(parts.hostname)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+from datetime import datetime
 
 import pytest
 
@@ -240,3 +242,66 @@ def test_a_node_left_cordoned_after_a_reject_fails_the_drill(monkeypatch):
 
     assert not outcome.passed
     assert any("still cordoned" in problem for problem in outcome.problems)
+
+
+def _telemetry_paragraph(outcome: drill.Outcome) -> list[str]:
+    (paragraph,) = [
+        p for p in (outcome.notification or "").split("\n\n") if p.startswith("HARDWARE TELEMETRY")
+    ]
+    return paragraph.splitlines()
+
+
+def test_hardware_evidence_reads_a_real_prometheus_and_names_the_culprit_gpus_faults(outcomes):
+    outcome = outcomes("hardware-evidence")
+    uuid = drill.RANK_MAP[13]["gpu_uuid"]
+
+    (served,) = [line.what for line in outcome.timeline if line.who == "prometheus"]
+    lines = _telemetry_paragraph(outcome)
+
+    assert served.startswith("Prometheus 2.")  # the real server (make test installs it)
+    xid = re.fullmatch(rf"  XID 79 at (\d\d:\d\d:\d\d) UTC on {uuid} \(GPU 5\)", lines[1])
+    remap = re.fullmatch(
+        rf"  row remap FAILED \(no spare row left to repair its memory\) on {uuid} \(GPU 5\), "
+        r"since (\d\d:\d\d:\d\d) UTC",
+        lines[2],
+    )
+    assert xid and remap
+    gap = datetime.strptime(remap[1], "%H:%M:%S") - datetime.strptime(xid[1], "%H:%M:%S")
+    assert gap.total_seconds() == 30
+    assert not any(re.search(r"XID (31|48)\b", line) for line in lines)  # the decoys
+    assert lines[-1] == f"  dashboard: {drill.DASHBOARD}"
+
+
+def test_hardware_evidence_is_approved_and_replaced_in_the_usual_audit_order(outcomes):
+    outcome = outcomes("hardware-evidence")
+
+    (incident,) = outcome.incidents
+    steps = [a for a in actions(outcome) if a != "evidence_attached"]
+    assert steps[: len(UP_TO_REPLACEMENT)] == UP_TO_REPLACEMENT
+    assert set(steps[len(UP_TO_REPLACEMENT) : -4]) <= {"replacement_status"}
+    assert steps[-4:] == [
+        "replacement_done",
+        "node_release_skipped",
+        "incident_closed",
+        "closed_notified",
+    ]
+    assert outcome.replace_calls == [
+        {"ClusterName": "ml-cluster-1", "NodeIds": ["i-0bb00000000000002"]}
+    ]
+    assert incident["state"] == "replaced"
+
+
+def test_a_card_without_the_hardware_evidence_fails_the_drill(monkeypatch):
+    from lambdas.logic import approval
+    from lambdas.models.telemetry import TelemetryRecord, TelemetryState
+
+    def nothing(deps, incident, now):
+        return TelemetryRecord(TelemetryState.CLEAN, "no hardware signal", now.isoformat())
+
+    monkeypatch.setattr(approval.telemetry, "check", nothing)
+
+    outcome = run_scenario(SCENARIOS["hardware-evidence"])
+
+    assert not outcome.passed
+    assert any("does not name XID 79" in problem for problem in outcome.problems)
+    assert any("row remap failure" in problem for problem in outcome.problems)

@@ -17,6 +17,11 @@ from infra.synth import Synthesized, synthesize
 
 CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/ab12cd34ef56"
 CLUSTER_ID = "0123456789ab"
+WORKSPACE_ARN = (
+    "arn:aws:aps:us-west-2:111122223333:workspace/ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77"
+)
+WORKSPACE_ID = "ws-9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d"
+DASHBOARD = "https://g-1a2b3c4d5e.grafana-workspace.us-west-2.amazonaws.com/d/gpu-health"
 
 CONTEXT: dict[str, Any] = {
     "sdc:clusters": {"ml-cluster-1": CLUSTER_ARN, "ml-cluster-2": CLUSTER_ID},
@@ -24,6 +29,10 @@ CONTEXT: dict[str, Any] = {
     "sdc:notificationEmail": "oncall@example.com",
     "sdc:logRetentionDays": 30,
     "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
+    "sdc:telemetry": {
+        "ml-cluster-1": {"workspace": WORKSPACE_ARN, "dashboard": DASHBOARD},
+        "ml-cluster-2": {"workspace": WORKSPACE_ID, "dashboard": None, "nodeLabel": "node"},
+    },
 }
 
 VARIANT_CONTEXT: dict[str, Any] = {

@@ -145,3 +145,86 @@ def test_a_bad_pause_parameter_name_fails_the_synth_naming_the_key(value):
 def test_guard_and_storm_limits_out_of_range_fail_the_synth(key, value):
     with pytest.raises(SettingsError, match=key):
         Settings.from_context({key: value})
+
+
+# -- sdc:telemetry ------------------------------------------------------------------------------
+
+TELEMETRY_ARN = (
+    "arn:aws:aps:eu-west-1:111122223333:workspace/ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77"
+)
+
+
+def with_telemetry(telemetry: object) -> dict[str, object]:
+    return {"sdc:clusters": {"ml-cluster-1": "ab12cd34ef56"}, "sdc:telemetry": telemetry}
+
+
+def test_a_clusters_workspace_is_given_by_id_or_by_arn_with_an_optional_dashboard():
+    by_id = Settings.from_context(
+        with_telemetry('{"ml-cluster-1": {"workspace": "ws-1234abcd-0000", "dashboard": null}}')
+    ).telemetry[0]
+    by_arn = Settings.from_context(
+        with_telemetry(
+            {
+                "ml-cluster-1": {
+                    "workspace": TELEMETRY_ARN,
+                    "dashboard": "https://grafana.example.com/d/gpu",
+                    "nodeLabel": "kubernetes_node",
+                }
+            }
+        )
+    ).telemetry[0]
+
+    assert (by_id.workspace_id, by_id.arn, by_id.region, by_id.dashboard) == (
+        "ws-1234abcd-0000",
+        None,
+        None,
+        None,
+    )
+    assert by_arn.workspace_id == "ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77"
+    assert (by_arn.arn, by_arn.region, by_arn.url_suffix) == (
+        TELEMETRY_ARN,
+        "eu-west-1",
+        "amazonaws.com",
+    )
+    assert by_arn.node_label == "kubernetes_node"
+
+
+def test_a_workspace_in_the_china_partition_is_reached_under_its_dns_suffix():
+    arn = "arn:aws-cn:aps:cn-north-1:111122223333:workspace/ws-1234abcd-0000"
+
+    source = Settings.from_context(with_telemetry({"ml-cluster-1": {"workspace": arn}})).telemetry[
+        0
+    ]
+
+    assert (source.region, source.url_suffix) == ("cn-north-1", "amazonaws.com.cn")
+
+
+@pytest.mark.parametrize(
+    ("telemetry", "message"),
+    [
+        ({"ml-cluster-1": {"workspace": "ml-cluster-1"}}, "neither a workspace id"),
+        ({"ml-cluster-1": {"workspace": "arn:aws:aps:us-west-2:1:workspace/ws-1"}}, "neither"),
+        ({"ml-cluster-1": {}}, "neither a workspace id"),
+        ({"ml-cluster-1": "ws-1234abcd"}, "needs an object"),
+        ({"ml-cluster-1": {"workspace": "ws-1", "dashboard": "http://g.example.com"}}, "https"),
+        ({"ml-cluster-1": {"workspace": "ws-1", "dashboard": "g.example.com/d"}}, "https"),
+        ({"ml-cluster-1": {"workspace": "ws-1", "nodeLabel": "node-name"}}, "label name"),
+        ({"ml-cluster-1": {"workspace": "ws-1", "nodeLabel": "__name__"}}, "label name"),
+        ({"ml-cluster-1": {"workspace": "ws-1", "region": "us-east-1"}}, "unknown keys"),
+        ({"bad_name": {"workspace": "ws-1"}}, "not a HyperPod cluster name"),
+        (["ml-cluster-1"], "an object"),
+        ("{not json", "as JSON"),
+    ],
+)
+def test_a_bad_telemetry_value_fails_the_synth_naming_the_key(telemetry, message):
+    with pytest.raises(SettingsError, match=message) as raised:
+        Settings.from_context(with_telemetry(telemetry))
+
+    assert "sdc:telemetry" in str(raised.value)
+
+
+def test_telemetry_for_a_cluster_the_deployment_does_not_act_on_fails_the_synth():
+    with pytest.raises(
+        SettingsError, match="sdc:telemetry names ml-cluster-9, not in sdc:clusters"
+    ):
+        Settings.from_context(with_telemetry({"ml-cluster-9": {"workspace": "ws-1234abcd"}}))

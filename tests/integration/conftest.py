@@ -214,3 +214,16 @@ def moto_account() -> Iterator[Aws]:
 def aws() -> Iterator[Aws]:
     with moto_account() as account:
         yield account
+
+
+@pytest.fixture(scope="session")
+def prometheus() -> Iterator[Any]:
+    """Debian's real Prometheus on 127.0.0.1 with tests/integration/prometheus_server.py's series
+    backfilled. Not installed: every test that needs it errors, naming what to install
+    (`make test` installs it)."""
+    from infra.local.prometheus import real_prometheus
+    from tests.integration.prometheus_server import Dataset, PrometheusWorld
+
+    data = Dataset.build()
+    with real_prometheus(data.series) as server:
+        yield PrometheusWorld(server, data)

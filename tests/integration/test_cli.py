@@ -910,3 +910,33 @@ def test_approving_through_the_cli_leads_the_incident_to_replaced(tmp_path, caps
         (accepted,) = [e for e in run.audit(incident_id) if e.action == "decision_accepted"]
         assert re.search(r":execution:SdcRemediation-approval:cli-[^:]+$", accepted.actor)
         assert accepted.details["comment"] == "rank 13 twice"
+
+
+def test_show_prints_what_the_gpus_counters_showed_when_the_approval_was_requested(
+    deployed, capsys
+):
+    from lambdas.models.telemetry import TelemetryFinding, TelemetryRecord
+
+    text = "XID 79 at 08:03:15 UTC on GPU-0000000d-5a1e-4c1d-9e7b-000000019223 (GPU 5)"
+    record = TelemetryRecord(
+        state="signal",
+        summary=f"hardware signal: {text}",
+        queried_at="2026-11-30T08:20:00+00:00",
+        dashboard="https://g-1.grafana-workspace.us-west-2.amazonaws.com/d/gpu",
+        findings=(TelemetryFinding("xid", "signal", text, value=79),),
+    )
+    incident_id = deployed.incident("awaiting_approval", telemetry=record)
+
+    deployed.sdc("show", incident_id)
+
+    out = capsys.readouterr().out
+    assert f"HARDWARE TELEMETRY (the GPU's own counters, from dcgm-exporter)\n  {text}\n" in out
+    assert "  dashboard: https://g-1.grafana-workspace.us-west-2.amazonaws.com/d/gpu" in out
+
+
+def test_show_of_an_incident_not_yet_asked_about_its_counters_says_so(deployed, capsys):
+    incident_id = deployed.incident("health_check")
+
+    deployed.sdc("show", incident_id)
+
+    assert "  not queried yet (the approval request queries it)" in capsys.readouterr().out

@@ -104,3 +104,39 @@ def test_audit_entries_read_back_in_order_and_verify(audit):
     assert [e.seq for e in stored] == [1, 2]
     assert audit.last("sdc-1") == second
     assert verify_chain(stored).ok
+
+
+def test_an_incidents_telemetry_record_round_trips_with_its_fractions_and_findings(store):
+    from lambdas.models.telemetry import TelemetryFinding, TelemetryRecord
+
+    record = TelemetryRecord(
+        state="signal",
+        summary="hardware signal: XID 79 at 08:03:15 UTC on GPU-0000000d (GPU 5)",
+        queried_at="2026-11-30T08:20:00+00:00",
+        workspace="ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77",
+        dashboard=None,
+        window_start="2026-11-30T07:14:30+00:00",
+        window_end="2026-11-30T08:17:15+00:00",
+        step_seconds=15,
+        gpu_uuids=("GPU-0000000d",),
+        findings=(
+            TelemetryFinding(
+                "xid",
+                "signal",
+                "XID 79 at 08:03:15 UTC",
+                "GPU-0000000d",
+                "5",
+                "2026-11-30T08:03:15+00:00",
+                79,
+                "DCGM_FI_DEV_XID_ERRORS",
+            ),
+            TelemetryFinding("ecc_sbe", "signal", "rose by 2.5", value=2.5),
+        ),
+        context=("hottest GPU temperature 61 °C",),
+        not_exported=("NVLink replays",),
+        series=6,
+        seconds=0.042,
+    )
+    store.create(incident(telemetry=record))
+
+    assert store.get("sdc-1").telemetry == record

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from lambdas.adapters.prometheus import AmpPrometheus
 from lambdas.handlers import _deps, open_incident
+from lambdas.logic.ports import NoPrometheus
 from lambdas.models.errors import SettingsError
+from lambdas.models.settings import Settings
 from tests.conftest import load_fixture
-from tests.integration.conftest import invoke
+from tests.integration.conftest import SESSION, invoke
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = [
@@ -89,3 +93,21 @@ def test_an_injected_factory_builds_deps_from_the_environment_of_each_invocation
     result = invoke(open_incident, load_fixture("events", "contributor_alarm"))
 
     assert result["action"] == "ignored"  # the environment of this invocation was read
+
+
+def test_only_a_deployment_with_telemetry_builds_the_prometheus_adapter():
+    base = {"INCIDENTS_TABLE": "i", "AUDIT_TABLE": "a", "TOPIC_ARN": "arn:aws:sns:us-west-2:1:t"}
+    workspace = {
+        "workspace_id": "ws-1234abcd",
+        "query_url": "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-1234abcd",
+        "region": "us-west-2",
+    }
+
+    plain = _deps.build_deps(Settings.from_env(base), session=SESSION)
+    configured = _deps.build_deps(
+        Settings.from_env({**base, "TELEMETRY": json.dumps({"ml-cluster-1": workspace})}),
+        session=SESSION,
+    )
+
+    assert isinstance(plain.prometheus, NoPrometheus)
+    assert isinstance(configured.prometheus, AmpPrometheus)

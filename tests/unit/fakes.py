@@ -35,6 +35,7 @@ from lambdas.models.guard import (
 )
 from lambdas.models.incident import Incident
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from lambdas.models.settings import TelemetryWorkspace
 
 
 class InMemoryIncidentStore:
@@ -378,6 +379,43 @@ class FakeKubernetesNodes:
         return str(raw["rv"])
 
 
+@dataclass(frozen=True)
+class PrometheusCall:
+    workspace: TelemetryWorkspace
+    query: str
+    start: datetime
+    end: datetime
+    step_seconds: int
+
+
+class FakePrometheus:
+    """Canned answers of a workspace's `query_range`, in order: a `data` object (as Prometheus
+    returns it) or an exception to raise; the last one repeats. `calls` keeps what was asked."""
+
+    def __init__(self, *answers: Mapping[str, Any] | Exception) -> None:
+        self.answers: list[Mapping[str, Any] | Exception] = list(answers)
+        self.calls: list[PrometheusCall] = []
+
+    def answer(self, *answers: Mapping[str, Any] | Exception) -> None:
+        self.answers = list(answers)
+
+    def query_range(
+        self,
+        workspace: TelemetryWorkspace,
+        query: str,
+        start: datetime,
+        end: datetime,
+        step_seconds: int,
+    ) -> Mapping[str, Any]:
+        self.calls.append(PrometheusCall(workspace, query, start, end, step_seconds))
+        if not self.answers:
+            return {"resultType": "matrix", "result": []}
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return copy.deepcopy(answer)
+
+
 @dataclass
 class SteppingClock:
     """Each `now()` is one second after the previous one: entries get distinct, ordered times."""
@@ -399,6 +437,7 @@ if TYPE_CHECKING:
         KubernetesNodes,
         Notifier,
         PauseSwitch,
+        PrometheusQueries,
         ReportStore,
         Workflow,
     )
@@ -413,3 +452,4 @@ if TYPE_CHECKING:
     _workflow: Workflow = FakeWorkflow()
     _clock: Clock = SteppingClock()
     _kubernetes: KubernetesNodes = FakeKubernetesNodes()
+    _prometheus: PrometheusQueries = FakePrometheus()

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from lambdas.models.errors import SettingsError
@@ -100,3 +103,57 @@ def test_without_guard_variables_the_documented_defaults_apply():
 def test_a_bad_guard_variable_fails_fast_naming_it(name, value):
     with pytest.raises(SettingsError, match=name):
         Settings.from_env({**BASE, name: value})
+
+
+# -- TELEMETRY: the clusters' Prometheus workspaces (request_approval) -----------------------
+
+WORKSPACE_URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1234abcd-0000-1111"
+
+
+def telemetry_env(**changes: object) -> dict[str, str]:
+    config = {
+        "workspace_id": "ws-1234abcd-0000-1111",
+        "query_url": WORKSPACE_URL + "/",
+        "region": "us-east-1",
+        "dashboard": "https://g-1.grafana-workspace.us-east-1.amazonaws.com/d/gpu",
+        **changes,
+    }
+    return {**BASE, "TELEMETRY": json.dumps({"ml-cluster-1": config})}
+
+
+def test_telemetry_names_each_clusters_workspace():
+    settings = Settings.from_env(telemetry_env(node_label="kubernetes_node"))
+
+    workspace = settings.telemetry_for("ml-cluster-1")
+    assert workspace is not None
+    assert workspace.workspace_id == "ws-1234abcd-0000-1111"
+    assert workspace.query_url == WORKSPACE_URL  # no trailing slash
+    assert (workspace.region, workspace.node_label) == ("us-east-1", "kubernetes_node")
+    assert settings.telemetry_for("ml-cluster-2") is None
+
+
+def test_without_telemetry_no_cluster_has_a_workspace():
+    assert Settings.from_env(BASE).telemetry_for("ml-cluster-1") is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"query_url": "http://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1"}, "https"),
+        ({"region": "US East"}, "bad region"),
+        ({"workspace_id": ""}, "bad workspace_id"),
+        ({"dashboard": "grafana.example.com"}, "dashboard that is not an https URL"),
+        ({"node_label": "__name__"}, "not a Prometheus label name"),
+        ({"node_label": "node-name"}, "not a Prometheus label name"),
+        ({"extra": 1}, "unknown keys ['extra']"),
+    ],
+)
+def test_a_bad_telemetry_entry_fails_fast_naming_the_problem(changes, message):
+    with pytest.raises(SettingsError, match=re.escape(message)):
+        Settings.from_env(telemetry_env(**changes))
+
+
+@pytest.mark.parametrize("raw", ["{not json", '["ml-cluster-1"]', '{"ml-cluster-1": "ws-1"}'])
+def test_telemetry_that_is_not_an_object_of_objects_fails_fast(raw):
+    with pytest.raises(SettingsError, match="TELEMETRY must be a JSON object"):
+        Settings.from_env({**BASE, "TELEMETRY": raw})

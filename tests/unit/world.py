@@ -20,6 +20,7 @@ from tests.conftest import load_fixture
 from tests.unit.fakes import (
     FakeKubernetesNodes,
     FakePauseSwitch,
+    FakePrometheus,
     FakeWorkflow,
     InMemoryAuditLog,
     InMemoryIncidentStore,
@@ -67,6 +68,7 @@ class World:
     switch: FakePauseSwitch = field(default_factory=FakePauseSwitch)
     settings: Settings = field(default_factory=settings)
     kube: FakeKubernetesNodes = field(default_factory=FakeKubernetesNodes)
+    prometheus: FakePrometheus = field(default_factory=FakePrometheus)
     eks_cluster: str | None = None
     """The EKS cluster orchestrating CLUSTER (None: not EKS); its node for INSTANCE is NODE."""
 
@@ -91,6 +93,7 @@ class World:
             clock=self.clock,
             switch=self.switch,
             kubernetes=self.kube,
+            prometheus=self.prometheus,
         )
 
     def incident(self, incident_id: str) -> Incident:

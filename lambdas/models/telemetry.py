@@ -1,0 +1,118 @@
+"""What the GPU's own hardware counters said when the approval was requested.
+
+The approval request queries the cluster's Amazon Managed Service for Prometheus workspace (the
+HyperPod observability add-on writes dcgm-exporter's series there) and keeps the outcome on the
+incident as a `TelemetryRecord`: the card and `sdc show` print it from there, so it says what
+the approver saw. Plain JSON-able fields only, so it round-trips through DynamoDB unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class TelemetryState(StrEnum):
+    SIGNAL = "signal"
+    """At least one counter shows a hardware fault in the window: XID, a row remap failure or
+    pending remap, retired pages, rising ECC, PCIe or NVLink errors, hardware throttling."""
+    CLEAN = "clean"
+    """The node's series were there and showed nothing. This does not clear the node: silent
+    data corruption often leaves no trace in any counter."""
+    NO_SERIES = "no_series"
+    """The workspace answered, but holds no dcgm-exporter series for this node (or GPU)."""
+    NOT_CONFIGURED = "not_configured"
+    """The cluster has no workspace in `sdc:telemetry`."""
+    UNREACHABLE = "unreachable"
+    REFUSED = "refused"
+    SLOW = "slow"
+    FAILED = "failed"
+    """The workspace's answer could not be used (a query error, a malformed answer)."""
+
+    @property
+    def queried(self) -> bool:
+        """Whether the workspace answered the query."""
+        return self in (TelemetryState.SIGNAL, TelemetryState.CLEAN, TelemetryState.NO_SERIES)
+
+
+class Severity(StrEnum):
+    SIGNAL = "signal"
+    """Seen in the window: raises confidence that the hardware is at fault."""
+    HISTORY = "history"
+    """A non-zero lifetime count that did not change in the window: the GPU had such faults
+    before; shown, but not counted as a signal of this incident."""
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryFinding:
+    """One thing a counter showed, in plain words (`text`), with what it rests on."""
+
+    kind: str
+    """The counter family (`lambdas.logic.telemetry.FAMILIES`), e.g. `xid`, `row_remap_failed`."""
+    severity: str
+    text: str
+    gpu_uuid: str | None = None
+    gpu: str | None = None
+    """dcgm-exporter's `gpu` label: the GPU's index on its node."""
+    at: str | None = None
+    """When it was first seen in the window (ISO 8601, UTC), if it changed in the window."""
+    value: float | None = None
+    metric: str | None = None
+    """The series name it was read from, exactly as exported."""
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> TelemetryFinding:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in record.items() if k in known})
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryRecord:
+    state: str
+    summary: str
+    """One line in plain words: what the card says first."""
+    queried_at: str
+    workspace: str | None = None
+    dashboard: str | None = None
+    window_start: str | None = None
+    window_end: str | None = None
+    step_seconds: int | None = None
+    node: str | None = None
+    """The node as the query matched it (label and the names it accepted)."""
+    gpu_uuids: tuple[str, ...] = ()
+    """The GPUs asked about; empty: every GPU of the node."""
+    findings: tuple[TelemetryFinding, ...] = ()
+    context: tuple[str, ...] = ()
+    """Lines that are neither signal nor history (the hottest temperature seen)."""
+    not_exported: tuple[str, ...] = ()
+    """Counter families with no series at all for the node: the exporter does not collect them
+    (dcgm-exporter's default set leaves ECC totals, retired pages and NVLink errors out)."""
+    series: int = 0
+    """How many series the answer held."""
+    seconds: float | None = None
+    """How long the query took."""
+    error: dict[str, Any] | None = None
+
+    @property
+    def signals(self) -> list[TelemetryFinding]:
+        return [f for f in self.findings if f.severity == Severity.SIGNAL]
+
+    @property
+    def history(self) -> list[TelemetryFinding]:
+        return [f for f in self.findings if f.severity == Severity.HISTORY]
+
+    def to_record(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> TelemetryRecord:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in record.items() if k in known}
+        values["findings"] = tuple(
+            TelemetryFinding.from_record(f) for f in values.get("findings") or ()
+        )
+        for name in ("gpu_uuids", "context", "not_exported"):
+            values[name] = tuple(values.get(name) or ())
+        return cls(**values)
