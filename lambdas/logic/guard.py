@@ -31,6 +31,7 @@ from typing import Any
 from lambdas.logic import cards, ids
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.ports import Deps
+from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import ConditionFailed, HoldExists
 from lambdas.models.guard import ClusterHold, HoldKind
 from lambdas.models.settings import Settings
@@ -157,7 +158,7 @@ def _start_hold(
             "open_incidents": open_ids,
         },
     )
-    count("StormHolds")
+    count(M.STORM_HOLDS)
     logger.warning("storm hold started", hold_id=hold.hold_id, cluster_name=cluster_name)
     return hold
 
@@ -210,6 +211,6 @@ def lift(step: Step, hold: ClusterHold, actor: str, comment: str) -> ClusterHold
         {"cluster_name": hold.cluster_name, "comment": comment},
         actor=actor,
     )
-    count("StormHoldsReset")
+    count(M.STORM_HOLDS_RESET)
     _publish(step, hold, cards.hold_lifted_notice(hold), "storm_hold_reset", "reset_notified")
     return hold

@@ -31,6 +31,7 @@ from lambdas.logic import cards, evidence, guard, ids
 from lambdas.logic._steps import Step, error_details, send_notice
 from lambdas.logic.history import record_history
 from lambdas.logic.ports import Deps
+from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import (
     ClusterNotFound,
     GuardFull,
@@ -74,7 +75,7 @@ def parsed_or_refused(event: Any, parse: Callable[[Any], T], actor: str, deps: D
                 detail_type=_short(raw.get("detail-type")),
             ),
         )
-        count("EventsRefused")
+        count(M.EVENTS_REFUSED)
         raise
 
 
@@ -218,7 +219,7 @@ def _open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIn
         },
         [cluster.request_id, node.request_id],
     )
-    count("IncidentsOpened")
+    count(M.INCIDENTS_OPENED)
     logger.info(
         "incident opened",
         incident_id=incident_id,
@@ -254,7 +255,7 @@ def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentRes
             "alarm": evidence.alarm_evidence(alarm),
         },
     )
-    count("EventsIgnored")
+    count(M.EVENTS_IGNORED)
     logger.info("event ignored", event_id=alarm.event_id, reason=reason)
     return {"incident_id": None, "action": "ignored"}
 
@@ -288,7 +289,7 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
         {"reason": reason, "error": error_details(err), "event_id": trigger.event_id},
         [getattr(err, "request_id", None)],
     )
-    count("IncidentsSkipped")
+    count(M.INCIDENTS_SKIPPED)
     logger.info("incident skipped", incident_id=incident_id, reason=reason)
     return {"incident_id": incident_id, "action": "skipped"}
 
@@ -338,7 +339,7 @@ def _hold(
             "event_id": trigger.event_id,
         },
     )
-    count("IncidentsHeld")
+    count(M.INCIDENTS_HELD)
     logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)
     record_history(step, incident)
     if blocker.kind != HoldKind.STORM:
@@ -412,7 +413,7 @@ def _attach_items(
             "evidence_attached",
             {"kind": kind, "keys": added, "event_id": event_id},
         )
-        count("EvidenceAttached")
+        count(M.EVIDENCE_ATTACHED)
     else:
         logger.info("duplicate delivery", incident_id=holder, event_id=event_id)
     return incident
@@ -477,7 +478,7 @@ def _ensure_execution(step: Step, incident_id: str) -> None:
         {"execution_arn": started.arn, "already_existed": started.already_existed},
         [started.request_id],
     )
-    count("ExecutionsStarted")
+    count(M.EXECUTIONS_STARTED)
 
 
 # -- reports ----------------------------------------------------------------------------------
@@ -501,7 +502,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
             "report_ignored",
             {"report_id": report.report_id, "cluster_name": report.cluster_name, "reason": reason},
         )
-        count("ReportsIgnored")
+        count(M.REPORTS_IGNORED)
         return {"report_id": report.report_id, "stored": False, "incidents": []}
 
     expires_at = int((deps.clock.now() + REPORT_TTL).timestamp())
@@ -523,7 +524,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
                 "ambiguous": report.ambiguous,
             },
         )
-        count("ReportsStored")
+        count(M.REPORTS_STORED)
     # Every instance, not only the newly stored ones: a retry after a crash must still open.
     results = _open_job(step, event) if report.ambiguous else _open_named(step, event)
     logger.info(
@@ -658,7 +659,7 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
         },
         [cluster.request_id],
     )
-    count("JobIncidentsOpened")
+    count(M.JOB_INCIDENTS_OPENED)
     logger.info("job incident opened", incident_id=incident_id, instances=len(claimed))
     _ensure_execution(step, incident_id)
     return [*results, {"incident_id": incident_id, "action": "opened"}]

@@ -191,3 +191,21 @@ def test_audit_entries_read_back_in_order_and_verify(audit):
     assert [e.seq for e in stored] == [1, 2]
     assert audit.last("sdc-1") == second
     assert verify_chain(stored).ok
+
+
+def test_incidents_in_a_state_come_from_the_index_oldest_first_without_other_items(store):
+    store.create(incident("sdc-b", state=IncidentState.AWAITING_APPROVAL, instance_id="i-0b"))
+    store.create(
+        incident(
+            "sdc-a",
+            state=IncidentState.AWAITING_APPROVAL,
+            instance_id="i-0a",
+            created_at="2026-11-30T08:00:00+00:00",
+        )
+    )
+    store.create(incident("sdc-c", state=IncidentState.OPENED, instance_id="i-0c"))
+
+    waiting = store.in_state(IncidentState.AWAITING_APPROVAL)
+
+    assert [i.incident_id for i in waiting] == ["sdc-a", "sdc-b"]
+    assert [i.incident_id for i in store.in_state(IncidentState.REPLACED)] == []

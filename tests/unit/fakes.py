@@ -27,7 +27,7 @@ from lambdas.models.errors import (
 )
 from lambdas.models.events import SdcReport
 from lambdas.models.guard import ClusterHold, GuardState, PastIncident
-from lambdas.models.incident import Incident
+from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
 
 
@@ -94,6 +94,10 @@ class InMemoryIncidentStore:
     def get(self, incident_id: str) -> Incident | None:
         found = self.incidents.get(incident_id)
         return copy.deepcopy(found) if found else None
+
+    def in_state(self, state: IncidentState) -> list[Incident]:
+        found = [copy.deepcopy(i) for i in self.incidents.values() if i.state is state]
+        return sorted(found, key=lambda i: (i.created_at, i.incident_id))
 
     def save(self, incident: Incident) -> None:
         if self.fail_next_save is not None:
