@@ -271,6 +271,9 @@ class Outcome:
     chain_ok: bool
     replace_calls: list[dict[str, Any]]
     seconds: float
+    dashboard: list[str] = field(default_factory=list)
+    """The metrics this run's incidents put on the deployed dashboard, each checked against
+    what the run published (`infra.local.dashboard_check`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -284,6 +287,7 @@ class Outcome:
             "audit_chain_verified": self.chain_ok,
             "replace_calls": self.replace_calls,
             "seconds": round(self.seconds, 2),
+            "dashboard": self.dashboard,
         }
 
 
@@ -327,7 +331,8 @@ def run_scenario(
     with LocalRun.open(context=scenario.context, hyperpod=hyperpod) as run:
         note("local", "stack deployed into the local account (moto) from the synthesized template")
         reported_at = time.monotonic()  # the report event is handled before report() returns
-        result = run.emitter(rank_map).report(alarm)
+        emitter = run.emitter(rank_map)
+        result = emitter.report(alarm)
         published = ", ".join(f"{d.metric.value} on {d.instance_id}" for d in result.datapoints)
         note(
             "rank 0",
@@ -417,8 +422,10 @@ def run_scenario(
         ]
         audit: dict[str, list[dict[str, Any]]] = {}
         chain_ok = True
+        every_entry: list[Any] = []
         for subject in [i.incident_id for i in finals] + [h.hold_id for h in holds]:
             entries = run.audit(subject)
+            every_entry.extend(entries)
             chain_ok = chain_ok and verify_chain(entries).ok
             timeline.extend(_audit_lines(entries, wall_start))
             audit[subject] = [
@@ -437,6 +444,8 @@ def run_scenario(
         notices = [n["attributes"].get("kind") for n in run.inbox + run.notifications()]
         holds = [run.deps.guard.get_hold(h.hold_id) or h for h in holds]
         isolated = _still_isolated(run)
+        sdc = {(emitter.config.namespace, d.metric.value) for d in result.datapoints}
+        dashboard, dashboard_problems = _check_dashboard(run, every_entry, sdc)
     timeline.sort(key=lambda line: line.at)
 
     problems = _judge(scenario, finals, replace_calls, chain_ok, ask is not None)
@@ -448,6 +457,7 @@ def run_scenario(
     ]
     if scenario.storm:
         problems += _judge_storm(holds, notices, health_checks)
+    problems += dashboard_problems
     return Outcome(
         scenario=scenario.name,
         passed=not problems,
@@ -468,6 +478,7 @@ def run_scenario(
         chain_ok=chain_ok,
         replace_calls=replace_calls,
         seconds=time.monotonic() - started,
+        dashboard=dashboard,
     )
 
 
@@ -522,6 +533,33 @@ def _judge(
             f"BatchReplaceClusterNodes was called {len(replace_calls)} times; expected none"
         )
     return problems
+
+
+def _check_dashboard(
+    run: Any, entries: Sequence[Any], sdc: set[tuple[str, str]]
+) -> tuple[list[str], list[str]]:
+    """The deployed dashboard against this run (infra/local/dashboard_check.py): the metrics it
+    had to show, and the problems found."""
+    from infra.local.dashboard_check import facts, judge_dashboard, published_metrics
+
+    bodies = list(run.stack.dashboards.values())
+    if len(bodies) != 1:
+        return [], [f"the stack has {len(bodies)} dashboards; expected one"]
+    stack = run.stack
+    expected = facts(entries, sdc)
+    problems = judge_dashboard(
+        bodies[0],
+        published_metrics(run.session.client("cloudwatch")),
+        expected,
+        sdc_namespace=run.deps.settings.namespace,
+        resources={
+            "FunctionName": {f.name for f in stack.functions.values()},
+            "QueueName": {q["arn"].rsplit(":", 1)[-1] for q in stack.queues.values()},
+            "StateMachineArn": {m.arn for m in stack.state_machines.values()},
+        },
+        alarms={a["AlarmArn"] for a in stack.alarms.values()},
+    )
+    return sorted(f"{namespace}/{name}" for namespace, name in expected), problems
 
 
 GONE = ("replaced", "replaced_by_hyperpod")
@@ -630,6 +668,13 @@ def render(outcome: Outcome, out: TextIO, style: Style) -> None:
             )
     verdict = "verified" if outcome.chain_ok else "BROKEN"
     out.write(f"  hash chain: {verdict}\n\n")
+    if outcome.dashboard:
+        out.write(style("Dashboard", bold) + "\n")
+        out.write(
+            f"  {len(outcome.dashboard)} metrics of this run on it, each as published: "
+            + ", ".join(m.rsplit("/", 1)[-1] for m in outcome.dashboard)
+            + "\n\n"
+        )
     for incident in outcome.incidents:
         new_id = incident["new_instance_id"]
         out.write(
@@ -681,10 +726,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{scenario.name:<20} {scenario.summary}")
         return 0
     if not args.verbose:
-        # The functions log JSON lines and EMF metrics to stdout, as on Lambda; here they would
-        # bury the timeline. Set before the handlers are imported.
+        # The functions log JSON lines to stdout, as on Lambda; here they would bury the
+        # timeline. Set before the handlers are imported. (Their EMF metrics never reach stdout
+        # in the local run: infra/local/metrics.py puts them into the local account.)
         os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     tty = sys.stdout.isatty() and not args.json
     style = Style(tty and os.environ.get("NO_COLOR") is None)

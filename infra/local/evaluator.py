@@ -30,6 +30,27 @@ _OPERATORS = {
 
 
 @dataclass(frozen=True)
+class InsightsQuery:
+    """`SELECT MAX(<metric>) FROM SCHEMA("<namespace>", <dimensions>) GROUP BY <dimensions>`."""
+
+    metric: str
+    namespace: str
+    dimensions: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, expression: str) -> InsightsQuery | None:
+        """The query's parts; None for any other expression (or GROUP BY other dimensions)."""
+        match = _QUERY.match(expression.strip())
+        if match is None:
+            return None
+        dims = tuple(d.strip() for d in match["dims"].split(","))
+        group = tuple(d.strip() for d in match["group"].split(","))
+        if dims != group:
+            return None
+        return cls(match["metric"], match["ns"], dims)
+
+
+@dataclass(frozen=True)
 class InsightsAlarm:
     name: str
     expression: str
@@ -47,19 +68,15 @@ class InsightsAlarm:
         if len(queries) != 1:
             return None
         query = queries[0]
-        match = _QUERY.match(query["Expression"].strip())
-        if match is None:
-            return None
-        dims = tuple(d.strip() for d in match["dims"].split(","))
-        group = tuple(d.strip() for d in match["group"].split(","))
-        if dims != group:
+        parsed = InsightsQuery.parse(query["Expression"])
+        if parsed is None:
             return None
         return cls(
             name=props["AlarmName"],
             expression=query["Expression"],
-            metric=match["metric"],
-            namespace=match["ns"],
-            dimensions=dims,
+            metric=parsed.metric,
+            namespace=parsed.namespace,
+            dimensions=parsed.dimensions,
             period=int(query.get("Period", 60)),
             threshold=float(props["Threshold"]),
             operator=props["ComparisonOperator"],

@@ -31,6 +31,7 @@ from moto import mock_aws
 
 from infra.local.evaluator import Evaluator
 from infra.local.kube_api import KubeApi
+from infra.local.metrics import EmfCapture
 from infra.local.routing import (
     Delivery,
     EventBus,
@@ -141,6 +142,8 @@ class LocalRun:
     inbox_url: str
     kube_api: KubeApi
     """The EKS cluster's Kubernetes API (the stand-in): its nodes show the cordons."""
+    emf: EmfCapture
+    """The functions' metrics (EMF), published into the account after each invocation."""
     deliveries: list[Delivery] = field(default_factory=list)
     inbox: list[dict[str, Any]] = field(default_factory=list)
     _server: Any = None
@@ -183,7 +186,8 @@ class LocalRun:
 
                     _deps.set_deps(per_invocation)
                     with (
-                        handlers_in_process(stack) as invocations,
+                        EmfCapture(session).installed() as emf,
+                        handlers_in_process(stack, emf=emf) as invocations,
                         _stopping_executions(session, stack),
                     ):
                         run = cls(
@@ -196,6 +200,7 @@ class LocalRun:
                             deps=build_deps(settings, session=session, hyperpod=hyperpod),
                             inbox_url=_subscribe_inbox(session, settings.topic_arn),
                             kube_api=kube_api,
+                            emf=emf,
                         )
                         try:
                             yield run
