@@ -143,7 +143,10 @@ def handlers_in_process(
     try:
         yield log
     finally:
-        LambdaSimpleBackend.invoke = original  # type: ignore[method-assign]
+        # An invocation may still be running (a wait returns as soon as its state is saved):
+        # let it finish, metrics flushed and published, before the run goes away.
+        with _invoke_lock:
+            LambdaSimpleBackend.invoke = original  # type: ignore[method-assign]
 
 
 @contextmanager

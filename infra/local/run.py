@@ -49,7 +49,7 @@ from lambdas.handlers import _deps
 from lambdas.handlers._deps import build_deps
 from lambdas.logic.ports import Deps
 from lambdas.models.audit import AuditEntry
-from lambdas.models.incident import Incident
+from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.settings import Settings
 from trainer_emitter import Emitter
 from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
@@ -60,7 +60,9 @@ CLUSTER = "ml-cluster-1"
 CLUSTER_ID = "ab12cd34ef56"
 EKS_CLUSTER = "ml-eks-1"
 """The EKS cluster that orchestrates CLUSTER; its Kubernetes API is the local stand-in."""
-TERMINAL = frozenset({"replaced", "rejected", "expired", "failed", "skipped"})
+TERMINAL = frozenset(s.value for s in IncidentState if s.terminal)
+"""Closed states: a wait for one of them also waits for the closing execution to end (the state
+is saved before the node's release, the closing audit entry and the notice)."""
 
 LOCAL_CONTEXT: dict[str, Any] = {
     "sdc:clusters": {CLUSTER: CLUSTER_ID},
