@@ -145,6 +145,9 @@ class Scenario:
     """Whether a storm hold must start (one notice) and the drill's approver resets it."""
     job: Callable[[], Any] | None = None
     """A training job whose checks raise the alarm (with its own rank map) instead of `alarm`."""
+    muted: bool = False
+    """Whether an alarm mute rule (MUTE_RULE) mutes the detection alarms; the job then
+    publishes metrics only, so the muted alarm is what opens the incident."""
 
 
 SCENARIOS = {
@@ -205,6 +208,16 @@ SCENARIOS = {
             storm=True,
         ),
         Scenario(
+            "muted-alarm",
+            "a CloudWatch alarm mute rule mutes the SDC alarms (maintenance): the alarm still "
+            "reaches the pipeline, which holds the incident as if paused and names the rule",
+            REPLAY_CULPRIT,
+            None,
+            "held",
+            approval=False,
+            muted=True,
+        ),
+        Scenario(
             "reject",
             "the approver rejects: nothing is replaced",
             REPLAY_CULPRIT,
@@ -249,6 +262,8 @@ SCENARIOS = {
     )
 }
 DEFAULT = "replay-culprit"
+MUTE_RULE = "drill-gpu-maintenance"
+"""The alarm mute rule of the muted-alarm scenario (an hour's window around the drill)."""
 
 
 @dataclass
@@ -330,8 +345,10 @@ def run_scenario(
             hyperpod.set_health_check_result(CLUSTER, instance_id, passes=False)
     with LocalRun.open(context=scenario.context, hyperpod=hyperpod) as run:
         note("local", "stack deployed into the local account (moto) from the synthesized template")
+        if scenario.muted:
+            _mute_alarms(run, note)
         reported_at = time.monotonic()  # the report event is handled before report() returns
-        emitter = run.emitter(rank_map)
+        emitter = run.emitter(rank_map, report_events=not scenario.muted)
         result = emitter.report(alarm)
         published = ", ".join(f"{d.metric.value} on {d.instance_id}" for d in result.datapoints)
         note(
@@ -345,12 +362,20 @@ def run_scenario(
         events = run.evaluator.evaluate()
         for event in events:
             attrs = event["detail"]["alarmContributor"]["attributes"]
+            mute = event["detail"].get("muteDetail")
             note(
                 "cloudwatch",
                 f"alarm {event['detail']['alarmName']} → ALARM for contributor "
-                f"{attrs['InstanceId']}",
+                f"{attrs['InstanceId']}"
+                + (f" (actions muted by {mute['mutedByArn'].rsplit(':', 1)[-1]})" if mute else ""),
                 alarm=event["detail"]["alarmName"],
             )
+        # What the report event opened (or held) before any alarm arrived.
+        by_report = {
+            str(i.get("incident_id"))
+            for d in run.deliveries
+            for i in (d.response or {}).get("incidents") or []
+        }
         incident_ids: list[str] = []
         for round_ in range(scenario.deliveries):
             for event in events:
@@ -358,10 +383,18 @@ def run_scenario(
                     response = delivery.response or {}
                     incident_id = response.get("incident_id")
                     action = response.get("action", "failed")
-                    if action == "held":
+                    if action == "held" and (
+                        incident_id in by_report or incident_id in incident_ids
+                    ):
                         note(
                             "eventbridge",
                             f"alarm joins held incident {incident_id}",
+                            incident_id=str(incident_id),
+                        )
+                    elif action == "held":
+                        note(
+                            "eventbridge",
+                            f"alarm recorded incident {incident_id} as held",
                             incident_id=str(incident_id),
                         )
                     elif action == "attached" and round_ == 0:
@@ -441,7 +474,11 @@ def run_scenario(
             ]
         replace_calls = run.hyperpod.calls_to("BatchReplaceClusterNodes")
         health_checks = run.hyperpod.calls_to("StartClusterHealthCheck")
-        notices = [n["attributes"].get("kind") for n in run.inbox + run.notifications()]
+        received = run.inbox + run.notifications()
+        notices = [n["attributes"].get("kind") for n in received]
+        held_texts = [n["message"] for n in received if n["attributes"].get("kind") == "held"]
+        if scenario.muted and held_texts:
+            card = held_texts[0]
         holds = [run.deps.guard.get_hold(h.hold_id) or h for h in holds]
         isolated = _still_isolated(run)
         sdc = {(emitter.config.namespace, d.metric.value) for d in result.datapoints}
@@ -457,6 +494,8 @@ def run_scenario(
     ]
     if scenario.storm:
         problems += _judge_storm(holds, notices, health_checks)
+    if scenario.muted:
+        problems += _judge_muted(finals, notices, held_texts, health_checks)
     problems += dashboard_problems
     return Outcome(
         scenario=scenario.name,
@@ -595,6 +634,46 @@ def _reset_storm(run: Any, scenario: Scenario, note: Callable[..., None]) -> tup
             execution=execution["executionArn"].rsplit(":", 1)[-1],
         )
     return notice["message"], hold
+
+
+def _mute_alarms(run: Any, note: Callable[..., None]) -> None:
+    """An alarm mute rule over the detection alarms, its window around now (maintenance)."""
+    from datetime import UTC, datetime, timedelta
+
+    from infra.local.evaluator import MuteRule
+
+    now = datetime.now(UTC)
+    rule = MuteRule(MUTE_RULE, now - timedelta(minutes=5), now + timedelta(hours=1))
+    run.evaluator.mute(rule)
+    note(
+        "cloudwatch",
+        f"alarm mute rule {MUTE_RULE} mutes the SDC alarms' actions for the next hour; the job "
+        "publishes metrics only (no report event)",
+    )
+
+
+def _judge_muted(
+    finals: Sequence[Any],
+    notices: Sequence[str | None],
+    held_texts: Sequence[str],
+    checks: Sequence[Any],
+) -> list[str]:
+    problems: list[str] = []
+    for incident in finals:
+        hold = incident.hold or {}
+        if (hold.get("kind"), hold.get("mute_rule")) != ("muted", MUTE_RULE):
+            problems.append(
+                f"{incident.incident_id} is not held by mute rule {MUTE_RULE}: hold {hold}"
+            )
+        if incident.execution_arn:
+            problems.append(f"{incident.incident_id} started a remediation execution")
+    if notices.count("held") != 1 or not all(MUTE_RULE in text for text in held_texts):
+        problems.append(
+            f"{notices.count('held')} held notices; expected one naming mute rule {MUTE_RULE}"
+        )
+    if checks:
+        problems.append(f"{len(checks)} deep health checks started; expected none")
+    return problems
 
 
 def _judge_storm(

@@ -119,14 +119,17 @@ class _LocalSink:
     """The emitter's delivery into the local account: metrics to moto CloudWatch, the report
     event onto the local bus (moto's own bus cannot deliver to Lambda targets)."""
 
-    def __init__(self, run: LocalRun) -> None:
+    def __init__(self, run: LocalRun, *, events: bool = True) -> None:
         self._metrics = AwsSink(region=REGION)
         self._run = run
+        self._events = events
 
     def put_metrics(self, namespace: str, datapoints: Sequence[Datapoint]) -> None:
         self._metrics.put_metrics(namespace, datapoints)
 
     def put_event(self, detail: dict[str, Any]) -> None:
+        if not self._events:
+            return  # the fast path is optional: a job may publish metrics only
         self._run.put_event(
             new_event(REPORT_DETAIL_TYPE, REPORT_SOURCE, detail, region=REGION, account=ACCOUNT)
         )
@@ -238,13 +241,17 @@ class LocalRun:
 
     # -- the training side ------------------------------------------------------------------
 
-    def emitter(self, rank_map: Sequence[Mapping[str, Any]], **settings: Any) -> Emitter:
+    def emitter(
+        self, rank_map: Sequence[Mapping[str, Any]], *, report_events: bool = True, **settings: Any
+    ) -> Emitter:
+        """A training rank's emitter into this account; `report_events=False`: metrics only,
+        the report event (the optional fast path) never arrives."""
         return Emitter(
             cluster_name=CLUSTER,
             region=REGION,
             rank=0,
             rank_map=rank_map,
-            sink=_LocalSink(self),
+            sink=_LocalSink(self, events=report_events),
             **{"job_name": "llama-pretrain", **settings},
         )
 

@@ -8,8 +8,9 @@ incident that holds the locks of the involved instances, so their alarms attach 
 of opening one incident per node. Without a report, the alarm opens the incident itself.
 
 Before a node-level incident acts, the guards of `lambdas.logic.guard` apply: its instance is
-flagged for storm detection, and a storm hold, the pause switch or a full blast-radius guard
-record it as `held` (nothing acts) instead. A report flags every instance it names before it
+flagged for storm detection, and a storm hold, a muted alarm (`muteDetail`: an alarm mute rule
+mutes the alarm's actions), the pause switch or a full blast-radius guard record it as `held`
+(nothing acts) instead. A report flags every instance it names before it
 opens any, so a report naming a storm's worth of culprits holds them all under one storm hold.
 
 A held incident is closed at birth, so it takes no open lock; it takes a held lock on its
@@ -95,6 +96,8 @@ class Trigger:
     report: SdcReport | None = None
     """A report to attach as well (for an alarm: the instance's latest stored report)."""
     metric: str | None = None
+    mute: guard.Blocker | None = None
+    """An alarm mute rule mutes the alarm that is the trigger: its incident is held."""
 
 
 def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
@@ -121,6 +124,7 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
         source="alarm",
         item=evidence.alarm_evidence(alarm),
         metric=alarm.metric.value,
+        mute=guard.mute_blocker(alarm.alarm_name, alarm.mute) if alarm.mute else None,
     )
     return _open_node(step, trigger)
 
@@ -180,7 +184,7 @@ def _open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIn
     blocker = (
         guard.Blocker(HoldKind.STORM, f"storm hold {hold.hold_id}: {hold.reason}", hold.hold_id)
         if hold
-        else guard.pause_blocker(deps)
+        else trigger.mute or guard.pause_blocker(deps)
     )
     if blocker is not None:
         return _hold(step, incident, trigger, blocker)
@@ -376,10 +380,10 @@ def _attach_held(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResul
 
 
 def _still_held(step: Step, incident_id: str) -> bool:
-    """Whether what held the incident still holds: a reset storm hold or a pause switch flipped
-    back lets the next trigger be judged afresh (the recipe was fixed; a GPU that still fails is
-    not to be swallowed by the old hold). A guard hold keeps its window: judging afresh would
-    only hold again, with a second notice."""
+    """Whether what held the incident still holds: a reset storm hold, a pause switch flipped
+    back or an ended mute window lets the next trigger be judged afresh (the recipe was fixed; a
+    GPU that still fails is not to be swallowed by the old hold). A guard hold keeps its window:
+    judging afresh would only hold again, with a second notice."""
     incident = step.deps.incidents.get(incident_id)
     hold = (incident.hold if incident else None) or {}
     if hold.get("kind") == HoldKind.STORM:
@@ -387,6 +391,9 @@ def _still_held(step: Step, incident_id: str) -> bool:
         return active is not None and active.hold_id == hold.get("hold_id")
     if hold.get("kind") == HoldKind.PAUSED:
         return guard.pause_blocker(step.deps) is not None
+    if hold.get("kind") == HoldKind.MUTED:
+        until = guard.muted_until(hold)
+        return until is not None and step.deps.clock.now() < until
     return incident is not None
 
 

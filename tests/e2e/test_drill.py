@@ -249,3 +249,13 @@ def test_a_node_left_cordoned_after_a_reject_fails_the_drill(monkeypatch):
 
     assert not outcome.passed
     assert any("still cordoned" in problem for problem in outcome.problems)
+
+
+def test_a_muted_alarm_is_held_naming_its_mute_rule_and_nothing_acts(outcomes):
+    outcome = outcomes("muted-alarm")
+
+    assert actions(outcome) == ["incident_held", "held_notified"]
+    assert drill.MUTE_RULE in (outcome.notification or "")
+    assert "delete-alarm-mute-rule" in (outcome.notification or "")
+    assert outcome.replace_calls == []
+    assert any("actions muted by" in line.what for line in outcome.timeline)
