@@ -18,6 +18,17 @@ def alarm_name(metric: Metric, prefix: str = "") -> str:
     return f"{prefix}-{metric.alarm_name}" if prefix else metric.alarm_name
 
 
+def detection_query(metric: Metric, settings: Settings) -> cloudwatch.MathExpression:
+    """The Metrics Insights query of `metric`'s alarm, one series per (ClusterName, InstanceId).
+    The dashboard plots exactly this (infra/dashboard.py), so it shows what the alarm sees."""
+    return cloudwatch.MathExpression(
+        expression=metrics_insights_query(metric, settings.namespace),
+        using_metrics={},
+        period=Duration.seconds(PERIOD_SECONDS),
+        label=metric.value,
+    )
+
+
 class ContributorAlarms(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
         super().__init__(scope, construct_id)
@@ -25,13 +36,7 @@ class ContributorAlarms(Construct):
         self.names: dict[Metric, str] = {}
         for metric in Metric:
             self.names[metric] = alarm_name(metric, settings.alarm_name_prefix)
-            query = cloudwatch.MathExpression(
-                expression=metrics_insights_query(metric, settings.namespace),
-                using_metrics={},
-                period=Duration.seconds(PERIOD_SECONDS),
-                label=metric.value,
-            )
-            self.alarms[metric] = query.create_alarm(
+            self.alarms[metric] = detection_query(metric, settings).create_alarm(
                 self,
                 metric.name.title().replace("_", ""),
                 alarm_name=self.names[metric],

@@ -1,8 +1,9 @@
 """`sdc`: the operator's command line for the SDC remediation pipeline.
 
-List and inspect incidents, approve (replace), reboot or reject one, reset a storm hold (through the approval
-state machine, exactly like the console, so the audit log is the same), verify the audit log's hash chains, and
-re-send the reports a training rank spooled. It finds the deployment through its stack's
+See the pipeline's state on one screen (`status`), list and inspect incidents, approve (replace), reboot
+or reject one, reset a storm hold (through the approval state machine, exactly like the console,
+so the audit log is the same), verify the audit log's hash chains, and re-send the reports a
+training rank spooled. It finds the deployment through its stack's
 Outputs (`--stack`, default SdcRemediation) or a JSON file of them (`--outputs`).
 
 Thin on purpose: parsing and printing. Reading and writing go through the Lambda side's
@@ -21,7 +22,7 @@ import re
 import secrets
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
@@ -42,13 +43,15 @@ from infra.deployment import DEFAULT_STACK, Deployment, DeploymentError
 from lambdas.adapters.approval_executions import ApprovalExecutions, ExecutionEnded
 from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
 from lambdas.adapters.incident_queries import OPEN_STATES, DynamoAuditChains, DynamoIncidentQueries
+from lambdas.adapters.queues import QueueDepths
+from lambdas.adapters.ssm import SsmPauseSwitch
 from lambdas.logic import cards, evidence
 from lambdas.logic.audit import ChainVerdict, verify_chain
 from lambdas.logic.lifecycle import MAX_REBOOTS, reboots_done
 from lambdas.logic.recommendation import Recommendation, recommend
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import AwsError, SdcError
-from lambdas.models.guard import ClusterHold
+from lambdas.models.guard import ClusterHold, HoldKind, reads_as_paused
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import Decision
 from trainer_emitter import spool
@@ -92,6 +95,12 @@ CARD_SECTIONS: Final = (
     "RECOMMENDATION",
 )
 """The approval card's paragraphs `show` prints; its "WHAT TO DO" is for the notification."""
+
+
+RECENT_HOLDS: Final = timedelta(hours=24)
+"""`status` counts the incidents held on arrival within this window."""
+LAST_FAILURES: Final = 5
+"""`status` shows this many of the newest failed incidents."""
 
 
 class CliError(Exception):
@@ -142,6 +151,13 @@ class Operator:
             self.deployment.approval_state_machine_arn, self.factory("stepfunctions")
         )
 
+    def pause_switch(self) -> SsmPauseSwitch | None:
+        name = self.deployment.optional(deployment.PAUSE_PARAMETER)
+        return SsmPauseSwitch(name, self.factory("ssm")) if name else None
+
+    def queues(self) -> QueueDepths:
+        return QueueDepths(self.factory("sqs"))
+
     def hold(self, hold_id: str) -> ClusterHold:
         found = self.incidents().get_hold(hold_id)
         if found is None:
@@ -160,6 +176,218 @@ class Operator:
 
 
 # -- commands ---------------------------------------------------------------------------------
+
+
+def cmd_status(op: Operator, args: argparse.Namespace) -> int:
+    now = datetime.now(UTC)
+    report = status_report(op, now)
+    if args.json:
+        _print_json(report)
+    else:
+        print(render_status(report, op.deployment.source, now))
+    return EXIT_OK
+
+
+def status_report(op: Operator, now: datetime) -> dict[str, Any]:
+    """Everything `status` shows, as plain data (its `--json`)."""
+    queries = op.queries()
+    open_incidents = queries.in_states(OPEN_STATES)
+    waiting = [
+        i for i in open_incidents if i.state is IncidentState.AWAITING_APPROVAL and not i.decision
+    ]
+    since = (now - RECENT_HOLDS).isoformat()
+    held = [i for i in queries.by_state(IncidentState.HELD) if i.created_at >= since]
+    failed = sorted(
+        queries.by_state(IncidentState.FAILED),
+        key=lambda i: i.closed_at or i.updated_at,
+        reverse=True,
+    )[:LAST_FAILURES]
+    return {
+        "open": {
+            state.value: [i.incident_id for i in open_incidents if i.state is state]
+            for state in OPEN_STATES
+        },
+        "approvals_waiting": [
+            {
+                "incident_id": i.incident_id,
+                "cluster_name": i.cluster_name,
+                "instance_id": i.instance_id,
+                "requested_at": i.approval_requested_at,
+                "waiting_seconds": _seconds_since(i.approval_requested_at or i.updated_at, now),
+            }
+            for i in waiting
+        ],
+        "storm_holds": [h.to_record() for h in queries.storm_holds() if h.active],
+        "held_recently": [
+            {
+                "incident_id": i.incident_id,
+                "kind": (i.hold or {}).get("kind"),
+                "mute_rule": (i.hold or {}).get("mute_rule"),
+                "created_at": i.created_at,
+            }
+            for i in held
+        ],
+        "pause_switch": _pause_state(op),
+        "dry_run": op.deployment.optional(deployment.DRY_RUN),
+        "last_failures": [
+            {
+                "incident_id": i.incident_id,
+                "closed_at": i.closed_at,
+                "why": _failure_summary(i),
+            }
+            for i in failed
+        ],
+        "dead_letter_queues": _queue_depths(op),
+    }
+
+
+def _pause_state(op: Operator) -> dict[str, Any]:
+    switch = op.pause_switch()
+    if switch is None:
+        return {"parameter": None, "value": None, "paused": False, "error": None}
+    try:
+        value = switch.read()
+    except AwsError as err:
+        # The functions count an unreadable switch as paused; say so rather than fail.
+        return {
+            "parameter": switch.parameter_name,
+            "value": None,
+            "paused": True,
+            "error": str(err),
+        }
+    return {
+        "parameter": switch.parameter_name,
+        "value": value,
+        "paused": reads_as_paused(value),
+        "error": None,
+    }
+
+
+def _queue_depths(op: Operator) -> dict[str, int | None]:
+    depths: dict[str, int | None] = {}
+    queues = op.queues()
+    for output, label in deployment.DEAD_LETTER_QUEUES.items():
+        url = op.deployment.optional(output)
+        if url is None:
+            continue
+        try:
+            depths[label] = queues.depth(url)
+        except AwsError:
+            depths[label] = None  # shown as unknown; the rest of the screen still helps
+    return depths
+
+
+def _failure_summary(incident: Incident) -> str:
+    error = incident.error or {}
+    kind = error.get("type") or error.get("Error") or error.get("code")
+    message = error.get("message") or error.get("Cause") or error.get("close_mismatch")
+    text = ": ".join(str(part) for part in (kind, message) if part) or incident.reason or "-"
+    return " ".join(text.split())[:160]
+
+
+def _seconds_since(value: str | None, now: datetime) -> int | None:
+    if not value:
+        return None
+    try:
+        then = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    return max(0, int((now - then).total_seconds()))
+
+
+def age(seconds: int | None) -> str:
+    """`45s`, `12m`, `3h05m`, `2d04h`."""
+    if seconds is None:
+        return "?"
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if hours < 1:
+        return f"{minutes}m"
+    if days < 1:
+        return f"{hours}h{minutes % 60:02d}m"
+    return f"{days}d{hours % 24:02d}h"
+
+
+def render_status(report: dict[str, Any], source: str, now: datetime) -> str:
+    pause = report["pause_switch"]
+    if pause["parameter"] is None:
+        switch = "none in this deployment's outputs"
+    elif pause["error"]:
+        switch = f"{pause['parameter']} unreadable ({pause['error']}): the functions hold"
+    else:
+        state = "PAUSED: new incidents are held" if pause["paused"] else "running"
+        switch = f"{pause['parameter']} = {pause['value']} ({state})"
+    dry_run = report["dry_run"]
+    header = [
+        f"SDC remediation, {source}, at {_when(now.isoformat())}",
+        *_fields(
+            ("pause switch", switch),
+            (
+                "dry run",
+                "unknown (no DryRun output)"
+                if dry_run is None
+                else "on: replacements are only recorded"
+                if dry_run == "true"
+                else "off",
+            ),
+        ),
+    ]
+    opened = report["open"]
+    total = sum(len(ids) for ids in opened.values())
+    blocks = [
+        "\n".join(header),
+        "\n".join(
+            [
+                f"OPEN INCIDENTS ({total})",
+                "  " + ", ".join(f"{state} {len(ids)}" for state, ids in opened.items()),
+            ]
+        ),
+    ]
+    waiting = report["approvals_waiting"]
+    lines = [f"APPROVALS WAITING ({len(waiting)})"]
+    lines += [
+        f"  {w['incident_id']}  waiting {age(w['waiting_seconds'])}  (sdc show {w['incident_id']})"
+        for w in waiting
+    ] or ["  none"]
+    blocks.append("\n".join(lines))
+    storms = report["storm_holds"]
+    lines = ["ACTIVE HOLDS"]
+    lines += [
+        f"  storm hold {h['hold_id']} on {h['cluster_name']} since {_when(h['created_at'])}, "
+        f"{len(h['instances'])} instances (sdc show {h['hold_id']})"
+        for h in storms
+    ] or ["  no storm hold"]
+    held = report["held_recently"]
+    kinds: dict[str, int] = {}
+    for item in held:
+        kind = str(item["kind"])
+        if item["kind"] == HoldKind.MUTED and item["mute_rule"]:
+            kind = f"muted by {item['mute_rule']}"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    hours = int(RECENT_HOLDS.total_seconds() // 3600)
+    lines.append(
+        f"  held on arrival in the last {hours} h: {len(held)}"
+        + (" (" + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())) + ")" if held else "")
+    )
+    blocks.append("\n".join(lines))
+    lines = ["LAST FAILURES"]
+    lines += [
+        f"  {f['incident_id']}  failed {_when(f['closed_at'])}  {f['why']}"
+        for f in report["last_failures"]
+    ] or ["  no failed incident"]
+    queues = report["dead_letter_queues"]
+    if queues:
+        lines.append(
+            "  dead-letter queues: "
+            + ", ".join(
+                f"{label} {'?' if depth is None else depth}" for label, depth in queues.items()
+            )
+        )
+    blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def cmd_incidents(op: Operator, args: argparse.Namespace) -> int:
@@ -699,6 +927,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         title="commands", dest="command", required=True, metavar="COMMAND"
     )
+
+    status = commands.add_parser(
+        "status",
+        parents=[common],
+        help="one screen: open incidents, approvals waiting, holds, pause, dry run, failures",
+        description="The pipeline at a glance: open incidents by state, approvals waiting "
+        "with their age, active storm holds and incidents held on arrival in the last 24 h, "
+        "the pause switch and dry-run setting, the last failed incidents and the dead-letter "
+        "queues' depth. Reads the incidents table (by_state index, and a Scan for the storm "
+        "holds), the pause switch parameter and the two queues.",
+    )
+    _json_option(status)
+    status.set_defaults(run=cmd_status)
 
     incidents = commands.add_parser(
         "incidents",

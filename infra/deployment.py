@@ -23,12 +23,24 @@ INCIDENTS_TABLE: Final = "IncidentsTableName"
 AUDIT_TABLE: Final = "AuditTableName"
 APPROVAL_STATE_MACHINE: Final = "ApprovalStateMachineArn"
 NOTIFICATION_TOPIC: Final = "NotificationTopicArn"
+PAUSE_PARAMETER: Final = "PauseParameterName"
+DRY_RUN: Final = "DryRun"
+DASHBOARD_URL: Final = "DashboardUrl"
+DEAD_LETTER_QUEUES: Final = {
+    "UndeliveredEventsQueueUrl": "undelivered events",
+    "FailedInvocationsQueueUrl": "failed invocations",
+}
+"""The dead-letter queues' URL outputs, and what `sdc status` calls them."""
 OUTPUT_NAMES: Final = frozenset(
     {
         INCIDENTS_TABLE,
         AUDIT_TABLE,
         APPROVAL_STATE_MACHINE,
         NOTIFICATION_TOPIC,
+        PAUSE_PARAMETER,
+        DRY_RUN,
+        DASHBOARD_URL,
+        *DEAD_LETTER_QUEUES,
         "ApprovalStateMachineConsole",
         "RemediationStateMachineConsole",
         "TrainingPolicyArn",
@@ -64,6 +76,10 @@ class Deployment:
     @property
     def approval_state_machine_arn(self) -> str:
         return self.output(APPROVAL_STATE_MACHINE)
+
+    def optional(self, name: str) -> str | None:
+        """An output that older deployments may not have."""
+        return self.outputs.get(name) or None
 
     def settings(self) -> Settings:
         """What the approval card builder reads (tables, topic, approval ARN); the rest keeps

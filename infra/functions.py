@@ -30,17 +30,13 @@ from infra.notifications import Notifications
 from infra.pause import PauseSwitch
 from infra.settings import Cluster, Settings, TelemetrySource
 from infra.storage import Storage
+from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
 
 RUNTIME: Final = {
     "3.12": lambda_.Runtime.PYTHON_3_12,
     "3.13": lambda_.Runtime.PYTHON_3_13,
 }[asset_build.PYTHON_VERSION]
 """The runtime the asset's binary wheels are built for (asset.PYTHON_VERSION)."""
-
-SERVICE_NAME: Final = "sdc-remediation"
-PIPELINE_METRICS_NAMESPACE: Final = "SDC/Remediation"
-"""Powertools pipeline counters. Deliberately not the SDC metric namespace: Powertools adds a
-`service` dimension, and the detection alarms' SCHEMA() must only ever see the contract's."""
 
 HYPERPOD_READ: Final = (
     "sagemaker:DescribeCluster",
@@ -316,7 +312,7 @@ class Functions(Construct):
             "STORM_THRESHOLD": str(settings.storm_threshold),
             "STORM_WINDOW_SECONDS": str(settings.storm_window_seconds),
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
-            "POWERTOOLS_METRICS_NAMESPACE": PIPELINE_METRICS_NAMESPACE,
+            "POWERTOOLS_METRICS_NAMESPACE": PIPELINE_NAMESPACE,
         }
 
         eks_arns = [eks_cluster_arn(self, name) for name in settings.eks_clusters]

@@ -10,6 +10,7 @@ from constructs import Construct
 from infra.alarms import ContributorAlarms
 from infra.approval import ApprovalWorkflow
 from infra.asset import LambdaAsset
+from infra.dashboard import PipelineDashboard
 from infra.functions import Functions
 from infra.node_isolation import NodeIsolationAccess
 from infra.notifications import Notifications
@@ -24,6 +25,11 @@ from infra.workflow import (
     remediation_name,
     state_machine_arn,
 )
+
+REFUSES_BY_RAISING = frozenset({"decide"})
+"""Functions whose errors are a designed answer: decide raises DecisionRefused so that a refused
+approval fails its approval execution and the approver sees why. Their errors are on the
+dashboard; they stay off the function-errors alarm, which would otherwise page for a typo."""
 
 
 def console_url(state_machine_arn: str) -> str:
@@ -88,16 +94,39 @@ class SdcRemediationStack(Stack):
             open_incident=functions.open_incident,
             store_report=functions.store_report,
         )
-        notifications.alarm_when_not_empty(
-            "UndeliveredEventsAlarm",
-            routing.dead_letter_queue,
-            "EventBridge could not deliver an SDC event to its function.",
-        )
-        notifications.alarm_when_not_empty(
-            "FailedInvocationsAlarm",
-            functions.failure_queue,
-            "open_incident or store_report failed on an event after all retries "
-            "(malformed event or a bug).",
+        pipeline_alarms = [
+            notifications.alarm_when_not_empty(
+                "UndeliveredEventsAlarm",
+                routing.dead_letter_queue,
+                "EventBridge could not deliver an SDC event to its function.",
+            ),
+            notifications.alarm_when_not_empty(
+                "FailedInvocationsAlarm",
+                functions.failure_queue,
+                "open_incident or store_report failed on an event after all retries "
+                "(malformed event or a bug).",
+            ),
+            notifications.alarm_on_failed_executions(
+                "RemediationFailedAlarm", remediation.state_machine, settings
+            ),
+            *notifications.alarm_on_function_errors(
+                "FunctionErrorsAlarm",
+                {m: fn for m, fn in functions.by_module.items() if m not in REFUSES_BY_RAISING},
+                settings,
+            ),
+        ]
+        dashboard = PipelineDashboard(
+            self,
+            "Dashboard",
+            settings=settings,
+            functions=functions.by_module,
+            remediation=remediation.state_machine,
+            approval=approval.state_machine,
+            queues={
+                "undelivered events (EventBridge)": routing.dead_letter_queue,
+                "failed invocations (open_incident, store_report)": functions.failure_queue,
+            },
+            alarms=pipeline_alarms,
         )
         training = TrainingAccess(self, "TrainingAccess", namespace=settings.namespace)
 
@@ -120,6 +149,13 @@ class SdcRemediationStack(Stack):
             description="Grant approvers states:StartExecution on this ARN",
             value=approval.state_machine.state_machine_arn,
         )
+        CfnOutput(
+            self,
+            "DashboardUrl",
+            description="The pipeline's CloudWatch dashboard: detection, incidents, approvals, "
+            "errors",
+            value=dashboard.url,
+        )
         CfnOutput(self, "IncidentsTableName", value=storage.incidents.table_name)
         CfnOutput(self, "AuditTableName", value=storage.audit.table_name)
         CfnOutput(self, "NotificationTopicArn", value=notifications.topic.topic_arn)
@@ -128,6 +164,24 @@ class SdcRemediationStack(Stack):
             "PauseParameterName",
             description="The pause switch: set it to true to hold new incidents (no deploy)",
             value=pause_switch.name,
+        )
+        CfnOutput(
+            self,
+            "DryRun",
+            description="true: replacements are only recorded as would-replace (sdc:dryRun)",
+            value="true" if settings.dry_run else "false",
+        )
+        CfnOutput(
+            self,
+            "UndeliveredEventsQueueUrl",
+            description="Dead-letter queue of the EventBridge targets (sdc status counts it)",
+            value=routing.dead_letter_queue.queue_url,
+        )
+        CfnOutput(
+            self,
+            "FailedInvocationsQueueUrl",
+            description="Failed asynchronous invocations of open_incident and store_report",
+            value=functions.failure_queue.queue_url,
         )
         CfnOutput(
             self,

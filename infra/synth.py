@@ -148,7 +148,8 @@ def resolve(
     region: str = DEFAULT_REGION,
     account: str = DEFAULT_ACCOUNT,
 ) -> Any:
-    """Resolve `Fn::Join`, `Ref` and `Fn::GetAtt <id>.Arn` in `value` (recursively)."""
+    """Resolve `Fn::Join`, `Ref` and `Fn::GetAtt` in `value` (recursively). `arns` maps a
+    logical id to its Ref / `Arn`, and `<logical id>.<attribute>` to any other attribute."""
     pseudo = {
         "AWS::Partition": partition,
         "AWS::Region": region,
@@ -171,9 +172,11 @@ def resolve(
             return _lookup(arns, ref)
         if set(node) == {"Fn::GetAtt"}:
             logical_id, attribute = node["Fn::GetAtt"]
-            if attribute != "Arn":
+            if attribute == "Arn":
+                return _lookup(arns, logical_id)
+            if f"{logical_id}.{attribute}" not in arns:
                 raise ValueError(f"cannot resolve Fn::GetAtt {logical_id}.{attribute}")
-            return _lookup(arns, logical_id)
+            return arns[f"{logical_id}.{attribute}"]
         return {key: walk(item) for key, item in node.items()}
 
     return walk(value)

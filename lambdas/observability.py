@@ -2,8 +2,9 @@
 
 Service name and metrics namespace come from Powertools' own variables
 (`POWERTOOLS_SERVICE_NAME`, `POWERTOOLS_METRICS_NAMESPACE`); without them (tests, the local
-drill) the defaults below keep metrics flushable. The Tracer disables itself outside Lambda or
-with `POWERTOOLS_TRACE_DISABLED=true`.
+drill) the deployed values of `lambdas.metric_names` apply, so a metric lands where the
+dashboard looks for it. The Tracer disables itself outside Lambda or with
+`POWERTOOLS_TRACE_DISABLED=true`.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import warnings
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
-SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "sdc-remediation"
+from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME, PipelineMetric
+
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or SERVICE_NAME
 
 logger = Logger(service=SERVICE)
 tracer = Tracer(service=SERVICE)
 metrics = Metrics(
     service=SERVICE,
-    namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "SDCRemediation",
+    namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or PIPELINE_NAMESPACE,
 )
 
 
@@ -29,6 +32,16 @@ metrics = Metrics(
 warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 
 
-def count(name: str, value: int = 1) -> None:
+def count(metric: PipelineMetric, value: int = 1) -> None:
     """One pipeline counter (EMF, flushed by the handler's `log_metrics`)."""
-    metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    metrics.add_metric(name=metric.value, unit=MetricUnit.Count, value=value)
+
+
+def seconds(metric: PipelineMetric, value: float) -> None:
+    """One duration, in seconds (negative values, from a skewed clock, are recorded as 0)."""
+    metrics.add_metric(name=metric.value, unit=MetricUnit.Seconds, value=max(0.0, value))
+
+
+def gauge(metric: PipelineMetric, value: int) -> None:
+    """The current level of something (unit Count): plot its Maximum, never its Sum."""
+    metrics.add_metric(name=metric.value, unit=MetricUnit.Count, value=value)

@@ -164,6 +164,9 @@ class Scenario:
     """The cluster's Prometheus workspace holds dcgm-exporter's series of every GPU (served by a
     real Prometheus when one is installed): the culprit's GPU logged an XID and a row remap
     failure twenty minutes before the alarm; the card must say so, and nothing of other GPUs."""
+    muted: bool = False
+    """Whether an alarm mute rule (MUTE_RULE) mutes the detection alarms; the job then
+    publishes metrics only, so the muted alarm is what opens the incident."""
 
 
 SCENARIOS = {
@@ -245,6 +248,16 @@ SCENARIOS = {
             hardware=True,
         ),
         Scenario(
+            "muted-alarm",
+            "a CloudWatch alarm mute rule mutes the SDC alarms (maintenance): the alarm still "
+            "reaches the pipeline, which holds the incident as if paused and names the rule",
+            REPLAY_CULPRIT,
+            None,
+            "held",
+            approval=False,
+            muted=True,
+        ),
+        Scenario(
             "reject",
             "the approver rejects: nothing is replaced",
             REPLAY_CULPRIT,
@@ -289,6 +302,8 @@ SCENARIOS = {
     )
 }
 DEFAULT = "replay-culprit"
+MUTE_RULE = "drill-gpu-maintenance"
+"""The alarm mute rule of the muted-alarm scenario (an hour's window around the drill)."""
 
 
 @dataclass
@@ -311,6 +326,9 @@ class Outcome:
     chain_ok: bool
     replace_calls: list[dict[str, Any]]
     seconds: float
+    dashboard: list[str] = field(default_factory=list)
+    """The metrics this run's incidents put on the deployed dashboard, each checked against
+    what the run published (`infra.local.dashboard_check`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -324,6 +342,7 @@ class Outcome:
             "audit_chain_verified": self.chain_ok,
             "replace_calls": self.replace_calls,
             "seconds": round(self.seconds, 2),
+            "dashboard": self.dashboard,
         }
 
 
@@ -375,8 +394,11 @@ def run_scenario(
             )
         )
         note("local", "stack deployed into the local account (moto) from the synthesized template")
+        if scenario.muted:
+            _mute_alarms(run, note)
         reported_at = time.monotonic()  # the report event is handled before report() returns
-        result = run.emitter(rank_map).report(alarm)
+        emitter = run.emitter(rank_map, report_events=not scenario.muted)
+        result = emitter.report(alarm)
         published = ", ".join(f"{d.metric.value} on {d.instance_id}" for d in result.datapoints)
         note(
             "rank 0",
@@ -389,12 +411,20 @@ def run_scenario(
         events = run.evaluator.evaluate()
         for event in events:
             attrs = event["detail"]["alarmContributor"]["attributes"]
+            mute = event["detail"].get("muteDetail")
             note(
                 "cloudwatch",
                 f"alarm {event['detail']['alarmName']} → ALARM for contributor "
-                f"{attrs['InstanceId']}",
+                f"{attrs['InstanceId']}"
+                + (f" (actions muted by {mute['mutedByArn'].rsplit(':', 1)[-1]})" if mute else ""),
                 alarm=event["detail"]["alarmName"],
             )
+        # What the report event opened (or held) before any alarm arrived.
+        by_report = {
+            str(i.get("incident_id"))
+            for d in run.deliveries
+            for i in (d.response or {}).get("incidents") or []
+        }
         incident_ids: list[str] = []
         for round_ in range(scenario.deliveries):
             for event in events:
@@ -402,10 +432,18 @@ def run_scenario(
                     response = delivery.response or {}
                     incident_id = response.get("incident_id")
                     action = response.get("action", "failed")
-                    if action == "held":
+                    if action == "held" and (
+                        incident_id in by_report or incident_id in incident_ids
+                    ):
                         note(
                             "eventbridge",
                             f"alarm joins held incident {incident_id}",
+                            incident_id=str(incident_id),
+                        )
+                    elif action == "held":
+                        note(
+                            "eventbridge",
+                            f"alarm recorded incident {incident_id} as held",
                             incident_id=str(incident_id),
                         )
                     elif action == "attached" and round_ == 0:
@@ -467,8 +505,10 @@ def run_scenario(
         ]
         audit: dict[str, list[dict[str, Any]]] = {}
         chain_ok = True
+        every_entry: list[Any] = []
         for subject in [i.incident_id for i in finals] + [h.hold_id for h in holds]:
             entries = run.audit(subject)
+            every_entry.extend(entries)
             chain_ok = chain_ok and verify_chain(entries).ok
             timeline.extend(_audit_lines(entries, wall_start))
             audit[subject] = [
@@ -485,9 +525,15 @@ def run_scenario(
         replace_calls = run.hyperpod.calls_to("BatchReplaceClusterNodes")
         reboot_calls = run.hyperpod.calls_to("BatchRebootClusterNodes")
         health_checks = run.hyperpod.calls_to("StartClusterHealthCheck")
-        notices = [n["attributes"].get("kind") for n in run.inbox + run.notifications()]
+        received = run.inbox + run.notifications()
+        notices = [n["attributes"].get("kind") for n in received]
+        held_texts = [n["message"] for n in received if n["attributes"].get("kind") == "held"]
+        if scenario.muted and held_texts:
+            card = held_texts[0]
         holds = [run.deps.guard.get_hold(h.hold_id) or h for h in holds]
         isolated = _still_isolated(run)
+        sdc = {(emitter.config.namespace, d.metric.value) for d in result.datapoints}
+        dashboard, dashboard_problems = _check_dashboard(run, every_entry, sdc)
     timeline.sort(key=lambda line: line.at)
 
     problems = _judge(scenario, finals, replace_calls, chain_ok, ask is not None)
@@ -502,6 +548,9 @@ def run_scenario(
         problems += _judge_storm(holds, notices, health_checks)
     if scenario.hardware:
         problems += _judge_hardware(card, finals, _culprit_gpu(alarm, rank_map))
+    if scenario.muted:
+        problems += _judge_muted(finals, notices, held_texts, health_checks)
+    problems += dashboard_problems
     return Outcome(
         scenario=scenario.name,
         passed=not problems,
@@ -522,6 +571,7 @@ def run_scenario(
         chain_ok=chain_ok,
         replace_calls=replace_calls,
         seconds=time.monotonic() - started,
+        dashboard=dashboard,
     )
 
 
@@ -596,6 +646,33 @@ def _judge_recovery(
     return problems
 
 
+def _check_dashboard(
+    run: Any, entries: Sequence[Any], sdc: set[tuple[str, str]]
+) -> tuple[list[str], list[str]]:
+    """The deployed dashboard against this run (infra/local/dashboard_check.py): the metrics it
+    had to show, and the problems found."""
+    from infra.local.dashboard_check import facts, judge_dashboard, published_metrics
+
+    bodies = list(run.stack.dashboards.values())
+    if len(bodies) != 1:
+        return [], [f"the stack has {len(bodies)} dashboards; expected one"]
+    stack = run.stack
+    expected = facts(entries, sdc)
+    problems = judge_dashboard(
+        bodies[0],
+        published_metrics(run.session.client("cloudwatch")),
+        expected,
+        sdc_namespace=run.deps.settings.namespace,
+        resources={
+            "FunctionName": {f.name for f in stack.functions.values()},
+            "QueueName": {q["arn"].rsplit(":", 1)[-1] for q in stack.queues.values()},
+            "StateMachineArn": {m.arn for m in stack.state_machines.values()},
+        },
+        alarms={a["AlarmArn"] for a in stack.alarms.values()},
+    )
+    return sorted(f"{namespace}/{name}" for namespace, name in expected), problems
+
+
 GONE = ("replaced", "replaced_by_hyperpod")
 """Outcomes after which the suspect node is gone, its cordon with it."""
 
@@ -629,6 +706,46 @@ def _reset_storm(run: Any, scenario: Scenario, note: Callable[..., None]) -> tup
             execution=execution["executionArn"].rsplit(":", 1)[-1],
         )
     return notice["message"], hold
+
+
+def _mute_alarms(run: Any, note: Callable[..., None]) -> None:
+    """An alarm mute rule over the detection alarms, its window around now (maintenance)."""
+    from datetime import UTC, datetime, timedelta
+
+    from infra.local.evaluator import MuteRule
+
+    now = datetime.now(UTC)
+    rule = MuteRule(MUTE_RULE, now - timedelta(minutes=5), now + timedelta(hours=1))
+    run.evaluator.mute(rule)
+    note(
+        "cloudwatch",
+        f"alarm mute rule {MUTE_RULE} mutes the SDC alarms' actions for the next hour; the job "
+        "publishes metrics only (no report event)",
+    )
+
+
+def _judge_muted(
+    finals: Sequence[Any],
+    notices: Sequence[str | None],
+    held_texts: Sequence[str],
+    checks: Sequence[Any],
+) -> list[str]:
+    problems: list[str] = []
+    for incident in finals:
+        hold = incident.hold or {}
+        if (hold.get("kind"), hold.get("mute_rule")) != ("muted", MUTE_RULE):
+            problems.append(
+                f"{incident.incident_id} is not held by mute rule {MUTE_RULE}: hold {hold}"
+            )
+        if incident.execution_arn:
+            problems.append(f"{incident.incident_id} started a remediation execution")
+    if notices.count("held") != 1 or not all(MUTE_RULE in text for text in held_texts):
+        problems.append(
+            f"{notices.count('held')} held notices; expected one naming mute rule {MUTE_RULE}"
+        )
+    if checks:
+        problems.append(f"{len(checks)} deep health checks started; expected none")
+    return problems
 
 
 def _judge_storm(
@@ -788,6 +905,13 @@ def render(outcome: Outcome, out: TextIO, style: Style) -> None:
             )
     verdict = "verified" if outcome.chain_ok else "BROKEN"
     out.write(f"  hash chain: {verdict}\n\n")
+    if outcome.dashboard:
+        out.write(style("Dashboard", bold) + "\n")
+        out.write(
+            f"  {len(outcome.dashboard)} metrics of this run on it, each as published: "
+            + ", ".join(m.rsplit("/", 1)[-1] for m in outcome.dashboard)
+            + "\n\n"
+        )
     for incident in outcome.incidents:
         new_id = incident["new_instance_id"]
         out.write(
@@ -839,10 +963,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{scenario.name:<20} {scenario.summary}")
         return 0
     if not args.verbose:
-        # The functions log JSON lines and EMF metrics to stdout, as on Lambda; here they would
-        # bury the timeline. Set before the handlers are imported.
+        # The functions log JSON lines to stdout, as on Lambda; here they would bury the
+        # timeline. Set before the handlers are imported. (Their EMF metrics never reach stdout
+        # in the local run: infra/local/metrics.py puts them into the local account.)
         os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     tty = sys.stdout.isatty() and not args.json
     style = Style(tty and os.environ.get("NO_COLOR") is None)

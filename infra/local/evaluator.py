@@ -30,6 +30,27 @@ _OPERATORS = {
 
 
 @dataclass(frozen=True)
+class InsightsQuery:
+    """`SELECT MAX(<metric>) FROM SCHEMA("<namespace>", <dimensions>) GROUP BY <dimensions>`."""
+
+    metric: str
+    namespace: str
+    dimensions: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, expression: str) -> InsightsQuery | None:
+        """The query's parts; None for any other expression (or GROUP BY other dimensions)."""
+        match = _QUERY.match(expression.strip())
+        if match is None:
+            return None
+        dims = tuple(d.strip() for d in match["dims"].split(","))
+        group = tuple(d.strip() for d in match["group"].split(","))
+        if dims != group:
+            return None
+        return cls(match["metric"], match["ns"], dims)
+
+
+@dataclass(frozen=True)
 class InsightsAlarm:
     name: str
     expression: str
@@ -47,19 +68,15 @@ class InsightsAlarm:
         if len(queries) != 1:
             return None
         query = queries[0]
-        match = _QUERY.match(query["Expression"].strip())
-        if match is None:
-            return None
-        dims = tuple(d.strip() for d in match["dims"].split(","))
-        group = tuple(d.strip() for d in match["group"].split(","))
-        if dims != group:
+        parsed = InsightsQuery.parse(query["Expression"])
+        if parsed is None:
             return None
         return cls(
             name=props["AlarmName"],
             expression=query["Expression"],
-            metric=match["metric"],
-            namespace=match["ns"],
-            dimensions=dims,
+            metric=parsed.metric,
+            namespace=parsed.namespace,
+            dimensions=parsed.dimensions,
             period=int(query.get("Period", 60)),
             threshold=float(props["Threshold"]),
             operator=props["ComparisonOperator"],
@@ -67,11 +84,36 @@ class InsightsAlarm:
         )
 
 
+@dataclass(frozen=True)
+class MuteRule:
+    """A CloudWatch alarm mute rule, as the events of the alarms it mutes carry it."""
+
+    name: str
+    start: datetime
+    end: datetime
+
+    def mute_detail(self) -> dict[str, str]:
+        """`detail.muteDetail` of the documented event (tests/events/contributor_alarm_muted)."""
+        return {
+            "mutedByArn": f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm-mute-rule:{self.name}",
+            "muteWindowStart": _stamp(self.start),
+            "muteWindowEnd": _stamp(self.end),
+        }
+
+
 @dataclass
 class Evaluator:
     stack: LocalStack
     session: Any
     states: dict[tuple[str, str], str] = field(default_factory=dict)
+    mutes: dict[str, MuteRule] = field(default_factory=dict)
+    """Alarm name → the mute rule muting its actions: its events carry `muteDetail`, as
+    EventBridge delivers them (a mute rule silences actions, not events)."""
+
+    def mute(self, rule: MuteRule, alarm_names: list[str] | None = None) -> None:
+        """Mute `alarm_names` (default: every detection alarm) with `rule`."""
+        for name in alarm_names or [a.name for a in self.alarms()]:
+            self.mutes[name] = rule
 
     def alarms(self) -> list[InsightsAlarm]:
         found = [InsightsAlarm.from_properties(p) for p in self.stack.alarms.values()]
@@ -106,8 +148,17 @@ class Evaluator:
                 key = (alarm.name, _contributor_id(attributes, alarm.dimensions))
                 if self.states.get(key, "OK") != state:
                     self.states[key] = state
-                    events.append(_event(alarm, key[1], attributes, state, value, now))
+                    event = _event(alarm, key[1], attributes, state, value, now)
+                    rule = self.mutes.get(alarm.name)
+                    if rule is not None and rule.start <= now <= rule.end:
+                        event["detail"]["muteDetail"] = rule.mute_detail()
+                    events.append(event)
         return events
+
+
+def _stamp(at: datetime) -> str:
+    """CloudWatch's event time format: `2026-11-30T08:15:04.512+0000`."""
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}+0000"
 
 
 def _contributor_id(attributes: dict[str, str], dimensions: tuple[str, ...]) -> str:
@@ -123,7 +174,7 @@ def _event(
     value: float | None,
     now: datetime,
 ) -> dict[str, Any]:
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}+0000"
+    stamp = _stamp(now)
     if state == "ALARM":
         reason = (
             f"Threshold Crossed: 1 datapoint was greater than the threshold ({alarm.threshold}). "

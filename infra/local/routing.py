@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -22,6 +22,7 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.events.models import EventPattern
 from moto.stepfunctions.parser.utils import TMP_THREADS
 
+from infra.local.metrics import EmfCapture
 from infra.local.template import LocalStack
 
 
@@ -73,12 +74,17 @@ def invocation_environment() -> dict[str, str] | None:
 
 @contextmanager
 def handlers_in_process(
-    stack: LocalStack, before_each: Callable[[], None] | None = None
+    stack: LocalStack,
+    before_each: Callable[[], None] | None = None,
+    *,
+    emf: EmfCapture | None = None,
 ) -> Iterator[InvocationLog]:
     """While active, invoking a function of `stack` runs its handler in this process.
 
     Invocations are serialized (the state machine interpreter runs on its own thread) and each
-    sees exactly its function's environment variables, as separate functions would."""
+    sees exactly its function's environment variables, as separate functions would. With `emf`,
+    the metrics each invocation flushes are published into the account after it, outside its
+    measured time (infra/local/metrics.py)."""
     log = InvocationLog()
     # Interpreter threads of an earlier run that are still alive must not reach this run's
     # handlers (they would act with that run's task tokens on this run's tables).
@@ -109,7 +115,11 @@ def handlers_in_process(
         # The function's environment is this thread's (invocation_environment), never written
         # into os.environ: another thread may be reading it (building a boto3 client walks
         # os.environ for proxies), and a write mid-walk fails that read.
-        with _invoke_lock, _current_function(function):
+        with (
+            _invoke_lock,
+            _current_function(function),
+            emf.for_function(function.environment) if emf else nullcontext(),
+        ):
             if before_each:
                 before_each()
             module_name, attr = function.handler.rsplit(".", 1)
@@ -122,6 +132,8 @@ def handlers_in_process(
                 call.error = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
             call.seconds = time.perf_counter() - started
             log.calls.append(call)
+            if emf:
+                emf.publish()
         if call.error is not None:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps(call.error).encode()
@@ -131,7 +143,10 @@ def handlers_in_process(
     try:
         yield log
     finally:
-        LambdaSimpleBackend.invoke = original  # type: ignore[method-assign]
+        # An invocation may still be running (a wait returns as soon as its state is saved):
+        # let it finish, metrics flushed and published, before the run goes away.
+        with _invoke_lock:
+            LambdaSimpleBackend.invoke = original  # type: ignore[method-assign]
 
 
 @contextmanager

@@ -31,6 +31,7 @@ from moto import mock_aws
 
 from infra.local.evaluator import Evaluator
 from infra.local.kube_api import KubeApi
+from infra.local.metrics import EmfCapture
 from infra.local.routing import (
     Delivery,
     EventBus,
@@ -49,7 +50,7 @@ from lambdas.handlers import _deps
 from lambdas.handlers._deps import build_deps
 from lambdas.logic.ports import Deps
 from lambdas.models.audit import AuditEntry
-from lambdas.models.incident import Incident
+from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.settings import Settings
 from trainer_emitter import Emitter
 from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
@@ -60,7 +61,9 @@ CLUSTER = "ml-cluster-1"
 CLUSTER_ID = "ab12cd34ef56"
 EKS_CLUSTER = "ml-eks-1"
 """The EKS cluster that orchestrates CLUSTER; its Kubernetes API is the local stand-in."""
-TERMINAL = frozenset({"replaced", "rebooted", "rejected", "expired", "failed", "skipped"})
+TERMINAL = frozenset(s.value for s in IncidentState if s.terminal)
+"""Closed states: a wait for one of them also waits for the closing execution to end (the state
+is saved before the node's release, the closing audit entry and the notice)."""
 
 LOCAL_CONTEXT: dict[str, Any] = {
     "sdc:clusters": {CLUSTER: CLUSTER_ID},
@@ -119,14 +122,17 @@ class _LocalSink:
     """The emitter's delivery into the local account: metrics to moto CloudWatch, the report
     event onto the local bus (moto's own bus cannot deliver to Lambda targets)."""
 
-    def __init__(self, run: LocalRun) -> None:
+    def __init__(self, run: LocalRun, *, events: bool = True) -> None:
         self._metrics = AwsSink(region=REGION)
         self._run = run
+        self._events = events
 
     def put_metrics(self, namespace: str, datapoints: Sequence[Datapoint]) -> None:
         self._metrics.put_metrics(namespace, datapoints)
 
     def put_event(self, detail: dict[str, Any]) -> None:
+        if not self._events:
+            return  # the fast path is optional: a job may publish metrics only
         self._run.put_event(
             new_event(REPORT_DETAIL_TYPE, REPORT_SOURCE, detail, region=REGION, account=ACCOUNT)
         )
@@ -144,6 +150,8 @@ class LocalRun:
     inbox_url: str
     kube_api: KubeApi
     """The EKS cluster's Kubernetes API (the stand-in): its nodes show the cordons."""
+    emf: EmfCapture
+    """The functions' metrics (EMF), published into the account after each invocation."""
     deliveries: list[Delivery] = field(default_factory=list)
     inbox: list[dict[str, Any]] = field(default_factory=list)
     _server: Any = None
@@ -201,7 +209,8 @@ class LocalRun:
 
                     _deps.set_deps(per_invocation)
                     with (
-                        handlers_in_process(stack) as invocations,
+                        EmfCapture(session).installed() as emf,
+                        handlers_in_process(stack, emf=emf) as invocations,
                         _stopping_executions(session, stack),
                     ):
                         run = cls(
@@ -214,6 +223,7 @@ class LocalRun:
                             deps=build_deps(settings, session=session, hyperpod=hyperpod),
                             inbox_url=_subscribe_inbox(session, settings.topic_arn),
                             kube_api=kube_api,
+                            emf=emf,
                         )
                         try:
                             yield run
@@ -249,13 +259,17 @@ class LocalRun:
 
     # -- the training side ------------------------------------------------------------------
 
-    def emitter(self, rank_map: Sequence[Mapping[str, Any]], **settings: Any) -> Emitter:
+    def emitter(
+        self, rank_map: Sequence[Mapping[str, Any]], *, report_events: bool = True, **settings: Any
+    ) -> Emitter:
+        """A training rank's emitter into this account; `report_events=False`: metrics only,
+        the report event (the optional fast path) never arrives."""
         return Emitter(
             cluster_name=CLUSTER,
             region=REGION,
             rank=0,
             rank_map=rank_map,
-            sink=_LocalSink(self),
+            sink=_LocalSink(self, events=report_events),
             **{"job_name": "llama-pretrain", **settings},
         )
 

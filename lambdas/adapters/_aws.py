@@ -186,3 +186,14 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return sorted(_plain(v) for v in value)
     return value
+
+
+def pages(call: Any, operation: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    """Every item of a paginated DynamoDB Query or Scan, as plain Python values."""
+    while True:
+        with aws_call(operation):
+            response = call(**kwargs)
+        yield from (from_item(item) for item in response.get("Items", []))
+        if "LastEvaluatedKey" not in response:
+            return
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

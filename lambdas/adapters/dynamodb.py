@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
@@ -14,6 +14,7 @@ from lambdas.adapters._aws import (
     aws_call,
     error_code,
     from_item,
+    pages,
     request_id,
     to_item,
     translate,
@@ -35,7 +36,11 @@ from lambdas.models.guard import (
     PastIncident,
     check_slot_limit,
 )
-from lambdas.models.incident import Incident
+from lambdas.models.incident import Incident, IncidentState
+
+BY_STATE_INDEX: Final = "by_state"
+"""infra/storage.py's index (pk `state`, sk `created_at`); retyped because the Lambda asset
+holds `lambdas/` only, not `infra/`."""
 
 META = "META"
 LOCK = "LOCK"
@@ -270,6 +275,11 @@ class DynamoIncidentStore(DynamoTable):
             )
         item = response.get("Item")
         return Incident.from_record(from_item(item)) if item else None
+
+    def in_state(self, state: IncidentState) -> list[Incident]:
+        """The incidents in `state`, oldest first, through the `by_state` index (eventually
+        consistent, as every GSI: a change made a moment ago may not show yet)."""
+        return incidents_in_state(self, state)
 
     def save(self, incident: Incident) -> None:
         expected = incident.version
@@ -577,3 +587,25 @@ if TYPE_CHECKING:
     _guard: GuardStore = DynamoIncidentStore("t")
     _history: HistoryStore = DynamoIncidentStore("t")
     _audit: AuditLog = DynamoAuditLog("t")
+
+
+def incidents_in_state(table: DynamoTable, state: IncidentState) -> list[Incident]:
+    """The incidents of `table` in `state`, oldest first (the `by_state` index)."""
+    return [
+        Incident.from_record(item)
+        for item in pages(
+            table.client.query,
+            "Query",
+            TableName=table.table_name,
+            IndexName=BY_STATE_INDEX,
+            # `state` is a DynamoDB reserved word.
+            KeyConditionExpression="#state = :state",
+            # The index holds every item with `state` and `created_at`, not only incidents.
+            FilterExpression="begins_with(pk, :incident)",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":state": {"S": state.value},
+                ":incident": {"S": incident_key("")["pk"]},
+            },
+        )
+    ]

@@ -6,25 +6,14 @@ Layout: docs/pipeline.md, "Storage". Used by the `sdc` CLI (infra/cli.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any, Final
+from collections.abc import Iterable
+from typing import Final
 
-from lambdas.adapters._aws import (
-    DynamoTable,
-    aws_call,
-    from_item,
-)
-from lambdas.adapters.dynamodb import hold_key, incident_key
+from lambdas.adapters._aws import DynamoTable, pages
+from lambdas.adapters.dynamodb import hold_key, incidents_in_state
 from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident, IncidentState
-
-BY_STATE_INDEX: Final = "by_state"
-"""infra/storage.py's index (pk `state`, sk `created_at`); retyped because the Lambda asset
-holds `lambdas/` only, not `infra/`."""
-
-INCIDENT_PREFIX: Final = incident_key("")["pk"]
-"""`INCIDENT#`: the index holds every item with `state` and `created_at`, not only incidents."""
 
 HOLD_PREFIX: Final = hold_key("")["pk"]
 """`HOLD#`: storm hold records (`HELD#<cluster>` is the pointer to a cluster's active one)."""
@@ -38,23 +27,7 @@ class DynamoIncidentQueries(DynamoTable):
 
     def by_state(self, state: IncidentState) -> list[Incident]:
         """The incidents in `state`, oldest first."""
-        return [
-            Incident.from_record(item)
-            for item in _pages(
-                self.client.query,
-                "Query",
-                TableName=self.table_name,
-                IndexName=BY_STATE_INDEX,
-                # `state` is a DynamoDB reserved word.
-                KeyConditionExpression="#state = :state",
-                FilterExpression="begins_with(pk, :incident)",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={
-                    ":state": {"S": state.value},
-                    ":incident": {"S": INCIDENT_PREFIX},
-                },
-            )
-        ]
+        return incidents_in_state(self, state)
 
     def in_states(self, states: Iterable[IncidentState]) -> list[Incident]:
         """The incidents in any of `states`, oldest first (one query per state)."""
@@ -67,7 +40,7 @@ class DynamoIncidentQueries(DynamoTable):
         return sorted(
             (
                 ClusterHold.from_record(item)
-                for item in _pages(
+                for item in pages(
                     self.client.scan,
                     "Scan",
                     TableName=self.table_name,
@@ -87,20 +60,7 @@ class DynamoAuditChains(DynamoTable):
         """Subject → its entries in seq order, subjects sorted. One Scan of the whole table
         (consistent reads), so use it for an audit, not in a loop."""
         chains: dict[str, list[AuditEntry]] = {}
-        for item in _pages(
-            self.client.scan, "Scan", TableName=self.table_name, ConsistentRead=True
-        ):
+        for item in pages(self.client.scan, "Scan", TableName=self.table_name, ConsistentRead=True):
             entry = AuditEntry.from_record(item)
             chains.setdefault(entry.incident_id, []).append(entry)
         return {subject: sorted(chains[subject], key=lambda e: e.seq) for subject in sorted(chains)}
-
-
-def _pages(call: Any, operation: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
-    """Every item of a paginated Query or Scan, as plain Python values."""
-    while True:
-        with aws_call(operation):
-            response = call(**kwargs)
-        yield from (from_item(item) for item in response.get("Items", []))
-        if "LastEvaluatedKey" not in response:
-            return
-        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import Deps
+from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import ConditionFailed, IncidentNotFound, SdcError
 from lambdas.models.incident import Incident, IncidentState
@@ -100,7 +101,7 @@ class Step:
 
     def note_retryable(self, incident_id: str, err: SdcError) -> None:
         details = error_details(err, step=self.actor)
-        count("StepRetryableErrors")
+        count(M.STEP_RETRYABLE_ERRORS)
         logger.warning("step will be retried", incident_id=incident_id, step=self.actor)
         try:
             self.audit(incident_id, "step_error_retryable", details, [details.get("request_id")])
@@ -110,7 +111,7 @@ class Step:
     def fail(self, incident_id: str, err: BaseException) -> None:
         """Best effort: a failure while recording the failure is logged, never hides `err`."""
         details = error_details(err, step=self.actor)
-        count("StepFailures")
+        count(M.STEP_FAILURES)
         logger.exception("step failed", incident_id=incident_id, step=self.actor)
         try:
             if self.deps.incidents.get(incident_id) is None:

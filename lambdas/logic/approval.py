@@ -9,8 +9,10 @@ from lambdas.logic import cards, evidence, guard, ids, lifecycle, telemetry
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.decisions import ValidDecision, check_accepts_decision, validate_decision
 from lambdas.logic.history import past_incidents
+from lambdas.logic.measures import elapsed, report_waiting
 from lambdas.logic.ports import Deps
 from lambdas.logic.recommendation import recommend
+from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import (
     ConditionFailed,
     DecisionRefused,
@@ -25,7 +27,7 @@ from lambdas.models.payloads import (
     DecisionAccepted,
     DecisionRequest,
 )
-from lambdas.observability import count, logger
+from lambdas.observability import count, logger, seconds
 
 S = IncidentState
 
@@ -103,7 +105,8 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             },
             [request_id],
         )
-        count("ApprovalsRequested")
+        count(M.APPROVALS_REQUESTED)
+        report_waiting(step, incident)
         logger.info("approval requested", incident_id=incident.incident_id, advice=advice.advice)
         return {"incident_id": incident.incident_id, "approval_input": approve}
 
@@ -172,12 +175,14 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
         return True
 
     try:
-        step.update(valid.incident_id, claim, incident)
+        decided = step.update(valid.incident_id, claim, incident)
     except DecisionRefused as refused:
         _refuse(step, valid.incident_id, actor, request, refused)
     token = tokens[-1]
     _deliver(step, valid, token, actor)
-    count("DecisionsAccepted")
+    count(M.DECISIONS_ACCEPTED)
+    seconds(M.DECISION_LATENCY, elapsed(decided.created_at, deps.clock.now()))
+    report_waiting(step, decided)
     logger.info("decision accepted", incident_id=valid.incident_id, decision=valid.decision)
     return {"incident_id": valid.incident_id, "decision": valid.decision.value, "accepted": True}
 
@@ -220,7 +225,7 @@ def _deliver(step: Step, valid: ValidDecision, token: str, actor: str) -> None:
                 [err.request_id],
                 actor=actor,
             )
-            count("DecisionsRefused")
+            count(M.DECISIONS_REFUSED)
             raise refused from err
         try:
             step.update(valid.incident_id, release)
@@ -293,7 +298,7 @@ def _reset(
             request,
             DecisionRefused(f"storm hold {hold.hold_id} changed meanwhile: it was already reset"),
         )
-    count("DecisionsAccepted")
+    count(M.DECISIONS_ACCEPTED)
     logger.info("storm hold reset", hold_id=hold.hold_id)
     return {"incident_id": hold.hold_id, "decision": Decision.RESET.value, "accepted": True}
 
@@ -313,7 +318,7 @@ def _refuse(
         },
         actor=actor,
     )
-    count("DecisionsRefused")
+    count(M.DECISIONS_REFUSED)
     logger.warning("decision refused", subject=subject, reason=str(refused))
     raise refused
 

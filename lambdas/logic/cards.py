@@ -202,7 +202,7 @@ def history_lines(history: Sequence[PastIncident]) -> list[str]:
 
 
 def held_notice(incident: Incident) -> Card:
-    """A new incident recorded as held (paused, or the blast-radius guard is full)."""
+    """A new incident recorded as held (paused, muted, or the blast-radius guard is full)."""
     hold = incident.hold or {}
     subject = _subject(
         f"SDC: incident on {incident.target} held ({hold.get('kind')}), nothing acts"
@@ -217,6 +217,16 @@ def held_notice(incident: Incident) -> Card:
     ]
     if hold.get("kind") == HoldKind.PAUSED:
         lines.append("Unpause (set the pause switch to false); the next alarm acts again.")
+    elif hold.get("kind") == HoldKind.MUTED:
+        rule = hold.get("mute_rule")
+        lines += [
+            f"The alarm's actions are muted by CloudWatch alarm mute rule {rule} "
+            f"({hold.get('mute_rule_arn')}) until {hold.get('mute_window_end')}.",
+            "This pipeline is one of those actions: a muted alarm is held, as if paused.",
+            "This incident stays held; after the mute window the next alarm on this node acts.",
+            "If the mute is wrong, end it: CloudWatch console, Alarms, Mute rules, or",
+            f"  aws cloudwatch delete-alarm-mute-rule --alarm-mute-rule-name {rule}",
+        ]
     else:
         lines.append(
             "The cluster already has as many open incidents as its blast-radius guard allows. "

@@ -28,6 +28,7 @@ def alarm_evidence(alarm: ContributorEvent) -> dict[str, Any]:
         "metric": alarm.metric.value,
         "state_at": alarm.state_timestamp,
         "reason": alarm.reason[:MAX_REASON],
+        **(alarm.mute.to_json() if alarm.mute else {}),
     }
 
 

@@ -4,6 +4,9 @@
   `false` = running; `true` = paused; any other value, or a switch that cannot be read, counts as
   paused (fail closed: nothing acts on an unknown switch). Paused: new incidents are recorded as
   `held` and notified; steps that would act (start a health check, replace a node) hold instead.
+- Alarm mute rules: a contributor alarm that arrives with `muteDetail` (a CloudWatch alarm mute
+  rule mutes the alarm's actions, and this pipeline is one) is held as if paused, the rule
+  named; only the incident that alarm would open, for as long as the mute window lasts.
 - Storm hold: every new node-level incident flags its instance. When `STORM_THRESHOLD` distinct
   instances of one cluster are flagged within `STORM_WINDOW_SECONDS`, that is a software or
   recipe problem, not hardware: the cluster gets one storm hold (a conditional write, so one
@@ -23,7 +26,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,8 +34,10 @@ from typing import Any
 from lambdas.logic import cards, ids
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.ports import Deps
+from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import ConditionFailed, HoldExists
-from lambdas.models.guard import ClusterHold, HoldKind
+from lambdas.models.events import MuteDetail
+from lambdas.models.guard import ClusterHold, HoldKind, reads_as_paused
 from lambdas.models.settings import Settings
 from lambdas.observability import count, logger
 
@@ -41,14 +46,21 @@ FLAG_TTL = timedelta(days=2)
 
 @dataclass(frozen=True, slots=True)
 class Blocker:
-    """Why nothing may act on a cluster right now."""
+    """Why nothing may act on a cluster (or, for a muted alarm, on its incident) right now."""
 
     kind: str
     reason: str
     hold_id: str | None = None
+    mute: dict[str, str] | None = None
+    """The alarm mute rule of a muted alarm (`MuteDetail.to_json`)."""
 
     def record(self) -> dict[str, Any]:
-        return {"kind": self.kind, "reason": self.reason, "hold_id": self.hold_id}
+        return {
+            "kind": self.kind,
+            "reason": self.reason,
+            "hold_id": self.hold_id,
+            **(self.mute or {}),
+        }
 
 
 def open_limit(node_count: int | None, settings: Settings) -> int:
@@ -70,18 +82,36 @@ def pause_blocker(deps: Deps) -> Blocker | None:
             f"the pause switch {name} could not be read ({type(err).__name__}: {err}); "
             "nothing acts while it cannot be read",
         )
-    if value is None:
+    if value is None or not reads_as_paused(value):
         return None
-    normalized = value.strip().lower()
-    if normalized == "false":
-        return None
-    if normalized == "true":
+    if value.strip().lower() == "true":
         return Blocker(HoldKind.PAUSED, f"the pipeline is paused (pause switch {name} is true)")
     return Blocker(
         HoldKind.PAUSED,
         f"the pause switch {name} holds {value[:50]!r}, neither 'true' nor 'false': "
         "counted as paused",
     )
+
+
+def mute_blocker(alarm_name: str, mute: MuteDetail) -> Blocker:
+    """A contributor alarm whose actions an alarm mute rule mutes: the pipeline is one of those
+    actions (EventBridge delivers the event anyway), so its incident is held, as paused."""
+    return Blocker(
+        HoldKind.MUTED,
+        f"the actions of alarm {alarm_name} are muted by alarm mute rule {mute.rule_name} "
+        f"from {mute.window_start.isoformat()} to {mute.window_end.isoformat()}; a muted "
+        "alarm holds its incident, as the pause switch does",
+        mute=mute.to_json(),
+    )
+
+
+def muted_until(hold: Mapping[str, Any]) -> datetime | None:
+    """When the mute window of a muted hold ends (None: not a muted hold, or unreadable)."""
+    end = hold.get("mute_window_end")
+    try:
+        return datetime.fromisoformat(end) if isinstance(end, str) else None
+    except ValueError:
+        return None
 
 
 def storm_blocker(deps: Deps, cluster_name: str) -> Blocker | None:
@@ -157,7 +187,7 @@ def _start_hold(
             "open_incidents": open_ids,
         },
     )
-    count("StormHolds")
+    count(M.STORM_HOLDS)
     logger.warning("storm hold started", hold_id=hold.hold_id, cluster_name=cluster_name)
     return hold
 
@@ -210,6 +240,6 @@ def lift(step: Step, hold: ClusterHold, actor: str, comment: str) -> ClusterHold
         {"cluster_name": hold.cluster_name, "comment": comment},
         actor=actor,
     )
-    count("StormHoldsReset")
+    count(M.STORM_HOLDS_RESET)
     _publish(step, hold, cards.hold_lifted_notice(hold), "storm_hold_reset", "reset_notified")
     return hold

@@ -8,8 +8,9 @@ incident that holds the locks of the involved instances, so their alarms attach 
 of opening one incident per node. Without a report, the alarm opens the incident itself.
 
 Before a node-level incident acts, the guards of `lambdas.logic.guard` apply: its instance is
-flagged for storm detection, and a storm hold, the pause switch or a full blast-radius guard
-record it as `held` (nothing acts) instead. A report flags every instance it names before it
+flagged for storm detection, and a storm hold, a muted alarm (`muteDetail`: an alarm mute rule
+mutes the alarm's actions), the pause switch or a full blast-radius guard record it as `held`
+(nothing acts) instead. A report flags every instance it names before it
 opens any, so a report naming a storm's worth of culprits holds them all under one storm hold.
 
 A held incident is closed at birth, so it takes no open lock; it takes a held lock on its
@@ -31,6 +32,7 @@ from lambdas.logic import cards, evidence, guard, ids
 from lambdas.logic._steps import Step, error_details, send_notice
 from lambdas.logic.history import record_history
 from lambdas.logic.ports import Deps
+from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import (
     ClusterNotFound,
     GuardFull,
@@ -74,7 +76,7 @@ def parsed_or_refused(event: Any, parse: Callable[[Any], T], actor: str, deps: D
                 detail_type=_short(raw.get("detail-type")),
             ),
         )
-        count("EventsRefused")
+        count(M.EVENTS_REFUSED)
         raise
 
 
@@ -94,6 +96,8 @@ class Trigger:
     report: SdcReport | None = None
     """A report to attach as well (for an alarm: the instance's latest stored report)."""
     metric: str | None = None
+    mute: guard.Blocker | None = None
+    """An alarm mute rule mutes the alarm that is the trigger: its incident is held."""
 
 
 def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
@@ -120,6 +124,7 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
         source="alarm",
         item=evidence.alarm_evidence(alarm),
         metric=alarm.metric.value,
+        mute=guard.mute_blocker(alarm.alarm_name, alarm.mute) if alarm.mute else None,
     )
     return _open_node(step, trigger)
 
@@ -179,7 +184,7 @@ def _open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIn
     blocker = (
         guard.Blocker(HoldKind.STORM, f"storm hold {hold.hold_id}: {hold.reason}", hold.hold_id)
         if hold
-        else guard.pause_blocker(deps)
+        else trigger.mute or guard.pause_blocker(deps)
     )
     if blocker is not None:
         return _hold(step, incident, trigger, blocker)
@@ -218,7 +223,7 @@ def _open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIn
         },
         [cluster.request_id, node.request_id],
     )
-    count("IncidentsOpened")
+    count(M.INCIDENTS_OPENED)
     logger.info(
         "incident opened",
         incident_id=incident_id,
@@ -254,7 +259,7 @@ def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentRes
             "alarm": evidence.alarm_evidence(alarm),
         },
     )
-    count("EventsIgnored")
+    count(M.EVENTS_IGNORED)
     logger.info("event ignored", event_id=alarm.event_id, reason=reason)
     return {"incident_id": None, "action": "ignored"}
 
@@ -288,7 +293,7 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
         {"reason": reason, "error": error_details(err), "event_id": trigger.event_id},
         [getattr(err, "request_id", None)],
     )
-    count("IncidentsSkipped")
+    count(M.INCIDENTS_SKIPPED)
     logger.info("incident skipped", incident_id=incident_id, reason=reason)
     return {"incident_id": incident_id, "action": "skipped"}
 
@@ -338,7 +343,7 @@ def _hold(
             "event_id": trigger.event_id,
         },
     )
-    count("IncidentsHeld")
+    count(M.INCIDENTS_HELD)
     logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)
     record_history(step, incident)
     if blocker.kind != HoldKind.STORM:
@@ -375,10 +380,10 @@ def _attach_held(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResul
 
 
 def _still_held(step: Step, incident_id: str) -> bool:
-    """Whether what held the incident still holds: a reset storm hold or a pause switch flipped
-    back lets the next trigger be judged afresh (the recipe was fixed; a GPU that still fails is
-    not to be swallowed by the old hold). A guard hold keeps its window: judging afresh would
-    only hold again, with a second notice."""
+    """Whether what held the incident still holds: a reset storm hold, a pause switch flipped
+    back or an ended mute window lets the next trigger be judged afresh (the recipe was fixed; a
+    GPU that still fails is not to be swallowed by the old hold). A guard hold keeps its window:
+    judging afresh would only hold again, with a second notice."""
     incident = step.deps.incidents.get(incident_id)
     hold = (incident.hold if incident else None) or {}
     if hold.get("kind") == HoldKind.STORM:
@@ -386,6 +391,9 @@ def _still_held(step: Step, incident_id: str) -> bool:
         return active is not None and active.hold_id == hold.get("hold_id")
     if hold.get("kind") == HoldKind.PAUSED:
         return guard.pause_blocker(step.deps) is not None
+    if hold.get("kind") == HoldKind.MUTED:
+        until = guard.muted_until(hold)
+        return until is not None and step.deps.clock.now() < until
     return incident is not None
 
 
@@ -412,7 +420,7 @@ def _attach_items(
             "evidence_attached",
             {"kind": kind, "keys": added, "event_id": event_id},
         )
-        count("EvidenceAttached")
+        count(M.EVIDENCE_ATTACHED)
     else:
         logger.info("duplicate delivery", incident_id=holder, event_id=event_id)
     return incident
@@ -477,7 +485,7 @@ def _ensure_execution(step: Step, incident_id: str) -> None:
         {"execution_arn": started.arn, "already_existed": started.already_existed},
         [started.request_id],
     )
-    count("ExecutionsStarted")
+    count(M.EXECUTIONS_STARTED)
 
 
 # -- reports ----------------------------------------------------------------------------------
@@ -501,7 +509,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
             "report_ignored",
             {"report_id": report.report_id, "cluster_name": report.cluster_name, "reason": reason},
         )
-        count("ReportsIgnored")
+        count(M.REPORTS_IGNORED)
         return {"report_id": report.report_id, "stored": False, "incidents": []}
 
     expires_at = int((deps.clock.now() + REPORT_TTL).timestamp())
@@ -523,7 +531,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
                 "ambiguous": report.ambiguous,
             },
         )
-        count("ReportsStored")
+        count(M.REPORTS_STORED)
     # Every instance, not only the newly stored ones: a retry after a crash must still open.
     results = _open_job(step, event) if report.ambiguous else _open_named(step, event)
     logger.info(
@@ -658,7 +666,7 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
         },
         [cluster.request_id],
     )
-    count("JobIncidentsOpened")
+    count(M.JOB_INCIDENTS_OPENED)
     logger.info("job incident opened", incident_id=incident_id, instances=len(claimed))
     _ensure_execution(step, incident_id)
     return [*results, {"incident_id": incident_id, "action": "opened"}]

@@ -25,6 +25,7 @@ from typing import Any
 from lambdas.logic import guard
 from lambdas.logic._steps import Step
 from lambdas.logic.ports import Deps
+from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import KubernetesError, KubernetesNotFound, SdcError
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import Taint, incident_taint
@@ -143,7 +144,7 @@ def _isolate_one(
             "node_not_isolated",
             {"instance_id": instance_id, "eks_cluster": eks, **record},
         )
-        count("NodesNotIsolated")
+        count(M.NODES_NOT_ISOLATED)
         return record
     record = {
         "state": ISOLATED,
@@ -172,7 +173,7 @@ def _isolate_one(
             "cordoned_by_us": record["cordoned_by_us"],
         },
     )
-    count("NodesIsolated")
+    count(M.NODES_ISOLATED)
     logger.info("node isolated", incident_id=incident.incident_id, node=change.node_name, eks=eks)
     return record
 
@@ -225,7 +226,7 @@ def _settle(
             "isolation_skipped" if not record["nodes"] else "isolation_incomplete",
             {"cause": cause, "reason": reason},
         )
-        count("IsolationSkipped")
+        count(M.ISOLATION_SKIPPED)
         logger.info("node not isolated", incident_id=incident.incident_id, cause=cause)
     return incident
 
@@ -293,14 +294,14 @@ def _release_one(
             "node_release_failed",
             {"instance_id": instance_id, "node_name": name, **err.details()},
         )
-        count("NodeReleasesFailed")
+        count(M.NODE_RELEASES_FAILED)
         return outcome
     step.audit(
         incident.incident_id,
         "node_released",
         {"instance_id": instance_id, "eks_cluster": eks, "taint": str(taint), **change.to_record()},
     )
-    count("NodesReleased")
+    count(M.NODES_RELEASED)
     return {
         **node,
         "state": RELEASED,

@@ -16,7 +16,7 @@ from lambdas.models.errors import KubernetesNotConfigured, TelemetryNotConfigure
 from lambdas.models.events import SdcReport
 from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.hyperpod import BatchResult, ClusterInfo, NodeInfo
-from lambdas.models.incident import Incident
+from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
 from lambdas.models.settings import Settings, TelemetryWorkspace
 
@@ -88,6 +88,11 @@ class IncidentStore(Protocol):
         ...
 
     def get(self, incident_id: str) -> Incident | None: ...
+
+    def in_state(self, state: IncidentState) -> list[Incident]:
+        """The incidents in `state`, oldest first. Eventually consistent: a change made a moment
+        ago may not show yet."""
+        ...
 
     def save(self, incident: Incident) -> None:
         """Conditional on `incident.version`; bumps it. Raises ConditionFailed when stale."""

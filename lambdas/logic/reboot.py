@@ -26,6 +26,7 @@ from lambdas.logic import guard, lifecycle, recovery
 from lambdas.logic._steps import Step
 from lambdas.logic.ports import Deps
 from lambdas.logic.remediation import hold_in_flight, node_status_of
+from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import InvalidTransition, RebootNotApproved
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
@@ -194,4 +195,4 @@ def _finish(
         {"instance_id": incident.instance_id, "node_status": status, "dry_run": dry_run},
         request_ids,
     )
-    count("RebootsDone")
+    count(M.REBOOTS_DONE)

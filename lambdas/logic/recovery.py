@@ -12,10 +12,12 @@ says which path acted and why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from lambdas.logic._steps import Step, error_details
+from lambdas.metric_names import PipelineMetric, reboot_metric, replace_metric
 from lambdas.models.errors import AwsError, KubernetesError, RebootRejected, ReplacementRejected
 from lambdas.models.hyperpod import BatchErrorCode, NodeRecovery
 from lambdas.models.incident import Incident
@@ -41,8 +43,8 @@ class Kind:
     rejected: type[AwsError]
     field: str
     """The incident's record of it (`replacement` or `reboot`)."""
-    counter: str
-    """The pipeline metric's prefix (`ReplaceRequested`, `RebootRetry`, ...)."""
+    metric: Callable[[ReplaceStatus], PipelineMetric]
+    """The pipeline counter of each result (`ReplaceRequested`, `RebootRetry`, ...)."""
 
 
 REPLACEMENT: Final = Kind(
@@ -52,7 +54,7 @@ REPLACEMENT: Final = Kind(
     PENDING_REPLACEMENT,
     ReplacementRejected,
     field="replacement",
-    counter="Replace",
+    metric=replace_metric,
 )
 REBOOT: Final = Kind(
     "reboot",
@@ -61,7 +63,7 @@ REBOOT: Final = Kind(
     PENDING_REBOOT,
     RebootRejected,
     field="reboot",
-    counter="Reboot",
+    metric=reboot_metric,
 )
 
 FAILED_CODES: Final[dict[str, tuple[ReplaceStatus, str | None]]] = {
@@ -245,6 +247,6 @@ def record(
         },
         request_ids,
     )
-    count(f"{kind.counter}{status.value.title().replace('_', '')}")
+    count(kind.metric(status))
     logger.info(f"{kind.name} of the node", incident_id=incident.incident_id, status=status.value)
     return {"status": status.value}

@@ -13,7 +13,10 @@ from typing import Any
 from lambdas.logic import cards, guard, isolation, lifecycle, recovery
 from lambdas.logic._steps import Step, send_notice
 from lambdas.logic.history import record_history
+from lambdas.logic.measures import elapsed, report_waiting
 from lambdas.logic.ports import Deps
+from lambdas.metric_names import PipelineMetric as M
+from lambdas.metric_names import closed_metric
 from lambdas.models.errors import (
     InvalidTransition,
     NodeNotFound,
@@ -33,7 +36,7 @@ from lambdas.models.payloads import (
     ReplaceNodeResult,
     ReplaceStatus,
 )
-from lambdas.observability import count, logger
+from lambdas.observability import count, logger, seconds
 
 S = IncidentState
 
@@ -128,7 +131,7 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
             },
             request_ids,
         )
-        count("HealthChecksStarted" if started else "HealthChecksNotStarted")
+        count(M.HEALTH_CHECKS_STARTED if started else M.HEALTH_CHECKS_NOT_STARTED)
         logger.info("health check", incident_id=ref.incident_id, started=started, status=status)
         return {"status": status, "started": started, "held": False, "scope": incident.scope}
 
@@ -262,7 +265,7 @@ def hold_in_flight(step: Step, incident: Incident, blocker: guard.Blocker) -> No
 
     step.update(incident.incident_id, note, incident)
     step.audit(incident.incident_id, "held", {**blocker.record(), "step": step.actor})
-    count("IncidentsHeldInFlight")
+    count(M.INCIDENTS_HELD_IN_FLIGHT)
     logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)
 
 
@@ -537,7 +540,7 @@ def _finish_replacement(
         },
         request_ids,
     )
-    count("ReplacementsDone")
+    count(M.REPLACEMENTS_DONE)
 
 
 def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
@@ -592,7 +595,8 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
                 "hold": incident.hold,
             },
         )
-        count(f"Closed{incident.state.value.title().replace('_', '')}")
+        count(closed_metric(incident.state))
+        _measure_close(step, incident)
         logger.info("incident closed", incident_id=incident.incident_id, state=incident.state)
         record_history(step, incident)
     if (
@@ -602,6 +606,16 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
     ):
         _notify_close(step, incident)
     return {"incident_id": incident.incident_id, "state": incident.state.value}
+
+
+def _measure_close(step: Step, incident: Incident) -> None:
+    """Time from opened to node recovered (replaced, by us or HyperPod, or rebooted and checked
+    again; a dry run recovers nothing), and the approvals-waiting gauge when the incident had waited for a decision."""
+    dry_run = bool((incident.replacement or incident.reboot or {}).get("dry_run"))
+    if incident.state in (S.REPLACED, S.REPLACED_BY_HYPERPOD, S.REBOOTED) and not dry_run:
+        seconds(M.RECOVERY_LATENCY, elapsed(incident.created_at, step.deps.clock.now()))
+    if incident.approval_requested_at:
+        report_waiting(step, incident)
 
 
 def _close_error(

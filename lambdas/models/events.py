@@ -1,7 +1,9 @@
 """The two EventBridge events the pipeline consumes, parsed into typed values.
 
 - `CloudWatch Alarm Contributor State Change` (source `aws.cloudwatch`): one instance of one
-  Metrics Insights alarm changed state. Shape: `tests/events/contributor_alarm.json`.
+  Metrics Insights alarm changed state. Shape: `tests/events/contributor_alarm.json`; with
+  `detail.muteDetail` when an alarm mute rule mutes the alarm's actions (EventBridge still
+  delivers the event): `tests/events/contributor_alarm_muted.json`.
 - `SDC Report` (source `sdc.trainer`): the full evidence the training job emitted. Shape:
   `trainer_emitter.contract.report_schema()`. Lambda code checks the fields it uses by hand
   (the full JSON Schema is checked in tests, where jsonschema is installed).
@@ -42,6 +44,12 @@ ALARM_STATES = frozenset({"ALARM", "OK", "INSUFFICIENT_DATA"})
 
 _QUERY_METRIC_RE = re.compile(r"SELECT\s+\w+\((\w+)\)", re.IGNORECASE)
 
+MUTE_RULE_ARN_RE = re.compile(
+    r"^arn:[a-z-]+:cloudwatch:[a-z0-9-]*:\d*:alarm-mute(?:-rule)?:(?P<name>[^:/\s]{1,255})$"
+)
+"""An alarm mute rule's ARN. The CloudWatch docs spell the resource `alarm-mute-rule` (the event
+example, most IAM examples) and `alarm-mute` (some IAM examples): both are read."""
+
 CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 """HyperPod's cluster name pattern (the `ClusterName` dimension carries it)."""
 MAX_EVENT_ID = 256
@@ -71,6 +79,43 @@ def parse_time(value: str, path: str) -> datetime:
 
 
 @dataclass(frozen=True, slots=True)
+class MuteDetail:
+    """`detail.muteDetail`: an alarm mute rule mutes the alarm's actions, from `window_start` to
+    `window_end`. The pipeline treats such an event as the pause switch: the incident is held."""
+
+    rule_arn: str
+    rule_name: str
+    window_start: datetime
+    window_end: datetime
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "mute_rule": self.rule_name,
+            "mute_rule_arn": self.rule_arn,
+            "mute_window_start": self.window_start.isoformat(),
+            "mute_window_end": self.window_end.isoformat(),
+        }
+
+
+def parse_mute_detail(value: Any, path: str = "detail.muteDetail") -> MuteDetail:
+    """The documented shape: `{mutedByArn, muteWindowStart, muteWindowEnd}`; every field is
+    required, the window must not end before it starts."""
+    detail = f.obj(value, path)
+    arn = f.text(detail, "mutedByArn", path)
+    match = MUTE_RULE_ARN_RE.match(arn)
+    if match is None:
+        raise MalformedEvent(f"{path}.mutedByArn", f"not an alarm mute rule ARN: {_short(arn)!r}")
+    start = parse_time(f.text(detail, "muteWindowStart", path), f"{path}.muteWindowStart")
+    end = parse_time(f.text(detail, "muteWindowEnd", path), f"{path}.muteWindowEnd")
+    if end < start:
+        raise MalformedEvent(
+            f"{path}.muteWindowEnd",
+            f"the mute window ends ({end.isoformat()}) before it starts ({start.isoformat()})",
+        )
+    return MuteDetail(rule_arn=arn, rule_name=match["name"], window_start=start, window_end=end)
+
+
+@dataclass(frozen=True, slots=True)
 class ContributorEvent:
     """One contributor (= one instance) of one SDC alarm changed state."""
 
@@ -87,6 +132,8 @@ class ContributorEvent:
     state_timestamp: str
     account: str | None
     region: str | None
+    mute: MuteDetail | None = None
+    """Set when an alarm mute rule mutes the alarm's actions (`detail.muteDetail`)."""
 
     @property
     def is_alarm(self) -> bool:
@@ -128,6 +175,7 @@ def parse_contributor_event(event: Any) -> ContributorEvent:
     if value not in ALARM_STATES:
         raise MalformedEvent("detail.state.value", f"unknown alarm state {value!r}")
     timestamp = f.text(state, "timestamp", "detail.state")
+    mute = detail.get("muteDetail")
     return ContributorEvent(
         event_id=event_id,
         alarm_name=alarm_name,
@@ -141,6 +189,7 @@ def parse_contributor_event(event: Any) -> ContributorEvent:
         state_timestamp=timestamp,
         account=f.nullable_text(root, "account", ""),
         region=f.nullable_text(root, "region", ""),
+        mute=None if "muteDetail" not in detail else parse_mute_detail(mute),
     )
 
 

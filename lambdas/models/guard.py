@@ -12,10 +12,19 @@ class HoldKind:
 
     PAUSED = "paused"
     """The pause switch (one SSM parameter) says paused, or cannot be read."""
+    MUTED = "muted"
+    """The contributor alarm arrived with `muteDetail`: an alarm mute rule mutes the alarm's
+    actions, and the pipeline is one of them (treated as the pause switch is)."""
     STORM = "storm"
     """The cluster has an active storm hold: too many distinct instances flagged too fast."""
     GUARD = "guard"
     """The blast-radius guard is full: as many incidents are open as the cluster allows."""
+
+
+def reads_as_paused(value: str | None) -> bool:
+    """The pause switch's rule: only `false` (any case, surrounding blanks) runs; no switch
+    (None) never pauses; `true` and anything else pause (fail closed)."""
+    return value is not None and value.strip().lower() != "false"
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,8 @@ class IncidentState(StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"
     HELD = "held"
-    """Recorded, nothing acted: paused, the cluster's storm hold, or its blast-radius guard."""
+    """Recorded, nothing acted: paused, a muted alarm, the cluster's storm hold, or its
+    blast-radius guard."""
     CHECKED = "checked"
     """A job-level (ambiguous) incident whose health checks ended: no replacement proposed."""
     REPLACED_BY_HYPERPOD = "replaced_by_hyperpod"
@@ -70,7 +71,8 @@ class Incident:
 
     A job-scope incident has no single instance: `instance_id` is empty and `instance_ids` names
     the involved instances whose open locks it holds. `hold` says why an incident is (or is
-    being) held: `{"kind": "paused" | "storm" | "guard", "reason", "hold_id"}`.
+    being) held: `{"kind": "paused" | "muted" | "storm" | "guard", "reason", "hold_id"}` (a
+    muted hold adds `mute_rule`, `mute_rule_arn`, `mute_window_start`, `mute_window_end`).
     """
 
     incident_id: str

@@ -1,5 +1,8 @@
 """Machine time of the pipeline, measured in the local run (handler time only: the state
-machine's waits are configuration, not machine time), and the per-incident cost model."""
+machine's waits are configuration, not machine time), and the per-incident cost model.
+
+Two paths: the fast one (the report event opens the incident and the execution's first step
+cordons the node: goal 1 s) and the one to the approval request (goal 2 s)."""
 
 from __future__ import annotations
 
@@ -10,9 +13,14 @@ from typing import Any
 
 from infra.local.drill import RANK_MAP, REPLAY_CULPRIT
 from infra.local.run import LocalRun
+from lambdas.models.kubernetes import KubeNode
 from tests.bench.clients import reused_clients
 
 GOAL_TO_APPROVAL = 2.0  # seconds of handler time from contributor event to approval request
+GOAL_TO_CORDON = 1.0  # seconds of handler time from report event to the suspect node cordoned
+FAST_PATH = ("store_report", "isolate_node")
+"""The fast path: the report event opens the incident (store_report), the execution's first
+step cordons the node (isolate_node); the alarm a minute later only attaches."""
 
 # List prices, us-east-1, as published on the services' pricing pages in 2026-12. Dated
 # constants: check them before relying on the dollar figures.
@@ -29,6 +37,7 @@ CW_PER_PUT_METRIC_DATA = 0.01 / 1000
 CW_PER_METRIC_MONTH = 0.30
 HOURS_PER_MONTH = 730
 CW_PER_ALARM_METRIC_MONTH = 0.10
+CW_PER_DASHBOARD_MONTH = 3.00  # beyond the account's first three, which are free
 KMS_PER_KEY_MONTH = 1.00
 
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
@@ -50,23 +59,43 @@ def run() -> list[dict[str, Any]]:
     with LocalRun.open() as run, reused_clients(run.session):
         run.session.events.register("before-call", _counter(calls))
         cold = _to_approval(run, WARM_UP)
+        _require_cordoned(run, cold)
         run.decide(cold, "approve", "bench warm-up")
         run.wait_for(cold, "replaced")
         calls.clear()
         start = len(run.invocations.calls)
         result = run.emitter(RANK_MAP).report(REPLAY_CULPRIT)
         incident_id = _to_approval(run, None)
+        _require_cordoned(run, incident_id)
         to_approval = list(run.invocations.calls[start:])
         approval = run.decide(incident_id, "approve", "bench")
         run.wait_for(incident_id, "replaced")
         transitions = _transitions(run, run.execution(incident_id)["executionArn"])
         transitions += _transitions(run, approval["executionArn"])
         invocations = list(run.invocations.calls[start:])
+        alarm_metrics = sum(_metrics_of(alarm) for alarm in run.stack.alarms.values())
+        dashboards = len(run.stack.dashboards)
         cold_calls = list(run.invocations.calls[:start])
 
     handler_seconds = _handler_seconds(to_approval)
     cold_seconds = _handler_seconds(cold_calls[: len(to_approval)])
+    to_cordon = _fast_path_seconds(to_approval)
+    cold_to_cordon = _fast_path_seconds(cold_calls)
     rows: list[dict[str, Any]] = [
+        {
+            "name": "report event → node cordoned (handler time: " + " + ".join(FAST_PATH) + ")",
+            "value": to_cordon,
+            "unit": "s",
+            "ratio": to_cordon / GOAL_TO_CORDON,
+            "goal": "ratio ≤ 1 (1 s)",
+        },
+        {
+            "name": "  the same for the process's first incident (cold clients)",
+            "value": cold_to_cordon,
+            "unit": "s",
+            "ratio": cold_to_cordon / GOAL_TO_CORDON,
+            "goal": "ratio ≤ 1 (1 s)",
+        },
         {
             "name": "contributor event → approval request ready (handler time)",
             "value": handler_seconds,
@@ -141,11 +170,16 @@ def run() -> list[dict[str, Any]]:
     )
 
     nodes = 1000
-    idle = 3 * CW_PER_ALARM_METRIC_MONTH + KMS_PER_KEY_MONTH
+    idle = (
+        alarm_metrics * CW_PER_ALARM_METRIC_MONTH
+        + dashboards * CW_PER_DASHBOARD_MONTH
+        + KMS_PER_KEY_MONTH
+    )
     per_step_zeros = nodes * 3 * CW_PER_METRIC_MONTH
     rows += [
         {
-            "name": f"idle month, {nodes}-node fleet (alarms, key; no per-step metrics)",
+            "name": f"idle month, {nodes}-node fleet ({alarm_metrics} alarm metrics, "
+            f"{dashboards} dashboard, key; no per-step metrics)",
             "value": idle,
             "unit": "USD",
             "ratio": idle / per_step_zeros,
@@ -166,6 +200,40 @@ def _to_approval(run: LocalRun, alarm: dict[str, Any] | None) -> str:
     run.wait_for_notification("approve")
     run.inbox.clear()
     return incident_id
+
+
+def _metrics_of(alarm: dict[str, Any]) -> int:
+    """What CloudWatch bills a standard alarm for: one per metric it reads (a metric math
+    alarm: each MetricStat; a Metrics Insights alarm at rest, with no series: counted as one)."""
+    queries = alarm.get("Metrics") or []
+    return max(1, sum(1 for q in queries if "MetricStat" in q))
+
+
+def _fast_path_seconds(calls: list[Any]) -> float:
+    """Handler time of the fast path's steps: the first store_report and isolate_node."""
+    seconds = 0.0
+    for module in FAST_PATH:
+        found = [c for c in calls if c.handler.split(".")[-2] == module]
+        if not found:
+            raise RuntimeError(f"no {module} invocation: the report did not take the fast path")
+        seconds += found[0].seconds
+    return seconds
+
+
+def _require_cordoned(run: LocalRun, incident_id: str) -> None:
+    """The figure means something only if the node was in fact cordoned by the fast path."""
+    incident = run.incident(incident_id)
+    state = (incident.isolation or {}).get("state") if incident else None
+    actions = [e.action for e in run.audit(incident_id)]
+    if state != "isolated" or actions[:1] != ["incident_opened"] or "node_isolated" not in actions:
+        raise RuntimeError(f"incident {incident_id} was not cordoned (isolation {state})")
+    if run.audit(incident_id)[0].actor != "store_report":
+        raise RuntimeError(f"incident {incident_id} was not opened by the report event")
+    nodes = [KubeNode.from_json(raw) for raw in run.kube_api.nodes.values()]
+    if incident is None or incident.instance_id not in {
+        n.instance_id for n in nodes if n.unschedulable
+    }:
+        raise RuntimeError(f"the Kubernetes node of incident {incident_id} is not cordoned")
 
 
 def _handler_seconds(calls: list[Any]) -> float:

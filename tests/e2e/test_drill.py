@@ -58,6 +58,36 @@ def test_every_scenario_reaches_its_expected_outcome_with_a_verified_audit_chain
 
 
 @pytest.mark.parametrize(
+    ("name", "shown", "not_shown"),
+    [
+        (
+            "replay-culprit",
+            {
+                "sdc_replay_mismatch",
+                "IncidentsOpened",
+                "ApprovalsWaiting",
+                "DecisionLatencySeconds",
+                "ClosedReplaced",
+                "RecoveryLatencySeconds",
+            },
+            set(),
+        ),
+        ("reject", {"ClosedRejected", "DecisionLatencySeconds"}, {"RecoveryLatencySeconds"}),
+        ("dry-run", {"ClosedReplaced"}, {"RecoveryLatencySeconds"}),
+        ("weight-no-majority", {"JobIncidentsOpened", "ClosedChecked"}, {"ApprovalsWaiting"}),
+        ("storm-hold", {"IncidentsHeld"}, {"IncidentsOpened"}),
+    ],
+)
+def test_the_dashboard_shows_what_each_scenario_published(outcomes, name, shown, not_shown):
+    outcome = outcomes(name)
+
+    on_dashboard = {metric.rsplit("/", 1)[-1] for metric in outcome.dashboard}
+    assert shown <= on_dashboard
+    assert not (not_shown & on_dashboard)
+    assert outcome.passed, outcome.problems  # each of them checked against what was published
+
+
+@pytest.mark.parametrize(
     "name", ["replay-culprit", "nonfinite-transient", "weight-suspect", "duplicate-events"]
 )
 def test_approved_scenarios_replace_the_suspect_node_once_and_get_a_new_instance_id(outcomes, name):
@@ -305,3 +335,13 @@ def test_a_card_without_the_hardware_evidence_fails_the_drill(monkeypatch):
     assert not outcome.passed
     assert any("does not name XID 79" in problem for problem in outcome.problems)
     assert any("row remap failure" in problem for problem in outcome.problems)
+
+
+def test_a_muted_alarm_is_held_naming_its_mute_rule_and_nothing_acts(outcomes):
+    outcome = outcomes("muted-alarm")
+
+    assert actions(outcome) == ["incident_held", "held_notified"]
+    assert drill.MUTE_RULE in (outcome.notification or "")
+    assert "delete-alarm-mute-rule" in (outcome.notification or "")
+    assert outcome.replace_calls == []
+    assert any("actions muted by" in line.what for line in outcome.timeline)

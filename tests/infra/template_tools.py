@@ -46,12 +46,36 @@ def actions(statement: dict[str, Any]) -> set[str]:
 
 def resolved(template: dict[str, Any], value: Any) -> Any:
     """`value` with Ref / GetAtt / Fn::Join resolved: placeholder ARNs for functions and state
-    machines, `<logical id>` for anything else (tables, topics, keys, queues)."""
+    machines, `<logical id>` for anything else (tables, topics, keys, queues), and
+    `<logical id>.<attribute>` for the attributes queues and alarms are referred by."""
     arns = placeholder_arns(template)
     everything = {logical_id: f"<{logical_id}>" for logical_id in template["Resources"]}
-    return resolve(value, {**everything, **arns})
+    attributes = {
+        f"{logical_id}.{attribute}": f"<{logical_id}.{attribute}>"
+        for logical_id in template["Resources"]
+        for attribute in ("QueueName", "TopicName")
+    }
+    return resolve(value, {**everything, **attributes, **arns})
 
 
 def definition(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
     parsed: dict[str, Any] = json.loads(state_machine_definitions(template)[logical_id])
     return parsed
+
+
+def dashboard_widgets(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """The widgets of the template's one dashboard: its DashboardBody (an Fn::Join of JSON text
+    and references) resolved as `resolved` does, then parsed."""
+    _, dashboard = only(template, "AWS::CloudWatch::Dashboard")
+    body = json.loads(resolved(template, dashboard["Properties"]["DashboardBody"]))
+    widgets: list[dict[str, Any]] = body["widgets"]
+    return widgets
+
+
+def widget_titled(template: dict[str, Any], prefix: str) -> dict[str, Any]:
+    (widget,) = [
+        w
+        for w in dashboard_widgets(template)
+        if str(w["properties"].get("title", "")).startswith(prefix)
+    ]
+    return widget

@@ -52,6 +52,7 @@ def test_contributor_rule_pattern_uses_the_prefixed_alarm_names(variant_template
     ("fixture_name", "routed"),
     [
         ("contributor_alarm", True),
+        ("contributor_alarm_muted", True),  # held by open_incident, which must see it
         ("contributor_ok", False),
         ("alarm_level_metrics_insights", False),
         ("hyperpod_node_health", False),

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -880,6 +880,168 @@ def test_replay_spool_delivers_the_spooled_reports_through_the_emitters_spool(
     assert {m["MetricName"] for m in metrics} == {"sdc_replay_mismatch"}
 
 
+# -- status ------------------------------------------------------------------------------------
+
+
+def ago(**delta: float) -> str:
+    return (datetime.now(UTC) - timedelta(**delta)).isoformat()
+
+
+def with_outputs(deployed: Deployed, **outputs: str) -> None:
+    current = json.loads(deployed.outputs.read_text())
+    deployed.outputs.write_text(json.dumps({**current, **outputs}))
+
+
+def pause_switch(deployed: Deployed, value: str | None) -> None:
+    """The stack's pause switch parameter with `value` (None: named in the outputs, absent)."""
+    name = "/SdcRemediation/paused"
+    if value is not None:
+        SESSION.client("ssm").put_parameter(Name=name, Value=value, Type="String")
+    with_outputs(deployed, PauseParameterName=name)
+
+
+def dead_letter_queues(deployed: Deployed, undelivered: int, failed: int) -> None:
+    sqs = SESSION.client("sqs")
+    urls = {}
+    for output, name, messages in (
+        ("UndeliveredEventsQueueUrl", "undelivered", undelivered),
+        ("FailedInvocationsQueueUrl", "failed", failed),
+    ):
+        urls[output] = sqs.create_queue(QueueName=name)["QueueUrl"]
+        for n in range(messages):
+            sqs.send_message(QueueUrl=urls[output], MessageBody=json.dumps({"n": n}))
+    with_outputs(deployed, **urls)
+
+
+def status_json(deployed: Deployed, capsys: Any) -> dict[str, Any]:
+    assert deployed.sdc("status", "--json") == 0
+    found: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return found
+
+
+def test_status_of_a_quiet_deployment_says_so_on_one_screen(deployed, capsys):
+    pause_switch(deployed, "false")
+    with_outputs(deployed, DryRun="false")
+
+    assert deployed.sdc("status") == 0
+
+    out = capsys.readouterr().out
+    assert "pause switch  /SdcRemediation/paused = false (running)" in out
+    assert "dry run       off" in out
+    assert "OPEN INCIDENTS (0)" in out
+    assert "APPROVALS WAITING (0)\n  none" in out
+    assert "no storm hold" in out
+    assert "no failed incident" in out
+    assert len(out.splitlines()) < 40
+
+
+def test_status_counts_the_open_incidents_by_state(deployed, capsys):
+    deployed.incident("health_check", instance="i-0aa00000000000001")
+    deployed.incident("awaiting_approval", instance="i-0bb00000000000002")
+    deployed.incident("replacing", instance="i-0cc00000000000003")
+    deployed.incident("replaced", instance="i-0dd00000000000004")
+
+    deployed.sdc("status")
+
+    out = capsys.readouterr().out
+    assert "OPEN INCIDENTS (3)" in out
+    assert "opened 0, health_check 1, awaiting_approval 1, replacing 1" in out
+
+
+def test_status_lists_the_approvals_waiting_with_their_age(deployed, capsys):
+    waiting = deployed.incident(
+        "awaiting_approval", instance="i-0aa00000000000001", approval_requested_at=ago(minutes=12)
+    )
+    deployed.incident(
+        "awaiting_approval",
+        instance="i-0bb00000000000002",
+        approval_requested_at=ago(hours=3),
+        decision={"decision": "approve"},  # decided: the remediation goes on by itself
+    )
+
+    deployed.sdc("status")
+    out = capsys.readouterr().out
+    report = status_json(deployed, capsys)
+
+    assert f"{waiting}  waiting 12m  (sdc show {waiting})" in out
+    assert [w["incident_id"] for w in report["approvals_waiting"]] == [waiting]
+    assert 12 * 60 <= report["approvals_waiting"][0]["waiting_seconds"] < 13 * 60
+
+
+def test_status_says_when_the_pipeline_is_paused(deployed, capsys):
+    pause_switch(deployed, "true")
+
+    deployed.sdc("status")
+
+    assert "= true (PAUSED: new incidents are held)" in capsys.readouterr().out
+
+
+def test_status_reports_an_unreadable_pause_switch_as_holding(deployed, capsys):
+    pause_switch(deployed, None)
+
+    report = status_json(deployed, capsys)
+
+    assert report["pause_switch"]["paused"] is True
+    assert "ParameterNotFound" in report["pause_switch"]["error"]
+
+
+def test_status_shows_the_dry_run_setting_of_the_deployment(deployed, capsys):
+    with_outputs(deployed, DryRun="true")
+
+    deployed.sdc("status")
+
+    assert "dry run       on: replacements are only recorded" in capsys.readouterr().out
+
+
+def test_status_shows_the_active_storm_hold_and_what_was_held_lately(deployed, capsys):
+    hold_id = storm_hold(deployed)
+    deployed.incident(
+        "held",
+        instance="i-0aa00000000000001",
+        created_at=ago(hours=1),
+        hold={"kind": "muted", "reason": "muted", "hold_id": None, "mute_rule": "gpu-maint"},
+    )
+    deployed.incident(
+        "held",
+        instance="i-0bb00000000000002",
+        created_at=ago(hours=2),
+        hold={"kind": "paused", "reason": "paused", "hold_id": None},
+    )
+    deployed.incident("held", instance="i-0cc00000000000003", created_at=ago(days=3))
+
+    deployed.sdc("status")
+
+    out = capsys.readouterr().out
+    assert f"storm hold {hold_id} on {CLUSTER}" in out
+    assert "held on arrival in the last 24 h: 2 (muted by gpu-maint: 1, paused: 1)" in out
+
+
+def test_status_lists_the_last_failures_newest_first_and_the_dead_letter_queues(deployed, capsys):
+    older = deployed.incident(
+        "failed",
+        instance="i-0aa00000000000001",
+        closed_at=ago(hours=5),
+        error={"Error": "States.TaskFailed", "Cause": "ReplacementRejected: InstanceIdInUse"},
+    )
+    newer = deployed.incident(
+        "failed",
+        instance="i-0bb00000000000002",
+        closed_at=ago(hours=1),
+        error={"type": "NodeNotFound", "message": "i-0bb00000000000002 is gone"},
+    )
+    dead_letter_queues(deployed, undelivered=0, failed=2)
+
+    deployed.sdc("status")
+
+    out = capsys.readouterr().out
+    failures = out.split("LAST FAILURES\n", 1)[1].splitlines()
+    assert failures[0].startswith(f"  {newer}  failed ")
+    assert failures[0].endswith("NodeNotFound: i-0bb00000000000002 is gone")
+    assert failures[1].startswith(f"  {older}  failed ")
+    assert "States.TaskFailed: ReplacementRejected: InstanceIdInUse" in failures[1]
+    assert failures[2] == "  dead-letter queues: undelivered events 0, failed invocations 2"
+
+
 # -- end to end on the local run --------------------------------------------------------------
 
 
@@ -940,3 +1102,32 @@ def test_show_of_an_incident_not_yet_asked_about_its_counters_says_so(deployed, 
     deployed.sdc("show", incident_id)
 
     assert "  not queried yet (the approval request queries it)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_status_against_the_local_run_shows_the_incident_waiting(tmp_path, capsys):
+    from infra.local.run import LocalRun  # CDK synth and moto's interpreter: slow
+
+    with LocalRun.open() as run:
+        event = load_fixture("events", "contributor_alarm")
+        event["detail"]["alarmContributor"]["attributes"] = {
+            "ClusterName": CLUSTER,
+            "InstanceId": "i-0bb00000000000002",
+        }
+        (delivery,) = run.put_event(event)
+        incident_id = delivery.response["incident_id"]
+        run.wait_for(incident_id, "awaiting_approval")
+        outputs = run.write_outputs(str(tmp_path / "outputs.json"))  # what --serve hands out
+
+        status = main(["--outputs", outputs, "status", "--json"], session=run.session)
+        # The functions' JSON log lines share stdout here; the report is the indented document.
+        (document,) = re.findall(r"^\{\n.*?^\}$", capsys.readouterr().out, re.M | re.S)
+        report = json.loads(document)
+
+        assert status == 0
+        assert [w["incident_id"] for w in report["approvals_waiting"]] == [incident_id]
+        assert report["open"]["awaiting_approval"] == [incident_id]
+        assert report["pause_switch"]["value"] == "false"
+        assert report["pause_switch"]["paused"] is False
+        assert report["dry_run"] == "false"
+        assert report["dead_letter_queues"] == {"undelivered events": 0, "failed invocations": 0}

@@ -140,3 +140,21 @@ def test_an_incidents_telemetry_record_round_trips_with_its_fractions_and_findin
     store.create(incident(telemetry=record))
 
     assert store.get("sdc-1").telemetry == record
+
+
+def test_incidents_in_a_state_come_from_the_index_oldest_first_without_other_items(store):
+    store.create(incident("sdc-b", state=IncidentState.AWAITING_APPROVAL, instance_id="i-0b"))
+    store.create(
+        incident(
+            "sdc-a",
+            state=IncidentState.AWAITING_APPROVAL,
+            instance_id="i-0a",
+            created_at="2026-11-30T08:00:00+00:00",
+        )
+    )
+    store.create(incident("sdc-c", state=IncidentState.OPENED, instance_id="i-0c"))
+
+    waiting = store.in_state(IncidentState.AWAITING_APPROVAL)
+
+    assert [i.incident_id for i in waiting] == ["sdc-a", "sdc-b"]
+    assert [i.incident_id for i in store.in_state(IncidentState.REPLACED)] == []

@@ -143,3 +143,36 @@ def test_a_malformed_report_names_the_bad_field(aws):
 
     with pytest.raises(MalformedEvent, match=r"detail\.instances\[0\]\.ranks\[0\]"):
         invoke(store_report, event)
+
+
+# -- muted alarms (CloudWatch alarm mute rules) ---------------------------------------------------
+
+
+def test_a_muted_alarm_is_held_in_the_table_audited_and_notified_with_its_mute_rule(aws):
+    event = load_fixture("events", "contributor_alarm_muted")
+
+    result = invoke(open_incident, event)
+
+    assert result["action"] == "held"
+    incident = aws.incident(result["incident_id"])
+    assert (incident.state, incident.hold["kind"]) == ("held", "muted")
+    assert incident.hold["mute_rule"] == "gpu-fleet-maintenance"
+    assert aws.executions() == []
+    assert aws.store.open_incident_id(CLUSTER, INSTANCE) is None
+    (held,) = [e for e in aws.audit(result["incident_id"]) if e.action == "incident_held"]
+    assert held.details["mute_rule_arn"] == event["detail"]["muteDetail"]["mutedByArn"]
+    (notice,) = aws.messages()
+    assert "held (muted)" in notice["Subject"]
+    assert "gpu-fleet-maintenance" in notice["Message"]
+
+
+def test_a_malformed_mute_detail_is_refused_audited_under_the_event_and_raised(aws):
+    event = copy.deepcopy(load_fixture("events", "contributor_alarm_muted"))
+    event["detail"]["muteDetail"]["mutedByArn"] = "gpu-fleet-maintenance"
+
+    with pytest.raises(MalformedEvent, match=r"detail\.muteDetail\.mutedByArn"):
+        invoke(open_incident, event)
+
+    (refused,) = aws.audit(f"event#{event['id']}")
+    assert refused.action == "event_refused"
+    assert aws.items("INCIDENT#") == []

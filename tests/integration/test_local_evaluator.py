@@ -8,8 +8,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra.local.evaluator import Evaluator
+from infra.local.evaluator import Evaluator, MuteRule
 from infra.local.template import REGION, LocalStack
+from lambdas.models.events import parse_mute_detail
 from tests.conftest import load_fixture
 from trainer_emitter.contract import NAMESPACE, Metric, metrics_insights_query
 
@@ -131,3 +132,27 @@ def test_each_instance_is_its_own_contributor(evaluator):
         "i-0bb00000000000002",
     ]
     assert len({e["detail"]["alarmContributor"]["id"] for e in events}) == 2
+
+
+def test_a_muted_alarm_s_event_carries_the_documented_mute_detail(evaluator):
+    local, cloudwatch = evaluator
+    local.mute(MuteRule("gpu-maintenance", NOW - timedelta(minutes=5), NOW + timedelta(hours=1)))
+    put(cloudwatch, Metric.REPLAY_MISMATCH, {"ClusterName": "ml-cluster-1", "InstanceId": "i-0b"})
+
+    (event,) = local.evaluate(NOW)
+
+    documented = load_fixture("events", "contributor_alarm_muted")["detail"]["muteDetail"]
+    assert event["detail"]["muteDetail"].keys() == documented.keys()
+    mute = parse_mute_detail(event["detail"]["muteDetail"])
+    assert mute.rule_name == "gpu-maintenance"
+    assert mute.window_end == NOW + timedelta(hours=1)
+
+
+def test_an_alarm_outside_its_mute_window_is_not_muted(evaluator):
+    local, cloudwatch = evaluator
+    local.mute(MuteRule("last-week", NOW - timedelta(days=8), NOW - timedelta(days=7)))
+    put(cloudwatch, Metric.REPLAY_MISMATCH, {"ClusterName": "ml-cluster-1", "InstanceId": "i-0b"})
+
+    (event,) = local.evaluate(NOW)
+
+    assert "muteDetail" not in event["detail"]

@@ -33,7 +33,7 @@ from lambdas.models.guard import (
     PastIncident,
     check_slot_limit,
 )
-from lambdas.models.incident import Incident
+from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
 from lambdas.models.settings import TelemetryWorkspace
 
@@ -102,6 +102,10 @@ class InMemoryIncidentStore:
     def get(self, incident_id: str) -> Incident | None:
         found = self.incidents.get(incident_id)
         return copy.deepcopy(found) if found else None
+
+    def in_state(self, state: IncidentState) -> list[Incident]:
+        found = [copy.deepcopy(i) for i in self.incidents.values() if i.state is state]
+        return sorted(found, key=lambda i: (i.created_at, i.incident_id))
 
     def save(self, incident: Incident) -> None:
         if self.fail_next_save is not None:

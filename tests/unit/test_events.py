@@ -318,3 +318,85 @@ def test_only_the_newest_checkpoints_are_kept():
 
     assert [c.step for c in report.checkpoints] == list(range(5, MAX_REPORT_CHECKPOINTS + 5))
     assert any("only the newest" in e for e in report.errors)
+
+
+# -- muted contributor alarms (CloudWatch alarm mute rules) -------------------------------------
+
+
+def muted(**mute_changes):
+    event = copy.deepcopy(load_fixture("events", "contributor_alarm_muted"))
+    event["detail"]["muteDetail"].update(mute_changes)
+    return event
+
+
+def test_a_muted_contributor_alarm_parses_with_its_mute_rule_and_window():
+    alarm = parse_contributor_event(load_fixture("events", "contributor_alarm_muted"))
+
+    assert alarm.is_alarm
+    assert alarm.mute is not None
+    assert alarm.mute.rule_name == "gpu-fleet-maintenance"
+    assert alarm.mute.rule_arn == (
+        "arn:aws:cloudwatch:us-west-2:111122223333:alarm-mute-rule:gpu-fleet-maintenance"
+    )
+    assert alarm.mute.window_start == datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+    assert alarm.mute.window_end == datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+
+
+def test_an_alarm_without_mute_detail_is_not_muted():
+    assert parse_contributor_event(load_fixture("events", "contributor_alarm")).mute is None
+
+
+def test_the_other_documented_spelling_of_the_mute_rule_resource_is_read():
+    event = muted(mutedByArn="arn:aws:cloudwatch:us-east-1:1234567890:alarm-mute:testMute")
+
+    assert parse_contributor_event(event).mute.rule_name == "testMute"
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "reason"),
+    [
+        ({"mutedByArn": "gpu-fleet-maintenance"}, "mutedByArn", "not an alarm mute rule ARN"),
+        (
+            {"mutedByArn": "arn:aws:cloudwatch:us-west-2:111122223333:alarm:sdc-replay-mismatch"},
+            "mutedByArn",
+            "not an alarm mute rule ARN",
+        ),
+        ({"mutedByArn": ""}, "mutedByArn", "expected a non-empty string"),
+        ({"muteWindowStart": "8 am"}, "muteWindowStart", "not an ISO 8601 time"),
+        ({"muteWindowEnd": "2026-11-30T10:00:00"}, "muteWindowEnd", "time has no UTC offset"),
+        (
+            {"muteWindowEnd": "2026-11-30T07:00:00.000+0000"},
+            "muteWindowEnd",
+            "ends (2026-11-30T07:00:00+00:00) before it starts",
+        ),
+    ],
+)
+def test_a_malformed_mute_detail_names_the_field_and_why(changes, field, reason):
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(muted(**changes))
+
+    assert err.value.field == f"detail.muteDetail.{field}"
+    assert reason in err.value.reason
+
+
+@pytest.mark.parametrize("missing", ["mutedByArn", "muteWindowStart", "muteWindowEnd"])
+def test_a_mute_detail_missing_a_field_names_it(missing):
+    event = muted()
+    del event["detail"]["muteDetail"][missing]
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(event)
+
+    assert (err.value.field, err.value.reason) == (f"detail.muteDetail.{missing}", "missing")
+
+
+@pytest.mark.parametrize("value", [None, "muted", ["arn"]])
+def test_a_mute_detail_that_is_not_an_object_is_refused(value):
+    event = muted()
+    event["detail"]["muteDetail"] = value
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(event)
+
+    assert err.value.field == "detail.muteDetail"
+    assert err.value.reason.startswith("expected an object")

@@ -1,0 +1,100 @@
+"""The alarms on the pipeline itself: failed or timed-out remediation executions, function
+errors. Both notify the topic and say what to do."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from infra.synth import resources_of_type
+from infra.workflow import REMEDIATION_LOGICAL_ID
+from tests.conftest import REPO
+from tests.infra.template_tools import resolved
+
+TOPIC = "NotificationTopic"
+
+
+def alarm_named(template: dict[str, Any], suffix: str) -> dict[str, Any]:
+    """The alarm's properties, references resolved (tests/infra/template_tools.resolved)."""
+    (alarm,) = [
+        a["Properties"]
+        for a in resources_of_type(template, "AWS::CloudWatch::Alarm").values()
+        if str(a["Properties"].get("AlarmName", "")).endswith(f"-{suffix}")
+    ]
+    found: dict[str, Any] = resolved(template, alarm)
+    return found
+
+
+def watched(alarm: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(namespace, metric, dimension value) of every metric the alarm's expression reads."""
+    found = []
+    for query in alarm["Metrics"]:
+        if "MetricStat" in query:
+            metric = query["MetricStat"]["Metric"]
+            (dimension,) = metric["Dimensions"]
+            found.append((metric["Namespace"], metric["MetricName"], dimension["Value"]))
+    return found
+
+
+def expression(alarm: dict[str, Any]) -> str:
+    (returned,) = [q for q in alarm["Metrics"] if q.get("ReturnData", True) and "Expression" in q]
+    return str(returned["Expression"])
+
+
+def test_a_failed_or_timed_out_remediation_execution_alarms(template):
+    alarm = alarm_named(template, "remediation-failed")
+    remediation = {"Ref": REMEDIATION_LOGICAL_ID}
+
+    metrics = watched(alarm)
+
+    assert sorted(metrics) == sorted(
+        [
+            ("AWS/States", "ExecutionsFailed", resolved(template, remediation)),
+            ("AWS/States", "ExecutionsTimedOut", resolved(template, remediation)),
+        ]
+    )
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarm["AlarmName"] == "SdcRemediation-remediation-failed"
+
+
+def test_an_error_of_any_pipeline_function_but_decide_alarms(template):
+    # One metric math alarm reads at most 10 metrics: the functions are split over two alarms.
+    alarms = [alarm_named(template, "function-errors"), alarm_named(template, "function-errors-2")]
+    functions = {
+        logical_id: resolved(template, {"Ref": logical_id})
+        for logical_id in resources_of_type(template, "AWS::Lambda::Function")
+    }
+
+    metrics = [metric for alarm in alarms for metric in watched(alarm)]
+
+    assert {(ns, name) for ns, name, _ in metrics} == {("AWS/Lambda", "Errors")}
+    assert sorted(v for _, _, v in metrics) == sorted(
+        v for k, v in functions.items() if k != "DecideFunction"
+    )
+    for alarm in alarms:
+        assert len(watched(alarm)) <= 10
+        # every watched metric is in the sum
+        assert sorted(re.findall(r"FILL\((\w+), 0\)", expression(alarm))) == sorted(
+            q["Id"] for q in alarm["Metrics"] if "MetricStat" in q
+        )
+
+
+def test_the_pipeline_alarms_notify_the_topic(template):
+    for suffix in ("remediation-failed", "function-errors", "function-errors-2"):
+        alarm = alarm_named(template, suffix)
+        assert alarm["AlarmActions"] == [f"<{TOPIC}>"]
+
+
+def test_the_pipeline_alarms_say_where_to_look_and_which_docs_section(template):
+    operate = (REPO / "docs" / "operate.md").read_text()
+    for suffix, where in (
+        ("remediation-failed", "RemediationStateMachineConsole"),
+        ("function-errors", "DashboardUrl"),
+    ):
+        description = alarm_named(template, suffix)["AlarmDescription"]
+        assert where in description
+        assert "`sdc status`" in description
+        (section,) = re.findall(r'docs/operate\.md, "([^"]+)"', description)
+        assert f"## {section}" in operate, f"docs/operate.md has no section {section!r}"
+        assert len(description) <= 1024
