@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from infra.local.kube_patch import Fields, MergeList, StatusError, bad_request
+from infra.local.kube_patch import Fields, MergeList, StatusError, bad_request, json_kind
 
 NODE_STRATEGY = Fields(
     {
@@ -146,7 +146,7 @@ def _known(values: Any, known: set[str], prefix: str, unknown: list[str]) -> dic
 
 def _type_problem(node: Any) -> str | None:
     if not isinstance(node, dict):
-        return f"json: cannot unmarshal {_kind(node)} into Go value of type v1.Node"
+        return f"json: cannot unmarshal {json_kind(node)} into Go value of type v1.Node"
     for name, struct, fields in (
         ("metadata", "ObjectMeta", _METADATA),
         ("spec", "NodeSpec", _SPEC),
@@ -186,19 +186,9 @@ def _value_problem(value: Any, go_type: str, where: str) -> str | None:
 
 
 def _cannot(value: Any, where: str, go_type: str) -> str:
-    return f"json: cannot unmarshal {_kind(value)} into Go struct field {where} of type {go_type}"
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    return "number"
+    return (
+        f"json: cannot unmarshal {json_kind(value)} into Go struct field {where} of type {go_type}"
+    )
 
 
 def _invalid_patch(patched: Any, detail: str) -> StatusError:

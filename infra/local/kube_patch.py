@@ -83,7 +83,7 @@ def apply_json_patch(document: Any, operations: Any) -> Any:
     422 when one does not apply. `document` is not changed."""
     if not isinstance(operations, list) or not all(isinstance(o, dict) for o in operations):
         raise bad_request(
-            f"json: cannot unmarshal {_json_kind(operations)} into Go value of type jsonpatch.Patch"
+            f"json: cannot unmarshal {json_kind(operations)} into Go value of type jsonpatch.Patch"
         )
     result = copy.deepcopy(document)
     for operation in operations:
@@ -274,7 +274,7 @@ def apply_strategic_merge_patch(document: Any, patch: Any, schema: Fields) -> An
     StatusError 400 when `patch` is no object or uses a directive the stand-in lacks."""
     if not isinstance(patch, dict):
         raise bad_request(
-            f"json: cannot unmarshal {_json_kind(patch)} into Go value of type "
+            f"json: cannot unmarshal {json_kind(patch)} into Go value of type "
             "map[string]interface {}"
         )
     return _merge_map(copy.deepcopy(document), copy.deepcopy(patch), schema)
@@ -373,7 +373,8 @@ def _without_directives(value: Any) -> Any:
     return value
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """The JSON kind of a decoded value, as Go's decoder names it in its errors."""
     if isinstance(value, dict):
         return "object"
     if isinstance(value, list):
