@@ -38,6 +38,7 @@ from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import ConditionFailed, HoldExists
 from lambdas.models.events import MuteDetail
 from lambdas.models.guard import ClusterHold, HoldKind, reads_as_paused
+from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings
 from lambdas.observability import count, logger
 
@@ -243,3 +244,17 @@ def lift(step: Step, hold: ClusterHold, actor: str, comment: str) -> ClusterHold
     count(M.STORM_HOLDS_RESET)
     _publish(step, hold, cards.hold_lifted_notice(hold), "storm_hold_reset", "reset_notified")
     return hold
+
+
+def hold_in_flight(step: Step, incident: Incident, blocker: Blocker) -> None:
+    """Record why an open incident stops before acting; the state machine closes it as held."""
+
+    def note(current: Incident) -> bool:
+        current.hold = blocker.record()
+        current.reason = blocker.reason
+        return True
+
+    step.update(incident.incident_id, note, incident)
+    step.audit(incident.incident_id, "held", {**blocker.record(), "step": step.actor})
+    count(M.INCIDENTS_HELD_IN_FLIGHT)
+    logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)

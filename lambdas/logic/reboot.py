@@ -22,16 +22,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from lambdas.logic import guard, lifecycle, recovery
+from lambdas.logic import lifecycle, recovery
 from lambdas.logic._steps import Step
 from lambdas.logic.ports import Deps
-from lambdas.logic.remediation import hold_in_flight, node_status_of
+from lambdas.logic.remediation import node_status_of
 from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.errors import InvalidTransition, RebootNotApproved
+from lambdas.models.errors import InvalidTransition
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import (
-    Decision,
     IncidentRef,
     RebootStatus,
     ReplaceNodeResult,
@@ -51,21 +50,13 @@ def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
     step = Step(deps, "reboot_node")
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
-        decided = (incident.decision or {}).get("decision")
-        if decided != Decision.REBOOT:
-            raise RebootNotApproved(
-                f"incident {incident.incident_id} has no reboot decision (decision: {decided})"
-            )
-        if incident.state not in (S.AWAITING_APPROVAL, S.REBOOTING):
-            raise InvalidTransition(f"cannot reboot: incident is {incident.state}")
         ours = lifecycle.reboot_requested(incident)
-        if not ours:
-            blocker = guard.blocker(deps, incident.cluster_name)
-            if blocker is not None:
-                hold_in_flight(step, incident, blocker)
-                return {"status": ReplaceStatus.HELD.value}
-        if incident.state is S.AWAITING_APPROVAL:
-            incident = step.update(ref.incident_id, _enter_rebooting(step.now()), incident)
+        begun = recovery.begin(
+            step, incident, recovery.REBOOT, ours=ours, on_enter=_start_reboot_record
+        )
+        if not isinstance(begun, Incident):
+            return begun
+        incident = begun
 
         status_now, check_id = node_status_of(deps, incident)
         if status_now == NodeStatus.NOT_FOUND:
@@ -139,21 +130,17 @@ def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
         return {"done": False, "gone": False, "status": status}
 
 
-def _enter_rebooting(at: str) -> Any:
-    def enter(current: Incident) -> bool:
-        lifecycle.advance(current, S.REBOOTING, at)
-        current.reboot = {
-            **(current.reboot or {}),
-            "decision": current.decision,
-            "count": lifecycle.reboots_done(current) + 1,
-            "path": None,
-            "status": None,
-            "polls": 0,
-            "seen_down": False,
-        }
-        return True
-
-    return enter
+def _start_reboot_record(current: Incident) -> None:
+    """Entering `rebooting`: the decision is kept with the reboot it started."""
+    current.reboot = {
+        **(current.reboot or {}),
+        "decision": current.decision,
+        "count": lifecycle.reboots_done(current) + 1,
+        "path": None,
+        "status": None,
+        "polls": 0,
+        "seen_down": False,
+    }
 
 
 def _pending(at: str) -> Any:

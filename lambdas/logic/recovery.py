@@ -16,13 +16,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lambdas.logic import guard, lifecycle
 from lambdas.logic._steps import Step, error_details
 from lambdas.metric_names import PipelineMetric, reboot_metric, replace_metric
-from lambdas.models.errors import AwsError, KubernetesError, RebootRejected, ReplacementRejected
+from lambdas.models.errors import (
+    AwsError,
+    InvalidTransition,
+    KubernetesError,
+    RebootNotApproved,
+    RebootRejected,
+    ReplacementNotApproved,
+    ReplacementRejected,
+    SdcError,
+)
 from lambdas.models.hyperpod import BatchErrorCode, NodeRecovery
-from lambdas.models.incident import Incident
+from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import NODE_HEALTH_LABEL, PENDING_REBOOT, PENDING_REPLACEMENT
-from lambdas.models.payloads import ReplaceNodeResult, ReplaceStatus
+from lambdas.models.payloads import Decision, ReplaceNodeResult, ReplaceStatus
 from lambdas.observability import count, logger
 
 API: Final = "api"
@@ -43,6 +53,12 @@ class Kind:
     rejected: type[AwsError]
     field: str
     """The incident's record of it (`replacement` or `reboot`)."""
+    decision: Decision
+    """The approver's decision that asks for it."""
+    state: IncidentState
+    """The incident's state while it runs."""
+    verb: str
+    not_approved: type[SdcError]
     metric: Callable[[ReplaceStatus], PipelineMetric]
     """The pipeline counter of each result (`ReplaceRequested`, `RebootRetry`, ...)."""
 
@@ -55,6 +71,10 @@ REPLACEMENT: Final = Kind(
     ReplacementRejected,
     field="replacement",
     metric=replace_metric,
+    decision=Decision.APPROVE,
+    state=IncidentState.REPLACING,
+    verb="replace",
+    not_approved=ReplacementNotApproved,
 )
 REBOOT: Final = Kind(
     "reboot",
@@ -64,6 +84,10 @@ REBOOT: Final = Kind(
     RebootRejected,
     field="reboot",
     metric=reboot_metric,
+    decision=Decision.REBOOT,
+    state=IncidentState.REBOOTING,
+    verb="reboot",
+    not_approved=RebootNotApproved,
 )
 
 FAILED_CODES: Final[dict[str, tuple[ReplaceStatus, str | None]]] = {
@@ -250,3 +274,42 @@ def record(
     count(kind.metric(status))
     logger.info(f"{kind.name} of the node", incident_id=incident.incident_id, status=status.value)
     return {"status": status.value}
+
+
+def begin(
+    step: Step,
+    incident: Incident,
+    kind: Kind,
+    *,
+    ours: bool,
+    on_enter: Callable[[Incident], None] | None = None,
+) -> Incident | ReplaceNodeResult:
+    """What every reboot or replacement checks first: the approver decided it (never act
+    without), the incident waits for it or is already in it; a storm hold or the pause switch
+    holds it while nothing was asked yet (`ours`: an earlier attempt may have asked); the first
+    call moves the incident into `kind.state` (and `on_enter` starts its record). Returns the
+    incident, or the step's `held` result."""
+    decided = (incident.decision or {}).get("decision")
+    if decided != kind.decision:
+        raise kind.not_approved(
+            f"incident {incident.incident_id} has no {kind.decision.value} decision "
+            f"(decision: {decided})"
+        )
+    if incident.state not in (IncidentState.AWAITING_APPROVAL, kind.state):
+        raise InvalidTransition(f"cannot {kind.verb}: incident is {incident.state}")
+    if not ours:
+        blocker = guard.blocker(step.deps, incident.cluster_name)
+        if blocker is not None:
+            guard.hold_in_flight(step, incident, blocker)
+            return {"status": ReplaceStatus.HELD.value}
+    if incident.state is not IncidentState.AWAITING_APPROVAL:
+        return incident
+    at = step.now()
+
+    def enter(current: Incident) -> bool:
+        lifecycle.advance(current, kind.state, at)
+        if on_enter is not None:
+            on_enter(current)
+        return True
+
+    return step.update(incident.incident_id, enter, incident)

@@ -20,7 +20,6 @@ from lambdas.metric_names import closed_metric
 from lambdas.models.errors import (
     InvalidTransition,
     NodeNotFound,
-    ReplacementNotApproved,
 )
 from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
@@ -28,7 +27,6 @@ from lambdas.models.incident import Incident, IncidentState, Scope
 from lambdas.models.payloads import (
     CloseRequest,
     CloseResult,
-    Decision,
     HealthCheckStarted,
     HealthStatus,
     IncidentRef,
@@ -92,7 +90,7 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
             raise InvalidTransition(f"cannot start a health check: incident is {incident.state}")
         blocker = guard.blocker(deps, incident.cluster_name)
         if blocker is not None:
-            hold_in_flight(step, incident, blocker)
+            guard.hold_in_flight(step, incident, blocker)
             return {
                 "status": str(incident.node_status),
                 "started": False,
@@ -255,20 +253,6 @@ def job_summary(nodes: dict[str, dict[str, Any]]) -> str:
     return ", ".join(f"{n} {label}" for label, n in sorted(counts.items())) or "no nodes"
 
 
-def hold_in_flight(step: Step, incident: Incident, blocker: guard.Blocker) -> None:
-    """Record why an open incident stops before acting; the state machine closes it as held."""
-
-    def note(current: Incident) -> bool:
-        current.hold = blocker.record()
-        current.reason = blocker.reason
-        return True
-
-    step.update(incident.incident_id, note, incident)
-    step.audit(incident.incident_id, "held", {**blocker.record(), "step": step.actor})
-    count(M.INCIDENTS_HELD_IN_FLIGHT)
-    logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)
-
-
 def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
     """One poll of the node status (of every node, job level); audited when it changes."""
     step = Step(deps, "check_health")
@@ -308,7 +292,7 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
             # card goes out while the cluster is held.
             blocker = guard.blocker(deps, incident.cluster_name)
             if blocker is not None:
-                hold_in_flight(step, incident, blocker)
+                guard.hold_in_flight(step, incident, blocker)
                 held = True
         return {
             "status": status,
@@ -380,25 +364,11 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
     step = Step(deps, "replace_node")
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
-        decided = (incident.decision or {}).get("decision")
-        if decided != Decision.APPROVE:
-            raise ReplacementNotApproved(
-                f"incident {incident.incident_id} has no approve decision (decision: {decided})"
-            )
-        if incident.state not in (S.AWAITING_APPROVAL, S.REPLACING):
-            raise InvalidTransition(f"cannot replace: incident is {incident.state}")
         ours = lifecycle.requested_by_us(incident)
-        if not ours:
-            blocker = guard.blocker(deps, incident.cluster_name)
-            if blocker is not None:
-                hold_in_flight(step, incident, blocker)
-                return {"status": ReplaceStatus.HELD.value}
-        if incident.state is S.AWAITING_APPROVAL:
-            incident = step.update(
-                ref.incident_id,
-                lambda current: _enter_replacing(current, step.now()),
-                incident,
-            )
+        begun = recovery.begin(step, incident, recovery.REPLACEMENT, ours=ours)
+        if not isinstance(begun, Incident):
+            return begun
+        incident = begun
 
         status_now, check_id = node_status_of(deps, incident)
         if status_now == NodeStatus.NOT_FOUND:
@@ -454,11 +424,6 @@ def _pending(at: str) -> Callable[[Incident], bool]:
         return True
 
     return note
-
-
-def _enter_replacing(incident: Incident, at: str) -> bool:
-    lifecycle.advance(incident, S.REPLACING, at)
-    return True
 
 
 def check_replacement(ref: IncidentRef, deps: Deps) -> ReplacementStatus:
