@@ -172,6 +172,19 @@ def _split(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
+def _json_object(raw: str, expected: str, problems: list[str]) -> dict[str, Any] | None:
+    """`raw` as a JSON object, or None with the problem noted (`expected` says the shape)."""
+    try:
+        parsed: Any = json.loads(raw)
+    except json.JSONDecodeError as err:
+        problems.append(f"{expected}; not JSON: {err}")
+        return None
+    if not isinstance(parsed, dict):
+        problems.append(f"{expected}; got {type(parsed).__name__}")
+        return None
+    return parsed
+
+
 def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]:
     """`NODE_ISOLATION`: a JSON object, HyperPod cluster name → {"isolate": bool,
     "eks_cluster": "<EKS cluster name>" (optional), "recovery": "api" | "node_label" (optional,
@@ -182,13 +195,8 @@ def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]
         'NODE_ISOLATION must be a JSON object {"<HyperPod cluster>": {"isolate": true|false, '
         '"eks_cluster": "<EKS cluster name>"}}'
     )
-    try:
-        parsed: Any = json.loads(raw)
-    except json.JSONDecodeError as err:
-        problems.append(f"{expected}; not JSON: {err}")
-        return {}
-    if not isinstance(parsed, dict):
-        problems.append(f"{expected}; got {type(parsed).__name__}")
+    parsed = _json_object(raw, expected, problems)
+    if parsed is None:
         return {}
     configs: dict[str, IsolationConfig] = {}
     for cluster, value in parsed.items():
@@ -221,13 +229,8 @@ def _telemetry(raw: str, problems: list[str]) -> dict[str, TelemetryWorkspace]:
         '"query_url": "https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-...", '
         '"region": "<region>", "dashboard": "<https URL>" | null, "node_label": "<label>" | null}}'
     )
-    try:
-        parsed: Any = json.loads(raw)
-    except json.JSONDecodeError as err:
-        problems.append(f"{expected}; not JSON: {err}")
-        return {}
-    if not isinstance(parsed, dict):
-        problems.append(f"{expected}; got {type(parsed).__name__}")
+    parsed = _json_object(raw, expected, problems)
+    if parsed is None:
         return {}
     known = {"workspace_id", "query_url", "region", "dashboard", "node_label"}
     workspaces: dict[str, TelemetryWorkspace] = {}
