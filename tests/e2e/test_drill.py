@@ -12,7 +12,7 @@ import pytest
 from infra.local import drill
 from infra.local.drill import SCENARIOS, Style, render, run_scenario
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.synth]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from infra.local import ddp_job, drill
 from infra.local.drill import NODES, SCENARIOS, Style, render, run_scenario
 from tests.e2e.test_drill import UP_TO_REPLACEMENT
 
-pytestmark = [pytest.mark.slow, pytest.mark.torch]
+pytestmark = [pytest.mark.slow, pytest.mark.synth, pytest.mark.torch]
 
 INJECTED = ddp_job.FAULT_RANK  # what the scenario's job injects; one rank per node
 INJECTED_NODE = NODES[INJECTED]

@@ -15,7 +15,7 @@ from infra.local.run import LocalRun, default_cluster
 from infra.synth import state_machine_definitions
 from tests.conftest import load_fixture
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.synth]
 
 CULPRIT_INSTANCE = "i-0bb00000000000002"
 

@@ -72,6 +72,7 @@ def test_without_node_isolation_there_is_no_access_entry_and_no_eks_permission(v
         assert not [s for s in statements if any(a.startswith("eks:") for a in actions(s))]
 
 
+@pytest.mark.synth
 def test_the_cluster_admin_policy_is_only_associated_when_opted_in():
     app = App()
     stack = Stack(app, "Probe")
