@@ -19,7 +19,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 # pytest-xdist: a worker per core; a module's tests stay on one worker (tests/conftest.py), so
 # what its module fixtures build is built once.
-XDIST := -n auto --dist loadgroup
+XDIST := -n auto --dist loadscope
 # pytest exits 5 when it collects nothing: that is a failure here, said out loud, never a silent
 # green. $(1): the selection.
 RUN_PYTEST = $(PY) -m pytest $(XDIST) $(1) $(PYTEST_ARGS); rc=$$?; \

@@ -41,17 +41,36 @@ SYNTH_FIXTURES = frozenset(
 """Fixtures that stand on a synthesized template: a test using one is marked `synth`."""
 
 
-@pytest.hookimpl(tryfirst=True)
+SHARED_WORKER = {
+    "tests/torch/test_replicas.py": "tests/torch: the session's runs",
+    "tests/torch/test_training.py": "tests/torch: the session's runs",
+}
+"""Modules that share a session fixture, and the name of the one worker they run on."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks `synth` where a fixture needs the synthesized template (`make test-fast` leaves
-    those out). With pytest-xdist's `--dist loadgroup` (`make test`), a module's tests run on
-    one worker, so that what its module fixtures build (a drill scenario, a burst, the
-    validators' verdict) is built once; modules sharing a session fixture name their group."""
+    those out)."""
     for item in items:
         if SYNTH_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.synth)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's `--dist loadscope` (`make test`), by module: a module's tests run on one
+    worker, so that what its module fixtures build (a drill scenario, a burst, the validators'
+    verdict) is built once; so do the modules of SHARED_WORKER, for their session fixture."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SHARED_WORKER.get(module, module)
+
+    return ByModule(config, log)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -28,8 +28,7 @@ from trainer_emitter.contract import NAMESPACE, Check, Metric, Role, report_sche
 from trainer_emitter.rankmap import RankMap
 from trainer_emitter.report import Report, build_report
 
-pytestmark = [pytest.mark.torch, pytest.mark.xdist_group("torch-runs")]
-"""One group under pytest-xdist: these modules share the session's `runs` (conftest.py)."""
+pytestmark = pytest.mark.torch
 
 FIRST = CKPT_STEP + 1
 NOW = datetime(2026, 12, 3, tzinfo=UTC)

@@ -17,8 +17,7 @@ from trainer_emitter.contract import NAMESPACE, Check, VerdictKind
 from trainer_emitter.rankmap import RankMap
 from trainer_emitter.report import build_report
 
-pytestmark = [pytest.mark.torch, pytest.mark.xdist_group("torch-runs")]
-"""One group under pytest-xdist: these modules share the session's `runs` (conftest.py)."""
+pytestmark = pytest.mark.torch
 
 
 def on_rank0(runs: dict[str, list[Any]], name: str) -> dict[str, Any]:
