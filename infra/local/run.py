@@ -33,6 +33,7 @@ from infra.local.evaluator import Evaluator
 from infra.local.interpreter import local_interpreter
 from infra.local.kube_api import KubeApi
 from infra.local.metrics import EmfCapture
+from infra.local.moto_keys import remember_response_keys
 from infra.local.routing import (
     Delivery,
     EventBus,
@@ -181,6 +182,7 @@ class LocalRun:
         that workspace of `sdc:telemetry` (the adapter's local-only override); `wait_scale`:
         the real seconds of a second of the state machines' waits."""
         template = synthesized_template(context)
+        remember_response_keys()
         hyperpod = hyperpod or default_cluster()
         saved = {k: os.environ.get(k) for k in ("POWERTOOLS_TRACE_DISABLED", "AWS_DEFAULT_REGION")}
         os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"  # no X-Ray daemon here
