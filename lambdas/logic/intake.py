@@ -33,21 +33,13 @@ from lambdas.logic._steps import Step, error_details, send_notice
 from lambdas.logic.history import record_history
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.errors import (
-    ClusterNotFound,
-    GuardFull,
-    HeldBy,
-    IncidentExists,
-    LockHeld,
-    MalformedEvent,
-    NodeNotFound,
-    SdcError,
-)
+from lambdas.models.errors import ClusterNotFound, MalformedEvent, NodeNotFound, SdcError
 from lambdas.models.events import ContributorEvent, ReportEvent, SdcReport, parse_time
 from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope
 from lambdas.models.payloads import OpenIncidentResult, StoreReportResult
+from lambdas.models.writes import Claimed, Created, GuardFull, HeldBy, IncidentExists, LockHeld
 from lambdas.observability import count, logger
 from trainer_emitter.contract import Role
 
@@ -189,19 +181,20 @@ def _open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIn
     if blocker is not None:
         return _hold(step, incident, trigger, blocker)
     limit = guard.open_limit(cluster.node_count, deps.settings)
-    try:
-        deps.incidents.create(incident, slot_limit=limit)
-    except LockHeld as held:
-        return _attach(step, held.holder, trigger)
-    except IncidentExists:
-        return _redelivered(step, incident_id, trigger)
-    except GuardFull as full:
-        reason = (
-            f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
-            f"{trigger.cluster_name} ({', '.join(full.open_ids)}), at most {full.limit} for "
-            f"{cluster.node_count or 'an unknown number of'} nodes"
-        )
-        return _hold(step, incident, trigger, guard.Blocker(HoldKind.GUARD, reason))
+    match deps.incidents.create(incident, slot_limit=limit):
+        case Created():
+            pass
+        case LockHeld(holder=holder):
+            return _attach(step, holder, trigger)
+        case IncidentExists():
+            return _redelivered(step, incident_id, trigger)
+        case GuardFull() as full:
+            reason = (
+                f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
+                f"{trigger.cluster_name} ({', '.join(full.open_ids)}), at most {full.limit} for "
+                f"{cluster.node_count or 'an unknown number of'} nodes"
+            )
+            return _hold(step, incident, trigger, guard.Blocker(HoldKind.GUARD, reason))
 
     logger.set_correlation_id(incident_id)
     step.audit(
@@ -282,9 +275,7 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
         outcome=IncidentState.SKIPPED.value,
     )
     evidence.add_evidence(incident, trigger.item)
-    try:
-        step.deps.incidents.create(incident)
-    except IncidentExists:
+    if isinstance(step.deps.incidents.create(incident), IncidentExists):
         return _redelivered(step, incident_id, trigger)
     logger.set_correlation_id(incident_id)
     step.audit(
@@ -316,15 +307,15 @@ def _hold(
     until = now + step.deps.settings.storm_window_seconds
     replacing: str | None = None
     while True:
-        try:
-            step.deps.incidents.create_held(incident, until=until, now=now, replacing=replacing)
-            break
-        except IncidentExists:
-            return _redelivered(step, incident.incident_id, trigger)
-        except HeldBy as held:
-            if replacing is not None or _still_held(step, held.holder):
-                return _attach_held(step, held.holder, trigger)
-            replacing = held.holder  # its hold has ended: this hold takes the lock over
+        match step.deps.incidents.create_held(incident, until=until, now=now, replacing=replacing):
+            case Created():
+                break
+            case IncidentExists():
+                return _redelivered(step, incident.incident_id, trigger)
+            case HeldBy(holder=holder):
+                if replacing is not None or _still_held(step, holder):
+                    return _attach_held(step, holder, trigger)
+                replacing = holder  # its hold has ended: this hold takes the lock over
     if incident.is_job:
         for instance_id in incident.instance_ids:
             step.deps.incidents.claim_held(
@@ -636,17 +627,18 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     if blocker is not None:
         return [*results, _hold(step, incident, job_trigger, blocker)]
     limit = guard.open_limit(cluster.node_count, deps.settings)
-    try:
-        deps.incidents.create(incident, slot_limit=limit)
-    except IncidentExists:
-        return [*results, _redelivered(step, incident_id, job_trigger)]
-    except GuardFull as full:
-        reason = (
-            f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
-            f"{report.cluster_name}, at most {full.limit}"
-        )
-        held = _hold(step, incident, job_trigger, guard.Blocker(HoldKind.GUARD, reason))
-        return [*results, held]
+    match deps.incidents.create(incident, slot_limit=limit):
+        case Created():
+            pass
+        case IncidentExists():
+            return [*results, _redelivered(step, incident_id, job_trigger)]
+        case GuardFull() as full:
+            reason = (
+                f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
+                f"{report.cluster_name}, at most {full.limit}"
+            )
+            held = _hold(step, incident, job_trigger, guard.Blocker(HoldKind.GUARD, reason))
+            return [*results, held]
     logger.set_correlation_id(incident_id)
     claimed = _claim_locks(step, incident)
     step.audit(
@@ -678,8 +670,10 @@ def _claim_locks(step: Step, incident: Incident) -> list[str]:
     claimed = [
         i
         for i in incident.instance_ids
-        if step.deps.incidents.claim_lock(incident.cluster_name, i, incident.incident_id)
-        == incident.incident_id
+        if isinstance(
+            step.deps.incidents.claim_lock(incident.cluster_name, i, incident.incident_id),
+            Claimed,
+        )
     ]
     if claimed != incident.instance_ids:
 
