@@ -223,7 +223,7 @@ def _open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIn
         instance_id=trigger.instance_id,
         source=trigger.source,
     )
-    _ensure_execution(step, incident_id)
+    _ensure_execution(step, incident_id, incident)
     return {"incident_id": incident_id, "action": "opened"}
 
 
@@ -346,7 +346,7 @@ def notify_held(step: Step, incident: Incident) -> None:
     """The held notice; a failed publish is audited (the incident stays recorded, a redelivery
     of its event tries again), never raised."""
     notice = cards.held_notice(incident)
-    send_notice(step, incident, notice.subject, notice.text, "held", "held_notified")
+    send_notice(step, incident, notice.subject, notice.text, "held", "held_notified", incident)
 
 
 def _attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
@@ -430,18 +430,19 @@ def _redelivered(step: Step, incident_id: str, trigger: Trigger) -> OpenIncident
         return {"incident_id": incident_id, "action": "held"}
     if not incident.state.terminal:
         if incident.is_job:
-            _claim_locks(step, incident)
-        _ensure_execution(step, incident_id)
+            incident = _claim_locks(step, incident)
+        _ensure_execution(step, incident_id, incident)
     return {"incident_id": incident_id, "action": "attached"}
 
 
-def _ensure_execution(step: Step, incident_id: str) -> None:
-    """Start the remediation execution unless the incident records one.
+def _ensure_execution(step: Step, incident_id: str, current: Incident | None = None) -> None:
+    """Start the remediation execution unless the incident records one; `current` is the
+    incident as the caller just wrote or read it (else it is loaded).
 
     A failure leaves the incident open (lock held, error recorded and audited) and re-raises:
     EventBridge retries the event, and the retry lands here again through the attach path.
     """
-    incident = step.load(incident_id)
+    incident = current if current is not None else step.load(incident_id)
     if incident.execution_arn or incident.state.terminal:
         return
     payload: dict[str, Any] = {
@@ -640,7 +641,8 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
             held = _hold(step, incident, job_trigger, guard.Blocker(HoldKind.GUARD, reason))
             return [*results, held]
     logger.set_correlation_id(incident_id)
-    claimed = _claim_locks(step, incident)
+    incident = _claim_locks(step, incident)
+    claimed = incident.instance_ids
     step.audit(
         incident_id,
         "incident_opened",
@@ -660,13 +662,14 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     )
     count(M.JOB_INCIDENTS_OPENED)
     logger.info("job incident opened", incident_id=incident_id, instances=len(claimed))
-    _ensure_execution(step, incident_id)
+    _ensure_execution(step, incident_id, incident)
     return [*results, {"incident_id": incident_id, "action": "opened"}]
 
 
-def _claim_locks(step: Step, incident: Incident) -> list[str]:
+def _claim_locks(step: Step, incident: Incident) -> Incident:
     """Take the open locks of a job-level incident's instances; an instance another incident
-    took meanwhile leaves the job (its alarm belongs to that incident). Idempotent."""
+    took meanwhile leaves the job (its alarm belongs to that incident). Idempotent. Returns the
+    incident as written: its `instance_ids` are the instances it holds."""
     claimed = [
         i
         for i in incident.instance_ids
@@ -681,8 +684,8 @@ def _claim_locks(step: Step, incident: Incident) -> list[str]:
             current.instance_ids = claimed
             return True
 
-        step.update(incident.incident_id, keep)
-    return claimed
+        return step.update(incident.incident_id, keep, incident)
+    return incident
 
 
 def _short(value: Any) -> Any:
