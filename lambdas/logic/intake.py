@@ -354,8 +354,8 @@ def _attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
     items = [trigger.item]
     if trigger.source == "report" and trigger.report is not None:
         items = [evidence.report_evidence(trigger.report, trigger.instance_id)]
-    _attach_items(step, holder, items, trigger.event_id, trigger.source)
-    _ensure_execution(step, holder)
+    incident = _attach_items(step, holder, items, trigger.event_id, trigger.source)
+    _ensure_execution(step, holder, incident)
     return {"incident_id": holder, "action": "attached"}
 
 

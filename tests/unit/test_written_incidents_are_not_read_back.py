@@ -82,6 +82,19 @@ def test_a_job_level_incident_claims_its_locks_and_starts_from_what_was_created(
     assert world.incident(opened["incident_id"]).execution_arn is not None
 
 
+def test_an_alarm_attaching_to_the_incident_a_report_opened_goes_on_from_what_it_attached(
+    world: World, ops: Ops
+):
+    world.store_fixture_report()
+    ops.clear()
+
+    result = intake.open_incident(parse_contributor_event(alarm_event()), world.deps)
+
+    assert ops.reads_after_first_write(result["incident_id"]) == 0
+    assert result["action"] == "attached"
+    assert world.incident(result["incident_id"]).metrics == ["sdc_replay_mismatch"]
+
+
 def test_a_held_incident_is_notified_from_what_was_created(world: World, ops: Ops):
     world.switch.value = "true"
 
