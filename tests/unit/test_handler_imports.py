@@ -1,5 +1,5 @@
 """Importing a handler is cheap: boto3 and the adapters load when the first invocation builds its
-deps (the figures: `make bench ARGS=cold_start`)."""
+deps, the X-Ray SDK only in Lambda (the figures: `make bench ARGS=cold_start`)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def run(code: str, **environment: str) -> str:
     return done.stdout
 
 
-def test_importing_the_handlers_loads_no_boto3_and_no_adapter():
+def test_importing_the_handlers_loads_no_boto3_no_adapter_and_no_x_ray_sdk():
     loaded = run(
         f"""
         import importlib, json, sys
@@ -39,7 +39,7 @@ def test_importing_the_handlers_loads_no_boto3_and_no_adapter():
             importlib.import_module(name)
         print(json.dumps(sorted(
             m for m in sys.modules
-            if m.partition(".")[0] == "boto3"
+            if m.partition(".")[0] in ("boto3", "aws_xray_sdk")
             or m.startswith("lambdas.adapters.")
         )))
         """
@@ -47,3 +47,16 @@ def test_importing_the_handlers_loads_no_boto3_and_no_adapter():
 
     assert HANDLERS
     assert json.loads(loaded) == []
+
+
+def test_a_handler_is_traced_in_lambda_only():
+    code = """
+        import sys
+        from lambdas.observability import traced
+        def handler(event, context):
+            return event
+        print(traced(handler) is handler, "aws_xray_sdk.core" in sys.modules)
+        """
+
+    assert run(code).split() == ["True", "False"]
+    assert run(code, LAMBDA_TASK_ROOT=str(REPO)).split() == ["False", "True"]
