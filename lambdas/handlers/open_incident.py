@@ -10,11 +10,11 @@ from typing import Any
 from lambdas.handlers._deps import deps
 from lambdas.logic.intake import open_incident, parsed_or_refused
 from lambdas.models.events import parse_contributor_event
-from lambdas.observability import logger, metrics, tracer
+from lambdas.observability import logger, metrics, traced
 
 
 @logger.inject_lambda_context(correlation_id_path="id")
-@tracer.capture_lambda_handler(capture_response=False)
+@traced
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> Any:
     current = deps()

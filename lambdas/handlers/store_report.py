@@ -7,11 +7,11 @@ from typing import Any
 from lambdas.handlers._deps import deps
 from lambdas.logic.intake import parsed_or_refused, store_report
 from lambdas.models.events import parse_report_event
-from lambdas.observability import logger, metrics, tracer
+from lambdas.observability import logger, metrics, traced
 
 
 @logger.inject_lambda_context(correlation_id_path="detail.report_id")
-@tracer.capture_lambda_handler(capture_response=False)
+@traced
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> Any:
     current = deps()

@@ -18,12 +18,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from infra.local.fake_hyperpod import FakeHyperPod
+from infra.local.lambda_context import LocalContext
 from lambdas.adapters.dynamodb.audit import DynamoAuditLog
 from lambdas.adapters.dynamodb.guard import DynamoGuardStore
 from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
-from lambdas.adapters.fake_hyperpod import FakeHyperPod
 from lambdas.handlers import _deps
-from lambdas.handlers._context import LocalContext
 from lambdas.models.audit import AuditEntry
 from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings
