@@ -47,7 +47,7 @@ from lambdas.adapters.queues import QueueDepths
 from lambdas.adapters.ssm import SsmPauseSwitch
 from lambdas.logic import cards, evidence
 from lambdas.logic.audit import ChainVerdict, verify_chain
-from lambdas.logic.lifecycle import MAX_REBOOTS, reboots_done
+from lambdas.logic.lifecycle import reboots_done
 from lambdas.logic.recommendation import Recommendation, recommend
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import AwsError, SdcError
@@ -87,15 +87,6 @@ ACCESS_DENIED: Final = frozenset({"AccessDenied", "AccessDeniedException"})
 
 HOLD_PREFIX: Final = "hold-"
 """Storm hold ids start with it (`lambdas.logic.ids.hold_id`); `show` takes either kind of id."""
-CARD_SECTIONS: Final = (
-    "NODE",
-    "EVIDENCE",
-    "DEEP HEALTH CHECK",
-    "HARDWARE TELEMETRY",
-    "RECOMMENDATION",
-)
-"""The approval card's paragraphs `show` prints; its "WHAT TO DO" is for the notification."""
-
 
 RECENT_HOLDS: Final = timedelta(hours=24)
 """`status` counts the incidents held on arrival within this window."""
@@ -634,6 +625,8 @@ def render_incident(
     verdict: ChainVerdict,
 ) -> str:
     card = cards.approval_card(incident, where.settings(), advice)
+    # The card's evidence and advice; its "WHAT TO DO" is for the notification.
+    shown = (card.node, card.evidence, card.health_check, card.telemetry, card.recommendation)
     header = [
         f"Incident {incident.incident_id}",
         *_fields(
@@ -650,7 +643,7 @@ def render_incident(
     ]
     blocks = [
         "\n".join(header),
-        *(p for p in card.text.split("\n\n") if p.startswith(CARD_SECTIONS)),
+        cards.render(shown),
         "\n".join(["DECISION", *_decision_lines(incident)]),
         *(["\n".join(["REBOOT", *_reboot_lines(incident)])] if incident.reboot else []),
         "\n".join(["REPLACEMENT", *_replacement_lines(incident)]),
@@ -658,20 +651,16 @@ def render_incident(
     if incident.error:
         blocks.append(f"ERROR\n  {json.dumps(incident.error, sort_keys=True)}")
     if incident.state is IncidentState.AWAITING_APPROVAL and not incident.decision:
-        approve = json.dumps(cards.approval_input(incident.incident_id, Decision.APPROVE))
         blocks.append(
             "\n".join(
                 [
                     "TO DECIDE",
                     *(
-                        [f'  sdc reboot {incident.incident_id} -m "<why>"']
-                        if reboots_done(incident) < MAX_REBOOTS
-                        else []
+                        f'  sdc {decision} {incident.incident_id} -m "<why>"'
+                        for decision in card.inputs
                     ),
-                    f'  sdc approve {incident.incident_id} -m "<why>"',
-                    f'  sdc reject {incident.incident_id} -m "<why>"',
                     f"  or start an execution of {where.approval_state_machine_arn}",
-                    f"  with the input {approve}",
+                    f"  with the input {json.dumps(card.inputs[Decision.APPROVE])}",
                 ]
             )
         )
