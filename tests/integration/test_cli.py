@@ -1,4 +1,4 @@
-"""The operator CLI (`sdc`, infra/cli.py) against a moto account: the tables as
+"""The operator CLI (`sdc`, infra/cli/) against a moto account: the tables as
 tests/integration/conftest.py creates them, an approval state machine that moto executes, and
 the deployment's Outputs in a JSON file (or a CloudFormation stack). One behaviour per test.
 
@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from infra import cli
-from infra.cli import execution_name, main
+from infra.cli import decide
+from infra.cli.decide import execution_name
+from infra.cli.main import main
 from lambdas.adapters._aws import to_item
 from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore, hold_key
 from lambdas.logic.audit import Auditor
@@ -502,7 +503,7 @@ def test_an_accepted_decision_is_reported_with_its_execution(deployed, capsys):
 
 
 def test_the_approval_execution_is_named_after_the_caller(deployed, monkeypatch):
-    monkeypatch.setattr(cli.getpass, "getuser", lambda: "alice.smith@example")
+    monkeypatch.setattr(decide.getpass, "getuser", lambda: "alice.smith@example")
     incident_id = deployed.incident("awaiting_approval")
 
     deployed.sdc("approve", incident_id, "-m", "replace it")
@@ -831,7 +832,7 @@ def test_the_cli_loads_neither_the_cdk_nor_the_lambda_runtime_libraries():
         [
             sys.executable,
             "-c",
-            "import sys, infra.cli; print(' '.join(sorted(sys.modules)))",
+            "import sys, infra.cli.main; print(' '.join(sorted(sys.modules)))",
         ],
         capture_output=True,
         text=True,
