@@ -405,6 +405,23 @@ def test_show_of_an_incident_awaiting_approval_says_how_to_decide(deployed, caps
     assert deployed.approval_arn in out
 
 
+def test_show_offers_the_decisions_the_card_offers_and_no_second_reboot(deployed, capsys):
+    fresh = deployed.incident("awaiting_approval")
+    rebooted = deployed.incident(
+        "awaiting_approval", instance="i-0aa00000000000001", reboot={"count": 1, "status": "done"}
+    )
+
+    deployed.sdc("show", fresh)
+    offered = re.findall(r"^  sdc (\w+) ", capsys.readouterr().out, flags=re.MULTILINE)
+    deployed.sdc("show", rebooted)
+    offered_after_a_reboot = re.findall(
+        r"^  sdc (\w+) ", capsys.readouterr().out, flags=re.MULTILINE
+    )
+
+    assert offered == ["reboot", "approve", "reject"]
+    assert offered_after_a_reboot == ["approve", "reject"]
+
+
 def test_show_prints_the_audit_trail_and_a_verified_chain(deployed, capsys):
     incident_id = deployed.incident("awaiting_approval", audited=3)
 
