@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from lambdas.logic import approval, intake, remediation
+from lambdas.logic import approval, closing, health_check, intake
 from lambdas.models.events import parse_contributor_event, parse_report_event
 from lambdas.models.guard import PastIncident
 from lambdas.models.payloads import ApprovalRequest, CloseRequest, IncidentRef, Outcome
@@ -30,8 +30,8 @@ def incident_from(world: World, alarm: str, minute: int) -> str:
 
 def card_for(world: World, incident_id: str) -> str:
     ref = IncidentRef(incident_id)
-    remediation.start_health_check(ref, world.deps)
-    while remediation.check_health(ref, world.deps)["in_progress"]:
+    health_check.start_health_check(ref, world.deps)
+    while health_check.check_health(ref, world.deps)["in_progress"]:
         pass
     world.workflow.waiting_tokens.add(TOKEN)
     approval.request_approval(ApprovalRequest(incident_id, TOKEN), world.deps)
@@ -41,7 +41,7 @@ def card_for(world: World, incident_id: str) -> str:
 def rejected(world: World, incident_id: str) -> None:
     card_for(world, incident_id)
     approval.decide(world.decision(incident_id, "reject", "transient, keep watching"), world.deps)
-    remediation.close_incident(CloseRequest(incident_id, Outcome.REJECTED, None), world.deps)
+    closing.close_incident(CloseRequest(incident_id, Outcome.REJECTED, None), world.deps)
 
 
 def test_a_closed_incident_is_kept_under_its_instance_and_its_gpus(world):

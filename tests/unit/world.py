@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lambdas.adapters.fake_hyperpod import FakeHyperPod
-from lambdas.logic import approval, intake, remediation
+from lambdas.logic import approval, health_check, intake
 from lambdas.logic.ports import Deps
 from lambdas.models.events import parse_contributor_event, parse_report_event
 from lambdas.models.incident import Incident
@@ -116,8 +116,8 @@ class World:
     def health_checked(self) -> str:
         incident_id = self.opened()
         ref = IncidentRef(incident_id)
-        remediation.start_health_check(ref, self.deps)
-        while remediation.check_health(ref, self.deps)["in_progress"]:
+        health_check.start_health_check(ref, self.deps)
+        while health_check.check_health(ref, self.deps)["in_progress"]:
             pass
         return incident_id
 
