@@ -1,10 +1,10 @@
 """The Lambda code asset, built with pip and no Docker.
 
 The asset is `lambdas/` + `trainer_emitter/` plus a pinned boto3/botocore (the Lambda runtime's
-own boto3 may predate `start_cluster_health_check` / `batch_replace_cluster_nodes`) and
-Powertools with its tracer extra. pip fetches Linux wheels for the Lambda runtime's CPython
-(`--platform manylinux2014_x86_64 --only-binary=:all:`), so the build needs no Docker and runs
-on any host.
+own boto3 may predate `start_cluster_health_check` / `batch_replace_cluster_nodes`), Powertools
+with its tracer extra, and fastjsonschema (an SDC Report is checked against its JSON Schema).
+pip fetches Linux wheels for the Lambda runtime's CPython (`--platform manylinux2014_x86_64
+--only-binary=:all:`), so the build needs no Docker and runs on any host.
 
 Offline: `pip download` fills a wheelhouse once (`default_wheelhouse()`, outside the work tree),
 and the install runs from it with `--no-index`. pip's own HTTP cache is not enough for that:
@@ -45,6 +45,7 @@ REQUIREMENTS: Final = (
     "boto3==1.44.5",
     "botocore==1.44.5",
     "aws-lambda-powertools[tracer]==3.37.0",
+    "fastjsonschema==2.22.3",
     # The transitive closure, pinned too so that the same key always means the same asset.
     "aws-xray-sdk==2.15.0",
     "jmespath==1.1.0",

@@ -182,3 +182,7 @@ def test_the_real_asset_ships_a_boto3_that_knows_the_hyperpod_calls(lambda_asset
         raw = gzip.decompress(raw)
     operations = json.loads(raw)["operations"]
     assert {"StartClusterHealthCheck", "BatchReplaceClusterNodes"} <= set(operations)
+
+
+def test_the_real_asset_ships_the_validator_of_the_report_schema(lambda_asset: LambdaAsset):
+    assert (lambda_asset.path / "fastjsonschema-2.22.3.dist-info").is_dir()
