@@ -23,10 +23,9 @@ false, a new trigger is judged afresh.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from lambdas.logic import cards, evidence, guard, ids
 from lambdas.logic._steps import Step, error_details, send_notice
@@ -39,11 +38,10 @@ from lambdas.models.errors import (
     HeldBy,
     IncidentExists,
     LockHeld,
-    MalformedEvent,
     NodeNotFound,
     SdcError,
 )
-from lambdas.models.events import ContributorEvent, ReportEvent, SdcReport, parse_time
+from lambdas.models.events import ContributorEvent, ReportEvent, SdcReport
 from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope
@@ -54,30 +52,6 @@ from trainer_emitter.contract import Role
 REPORT_TTL = timedelta(days=14)
 OPENING_ROLES = frozenset({Role.CULPRIT, Role.CONFIRMED_SUSPECT})
 """The roles for which a report opens a node-level incident by itself."""
-
-T = TypeVar("T")
-
-
-def parsed_or_refused(event: Any, parse: Callable[[Any], T], actor: str, deps: Deps) -> T:
-    """`parse(event)`, or, for an event without the documented shape, an `event_refused` audit
-    entry under the event's id naming the bad field, then the error again: the caller's raise
-    sends the event to the dead-letter queue, so it is both kept and explained."""
-    try:
-        return parse(event)
-    except MalformedEvent as err:
-        raw = event if isinstance(event, Mapping) else {}
-        event_id = raw.get("id")
-        Step(deps, actor).audit(
-            ids.event_subject(str(event_id)[:200] if event_id else "without-id"),
-            "event_refused",
-            error_details(
-                err,
-                source=_short(raw.get("source")),
-                detail_type=_short(raw.get("detail-type")),
-            ),
-        )
-        count(M.EVENTS_REFUSED)
-        raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,7 +520,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
 def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     report = event.report
     results: list[OpenIncidentResult] = []
-    at = parse_time(report.emitted_at, "detail.emitted_at")
+    at = report.emitted
     opening = [i.instance_id for i in report.instances if i.role in OPENING_ROLES]
     if opening:
         step.deps.settings.require_state_machine_arn()
@@ -592,7 +566,7 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     if not free:
         return results
     deps.settings.require_state_machine_arn()
-    at = parse_time(report.emitted_at, "detail.emitted_at")
+    at = report.emitted
     incident_id = ids.job_incident_id(report.cluster_name, report.report_id, at)
     job_trigger = Trigger(
         cluster_name=report.cluster_name,
@@ -689,7 +663,3 @@ def _claim_locks(step: Step, incident: Incident) -> list[str]:
 
         step.update(incident.incident_id, keep)
     return claimed
-
-
-def _short(value: Any) -> Any:
-    return value[:200] if isinstance(value, str) else value
