@@ -41,7 +41,9 @@ from botocore.exceptions import (
 from infra import deployment
 from infra.deployment import DEFAULT_STACK, Deployment, DeploymentError
 from lambdas.adapters.approval_executions import ApprovalExecutions, ExecutionEnded
-from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
+from lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from lambdas.adapters.dynamodb.guard import DynamoGuardStore
+from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
 from lambdas.adapters.incident_queries import OPEN_STATES, DynamoAuditChains, DynamoIncidentQueries
 from lambdas.adapters.queues import QueueDepths
 from lambdas.adapters.ssm import SsmPauseSwitch
@@ -137,6 +139,9 @@ class Operator:
     def incidents(self) -> DynamoIncidentStore:
         return DynamoIncidentStore(self.deployment.incidents_table, self.factory("dynamodb"))
 
+    def guard(self) -> DynamoGuardStore:
+        return DynamoGuardStore(self.deployment.incidents_table, self.factory("dynamodb"))
+
     def queries(self) -> DynamoIncidentQueries:
         return DynamoIncidentQueries(self.deployment.incidents_table, self.factory("dynamodb"))
 
@@ -159,7 +164,7 @@ class Operator:
         return QueueDepths(self.factory("sqs"))
 
     def hold(self, hold_id: str) -> ClusterHold:
-        found = self.incidents().get_hold(hold_id)
+        found = self.guard().get_hold(hold_id)
         if found is None:
             raise self._unknown(f"storm hold {hold_id}", "; `sdc holds` lists them")
         return found

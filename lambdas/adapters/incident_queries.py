@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from typing import Final
 
 from lambdas.adapters._aws import DynamoTable, pages
-from lambdas.adapters.dynamodb import hold_key, incidents_in_state
+from lambdas.adapters.dynamodb.incidents import incidents_in_state
+from lambdas.adapters.dynamodb.keys import hold_key
 from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident, IncidentState

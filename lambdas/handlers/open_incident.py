@@ -13,11 +13,11 @@ from lambdas.logic.intake import open_incident
 from lambdas.logic.refusal import refuse
 from lambdas.models.errors import MalformedEvent
 from lambdas.models.events import parse_contributor_event
-from lambdas.observability import logger, metrics, tracer
+from lambdas.observability import logger, metrics, traced
 
 
 @logger.inject_lambda_context(correlation_id_path="id")
-@tracer.capture_lambda_handler(capture_response=False)
+@traced
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> Any:
     current = deps()

@@ -32,20 +32,13 @@ from lambdas.logic._steps import Step, error_details, send_notice
 from lambdas.logic.history import record_history
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.errors import (
-    ClusterNotFound,
-    GuardFull,
-    HeldBy,
-    IncidentExists,
-    LockHeld,
-    NodeNotFound,
-    SdcError,
-)
+from lambdas.models.errors import ClusterNotFound, NodeNotFound, SdcError
 from lambdas.models.events import ContributorEvent, ReportEvent, SdcReport
 from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope
 from lambdas.models.payloads import OpenIncidentResult, StoreReportResult
+from lambdas.models.writes import Claimed, Created, GuardFull, HeldBy, IncidentExists, LockHeld
 from lambdas.observability import count, logger
 from trainer_emitter.contract import Role
 
@@ -163,19 +156,20 @@ def _open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIn
     if blocker is not None:
         return _hold(step, incident, trigger, blocker)
     limit = guard.open_limit(cluster.node_count, deps.settings)
-    try:
-        deps.incidents.create(incident, slot_limit=limit)
-    except LockHeld as held:
-        return _attach(step, held.holder, trigger)
-    except IncidentExists:
-        return _redelivered(step, incident_id, trigger)
-    except GuardFull as full:
-        reason = (
-            f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
-            f"{trigger.cluster_name} ({', '.join(full.open_ids)}), at most {full.limit} for "
-            f"{cluster.node_count or 'an unknown number of'} nodes"
-        )
-        return _hold(step, incident, trigger, guard.Blocker(HoldKind.GUARD, reason))
+    match deps.incidents.create(incident, slot_limit=limit):
+        case Created():
+            pass
+        case LockHeld(holder=holder):
+            return _attach(step, holder, trigger)
+        case IncidentExists():
+            return _redelivered(step, incident_id, trigger)
+        case GuardFull() as full:
+            reason = (
+                f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
+                f"{trigger.cluster_name} ({', '.join(full.open_ids)}), at most {full.limit} for "
+                f"{cluster.node_count or 'an unknown number of'} nodes"
+            )
+            return _hold(step, incident, trigger, guard.Blocker(HoldKind.GUARD, reason))
 
     logger.set_correlation_id(incident_id)
     step.audit(
@@ -204,7 +198,7 @@ def _open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIn
         instance_id=trigger.instance_id,
         source=trigger.source,
     )
-    _ensure_execution(step, incident_id)
+    _ensure_execution(step, incident_id, incident)
     return {"incident_id": incident_id, "action": "opened"}
 
 
@@ -256,9 +250,7 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
         outcome=IncidentState.SKIPPED.value,
     )
     evidence.add_evidence(incident, trigger.item)
-    try:
-        step.deps.incidents.create(incident)
-    except IncidentExists:
+    if isinstance(step.deps.incidents.create(incident), IncidentExists):
         return _redelivered(step, incident_id, trigger)
     logger.set_correlation_id(incident_id)
     step.audit(
@@ -290,15 +282,15 @@ def _hold(
     until = now + step.deps.settings.storm_window_seconds
     replacing: str | None = None
     while True:
-        try:
-            step.deps.incidents.create_held(incident, until=until, now=now, replacing=replacing)
-            break
-        except IncidentExists:
-            return _redelivered(step, incident.incident_id, trigger)
-        except HeldBy as held:
-            if replacing is not None or _still_held(step, held.holder):
-                return _attach_held(step, held.holder, trigger)
-            replacing = held.holder  # its hold has ended: this hold takes the lock over
+        match step.deps.incidents.create_held(incident, until=until, now=now, replacing=replacing):
+            case Created():
+                break
+            case IncidentExists():
+                return _redelivered(step, incident.incident_id, trigger)
+            case HeldBy(holder=holder):
+                if replacing is not None or _still_held(step, holder):
+                    return _attach_held(step, holder, trigger)
+                replacing = holder  # its hold has ended: this hold takes the lock over
     if incident.is_job:
         for instance_id in incident.instance_ids:
             step.deps.incidents.claim_held(
@@ -329,7 +321,7 @@ def notify_held(step: Step, incident: Incident) -> None:
     """The held notice; a failed publish is audited (the incident stays recorded, a redelivery
     of its event tries again), never raised."""
     notice = cards.held_notice(incident)
-    send_notice(step, incident, notice.subject, notice.text, "held", "held_notified")
+    send_notice(step, incident, notice.subject, notice.text, "held", "held_notified", incident)
 
 
 def _attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
@@ -337,8 +329,8 @@ def _attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
     items = [trigger.item]
     if trigger.source == "report" and trigger.report is not None:
         items = [evidence.report_evidence(trigger.report, trigger.instance_id)]
-    _attach_items(step, holder, items, trigger.event_id, trigger.source)
-    _ensure_execution(step, holder)
+    incident = _attach_items(step, holder, items, trigger.event_id, trigger.source)
+    _ensure_execution(step, holder, incident)
     return {"incident_id": holder, "action": "attached"}
 
 
@@ -413,18 +405,19 @@ def _redelivered(step: Step, incident_id: str, trigger: Trigger) -> OpenIncident
         return {"incident_id": incident_id, "action": "held"}
     if not incident.state.terminal:
         if incident.is_job:
-            _claim_locks(step, incident)
-        _ensure_execution(step, incident_id)
+            incident = _claim_locks(step, incident)
+        _ensure_execution(step, incident_id, incident)
     return {"incident_id": incident_id, "action": "attached"}
 
 
-def _ensure_execution(step: Step, incident_id: str) -> None:
-    """Start the remediation execution unless the incident records one.
+def _ensure_execution(step: Step, incident_id: str, current: Incident | None = None) -> None:
+    """Start the remediation execution unless the incident records one; `current` is the
+    incident as the caller just wrote or read it (else it is loaded).
 
     A failure leaves the incident open (lock held, error recorded and audited) and re-raises:
     EventBridge retries the event, and the retry lands here again through the attach path.
     """
-    incident = step.load(incident_id)
+    incident = current if current is not None else step.load(incident_id)
     if incident.execution_arn or incident.state.terminal:
         return
     payload: dict[str, Any] = {
@@ -610,19 +603,21 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     if blocker is not None:
         return [*results, _hold(step, incident, job_trigger, blocker)]
     limit = guard.open_limit(cluster.node_count, deps.settings)
-    try:
-        deps.incidents.create(incident, slot_limit=limit)
-    except IncidentExists:
-        return [*results, _redelivered(step, incident_id, job_trigger)]
-    except GuardFull as full:
-        reason = (
-            f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
-            f"{report.cluster_name}, at most {full.limit}"
-        )
-        held = _hold(step, incident, job_trigger, guard.Blocker(HoldKind.GUARD, reason))
-        return [*results, held]
+    match deps.incidents.create(incident, slot_limit=limit):
+        case Created():
+            pass
+        case IncidentExists():
+            return [*results, _redelivered(step, incident_id, job_trigger)]
+        case GuardFull() as full:
+            reason = (
+                f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
+                f"{report.cluster_name}, at most {full.limit}"
+            )
+            held = _hold(step, incident, job_trigger, guard.Blocker(HoldKind.GUARD, reason))
+            return [*results, held]
     logger.set_correlation_id(incident_id)
-    claimed = _claim_locks(step, incident)
+    incident = _claim_locks(step, incident)
+    claimed = incident.instance_ids
     step.audit(
         incident_id,
         "incident_opened",
@@ -642,18 +637,21 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     )
     count(M.JOB_INCIDENTS_OPENED)
     logger.info("job incident opened", incident_id=incident_id, instances=len(claimed))
-    _ensure_execution(step, incident_id)
+    _ensure_execution(step, incident_id, incident)
     return [*results, {"incident_id": incident_id, "action": "opened"}]
 
 
-def _claim_locks(step: Step, incident: Incident) -> list[str]:
+def _claim_locks(step: Step, incident: Incident) -> Incident:
     """Take the open locks of a job-level incident's instances; an instance another incident
-    took meanwhile leaves the job (its alarm belongs to that incident). Idempotent."""
+    took meanwhile leaves the job (its alarm belongs to that incident). Idempotent. Returns the
+    incident as written: its `instance_ids` are the instances it holds."""
     claimed = [
         i
         for i in incident.instance_ids
-        if step.deps.incidents.claim_lock(incident.cluster_name, i, incident.incident_id)
-        == incident.incident_id
+        if isinstance(
+            step.deps.incidents.claim_lock(incident.cluster_name, i, incident.incident_id),
+            Claimed,
+        )
     ]
     if claimed != incident.instance_ids:
 
@@ -661,5 +659,5 @@ def _claim_locks(step: Step, incident: Incident) -> list[str]:
             current.instance_ids = claimed
             return True
 
-        step.update(incident.incident_id, keep)
-    return claimed
+        return step.update(incident.incident_id, keep, incident)
+    return incident

@@ -23,7 +23,10 @@ from moto import mock_aws
 from infra import cli
 from infra.cli import execution_name, main
 from lambdas.adapters._aws import to_item
-from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore, hold_key
+from lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from lambdas.adapters.dynamodb.guard import DynamoGuardStore
+from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
+from lambdas.adapters.dynamodb.keys import hold_key
 from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import SystemClock
 from lambdas.models.guard import ClusterHold
@@ -117,8 +120,12 @@ class Deployed:
     sfn: Any
 
     @property
-    def store(self) -> DynamoIncidentStore:
+    def incidents(self) -> DynamoIncidentStore:
         return DynamoIncidentStore(INCIDENTS_TABLE, lambda: self.dynamodb)
+
+    @property
+    def guard(self) -> DynamoGuardStore:
+        return DynamoGuardStore(INCIDENTS_TABLE, lambda: self.dynamodb)
 
     @property
     def audit(self) -> DynamoAuditLog:
@@ -140,7 +147,7 @@ class Deployed:
         incident_id = (
             f"sdc-{CLUSTER}-{instance}-{created_at[:19].replace('-', '').replace(':', '')}"
         )
-        self.store.create(
+        self.incidents.create(
             Incident(
                 incident_id=incident_id,
                 cluster_name=CLUSTER,
@@ -566,7 +573,7 @@ def storm_hold(deployed: Deployed, *, lifted: bool = False) -> str:
         lifted_by="approver:cli-alice" if lifted else None,
         comment="recipe fixed" if lifted else None,
     )
-    deployed.store.create_hold(hold)
+    deployed.guard.create_hold(hold)
     Auditor(deployed.audit, SystemClock()).record(
         hold.hold_id, "storm_hold_started", actor="open_incident", details={}
     )

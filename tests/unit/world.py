@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from lambdas.adapters.fake_hyperpod import FakeHyperPod
+from infra.local.fake_hyperpod import FakeHyperPod
 from lambdas.logic import approval, health_check, intake
 from lambdas.logic.ports import Deps
 from lambdas.models.events import parse_contributor_event, parse_report_event
