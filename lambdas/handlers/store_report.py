@@ -11,7 +11,7 @@ from lambdas.handlers._deps import deps
 from lambdas.logic.intake import store_report
 from lambdas.logic.refusal import refuse
 from lambdas.models.errors import MalformedEvent
-from lambdas.models.events import parse_report_event
+from lambdas.models.report import parse_report_event
 from lambdas.observability import logger, metrics, traced
 
 

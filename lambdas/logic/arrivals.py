@@ -18,10 +18,10 @@ from lambdas.logic import cards, evidence, guard
 from lambdas.logic._steps import Step, send_notice
 from lambdas.logic.execution import ensure_execution
 from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.events import SdcReport
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import OpenIncidentResult
+from lambdas.models.report import SdcReport
 from lambdas.models.writes import Claimed
 from lambdas.observability import count, logger
 

@@ -35,8 +35,9 @@ from lambdas.logic._steps import Step
 from lambdas.logic.arrivals import Trigger
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.events import ContributorEvent, ReportEvent
+from lambdas.models.events import ContributorEvent
 from lambdas.models.payloads import OpenIncidentResult, StoreReportResult
+from lambdas.models.report import ReportEvent
 from lambdas.observability import count, logger
 from trainer_emitter.contract import Role
 

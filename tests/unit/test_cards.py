@@ -5,8 +5,8 @@ import re
 
 from lambdas.logic import cards, closing, evidence, intake, replacement
 from lambdas.logic.recommendation import Advice, Recommendation
-from lambdas.models.events import parse_report_event
 from lambdas.models.payloads import CloseRequest, Decision, IncidentRef, Outcome
+from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.world import APPROVAL_ARN, INSTANCE, TOKEN, World, settings
 

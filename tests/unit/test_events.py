@@ -7,7 +7,8 @@ import jsonschema
 import pytest
 
 from lambdas.models.errors import MalformedEvent
-from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.models.events import parse_contributor_event
+from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from trainer_emitter.contract import (
     MAX_CHECKPOINT_LOCATION,

@@ -6,8 +6,9 @@ import pytest
 
 from lambdas.logic import ids, intake, refusal
 from lambdas.models.errors import MalformedEvent, SettingsError, Throttled
-from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
+from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.world import CLUSTER, GROUP, INSTANCE, World, alarm_event, settings
 

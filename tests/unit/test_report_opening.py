@@ -8,9 +8,10 @@ import copy
 import pytest
 
 from lambdas.logic import closing, health_check, intake
-from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.reports import NODES, report_event
 from tests.unit.world import CLUSTER, GROUP, World, alarm_event, settings

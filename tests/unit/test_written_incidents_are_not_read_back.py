@@ -11,9 +11,10 @@ import pytest
 
 from lambdas.logic import approval, closing, intake, isolation
 from lambdas.models.errors import DependencyFailed
-from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import Incident
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from lambdas.models.report import parse_report_event
 from lambdas.models.settings import IsolationConfig
 from tests.unit.reports import NODES, report_event
 from tests.unit.world import CLUSTER, EKS, GROUP, World, alarm_event, settings

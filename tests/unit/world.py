@@ -12,9 +12,10 @@ from typing import Any
 from infra.local.fake_hyperpod import FakeHyperPod
 from lambdas.logic import approval, health_check, intake
 from lambdas.logic.ports import Deps
-from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import Incident
 from lambdas.models.payloads import DecisionRequest, IncidentRef, parse_approval_request
+from lambdas.models.report import parse_report_event
 from lambdas.models.settings import Settings
 from tests.conftest import load_fixture
 from tests.unit.fakes import (
