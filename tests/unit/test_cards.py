@@ -82,7 +82,7 @@ def test_the_card_without_a_report_says_the_metric_alone_names_no_rank(world):
 
 
 def test_subjects_fit_the_sns_limit():
-    card = cards.Card(cards._subject("x" * 300), "")
+    card = cards.Card(cards._subject("x" * 300), ())
 
     assert len(card.subject) == cards.SUBJECT_LIMIT
 

@@ -1,7 +1,8 @@
 """Read-only queries an operator makes and the functions never do: incidents by state (the
 incidents table's `by_state` index) and every chain in the audit log (a Scan of the audit table).
 
-Layout: docs/pipeline.md, "Storage". Used by the `sdc` CLI (infra/cli.py).
+Layout: docs/pipeline.md, "Storage". Only the `sdc` CLI uses them, so they stay out of the
+Lambda asset.
 """
 
 from __future__ import annotations
