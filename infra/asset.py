@@ -2,10 +2,10 @@
 
 The asset is `lambdas/`, the contract of `trainer_emitter/` (the names both sides share and the
 report schema), a pinned boto3/botocore (the Lambda runtime's own boto3 may predate
-`start_cluster_health_check` / `batch_replace_cluster_nodes`) and Powertools with its tracer
-extra. pip fetches Linux wheels for the Lambda runtime's CPython
-(`--platform manylinux2014_x86_64 --only-binary=:all:`), so the build needs no Docker and runs
-on any host.
+`start_cluster_health_check` / `batch_replace_cluster_nodes`), Powertools with its tracer extra
+and fastjsonschema (an SDC Report is checked against its JSON Schema). pip fetches Linux wheels
+for the Lambda runtime's CPython (`--platform manylinux2014_x86_64 --only-binary=:all:`), so the
+build needs no Docker and runs on any host.
 
 Offline: `pip download` fills a wheelhouse once (`default_wheelhouse()`, outside the work tree),
 and the install runs from it with `--no-index`. pip's own HTTP cache is not enough for that:
@@ -46,6 +46,7 @@ REQUIREMENTS: Final = (
     "boto3==1.44.5",
     "botocore==1.44.5",
     "aws-lambda-powertools[tracer]==3.37.0",
+    "fastjsonschema==2.22.3",
     # The transitive closure, pinned too so that the same key always means the same asset.
     "aws-xray-sdk==2.15.0",
     "jmespath==1.1.0",

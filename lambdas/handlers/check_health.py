@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.handlers._deps import deps
-from lambdas.logic.remediation import check_health
+from lambdas.logic.health_check import check_health
 from lambdas.models.payloads import parse_incident_ref
 from lambdas.observability import logger, metrics, traced
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.handlers._deps import deps
-from lambdas.logic.remediation import close_incident
+from lambdas.logic.closing import close_incident
 from lambdas.models.payloads import parse_close_request
 from lambdas.observability import logger, metrics, traced
 

@@ -13,11 +13,11 @@ from typing import Any, Protocol
 
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import KubernetesNotConfigured, TelemetryNotConfigured
-from lambdas.models.events import SdcReport
 from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.hyperpod import BatchResult, ClusterInfo, NodeInfo
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from lambdas.models.report import SdcReport
 from lambdas.models.settings import Settings, TelemetryWorkspace
 from lambdas.models.writes import (
     ClaimHeldResult,

@@ -66,7 +66,7 @@ def test_no_report_reads_as_none(reports: ReportStore):
 def test_a_report_detail_round_trips_with_fractions_unicode_and_nesting(reports: ReportStore):
     sent = report(
         job_name="llama-prétrain-7b",
-        extra={
+        alarm={
             "ratio": 0.1,
             "loss": 2.5,
             "big": 12345678901234,

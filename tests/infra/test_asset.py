@@ -280,3 +280,7 @@ def test_every_lambda_module_imports_from_the_asset_alone(lambda_asset: LambdaAs
     assert handlers <= set(found["modules"])
     assert found["training_side"] == ["trainer_emitter", "trainer_emitter.contract"]
     assert found["from_elsewhere"] == []
+
+
+def test_the_real_asset_ships_the_validator_of_the_report_schema(lambda_asset: LambdaAsset):
+    assert (lambda_asset.path / "fastjsonschema-2.22.3.dist-info").is_dir()

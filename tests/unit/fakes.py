@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from lambdas.logic.ports import ExecutionStarted
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import ConditionFailed, KubernetesNotFound, TaskNotWaiting
-from lambdas.models.events import SdcReport
 from lambdas.models.guard import (
     PAST_INCIDENTS_LIMIT,
     ClusterHold,
@@ -26,6 +25,7 @@ from lambdas.models.guard import (
 )
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from lambdas.models.report import SdcReport
 from lambdas.models.settings import TelemetryWorkspace
 from lambdas.models.writes import (
     Claimed,

@@ -16,8 +16,8 @@ import pytest
 from lambdas.logic import dcgm, telemetry, telemetry_findings, telemetry_query
 from lambdas.logic.evidence import report_evidence
 from lambdas.models.errors import TelemetryBadAnswer, TelemetryRefused, TelemetrySlow
-from lambdas.models.events import parse_report_event
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.report import parse_report_event
 from lambdas.models.settings import TelemetryWorkspace
 from lambdas.models.telemetry import TelemetryRecord, TelemetryState
 from tests.conftest import load_fixture

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import approval, intake, isolation, remediation
+from lambdas.logic import approval, closing, intake, isolation
 from lambdas.models.errors import DependencyFailed
-from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import Incident
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from lambdas.models.report import parse_report_event
 from lambdas.models.settings import IsolationConfig
 from tests.unit.reports import NODES, report_event
 from tests.unit.world import CLUSTER, EKS, GROUP, World, alarm_event, settings
@@ -137,7 +138,7 @@ def test_closing_releases_the_isolation_from_what_the_closing_wrote(
     isolation.isolate_node(IncidentRef(incident_id), eks_world.deps)
     ops = recording(eks_world, monkeypatch)
 
-    remediation.close_incident(CloseRequest(incident_id, Outcome.FAILED, None), eks_world.deps)
+    closing.close_incident(CloseRequest(incident_id, Outcome.FAILED, None), eks_world.deps)
 
     assert ops.reads_after_first_write(incident_id) == 0
     assert eks_world.incident(incident_id).isolation["state"] == isolation.RELEASED

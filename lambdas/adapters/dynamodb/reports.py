@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from lambdas.adapters._aws import aws_call, from_item, to_item
 from lambdas.adapters.dynamodb._table import ItemTable
 from lambdas.adapters.dynamodb.keys import report_pk
-from lambdas.models.events import SdcReport, parse_report
+from lambdas.models.report import SdcReport, parse_report
 
 
 class DynamoReportStore(ItemTable):
