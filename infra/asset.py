@@ -1,10 +1,11 @@
 """The Lambda code asset, built with pip and no Docker.
 
-The asset is `lambdas/` + `trainer_emitter/` plus a pinned boto3/botocore (the Lambda runtime's
-own boto3 may predate `start_cluster_health_check` / `batch_replace_cluster_nodes`) and
-Powertools with its tracer extra. pip fetches Linux wheels for the Lambda runtime's CPython
-(`--platform manylinux2014_x86_64 --only-binary=:all:`), so the build needs no Docker and runs
-on any host.
+The asset is `lambdas/`, the contract of `trainer_emitter/` (the names both sides share and the
+report schema), a pinned boto3/botocore (the Lambda runtime's own boto3 may predate
+`start_cluster_health_check` / `batch_replace_cluster_nodes`), Powertools with its tracer extra
+and fastjsonschema (an SDC Report is checked against its JSON Schema). pip fetches Linux wheels
+for the Lambda runtime's CPython (`--platform manylinux2014_x86_64 --only-binary=:all:`), so the
+build needs no Docker and runs on any host.
 
 Offline: `pip download` fills a wheelhouse once (`default_wheelhouse()`, outside the work tree),
 and the install runs from it with `--no-index`. pip's own HTTP cache is not enough for that:
@@ -45,6 +46,7 @@ REQUIREMENTS: Final = (
     "boto3==1.44.5",
     "botocore==1.44.5",
     "aws-lambda-powertools[tracer]==3.37.0",
+    "fastjsonschema==2.22.3",
     # The transitive closure, pinned too so that the same key always means the same asset.
     "aws-xray-sdk==2.15.0",
     "jmespath==1.1.0",
@@ -56,8 +58,15 @@ REQUIREMENTS: Final = (
     "wrapt==2.5.2",
 )
 
-SOURCE_PACKAGES: Final = ("lambdas", "trainer_emitter")
-SOURCE_SUFFIXES: Final = (".py", ".json", ".typed")
+SOURCES: Final = (
+    "lambdas",
+    "trainer_emitter/__init__.py",
+    "trainer_emitter/contract.py",
+    "trainer_emitter/schemas",
+)
+"""What of the repository the functions run: all of `lambdas/`, and of the training side only
+the contract and the report schema (the emitter, its spool, sinks and checks stay out)."""
+SOURCE_SUFFIXES: Final = (".py", ".json")
 
 PipRunner = Callable[[Sequence[str]], None]
 
@@ -139,11 +148,11 @@ def _run_pip(args: Sequence[str]) -> None:
 
 
 def source_files(repo_root: Path = REPO_ROOT) -> list[Path]:
-    """The files of `lambdas/` and `trainer_emitter/` that go into the asset, sorted."""
+    """The files of `SOURCES` that go into the asset, sorted."""
     files = []
-    for package in SOURCE_PACKAGES:
-        root = repo_root / package
-        for path in root.rglob("*"):
+    for source in SOURCES:
+        root = repo_root / source
+        for path in root.rglob("*") if root.is_dir() else [root]:
             if (
                 path.is_file()
                 and path.suffix in SOURCE_SUFFIXES

@@ -12,7 +12,7 @@ One dashboard per deployment (`<stack>-<region>`, its URL the `DashboardUrl` out
 
 Rows 2 and 3 plot the functions' Powertools metrics (`lambdas.metric_names`: namespace, names
 and the `service` dimension Powertools adds); the drill's judge checks that a run publishes
-exactly what they plot (infra/local/drill.py).
+exactly what they plot (infra/local/drill/judge.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Service name and metrics namespace come from Powertools' own variables
 (`POWERTOOLS_SERVICE_NAME`, `POWERTOOLS_METRICS_NAMESPACE`); without them (tests, the local
 drill) the deployed values of `lambdas.metric_names` apply, so a metric lands where the
-dashboard looks for it. The Tracer disables itself outside Lambda or with
+dashboard looks for it. Handlers are traced (`traced`) only in Lambda, where X-Ray is on unless
 `POWERTOOLS_TRACE_DISABLED=true`.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
@@ -20,11 +22,20 @@ from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME, PipelineMetri
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or SERVICE_NAME
 
 logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE)
 metrics = Metrics(
     service=SERVICE,
     namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or PIPELINE_NAMESPACE,
 )
+
+
+def traced(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """The handler in an X-Ray subsegment (its response left out) when it runs in Lambda; the
+    handler itself elsewhere (tests, the local run, the CLI), where Powertools' Tracer would
+    disable itself anyway, yet building one loads the X-Ray SDK, whose recorder (outside Lambda)
+    makes botocore clients for its sampler at import: more than importing boto3 costs."""
+    if "LAMBDA_TASK_ROOT" not in os.environ:
+        return handler
+    return Tracer(service=SERVICE).capture_lambda_handler(handler, capture_response=False)
 
 
 # An invocation may rightly record no counter (a malformed event raises before any step runs);

@@ -22,6 +22,7 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.events.models import EventPattern
 from moto.stepfunctions.parser.utils import TMP_THREADS
 
+from infra.local.lambda_context import LocalContext
 from infra.local.metrics import EmfCapture
 from infra.local.template import LocalStack
 
@@ -55,22 +56,6 @@ class InvocationLog:
         saves is visible once its invocation ends, so a waiter reads again only then."""
         with self._ended:
             self._ended.wait_for(lambda: len(self.calls) > count, timeout=timeout)
-
-
-class _Context:
-    """The bits of the Lambda context object that Powertools reads."""
-
-    def __init__(self, name: str) -> None:
-        self.function_name = name
-        self.function_version = "$LATEST"
-        self.invoked_function_arn = f"arn:aws:lambda:local:000000000000:function:{name}"
-        self.memory_limit_in_mb = 256
-        self.aws_request_id = str(uuid.uuid4())
-        self.log_group_name = f"/aws/lambda/{name}"
-        self.log_stream_name = "local"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 300_000
 
 
 _invoke_lock = threading.RLock()
@@ -139,7 +124,7 @@ def handlers_in_process(
             started = time.perf_counter()
             call = Invocation(function.name, function.handler, event, time.time(), 0.0)
             try:
-                call.result = handler(event, _Context(function.name))
+                call.result = handler(event, LocalContext(function.name))
             except Exception as exc:
                 call.error = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
             call.seconds = time.perf_counter() - started

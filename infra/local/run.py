@@ -30,6 +30,7 @@ import boto3
 from moto import mock_aws
 
 from infra.local.evaluator import Evaluator
+from infra.local.fake_hyperpod import FakeHyperPod
 from infra.local.interpreter import local_interpreter
 from infra.local.kube_api import KubeApi
 from infra.local.metrics import EmfCapture
@@ -45,7 +46,6 @@ from infra.local.routing import (
 from infra.local.template import ACCOUNT, REGION, LocalStack, stand_up
 from lambdas.adapters._aws import client_factory
 from lambdas.adapters.eks_token import EksTokens, sts_factory
-from lambdas.adapters.fake_hyperpod import FakeHyperPod
 from lambdas.adapters.kubernetes import EksKubernetesNodes
 from lambdas.adapters.prometheus import AmpPrometheus
 from lambdas.handlers import _deps

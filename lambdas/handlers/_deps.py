@@ -17,18 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import boto3
-
-from lambdas.adapters._aws import client_factory
-from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
-from lambdas.adapters.eks_token import EksTokens, sts_factory
-from lambdas.adapters.hyperpod import SageMakerHyperPod
-from lambdas.adapters.kubernetes import EksKubernetesNodes
-from lambdas.adapters.prometheus import AmpPrometheus
-from lambdas.adapters.sns import SnsNotifier
-from lambdas.adapters.ssm import SsmPauseSwitch
-from lambdas.adapters.stepfunctions import StepFunctionsWorkflow
 from lambdas.logic.ports import (
     AuditLog,
     Clock,
@@ -49,6 +39,9 @@ from lambdas.logic.ports import (
     Workflow,
 )
 from lambdas.models.settings import Settings
+
+if TYPE_CHECKING:
+    from boto3.session import Session
 
 DepsSource = Deps | Callable[[], Deps]
 
@@ -72,7 +65,7 @@ def deps() -> Deps:
 def build_deps(
     settings: Settings,
     *,
-    session: boto3.session.Session | None = None,
+    session: Session | None = None,
     hyperpod: HyperPod | None = None,
     incidents: IncidentStore | None = None,
     reports: ReportStore | None = None,
@@ -87,22 +80,43 @@ def build_deps(
     prometheus: PrometheusQueries | None = None,
 ) -> Deps:
     """The boto3 adapters for `settings` (clients built lazily, all from one session: `session`
-    if given), with any of them replaced by the keyword arguments."""
+    if given), with any of them replaced by the keyword arguments.
+
+    boto3 and the adapters are imported here rather than with this module, so that importing a
+    handler costs less than importing boto3: a function loads them on its first invocation.
+    """
+    import boto3
+
+    from lambdas.adapters._aws import LazyClient, client_factory
+    from lambdas.adapters.dynamodb.audit import DynamoAuditLog
+    from lambdas.adapters.dynamodb.guard import DynamoGuardStore
+    from lambdas.adapters.dynamodb.history import DynamoHistoryStore
+    from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
+    from lambdas.adapters.dynamodb.reports import DynamoReportStore
+    from lambdas.adapters.eks_token import EksTokens, sts_factory
+    from lambdas.adapters.hyperpod import SageMakerHyperPod
+    from lambdas.adapters.kubernetes import EksKubernetesNodes
+    from lambdas.adapters.prometheus import AmpPrometheus
+    from lambdas.adapters.sns import SnsNotifier
+    from lambdas.adapters.ssm import SsmPauseSwitch
+    from lambdas.adapters.stepfunctions import StepFunctionsWorkflow
+
     session = session or boto3.session.Session()
-    store = DynamoIncidentStore(settings.incidents_table, client_factory("dynamodb", session))
+    dynamodb = LazyClient(client_factory("dynamodb", session)).get  # one client for both tables
+    table = settings.incidents_table
     return Deps(
         settings=settings,
         hyperpod=hyperpod or SageMakerHyperPod(client_factory("sagemaker", session)),
-        incidents=incidents or store,
-        reports=reports or store,
-        audit=audit or DynamoAuditLog(settings.audit_table, client_factory("dynamodb", session)),
+        incidents=incidents or DynamoIncidentStore(table, dynamodb),
+        reports=reports or DynamoReportStore(table, dynamodb),
+        audit=audit or DynamoAuditLog(settings.audit_table, dynamodb),
         notifier=notifier or SnsNotifier(settings.topic_arn, client_factory("sns", session)),
         workflow=workflow
         or StepFunctionsWorkflow(
             settings.state_machine_arn, client_factory("stepfunctions", session)
         ),
-        guard=guard or store,
-        history=history or store,
+        guard=guard or DynamoGuardStore(table, dynamodb),
+        history=history or DynamoHistoryStore(table, dynamodb),
         switch=switch
         or (
             SsmPauseSwitch(settings.pause_parameter, client_factory("ssm", session))

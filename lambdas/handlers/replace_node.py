@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.handlers._deps import deps
-from lambdas.logic.remediation import replace_node
+from lambdas.logic.replacement import replace_node
 from lambdas.models.payloads import parse_incident_ref
-from lambdas.observability import logger, metrics, tracer
+from lambdas.observability import logger, metrics, traced
 
 
 @logger.inject_lambda_context(correlation_id_path="incident_id")
-@tracer.capture_lambda_handler(capture_response=False)
+@traced
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> Any:
     return replace_node(parse_incident_ref(event), deps())

@@ -7,11 +7,11 @@ from typing import Any
 from lambdas.handlers._deps import deps
 from lambdas.logic.approval import request_approval
 from lambdas.models.payloads import parse_approval_request
-from lambdas.observability import logger, metrics, tracer
+from lambdas.observability import logger, metrics, traced
 
 
 @logger.inject_lambda_context(correlation_id_path="incident_id")
-@tracer.capture_lambda_handler(capture_response=False)
+@traced
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> Any:
     return request_approval(parse_approval_request(event), deps())

@@ -1,5 +1,6 @@
-"""What every step shares: loading and saving incidents with retries, auditing, and turning a
-failure into a visible state (audited, incident marked failed) before it is re-raised."""
+"""What every step shares: loading and saving incidents with retries, auditing, turning a
+failure into a visible state (audited, incident marked failed) before it is re-raised, and
+reading the node's status from HyperPod."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditEntry
-from lambdas.models.errors import ConditionFailed, IncidentNotFound, SdcError
+from lambdas.models.errors import ConditionFailed, IncidentNotFound, NodeNotFound, SdcError
+from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.observability import count, logger
 
@@ -127,6 +129,15 @@ class Step:
             self.audit(incident_id, "step_failed", details, [details.get("request_id")])
         except Exception:
             logger.exception("could not record the failure", incident_id=incident_id)
+
+
+def node_status_of(deps: Deps, incident: Incident) -> tuple[str, str | None]:
+    """The node's status as HyperPod reports it (`NotFound` when it is gone), and the request id."""
+    try:
+        node = deps.hyperpod.describe_node(incident.cluster_name, incident.instance_id)
+    except NodeNotFound as err:
+        return NodeStatus.NOT_FOUND.value, err.request_id
+    return node.status, node.request_id
 
 
 def error_details(err: BaseException, **extra: Any) -> dict[str, Any]:

@@ -179,7 +179,7 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     except DecisionRefused as refused:
         _refuse(step, valid.incident_id, actor, request, refused)
     token = tokens[-1]
-    _deliver(step, valid, token, actor)
+    _deliver(step, valid, token, actor, decided)
     count(M.DECISIONS_ACCEPTED)
     seconds(M.DECISION_LATENCY, elapsed(decided.created_at, deps.clock.now()))
     report_waiting(step, decided)
@@ -187,7 +187,9 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     return {"incident_id": valid.incident_id, "decision": valid.decision.value, "accepted": True}
 
 
-def _deliver(step: Step, valid: ValidDecision, token: str, actor: str) -> None:
+def _deliver(step: Step, valid: ValidDecision, token: str, actor: str, decided: Incident) -> None:
+    """SendTaskSuccess with the decision `decided` records; when it fails, the claim is given
+    back on that record."""
     output = {
         "incident_id": valid.incident_id,
         "decision": valid.decision.value,
@@ -208,7 +210,7 @@ def _deliver(step: Step, valid: ValidDecision, token: str, actor: str) -> None:
 
         if isinstance(err, TaskNotWaiting):
             # Step Functions no longer waits: the approval timed out (or the token was used).
-            step.update(valid.incident_id, release)
+            step.update(valid.incident_id, release, decided)
             refused = DecisionRefused(
                 f"incident {valid.incident_id}: the remediation no longer waits for a decision "
                 f"(the approval request timed out or was answered): {err}"
@@ -228,7 +230,7 @@ def _deliver(step: Step, valid: ValidDecision, token: str, actor: str) -> None:
             count(M.DECISIONS_REFUSED)
             raise refused from err
         try:
-            step.update(valid.incident_id, release)
+            step.update(valid.incident_id, release, decided)
         finally:
             step.audit(
                 valid.incident_id,

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.logic.resume import resume_of
-from lambdas.models.events import ContributorEvent, ReportSuspect, SdcReport
+from lambdas.models.events import ContributorEvent
 from lambdas.models.incident import Incident
+from lambdas.models.report import ReportSuspect, SdcReport
 
 MAX_EVIDENCE = 50
 MAX_REASON = 1000

@@ -35,11 +35,12 @@ from lambdas.logic import cards, ids
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.errors import ConditionFailed, HoldExists
+from lambdas.models.errors import ConditionFailed
 from lambdas.models.events import MuteDetail
 from lambdas.models.guard import ClusterHold, HoldKind, reads_as_paused
 from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings
+from lambdas.models.writes import Created, HoldExists
 from lambdas.observability import count, logger
 
 FLAG_TTL = timedelta(days=2)
@@ -171,15 +172,19 @@ def _start_hold(
         threshold=settings.storm_threshold,
         window_seconds=settings.storm_window_seconds,
     )
-    try:
-        step.deps.guard.create_hold(hold)
-    except HoldExists:
-        return step.deps.guard.active_hold(cluster_name)
+    match step.deps.guard.create_hold(hold):
+        case HoldExists():
+            return step.deps.guard.active_hold(cluster_name)
+        case Created():
+            return _started(step, hold, flagged, open_ids)
+
+
+def _started(step: Step, hold: ClusterHold, flagged: list[str], open_ids: list[str]) -> ClusterHold:
     step.audit(
         hold.hold_id,
         "storm_hold_started",
         {
-            "cluster_name": cluster_name,
+            "cluster_name": hold.cluster_name,
             "reason": hold.reason,
             "instances": flagged[:100],
             "flagged": len(flagged),
@@ -189,7 +194,7 @@ def _start_hold(
         },
     )
     count(M.STORM_HOLDS)
-    logger.warning("storm hold started", hold_id=hold.hold_id, cluster_name=cluster_name)
+    logger.warning("storm hold started", hold_id=hold.hold_id, cluster_name=hold.cluster_name)
     return hold
 
 

@@ -110,7 +110,7 @@ def isolate(step: Step, incident: Incident) -> Incident:
     base["eks_cluster"] = eks
     nodes: dict[str, dict[str, Any]] = dict(existing.get("nodes") or {})
     for instance_id in instances:
-        nodes[instance_id] = _isolate_one(step, incident, eks, taint, instance_id, nodes)
+        nodes[instance_id], incident = _isolate_one(step, incident, eks, taint, instance_id, nodes)
     failed = {i: n for i, n in nodes.items() if n["state"] != ISOLATED}
     if not failed:
         return _settle(step, incident, {**base, "nodes": nodes}, None, None, state=ISOLATED)
@@ -126,7 +126,8 @@ def _isolate_one(
     taint: Taint,
     instance_id: str,
     nodes: dict[str, dict[str, Any]],
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], Incident]:
+    """Isolate one node: its record, and the incident as last written."""
     kube = step.deps.kubernetes
     earlier = nodes.get(instance_id) or {}
     try:
@@ -135,7 +136,7 @@ def _isolate_one(
             was_unschedulable = bool(earlier.get("was_unschedulable"))
         else:
             was_unschedulable = node.unschedulable
-            _write_ahead(step, incident, instance_id, node.name, was_unschedulable, eks)
+            incident = _write_ahead(step, incident, instance_id, node.name, was_unschedulable, eks)
         change = kube.cordon(eks, node.name, taint)
     except KubernetesError as err:
         record = _failed(err, earlier.get("node_name"))
@@ -145,7 +146,7 @@ def _isolate_one(
             {"instance_id": instance_id, "eks_cluster": eks, **record},
         )
         count(M.NODES_NOT_ISOLATED)
-        return record
+        return record, incident
     record = {
         "state": ISOLATED,
         "node_name": change.node_name,
@@ -175,12 +176,12 @@ def _isolate_one(
     )
     count(M.NODES_ISOLATED)
     logger.info("node isolated", incident_id=incident.incident_id, node=change.node_name, eks=eks)
-    return record
+    return record, incident
 
 
 def _write_ahead(
     step: Step, incident: Incident, instance_id: str, node_name: str, was: bool, eks: str
-) -> None:
+) -> Incident:
     """Keep the node's state before our patch: a retry after a crash knows the cordon is ours."""
 
     def note(current: Incident) -> bool:
@@ -190,7 +191,7 @@ def _write_ahead(
         current.isolation = {**record, "state": PENDING, "eks_cluster": eks, "nodes": nodes}
         return True
 
-    step.update(incident.incident_id, note)
+    return step.update(incident.incident_id, note, incident)
 
 
 def _failed(err: KubernetesError, node_name: Any) -> dict[str, Any]:
@@ -219,7 +220,7 @@ def _settle(
         current.isolation = final
         return True
 
-    incident = step.update(incident.incident_id, keep)
+    incident = step.update(incident.incident_id, keep, incident)
     if state != ISOLATED:
         step.audit(
             incident.incident_id,
@@ -254,7 +255,7 @@ def release(step: Step, incident: Incident) -> Incident:
         current.isolation = {**record, "nodes": nodes, "state": overall, "released_at": at}
         return True
 
-    return step.update(incident.incident_id, keep)
+    return step.update(incident.incident_id, keep, incident)
 
 
 def _release_one(

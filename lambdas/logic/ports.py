@@ -13,12 +13,19 @@ from typing import Any, Protocol
 
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import KubernetesNotConfigured, TelemetryNotConfigured
-from lambdas.models.events import SdcReport
 from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.hyperpod import BatchResult, ClusterInfo, NodeInfo
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from lambdas.models.report import SdcReport
 from lambdas.models.settings import Settings, TelemetryWorkspace
+from lambdas.models.writes import (
+    ClaimHeldResult,
+    ClaimLockResult,
+    CreateHeldResult,
+    CreateHoldResult,
+    CreateResult,
+)
 
 
 class HyperPod(Protocol):
@@ -54,37 +61,38 @@ class HyperPod(Protocol):
 
 
 class IncidentStore(Protocol):
-    def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
+    def create(self, incident: Incident, *, slot_limit: int | None = None) -> CreateResult:
         """Write a new incident, atomically with the open lock of its (cluster, instance) when
         `incident.holds_lock`, and with a slot of its cluster's blast-radius guard when
         `slot_limit` is given (taken only while fewer than `slot_limit` are taken; an incident
-        holds one slot at most). Nothing is written when it raises: IncidentExists first, then
-        LockHeld(holder), then GuardFull(open ids); ValueError for a `slot_limit` below 1."""
+        holds one slot at most). Nothing is written unless it returns Created; a refusal says
+        IncidentExists first, then LockHeld(holder), then GuardFull(open ids). Raises ValueError
+        for a `slot_limit` below 1."""
         ...
 
     def create_held(
         self, incident: Incident, *, until: int, now: int, replacing: str | None = None
-    ) -> None:
+    ) -> CreateHeldResult:
         """Write a held incident; for a node-scope one, atomically with the held lock of its
         (cluster, instance), valid until `until` (epoch seconds), taken only when no other held
-        lock is valid at `now` or the valid one is `replacing`'s. Raises HeldBy(holder) or
-        IncidentExists."""
+        lock is valid at `now` or the valid one is `replacing`'s. Refused: IncidentExists
+        first, then HeldBy(holder); nothing is written."""
         ...
 
     def claim_held(
         self, cluster_name: str, instance_id: str, incident_id: str, *, until: int, now: int
-    ) -> str:
-        """Take the held lock of (cluster, instance) for `incident_id` unless another incident's
-        is valid at `now`; returns the holder (`incident_id` itself when claimed)."""
+    ) -> ClaimHeldResult:
+        """Take the held lock of (cluster, instance) for `incident_id` (Claimed) unless another
+        incident's is valid at `now` (HeldBy that one, whose window stays as it was)."""
         ...
 
     def held_incident_id(self, cluster_name: str, instance_id: str, now: int) -> str | None:
         """The held incident whose held lock on (cluster, instance) is valid at `now`, if any."""
         ...
 
-    def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> str:
-        """Take the open lock of (cluster, instance) for `incident_id` unless another incident
-        holds it; returns the holder (`incident_id` itself when claimed, again or now)."""
+    def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> ClaimLockResult:
+        """Take the open lock of (cluster, instance) for `incident_id` (Claimed, again or now)
+        unless another incident holds it (LockHeld by that one)."""
         ...
 
     def get(self, incident_id: str) -> Incident | None: ...
@@ -132,8 +140,9 @@ class GuardStore(Protocol):
         """The distinct instances flagged at or after `since`."""
         ...
 
-    def create_hold(self, hold: ClusterHold) -> None:
-        """Record the hold and make it the cluster's active one. Raises HoldExists(holder)."""
+    def create_hold(self, hold: ClusterHold) -> CreateHoldResult:
+        """Record the hold and make it the cluster's active one; HoldExists(the active hold, or
+        this one when its id was used before) writes nothing."""
         ...
 
     def active_hold(self, cluster_name: str) -> ClusterHold | None: ...

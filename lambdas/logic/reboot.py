@@ -7,25 +7,22 @@ takes tens of minutes. When an approver decides `reboot`:
                   (InstanceIdInUse → in progress, InvalidInstanceStatus / InternalServerError →
                   retry, InstanceIdNotFound → gone), written ahead so a retry never reboots twice
     check_reboot  polled (bounded by the state machine) until the node is Running again
-    then          `remediation.start_health_check` runs the deep health check once more: passed →
+    then          `health_check.start_health_check` runs the deep health check once more: passed →
                   the incident closes as `rebooted` and the node is released; failed → a new
                   approval card with the new result. A reboot never turns into a replacement
                   without a second human decision, and an incident is rebooted at most
                   `lifecycle.MAX_REBOOTS` times.
 
 Dry run: the reboot is recorded as "would reboot" and nothing is called. A cluster that hands
-its recoveries to HyperPod (`lambdas.logic.recovery`) gets the node health label instead of the
-API call; the audit says which path acted.
+its recoveries to HyperPod (`lambdas.logic.recovery_path`) gets the node health label instead of
+the API call; the audit says which path acted.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from lambdas.logic import lifecycle, recovery
-from lambdas.logic._steps import Step
+from lambdas.logic._steps import Step, node_status_of
 from lambdas.logic.ports import Deps
-from lambdas.logic.remediation import node_status_of
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import InvalidTransition
 from lambdas.models.hyperpod import NodeStatus
@@ -51,36 +48,24 @@ def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
         ours = lifecycle.reboot_requested(incident)
-        begun = recovery.begin(
-            step, incident, recovery.REBOOT, ours=ours, on_enter=_start_reboot_record
+        return recovery.carry_out(
+            step, incident, recovery.REBOOT, _unasked, ours=ours, on_enter=_start_reboot_record
         )
-        if not isinstance(begun, Incident):
-            return begun
-        incident = begun
 
-        status_now, check_id = node_status_of(deps, incident)
-        if status_now == NodeStatus.NOT_FOUND:
-            return recovery.record(
-                step,
-                incident,
-                recovery.REBOOT,
-                ReplaceStatus.GONE,
-                "node_gone",
-                {"reason": "the node is gone: nothing to reboot"},
-                [check_id],
-            )
-        if deps.settings.dry_run:
-            return recovery.record(
-                step,
-                incident,
-                recovery.REBOOT,
-                ReplaceStatus.DRY_RUN,
-                "reboot_would_reboot",
-                {"would_reboot": incident.instance_id, "node_status": status_now},
-                [check_id],
-            )
-        incident = step.update(ref.incident_id, _pending(step.now()), incident)
-        return recovery.send(step, incident, recovery.REBOOT, status_now, check_id, ours=ours)
+
+def _unasked(found: recovery.Found) -> recovery.Unasked | None:
+    """Why no reboot is asked for (the node is gone; a dry run), or None to ask."""
+    if found.node_status == NodeStatus.NOT_FOUND:
+        return recovery.Unasked(
+            ReplaceStatus.GONE, "node_gone", {"reason": "the node is gone: nothing to reboot"}
+        )
+    if found.dry_run:
+        return recovery.Unasked(
+            ReplaceStatus.DRY_RUN,
+            "reboot_would_reboot",
+            {"would_reboot": found.incident.instance_id, "node_status": found.node_status},
+        )
+    return None
 
 
 def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
@@ -141,17 +126,6 @@ def _start_reboot_record(current: Incident) -> None:
         "polls": 0,
         "seen_down": False,
     }
-
-
-def _pending(at: str) -> Any:
-    """Write ahead: a BatchRebootClusterNodes is about to be sent (kept if the handler dies, so
-    a retry that finds the node rebooting counts it as ours)."""
-
-    def note(current: Incident) -> bool:
-        current.reboot = {**(current.reboot or {}), "pending": True, "sent_at": at}
-        return True
-
-    return note
 
 
 def _finish(

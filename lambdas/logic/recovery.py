@@ -1,13 +1,8 @@
-"""Who carries out an approved reboot or replacement: this pipeline through the HyperPod API
-(the default), or HyperPod itself, handed the node through its node health label.
-
-On HyperPod EKS clusters whose NodeRecovery is `Automatic`, setting the node's
-`sagemaker.amazonaws.com/node-health-status` label to `UnschedulablePendingReboot` or
-`UnschedulablePendingReplacement` makes HyperPod reboot or replace it within minutes, through its
-own recovery. A cluster opts in per cluster (`sdc:recoveryThroughNodeLabel`); the label is used
-only when the cluster's NodeRecovery is Automatic (otherwise HyperPod ignores it) and the node's
-Kubernetes name is known (isolation found it). Anything else goes through the API, and the audit
-says which path acted and why.
+"""An approved reboot or replacement, carried out (`carry_out`): what is checked before anything
+is asked, when nothing is asked (each kind's own rule), the request written ahead and sent along
+the path `lambdas.logic.recovery_path` chooses, every `Failed[]` code read, and the record kept
+on the incident and in the audit log. `lambdas.logic.reboot` and `lambdas.logic.replacement`
+are its two kinds.
 """
 
 from __future__ import annotations
@@ -16,27 +11,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from lambdas.logic import guard, lifecycle
-from lambdas.logic._steps import Step, error_details
+from lambdas.logic import guard, lifecycle, recovery_path
+from lambdas.logic._steps import Step, node_status_of
 from lambdas.metric_names import PipelineMetric, reboot_metric, replace_metric
 from lambdas.models.errors import (
     AwsError,
     InvalidTransition,
-    KubernetesError,
     RebootNotApproved,
     RebootRejected,
     ReplacementNotApproved,
     ReplacementRejected,
     SdcError,
 )
-from lambdas.models.hyperpod import BatchErrorCode, NodeRecovery
+from lambdas.models.hyperpod import BatchErrorCode
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.kubernetes import NODE_HEALTH_LABEL, PENDING_REBOOT, PENDING_REPLACEMENT
+from lambdas.models.kubernetes import PENDING_REBOOT, PENDING_REPLACEMENT
 from lambdas.models.payloads import Decision, ReplaceNodeResult, ReplaceStatus
 from lambdas.observability import count, logger
-
-API: Final = "api"
-NODE_LABEL: Final = "node_label"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,60 +93,115 @@ crash, or HyperPod's own recovery) → in progress; a status or server error →
 
 
 @dataclass(frozen=True, slots=True)
-class Route:
-    path: str
-    """API or NODE_LABEL."""
-    reason: str
-    eks_cluster: str | None = None
-    node_name: str | None = None
+class Found:
+    """What a reboot or replacement finds before it asks: the incident (in `kind.state`), the
+    node's status now, whether an earlier attempt may have asked already, and the dry run."""
+
+    incident: Incident
+    node_status: str
+    ours: bool
+    dry_run: bool
 
 
-def route(step: Step, incident: Incident) -> Route:
-    """The path this incident's recovery takes, and why."""
-    config = step.deps.settings.isolation_for(incident.cluster_name)
-    if config.recovery != NODE_LABEL:
-        return Route(API, "the cluster's recovery goes through the HyperPod API")
-    if incident.node_recovery != NodeRecovery.AUTOMATIC:
-        return Route(
-            API,
-            f"NodeRecovery is {incident.node_recovery or 'unknown'}, not Automatic: HyperPod "
-            "acts on its node health label only with Automatic",
+@dataclass(frozen=True, slots=True)
+class Unasked:
+    """What is recorded instead of a request (the node is gone, a dry run, ...)."""
+
+    status: ReplaceStatus
+    action: str
+    details: dict[str, Any]
+    ours: bool = False
+    """Recorded as asked by this pipeline (`requested_by_us`): an earlier attempt had asked."""
+
+
+def carry_out(
+    step: Step,
+    incident: Incident,
+    kind: Kind,
+    unasked: Callable[[Found], Unasked | None],
+    *,
+    ours: bool,
+    on_enter: Callable[[Incident], None] | None = None,
+) -> ReplaceNodeResult:
+    """An approved reboot or replacement from start to end: `_begin`; the node re-checked;
+    either `unasked` says why nothing is asked, and that is recorded, or the request is written
+    ahead and sent."""
+    begun = _begin(step, incident, kind, ours=ours, on_enter=on_enter)
+    if not isinstance(begun, Incident):
+        return begun
+    status_now, check_id = node_status_of(step.deps, begun)
+    found = Found(begun, status_now, ours, step.deps.settings.dry_run)
+    instead = unasked(found)
+    if instead is not None:
+        return _record(
+            step,
+            begun,
+            kind,
+            instead.status,
+            instead.action,
+            instead.details,
+            [check_id],
+            ours=instead.ours,
         )
-    isolation = incident.isolation or {}
-    node = (isolation.get("nodes") or {}).get(incident.instance_id) or {}
-    eks, name = isolation.get("eks_cluster"), node.get("node_name")
-    if not eks or not name:
-        return Route(API, "the node's Kubernetes name is unknown (it was not isolated)")
-    return Route(
-        NODE_LABEL, "handed to HyperPod's own recovery through its node health label", eks, name
-    )
+    pending = step.update(begun.incident_id, _write_ahead(kind, step.now()), begun)
+    return _send(step, pending, kind, status_now, check_id, ours=ours)
 
 
-def hand_over(step: Step, incident: Incident, chosen: Route, value: str) -> Route:
-    """Set the node health label to `value`; if the Kubernetes API refuses, say so in the audit
-    log and fall back to the API path (the decision is carried out either way)."""
-    assert chosen.eks_cluster and chosen.node_name
-    try:
-        step.deps.kubernetes.label(chosen.eks_cluster, chosen.node_name, NODE_HEALTH_LABEL, value)
-    except KubernetesError as err:
-        step.audit(
-            incident.incident_id,
-            "node_label_failed",
-            error_details(err, label=f"{NODE_HEALTH_LABEL}={value}", node_name=chosen.node_name),
+def _begin(
+    step: Step,
+    incident: Incident,
+    kind: Kind,
+    *,
+    ours: bool,
+    on_enter: Callable[[Incident], None] | None = None,
+) -> Incident | ReplaceNodeResult:
+    """What every reboot or replacement checks first: the approver decided it (never act
+    without), the incident waits for it or is already in it; a storm hold or the pause switch
+    holds it while nothing was asked yet (`ours`: an earlier attempt may have asked); the first
+    call moves the incident into `kind.state` (and `on_enter` starts its record). Returns the
+    incident, or the step's `held` result."""
+    decided = (incident.decision or {}).get("decision")
+    if decided != kind.decision:
+        raise kind.not_approved(
+            f"incident {incident.incident_id} has no {kind.decision.value} decision "
+            f"(decision: {decided})"
         )
-        return Route(API, f"the node health label could not be set ({err}): through the API")
-    return chosen
+    if incident.state not in (IncidentState.AWAITING_APPROVAL, kind.state):
+        raise InvalidTransition(f"cannot {kind.verb}: incident is {incident.state}")
+    if not ours:
+        blocker = guard.blocker(step.deps, incident.cluster_name)
+        if blocker is not None:
+            guard.hold_in_flight(step, incident, blocker)
+            return {"status": ReplaceStatus.HELD.value}
+    if incident.state is not IncidentState.AWAITING_APPROVAL:
+        return incident
+    at = step.now()
+
+    def enter(current: Incident) -> bool:
+        lifecycle.advance(current, kind.state, at)
+        if on_enter is not None:
+            on_enter(current)
+        return True
+
+    return step.update(incident.incident_id, enter, incident)
 
 
-def details(chosen: Route, value: str | None = None) -> dict[str, str]:
-    """What the audit entry of the request records about its path."""
-    record = {"path": chosen.path, "path_reason": chosen.reason}
-    if chosen.path == NODE_LABEL and value is not None:
-        record |= {"label": f"{NODE_HEALTH_LABEL}={value}", "node_name": str(chosen.node_name)}
-    return record
+def _write_ahead(kind: Kind, at: str) -> Callable[[Incident], bool]:
+    """The batch call is about to be sent: noted first, so a retry after the handler died
+    counts what it finds (the node rebooting, the node replaced) as ours."""
+
+    def note(current: Incident) -> bool:
+        setattr(
+            current,
+            kind.field,
+            {**(getattr(current, kind.field) or {}), "pending": True, "sent_at": at},
+        )
+        return True
+
+    return note
 
 
-def send(
+def _send(
     step: Step,
     incident: Incident,
     kind: Kind,
@@ -168,17 +214,17 @@ def send(
     the node health label where the cluster hands recoveries to HyperPod, else the batch call,
     reading its per-node `Failed[]` code (`FAILED_CODES`). `ours`: whether an earlier attempt
     of this incident may already have asked (a retry after a crash)."""
-    chosen = route(step, incident)
-    if chosen.path == NODE_LABEL:
-        chosen = hand_over(step, incident, chosen, kind.label)
-    if chosen.path == NODE_LABEL:
-        return record(
+    chosen = recovery_path.route(step, incident)
+    if chosen.path == recovery_path.NODE_LABEL:
+        chosen = recovery_path.hand_over(step, incident, chosen, kind.label)
+    if chosen.path == recovery_path.NODE_LABEL:
+        return _record(
             step,
             incident,
             kind,
             ReplaceStatus.REQUESTED,
             f"{kind.name}_requested",
-            {"node_status": status_now, **details(chosen, kind.label)},
+            {"node_status": status_now, **recovery_path.details(chosen, kind.label)},
             [check_id],
             ours=True,
         )
@@ -186,13 +232,13 @@ def send(
     result = call(incident.cluster_name, [incident.instance_id])
     request_ids = [check_id, result.request_id]
     if incident.instance_id in result.successful:
-        return record(
+        return _record(
             step,
             incident,
             kind,
             ReplaceStatus.REQUESTED,
             f"{kind.name}_requested",
-            {"node_status": status_now, **details(chosen)},
+            {"node_status": status_now, **recovery_path.details(chosen)},
             request_ids,
             ours=True,
         )
@@ -217,13 +263,13 @@ def send(
         "code": failure.code,
         "message": failure.message,
         "node_status": status_now,
-        **details(chosen),
+        **recovery_path.details(chosen),
     }
     action = f"{kind.name}_{suffix}" if suffix else "node_gone"
-    return record(step, incident, kind, status, action, failed, request_ids, ours=ours)
+    return _record(step, incident, kind, status, action, failed, request_ids, ours=ours)
 
 
-def record(
+def _record(
     step: Step,
     incident: Incident,
     kind: Kind,
@@ -274,42 +320,3 @@ def record(
     count(kind.metric(status))
     logger.info(f"{kind.name} of the node", incident_id=incident.incident_id, status=status.value)
     return {"status": status.value}
-
-
-def begin(
-    step: Step,
-    incident: Incident,
-    kind: Kind,
-    *,
-    ours: bool,
-    on_enter: Callable[[Incident], None] | None = None,
-) -> Incident | ReplaceNodeResult:
-    """What every reboot or replacement checks first: the approver decided it (never act
-    without), the incident waits for it or is already in it; a storm hold or the pause switch
-    holds it while nothing was asked yet (`ours`: an earlier attempt may have asked); the first
-    call moves the incident into `kind.state` (and `on_enter` starts its record). Returns the
-    incident, or the step's `held` result."""
-    decided = (incident.decision or {}).get("decision")
-    if decided != kind.decision:
-        raise kind.not_approved(
-            f"incident {incident.incident_id} has no {kind.decision.value} decision "
-            f"(decision: {decided})"
-        )
-    if incident.state not in (IncidentState.AWAITING_APPROVAL, kind.state):
-        raise InvalidTransition(f"cannot {kind.verb}: incident is {incident.state}")
-    if not ours:
-        blocker = guard.blocker(step.deps, incident.cluster_name)
-        if blocker is not None:
-            guard.hold_in_flight(step, incident, blocker)
-            return {"status": ReplaceStatus.HELD.value}
-    if incident.state is not IncidentState.AWAITING_APPROVAL:
-        return incident
-    at = step.now()
-
-    def enter(current: Incident) -> bool:
-        lifecycle.advance(current, kind.state, at)
-        if on_enter is not None:
-            on_enter(current)
-        return True
-
-    return step.update(incident.incident_id, enter, incident)

@@ -40,34 +40,5 @@ def nullable_text(parent: Mapping[str, Any], key: str, path: str) -> str | None:
     return value
 
 
-def rank(value: Any, path: str) -> int:
-    """A non-negative integer (ranks, steps)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MalformedEvent(path, f"expected a non-negative integer, got {value!r}")
-    return value
-
-
-def integer(value: Any, path: str, *, nullable: bool = False) -> int | None:
-    if value is None and nullable:
-        return None
-    return rank(value, path)
-
-
-def ranks(value: Any, path: str) -> tuple[int, ...]:
-    return tuple(rank(item, f"{path}[{i}]") for i, item in enumerate(array(value, path)))
-
-
-def array(value: Any, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise MalformedEvent(path, f"expected an array, got {type(value).__name__}")
-    return value
-
-
-def boolean(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise MalformedEvent(path, f"expected true or false, got {value!r}")
-    return value
-
-
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key

@@ -91,45 +91,6 @@ class ConditionFailed(AwsError):
     """A conditional write lost: the item changed (or exists) since it was read."""
 
 
-class LockHeld(ConditionFailed):
-    """Another incident is already open for this (cluster, instance)."""
-
-    def __init__(self, holder: str, **kwargs: Any) -> None:
-        super().__init__(f"an incident is already open: {holder}", **kwargs)
-        self.holder = holder
-
-
-class HeldBy(ConditionFailed):
-    """A held incident already speaks for this (cluster, instance) within its hold window."""
-
-    def __init__(self, holder: str, **kwargs: Any) -> None:
-        super().__init__(f"a held incident covers this instance: {holder}", **kwargs)
-        self.holder = holder
-
-
-class IncidentExists(ConditionFailed):
-    """An incident with this id was already created (a redelivered event)."""
-
-
-class GuardFull(ConditionFailed):
-    """The cluster's blast-radius guard has no free slot: as many incidents are open as allowed."""
-
-    def __init__(self, open_ids: list[str], limit: int, **kwargs: Any) -> None:
-        super().__init__(
-            f"{len(open_ids)} incident(s) already open, the limit is {limit}", **kwargs
-        )
-        self.open_ids = open_ids
-        self.limit = limit
-
-
-class HoldExists(ConditionFailed):
-    """The cluster already has an active storm hold."""
-
-    def __init__(self, holder: str, **kwargs: Any) -> None:
-        super().__init__(f"the cluster is already held: {holder}", **kwargs)
-        self.holder = holder
-
-
 class TaskNotWaiting(AwsError):
     """SendTaskSuccess found no waiting task: the token timed out, was used or is invalid."""
 

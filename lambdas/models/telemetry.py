@@ -50,7 +50,7 @@ class TelemetryFinding:
     """One thing a counter showed, in plain words (`text`), with what it rests on."""
 
     kind: str
-    """The counter family (`lambdas.logic.telemetry.FAMILIES`), e.g. `xid`, `row_remap_failed`."""
+    """The counter family (`lambdas.logic.dcgm.FAMILIES`), e.g. `xid`, `row_remap_failed`."""
     severity: str
     text: str
     gpu_uuid: str | None = None

@@ -39,11 +39,11 @@ from typing import Any
 
 from moto.dynamodb.models.table import Table
 
+from infra.cli.queries import DynamoAuditChains
 from infra.local.evaluator import InsightsAlarm, _contributor_id, _event
+from infra.local.fake_hyperpod import FakeHyperPod
 from infra.local.run import CLUSTER, TERMINAL, LocalRun
 from lambdas.adapters._aws import from_item
-from lambdas.adapters.fake_hyperpod import FakeHyperPod
-from lambdas.adapters.incident_queries import DynamoAuditChains
 from lambdas.logic.guard import open_limit
 from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings

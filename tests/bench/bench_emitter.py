@@ -15,8 +15,8 @@ from typing import Any
 
 from moto.server import ThreadedMotoServer
 
-from infra.local.drill import RANK_MAP
-from infra.local.drill import REPLAY_CULPRIT as ALARM
+from infra.local.drill.scenarios import RANK_MAP
+from infra.local.drill.scenarios import REPLAY_CULPRIT as ALARM
 from trainer_emitter import Emitter, MemorySink
 from trainer_emitter.report import Datapoint
 

@@ -11,7 +11,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from infra.local.drill import RANK_MAP, REPLAY_CULPRIT
+from infra.local.drill.scenarios import RANK_MAP, REPLAY_CULPRIT
 from infra.local.run import LocalRun
 from lambdas.models.kubernetes import KubeNode
 from tests.bench.clients import reused_clients

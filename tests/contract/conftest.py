@@ -1,10 +1,13 @@
 """Each storage port's contract, run twice: on the in-memory fake the unit tests use and on the
-DynamoDB adapter in moto, with the tables created from the synthesized template.
+port's DynamoDB adapter in moto, with the tables created from the synthesized template.
 
 The template is synthesized once per session (the local run's, cached in-process, so suites that
 stand the stack up share it); each test module gets one moto account with the tables made from
-it, and each DynamoDB case starts from empty tables. A case that passes on one implementation and
-fails on the other is the fake drifting from DynamoDB, or the adapter from its port.
+it, and each DynamoDB case starts from empty tables. The ports kept on the incidents table share its
+state: a case that asks for two of them (a create that takes a guard slot, and the guard's
+state) gets both on the same fake, or both adapters on the same table. A case that passes on
+one implementation and fails on the other is the fake drifting from DynamoDB, or the adapter
+from its port.
 """
 
 from __future__ import annotations
@@ -15,14 +18,19 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, TypeVar
 
 import boto3
 import pytest
 from moto import mock_aws
 
 from infra.local.template import create_tables
-from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
+from lambdas.adapters._aws import DynamoTable
+from lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from lambdas.adapters.dynamodb.guard import DynamoGuardStore
+from lambdas.adapters.dynamodb.history import DynamoHistoryStore
+from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
+from lambdas.adapters.dynamodb.reports import DynamoReportStore
 from lambdas.logic.ports import AuditLog, GuardStore, HistoryStore, IncidentStore, ReportStore
 from tests.unit.fakes import InMemoryAuditLog, InMemoryIncidentStore
 
@@ -31,16 +39,14 @@ INCIDENTS_TABLE = "IncidentsTable"
 AUDIT_TABLE = "AuditTable"
 """Logical ids of the template's tables (infra/storage.py fixes them)."""
 
+T = TypeVar("T", bound=DynamoTable)
+
 FAKE_CREDENTIALS = {
     "AWS_DEFAULT_REGION": REGION,
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
 }
-
-
-class IncidentsTable(IncidentStore, ReportStore, GuardStore, HistoryStore, Protocol):
-    """Every port kept on the incidents table: what both the fake and the adapter implement."""
 
 
 @dataclass
@@ -89,25 +95,56 @@ def impl(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _dynamo_tables(request: pytest.FixtureRequest) -> Tables:
-    """Asked for lazily: the fake's cases need neither the synth nor moto."""
-    found: Tables = request.getfixturevalue("tables")
-    found.truncate()
-    return found
+@pytest.fixture
+def empty_tables(tables: Tables) -> Tables:
+    """The module's tables, emptied once for the case (however many ports it asks for)."""
+    tables.truncate()
+    return tables
 
 
 @pytest.fixture
-def store(impl: str, request: pytest.FixtureRequest) -> IncidentsTable:
-    """The incidents table's ports: the fake, or the DynamoDB adapter on empty tables."""
+def fake_table() -> InMemoryIncidentStore:
+    """The fake of the incidents table: one per case, behind every port the case asks for."""
+    return InMemoryIncidentStore()
+
+
+def _on_table(request: pytest.FixtureRequest, logical_id: str, adapter: type[T]) -> T:
+    """`adapter` on the emptied table `logical_id`. Asked for lazily: the fake's cases need
+    neither the synth nor moto."""
+    found: Tables = request.getfixturevalue("empty_tables")
+    return adapter(found.names[logical_id], lambda: found.client)
+
+
+@pytest.fixture
+def incidents(impl: str, request: pytest.FixtureRequest) -> IncidentStore:
     if impl == "fake":
-        return InMemoryIncidentStore()
-    found = _dynamo_tables(request)
-    return DynamoIncidentStore(found.names[INCIDENTS_TABLE], lambda: found.client)
+        return request.getfixturevalue("fake_table")
+    return _on_table(request, INCIDENTS_TABLE, DynamoIncidentStore)
+
+
+@pytest.fixture
+def reports(impl: str, request: pytest.FixtureRequest) -> ReportStore:
+    if impl == "fake":
+        return request.getfixturevalue("fake_table")
+    return _on_table(request, INCIDENTS_TABLE, DynamoReportStore)
+
+
+@pytest.fixture
+def guard(impl: str, request: pytest.FixtureRequest) -> GuardStore:
+    if impl == "fake":
+        return request.getfixturevalue("fake_table")
+    return _on_table(request, INCIDENTS_TABLE, DynamoGuardStore)
+
+
+@pytest.fixture
+def history(impl: str, request: pytest.FixtureRequest) -> HistoryStore:
+    if impl == "fake":
+        return request.getfixturevalue("fake_table")
+    return _on_table(request, INCIDENTS_TABLE, DynamoHistoryStore)
 
 
 @pytest.fixture
 def audit(impl: str, request: pytest.FixtureRequest) -> AuditLog:
     if impl == "fake":
         return InMemoryAuditLog()
-    found = _dynamo_tables(request)
-    return DynamoAuditLog(found.names[AUDIT_TABLE], lambda: found.client)
+    return _on_table(request, AUDIT_TABLE, DynamoAuditLog)

@@ -7,9 +7,9 @@ from typing import Any
 
 from lambdas.logic.audit import GENESIS, seal
 from lambdas.models.audit import AuditEntry
-from lambdas.models.events import SdcReport, parse_report
 from lambdas.models.guard import ClusterHold, PastIncident
 from lambdas.models.incident import Incident, IncidentState, Scope
+from lambdas.models.report import SdcReport, parse_report
 from tests.conftest import load_fixture
 
 CLUSTER = "ml-cluster-1"

@@ -7,10 +7,10 @@ import copy
 
 import pytest
 
-from lambdas.logic.ports import GuardStore
-from lambdas.models.errors import ConditionFailed, HoldExists
+from lambdas.logic.ports import GuardStore, IncidentStore
+from lambdas.models.errors import ConditionFailed
 from lambdas.models.guard import ClusterHold, GuardState
-from tests.contract.conftest import IncidentsTable
+from lambdas.models.writes import Created, HoldExists
 from tests.contract.records import CLUSTER, OTHER_CLUSTER, hold, incident
 
 LIFTED_AT = "2026-11-30T09:00:00+00:00"
@@ -18,28 +18,32 @@ LIFTED_AT = "2026-11-30T09:00:00+00:00"
 # -- guard state and slots ------------------------------------------------------------------------
 
 
-def test_a_cluster_never_guarded_has_no_slots_taken_and_no_reset(store: GuardStore):
-    assert store.guard_state(CLUSTER) == GuardState((), None)
+def test_a_cluster_never_guarded_has_no_slots_taken_and_no_reset(guard: GuardStore):
+    assert guard.guard_state(CLUSTER) == GuardState((), None)
 
 
-def test_releasing_a_slot_frees_only_that_one_and_is_idempotent(store: IncidentsTable):
-    store.create(incident(1), slot_limit=3)
-    store.create(incident(2), slot_limit=3)
+def test_releasing_a_slot_frees_only_that_one_and_is_idempotent(
+    incidents: IncidentStore, guard: GuardStore
+):
+    incidents.create(incident(1), slot_limit=3)
+    incidents.create(incident(2), slot_limit=3)
 
-    store.release_slot(CLUSTER, incident(1).incident_id)
-    store.release_slot(CLUSTER, incident(1).incident_id)
+    guard.release_slot(CLUSTER, incident(1).incident_id)
+    guard.release_slot(CLUSTER, incident(1).incident_id)
 
-    assert store.guard_state(CLUSTER).open_ids == (incident(2).incident_id,)
+    assert guard.guard_state(CLUSTER).open_ids == (incident(2).incident_id,)
 
 
 @pytest.mark.parametrize("cluster", [CLUSTER, OTHER_CLUSTER], ids=["guarded", "never-guarded"])
-def test_releasing_a_slot_that_was_never_taken_is_harmless(store: IncidentsTable, cluster: str):
-    store.create(incident(1), slot_limit=3)
+def test_releasing_a_slot_that_was_never_taken_is_harmless(
+    incidents: IncidentStore, guard: GuardStore, cluster: str
+):
+    incidents.create(incident(1), slot_limit=3)
 
-    store.release_slot(cluster, "sdc-never")
+    guard.release_slot(cluster, "sdc-never")
 
-    assert store.guard_state(CLUSTER).open_ids == (incident(1).incident_id,)
-    assert store.guard_state(OTHER_CLUSTER).open_ids == ()
+    assert guard.guard_state(CLUSTER).open_ids == (incident(1).incident_id,)
+    assert guard.guard_state(OTHER_CLUSTER).open_ids == ()
 
 
 # -- storm flags ----------------------------------------------------------------------------------
@@ -55,12 +59,12 @@ def test_releasing_a_slot_that_was_never_taken_is_harmless(store: IncidentsTable
     ],
 )
 def test_flagged_instances_are_those_flagged_at_or_after_since(
-    store: GuardStore, since: int, expected: set[str]
+    guard: GuardStore, since: int, expected: set[str]
 ):
     for n, at in ((1, 100), (2, 200), (3, 300)):
-        store.flag_instance(CLUSTER, f"i-0{n}", at, 10_000)
+        guard.flag_instance(CLUSTER, f"i-0{n}", at, 10_000)
 
-    assert store.flagged_instances(CLUSTER, since) == expected
+    assert guard.flagged_instances(CLUSTER, since) == expected
 
 
 @pytest.mark.parametrize(
@@ -69,198 +73,188 @@ def test_flagged_instances_are_those_flagged_at_or_after_since(
     ids=["later-flag", "earlier-flag"],
 )
 def test_an_instance_has_one_flag_the_last_one_noted(
-    store: GuardStore, first: int, then: int, expected: set[str]
+    guard: GuardStore, first: int, then: int, expected: set[str]
 ):
-    store.flag_instance(CLUSTER, "i-01", first, 10_000)
-    store.flag_instance(CLUSTER, "i-01", then, 10_000)
+    guard.flag_instance(CLUSTER, "i-01", first, 10_000)
+    guard.flag_instance(CLUSTER, "i-01", then, 10_000)
 
-    assert store.flagged_instances(CLUSTER, 200) == expected
+    assert guard.flagged_instances(CLUSTER, 200) == expected
 
 
-def test_flags_are_kept_per_cluster(store: GuardStore):
-    store.flag_instance(CLUSTER, "i-01", 100, 10_000)
+def test_flags_are_kept_per_cluster(guard: GuardStore):
+    guard.flag_instance(CLUSTER, "i-01", 100, 10_000)
 
-    assert store.flagged_instances(OTHER_CLUSTER, 0) == set()
+    assert guard.flagged_instances(OTHER_CLUSTER, 0) == set()
 
 
 # -- storm holds ----------------------------------------------------------------------------------
 
 
-def test_a_created_hold_is_the_clusters_active_hold_and_reads_back_equal(store: GuardStore):
-    store.create_hold(hold(1))
-
-    assert store.active_hold(CLUSTER) == hold(1)
-    assert store.get_hold(hold(1).hold_id) == hold(1)
-
-
-def test_no_hold_reads_as_none(store: GuardStore):
-    assert store.active_hold(CLUSTER) is None
-    assert store.get_hold("hold-unknown") is None
+def test_a_created_hold_is_the_clusters_active_hold_and_reads_back_equal(guard: GuardStore):
+    assert guard.create_hold(hold(1)) == Created()
+    assert guard.active_hold(CLUSTER) == hold(1)
+    assert guard.get_hold(hold(1).hold_id) == hold(1)
 
 
-def test_a_second_hold_while_one_is_active_is_refused_naming_the_active_one(store: GuardStore):
-    store.create_hold(hold(1))
-
-    with pytest.raises(HoldExists) as exists:
-        store.create_hold(hold(2))
-
-    assert exists.value.holder == hold(1).hold_id
-    assert store.get_hold(hold(2).hold_id) is None
-    assert store.active_hold(CLUSTER) == hold(1)
+def test_no_hold_reads_as_none(guard: GuardStore):
+    assert guard.active_hold(CLUSTER) is None
+    assert guard.get_hold("hold-unknown") is None
 
 
-def test_creating_the_same_hold_twice_is_refused(store: GuardStore):
-    store.create_hold(hold(1))
+def test_a_second_hold_while_one_is_active_is_refused_naming_the_active_one(guard: GuardStore):
+    guard.create_hold(hold(1))
 
-    with pytest.raises(HoldExists) as exists:
-        store.create_hold(hold(1))
-
-    assert exists.value.holder == hold(1).hold_id
-
-
-def test_the_id_of_a_lifted_hold_cannot_be_used_again(store: GuardStore):
-    store.create_hold(hold(1))
-    lifted = _lifted(store, hold(1).hold_id)
-
-    with pytest.raises(HoldExists) as exists:
-        store.create_hold(hold(1))
-
-    assert exists.value.holder == hold(1).hold_id
-    assert store.active_hold(CLUSTER) is None
-    assert store.get_hold(hold(1).hold_id) == lifted
+    assert guard.create_hold(hold(2)) == HoldExists(hold(1).hold_id)
+    assert guard.get_hold(hold(2).hold_id) is None
+    assert guard.active_hold(CLUSTER) == hold(1)
 
 
-def test_after_a_lift_a_new_hold_becomes_active(store: GuardStore):
-    store.create_hold(hold(1))
-    _lifted(store, hold(1).hold_id)
+def test_creating_the_same_hold_twice_is_refused(guard: GuardStore):
+    guard.create_hold(hold(1))
 
-    store.create_hold(hold(2))
-
-    assert store.active_hold(CLUSTER) == hold(2)
+    assert guard.create_hold(hold(1)) == HoldExists(hold(1).hold_id)
 
 
-def test_holds_are_per_cluster(store: GuardStore):
-    store.create_hold(hold(1))
+def test_the_id_of_a_lifted_hold_cannot_be_used_again(guard: GuardStore):
+    guard.create_hold(hold(1))
+    lifted = _lifted(guard, hold(1).hold_id)
+
+    assert guard.create_hold(hold(1)) == HoldExists(hold(1).hold_id)
+    assert guard.active_hold(CLUSTER) is None
+    assert guard.get_hold(hold(1).hold_id) == lifted
+
+
+def test_after_a_lift_a_new_hold_becomes_active(guard: GuardStore):
+    guard.create_hold(hold(1))
+    _lifted(guard, hold(1).hold_id)
+
+    assert guard.create_hold(hold(2)) == Created()
+    assert guard.active_hold(CLUSTER) == hold(2)
+
+
+def test_holds_are_per_cluster(guard: GuardStore):
+    guard.create_hold(hold(1))
     other = hold(1, cluster_name=OTHER_CLUSTER)
 
-    store.create_hold(other)
+    assert guard.create_hold(other) == Created()
+    assert guard.active_hold(CLUSTER) == hold(1)
+    assert guard.active_hold(OTHER_CLUSTER) == other
 
-    assert store.active_hold(CLUSTER) == hold(1)
-    assert store.active_hold(OTHER_CLUSTER) == other
 
-
-def test_saving_a_hold_bumps_its_version_and_keeps_the_changes(store: GuardStore):
-    store.create_hold(hold(1))
-    loaded = _loaded(store, hold(1).hold_id)
+def test_saving_a_hold_bumps_its_version_and_keeps_the_changes(guard: GuardStore):
+    guard.create_hold(hold(1))
+    loaded = _loaded(guard, hold(1).hold_id)
     loaded.notified = True
 
-    store.save_hold(loaded)
+    guard.save_hold(loaded)
 
     assert loaded.version == 1
-    assert store.get_hold(hold(1).hold_id) == loaded
-    assert store.active_hold(CLUSTER) == loaded
+    assert guard.get_hold(hold(1).hold_id) == loaded
+    assert guard.active_hold(CLUSTER) == loaded
 
 
-def test_a_stale_hold_save_is_refused_and_changes_nothing(store: GuardStore):
-    store.create_hold(hold(1))
-    first, second = _loaded(store, hold(1).hold_id), _loaded(store, hold(1).hold_id)
+def test_a_stale_hold_save_is_refused_and_changes_nothing(guard: GuardStore):
+    guard.create_hold(hold(1))
+    first, second = _loaded(guard, hold(1).hold_id), _loaded(guard, hold(1).hold_id)
     first.notified = True
-    store.save_hold(first)
+    guard.save_hold(first)
     second.comment = "late"
 
     with pytest.raises(ConditionFailed):
-        store.save_hold(second)
+        guard.save_hold(second)
 
     assert second.version == 0
-    assert store.get_hold(hold(1).hold_id) == first
+    assert guard.get_hold(hold(1).hold_id) == first
 
 
-def test_saving_a_hold_that_was_never_created_is_refused(store: GuardStore):
+def test_saving_a_hold_that_was_never_created_is_refused(guard: GuardStore):
     with pytest.raises(ConditionFailed):
-        store.save_hold(hold(1))
+        guard.save_hold(hold(1))
 
-    assert store.get_hold(hold(1).hold_id) is None
+    assert guard.get_hold(hold(1).hold_id) is None
 
 
-def test_lifting_a_hold_saves_it_ends_it_and_notes_the_reset_time(store: GuardStore):
-    store.create_hold(hold(1))
+def test_lifting_a_hold_saves_it_ends_it_and_notes_the_reset_time(guard: GuardStore):
+    guard.create_hold(hold(1))
 
-    lifted = _lifted(store, hold(1).hold_id, reset_at=1_800_000_000)
+    lifted = _lifted(guard, hold(1).hold_id, reset_at=1_800_000_000)
 
     assert lifted.version == 1
-    assert store.active_hold(CLUSTER) is None
-    assert store.get_hold(hold(1).hold_id) == lifted
-    assert store.guard_state(CLUSTER).storm_reset_at == 1_800_000_000
+    assert guard.active_hold(CLUSTER) is None
+    assert guard.get_hold(hold(1).hold_id) == lifted
+    assert guard.guard_state(CLUSTER).storm_reset_at == 1_800_000_000
 
 
-def test_lifting_a_stale_hold_is_refused_and_changes_nothing(store: GuardStore):
-    store.create_hold(hold(1))
-    stale = _loaded(store, hold(1).hold_id)
-    fresh = _loaded(store, hold(1).hold_id)
+def test_lifting_a_stale_hold_is_refused_and_changes_nothing(guard: GuardStore):
+    guard.create_hold(hold(1))
+    stale = _loaded(guard, hold(1).hold_id)
+    fresh = _loaded(guard, hold(1).hold_id)
     fresh.notified = True
-    store.save_hold(fresh)
+    guard.save_hold(fresh)
     stale.lifted_at = LIFTED_AT
 
     with pytest.raises(ConditionFailed):
-        store.lift_hold(stale, 1_800_000_000)
+        guard.lift_hold(stale, 1_800_000_000)
 
     assert stale.version == 0
-    assert store.active_hold(CLUSTER) == fresh
-    assert store.guard_state(CLUSTER).storm_reset_at is None
+    assert guard.active_hold(CLUSTER) == fresh
+    assert guard.guard_state(CLUSTER).storm_reset_at is None
 
 
-def test_lifting_a_hold_again_is_refused_and_keeps_the_first_reset(store: GuardStore):
-    store.create_hold(hold(1))
-    lifted = _lifted(store, hold(1).hold_id, reset_at=1_800_000_000)
-
-    with pytest.raises(ConditionFailed):
-        store.lift_hold(copy.deepcopy(lifted), 1_900_000_000)
-
-    assert store.get_hold(hold(1).hold_id) == lifted
-    assert store.guard_state(CLUSTER).storm_reset_at == 1_800_000_000
-
-
-def test_lifting_a_hold_that_is_not_the_active_one_is_refused(store: GuardStore):
-    store.create_hold(hold(1))
-    old = _lifted(store, hold(1).hold_id, reset_at=1_800_000_000)
-    store.create_hold(hold(2))
+def test_lifting_a_hold_again_is_refused_and_keeps_the_first_reset(guard: GuardStore):
+    guard.create_hold(hold(1))
+    lifted = _lifted(guard, hold(1).hold_id, reset_at=1_800_000_000)
 
     with pytest.raises(ConditionFailed):
-        store.lift_hold(old, 1_900_000_000)
+        guard.lift_hold(copy.deepcopy(lifted), 1_900_000_000)
 
-    assert store.active_hold(CLUSTER) == hold(2)
-    assert store.guard_state(CLUSTER).storm_reset_at == 1_800_000_000
+    assert guard.get_hold(hold(1).hold_id) == lifted
+    assert guard.guard_state(CLUSTER).storm_reset_at == 1_800_000_000
 
 
-def test_a_lift_keeps_the_slots_taken_and_a_slot_keeps_the_reset(store: IncidentsTable):
-    store.create(incident(1), slot_limit=3)
-    store.create_hold(hold(1))
-    _lifted(store, hold(1).hold_id, reset_at=1_800_000_000)
+def test_lifting_a_hold_that_is_not_the_active_one_is_refused(guard: GuardStore):
+    guard.create_hold(hold(1))
+    old = _lifted(guard, hold(1).hold_id, reset_at=1_800_000_000)
+    guard.create_hold(hold(2))
 
-    store.create(incident(2), slot_limit=3)
+    with pytest.raises(ConditionFailed):
+        guard.lift_hold(old, 1_900_000_000)
 
-    assert store.guard_state(CLUSTER) == GuardState(
+    assert guard.active_hold(CLUSTER) == hold(2)
+    assert guard.guard_state(CLUSTER).storm_reset_at == 1_800_000_000
+
+
+def test_a_lift_keeps_the_slots_taken_and_a_slot_keeps_the_reset(
+    incidents: IncidentStore, guard: GuardStore
+):
+    incidents.create(incident(1), slot_limit=3)
+    guard.create_hold(hold(1))
+    _lifted(guard, hold(1).hold_id, reset_at=1_800_000_000)
+
+    incidents.create(incident(2), slot_limit=3)
+
+    assert guard.guard_state(CLUSTER) == GuardState(
         (incident(1).incident_id, incident(2).incident_id), 1_800_000_000
     )
 
 
-def test_a_hold_read_is_a_copy(store: GuardStore):
-    store.create_hold(hold(1))
-    loaded = _loaded(store, hold(1).hold_id)
+def test_a_hold_read_is_a_copy(guard: GuardStore):
+    guard.create_hold(hold(1))
+    loaded = _loaded(guard, hold(1).hold_id)
     loaded.instances.append("i-changed")
 
-    assert store.get_hold(hold(1).hold_id) == hold(1)
+    assert guard.get_hold(hold(1).hold_id) == hold(1)
 
 
-def _loaded(store: GuardStore, hold_id: str) -> ClusterHold:
-    found = store.get_hold(hold_id)
+def _loaded(guard: GuardStore, hold_id: str) -> ClusterHold:
+    found = guard.get_hold(hold_id)
     assert found is not None
     return found
 
 
-def _lifted(store: GuardStore, hold_id: str, *, reset_at: int = 1_800_000_000) -> ClusterHold:
-    active = _loaded(store, hold_id)
+def _lifted(guard: GuardStore, hold_id: str, *, reset_at: int = 1_800_000_000) -> ClusterHold:
+    active = _loaded(guard, hold_id)
     active.lifted_at = LIFTED_AT
     active.lifted_by = "oncall"
-    store.lift_hold(active, reset_at)
+    guard.lift_hold(active, reset_at)
     return active

@@ -12,34 +12,34 @@ from lambdas.models.guard import PAST_INCIDENTS_LIMIT, PastIncident
 from tests.contract.records import past
 
 
-def _by_instance(store: HistoryStore) -> list[PastIncident]:
-    return store.past_for_instance("i-01")
+def _by_instance(history: HistoryStore) -> list[PastIncident]:
+    return history.past_for_instance("i-01")
 
 
-def _by_gpu(store: HistoryStore) -> list[PastIncident]:
-    return store.past_for_gpu("GPU-a")
+def _by_gpu(history: HistoryStore) -> list[PastIncident]:
+    return history.past_for_gpu("GPU-a")
 
 
 LOOKUPS = pytest.mark.parametrize("lookup", [_by_instance, _by_gpu], ids=["instance", "gpu"])
 
 
-def test_a_recorded_incident_is_found_by_its_instance_and_each_of_its_gpus(store: HistoryStore):
+def test_a_recorded_incident_is_found_by_its_instance_and_each_of_its_gpus(history: HistoryStore):
     recorded = past(1, closed_at="2026-11-30T09:15:04+00:00", gpus=("GPU-a", "GPU-b"))
 
-    store.record_past(recorded)
+    history.record_past(recorded)
 
-    assert store.past_for_instance("i-01") == [recorded]
-    assert store.past_for_gpu("GPU-a") == [recorded]
-    assert store.past_for_gpu("GPU-b") == [recorded]
+    assert history.past_for_instance("i-01") == [recorded]
+    assert history.past_for_gpu("GPU-a") == [recorded]
+    assert history.past_for_gpu("GPU-b") == [recorded]
 
 
-def test_an_incident_without_gpus_is_found_by_its_instance_only(store: HistoryStore):
+def test_an_incident_without_gpus_is_found_by_its_instance_only(history: HistoryStore):
     recorded = past(1, closed_at="2026-11-30T09:15:04+00:00")
 
-    store.record_past(recorded)
+    history.record_past(recorded)
 
-    assert store.past_for_instance("i-01") == [recorded]
-    assert store.past_for_gpu("") == []
+    assert history.past_for_instance("i-01") == [recorded]
+    assert history.past_for_gpu("") == []
 
 
 @pytest.mark.parametrize(
@@ -48,68 +48,68 @@ def test_an_incident_without_gpus_is_found_by_its_instance_only(store: HistorySt
     ids=["instance", "gpu"],
 )
 def test_nothing_recorded_reads_as_empty(
-    store: HistoryStore, lookup: Callable[[HistoryStore], list[PastIncident]]
+    history: HistoryStore, lookup: Callable[[HistoryStore], list[PastIncident]]
 ):
-    store.record_past(past(1, closed_at="2026-11-30T09:15:04+00:00", gpus=("GPU-a",)))
+    history.record_past(past(1, closed_at="2026-11-30T09:15:04+00:00", gpus=("GPU-a",)))
 
-    assert lookup(store) == []
+    assert lookup(history) == []
 
 
 @LOOKUPS
 def test_recording_the_same_incident_twice_keeps_one(
-    store: HistoryStore, lookup: Callable[[HistoryStore], list[PastIncident]]
+    history: HistoryStore, lookup: Callable[[HistoryStore], list[PastIncident]]
 ):
     recorded = past(1, closed_at="2026-11-30T09:15:04+00:00", gpus=("GPU-a",))
 
-    store.record_past(recorded)
-    store.record_past(recorded)
+    history.record_past(recorded)
+    history.record_past(recorded)
 
-    assert lookup(store) == [recorded]
+    assert lookup(history) == [recorded]
 
 
 @LOOKUPS
 def test_the_same_incident_recorded_with_another_closing_time_is_another_entry(
-    store: HistoryStore, lookup: Callable[[HistoryStore], list[PastIncident]]
+    history: HistoryStore, lookup: Callable[[HistoryStore], list[PastIncident]]
 ):
     first = past(1, closed_at="2026-11-30T09:15:04+00:00", gpus=("GPU-a",))
     again = past(1, closed_at="2026-11-30T09:15:09+00:00", gpus=("GPU-a",))
 
-    store.record_past(first)
-    store.record_past(again)
+    history.record_past(first)
+    history.record_past(again)
 
-    assert lookup(store) == [again, first]
+    assert lookup(history) == [again, first]
 
 
 @LOOKUPS
 def test_the_newest_closing_comes_first_whatever_the_order_recorded(
-    store: HistoryStore, lookup: Callable[[HistoryStore], list[PastIncident]]
+    history: HistoryStore, lookup: Callable[[HistoryStore], list[PastIncident]]
 ):
     middle = past(1, closed_at="2026-11-30T09:00:00+00:00", gpus=("GPU-a",))
     oldest = past(2, closed_at="2026-11-29T09:00:00+00:00", gpus=("GPU-a",))
     newest = past(3, closed_at="2026-12-01T09:00:00+00:00", gpus=("GPU-a",))
     same_time = past(4, closed_at="2026-11-30T09:00:00+00:00", gpus=("GPU-a",))
     for recorded in (middle, oldest, newest, same_time):
-        store.record_past(recorded)
+        history.record_past(recorded)
 
     # equal closing times: by incident id, highest first
-    assert lookup(store) == [newest, same_time, middle, oldest]
+    assert lookup(history) == [newest, same_time, middle, oldest]
 
 
 @LOOKUPS
 def test_a_lookup_returns_at_most_the_newest_limit(
-    store: HistoryStore, lookup: Callable[[HistoryStore], list[PastIncident]]
+    history: HistoryStore, lookup: Callable[[HistoryStore], list[PastIncident]]
 ):
     recorded = [
         past(n, closed_at=f"2026-11-{1 + n // 24:02d}T{n % 24:02d}:00:00+00:00", gpus=("GPU-a",))
         for n in range(PAST_INCIDENTS_LIMIT + 3)
     ]
     for each in recorded:
-        store.record_past(each)
+        history.record_past(each)
 
-    assert lookup(store) == recorded[::-1][:PAST_INCIDENTS_LIMIT]
+    assert lookup(history) == recorded[::-1][:PAST_INCIDENTS_LIMIT]
 
 
-def test_history_is_kept_by_instance_whatever_the_cluster(store: HistoryStore):
+def test_history_is_kept_by_instance_whatever_the_cluster(history: HistoryStore):
     here = past(1, closed_at="2026-11-30T09:00:00+00:00")
     elsewhere = dataclasses.replace(
         here,
@@ -118,13 +118,13 @@ def test_history_is_kept_by_instance_whatever_the_cluster(store: HistoryStore):
         closed_at="2026-11-30T08:00:00+00:00",
     )
 
-    store.record_past(here)
-    store.record_past(elsewhere)
+    history.record_past(here)
+    history.record_past(elsewhere)
 
-    assert store.past_for_instance("i-01") == [here, elsewhere]
+    assert history.past_for_instance("i-01") == [here, elsewhere]
 
 
-def test_every_field_round_trips(store: HistoryStore):
+def test_every_field_round_trips(history: HistoryStore):
     recorded = PastIncident(
         incident_id="sdc-ml-cluster-1-1",
         cluster_name="ml-cluster-1",
@@ -137,6 +137,6 @@ def test_every_field_round_trips(store: HistoryStore):
         advice="replace: repeat offender",
     )
 
-    store.record_past(recorded)
+    history.record_past(recorded)
 
-    assert store.past_for_gpu("GPU-b") == [recorded]
+    assert history.past_for_gpu("GPU-b") == [recorded]

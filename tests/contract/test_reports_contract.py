@@ -10,63 +10,63 @@ from tests.contract.records import OTHER_CLUSTER, REPORTED_INSTANCE, instance, r
 EXPIRES = 1_767_000_000
 
 
-def test_a_first_report_is_stored_and_reads_back_equal(store: ReportStore):
+def test_a_first_report_is_stored_and_reads_back_equal(reports: ReportStore):
     sent = report()
 
-    assert store.put_report(sent, REPORTED_INSTANCE, EXPIRES) is True
-    assert store.latest_report(sent.cluster_name, REPORTED_INSTANCE) == sent
+    assert reports.put_report(sent, REPORTED_INSTANCE, EXPIRES) is True
+    assert reports.latest_report(sent.cluster_name, REPORTED_INSTANCE) == sent
 
 
-def test_the_same_report_again_is_not_stored_twice_and_the_first_copy_stays(store: ReportStore):
+def test_the_same_report_again_is_not_stored_twice_and_the_first_copy_stays(reports: ReportStore):
     first = report()
-    store.put_report(first, REPORTED_INSTANCE, EXPIRES)
+    reports.put_report(first, REPORTED_INSTANCE, EXPIRES)
     redelivered = report(job_name="another-job")
 
-    assert store.put_report(redelivered, REPORTED_INSTANCE, EXPIRES) is False
-    assert store.latest_report(first.cluster_name, REPORTED_INSTANCE) == first
+    assert reports.put_report(redelivered, REPORTED_INSTANCE, EXPIRES) is False
+    assert reports.latest_report(first.cluster_name, REPORTED_INSTANCE) == first
 
 
 @pytest.mark.parametrize(
     "newest_first", [True, False], ids=["newest-put-first", "oldest-put-first"]
 )
 def test_the_latest_report_is_the_one_emitted_last_whatever_the_order_they_came_in(
-    store: ReportStore, newest_first: bool
+    reports: ReportStore, newest_first: bool
 ):
     older = report(report_id="r-older-000001", emitted_at="2026-11-30T08:00:00Z")
     newer = report(report_id="r-newer-000002", emitted_at="2026-11-30T08:14:31.207Z")
     for sent in [newer, older] if newest_first else [older, newer]:
-        assert store.put_report(sent, REPORTED_INSTANCE, EXPIRES) is True
+        assert reports.put_report(sent, REPORTED_INSTANCE, EXPIRES) is True
 
-    assert store.latest_report(newer.cluster_name, REPORTED_INSTANCE) == newer
+    assert reports.latest_report(newer.cluster_name, REPORTED_INSTANCE) == newer
 
 
-def test_reports_emitted_at_the_same_time_are_ordered_by_report_id(store: ReportStore):
+def test_reports_emitted_at_the_same_time_are_ordered_by_report_id(reports: ReportStore):
     a = report(report_id="r-aaaaaaaa")
     b = report(report_id="r-bbbbbbbb")
-    store.put_report(b, REPORTED_INSTANCE, EXPIRES)
-    store.put_report(a, REPORTED_INSTANCE, EXPIRES)
+    reports.put_report(b, REPORTED_INSTANCE, EXPIRES)
+    reports.put_report(a, REPORTED_INSTANCE, EXPIRES)
 
-    assert store.latest_report(a.cluster_name, REPORTED_INSTANCE) == b
+    assert reports.latest_report(a.cluster_name, REPORTED_INSTANCE) == b
 
 
-def test_reports_are_kept_per_cluster_and_instance(store: ReportStore):
+def test_reports_are_kept_per_cluster_and_instance(reports: ReportStore):
     sent = report()
-    store.put_report(sent, REPORTED_INSTANCE, EXPIRES)
+    reports.put_report(sent, REPORTED_INSTANCE, EXPIRES)
 
-    assert store.put_report(sent, instance(2), EXPIRES) is True
-    assert store.latest_report(sent.cluster_name, instance(3)) is None
-    assert store.latest_report(OTHER_CLUSTER, REPORTED_INSTANCE) is None
-    assert store.latest_report(sent.cluster_name, instance(2)) == sent
-
-
-def test_no_report_reads_as_none(store: ReportStore):
-    assert store.latest_report(OTHER_CLUSTER, instance(1)) is None
+    assert reports.put_report(sent, instance(2), EXPIRES) is True
+    assert reports.latest_report(sent.cluster_name, instance(3)) is None
+    assert reports.latest_report(OTHER_CLUSTER, REPORTED_INSTANCE) is None
+    assert reports.latest_report(sent.cluster_name, instance(2)) == sent
 
 
-def test_a_report_detail_round_trips_with_fractions_unicode_and_nesting(store: ReportStore):
+def test_no_report_reads_as_none(reports: ReportStore):
+    assert reports.latest_report(OTHER_CLUSTER, instance(1)) is None
+
+
+def test_a_report_detail_round_trips_with_fractions_unicode_and_nesting(reports: ReportStore):
     sent = report(
         job_name="llama-prétrain-7b",
-        extra={
+        alarm={
             "ratio": 0.1,
             "loss": 2.5,
             "big": 12345678901234,
@@ -74,19 +74,19 @@ def test_a_report_detail_round_trips_with_fractions_unicode_and_nesting(store: R
         },
     )
 
-    store.put_report(sent, REPORTED_INSTANCE, EXPIRES)
+    reports.put_report(sent, REPORTED_INSTANCE, EXPIRES)
 
-    stored = store.latest_report(sent.cluster_name, REPORTED_INSTANCE)
+    stored = reports.latest_report(sent.cluster_name, REPORTED_INSTANCE)
     assert stored is not None
     assert stored.detail == sent.detail
 
 
-def test_the_store_keeps_what_was_put_not_the_callers_object(store: ReportStore):
+def test_the_store_keeps_what_was_put_not_the_callers_object(reports: ReportStore):
     sent = report()
-    store.put_report(sent, REPORTED_INSTANCE, EXPIRES)
+    reports.put_report(sent, REPORTED_INSTANCE, EXPIRES)
     sent.detail["alarm"]["step"] = 999
 
-    stored = store.latest_report(sent.cluster_name, REPORTED_INSTANCE)
+    stored = reports.latest_report(sent.cluster_name, REPORTED_INSTANCE)
 
     assert stored is not None
     assert stored.detail["alarm"]["step"] == 30

@@ -9,8 +9,10 @@ from datetime import datetime
 
 import pytest
 
-from infra.local import drill
-from infra.local.drill import SCENARIOS, Style, render, run_scenario
+from infra.local.drill import __main__ as drill_cli
+from infra.local.drill.render import Style, render
+from infra.local.drill.runner import Outcome, run_scenario
+from infra.local.drill.scenarios import DASHBOARD, MUTE_RULE, NODES, RANK_MAP, SCENARIOS
 
 pytestmark = [pytest.mark.slow, pytest.mark.synth]
 
@@ -18,9 +20,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.synth]
 @pytest.fixture(scope="module")
 def outcomes():
     """Each scenario once per module; the tests below look at different sides of it."""
-    cache: dict[str, drill.Outcome] = {}
+    cache: dict[str, Outcome] = {}
 
-    def get(name: str) -> drill.Outcome:
+    def get(name: str) -> Outcome:
         if name not in cache:
             cache[name] = run_scenario(SCENARIOS[name])
         return cache[name]
@@ -41,7 +43,7 @@ UP_TO_REPLACEMENT = [
 """An approved incident's audit actions, in order, up to the replacement request."""
 
 
-def actions(outcome: drill.Outcome) -> list[str]:
+def actions(outcome: Outcome) -> list[str]:
     (entries,) = outcome.audit.values()
     return [entry["action"] for entry in entries]
 
@@ -163,7 +165,7 @@ def test_a_storm_holds_every_node_under_one_hold_one_notice_and_an_audited_reset
         "reset_notified",
     ]
     assert outcome.audit[holds[0]][2]["actor"].startswith("approver:")
-    assert sorted(i["instance_id"] for i in outcome.incidents) == list(drill.NODES)
+    assert sorted(i["instance_id"] for i in outcome.incidents) == list(NODES)
     for subject in incidents:  # the report held it; the alarm attached, nothing else happened
         assert [e["action"] for e in outcome.audit[subject]] == [
             "incident_held",
@@ -238,9 +240,9 @@ def test_the_drills_card_names_the_checkpoint_to_resume_from(outcomes):
 
 
 def test_json_output_is_one_document_with_the_outcome(outcomes, capsys, monkeypatch):
-    monkeypatch.setattr(drill, "run_scenario", lambda scenario, **_: outcomes(scenario.name))
+    monkeypatch.setattr(drill_cli, "run_scenario", lambda scenario, **_: outcomes(scenario.name))
 
-    code = drill.main(["--scenario", "reject", "--json"])
+    code = drill_cli.main(["--scenario", "reject", "--json"])
 
     document = json.loads(capsys.readouterr().out)
     assert code == 0
@@ -249,15 +251,15 @@ def test_json_output_is_one_document_with_the_outcome(outcomes, capsys, monkeypa
 
 def test_a_failed_expectation_makes_the_exit_status_non_zero(outcomes, capsys, monkeypatch):
     failed = outcomes("reject")
-    broken = drill.Outcome(**{**vars(failed), "passed": False, "problems": ["expected replaced"]})
-    monkeypatch.setattr(drill, "run_scenario", lambda scenario, **_: broken)
+    broken = Outcome(**{**vars(failed), "passed": False, "problems": ["expected replaced"]})
+    monkeypatch.setattr(drill_cli, "run_scenario", lambda scenario, **_: broken)
 
-    assert drill.main(["--scenario", "reject"]) == 1
+    assert drill_cli.main(["--scenario", "reject"]) == 1
     assert "FAIL  reject" in capsys.readouterr().out
 
 
 def test_list_names_every_scenario(capsys):
-    assert drill.main(["--list"]) == 0
+    assert drill_cli.main(["--list"]) == 0
 
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert listed == list(SCENARIOS)
@@ -274,7 +276,7 @@ def test_a_node_left_cordoned_after_a_reject_fails_the_drill(monkeypatch):
     assert any("still cordoned" in problem for problem in outcome.problems)
 
 
-def _telemetry_paragraph(outcome: drill.Outcome) -> list[str]:
+def _telemetry_paragraph(outcome: Outcome) -> list[str]:
     (paragraph,) = [
         p for p in (outcome.notification or "").split("\n\n") if p.startswith("HARDWARE TELEMETRY")
     ]
@@ -283,7 +285,7 @@ def _telemetry_paragraph(outcome: drill.Outcome) -> list[str]:
 
 def test_hardware_evidence_reads_a_real_prometheus_and_names_the_culprit_gpus_faults(outcomes):
     outcome = outcomes("hardware-evidence")
-    uuid = drill.RANK_MAP[13]["gpu_uuid"]
+    uuid = RANK_MAP[13]["gpu_uuid"]
 
     (served,) = [line.what for line in outcome.timeline if line.who == "prometheus"]
     lines = _telemetry_paragraph(outcome)
@@ -299,7 +301,7 @@ def test_hardware_evidence_reads_a_real_prometheus_and_names_the_culprit_gpus_fa
     gap = datetime.strptime(remap[1], "%H:%M:%S") - datetime.strptime(xid[1], "%H:%M:%S")
     assert gap.total_seconds() == 30
     assert not any(re.search(r"XID (31|48)\b", line) for line in lines)  # the decoys
-    assert lines[-1] == f"  dashboard: {drill.DASHBOARD}"
+    assert lines[-1] == f"  dashboard: {DASHBOARD}"
 
 
 def test_hardware_evidence_is_approved_and_replaced_in_the_usual_audit_order(outcomes):
@@ -341,7 +343,7 @@ def test_a_muted_alarm_is_held_naming_its_mute_rule_and_nothing_acts(outcomes):
     outcome = outcomes("muted-alarm")
 
     assert actions(outcome) == ["incident_held", "held_notified"]
-    assert drill.MUTE_RULE in (outcome.notification or "")
+    assert MUTE_RULE in (outcome.notification or "")
     assert "delete-alarm-mute-rule" in (outcome.notification or "")
     assert outcome.replace_calls == []
     assert any("actions muted by" in line.what for line in outcome.timeline)

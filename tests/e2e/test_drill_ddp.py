@@ -7,8 +7,10 @@ from itertools import pairwise
 
 import pytest
 
-from infra.local import ddp_job, drill
-from infra.local.drill import NODES, SCENARIOS, Style, render, run_scenario
+from infra.local import ddp_job
+from infra.local.drill.render import Style, render
+from infra.local.drill.runner import Line, Outcome, run_scenario
+from infra.local.drill.scenarios import CLUSTER, NODES, SCENARIOS
 from tests.e2e.test_drill import UP_TO_REPLACEMENT
 
 pytestmark = [pytest.mark.slow, pytest.mark.synth, pytest.mark.torch]
@@ -18,11 +20,11 @@ INJECTED_NODE = NODES[INJECTED]
 
 
 @pytest.fixture(scope="module")
-def outcome() -> drill.Outcome:
+def outcome() -> Outcome:
     return run_scenario(SCENARIOS["ddp-replay"])
 
 
-def training(outcome: drill.Outcome) -> list[drill.Line]:
+def training(outcome: Outcome) -> list[Line]:
     return [line for line in outcome.timeline if line.who == "training"]
 
 
@@ -51,7 +53,7 @@ def test_the_report_and_the_incident_are_on_the_injected_rank_s_node(outcome):
 
 
 def test_the_fake_hyperpod_got_exactly_one_replace_call_for_that_node(outcome):
-    assert outcome.replace_calls == [{"ClusterName": drill.CLUSTER, "NodeIds": [INJECTED_NODE]}]
+    assert outcome.replace_calls == [{"ClusterName": CLUSTER, "NodeIds": [INJECTED_NODE]}]
 
 
 def test_the_audit_log_records_the_pipeline_steps_in_order_on_one_chain(outcome):

@@ -128,8 +128,8 @@ def _done_once(aws: Aws, incident_id: str | None) -> None:
 def _closed_once(aws: Aws, incident_id: str | None) -> None:
     incident = aws.incident(str(incident_id))
     assert incident.state == "rejected"
-    assert aws.store.open_incident_id(incident.cluster_name, incident.instance_id) is None
-    assert aws.store.guard_state(incident.cluster_name).open_ids == ()
+    assert aws.incidents.open_incident_id(incident.cluster_name, incident.instance_id) is None
+    assert aws.guard.guard_state(incident.cluster_name).open_ids == ()
     actions = [e.action for e in aws.audit(str(incident_id))]
     assert (actions.count("incident_closed"), actions.count("closed_notified")) == (1, 1)
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from infra.definitions import RETRYABLE_STEP_ERRORS
+from infra.asl import RETRYABLE_STEP_ERRORS
 from infra.local.run import LocalRun
 from lambdas.adapters.hyperpod import SageMakerHyperPod
 from lambdas.handlers import (

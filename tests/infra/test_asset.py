@@ -1,8 +1,12 @@
-"""The Lambda asset: pip without Docker, rebuilt only when its inputs change."""
+"""The Lambda asset: pip without Docker, rebuilt only when its inputs change, holding only what
+the functions run."""
 
 from __future__ import annotations
 
+import ast
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,6 +14,13 @@ import pytest
 
 from infra import asset
 from infra.asset import LambdaAsset, build_lambda_asset
+from infra.local.fake_hyperpod import FakeHyperPod
+from infra.local.lambda_context import LocalContext
+from tests.conftest import REPO
+
+
+def _files(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
 class FakePip:
@@ -51,8 +62,11 @@ def repo(tmp_path: Path) -> Path:
         "lambdas/handlers/open_incident.py": "def handler(event, context): ...\n",
         "trainer_emitter/__init__.py": "",
         "trainer_emitter/contract.py": "NAMESPACE = 'x'\n",
+        "trainer_emitter/emitter.py": "",
+        "trainer_emitter/checks/__init__.py": "",
         "trainer_emitter/py.typed": "",
         "trainer_emitter/schemas/sdc_report.v1.json": "{}",
+        "infra/local/fake_hyperpod.py": "",
         "lambdas/__pycache__/junk.cpython-311.pyc": "junk",
         "tests/test_not_shipped.py": "",
     }.items():
@@ -62,19 +76,19 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-def test_build_ships_sources_schemas_and_dependencies_without_caches(repo: Path, wheelhouse: Path):
+def test_build_ships_the_lambda_code_the_contract_and_dependencies_only(
+    repo: Path, wheelhouse: Path
+):
     built = build_lambda_asset(
         repo / "build" / "asset", repo_root=repo, pip=FakePip(), wheelhouse=wheelhouse
     )
 
-    shipped = {p.relative_to(built.path).as_posix() for p in built.path.rglob("*") if p.is_file()}
-    assert shipped == {
+    assert _files(built.path) == {
         "boto3/__init__.py",
         "lambdas/__init__.py",
         "lambdas/handlers/open_incident.py",
         "trainer_emitter/__init__.py",
         "trainer_emitter/contract.py",
-        "trainer_emitter/py.typed",
         "trainer_emitter/schemas/sdc_report.v1.json",
     }
 
@@ -182,3 +196,91 @@ def test_the_real_asset_ships_a_boto3_that_knows_the_hyperpod_calls(lambda_asset
         raw = gzip.decompress(raw)
     operations = json.loads(raw)["operations"]
     assert {"StartClusterHealthCheck", "BatchReplaceClusterNodes"} <= set(operations)
+
+
+CONTRACT = {
+    "trainer_emitter/__init__.py",
+    "trainer_emitter/contract.py",
+    "trainer_emitter/schemas/sdc_report.v1.json",
+}
+
+
+def test_the_real_asset_ships_no_training_module_and_no_stand_in(lambda_asset: LambdaAsset):
+    shipped = _files(lambda_asset.path)
+    training_side = {
+        p.relative_to(REPO).as_posix()
+        for p in (REPO / "trainer_emitter").rglob("*.py")
+        if "__pycache__" not in p.parts
+    } - CONTRACT
+    stand_ins = {FakeHyperPod.__name__, LocalContext.__name__}
+
+    assert {p for p in shipped if p.startswith("trainer_emitter/")} == CONTRACT
+    assert training_side
+    assert not training_side & shipped
+    assert not stand_ins & _classes_defined(lambda_asset.path / "lambdas")
+
+
+def _classes_defined(package: Path) -> set[str]:
+    return {
+        node.name
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+    }
+
+
+IMPORT_FROM_THE_ASSET_ALONE = """
+import importlib, json, os, pkgutil, sys, sysconfig
+
+asset = os.path.join(sys.argv[1], "")
+sys.path.insert(0, asset)
+import lambdas
+from trainer_emitter.contract import report_schema
+
+report_schema()
+modules = [m.name for m in pkgutil.walk_packages(lambdas.__path__, "lambdas.")]
+for name in modules:
+    importlib.import_module(name)
+stdlib = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])
+print(json.dumps({
+    "modules": modules,
+    "training_side": sorted(m for m in sys.modules if m.partition(".")[0] == "trainer_emitter"),
+    "from_elsewhere": sorted(
+        m.__file__ for m in list(sys.modules.values())
+        if getattr(m, "__file__", None) and not m.__file__.startswith((asset, *stdlib))
+    ),
+}))
+"""
+
+
+def test_every_lambda_module_imports_from_the_asset_alone(lambda_asset: LambdaAsset):
+    """No site-packages (-S), no environment or working directory (-I): only the asset and the
+    standard library, as on Lambda; adapters the wiring imports on first use are covered too.
+    No bytecode is written (-B): the session's asset is the one synth uploads."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-B",
+            "-c",
+            IMPORT_FROM_THE_ASSET_ALONE,
+            str(lambda_asset.path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    handlers = {f"lambdas.handlers.{p.stem}" for p in (REPO / "lambdas/handlers").glob("[a-z]*.py")}
+    assert handlers
+    assert handlers <= set(found["modules"])
+    assert found["training_side"] == ["trainer_emitter", "trainer_emitter.contract"]
+    assert found["from_elsewhere"] == []
+
+
+def test_the_real_asset_ships_the_validator_of_the_report_schema(lambda_asset: LambdaAsset):
+    assert (lambda_asset.path / "fastjsonschema-2.22.3.dist-info").is_dir()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.definitions import LAMBDA_INVOKE, LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN
+from infra.asl import LAMBDA_INVOKE, LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN
 from infra.settings import Settings
 from infra.synth import function_handlers, placeholder_arns, state_machine_definitions
 from lambdas.logic.lifecycle import MAX_REBOOTS

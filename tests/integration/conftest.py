@@ -18,10 +18,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
-from lambdas.adapters.fake_hyperpod import FakeHyperPod
+from infra.local.fake_hyperpod import FakeHyperPod
+from infra.local.lambda_context import LocalContext
+from lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from lambdas.adapters.dynamodb.guard import DynamoGuardStore
+from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
 from lambdas.handlers import _deps
-from lambdas.handlers._context import LocalContext
 from lambdas.models.audit import AuditEntry
 from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings
@@ -97,11 +99,15 @@ class Aws:
     _messages: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def store(self) -> DynamoIncidentStore:
+    def incidents(self) -> DynamoIncidentStore:
         return DynamoIncidentStore(INCIDENTS_TABLE, lambda: self.dynamodb)
 
+    @property
+    def guard(self) -> DynamoGuardStore:
+        return DynamoGuardStore(INCIDENTS_TABLE, lambda: self.dynamodb)
+
     def incident(self, incident_id: str) -> Incident:
-        found = self.store.get(incident_id)
+        found = self.incidents.get(incident_id)
         assert found is not None, f"no incident {incident_id} in {INCIDENTS_TABLE}"
         return found
 

@@ -1,4 +1,4 @@
-"""The operator CLI (`sdc`, infra/cli.py) against a moto account: the tables as
+"""The operator CLI (`sdc`, infra/cli/) against a moto account: the tables as
 tests/integration/conftest.py creates them, an approval state machine that moto executes, and
 the deployment's Outputs in a JSON file (or a CloudFormation stack). One behaviour per test.
 
@@ -20,10 +20,14 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from infra import cli
-from infra.cli import execution_name, main
+from infra.cli import decide
+from infra.cli.decide import execution_name
+from infra.cli.main import main
 from lambdas.adapters._aws import to_item
-from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore, hold_key
+from lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from lambdas.adapters.dynamodb.guard import DynamoGuardStore
+from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
+from lambdas.adapters.dynamodb.keys import hold_key
 from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import SystemClock
 from lambdas.models.guard import ClusterHold
@@ -117,8 +121,12 @@ class Deployed:
     sfn: Any
 
     @property
-    def store(self) -> DynamoIncidentStore:
+    def incidents(self) -> DynamoIncidentStore:
         return DynamoIncidentStore(INCIDENTS_TABLE, lambda: self.dynamodb)
+
+    @property
+    def guard(self) -> DynamoGuardStore:
+        return DynamoGuardStore(INCIDENTS_TABLE, lambda: self.dynamodb)
 
     @property
     def audit(self) -> DynamoAuditLog:
@@ -140,7 +148,7 @@ class Deployed:
         incident_id = (
             f"sdc-{CLUSTER}-{instance}-{created_at[:19].replace('-', '').replace(':', '')}"
         )
-        self.store.create(
+        self.incidents.create(
             Incident(
                 incident_id=incident_id,
                 cluster_name=CLUSTER,
@@ -404,6 +412,23 @@ def test_show_of_an_incident_awaiting_approval_says_how_to_decide(deployed, caps
     assert deployed.approval_arn in out
 
 
+def test_show_offers_the_decisions_the_card_offers_and_no_second_reboot(deployed, capsys):
+    fresh = deployed.incident("awaiting_approval")
+    rebooted = deployed.incident(
+        "awaiting_approval", instance="i-0aa00000000000001", reboot={"count": 1, "status": "done"}
+    )
+
+    deployed.sdc("show", fresh)
+    offered = re.findall(r"^  sdc (\w+) ", capsys.readouterr().out, flags=re.MULTILINE)
+    deployed.sdc("show", rebooted)
+    offered_after_a_reboot = re.findall(
+        r"^  sdc (\w+) ", capsys.readouterr().out, flags=re.MULTILINE
+    )
+
+    assert offered == ["reboot", "approve", "reject"]
+    assert offered_after_a_reboot == ["approve", "reject"]
+
+
 def test_show_prints_the_audit_trail_and_a_verified_chain(deployed, capsys):
     incident_id = deployed.incident("awaiting_approval", audited=3)
 
@@ -502,7 +527,7 @@ def test_an_accepted_decision_is_reported_with_its_execution(deployed, capsys):
 
 
 def test_the_approval_execution_is_named_after_the_caller(deployed, monkeypatch):
-    monkeypatch.setattr(cli.getpass, "getuser", lambda: "alice.smith@example")
+    monkeypatch.setattr(decide.getpass, "getuser", lambda: "alice.smith@example")
     incident_id = deployed.incident("awaiting_approval")
 
     deployed.sdc("approve", incident_id, "-m", "replace it")
@@ -566,7 +591,7 @@ def storm_hold(deployed: Deployed, *, lifted: bool = False) -> str:
         lifted_by="approver:cli-alice" if lifted else None,
         comment="recipe fixed" if lifted else None,
     )
-    deployed.store.create_hold(hold)
+    deployed.guard.create_hold(hold)
     Auditor(deployed.audit, SystemClock()).record(
         hold.hold_id, "storm_hold_started", actor="open_incident", details={}
     )
@@ -831,7 +856,7 @@ def test_the_cli_loads_neither_the_cdk_nor_the_lambda_runtime_libraries():
         [
             sys.executable,
             "-c",
-            "import sys, infra.cli; print(' '.join(sorted(sys.modules)))",
+            "import sys, infra.cli.main; print(' '.join(sorted(sys.modules)))",
         ],
         capture_output=True,
         text=True,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.adapters.dynamodb import DynamoAuditLog, DynamoIncidentStore
+from lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
 from lambdas.logic.audit import GENESIS, seal, verify_chain
 from lambdas.models.incident import Incident, IncidentState
 from tests.integration.conftest import (

@@ -22,7 +22,7 @@ from trainer_emitter.spool import replay
 
 REGION = "us-west-2"
 DEADLINE = 1.0
-BOUND = 2.0
+BOUND = 4.0
 """Return time / deadline that still tells "returns at the deadline" from "waits out the
 retries" (three attempts per call, two calls). The goal figure (<= 1.1) is measured by
 `make bench` (emitter), not asserted here, where a loaded machine delays a thread's wake-up."""

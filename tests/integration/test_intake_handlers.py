@@ -25,7 +25,7 @@ def test_an_alarm_opens_an_incident_holding_the_lock_for_its_instance(aws):
     assert result["action"] == "opened"
     incident = aws.incident(result["incident_id"])
     assert (incident.state, incident.instance_group) == ("opened", "gpu-workers")
-    assert aws.store.open_incident_id(CLUSTER, INSTANCE) == result["incident_id"]
+    assert aws.incidents.open_incident_id(CLUSTER, INSTANCE) == result["incident_id"]
 
 
 def test_an_alarm_starts_one_execution_named_after_the_incident(aws):
@@ -150,7 +150,7 @@ def test_a_muted_alarm_is_held_in_the_table_audited_and_notified_with_its_mute_r
     assert (incident.state, incident.hold["kind"]) == ("held", "muted")
     assert incident.hold["mute_rule"] == "gpu-fleet-maintenance"
     assert aws.executions() == []
-    assert aws.store.open_incident_id(CLUSTER, INSTANCE) is None
+    assert aws.incidents.open_incident_id(CLUSTER, INSTANCE) is None
     (held,) = [e for e in aws.audit(result["incident_id"]) if e.action == "incident_held"]
     assert held.details["mute_rule_arn"] == event["detail"]["muteDetail"]["mutedByArn"]
     (notice,) = aws.messages()

@@ -14,7 +14,7 @@ from infra.local.kube_api import KubeApi
 from lambdas.adapters._aws import client_factory
 from lambdas.adapters.eks_token import EksTokens, sts_factory
 from lambdas.adapters.kubernetes import EksKubernetesNodes
-from lambdas.logic import approval, cards, isolation, remediation
+from lambdas.logic import approval, cards, closing, health_check, isolation
 from lambdas.logic.recommendation import recommend
 from lambdas.models.errors import (
     KubernetesConflict,
@@ -228,14 +228,14 @@ def test_an_incident_isolates_its_node_once_and_a_reject_releases_exactly_that(k
     isolation.isolate_node(ref, world.deps)
     isolation.isolate_node(ref, world.deps)  # a retried step
     during = kube.api.spec(NODE)
-    remediation.start_health_check(ref, world.deps)
-    while remediation.check_health(ref, world.deps)["in_progress"]:
+    health_check.start_health_check(ref, world.deps)
+    while health_check.check_health(ref, world.deps)["in_progress"]:
         pass
     world.workflow.waiting_tokens.add("token")
     approval.request_approval(ApprovalRequest(incident_id, "token"), world.deps)
     card = world.notifier.published[-1].message
     approval.decide(world.decision(incident_id, "reject"), world.deps)
-    remediation.close_incident(CloseRequest(incident_id, Outcome.REJECTED, None), world.deps)
+    closing.close_incident(CloseRequest(incident_id, Outcome.REJECTED, None), world.deps)
 
     taint = incident_taint(incident_id)
     assert len(kube.api.patches()) == 2  # one cordon, one release

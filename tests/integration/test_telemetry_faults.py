@@ -140,7 +140,8 @@ def test_the_bound_holds_for_a_shorter_configured_timeout_too(data):
         with pytest.raises(TelemetrySlow, match=r"did not answer within 0\.5 s"):
             adapter.query_range(workspace(), "{}", data.later(), data.later(), 15)
 
-    assert time.monotonic() - started < 1.0
+    # Half the default bound (5 s): the configured one was used, with room for a loaded machine.
+    assert time.monotonic() - started < 2.5
 
 
 @pytest.mark.parametrize(

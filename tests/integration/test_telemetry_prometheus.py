@@ -10,7 +10,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from lambdas.adapters.prometheus import AmpPrometheus
-from lambdas.logic import approval, telemetry
+from lambdas.logic import approval, telemetry, telemetry_query
 from lambdas.models.payloads import ApprovalRequest
 from lambdas.models.telemetry import TelemetryState
 from tests.integration.prometheus_server import (
@@ -167,12 +167,12 @@ def test_the_raw_answer_keeps_prometheus_step_grid(prometheus, step):
     """What the logic relies on: points on start + k*step, values as strings."""
     data = prometheus.data
     incident = data.incident(INSTANCE_A, node_name=NODE_A, gpu_uuid=UUID_A1)
-    target = telemetry.target_of(incident)
-    window = telemetry.window_of(incident, data.later())
+    target = telemetry_query.target_of(incident)
+    window = telemetry_query.window_of(incident, data.later())
 
     answer = adapter(prometheus).query_range(
         prometheus.workspace(),
-        telemetry.query_for(target, prometheus.workspace()),
+        telemetry_query.query_for(target, prometheus.workspace()),
         window.start,
         window.end,
         step,

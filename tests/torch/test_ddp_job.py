@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from infra.local.ddp_job import JobResult, run_job
-from infra.local.drill import CLUSTER, NODES
+from infra.local.drill.scenarios import CLUSTER, NODES
 from trainer_emitter.contract import NAMESPACE, Metric, Role, report_schema
 from trainer_emitter.rankmap import RankMap
 from trainer_emitter.report import Datapoint, build_report

@@ -15,17 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from lambdas.logic.ports import ExecutionStarted
 from lambdas.models.audit import AuditEntry
-from lambdas.models.errors import (
-    ConditionFailed,
-    GuardFull,
-    HeldBy,
-    HoldExists,
-    IncidentExists,
-    KubernetesNotFound,
-    LockHeld,
-    TaskNotWaiting,
-)
-from lambdas.models.events import SdcReport
+from lambdas.models.errors import ConditionFailed, KubernetesNotFound, TaskNotWaiting
 from lambdas.models.guard import (
     PAST_INCIDENTS_LIMIT,
     ClusterHold,
@@ -35,7 +25,22 @@ from lambdas.models.guard import (
 )
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from lambdas.models.report import SdcReport
 from lambdas.models.settings import TelemetryWorkspace
+from lambdas.models.writes import (
+    Claimed,
+    ClaimHeldResult,
+    ClaimLockResult,
+    Created,
+    CreateHeldResult,
+    CreateHoldResult,
+    CreateResult,
+    GuardFull,
+    HeldBy,
+    HoldExists,
+    IncidentExists,
+    LockHeld,
+)
 
 
 class InMemoryIncidentStore:
@@ -54,50 +59,53 @@ class InMemoryIncidentStore:
         self.past: dict[str, dict[str, PastIncident]] = {}
         self.fail_next_save: Exception | None = None
 
-    def create(self, incident: Incident, *, slot_limit: int | None = None) -> None:
+    def create(self, incident: Incident, *, slot_limit: int | None = None) -> CreateResult:
         check_slot_limit(slot_limit)
         key = (incident.cluster_name, incident.instance_id)
         if incident.incident_id in self.incidents:
-            raise IncidentExists(f"incident {incident.incident_id} exists")
+            return IncidentExists(incident.incident_id)
         if incident.holds_lock and key in self.locks:
-            raise LockHeld(self.locks[key])
+            return LockHeld(self.locks[key])
         taken = self.slots.setdefault(incident.cluster_name, set())
         if slot_limit is not None and incident.incident_id not in taken:
             if len(taken) >= slot_limit:
-                raise GuardFull(sorted(taken), slot_limit)
+                return GuardFull(tuple(sorted(taken)), slot_limit)
             taken.add(incident.incident_id)
         if incident.holds_lock:
             self.locks[key] = incident.incident_id
         self.incidents[incident.incident_id] = copy.deepcopy(incident)
+        return Created()
 
     def create_held(
         self, incident: Incident, *, until: int, now: int, replacing: str | None = None
-    ) -> None:
+    ) -> CreateHeldResult:
         if incident.incident_id in self.incidents:
-            raise IncidentExists(f"incident {incident.incident_id} exists")
+            return IncidentExists(incident.incident_id)
         if not incident.is_job:
             key = (incident.cluster_name, incident.instance_id)
             holder = self.held_incident_id(*key, now)
             if holder and holder not in (incident.incident_id, replacing):
-                raise HeldBy(holder)
+                return HeldBy(holder)
             self.held[key] = (incident.incident_id, until)
         self.incidents[incident.incident_id] = copy.deepcopy(incident)
+        return Created()
 
     def claim_held(
         self, cluster_name: str, instance_id: str, incident_id: str, *, until: int, now: int
-    ) -> str:
+    ) -> ClaimHeldResult:
         holder = self.held_incident_id(cluster_name, instance_id, now)
         if holder and holder != incident_id:
-            return holder
+            return HeldBy(holder)
         self.held[(cluster_name, instance_id)] = (incident_id, until)
-        return incident_id
+        return Claimed()
 
     def held_incident_id(self, cluster_name: str, instance_id: str, now: int) -> str | None:
         holder, until = self.held.get((cluster_name, instance_id), ("", 0))
         return holder if holder and until >= now else None
 
-    def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> str:
-        return self.locks.setdefault((cluster_name, instance_id), incident_id)
+    def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> ClaimLockResult:
+        holder = self.locks.setdefault((cluster_name, instance_id), incident_id)
+        return Claimed() if holder == incident_id else LockHeld(holder)
 
     def get(self, incident_id: str) -> Incident | None:
         found = self.incidents.get(incident_id)
@@ -152,13 +160,14 @@ class InMemoryIncidentStore:
     def flagged_instances(self, cluster_name: str, since: int) -> set[str]:
         return {i for i, at in self.flags.get(cluster_name, {}).items() if at >= since}
 
-    def create_hold(self, hold: ClusterHold) -> None:
+    def create_hold(self, hold: ClusterHold) -> CreateHoldResult:
         if hold.cluster_name in self.active:
-            raise HoldExists(self.active[hold.cluster_name])
+            return HoldExists(self.active[hold.cluster_name])
         if hold.hold_id in self.holds:
-            raise HoldExists(hold.hold_id)
+            return HoldExists(hold.hold_id)
         self.holds[hold.hold_id] = copy.deepcopy(hold)
         self.active[hold.cluster_name] = hold.hold_id
+        return Created()
 
     def active_hold(self, cluster_name: str) -> ClusterHold | None:
         hold_id = self.active.get(cluster_name)

@@ -175,10 +175,10 @@ def test_a_decision_that_fails_to_reach_step_functions_is_released_audited_and_r
 
 def test_a_decision_for_a_closed_incident_is_refused(world: World):
     incident_id = world.awaiting_approval()
-    from lambdas.logic import remediation
+    from lambdas.logic import closing
     from lambdas.models.payloads import CloseRequest, Outcome
 
-    remediation.close_incident(CloseRequest(incident_id, Outcome.EXPIRED, None), world.deps)
+    closing.close_incident(CloseRequest(incident_id, Outcome.EXPIRED, None), world.deps)
 
     with pytest.raises(DecisionRefused, match="expired, not awaiting approval"):
         approval.decide(world.decision(incident_id), world.deps)

@@ -3,10 +3,10 @@ from __future__ import annotations
 import json
 import re
 
-from lambdas.logic import cards, evidence, intake, remediation
+from lambdas.logic import cards, closing, evidence, intake, replacement
 from lambdas.logic.recommendation import Advice, Recommendation
-from lambdas.models.events import parse_report_event
-from lambdas.models.payloads import CloseRequest, Decision, Outcome
+from lambdas.models.payloads import CloseRequest, Decision, IncidentRef, Outcome
+from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.world import APPROVAL_ARN, INSTANCE, TOKEN, World, settings
 
@@ -82,7 +82,7 @@ def test_the_card_without_a_report_says_the_metric_alone_names_no_rank(world):
 
 
 def test_subjects_fit_the_sns_limit():
-    card = cards.Card(cards._subject("x" * 300), "")
+    card = cards.Card(cards._subject("x" * 300), ())
 
     assert len(card.subject) == cards.SUBJECT_LIMIT
 
@@ -103,10 +103,10 @@ def test_console_link_needs_a_state_machine_arn():
 def test_the_close_notice_of_a_dry_run_says_it_would_have_replaced(world):
     world.settings = settings(dry_run=True)
     incident_id = world.decided("approve")
-    remediation.replace_node(remediation.IncidentRef(incident_id), world.deps)
-    remediation.check_replacement(remediation.IncidentRef(incident_id), world.deps)
+    replacement.replace_node(IncidentRef(incident_id), world.deps)
+    replacement.check_replacement(IncidentRef(incident_id), world.deps)
 
-    remediation.close_incident(CloseRequest(incident_id, Outcome.REPLACED, None), world.deps)
+    closing.close_incident(CloseRequest(incident_id, Outcome.REPLACED, None), world.deps)
 
     notice = world.notifier.published[-1]
     assert "replaced (dry run)" in notice.subject

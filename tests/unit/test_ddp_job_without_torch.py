@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from infra.local import drill
 from infra.local.ddp_job import TorchMissing, run_job
+from infra.local.drill import __main__ as drill_cli
+from infra.local.drill.scenarios import NODES
 
 
 @pytest.fixture
@@ -19,7 +20,7 @@ def test_the_job_refuses_to_start_and_says_to_install_the_torch_extra(no_torch):
     with pytest.raises(
         TorchMissing, match=r"install the torch extra \(pip install -e '\.\[torch\]'"
     ):
-        run_job(drill.NODES)
+        run_job(NODES)
 
 
 def test_the_drill_fails_the_ddp_scenario_with_that_message_before_standing_up_the_stack(
@@ -30,7 +31,7 @@ def test_the_drill_fails_the_ddp_scenario_with_that_message_before_standing_up_t
     opened = []
     monkeypatch.setattr(LocalRun, "open", lambda *args, **kwargs: opened.append(args))
 
-    assert drill.main(["--ddp"]) == 1
+    assert drill_cli.main(["--ddp"]) == 1
 
     out = capsys.readouterr().out
     assert opened == []
@@ -39,6 +40,6 @@ def test_the_drill_fails_the_ddp_scenario_with_that_message_before_standing_up_t
 
 
 def test_listing_the_scenarios_needs_no_torch(no_torch, capsys):
-    assert drill.main(["--list"]) == 0
+    assert drill_cli.main(["--list"]) == 0
 
     assert "ddp-replay" in capsys.readouterr().out

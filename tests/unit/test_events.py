@@ -7,7 +7,8 @@ import jsonschema
 import pytest
 
 from lambdas.models.errors import MalformedEvent
-from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.models.events import parse_contributor_event
+from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from trainer_emitter.contract import (
     MAX_CHECKPOINT_LOCATION,
@@ -220,6 +221,38 @@ def test_report_with_a_negative_rank_is_refused():
         parse_report_event(event)
 
     assert err.value.field == "detail.culprits[0]"
+
+
+def test_a_report_error_says_why_with_the_value_received():
+    event = report_event()
+    event["detail"]["step"] = "30"
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_report_event(event)
+
+    assert err.value.field == "detail.step"
+    assert err.value.reason == "must be integer or null, got '30'"
+
+
+def test_a_report_field_the_schema_does_not_define_is_refused_and_named():
+    event = report_event()
+    event["detail"]["suspects"][0]["confidence"] = 0.9
+
+    with pytest.raises(MalformedEvent) as err:
+        parse_report_event(event)
+
+    assert err.value.field == "detail.suspects[0].confidence"
+    assert err.value.reason == "not a field of the schema"
+
+
+def test_integral_numbers_written_as_floats_read_as_ints():
+    event = report_event()
+    event["detail"].update(step=30.0, culprits=[13.0])
+
+    report = parse_report_event(event).report
+
+    assert (report.step, report.culprits) == (30, (13,))
+    assert type(report.step) is int and type(report.culprits[0]) is int
 
 
 def test_a_contributor_event_from_another_source_is_refused():

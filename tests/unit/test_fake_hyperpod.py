@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.adapters.fake_hyperpod import FakeHyperPod
+from infra.local.fake_hyperpod import FakeHyperPod
 from lambdas.models.errors import ClusterNotFound, DependencyFailed, NodeNotFound, Throttled
 from lambdas.models.hyperpod import NodeRecovery
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lambdas.logic import approval, guard, intake, remediation
+from lambdas.logic import approval, closing, guard, health_check, intake, replacement
 from lambdas.models.errors import DecisionRefused, DependencyFailed
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
@@ -106,7 +106,7 @@ def test_closing_an_incident_gives_its_guard_slot_back(world):
     nodes(world, 20)
     world.settings = settings(storm_threshold=50)
     first, *_ = [alarm_for(world, instance(n))["incident_id"] for n in range(3)]
-    remediation.close_incident(CloseRequest(first, Outcome.FAILED, None), world.deps)
+    closing.close_incident(CloseRequest(first, Outcome.FAILED, None), world.deps)
 
     result = alarm_for(world, instance(3))
 
@@ -155,11 +155,11 @@ def test_pausing_holds_an_open_incident_before_its_health_check_starts(world):
     incident_id = world.opened()
     world.switch.value = "true"
 
-    result = remediation.start_health_check(IncidentRef(incident_id), world.deps)
+    result = health_check.start_health_check(IncidentRef(incident_id), world.deps)
 
     assert result["held"] is True
     assert world.hyperpod.calls_to("StartClusterHealthCheck") == []
-    closed = remediation.close_incident(CloseRequest(incident_id, Outcome.HELD, None), world.deps)
+    closed = closing.close_incident(CloseRequest(incident_id, Outcome.HELD, None), world.deps)
     assert closed["state"] == "held"
 
 
@@ -167,7 +167,7 @@ def test_pausing_holds_an_approved_incident_before_the_replacement(world):
     incident_id = world.decided("approve")
     world.switch.value = "true"
 
-    result = remediation.replace_node(IncidentRef(incident_id), world.deps)
+    result = replacement.replace_node(IncidentRef(incident_id), world.deps)
 
     assert result == {"status": "held"}
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
@@ -221,7 +221,7 @@ def test_a_storm_holds_open_incidents_at_their_next_acting_step(world):
     for n in range(1, 4):
         alarm_for(world, instance(n))
 
-    result = remediation.start_health_check(IncidentRef(first), world.deps)
+    result = health_check.start_health_check(IncidentRef(first), world.deps)
 
     assert result["held"] is True
     assert world.incident(first).hold["kind"] == "storm"
@@ -231,13 +231,13 @@ def test_a_storm_during_the_health_check_holds_the_incident_before_any_approval_
     nodes(world, 8)
     first = alarm_for(world, instance(0))["incident_id"]
     ref = IncidentRef(first)
-    assert remediation.start_health_check(ref, world.deps)["held"] is False
+    assert health_check.start_health_check(ref, world.deps)["held"] is False
     for n in range(1, 4):
         alarm_for(world, instance(n))  # the storm starts while the health check runs
 
     polls = []
     while not polls or polls[-1]["in_progress"]:
-        polls.append(remediation.check_health(ref, world.deps))
+        polls.append(health_check.check_health(ref, world.deps))
 
     assert [p["held"] for p in polls] == [False] * (len(polls) - 1) + [True]
     assert world.incident(first).hold["kind"] == "storm"
@@ -248,11 +248,11 @@ def test_a_storm_during_the_health_check_holds_the_incident_before_any_approval_
 def test_without_a_hold_the_last_health_poll_lets_the_approval_go_ahead(world):
     nodes(world, 8)
     ref = IncidentRef(alarm_for(world, instance(0))["incident_id"])
-    remediation.start_health_check(ref, world.deps)
+    health_check.start_health_check(ref, world.deps)
 
     polls = []
     while not polls or polls[-1]["in_progress"]:
-        polls.append(remediation.check_health(ref, world.deps))
+        polls.append(health_check.check_health(ref, world.deps))
 
     assert not any(p["held"] for p in polls)
 
@@ -262,10 +262,10 @@ def test_closing_a_storm_held_incident_sends_no_notice_of_its_own(world):
     first = alarm_for(world, instance(0))["incident_id"]
     for n in range(1, 4):
         alarm_for(world, instance(n))
-    remediation.start_health_check(IncidentRef(first), world.deps)
+    health_check.start_health_check(IncidentRef(first), world.deps)
     before = len(world.notifier.published)
 
-    remediation.close_incident(CloseRequest(first, Outcome.HELD, None), world.deps)
+    closing.close_incident(CloseRequest(first, Outcome.HELD, None), world.deps)
 
     assert len(world.notifier.published) == before
 

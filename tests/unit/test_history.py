@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import copy
 
-from lambdas.logic import approval, intake, remediation
-from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.logic import approval, closing, health_check, intake
+from lambdas.models.events import parse_contributor_event
 from lambdas.models.guard import PastIncident
 from lambdas.models.payloads import ApprovalRequest, CloseRequest, IncidentRef, Outcome
+from lambdas.models.report import parse_report_event
 from tests.unit.reports import NODES, report_event
 from tests.unit.world import CLUSTER, GROUP, TOKEN, World, alarm_event
 
@@ -30,8 +31,8 @@ def incident_from(world: World, alarm: str, minute: int) -> str:
 
 def card_for(world: World, incident_id: str) -> str:
     ref = IncidentRef(incident_id)
-    remediation.start_health_check(ref, world.deps)
-    while remediation.check_health(ref, world.deps)["in_progress"]:
+    health_check.start_health_check(ref, world.deps)
+    while health_check.check_health(ref, world.deps)["in_progress"]:
         pass
     world.workflow.waiting_tokens.add(TOKEN)
     approval.request_approval(ApprovalRequest(incident_id, TOKEN), world.deps)
@@ -41,7 +42,7 @@ def card_for(world: World, incident_id: str) -> str:
 def rejected(world: World, incident_id: str) -> None:
     card_for(world, incident_id)
     approval.decide(world.decision(incident_id, "reject", "transient, keep watching"), world.deps)
-    remediation.close_incident(CloseRequest(incident_id, Outcome.REJECTED, None), world.deps)
+    closing.close_incident(CloseRequest(incident_id, Outcome.REJECTED, None), world.deps)
 
 
 def test_a_closed_incident_is_kept_under_its_instance_and_its_gpus(world):

@@ -4,10 +4,11 @@ import copy
 
 import pytest
 
-from lambdas.logic import ids, intake
+from lambdas.logic import ids, intake, refusal
 from lambdas.models.errors import MalformedEvent, SettingsError, Throttled
-from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
+from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.world import CLUSTER, GROUP, INSTANCE, World, alarm_event, settings
 
@@ -272,23 +273,15 @@ def test_a_report_naming_no_instance_is_not_stored_but_audited(world):
 # -- malformed events ---------------------------------------------------------------------------
 
 
-def test_a_malformed_event_is_audited_under_its_id_naming_the_field_and_raised_again(world):
+def test_a_refused_event_is_audited_under_its_id_naming_the_field(world):
     event = alarm_event()
     del event["detail"]["alarmContributor"]["attributes"]["InstanceId"]
+    with pytest.raises(MalformedEvent, match="InstanceId") as err:
+        parse_contributor_event(event)
 
-    with pytest.raises(MalformedEvent, match="InstanceId"):
-        intake.parsed_or_refused(event, parse_contributor_event, "open_incident", world.deps)
+    refusal.refuse(event, err.value, "open_incident", world.deps)
 
     (entry,) = world.deps.audit.entries(ids.event_subject(event["id"]))
     assert entry.action == "event_refused"
     assert entry.details["field"] == "detail.alarmContributor.attributes.InstanceId"
     assert entry.details["source"] == "aws.cloudwatch"
-
-
-def test_a_well_formed_event_passes_through_without_an_audit_entry(world):
-    event = alarm_event()
-
-    parsed = intake.parsed_or_refused(event, parse_contributor_event, "open_incident", world.deps)
-
-    assert parsed.instance_id == INSTANCE
-    assert world.deps.audit.entries(ids.event_subject(event["id"])) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import approval, cards, isolation, remediation
+from lambdas.logic import approval, cards, closing, health_check, isolation, replacement
 from lambdas.logic.ports import Deps
 from lambdas.logic.recommendation import recommend
 from lambdas.models.errors import (
@@ -38,7 +38,7 @@ def isolate(world: World, incident_id: str):
 
 
 def close(world: World, incident_id: str, outcome: Outcome):
-    return remediation.close_incident(CloseRequest(incident_id, outcome, None), world.deps)
+    return closing.close_incident(CloseRequest(incident_id, outcome, None), world.deps)
 
 
 def card_of(world: World, incident_id: str) -> str:
@@ -242,8 +242,8 @@ def isolated_awaiting_approval(world: World) -> str:
     incident_id = world.opened()
     isolate(world, incident_id)
     ref = IncidentRef(incident_id)
-    remediation.start_health_check(ref, world.deps)
-    while remediation.check_health(ref, world.deps)["in_progress"]:
+    health_check.start_health_check(ref, world.deps)
+    while health_check.check_health(ref, world.deps)["in_progress"]:
         pass
     world.workflow.waiting_tokens.add("token")
     approval.request_approval(
@@ -280,8 +280,8 @@ def test_a_replaced_node_is_not_released_and_the_record_says_it_is_gone():
     incident_id = isolated_awaiting_approval(world)
     approval.decide(world.decision(incident_id, "approve"), world.deps)
     ref = IncidentRef(incident_id)
-    remediation.replace_node(ref, world.deps)
-    while not remediation.check_replacement(ref, world.deps)["done"]:
+    replacement.replace_node(ref, world.deps)
+    while not replacement.check_replacement(ref, world.deps)["done"]:
         pass
 
     close(world, incident_id, Outcome.REPLACED)
@@ -297,8 +297,8 @@ def test_a_dry_run_replacement_leaves_the_node_in_place_so_it_is_released():
     incident_id = isolated_awaiting_approval(world)
     approval.decide(world.decision(incident_id, "approve"), world.deps)
     ref = IncidentRef(incident_id)
-    remediation.replace_node(ref, world.deps)
-    remediation.check_replacement(ref, world.deps)
+    replacement.replace_node(ref, world.deps)
+    replacement.check_replacement(ref, world.deps)
 
     close(world, incident_id, Outcome.REPLACED)
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from lambdas.logic import approval, remediation
+from lambdas.logic import approval, closing, replacement
 from lambdas.metric_names import (
     CLOSE_OUTCOMES,
     PipelineMetric,
@@ -41,14 +41,14 @@ def values(metric: PipelineMetric) -> list[float]:
 
 
 def close(world: World, incident_id: str, outcome: Outcome) -> None:
-    remediation.close_incident(CloseRequest(incident_id, outcome, None), world.deps)
+    closing.close_incident(CloseRequest(incident_id, outcome, None), world.deps)
 
 
 def replaced(world: World) -> str:
     world.hyperpod.replacement_polls = 0
     incident_id = world.decided("approve")
-    remediation.replace_node(IncidentRef(incident_id), world.deps)
-    remediation.check_replacement(IncidentRef(incident_id), world.deps)
+    replacement.replace_node(IncidentRef(incident_id), world.deps)
+    replacement.check_replacement(IncidentRef(incident_id), world.deps)
     return incident_id
 
 

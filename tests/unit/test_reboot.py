@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from lambdas.logic import approval, reboot, remediation
+from lambdas.logic import approval, closing, health_check, reboot
 from lambdas.models.errors import (
     DecisionRefused,
     InvalidTransition,
@@ -48,8 +48,8 @@ def wait_until_back(world: World, incident_id: str, *, limit: int = 10) -> dict:
 
 
 def check_again(world: World, incident_id: str) -> dict:
-    remediation.start_health_check(ref(incident_id), world.deps)
-    while (result := remediation.check_health(ref(incident_id), world.deps))["in_progress"]:
+    health_check.start_health_check(ref(incident_id), world.deps)
+    while (result := health_check.check_health(ref(incident_id), world.deps))["in_progress"]:
         pass
     return result
 
@@ -209,9 +209,7 @@ def test_a_passing_check_after_the_reboot_closes_the_incident_as_rebooted(world)
     wait_until_back(world, incident_id)
 
     result = check_again(world, incident_id)
-    closed = remediation.close_incident(
-        CloseRequest(incident_id, Outcome.REBOOTED, None), world.deps
-    )
+    closed = closing.close_incident(CloseRequest(incident_id, Outcome.REBOOTED, None), world.deps)
 
     assert result["passed_after_reboot"] is True
     assert closed == {"incident_id": incident_id, "state": "rebooted"}
@@ -227,9 +225,7 @@ def test_a_passing_check_after_the_reboot_closes_the_incident_as_rebooted(world)
 def test_closing_as_rebooted_without_a_passed_check_after_the_reboot_fails(world):
     incident_id = rebooting(world)
 
-    closed = remediation.close_incident(
-        CloseRequest(incident_id, Outcome.REBOOTED, None), world.deps
-    )
+    closed = closing.close_incident(CloseRequest(incident_id, Outcome.REBOOTED, None), world.deps)
 
     assert closed["state"] == "failed"
     assert "rebooted" in world.incident(incident_id).error["close_mismatch"]
@@ -239,7 +235,7 @@ def test_the_health_check_cannot_run_again_before_the_reboot_is_done(world):
     incident_id = rebooting(world)
 
     with pytest.raises(InvalidTransition, match="reboot is not done"):
-        remediation.start_health_check(ref(incident_id), world.deps)
+        health_check.start_health_check(ref(incident_id), world.deps)
 
 
 def test_a_failing_check_after_the_reboot_asks_for_a_second_decision_on_a_new_card(world):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import approval, isolation, reboot, remediation
+from lambdas.logic import approval, health_check, isolation, reboot, replacement
 from lambdas.models.errors import KubernetesUnauthorized
 from lambdas.models.hyperpod import NodeRecovery
 from lambdas.models.kubernetes import NODE_HEALTH_LABEL
@@ -28,8 +28,8 @@ def decided(world: World, decision: str) -> str:
     incident_id = world.opened()
     ref = IncidentRef(incident_id)
     isolation.isolate_node(ref, world.deps)
-    remediation.start_health_check(ref, world.deps)
-    while remediation.check_health(ref, world.deps)["in_progress"]:
+    health_check.start_health_check(ref, world.deps)
+    while health_check.check_health(ref, world.deps)["in_progress"]:
         pass
     world.workflow.waiting_tokens.add(TOKEN)
     approval.request_approval(
@@ -63,7 +63,7 @@ def test_an_opted_in_automatic_cluster_gets_its_replacement_through_the_node_hea
     world = labelled_world()
     incident_id = decided(world, "approve")
 
-    assert remediation.replace_node(IncidentRef(incident_id), world.deps) == {"status": "requested"}
+    assert replacement.replace_node(IncidentRef(incident_id), world.deps) == {"status": "requested"}
 
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
     assert world.kube.node(EKS, NODE)["labels"] == {

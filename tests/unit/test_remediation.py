@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import remediation
+from lambdas.logic import closing, health_check, replacement
 from lambdas.models.errors import (
     DependencyFailed,
     InvalidTransition,
@@ -22,7 +22,7 @@ def ref(incident_id: str) -> IncidentRef:
 
 
 def close(world: World, incident_id: str, outcome: Outcome, error=None):
-    return remediation.close_incident(CloseRequest(incident_id, outcome, error), world.deps)
+    return closing.close_incident(CloseRequest(incident_id, outcome, error), world.deps)
 
 
 # -- start health check -------------------------------------------------------------------------
@@ -31,7 +31,7 @@ def close(world: World, incident_id: str, outcome: Outcome, error=None):
 def test_health_check_is_started_for_the_instance_in_its_group_with_the_configured_checks(world):
     incident_id = world.opened()
 
-    remediation.start_health_check(ref(incident_id), world.deps)
+    health_check.start_health_check(ref(incident_id), world.deps)
 
     assert world.hyperpod.calls_to("StartClusterHealthCheck") == [
         {
@@ -50,7 +50,7 @@ def test_health_check_is_started_for_the_instance_in_its_group_with_the_configur
 def test_starting_records_the_status_the_node_reports_afterwards(world):
     incident_id = world.opened()
 
-    result = remediation.start_health_check(ref(incident_id), world.deps)
+    result = health_check.start_health_check(ref(incident_id), world.deps)
 
     assert result == {
         "status": "DeepHealthCheckInProgress",
@@ -68,7 +68,7 @@ def test_a_node_that_is_not_running_gets_no_health_check_and_says_why(world):
     incident_id = world.opened()
     world.hyperpod.node(CLUSTER, INSTANCE).status = "SystemUpdating"
 
-    result = remediation.start_health_check(ref(incident_id), world.deps)
+    result = health_check.start_health_check(ref(incident_id), world.deps)
 
     assert result == {"status": "SystemUpdating", "started": False, "held": False, "scope": "node"}
     assert world.hyperpod.calls_to("StartClusterHealthCheck") == []
@@ -83,7 +83,7 @@ def test_a_failed_health_check_call_marks_the_incident_failed_audits_and_reraise
     world.hyperpod.fail_next("StartClusterHealthCheck", refused)
 
     with pytest.raises(DependencyFailed):
-        remediation.start_health_check(ref(incident_id), world.deps)
+        health_check.start_health_check(ref(incident_id), world.deps)
 
     incident = world.incident(incident_id)
     assert incident.state is S.FAILED
@@ -97,7 +97,7 @@ def test_a_throttled_health_check_call_leaves_the_incident_open_for_the_retry(wo
     world.hyperpod.fail_next("StartClusterHealthCheck", Throttled("slow", request_id="req-7"))
 
     with pytest.raises(Throttled):
-        remediation.start_health_check(ref(incident_id), world.deps)
+        health_check.start_health_check(ref(incident_id), world.deps)
 
     assert world.incident(incident_id).state is S.OPENED
     assert world.audit.actions(incident_id)[-1] == "step_error_retryable"
@@ -107,9 +107,9 @@ def test_the_retry_after_a_throttled_call_starts_the_health_check_once(world):
     incident_id = world.opened()
     world.hyperpod.fail_next("StartClusterHealthCheck", Throttled("slow"))
     with pytest.raises(Throttled):
-        remediation.start_health_check(ref(incident_id), world.deps)
+        health_check.start_health_check(ref(incident_id), world.deps)
 
-    result = remediation.start_health_check(ref(incident_id), world.deps)
+    result = health_check.start_health_check(ref(incident_id), world.deps)
 
     assert result["started"] is True
     assert world.incident(incident_id).state is S.HEALTH_CHECK
@@ -117,9 +117,9 @@ def test_the_retry_after_a_throttled_call_starts_the_health_check_once(world):
 
 def test_starting_twice_does_not_start_a_second_health_check(world):
     incident_id = world.opened()
-    remediation.start_health_check(ref(incident_id), world.deps)
+    health_check.start_health_check(ref(incident_id), world.deps)
 
-    remediation.start_health_check(ref(incident_id), world.deps)
+    health_check.start_health_check(ref(incident_id), world.deps)
 
     assert len(world.hyperpod.calls_to("StartClusterHealthCheck")) == 1
 
@@ -130,10 +130,10 @@ def test_starting_twice_does_not_start_a_second_health_check(world):
 def test_polling_reports_in_progress_then_the_passing_result(world):
     world.hyperpod.health_check_polls = 2  # the look right after starting, then one poll
     incident_id = world.opened()
-    remediation.start_health_check(ref(incident_id), world.deps)
+    health_check.start_health_check(ref(incident_id), world.deps)
 
-    first = remediation.check_health(ref(incident_id), world.deps)
-    second = remediation.check_health(ref(incident_id), world.deps)
+    first = health_check.check_health(ref(incident_id), world.deps)
+    second = health_check.check_health(ref(incident_id), world.deps)
 
     assert first == {
         "status": "DeepHealthCheckInProgress",
@@ -176,7 +176,7 @@ def test_a_node_that_hyperpod_replaces_itself_is_waited_for_not_replaced_again(w
     world.hyperpod.set_health_check_result(CLUSTER, INSTANCE, passes=False)
     incident_id = world.decided("approve")
 
-    result = remediation.replace_node(ref(incident_id), world.deps)
+    result = replacement.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "in_progress"}
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
@@ -187,8 +187,8 @@ def test_a_node_hyperpod_replaced_by_itself_closes_as_replaced_by_hyperpod(world
     world.hyperpod.clusters[CLUSTER].node_recovery = NodeRecovery.AUTOMATIC
     world.hyperpod.set_health_check_result(CLUSTER, INSTANCE, passes=False)
     incident_id = world.decided("approve")
-    remediation.replace_node(ref(incident_id), world.deps)
-    while not remediation.check_replacement(ref(incident_id), world.deps)["done"]:
+    replacement.replace_node(ref(incident_id), world.deps)
+    while not replacement.check_replacement(ref(incident_id), world.deps)["done"]:
         pass
 
     result = close(world, incident_id, Outcome.REPLACED)
@@ -199,10 +199,10 @@ def test_a_node_hyperpod_replaced_by_itself_closes_as_replaced_by_hyperpod(world
 
 def test_a_node_gone_during_the_health_check_ends_the_check_as_node_gone(world):
     incident_id = world.opened()
-    remediation.start_health_check(ref(incident_id), world.deps)
+    health_check.start_health_check(ref(incident_id), world.deps)
     del world.hyperpod.clusters[CLUSTER].nodes[INSTANCE]
 
-    result = remediation.check_health(ref(incident_id), world.deps)
+    result = health_check.check_health(ref(incident_id), world.deps)
 
     assert result == {
         "status": "NotFound",
@@ -217,10 +217,10 @@ def test_a_node_gone_during_the_health_check_ends_the_check_as_node_gone(world):
 def test_polls_are_audited_only_when_the_status_changes(world):
     world.hyperpod.health_check_polls = 3  # in progress, in progress, in progress, Running
     incident_id = world.opened()
-    remediation.start_health_check(ref(incident_id), world.deps)
+    health_check.start_health_check(ref(incident_id), world.deps)
 
     for _ in range(4):
-        remediation.check_health(ref(incident_id), world.deps)
+        health_check.check_health(ref(incident_id), world.deps)
 
     polled = [e for e in world.audit.entries(incident_id) if e.action == "health_check_status"]
     assert [(e.details["status"], e.details["result"]) for e in polled] == [("Running", "passed")]
@@ -230,7 +230,7 @@ def test_polling_an_incident_that_is_not_in_health_check_fails_it(world):
     incident_id = world.opened()
 
     with pytest.raises(InvalidTransition):
-        remediation.check_health(ref(incident_id), world.deps)
+        health_check.check_health(ref(incident_id), world.deps)
 
     assert world.incident(incident_id).state is S.FAILED
 
@@ -241,7 +241,7 @@ def test_polling_an_incident_that_is_not_in_health_check_fails_it(world):
 def test_an_approved_incident_requests_the_replacement_of_its_node(world):
     incident_id = world.decided("approve")
 
-    result = remediation.replace_node(ref(incident_id), world.deps)
+    result = replacement.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "requested"}
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == [
@@ -255,7 +255,7 @@ def test_the_node_is_rechecked_before_replacing(world):
     incident_id = world.decided("approve")
     calls_before = len(world.hyperpod.calls)
 
-    remediation.replace_node(ref(incident_id), world.deps)
+    replacement.replace_node(ref(incident_id), world.deps)
 
     operations = [c.operation for c in world.hyperpod.calls[calls_before:]]
     assert operations == ["DescribeClusterNode", "BatchReplaceClusterNodes"]
@@ -265,7 +265,7 @@ def test_a_node_already_gone_is_not_replaced(world):
     incident_id = world.decided("approve")
     del world.hyperpod.clusters[CLUSTER].nodes[INSTANCE]
 
-    result = remediation.replace_node(ref(incident_id), world.deps)
+    result = replacement.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "gone"}
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
@@ -284,7 +284,7 @@ def test_each_documented_failed_code_maps_to_its_next_step(world, code, status, 
     incident_id = world.decided("approve")
     world.hyperpod.inject_replace_failure(INSTANCE, code, "from the test")
 
-    result = remediation.replace_node(ref(incident_id), world.deps)
+    result = replacement.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": status}
     entry = world.audit.entries(incident_id)[-1]
@@ -295,7 +295,7 @@ def test_an_internal_server_error_in_failed_is_retried_later(world):
     incident_id = world.decided("approve")
     world.hyperpod.inject_replace_failure(INSTANCE, "InternalServerError", "boom")
 
-    result = remediation.replace_node(ref(incident_id), world.deps)
+    result = replacement.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "retry"}
     assert world.incident(incident_id).state is S.REPLACING
@@ -305,9 +305,9 @@ def test_an_internal_server_error_in_failed_is_retried_later(world):
 def test_a_retry_after_invalid_status_requests_the_replacement(world):
     incident_id = world.decided("approve")
     world.hyperpod.inject_replace_failure(INSTANCE, "InvalidInstanceStatus")
-    remediation.replace_node(ref(incident_id), world.deps)
+    replacement.replace_node(ref(incident_id), world.deps)
 
-    result = remediation.replace_node(ref(incident_id), world.deps)
+    result = replacement.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "requested"}
     assert world.incident(incident_id).replacement["attempts"] == 2
@@ -317,7 +317,7 @@ def test_dry_run_records_would_replace_and_calls_nothing(world):
     world.settings = settings(dry_run=True)
     incident_id = world.decided("approve")
 
-    result = remediation.replace_node(ref(incident_id), world.deps)
+    result = replacement.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "dry_run"}
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
@@ -329,7 +329,7 @@ def test_a_rejected_incident_is_never_replaced(world):
     incident_id = world.decided("reject")
 
     with pytest.raises(ReplacementNotApproved):
-        remediation.replace_node(ref(incident_id), world.deps)
+        replacement.replace_node(ref(incident_id), world.deps)
 
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
 
@@ -338,7 +338,7 @@ def test_an_undecided_incident_is_never_replaced(world):
     incident_id = world.awaiting_approval()
 
     with pytest.raises(ReplacementNotApproved):
-        remediation.replace_node(ref(incident_id), world.deps)
+        replacement.replace_node(ref(incident_id), world.deps)
 
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
 
@@ -348,7 +348,7 @@ def test_an_undecided_incident_is_never_replaced(world):
 
 def replacing(world: World) -> str:
     incident_id = world.decided("approve")
-    remediation.replace_node(ref(incident_id), world.deps)
+    replacement.replace_node(ref(incident_id), world.deps)
     return incident_id
 
 
@@ -356,8 +356,8 @@ def test_replacement_is_done_when_the_old_instance_is_gone_and_names_the_new_one
     world.hyperpod.replacement_polls = 1
     incident_id = replacing(world)
 
-    first = remediation.check_replacement(ref(incident_id), world.deps)
-    second = remediation.check_replacement(ref(incident_id), world.deps)
+    first = replacement.check_replacement(ref(incident_id), world.deps)
+    second = replacement.check_replacement(ref(incident_id), world.deps)
 
     new_id = world.hyperpod.replaced_by[INSTANCE]
     assert first == {"done": False, "new_instance_id": None}
@@ -369,9 +369,9 @@ def test_replacement_is_done_when_the_old_instance_is_gone_and_names_the_new_one
 def test_a_dry_run_replacement_is_done_at_once_without_a_new_node(world):
     world.settings = settings(dry_run=True)
     incident_id = world.decided("approve")
-    remediation.replace_node(ref(incident_id), world.deps)
+    replacement.replace_node(ref(incident_id), world.deps)
 
-    result = remediation.check_replacement(ref(incident_id), world.deps)
+    result = replacement.check_replacement(ref(incident_id), world.deps)
 
     assert result == {"done": True, "new_instance_id": None}
     assert world.hyperpod.node(CLUSTER, INSTANCE) is not None
@@ -382,7 +382,7 @@ def test_a_failed_describe_while_waiting_fails_the_incident(world):
     world.hyperpod.fail_next("DescribeClusterNode", DependencyFailed("AccessDenied"))
 
     with pytest.raises(DependencyFailed):
-        remediation.check_replacement(ref(incident_id), world.deps)
+        replacement.check_replacement(ref(incident_id), world.deps)
 
     assert world.incident(incident_id).state is S.FAILED
 
@@ -393,7 +393,7 @@ def test_a_failed_describe_while_waiting_fails_the_incident(world):
 def test_closing_after_the_replacement_ends_replaced_and_frees_the_lock(world):
     world.hyperpod.replacement_polls = 0
     incident_id = replacing(world)
-    remediation.check_replacement(ref(incident_id), world.deps)
+    replacement.check_replacement(ref(incident_id), world.deps)
 
     result = close(world, incident_id, Outcome.REPLACED)
 
@@ -476,9 +476,9 @@ def test_after_closing_a_new_alarm_can_open_a_new_incident(world):
 def test_a_health_check_that_was_never_started_is_not_reported_as_failed(world):
     world.hyperpod.node(CLUSTER, INSTANCE).status = "SystemUpdating"
     incident_id = world.opened()
-    remediation.start_health_check(ref(incident_id), world.deps)
+    health_check.start_health_check(ref(incident_id), world.deps)
 
-    result = remediation.check_health(ref(incident_id), world.deps)
+    result = health_check.check_health(ref(incident_id), world.deps)
 
     assert result == {
         "status": "SystemUpdating",

@@ -7,10 +7,11 @@ import copy
 
 import pytest
 
-from lambdas.logic import intake, remediation
-from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.logic import closing, health_check, intake
+from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.reports import NODES, report_event
 from tests.unit.world import CLUSTER, GROUP, World, alarm_event, settings
@@ -131,7 +132,7 @@ def test_a_node_with_an_open_incident_stays_with_it_and_gets_the_report_attached
 def test_the_job_level_incident_health_checks_every_involved_node_in_one_call(job_world):
     incident_id = store(job_world, report_event("reduced_gradient"))["incidents"][0]["incident_id"]
 
-    result = remediation.start_health_check(IncidentRef(incident_id), job_world.deps)
+    result = health_check.start_health_check(IncidentRef(incident_id), job_world.deps)
 
     assert (result["started"], result["scope"]) == (True, "job")
     (call,) = job_world.hyperpod.calls_to("StartClusterHealthCheck")
@@ -145,11 +146,11 @@ def test_the_job_level_incident_polls_all_nodes_and_closes_as_checked(job_world)
         "incident_id"
     ]
     ref = IncidentRef(incident_id)
-    remediation.start_health_check(ref, job_world.deps)
-    while remediation.check_health(ref, job_world.deps)["in_progress"]:
+    health_check.start_health_check(ref, job_world.deps)
+    while health_check.check_health(ref, job_world.deps)["in_progress"]:
         pass
 
-    closed = remediation.close_incident(
+    closed = closing.close_incident(
         CloseRequest(incident_id, Outcome.CHECKED, None), job_world.deps
     )
 
@@ -171,7 +172,7 @@ def test_closing_the_job_level_incident_frees_every_involved_node(job_world):
         "incident_id"
     ]
 
-    remediation.close_incident(CloseRequest(incident_id, Outcome.FAILED, None), job_world.deps)
+    closing.close_incident(CloseRequest(incident_id, Outcome.FAILED, None), job_world.deps)
 
     assert all(job_world.store.open_incident_id(CLUSTER, node) is None for node in NODES)
     assert job_world.store.guard_state(CLUSTER).open_ids == ()
@@ -197,11 +198,11 @@ def test_the_job_level_close_notice_names_the_checkpoint_to_resume_from(job_worl
     }
     incident_id = store(job_world, report_event(alarm))["incidents"][0]["incident_id"]
     ref = IncidentRef(incident_id)
-    remediation.start_health_check(ref, job_world.deps)
-    while remediation.check_health(ref, job_world.deps)["in_progress"]:
+    health_check.start_health_check(ref, job_world.deps)
+    while health_check.check_health(ref, job_world.deps)["in_progress"]:
         pass
 
-    remediation.close_incident(CloseRequest(incident_id, Outcome.CHECKED, None), job_world.deps)
+    closing.close_incident(CloseRequest(incident_id, Outcome.CHECKED, None), job_world.deps)
 
     notice = job_world.notifier.published[-1].message
     assert "no replacement is proposed" in notice

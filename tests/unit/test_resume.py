@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lambdas.logic.resume import choose_resume, resume_of
-from lambdas.models.events import ReportCheckpoint, parse_report_event
+from lambdas.models.report import ReportCheckpoint, parse_report_event
 from tests.unit.reports import report_event
 from trainer_emitter.checks.alarms import Passes
 from trainer_emitter.contract import Check

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import telemetry
+from lambdas.logic import dcgm, telemetry, telemetry_findings, telemetry_query
 from lambdas.logic.evidence import report_evidence
 from lambdas.models.errors import TelemetryBadAnswer, TelemetryRefused, TelemetrySlow
-from lambdas.models.events import parse_report_event
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.report import parse_report_event
 from lambdas.models.settings import TelemetryWorkspace
 from lambdas.models.telemetry import TelemetryRecord, TelemetryState
 from tests.conftest import load_fixture
@@ -68,11 +68,11 @@ def series_of(data: dict[str, Any], name: str) -> dict[str, Any]:
     return next(s for s in data["result"] if s["metric"]["__name__"] == name)
 
 
-def record(data: dict[str, Any], target: telemetry.Target | None = None) -> TelemetryRecord:
-    target = target or telemetry.target_of(incident())
-    window = telemetry.window_of(incident(), LATER)
-    return telemetry.summarize(
-        telemetry.parse_matrix(data), target, window, WORKSPACE, queried_at=LATER.isoformat()
+def record(data: dict[str, Any], target: telemetry_query.Target | None = None) -> TelemetryRecord:
+    target = target or telemetry_query.target_of(incident())
+    window = telemetry_query.window_of(incident(), LATER)
+    return telemetry_findings.summarize(
+        dcgm.parse_matrix(data), target, window, WORKSPACE, queried_at=LATER.isoformat()
     )
 
 
@@ -91,7 +91,7 @@ def set_from(series: dict[str, Any], when: str, value: float) -> None:
 
 
 def test_the_query_asks_for_every_family_under_both_exporter_names():
-    query = telemetry.query_for(telemetry.target_of(incident()), WORKSPACE)
+    query = telemetry_query.query_for(telemetry_query.target_of(incident()), WORKSPACE)
 
     names = set(re.search(r'__name__=~"([^"]*)"', query).group(1).split("|"))
     assert {
@@ -108,11 +108,11 @@ def test_the_query_asks_for_every_family_under_both_exporter_names():
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
         "DCGM_FI_DEV_GPU_TEMP",
     } <= names
-    assert names == {name for family in telemetry.FAMILIES for name in family.names}
+    assert names == {name for family in dcgm.FAMILIES for name in family.names}
 
 
 def test_the_query_selects_the_suspect_gpu_by_uuid_and_the_node_under_both_label_spellings():
-    query = telemetry.query_for(telemetry.target_of(incident()), WORKSPACE)
+    query = telemetry_query.query_for(telemetry_query.target_of(incident()), WORKSPACE)
 
     selectors = query.split(" or ")
     assert len(selectors) == 2
@@ -122,9 +122,9 @@ def test_the_query_selects_the_suspect_gpu_by_uuid_and_the_node_under_both_label
 
 
 def test_without_a_gpu_uuid_in_the_reports_every_gpu_of_the_node_is_asked_for():
-    target = telemetry.target_of(incident(report=False))
+    target = telemetry_query.target_of(incident(report=False))
 
-    query = telemetry.query_for(target, WORKSPACE)
+    query = telemetry_query.query_for(target, WORKSPACE)
 
     assert target.gpu_uuids == ()
     assert "UUID" not in query
@@ -133,14 +133,14 @@ def test_without_a_gpu_uuid_in_the_reports_every_gpu_of_the_node_is_asked_for():
 def test_a_configured_node_label_replaces_dcgm_exporters_own():
     workspace = dataclasses.replace(WORKSPACE, node_label="kubernetes_node")
 
-    query = telemetry.query_for(telemetry.target_of(incident()), workspace)
+    query = telemetry_query.query_for(telemetry_query.target_of(incident()), workspace)
 
     assert " or " not in query
     assert "kubernetes_node=~" in query and "Hostname" not in query
 
 
 def test_the_node_is_known_by_isolations_node_name_and_the_reports_node_name():
-    target = telemetry.target_of(incident(node="ip-10-1-17-42.us-west-2.compute.internal"))
+    target = telemetry_query.target_of(incident(node="ip-10-1-17-42.us-west-2.compute.internal"))
 
     assert target.node_names == ("ip-10-1-17-42.us-west-2.compute.internal", NODE_NAME)
     assert target.gpu_uuids == (UUID,)
@@ -160,16 +160,16 @@ def test_the_node_is_known_by_isolations_node_name_and_the_reports_node_name():
     ],
 )
 def test_a_node_label_value_matches_only_the_node(value, matches):
-    target = telemetry.target_of(incident(node="ip-10-1-17-42.us-west-2.compute.internal"))
+    target = telemetry_query.target_of(incident(node="ip-10-1-17-42.us-west-2.compute.internal"))
 
-    assert bool(re.fullmatch(telemetry.node_pattern(target), value)) is matches
+    assert bool(re.fullmatch(telemetry_query.node_pattern(target), value)) is matches
 
 
 # -- the window -----------------------------------------------------------------------------------
 
 
 def test_the_window_runs_from_an_hour_before_the_report_to_two_minutes_after_the_alarm():
-    window = telemetry.window_of(incident(), LATER)
+    window = telemetry_query.window_of(incident(), LATER)
 
     assert window.step_seconds == 15
     assert window.start <= REPORT_AT - timedelta(hours=1) < window.start + timedelta(seconds=15)
@@ -180,7 +180,7 @@ def test_the_window_runs_from_an_hour_before_the_report_to_two_minutes_after_the
 def test_the_window_never_reaches_past_now():
     now = ALARM_AT + timedelta(seconds=30)
 
-    window = telemetry.window_of(incident(), now)
+    window = telemetry_query.window_of(incident(), now)
 
     assert window.end - now < timedelta(seconds=15)
 
@@ -191,7 +191,7 @@ def test_a_long_stretch_of_evidence_is_cut_to_the_last_six_hours_in_coarser_step
         {"kind": "report", "key": "report:old", "emitted_at": "2026-11-29T20:00:00Z"}
     )
 
-    window = telemetry.window_of(long_ago, LATER)
+    window = telemetry_query.window_of(long_ago, LATER)
 
     assert window.end - window.start <= timedelta(hours=6, seconds=2 * window.step_seconds)
     assert (window.end - window.start) / timedelta(seconds=window.step_seconds) <= 482
@@ -199,7 +199,7 @@ def test_a_long_stretch_of_evidence_is_cut_to_the_last_six_hours_in_coarser_step
 
 
 def test_without_evidence_times_the_window_ends_at_the_incidents_creation():
-    window = telemetry.window_of(incident(report=False, alarm=False), LATER)
+    window = telemetry_query.window_of(incident(report=False, alarm=False), LATER)
 
     created = datetime(2026, 11, 30, 8, 14, 32, tzinfo=UTC)
     assert window.end - timedelta(seconds=15) < created + timedelta(minutes=2) <= window.end
@@ -209,7 +209,7 @@ def test_without_evidence_times_the_window_ends_at_the_incidents_creation():
 
 
 def test_the_recorded_answer_parses_into_its_series():
-    series = telemetry.parse_matrix(answer())
+    series = dcgm.parse_matrix(answer())
 
     assert {s.name for s in series} == {
         "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
@@ -228,7 +228,7 @@ def test_dcgm_blank_values_and_nan_are_not_readings():
     temperature["values"][0][1] = "9223372036854775794"  # DCGM_INT64_BLANK + 2: not supported
     temperature["values"][1][1] = "NaN"
 
-    (parsed,) = [s for s in telemetry.parse_matrix(data) if s.name == "DCGM_FI_DEV_GPU_TEMP"]
+    (parsed,) = [s for s in dcgm.parse_matrix(data) if s.name == "DCGM_FI_DEV_GPU_TEMP"]
 
     assert len(parsed.points) == len(temperature["values"]) - 2
     assert max(v for _, v in parsed.points) == 61
@@ -246,7 +246,7 @@ def test_dcgm_blank_values_and_nan_are_not_readings():
 )
 def test_an_answer_that_is_not_a_matrix_of_points_is_a_bad_answer(data):
     with pytest.raises(TelemetryBadAnswer):
-        telemetry.parse_matrix(data)
+        dcgm.parse_matrix(data)
 
 
 # -- what counts as a signal ----------------------------------------------------------------------
@@ -482,14 +482,14 @@ def test_the_query_goes_to_the_clusters_workspace_over_the_window():
     found = telemetry.check(world.deps, incident(), LATER)
 
     (call,) = world.prometheus.calls
-    window = telemetry.window_of(incident(), LATER)
+    window = telemetry_query.window_of(incident(), LATER)
     assert call.workspace == WORKSPACE
     assert (call.start, call.end, call.step_seconds) == (
         window.start,
         window.end,
         window.step_seconds,
     )
-    assert call.query == telemetry.query_for(telemetry.target_of(incident()), WORKSPACE)
+    assert call.query == telemetry_query.query_for(telemetry_query.target_of(incident()), WORKSPACE)
     assert found.state == TelemetryState.SIGNAL
     assert found.dashboard == WORKSPACE.dashboard
 

@@ -9,12 +9,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from lambdas.adapters.fake_hyperpod import FakeHyperPod
-from lambdas.logic import approval, intake, remediation
+from infra.local.fake_hyperpod import FakeHyperPod
+from lambdas.logic import approval, health_check, intake
 from lambdas.logic.ports import Deps
-from lambdas.models.events import parse_contributor_event, parse_report_event
+from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import Incident
 from lambdas.models.payloads import DecisionRequest, IncidentRef, parse_approval_request
+from lambdas.models.report import parse_report_event
 from lambdas.models.settings import Settings
 from tests.conftest import load_fixture
 from tests.unit.fakes import (
@@ -116,8 +117,8 @@ class World:
     def health_checked(self) -> str:
         incident_id = self.opened()
         ref = IncidentRef(incident_id)
-        remediation.start_health_check(ref, self.deps)
-        while remediation.check_health(ref, self.deps)["in_progress"]:
+        health_check.start_health_check(ref, self.deps)
+        while health_check.check_health(ref, self.deps)["in_progress"]:
             pass
         return incident_id
 

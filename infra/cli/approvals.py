@@ -1,6 +1,6 @@
 """The approval state machine from the outside: start an execution, as the console's "Start
-execution" does, and wait for it to end. Used by the `sdc` CLI (infra/cli.py); the functions
-never start it (who may approve = who may `states:StartExecution` on its ARN)."""
+execution" does, and wait for it to end. Only the `sdc` CLI does; the functions never start it
+(who may approve = who may `states:StartExecution` on its ARN)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Read-only queries an operator makes and the functions never do: incidents by state (the
 incidents table's `by_state` index) and every chain in the audit log (a Scan of the audit table).
 
-Layout: docs/pipeline.md, "Storage". Used by the `sdc` CLI (infra/cli.py).
+Layout: docs/pipeline.md, "Storage". Only the `sdc` CLI uses them, so they stay out of the
+Lambda asset.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from collections.abc import Iterable
 from typing import Final
 
 from lambdas.adapters._aws import DynamoTable, pages
-from lambdas.adapters.dynamodb import hold_key, incidents_in_state
+from lambdas.adapters.dynamodb.incidents import incidents_in_state
+from lambdas.adapters.dynamodb.keys import hold_key
 from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident, IncidentState

@@ -1,0 +1,131 @@
+"""The read commands: `sdc incidents` and `sdc holds` list, `sdc show` prints one incident (its
+evidence as the approval card words it, the decision, the audit trail) or one storm hold."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Final
+
+from infra.cli.audit import chain_verdict
+from infra.cli.exits import EXIT_OK
+from infra.cli.queries import OPEN_STATES
+from infra.cli.render import (
+    print_json,
+    print_table,
+    public_record,
+    render_hold,
+    render_incident,
+    verdict_record,
+    when,
+)
+from infra.cli.wiring import Operator
+from lambdas.logic import cards, evidence
+from lambdas.logic.lifecycle import reboots_done
+from lambdas.logic.recommendation import recommend
+from lambdas.models.incident import IncidentState
+
+HOLD_PREFIX: Final = "hold-"
+"""Storm hold ids start with it (`lambdas.logic.ids.hold_id`); `show` takes either kind of id."""
+
+
+def cmd_incidents(op: Operator, args: argparse.Namespace) -> int:
+    if args.state:
+        states: Sequence[IncidentState] = [IncidentState(args.state)]
+        nothing = f"no incidents in state {args.state}"
+    elif args.all:
+        states, nothing = list(IncidentState), "no incidents"
+    else:
+        states, nothing = OPEN_STATES, "no open incidents"
+    found = op.queries().in_states(states)
+    if args.json:
+        print_json([public_record(i) for i in found])
+    elif not found:
+        print(nothing)
+    else:
+        print_table(
+            ("INCIDENT", "STATE", "CLUSTER", "INSTANCE", "OPENED", "METRIC"),
+            [
+                (
+                    i.incident_id,
+                    i.state.value,
+                    i.cluster_name,
+                    i.instance_id or "-",
+                    when(i.created_at),
+                    ",".join(i.metrics) or "-",
+                )
+                for i in found
+            ],
+        )
+    return EXIT_OK
+
+
+def cmd_holds(op: Operator, args: argparse.Namespace) -> int:
+    found = [h for h in op.queries().storm_holds() if args.all or h.active]
+    if args.json:
+        print_json([h.to_record() for h in found])
+    elif not found:
+        print("no storm holds" if args.all else "no active storm holds")
+    else:
+        print_table(
+            ("HOLD", "STATE", "CLUSTER", "STARTED", "INSTANCES", "RESET BY"),
+            [
+                (
+                    h.hold_id,
+                    "active" if h.active else "reset",
+                    h.cluster_name,
+                    when(h.created_at),
+                    str(len(h.instances)),
+                    h.lifted_by or "-",
+                )
+                for h in found
+            ],
+        )
+    return EXIT_OK
+
+
+def cmd_show(op: Operator, args: argparse.Namespace) -> int:
+    if args.incident.startswith(HOLD_PREFIX):
+        return _show_hold(op, args)
+    incident = op.incident(args.incident)
+    entries = op.audit().entries(incident.incident_id)
+    verdict = chain_verdict(entries)
+    advice = recommend(
+        evidence.reports(incident),
+        (incident.health_check or {}).get("result"),
+        job_level=incident.is_job,
+        rebooted=reboots_done(incident) > 0,
+    )
+    if args.json:
+        print_json(
+            {
+                "incident": public_record(incident),
+                "recommendation": {
+                    "advice": advice.advice.value,
+                    "reasons": list(advice.reasons),
+                },
+                "audit": [e.to_record() for e in entries],
+                "chain": verdict_record(verdict),
+            }
+        )
+    else:
+        card = cards.approval_card(incident, op.deployment.settings(), advice)
+        print(render_incident(incident, card, op.deployment, entries, verdict))
+    return EXIT_OK
+
+
+def _show_hold(op: Operator, args: argparse.Namespace) -> int:
+    hold = op.hold(args.incident)
+    entries = op.audit().entries(hold.hold_id)
+    verdict = chain_verdict(entries)
+    if args.json:
+        print_json(
+            {
+                "hold": hold.to_record(),
+                "audit": [e.to_record() for e in entries],
+                "chain": verdict_record(verdict),
+            }
+        )
+    else:
+        print(render_hold(hold, entries, verdict))
+    return EXIT_OK

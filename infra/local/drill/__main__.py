@@ -1,0 +1,127 @@
+"""`python -m infra.local.drill` (`make drill ARGS=...`): run one scenario or all, print each
+outcome (or one JSON document per scenario), exit 0 only when every one passed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from infra.local import drill
+from infra.local.drill.render import Style, render
+from infra.local.drill.runner import run_scenario
+from infra.local.drill.scenarios import DEFAULT, SCENARIOS
+
+OUTPUTS_FILE = ".drill/outputs.json"
+
+
+def _serve_until_decided(run: Any, incident_id: str, port: int) -> None:
+    """Serve the local account over HTTP and wait until someone decides with the CLI."""
+    endpoint = run.serve(port)
+    path = run.write_outputs(OUTPUTS_FILE)
+    print(
+        "\nThe local account is served at " + endpoint + ". Decide from another shell:\n\n"
+        f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} show {incident_id}\n"
+        f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} approve {incident_id} -m 'looks bad'\n"
+        f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} reject {incident_id} -m 'not the GPU'\n"
+        "\nWaiting for the decision (Ctrl-C to stop)...",
+        flush=True,
+    )
+    while True:
+        incident = run.incident(incident_id)
+        if incident is not None and incident.state.value != "awaiting_approval":
+            return None
+        time.sleep(0.2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="make drill", description=(drill.__doc__ or "").split("\n\n")[0]
+    )
+    parser.add_argument("--scenario", default=DEFAULT, choices=[*sorted(SCENARIOS), "all"])
+    parser.add_argument(
+        "--ddp",
+        dest="scenario",
+        action="store_const",
+        const="ddp-replay",
+        help="--scenario ddp-replay",
+    )
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument("--json", action="store_true", help="one JSON document per scenario")
+    parser.add_argument(
+        "--interactive", action="store_true", help="pause at the approval and ask for the decision"
+    )
+    parser.add_argument(
+        "--serve",
+        type=int,
+        nargs="?",
+        const=5005,
+        metavar="PORT",
+        help="at the approval, serve the local account on 127.0.0.1:PORT (default 5005) and "
+        "wait for a decision from the sdc CLI (it prints the command)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="show the functions' own logs")
+    args = parser.parse_args(argv)
+    if args.list:
+        for scenario in SCENARIOS.values():
+            print(f"{scenario.name:<20} {scenario.summary}")
+        return 0
+    if not args.verbose:
+        # The functions log JSON lines to stdout, as on Lambda; here they would bury the
+        # timeline. Set before the handlers are imported. (Their EMF metrics never reach stdout
+        # in the local run: infra/local/metrics.py puts them into the local account.)
+        os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    tty = sys.stdout.isatty() and not args.json
+    style = Style(tty and os.environ.get("NO_COLOR") is None)
+
+    def progress(text: str) -> None:
+        if tty:
+            sys.stderr.write(f"\r\033[K… {text[:100]}")
+            sys.stderr.flush()
+
+    def ask(run: Any, incident_id: str, card: str) -> str | None:
+        if tty:
+            sys.stderr.write("\r\033[K")
+        print(card)
+        if args.serve is not None:
+            _serve_until_decided(run, incident_id, args.serve)
+            return None
+        while True:
+            answer = (
+                input(f"\nDecision for {incident_id} [approve/reboot/reject]: ").strip().lower()
+            )
+            if answer in ("approve", "reboot", "reject"):
+                return answer
+
+    names = sorted(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    failed = 0
+    for name in names:
+        try:
+            outcome = run_scenario(
+                SCENARIOS[name],
+                progress=progress,
+                ask=ask if args.interactive or args.serve is not None else None,
+            )
+        except Exception as exc:  # a drill that breaks says how, in one line, and fails
+            if tty:
+                sys.stderr.write("\r\033[K")
+            print(style(f"FAIL  {name}: {type(exc).__name__}: {exc}", "31;1"))
+            failed += 1
+            continue
+        if tty:
+            sys.stderr.write("\r\033[K")
+        if args.json:
+            print(json.dumps(outcome.to_json()))
+        else:
+            render(outcome, sys.stdout, style)
+        failed += not outcome.passed
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

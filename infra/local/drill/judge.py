@@ -1,0 +1,192 @@
+"""The drill's judge: what a scenario's run left behind against what the scenario expects.
+Every problem is one sentence; a run passes with none."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from infra.local.drill.scenarios import DECOY_XIDS, MUTE_RULE, XID, Scenario, culprit_gpu
+
+GONE = ("replaced", "replaced_by_hyperpod")
+"""Outcomes after which the suspect node is gone, its cordon with it."""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What a scenario's run left behind."""
+
+    finals: Sequence[Any]
+    """The incidents, as they ended."""
+    holds: Sequence[Any]
+    """The storm holds, as they ended."""
+    chain_ok: bool
+    card: str | None
+    """The approval card the approver got (the held notice of a muted alarm)."""
+    notices: Sequence[str | None]
+    """The kind of every notification sent."""
+    held_texts: Sequence[str]
+    replace_calls: list[dict[str, Any]]
+    reboot_calls: list[dict[str, Any]]
+    health_checks: Sequence[Any]
+    isolated: set[str]
+    """The instances whose Kubernetes node is still cordoned or tainted."""
+    alarm: dict[str, Any]
+    rank_map: Sequence[dict[str, Any]]
+    interactive: bool
+    """A person decided (the drill's expectations of the decision do not apply)."""
+
+
+def problems(scenario: Scenario, seen: Observed) -> list[str]:
+    """Every expectation of `scenario` that `seen` does not meet, in words."""
+    found = _judge(scenario, seen.finals, seen.replace_calls, seen.chain_ok, seen.interactive)
+    found += _judge_recovery(scenario, seen.reboot_calls, seen.card, seen.interactive)
+    found += [
+        f"{i.instance_id}'s Kubernetes node is still cordoned or tainted after the incident "
+        f"closed as {i.state.value}"
+        for i in seen.finals
+        if i.state.value not in GONE and set(i.locked_instances) & seen.isolated
+    ]
+    if scenario.storm:
+        found += _judge_storm(seen.holds, seen.notices, seen.health_checks)
+    if scenario.hardware:
+        found += _judge_hardware(seen.card, seen.finals, culprit_gpu(seen.alarm, seen.rank_map))
+    if scenario.muted:
+        found += _judge_muted(seen.finals, seen.notices, seen.held_texts, seen.health_checks)
+    return found
+
+
+def _judge(
+    scenario: Scenario,
+    finals: Sequence[Any],
+    replace_calls: list[dict[str, Any]],
+    chain_ok: bool,
+    interactive: bool,
+) -> list[str]:
+    problems: list[str] = []
+    if not finals:
+        problems.append("no incident was opened")
+    if len(finals) != scenario.incidents:
+        problems.append(f"{len(finals)} incidents recorded; expected {scenario.incidents}")
+    if not chain_ok:
+        problems.append("the audit chain does not verify")
+    if interactive:
+        return problems
+    for incident in finals:
+        if incident.state.value != scenario.expect:
+            problems.append(
+                f"{incident.incident_id} ended {incident.state.value}, expected {scenario.expect}"
+            )
+    if scenario.replaced and len(replace_calls) != 1:
+        problems.append(f"expected one BatchReplaceClusterNodes call, saw {len(replace_calls)}")
+    if not scenario.replaced and replace_calls:
+        problems.append(
+            f"BatchReplaceClusterNodes was called {len(replace_calls)} times; expected none"
+        )
+    return problems
+
+
+def _judge_recovery(
+    scenario: Scenario, reboot_calls: list[dict[str, Any]], card: str | None, interactive: bool
+) -> list[str]:
+    """The reboot tier: rebooted exactly when the scenario says, and the card's recommendation."""
+    problems: list[str] = []
+    if interactive:
+        return problems
+    if scenario.rebooted and len(reboot_calls) != 1:
+        problems.append(f"expected one BatchRebootClusterNodes call, saw {len(reboot_calls)}")
+    if not scenario.rebooted and reboot_calls:
+        problems.append(
+            f"BatchRebootClusterNodes was called {len(reboot_calls)} times; expected none"
+        )
+    if scenario.recommends and f"RECOMMENDATION: {scenario.recommends.upper()}" not in (card or ""):
+        problems.append(f"the approval card does not recommend {scenario.recommends}")
+    return problems
+
+
+def check_dashboard(
+    run: Any, entries: Sequence[Any], sdc: set[tuple[str, str]]
+) -> tuple[list[str], list[str]]:
+    """The deployed dashboard against this run (infra/local/dashboard_check.py): the metrics it
+    had to show, and the problems found."""
+    from infra.local.dashboard_check import facts, judge_dashboard, published_metrics
+
+    bodies = list(run.stack.dashboards.values())
+    if len(bodies) != 1:
+        return [], [f"the stack has {len(bodies)} dashboards; expected one"]
+    stack = run.stack
+    expected = facts(entries, sdc)
+    problems = judge_dashboard(
+        bodies[0],
+        published_metrics(run.session.client("cloudwatch")),
+        expected,
+        sdc_namespace=run.deps.settings.namespace,
+        resources={
+            "FunctionName": {f.name for f in stack.functions.values()},
+            "QueueName": {q["arn"].rsplit(":", 1)[-1] for q in stack.queues.values()},
+            "StateMachineArn": {m.arn for m in stack.state_machines.values()},
+        },
+        alarms={a["AlarmArn"] for a in stack.alarms.values()},
+    )
+    return sorted(f"{namespace}/{name}" for namespace, name in expected), problems
+
+
+def _judge_muted(
+    finals: Sequence[Any],
+    notices: Sequence[str | None],
+    held_texts: Sequence[str],
+    checks: Sequence[Any],
+) -> list[str]:
+    problems: list[str] = []
+    for incident in finals:
+        hold = incident.hold or {}
+        if (hold.get("kind"), hold.get("mute_rule")) != ("muted", MUTE_RULE):
+            problems.append(
+                f"{incident.incident_id} is not held by mute rule {MUTE_RULE}: hold {hold}"
+            )
+        if incident.execution_arn:
+            problems.append(f"{incident.incident_id} started a remediation execution")
+    if notices.count("held") != 1 or not all(MUTE_RULE in text for text in held_texts):
+        problems.append(
+            f"{notices.count('held')} held notices; expected one naming mute rule {MUTE_RULE}"
+        )
+    if checks:
+        problems.append(f"{len(checks)} deep health checks started; expected none")
+    return problems
+
+
+def _judge_storm(
+    holds: Sequence[Any], notices: Sequence[str | None], checks: Sequence[Any]
+) -> list[str]:
+    problems: list[str] = []
+    if len(holds) != 1:
+        problems.append(f"{len(holds)} storm holds; expected one")
+    elif holds[0].active:
+        problems.append(f"storm hold {holds[0].hold_id} is still active after the reset")
+    storm_notices = notices.count("storm_hold")
+    if storm_notices != 1:
+        problems.append(f"{storm_notices} storm notices; expected one")
+    if notices.count("held"):
+        problems.append(f"{notices.count('held')} held notices besides the storm notice")
+    if checks:
+        problems.append(f"{len(checks)} deep health checks started; expected none")
+    return problems
+
+
+def _judge_hardware(card: str | None, finals: Sequence[Any], culprit: dict[str, Any]) -> list[str]:
+    """The card names the culprit GPU's XID and row remap failure, and nothing of the decoys."""
+    problems: list[str] = []
+    lines = (card or "").splitlines()
+    uuid = culprit["gpu_uuid"]
+    if not any(f"XID {XID} at " in line and uuid in line for line in lines):
+        problems.append(f"the card does not name XID {XID} on {uuid}")
+    if not any("row remap FAILED" in line and uuid in line for line in lines):
+        problems.append(f"the card does not name the row remap failure on {uuid}")
+    for where, xid in DECOY_XIDS.items():
+        if f"XID {xid} " in (card or ""):
+            problems.append(f"the card names XID {xid} of {where}")
+    states = [getattr(i.telemetry, "state", None) for i in finals]
+    if states != ["signal"]:
+        problems.append(f"the incidents' telemetry is {states}; expected ['signal']")
+    return problems

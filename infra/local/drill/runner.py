@@ -1,0 +1,355 @@
+"""The drill's runner: one scenario end to end on the local run, then judged.
+
+A training rank calls the emitter with an alarm; the metrics land in moto; the local evaluator
+applies the deployed alarms' semantics and emits contributor events; the deployed rule patterns
+route them; the handlers run in-process; the state machine definitions from the synthesized
+template run in moto's interpreter; the decision goes through the approval state machine, the
+console's path; the fake HyperPod replaces the node.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.local.drill import judge, stage
+from infra.local.drill.scenarios import RANK_MAP, WORKSPACE_ID, Scenario
+
+Note = Callable[..., None]
+"""`note(who, what, at=None, **ids)`: a timeline line; `at` (monotonic) if earlier than now."""
+
+CLOSED = ("replaced", "rebooted", "rejected", "expired", "failed", "skipped")
+"""The states the drill waits for besides the scenario's expected one."""
+
+
+@dataclass
+class Line:
+    at: float
+    who: str
+    what: str
+    ids: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    passed: bool
+    problems: list[str]
+    incidents: list[dict[str, Any]]
+    timeline: list[Line]
+    notification: str | None
+    audit: dict[str, list[dict[str, Any]]]
+    chain_ok: bool
+    replace_calls: list[dict[str, Any]]
+    seconds: float
+    dashboard: list[str] = field(default_factory=list)
+    """The metrics this run's incidents put on the deployed dashboard, each checked against
+    what the run published (`infra.local.dashboard_check`)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "passed": self.passed,
+            "problems": self.problems,
+            "incidents": self.incidents,
+            "timeline": [vars(line) for line in self.timeline],
+            "notification": self.notification,
+            "audit": self.audit,
+            "audit_chain_verified": self.chain_ok,
+            "replace_calls": self.replace_calls,
+            "seconds": round(self.seconds, 2),
+            "dashboard": self.dashboard,
+        }
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+    ask: Callable[[Any, str, str], str | None] | None = None,
+) -> Outcome:
+    """Run one scenario end to end and judge it. `ask(run, incident_id, card)` replaces the
+    scripted approver (interactive and serve modes): it returns "approve", "reboot" or "reject"
+    for the drill to send, or None when the decision was made elsewhere (the CLI, against the
+    served endpoint)."""
+    from infra.local.run import LocalRun  # heavy: moto, CDK on first synth
+
+    started = time.monotonic()
+    wall_start = time.time()
+    timeline: list[Line] = []
+
+    def note(who: str, what: str, at: float | None = None, **ids: str) -> None:
+        when = time.monotonic() if at is None else at
+        timeline.append(Line(round(when - started, 2), who, what, ids))
+        progress(what)
+
+    alarm, rank_map = scenario.alarm, RANK_MAP
+    if scenario.job is not None:
+        progress("training: a DDP job on CPU with its SDC checks, until its first alarm")
+        job = scenario.job()
+        alarm, rank_map = job.alarm, job.rank_map
+        for what, ids in job.lines():
+            note("training", what, **ids)
+    progress("synthesizing the stack and standing it up in a local account")
+    hyperpod = stage.cluster(scenario, alarm, rank_map)
+    with ExitStack() as stack:
+        endpoints = None
+        if scenario.hardware:
+            progress("a local Prometheus with dcgm-exporter's series of every GPU")
+            workspace = stage.prometheus_workspace(alarm, rank_map, note)
+            endpoints = {WORKSPACE_ID: stack.enter_context(workspace)}
+        run = stack.enter_context(
+            LocalRun.open(
+                context=scenario.context, hyperpod=hyperpod, telemetry_endpoints=endpoints
+            )
+        )
+        note("local", "stack deployed into the local account (moto) from the synthesized template")
+        if scenario.muted:
+            stage.mute_alarms(run, note)
+        reported_at = time.monotonic()  # the report event is handled before report() returns
+        emitter = run.emitter(rank_map, report_events=not scenario.muted)
+        result = emitter.report(alarm)
+        published = ", ".join(f"{d.metric.value} on {d.instance_id}" for d in result.datapoints)
+        note(
+            "rank 0",
+            f"step {alarm['step']}: {alarm['check']} check fired; "
+            f"report {result.report_id[:8]} published ({published})",
+            at=reported_at,
+            report_id=result.report_id,
+        )
+        incident_ids = _deliver_alarms(run, scenario, note)
+        card: str | None = None
+        holds: list[Any] = []
+        if scenario.storm:
+            card, hold = _reset_storm(run, scenario, note)
+            holds.append(hold)
+        if scenario.approval:
+            card = _approve(run, scenario, incident_ids, ask, note) or card
+        finals = [run.wait_for(i, scenario.expect, *CLOSED, timeout=90) for i in incident_ids]
+        subjects = [i.incident_id for i in finals] + [h.hold_id for h in holds]
+        audit, chain_ok, every_entry = _read_audit(run, subjects, wall_start, timeline)
+        replace_calls = run.hyperpod.calls_to("BatchReplaceClusterNodes")
+        reboot_calls = run.hyperpod.calls_to("BatchRebootClusterNodes")
+        health_checks = run.hyperpod.calls_to("StartClusterHealthCheck")
+        received = run.inbox + run.notifications()
+        held_texts = [n["message"] for n in received if n["attributes"].get("kind") == "held"]
+        if scenario.muted and held_texts:
+            card = held_texts[0]
+        seen = judge.Observed(
+            finals=finals,
+            holds=[run.deps.guard.get_hold(h.hold_id) or h for h in holds],
+            chain_ok=chain_ok,
+            card=card,
+            notices=[n["attributes"].get("kind") for n in received],
+            held_texts=held_texts,
+            replace_calls=replace_calls,
+            reboot_calls=reboot_calls,
+            health_checks=health_checks,
+            isolated=_still_isolated(run),
+            alarm=alarm,
+            rank_map=rank_map,
+            interactive=ask is not None,
+        )
+        sdc = {(emitter.config.namespace, d.metric.value) for d in result.datapoints}
+        dashboard, dashboard_problems = judge.check_dashboard(run, every_entry, sdc)
+    timeline.sort(key=lambda line: line.at)
+    problems = judge.problems(scenario, seen) + dashboard_problems
+    return Outcome(
+        scenario=scenario.name,
+        passed=not problems,
+        problems=problems,
+        incidents=[
+            {
+                "incident_id": i.incident_id,
+                "instance_id": i.instance_id,
+                "state": i.state.value,
+                "new_instance_id": (i.replacement or {}).get("new_instance_id"),
+                "dry_run": bool((i.replacement or {}).get("dry_run")),
+            }
+            for i in finals
+        ],
+        timeline=timeline,
+        notification=card,
+        audit=audit,
+        chain_ok=chain_ok,
+        replace_calls=replace_calls,
+        seconds=time.monotonic() - started,
+        dashboard=dashboard,
+    )
+
+
+def _deliver_alarms(run: Any, scenario: Scenario, note: Note) -> list[str]:
+    """The evaluator's contributor events, each delivered as often as the scenario says; the
+    incidents they (or the report event before them) opened or held, in order."""
+    events = run.evaluator.evaluate()
+    for event in events:
+        attrs = event["detail"]["alarmContributor"]["attributes"]
+        mute = event["detail"].get("muteDetail")
+        note(
+            "cloudwatch",
+            f"alarm {event['detail']['alarmName']} → ALARM for contributor "
+            f"{attrs['InstanceId']}"
+            + (f" (actions muted by {mute['mutedByArn'].rsplit(':', 1)[-1]})" if mute else ""),
+            alarm=event["detail"]["alarmName"],
+        )
+    # What the report event opened (or held) before any alarm arrived.
+    by_report = {
+        str(i.get("incident_id"))
+        for d in run.deliveries
+        for i in (d.response or {}).get("incidents") or []
+    }
+    incident_ids: list[str] = []
+    for round_ in range(scenario.deliveries):
+        for event in events:
+            for delivery in run.put_event(event):
+                response = delivery.response or {}
+                incident_id = response.get("incident_id")
+                action = response.get("action", "failed")
+                if action == "held" and (incident_id in by_report or incident_id in incident_ids):
+                    note(
+                        "eventbridge",
+                        f"alarm joins held incident {incident_id}",
+                        incident_id=str(incident_id),
+                    )
+                elif action == "held":
+                    note(
+                        "eventbridge",
+                        f"alarm recorded incident {incident_id} as held",
+                        incident_id=str(incident_id),
+                    )
+                elif action == "attached" and round_ == 0:
+                    note(
+                        "eventbridge",
+                        f"alarm attached to {incident_id} (the report opened it first)",
+                        incident_id=str(incident_id),
+                    )
+                elif action != "opened":  # the audit log shows the opening
+                    note(
+                        "eventbridge",
+                        f"delivered again: {action} to {incident_id}",
+                        incident_id=str(incident_id),
+                    )
+                if incident_id and incident_id not in incident_ids:
+                    incident_ids.append(incident_id)
+    for delivery in run.deliveries:  # the report event may have opened it first
+        for opened in (delivery.response or {}).get("incidents") or []:
+            if opened.get("incident_id") and opened["incident_id"] not in incident_ids:
+                incident_ids.append(opened["incident_id"])
+    return incident_ids
+
+
+def _approve(
+    run: Any,
+    scenario: Scenario,
+    incident_ids: Sequence[str],
+    ask: Callable[[Any, str, str], str | None] | None,
+    note: Note,
+) -> str | None:
+    """Each incident's approval card, then the scenario's decision (or the person's) through
+    the approval state machine. Returns the last card."""
+    card = None
+    for incident_id in incident_ids:
+        run.wait_for(incident_id, "awaiting_approval", timeout=60)
+        notice = run.wait_for_notification("approve")
+        card = notice["message"]
+        note("approver", f"notified: {notice['subject']}", incident_id=incident_id)
+        decision = ask(run, incident_id, card) if ask else scenario.decision
+        if decision is None and ask:
+            note("approver", "decided outside the drill")
+            continue
+        if decision is None:
+            note("approver", "no answer (waiting for the approval timeout)")
+            continue
+        execution = run.decide(incident_id, decision, f"drill: {decision}")
+        note(
+            "approver",
+            f"{decision} via the approval state machine → {execution['status']}",
+            execution=execution["executionArn"].rsplit(":", 1)[-1],
+        )
+    return card
+
+
+def _reset_storm(run: Any, scenario: Scenario, note: Note) -> tuple[str | None, Any]:
+    """The storm hold's one notice, then the approver's audited reset through the approval
+    state machine (decision `reset` on the hold's id, exactly as the notice says)."""
+    notice = run.wait_for_notification("storm on")
+    hold_id = notice["attributes"]["incident_id"]
+    note("approver", f"notified: {notice['subject']}", hold_id=hold_id)
+    hold = run.deps.guard.get_hold(hold_id)
+    if scenario.decision == "reset":
+        execution = run.decide(hold_id, "reset", "drill: the recipe is fixed")
+        note(
+            "approver",
+            f"reset via the approval state machine → {execution['status']}",
+            execution=execution["executionArn"].rsplit(":", 1)[-1],
+        )
+    return notice["message"], hold
+
+
+def _read_audit(
+    run: Any, subjects: Sequence[str], wall_start: float, timeline: list[Line]
+) -> tuple[dict[str, list[dict[str, Any]]], bool, list[Any]]:
+    """Each subject's audit entries (shortened for the outcome), whether every chain verifies,
+    and every entry; the entries join the timeline."""
+    from lambdas.logic.audit import verify_chain
+
+    audit: dict[str, list[dict[str, Any]]] = {}
+    chain_ok = True
+    every_entry: list[Any] = []
+    for subject in subjects:
+        entries = run.audit(subject)
+        every_entry.extend(entries)
+        chain_ok = chain_ok and verify_chain(entries).ok
+        timeline.extend(_audit_lines(entries, wall_start))
+        audit[subject] = [
+            {
+                "seq": e.seq,
+                "at": e.at,
+                "actor": e.actor,
+                "action": e.action,
+                "hash": e.hash[:12],
+                "prev_hash": e.prev_hash[:12],
+            }
+            for e in entries
+        ]
+    return audit, chain_ok, every_entry
+
+
+_SHOWN = ("status", "state", "decision", "outcome", "new_instance_id", "node_status", "reason")
+
+
+def _audit_lines(entries: Sequence[Any], wall_start: float) -> list[Line]:
+    """The audit log as timeline lines: what each step of the pipeline recorded, when."""
+    from datetime import datetime
+
+    lines = []
+    for entry in entries:
+        if entry.action in ("incident_opened", "execution_started") and entry.seq > 2:
+            continue
+        shown = {
+            k: str(entry.details[k]) for k in _SHOWN if isinstance(entry.details.get(k), str | int)
+        }
+        what = entry.action.replace("_", " ") + (
+            " (" + ", ".join(f"{k} {v}" for k, v in shown.items()) + ")" if shown else ""
+        )
+        at = datetime.fromisoformat(entry.at).timestamp() - wall_start
+        who = "approver" if entry.actor.startswith("approver") else entry.actor
+        lines.append(Line(round(at, 2), who, what, {"audit_seq": str(entry.seq)}))
+    return lines
+
+
+def _still_isolated(run: Any) -> set[str]:
+    """The instances whose Kubernetes node (in the local API stand-in) is still unschedulable or
+    carries an incident taint."""
+    from lambdas.models.kubernetes import TAINT_KEY, KubeNode
+
+    nodes = [KubeNode.from_json(raw) for raw in run.kube_api.nodes.values()]
+    return {
+        node.instance_id
+        for node in nodes
+        if node.instance_id
+        and (node.unschedulable or any(t.get("key") == TAINT_KEY for t in node.taints))
+    }

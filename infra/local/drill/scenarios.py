@@ -1,0 +1,295 @@
+"""The drill's scenarios: the job and its cluster (4 nodes of 8 GPUs), the alarms a training
+rank raises, and for each scenario what the drill's approver does and what must come of it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CLUSTER = "ml-cluster-1"
+NODES = ("i-0aa00000000000001", "i-0bb00000000000002", "i-0cc00000000000003", "i-0dd00000000000004")
+GPUS_PER_NODE = 8
+
+RANK_MAP = [
+    {
+        "rank": rank,
+        "node": f"hyperpod-{NODES[rank // GPUS_PER_NODE]}",
+        "instance_id": NODES[rank // GPUS_PER_NODE],
+        "gpu_uuid": f"GPU-{rank:08x}-5a1e-4c1d-9e7b-{rank * 7919:012x}",
+    }
+    for rank in range(len(NODES) * GPUS_PER_NODE)
+]
+"""The job: 4 nodes of 8 GPUs, rank r on node r // 8 (as the rank map all-gathered at start)."""
+
+REPLAY_CULPRIT = {
+    "step": 30,
+    "check": "compute",
+    "nonfinite": [],
+    "mismatched_pairs": [[13, 5], [21, 13]],
+    "culprits": [13],
+    "verdicts": [],
+    "suspect_window": [21, 30],
+    "last_audit_pass": 20,
+    "last_weight_check_pass": 20,
+    "checkpoints": [
+        {
+            "step": s,
+            "last_audit_pass": s,
+            "last_weight_check_pass": s,
+            "location": f"s3://ckpt/step-{s}",
+        }
+        for s in (10, 20)
+    ],
+}
+NONFINITE_TRANSIENT = {
+    "step": 25,
+    "check": "compute",
+    "nonfinite": [13],
+    "mismatched_pairs": [[13, 5]],
+    "culprits": [],
+    "verdicts": [{"pair": [13, 5], "third": 21, "suspect": 13, "kind": "transient"}],
+    "suspect_window": [21, 25],
+    "last_audit_pass": 20,
+    "last_weight_check_pass": 20,
+    "checkpoints": REPLAY_CULPRIT["checkpoints"],
+}
+WEIGHTS_NO_MAJORITY = {
+    "step": 40,
+    "check": "weights",
+    "suspects": None,
+    "suspect_window": [31, 40],
+    "last_audit_pass": 30,
+    "last_weight_check_pass": 30,
+    "checkpoints": [
+        {
+            "step": s,
+            "last_audit_pass": s,
+            "last_weight_check_pass": s,
+            "location": f"s3://ckpt/step-{s}",
+        }
+        for s in (20, 30)
+    ],
+}
+STORM = {
+    "step": 30,
+    "check": "compute",
+    "nonfinite": [],
+    "mismatched_pairs": [[5, 13], [13, 21], [21, 29], [29, 5]],
+    "culprits": [5, 13, 21, 29],
+    "verdicts": [],
+    "suspect_window": [21, 30],
+    "last_audit_pass": 20,
+    "last_weight_check_pass": 20,
+}
+"""Every replay pair mismatches: a culprit on each of the four nodes, which is a recipe or
+software problem (a storm), not four broken GPUs at once."""
+WEIGHTS_SUSPECT = {
+    "step": 35,
+    "check": "weights",
+    "suspects": [0],
+    "suspect_window": [31, 35],
+    "last_audit_pass": 30,
+    "last_weight_check_pass": 30,
+    "checkpoints": WEIGHTS_NO_MAJORITY["checkpoints"],
+}
+
+
+WORKSPACE_ID = "ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77"
+DASHBOARD = "https://g-1a2b3c4d5e.grafana-workspace.us-west-2.amazonaws.com/d/gpu-health"
+TELEMETRY_CONTEXT = {
+    "sdc:telemetry": {CLUSTER: {"workspace": WORKSPACE_ID, "dashboard": DASHBOARD}}
+}
+"""The cluster's Amazon Managed Service for Prometheus workspace, played by a local Prometheus."""
+XID = 79
+DECOY_XIDS = {"other GPU of the suspect node": 31, "a GPU of another node": 48}
+
+
+def tiny_ddp_job() -> Any:
+    """A real 4-rank DDP job on CPU, one rank per node of the cluster, with a fault on one rank:
+    its checks' alarm and rank map replace the scenario's hand-written ones."""
+    from infra.local.ddp_job import run_job  # torch only in the job's processes
+
+    return run_job(NODES)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    alarm: dict[str, Any]
+    decision: str | None
+    """What the drill's approver does: "approve", "reboot", "reject", or None (never answers)."""
+    expect: str
+    """The final state every incident must reach."""
+    context: dict[str, Any] = field(default_factory=dict)
+    deliveries: int = 1
+    """How often each contributor event is delivered (EventBridge is at-least-once)."""
+    replaced: bool = False
+    """Whether BatchReplaceClusterNodes must have been called (and only then)."""
+    rebooted: bool = False
+    """Whether BatchRebootClusterNodes must have been called (and only then)."""
+    recommends: str | None = None
+    """The recommendation the approval card must make (its RECOMMENDATION line), if checked."""
+    approval: bool = True
+    """Whether the incident asks for a decision (a health-check-only incident does not)."""
+    node_recovery: str = "None"
+    """The fake cluster's NodeRecovery setting."""
+    health_check_fails: bool = False
+    """Whether the suspect node fails its deep health check."""
+    incidents: int = 1
+    """How many incidents the scenario must end with."""
+    storm: bool = False
+    """Whether a storm hold must start (one notice) and the drill's approver resets it."""
+    job: Callable[[], Any] | None = None
+    """A training job whose checks raise the alarm (with its own rank map) instead of `alarm`."""
+    hardware: bool = False
+    """The cluster's Prometheus workspace holds dcgm-exporter's series of every GPU (served by a
+    real Prometheus when one is installed): the culprit's GPU logged an XID and a row remap
+    failure twenty minutes before the alarm; the card must say so, and nothing of other GPUs."""
+    muted: bool = False
+    """Whether an alarm mute rule (MUTE_RULE) mutes the detection alarms; the job then
+    publishes metrics only, so the muted alarm is what opens the incident."""
+
+
+SCENARIOS = {
+    s.name: s
+    for s in (
+        Scenario(
+            "replay-culprit",
+            "rank 13 mismatches both ring comparisons; approved; node replaced",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced",
+            replaced=True,
+        ),
+        Scenario(
+            "nonfinite-transient",
+            "rank 13 emits a NaN and a third rank confirms it transient; two metrics, one incident",
+            NONFINITE_TRANSIENT,
+            "approve",
+            "replaced",
+            replaced=True,
+        ),
+        Scenario(
+            "reboot-transient",
+            "a transient verdict on rank 13: the card recommends a reboot; the approver reboots, "
+            "the deep health check after it passes, the node is released; nothing is replaced",
+            NONFINITE_TRANSIENT,
+            "reboot",
+            "rebooted",
+            rebooted=True,
+            recommends="reboot",
+        ),
+        Scenario(
+            "weight-suspect",
+            "rank 0's weights differ from the strict majority; approved; node replaced",
+            WEIGHTS_SUSPECT,
+            "approve",
+            "replaced",
+            replaced=True,
+        ),
+        Scenario(
+            "weight-no-majority",
+            "replicas disagree with no strict majority: one job-level incident, health checks "
+            "only, nothing proposed for replacement",
+            WEIGHTS_NO_MAJORITY,
+            None,
+            "checked",
+            approval=False,
+        ),
+        Scenario(
+            "hyperpod-replaces",
+            "the deep health check fails on a NodeRecovery=Automatic cluster: HyperPod replaces "
+            "the node itself, the pipeline sees it and does not replace it again",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced_by_hyperpod",
+            node_recovery="Automatic",
+            health_check_fails=True,
+        ),
+        Scenario(
+            "storm-hold",
+            "a culprit on every node at once is a recipe problem: the cluster is held with one "
+            "notice, nothing is health-checked or replaced, an audited reset lifts the hold",
+            STORM,
+            "reset",
+            "held",
+            approval=False,
+            incidents=len(NODES),
+            storm=True,
+        ),
+        Scenario(
+            "hardware-evidence",
+            "rank 13's GPU logged XID 79 and a row remap failure in the cluster's Prometheus: "
+            "the card names both; approved; node replaced",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced",
+            context=TELEMETRY_CONTEXT,
+            replaced=True,
+            hardware=True,
+        ),
+        Scenario(
+            "muted-alarm",
+            "a CloudWatch alarm mute rule mutes the SDC alarms (maintenance): the alarm still "
+            "reaches the pipeline, which holds the incident as if paused and names the rule",
+            REPLAY_CULPRIT,
+            None,
+            "held",
+            approval=False,
+            muted=True,
+        ),
+        Scenario(
+            "reject",
+            "the approver rejects: nothing is replaced",
+            REPLAY_CULPRIT,
+            "reject",
+            "rejected",
+        ),
+        Scenario(
+            "approval-timeout",
+            "nobody answers within the approval timeout: expired, never auto-approved",
+            REPLAY_CULPRIT,
+            None,
+            "expired",
+            context={"sdc:approvalTimeoutSeconds": 3},
+        ),
+        Scenario(
+            "duplicate-events",
+            "every contributor event arrives three times: one incident, one execution",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced",
+            deliveries=3,
+            replaced=True,
+        ),
+        Scenario(
+            "dry-run",
+            "dry-run deployment: everything runs, the replacement is only recorded",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced",
+            context={"sdc:dryRun": True},
+        ),
+        Scenario(
+            "ddp-replay",
+            "a real 4-rank DDP job on CPU: one rank's forward goes wrong (x1000), its ring-replay "
+            "audit names the rank; approved; node replaced (needs torch)",
+            {},
+            "approve",
+            "replaced",
+            replaced=True,
+            job=tiny_ddp_job,
+        ),
+    )
+}
+DEFAULT = "replay-culprit"
+MUTE_RULE = "drill-gpu-maintenance"
+"""The alarm mute rule of the muted-alarm scenario (an hour's window around the drill)."""
+
+
+def culprit_gpu(alarm: dict[str, Any], rank_map: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The rank map entry of the alarm's one culprit rank."""
+    (culprit,) = alarm["culprits"]
+    return next(entry for entry in rank_map if entry["rank"] == culprit)

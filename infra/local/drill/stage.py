@@ -1,0 +1,114 @@
+"""What the drill sets up around the deployed stack for a scenario: the fake HyperPod cluster,
+the cluster's Prometheus workspace with every GPU's dcgm-exporter series (hardware-evidence),
+and an alarm mute rule over the detection alarms (muted-alarm)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from infra.local.drill.scenarios import (
+    CLUSTER,
+    DECOY_XIDS,
+    GPUS_PER_NODE,
+    MUTE_RULE,
+    NODES,
+    XID,
+    Scenario,
+    culprit_gpu,
+)
+
+
+def cluster(scenario: Scenario, alarm: dict[str, Any], rank_map: Sequence[dict[str, Any]]) -> Any:
+    """The fake HyperPod cluster of the job's nodes; the culprits' nodes fail their deep health
+    check when the scenario says so."""
+    from infra.local.run import default_cluster  # heavy: moto
+
+    hyperpod = default_cluster(NODES, node_recovery=scenario.node_recovery)
+    if scenario.health_check_fails:
+        culprits = alarm.get("culprits", [])
+        suspects = {str(d["instance_id"]) for d in rank_map if d["rank"] in culprits}
+        for instance_id in suspects:
+            hyperpod.set_health_check_result(CLUSTER, instance_id, passes=False)
+    return hyperpod
+
+
+@contextmanager
+def prometheus_workspace(
+    alarm: dict[str, Any], rank_map: Sequence[dict[str, Any]], note: Callable[..., None]
+) -> Iterator[str]:
+    """A local Prometheus with dcgm-exporter's series of every GPU of the job over the last 90
+    minutes, as the HyperPod observability add-on would have written them: each series names its
+    node by the Kubernetes node name (the local EKS stand-in's) in `Hostname`. The culprit's GPU
+    logged XID 79 twenty minutes ago and a row remap failure 30 s later; decoys: another GPU of
+    the same node (XID 31) and a GPU of another node (XID 48). Yields the base URL."""
+    from infra.local import prometheus
+    from infra.local.run import kube_node_names
+
+    now = int(time.time()) // 15 * 15
+    start = now - 90 * 60
+    culprit = culprit_gpu(alarm, rank_map)
+    hosts = kube_node_names(sorted({str(e["instance_id"]) for e in rank_map}))
+    same_node = next(
+        e
+        for e in rank_map
+        if e["instance_id"] == culprit["instance_id"] and e["rank"] != culprit["rank"]
+    )
+    other_node = next(e for e in rank_map if e["instance_id"] != culprit["instance_id"])
+    decoys = {
+        str(same_node["gpu_uuid"]): DECOY_XIDS["other GPU of the suspect node"],
+        str(other_node["gpu_uuid"]): DECOY_XIDS["a GPU of another node"],
+    }
+    series = []
+    for entry in rank_map:
+        uuid = str(entry["gpu_uuid"])
+        changes: dict[str, list[tuple[int, float]]] = {}
+        if uuid == culprit["gpu_uuid"]:
+            changes = {
+                "DCGM_FI_DEV_XID_ERRORS": [(now - 20 * 60, XID)],
+                "DCGM_FI_DEV_ROW_REMAP_FAILURE": [(now - 20 * 60 + 30, 1)],
+            }
+        elif uuid in decoys:
+            changes = {"DCGM_FI_DEV_XID_ERRORS": [(now - 40 * 60, decoys[uuid])]}
+        series += prometheus.gpu_series(
+            host=hosts[str(entry["instance_id"])],
+            gpu=str(entry["rank"] % GPUS_PER_NODE),
+            uuid=uuid,
+            start=start,
+            end=now,
+            changes=changes,
+        )
+    what = (
+        f"dcgm-exporter series of {len(rank_map)} GPUs: XID {XID} and a row remap failure on "
+        f"{culprit['gpu_uuid']} ({culprit['instance_id']})"
+    )
+    if prometheus.binaries() is None:
+        with prometheus.StandIn(series).serve() as url:
+            note("prometheus", f"a stand-in (no prometheus installed) at {url} holds {what}")
+            yield url
+        return
+    with prometheus.real_prometheus(series) as server:
+        note(
+            "prometheus",
+            f"Prometheus {server.version} at {server.base_url} holds {what} "
+            "(backfilled with promtool)",
+        )
+        yield server.base_url
+
+
+def mute_alarms(run: Any, note: Callable[..., None]) -> None:
+    """An alarm mute rule over the detection alarms, its window around now (maintenance)."""
+    from datetime import UTC, datetime, timedelta
+
+    from infra.local.evaluator import MuteRule
+
+    now = datetime.now(UTC)
+    rule = MuteRule(MUTE_RULE, now - timedelta(minutes=5), now + timedelta(hours=1))
+    run.evaluator.mute(rule)
+    note(
+        "cloudwatch",
+        f"alarm mute rule {MUTE_RULE} mutes the SDC alarms' actions for the next hour; the job "
+        "publishes metrics only (no report event)",
+    )

@@ -1,0 +1,159 @@
+"""GuardStore on the incidents table: the cluster's guard item (guard slots, the last storm
+reset), storm flags, and storm holds with the pointer to the cluster's active one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from lambdas.adapters._aws import aws_call, pages, to_item
+from lambdas.adapters.dynamodb._table import ItemTable, Write, versioned_put
+from lambdas.adapters.dynamodb.keys import flag_pk, guard_key, held_key, hold_key
+from lambdas.models.errors import ConditionFailed
+from lambdas.models.guard import ClusterHold, GuardState
+from lambdas.models.writes import Created, CreateHoldResult, HoldExists
+
+
+def take_slot(table_name: str, cluster_name: str, incident_id: str, limit: int) -> dict[str, Any]:
+    """The update that gives `incident_id` a slot of the cluster's guard while fewer than
+    `limit` are taken (its own slot counts once): a write of the creating transaction."""
+    return {
+        "TableName": table_name,
+        "Key": to_item(guard_key(cluster_name)),
+        "UpdateExpression": "ADD open_ids :ids",
+        "ConditionExpression": "attribute_not_exists(open_ids) "
+        "OR size(open_ids) < :limit OR contains(open_ids, :id)",
+        "ExpressionAttributeValues": {
+            ":ids": {"SS": [incident_id]},
+            ":id": {"S": incident_id},
+            ":limit": {"N": str(limit)},
+        },
+    }
+
+
+def open_ids_of(guard: Mapping[str, Any]) -> tuple[str, ...]:
+    """The incidents holding a slot, from the guard item (plain values)."""
+    return tuple(sorted(guard.get("open_ids") or []))
+
+
+class DynamoGuardStore(ItemTable):
+    """Implements GuardStore."""
+
+    def guard_state(self, cluster_name: str) -> GuardState:
+        item = self.read(guard_key(cluster_name)) or {}
+        reset_at = item.get("storm_reset_at")
+        return GuardState(
+            open_ids=open_ids_of(item),
+            storm_reset_at=int(reset_at) if reset_at is not None else None,
+        )
+
+    def release_slot(self, cluster_name: str, incident_id: str) -> None:
+        with aws_call("UpdateItem"):
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=to_item(guard_key(cluster_name)),
+                UpdateExpression="DELETE open_ids :ids",
+                ExpressionAttributeValues={":ids": {"SS": [incident_id]}},
+            )
+
+    def flag_instance(self, cluster_name: str, instance_id: str, at: int, expires_at: int) -> None:
+        with aws_call("PutItem"):
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=to_item(
+                    {
+                        "pk": flag_pk(cluster_name),
+                        "sk": instance_id,
+                        "flagged_at": at,
+                        "expires_at": expires_at,
+                    }
+                ),
+            )
+
+    def flagged_instances(self, cluster_name: str, since: int) -> set[str]:
+        flags = pages(
+            self.client.query,
+            "Query",
+            TableName=self.table_name,
+            KeyConditionExpression="pk = :pk",
+            FilterExpression="flagged_at >= :since",
+            ExpressionAttributeValues=to_item({":pk": flag_pk(cluster_name), ":since": since}),
+            ConsistentRead=True,
+        )
+        return {str(flag["sk"]) for flag in flags}
+
+    def create_hold(self, hold: ClusterHold) -> CreateHoldResult:
+        """Any cancellation is HoldExists, a conflict with a racing create too: the racer's
+        hold is the cluster's (or about to be), and this one must not be written."""
+        pointer = {**held_key(hold.cluster_name), "hold_id": hold.hold_id}
+        record = {**hold_key(hold.hold_id), **hold.to_record()}
+        cancelled = self.transact(
+            [("pointer", {"Put": self.new(pointer)}), ("hold", {"Put": self.new(record)})]
+        )
+        if cancelled is None:
+            return Created()
+        active = cancelled.failed.get("pointer", {}).get("hold_id")
+        return HoldExists(str(active) if active else hold.hold_id)
+
+    def active_hold(self, cluster_name: str) -> ClusterHold | None:
+        item = self.read(held_key(cluster_name))
+        return self.get_hold(str(item["hold_id"])) if item else None
+
+    def get_hold(self, hold_id: str) -> ClusterHold | None:
+        item = self.read(hold_key(hold_id))
+        return ClusterHold.from_record(item) if item else None
+
+    def save_hold(self, hold: ClusterHold) -> None:
+        expected = hold.version
+        self.put_version(hold_key(hold.hold_id), hold.to_record(), expected)
+        hold.version = expected + 1
+
+    def lift_hold(self, hold: ClusterHold, reset_at: int) -> None:
+        expected = hold.version
+        writes: list[Write] = [
+            (
+                "hold",
+                {
+                    "Put": versioned_put(
+                        self.table_name, hold_key(hold.hold_id), hold.to_record(), expected
+                    )
+                },
+            ),
+            (
+                "pointer",
+                {
+                    "Delete": {
+                        "TableName": self.table_name,
+                        "Key": to_item(held_key(hold.cluster_name)),
+                        "ConditionExpression": "hold_id = :id",
+                        "ExpressionAttributeValues": to_item({":id": hold.hold_id}),
+                    }
+                },
+            ),
+            (
+                "reset",
+                {
+                    "Update": {
+                        "TableName": self.table_name,
+                        "Key": to_item(guard_key(hold.cluster_name)),
+                        "UpdateExpression": "SET storm_reset_at = :at",
+                        "ExpressionAttributeValues": to_item({":at": reset_at}),
+                    }
+                },
+            ),
+        ]
+        cancelled = self.transact(writes)
+        if cancelled is not None:
+            raise ConditionFailed(
+                f"storm hold {hold.hold_id} changed meanwhile",
+                operation="TransactWriteItems",
+                code="ConditionalCheckFailed",
+                request_id=cancelled.error.request_id,
+            ) from cancelled.error
+        hold.version = expected + 1
+
+
+if TYPE_CHECKING:
+    from lambdas.logic.ports import GuardStore
+
+    _guard: GuardStore = DynamoGuardStore("t")

@@ -1,0 +1,209 @@
+"""IncidentStore on the incidents table: incidents, the open lock of a (cluster, instance), the
+held lock of a held incident, and the guard slot an incident takes when it is created."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lambdas.adapters._aws import DynamoTable, aws_call, pages, to_item
+from lambdas.adapters.dynamodb._table import ItemTable, Write
+from lambdas.adapters.dynamodb.guard import open_ids_of, take_slot
+from lambdas.adapters.dynamodb.keys import (
+    BY_STATE_INDEX,
+    held_lock_key,
+    incident_key,
+    lock_key,
+)
+from lambdas.models.errors import ConditionFailed
+from lambdas.models.guard import check_slot_limit
+from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.writes import (
+    Claimed,
+    ClaimHeldResult,
+    ClaimLockResult,
+    Created,
+    CreateHeldResult,
+    CreateResult,
+    GuardFull,
+    HeldBy,
+    IncidentExists,
+    LockHeld,
+)
+
+HELD_LOCK_TTL_SECONDS = 86_400
+"""How long a held lock's item stays after its window (the table's TTL then deletes it)."""
+
+
+class DynamoIncidentStore(ItemTable):
+    """Implements IncidentStore. A refused create or claim names the holder from the item that
+    refused it, read in the same request."""
+
+    def create(self, incident: Incident, *, slot_limit: int | None = None) -> CreateResult:
+        check_slot_limit(slot_limit)
+        record = self._record(incident)
+        if not incident.holds_lock and slot_limit is None:
+            written = self.put_if(self.new(record)) is None
+            return Created() if written else IncidentExists(incident.incident_id)
+        writes: list[Write] = []
+        if incident.holds_lock:
+            lock = {
+                **lock_key(incident.cluster_name, incident.instance_id),
+                "incident_id": incident.incident_id,
+                "created_at": incident.created_at,
+            }
+            writes.append(("lock", {"Put": self.new(lock)}))
+        writes.append(("incident", {"Put": self.new(record)}))
+        if slot_limit is not None:
+            slot = take_slot(
+                self.table_name, incident.cluster_name, incident.incident_id, slot_limit
+            )
+            writes.append(("slot", {"Update": slot}))
+        cancelled = self.transact(writes)
+        if cancelled is None:
+            return Created()
+        failed = cancelled.failed
+        if "incident" in failed:
+            return IncidentExists(incident.incident_id)
+        if "lock" in failed:
+            return LockHeld(str(failed["lock"]["incident_id"]))
+        if "slot" in failed and slot_limit is not None:
+            return GuardFull(open_ids_of(failed["slot"]), slot_limit)
+        raise cancelled.error
+
+    def create_held(
+        self, incident: Incident, *, until: int, now: int, replacing: str | None = None
+    ) -> CreateHeldResult:
+        record = self._record(incident)
+        if incident.is_job:  # its instances' held locks are claimed one by one
+            written = self.put_if(self.new(record)) is None
+            return Created() if written else IncidentExists(incident.incident_id)
+        held = self._held_lock_put(
+            incident.cluster_name, incident.instance_id, incident.incident_id, until, now, replacing
+        )
+        cancelled = self.transact(
+            [("held", {"Put": held}), ("incident", {"Put": self.new(record)})]
+        )
+        if cancelled is None:
+            return Created()
+        if "incident" in cancelled.failed:
+            return IncidentExists(incident.incident_id)
+        if "held" in cancelled.failed:
+            return HeldBy(str(cancelled.failed["held"]["incident_id"]))
+        raise cancelled.error
+
+    def claim_held(
+        self, cluster_name: str, instance_id: str, incident_id: str, *, until: int, now: int
+    ) -> ClaimHeldResult:
+        refused = self.put_if(
+            self._held_lock_put(cluster_name, instance_id, incident_id, until, now)
+        )
+        return Claimed() if refused is None else HeldBy(str(refused["incident_id"]))
+
+    def held_incident_id(self, cluster_name: str, instance_id: str, now: int) -> str | None:
+        item = self.read(held_lock_key(cluster_name, instance_id))
+        if not item or int(item["held_until"]) < now:
+            return None
+        return str(item["incident_id"])
+
+    def _held_lock_put(
+        self,
+        cluster_name: str,
+        instance_id: str,
+        incident_id: str,
+        until: int,
+        now: int,
+        replacing: str | None = None,
+    ) -> dict[str, Any]:
+        """A held lock is free once its window has passed (`held_until` < now); the item itself
+        goes with the table's TTL a day later. The holder may take it again (a retry), and an
+        incident may take it over from `replacing` (a holder whose hold has ended)."""
+        return {
+            "TableName": self.table_name,
+            "Item": to_item(
+                {
+                    **held_lock_key(cluster_name, instance_id),
+                    "incident_id": incident_id,
+                    "held_until": until,
+                    "expires_at": until + HELD_LOCK_TTL_SECONDS,
+                }
+            ),
+            "ConditionExpression": "attribute_not_exists(pk) OR held_until < :now "
+            "OR incident_id IN (:id, :old)",
+            "ExpressionAttributeValues": to_item(
+                {":now": now, ":id": incident_id, ":old": replacing or incident_id}
+            ),
+        }
+
+    def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> ClaimLockResult:
+        refused = self.put_if(
+            {
+                "TableName": self.table_name,
+                "Item": to_item(
+                    {**lock_key(cluster_name, instance_id), "incident_id": incident_id}
+                ),
+                "ConditionExpression": "attribute_not_exists(pk) OR incident_id = :id",
+                "ExpressionAttributeValues": to_item({":id": incident_id}),
+            }
+        )
+        return Claimed() if refused is None else LockHeld(str(refused["incident_id"]))
+
+    def get(self, incident_id: str) -> Incident | None:
+        item = self.read(incident_key(incident_id))
+        return Incident.from_record(item) if item else None
+
+    def in_state(self, state: IncidentState) -> list[Incident]:
+        """The incidents in `state`, oldest first, through the `by_state` index (eventually
+        consistent, as every GSI: a change made a moment ago may not show yet)."""
+        return incidents_in_state(self, state)
+
+    def save(self, incident: Incident) -> None:
+        expected = incident.version
+        self.put_version(incident_key(incident.incident_id), incident.to_record(), expected)
+        incident.version = expected + 1
+
+    def open_incident_id(self, cluster_name: str, instance_id: str) -> str | None:
+        item = self.read(lock_key(cluster_name, instance_id))
+        return str(item["incident_id"]) if item else None
+
+    def release_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> None:
+        try:
+            with aws_call("DeleteItem"):
+                self.client.delete_item(
+                    TableName=self.table_name,
+                    Key=to_item(lock_key(cluster_name, instance_id)),
+                    ConditionExpression="incident_id = :id",
+                    ExpressionAttributeValues=to_item({":id": incident_id}),
+                )
+        except ConditionFailed:
+            return  # released already, or held by another incident: not ours to delete
+
+    def _record(self, incident: Incident) -> dict[str, Any]:
+        return {**incident_key(incident.incident_id), **incident.to_record()}
+
+
+def incidents_in_state(table: DynamoTable, state: IncidentState) -> list[Incident]:
+    """The incidents of `table` in `state`, oldest first (the `by_state` index)."""
+    return [
+        Incident.from_record(item)
+        for item in pages(
+            table.client.query,
+            "Query",
+            TableName=table.table_name,
+            IndexName=BY_STATE_INDEX,
+            # `state` is a DynamoDB reserved word.
+            KeyConditionExpression="#state = :state",
+            # The index holds every item with `state` and `created_at`, not only incidents.
+            FilterExpression="begins_with(pk, :incident)",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":state": {"S": state.value},
+                ":incident": {"S": incident_key("")["pk"]},
+            },
+        )
+    ]
+
+
+if TYPE_CHECKING:
+    from lambdas.logic.ports import IncidentStore
+
+    _incidents: IncidentStore = DynamoIncidentStore("t")

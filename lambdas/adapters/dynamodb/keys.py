@@ -1,0 +1,60 @@
+"""The items of the incidents table, by key: one home for its layout (docs/pipeline.md,
+"Storage"). The table is shared by every adapter of this package except the audit log's."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from lambdas.models.guard import PastIncident
+
+BY_STATE_INDEX: Final = "by_state"
+"""infra/storage.py's index (pk `state`, sk `created_at`); retyped because the Lambda asset
+holds `lambdas/` only, not `infra/`."""
+
+META = "META"
+LOCK = "LOCK"
+GUARD = "GUARD"
+
+
+def incident_key(incident_id: str) -> dict[str, Any]:
+    return {"pk": f"INCIDENT#{incident_id}", "sk": META}
+
+
+def lock_key(cluster_name: str, instance_id: str) -> dict[str, Any]:
+    return {"pk": f"OPEN#{cluster_name}#{instance_id}", "sk": LOCK}
+
+
+def held_lock_key(cluster_name: str, instance_id: str) -> dict[str, Any]:
+    return {"pk": f"HELDFOR#{cluster_name}#{instance_id}", "sk": LOCK}
+
+
+def report_pk(cluster_name: str, instance_id: str) -> str:
+    return f"REPORT#{cluster_name}#{instance_id}"
+
+
+def guard_key(cluster_name: str) -> dict[str, Any]:
+    return {"pk": f"GUARD#{cluster_name}", "sk": GUARD}
+
+
+def flag_pk(cluster_name: str) -> str:
+    return f"FLAG#{cluster_name}"
+
+
+def hold_key(hold_id: str) -> dict[str, Any]:
+    return {"pk": f"HOLD#{hold_id}", "sk": META}
+
+
+def held_key(cluster_name: str) -> dict[str, Any]:
+    return {"pk": f"HELD#{cluster_name}", "sk": LOCK}
+
+
+def instance_history_pk(instance_id: str) -> str:
+    return f"HISTORY#INSTANCE#{instance_id}"
+
+
+def gpu_history_pk(gpu_uuid: str) -> str:
+    return f"HISTORY#GPU#{gpu_uuid}"
+
+
+def history_pks(past: PastIncident) -> list[str]:
+    return [instance_history_pk(past.instance_id)] + [gpu_history_pk(g) for g in past.gpu_uuids]

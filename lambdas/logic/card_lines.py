@@ -1,0 +1,282 @@
+"""The lines cards and notices are made of (lambdas/logic/cards.py puts them in order).
+
+Each function words one recorded part of an incident (the evidence, the deep health check, the
+node's isolation, the checkpoint to resume from, the history), so that part reads the same in
+every message that shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lambdas.logic import evidence, telemetry
+from lambdas.models.guard import PastIncident
+from lambdas.models.hyperpod import NodeRecovery
+from lambdas.models.incident import Incident
+from trainer_emitter.contract import Metric
+
+_RESULTS: dict[Any, str] = {
+    None: "still running",
+    "passed": "PASSED",
+    "failed": "FAILED",
+    "node_gone": "ended with the node gone (HyperPod may have replaced it)",
+    "not_run": "not run",
+}
+
+
+# -- the node ---------------------------------------------------------------------------------
+
+
+def recovery_lines(incident: Incident) -> list[str]:
+    """What HyperPod's own node recovery may do before anyone decides."""
+    if incident.node_recovery != NodeRecovery.AUTOMATIC:
+        return []
+    return [
+        "  NodeRecovery is Automatic: a failed deep health check makes HyperPod replace this",
+        "  node by itself. Before any replacement the pipeline re-checks the instance; if it",
+        "  is already gone the incident closes as replaced_by_hyperpod.",
+    ]
+
+
+def isolation_lines(incident: Incident) -> list[str]:
+    """Whether the suspect node is kept free of new work while the approval is pending."""
+    record = incident.isolation or {}
+    nodes = record.get("nodes") or {}
+    isolated = [
+        f"  cordoned and tainted {record.get('taint')} on node {node.get('node_name')} "
+        f"(instance {instance_id}, EKS cluster {record.get('eks_cluster')})"
+        + (f"; {node['reason']}" if node.get("reason") else "")
+        for instance_id, node in sorted(nodes.items())
+        if node.get("state") == "isolated"
+    ]
+    if record.get("state") == "isolated":
+        return isolated
+    reason = record.get("reason") or "no isolation was recorded for this incident"
+    return [
+        f"  WARNING: the node is NOT isolated: {reason}.",
+        "  A restarted job may be scheduled onto it while this approval is pending.",
+        *isolated,
+    ]
+
+
+def release_lines(incident: Incident) -> list[str]:
+    """The closing notice: what became of the node's cordon and taint."""
+    record = incident.isolation or {}
+    lines = []
+    eks = record.get("eks_cluster")
+    for instance_id, node in sorted((record.get("nodes") or {}).items()):
+        name = node.get("node_name")
+        state = node.get("state")
+        if state == "released":
+            lines.append(f"Isolation: {name} ({instance_id}) uncordoned, taint removed.")
+        elif state in ("gone", "kept"):
+            lines.append(f"Isolation: {name or instance_id}: {node.get('reason')}.")
+        elif state in ("isolated", "pending", "release_failed"):
+            lines.append(
+                f"WARNING: {name} ({instance_id}) is still cordoned and tainted "
+                f"{record.get('taint')}: {node.get('reason') or 'not released'}. Lift it by "
+                f"hand (EKS cluster {eks}): kubectl taint node {name} "
+                f"{str(record.get('taint', '')).split('=')[0]}:NoSchedule- && "
+                + (f"kubectl uncordon {name}" if node.get("cordoned_by_us") else "leave the cordon")
+            )
+    return lines
+
+
+def telemetry_lines(incident: Incident) -> list[str]:
+    """What the GPU's hardware counters showed when the approval was requested: each signal,
+    or one line saying the panel was clean (which does not clear the node) or why it could not
+    be read; and the dashboard."""
+    return [f"  {line}" for line in telemetry.card_lines(incident.telemetry)]
+
+
+def history_lines(history: Sequence[PastIncident]) -> list[str]:
+    if not history:
+        return ["  none: no earlier incident for this instance or these GPUs"]
+    lines = []
+    for past in history:
+        gpus = f", GPUs {', '.join(past.gpu_uuids)}" if past.gpu_uuids else ""
+        held = f", held ({past.hold_kind})" if past.hold_kind else ""
+        lines.append(
+            f"  {past.incident_id}: {past.state}{held}, closed {past.closed_at}, "
+            f"instance {past.instance_id}{gpus}"
+        )
+    return lines
+
+
+# -- the deep health check and the reboot -----------------------------------------------------
+
+
+def health_lines(incident: Incident) -> list[str]:
+    """The deep health check; after a reboot, the check after it and the one before."""
+    lines = [f"  {health_summary(incident)}"]
+    before = (incident.health_check or {}).get("before_reboot")
+    if (incident.health_check or {}).get("after_reboot"):
+        lines = [f"  after the reboot: {health_summary(incident)}"]
+        if before:
+            lines.append(f"  before the reboot: {_check_summary(before)}")
+    return lines
+
+
+def health_summary(incident: Incident) -> str:
+    check = incident.health_check
+    if not check:
+        return "not run"
+    if incident.is_job:
+        return str(check.get("status") or "unknown")
+    return _check_summary(check)
+
+
+def node_lines(incident: Incident) -> list[str]:
+    """Each checked node's result (a job-level incident checks several)."""
+    nodes = (incident.health_check or {}).get("nodes") or {}
+    return [
+        f"  {instance_id}: {_RESULTS.get(node.get('result'), str(node.get('result')))}; "
+        f"status {node.get('status')}" + (f" ({node['reason']})" if node.get("reason") else "")
+        for instance_id, node in sorted(nodes.items())
+    ]
+
+
+def reboot_lines(incident: Incident) -> list[str]:
+    """The reboot: how it went, who decided it, and the health check before it."""
+    reboot = incident.reboot
+    if not reboot:
+        return []
+    decision = reboot.get("decision") or {}
+    return [
+        f"Reboot: {reboot.get('status')} (through {reboot.get('path')}), decided by "
+        f"{decision.get('approval_execution_arn')} ({decision.get('comment') or 'no comment'}); "
+        f"node status after it: {reboot.get('node_status') or 'unknown'}",
+        *(
+            [f"Deep health check before the reboot: {_check_summary(before)}"]
+            if (before := (incident.health_check or {}).get("before_reboot"))
+            else []
+        ),
+    ]
+
+
+def _check_summary(check: dict[str, Any]) -> str:
+    checks = ", ".join(check.get("checks") or []) or "none"
+    if not check.get("started"):
+        reason = check.get("reason") or "no reason recorded"
+        return f"not started ({reason}); node status {check.get('status')}"
+    result = check.get("result")
+    state = _RESULTS.get(result, str(result))
+    return f"{checks}: {state}; node status {check.get('status')}"
+
+
+# -- the evidence -----------------------------------------------------------------------------
+
+
+def metric_lines(incident: Incident) -> list[str]:
+    lines = []
+    for name in incident.metrics:
+        try:
+            description = Metric(name).description
+        except ValueError:
+            description = ""
+        lines.append(f"  metric {name}: {description}".rstrip())
+    return lines or ["  metric: none recorded"]
+
+
+def alarm_lines(incident: Incident) -> list[str]:
+    return [
+        f"  alarm {a.get('alarm_name')} at {a.get('state_at')}: {a.get('reason')}"
+        for a in evidence.alarms(incident)
+    ]
+
+
+def report_lines(incident: Incident) -> list[str]:
+    found = evidence.reports(incident)
+    if not found:
+        return ["  no SDC report stored for this instance (the metric alone names no rank)"]
+    lines = []
+    for report in found:
+        lines += [
+            f"  report {report.get('report_id')} (job {report.get('job_name') or 'unknown'}, "
+            f"emitted {report.get('emitted_at')})",
+            f"    step {_v(report.get('step'))}, check {_v(report.get('check'))}, "
+            f"ambiguous: {'yes' if report.get('ambiguous') else 'no'}",
+            f"    ranks on this instance: {_v(report.get('ranks'))} "
+            f"(role {_v(report.get('role'))})",
+            *_suspect_lines(report),
+            f"    mismatched pairs: {_v(report.get('mismatched_pairs'))}; "
+            f"culprits: {_v(report.get('culprits'))}; "
+            f"non-finite: {_v(report.get('nonfinite'))}; "
+            f"weight suspects: {_v(report.get('weight_suspects'))}",
+            *_verdict_lines(report),
+            f"    suspect window: steps {_window(report.get('suspect_window'))}; "
+            f"last audit pass: {_v(report.get('last_audit_pass'))}; "
+            f"last weight check pass: {_v(report.get('last_weight_check_pass'))}",
+        ]
+        if report.get("errors"):
+            lines.append(f"    report errors: {'; '.join(report['errors'])}")
+    return lines
+
+
+def resume_lines(incident: Incident) -> list[str]:
+    """One line: the checkpoint to resume the job from (lambdas.logic.resume chose it when the
+    report arrived). Of several reports, the one whose suspect window starts first decides: a
+    checkpoint before it is before every other window too."""
+    found = [r for r in evidence.reports(incident) if isinstance(r.get("resume"), dict)]
+    if not found:
+        return []
+    if any(r["resume"].get("before_step") is None for r in found):
+        return [
+            "  Resume from: unknown: a report has no suspect window to place a checkpoint before"
+        ]
+    report = min(found, key=lambda r: r["resume"]["before_step"])
+    resume, window = report["resume"], report.get("suspect_window") or ["?", "?"]
+    checkpoint = resume.get("checkpoint")
+    if checkpoint:
+        where = checkpoint.get("location") or "location not reported"
+        return [
+            f"  Resume from: checkpoint at step {checkpoint.get('step')} ({where}), saved before "
+            f"the suspect window [{window[0]}, {window[1]}]; tags: "
+            f"last_audit_pass {_v(checkpoint.get('last_audit_pass'))}, "
+            f"last_weight_check_pass {_v(checkpoint.get('last_weight_check_pass'))}"
+        ]
+    skipped = resume.get("unverified") or []
+    verified = "verified " if skipped else ""
+    why = (
+        f" (skipped, their tags do not show them verified: steps {', '.join(map(str, skipped))})"
+        if skipped
+        else ""
+    )
+    return [
+        f"  Resume from: no {verified}checkpoint saved before step {resume['before_step']} is "
+        f"known{why}: resume from an earlier verified checkpoint outside this job's report, or "
+        "from the start"
+    ]
+
+
+def _suspect_lines(report: dict[str, Any]) -> list[str]:
+    return [
+        f"    rank {s.get('rank')}: {s.get('role')}, GPU {_v(s.get('gpu_uuid'))}, "
+        f"node {_v(s.get('node_name'))}"
+        + (f" ({'; '.join(s['reasons'])})" if s.get("reasons") else "")
+        for s in report.get("suspects") or []
+    ]
+
+
+def _verdict_lines(report: dict[str, Any]) -> list[str]:
+    verdicts = report.get("verdicts") or []
+    if not verdicts:
+        return ["    verdicts: none"]
+    return [
+        f"    verdict: pair {v.get('pair')}, third rank {_v(v.get('third'))} "
+        f"-> suspect {_v(v.get('suspect'))}: {v.get('kind')}"
+        for v in verdicts
+    ]
+
+
+def _window(window: Any) -> str:
+    if not window:
+        return "unknown"
+    return f"{window[0]}-{window[1]}"
+
+
+def _v(value: Any) -> str:
+    if value is None or value == []:
+        return "none"
+    return str(value)

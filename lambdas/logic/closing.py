@@ -1,0 +1,113 @@
+"""Closing: the end of every path of the remediation state machine, failed included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdas.logic import cards, isolation, lifecycle
+from lambdas.logic._steps import Step, send_notice
+from lambdas.logic.history import record_history
+from lambdas.logic.measures import elapsed, report_waiting
+from lambdas.logic.ports import Deps
+from lambdas.metric_names import PipelineMetric as M
+from lambdas.metric_names import closed_metric
+from lambdas.models.guard import HoldKind
+from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.payloads import CloseRequest, CloseResult
+from lambdas.observability import count, logger, seconds
+
+S = IncidentState
+
+
+def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
+    """The end of every path: final state, the node's isolation lifted (unless it was replaced),
+    lock and guard slot released, audited, history kept, notified (failures too).
+
+    Closing twice is harmless: a closed incident keeps its state; what the first attempt may not
+    have finished (it died after saving the state) is finished: the locks and the slot are
+    released again (idempotent), the closing is audited and the history written if no
+    `incident_closed` entry exists yet, and the notice is sent if it did not go out. An outcome
+    that does not follow from the incident's state closes it as failed, with the reason.
+    """
+    step = Step(deps, "close_incident")
+    incident = step.load(request.incident_id)
+    audited = False
+    if incident.closed_at is None:
+        target, mismatch = lifecycle.closing_state(incident, request.outcome)
+        error = _close_error(request, incident, mismatch)
+        at = step.now()
+
+        def close(current: Incident) -> bool:
+            current.state = target
+            current.outcome = request.outcome.value
+            current.error = error
+            current.closed_at = at
+            current.task_token = None
+            return True
+
+        incident = step.update(request.incident_id, close, incident)
+    else:
+        born_closed = incident.state is S.SKIPPED or (
+            incident.state is S.HELD and not incident.execution_arn
+        )  # recorded closed when opened: audited then (incident_skipped / incident_held)
+        audited = born_closed or any(
+            e.action == "incident_closed" for e in deps.audit.entries(incident.incident_id)
+        )
+    # Before the lock goes: the next incident on this node must not find our cordon.
+    incident = isolation.release(step, incident)
+    for instance_id in incident.locked_instances:
+        deps.incidents.release_lock(incident.cluster_name, instance_id, incident.incident_id)
+    deps.guard.release_slot(incident.cluster_name, incident.incident_id)
+    if not audited:
+        step.audit(
+            incident.incident_id,
+            "incident_closed",
+            {
+                "state": incident.state.value,
+                "outcome": incident.outcome,
+                "error": incident.error,
+                "dry_run": bool((incident.replacement or {}).get("dry_run")),
+                "new_instance_id": (incident.replacement or {}).get("new_instance_id"),
+                "hold": incident.hold,
+            },
+        )
+        count(closed_metric(incident.state))
+        _measure_close(step, incident)
+        logger.info("incident closed", incident_id=incident.incident_id, state=incident.state)
+        record_history(step, incident)
+    if (
+        not incident.close_notified
+        and incident.state is not S.SKIPPED
+        and (incident.hold or {}).get("kind") != HoldKind.STORM
+    ):
+        _notify_close(step, incident)
+    return {"incident_id": incident.incident_id, "state": incident.state.value}
+
+
+def _measure_close(step: Step, incident: Incident) -> None:
+    """Time from opened to node recovered (replaced, by us or HyperPod, or rebooted and checked
+    again; a dry run recovers nothing), and the approvals-waiting gauge when the incident had waited for a decision."""
+    dry_run = bool((incident.replacement or incident.reboot or {}).get("dry_run"))
+    if incident.state in (S.REPLACED, S.REPLACED_BY_HYPERPOD, S.REBOOTED) and not dry_run:
+        seconds(M.RECOVERY_LATENCY, elapsed(incident.created_at, step.deps.clock.now()))
+    if incident.approval_requested_at:
+        report_waiting(step, incident)
+
+
+def _close_error(
+    request: CloseRequest, incident: Incident, mismatch: str | None
+) -> dict[str, Any] | None:
+    error: dict[str, Any] | None = None
+    if request.error is not None:
+        error = {k: str(v)[:2000] for k, v in request.error.items()}
+    elif incident.error is not None:
+        error = incident.error
+    if mismatch:
+        error = {**(error or {}), "close_mismatch": mismatch}
+    return error
+
+
+def _notify_close(step: Step, incident: Incident) -> None:
+    notice = cards.close_notice(incident)
+    # Not raised on failure: the execution must not end red for a notice.
+    send_notice(step, incident, notice.subject, notice.text, "closed", "closed_notified", incident)

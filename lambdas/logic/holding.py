@@ -1,0 +1,97 @@
+"""Held incidents: recorded closed at birth, while a storm hold, a muted alarm, the pause switch
+or a full blast-radius guard keeps anything from acting.
+
+A held incident takes no open lock and no guard slot; it takes the held lock of its
+instance(s), valid for STORM_WINDOW_SECONDS, so that whatever else arrives for the instance in
+that window joins it (`arrivals.attach_held`) instead of opening another: one held incident and
+at most one notice per instance and window. Once what held it no longer holds (`still_held`),
+a new trigger is judged afresh.
+"""
+
+from __future__ import annotations
+
+from lambdas.logic import arrivals, guard
+from lambdas.logic._steps import Step
+from lambdas.logic.arrivals import Trigger
+from lambdas.logic.history import record_history
+from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.guard import HoldKind
+from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.payloads import OpenIncidentResult
+from lambdas.models.writes import Created, HeldBy, IncidentExists
+from lambdas.observability import count, logger
+
+
+def hold(
+    step: Step, incident: Incident, trigger: Trigger, blocker: guard.Blocker
+) -> OpenIncidentResult:
+    """Record the incident as held: closed at once, no open lock, no guard slot, nothing acts;
+    it takes the held lock of its instance(s) for the hold window.
+
+    Notified on its own unless it is held by a storm (the storm hold's one notification covers
+    every incident it holds)."""
+    at = step.now()
+    incident.state = IncidentState.HELD
+    incident.hold = blocker.record()
+    incident.reason = blocker.reason
+    incident.outcome = IncidentState.HELD.value
+    incident.closed_at = at
+    now = epoch(step)
+    until = now + step.deps.settings.storm_window_seconds
+    replacing: str | None = None
+    while True:
+        match step.deps.incidents.create_held(incident, until=until, now=now, replacing=replacing):
+            case Created():
+                break
+            case IncidentExists():
+                return arrivals.redelivered(step, incident.incident_id, trigger)
+            case HeldBy(holder=holder):
+                if replacing is not None or still_held(step, holder):
+                    return arrivals.attach_held(step, holder, trigger)
+                replacing = holder  # its hold has ended: this hold takes the lock over
+    if incident.is_job:
+        for instance_id in incident.instance_ids:
+            step.deps.incidents.claim_held(
+                incident.cluster_name, instance_id, incident.incident_id, until=until, now=now
+            )
+    logger.set_correlation_id(incident.incident_id)
+    step.audit(
+        incident.incident_id,
+        "incident_held",
+        {
+            **blocker.record(),
+            "cluster_name": incident.cluster_name,
+            "instance_id": incident.instance_id or None,
+            "instance_ids": incident.instance_ids,
+            "source": trigger.source,
+            "event_id": trigger.event_id,
+        },
+    )
+    count(M.INCIDENTS_HELD)
+    logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)
+    record_history(step, incident)
+    arrivals.notify_held(step, incident)
+    return {"incident_id": incident.incident_id, "action": "held"}
+
+
+def still_held(step: Step, incident_id: str) -> bool:
+    """Whether what held the incident still holds: a reset storm hold, a pause switch flipped
+    back or an ended mute window lets the next trigger be judged afresh (the recipe was fixed; a
+    GPU that still fails is not to be swallowed by the old hold). A guard hold keeps its window:
+    judging afresh would only hold again, with a second notice."""
+    incident = step.deps.incidents.get(incident_id)
+    record = (incident.hold if incident else None) or {}
+    if record.get("kind") == HoldKind.STORM:
+        active = step.deps.guard.active_hold(incident.cluster_name) if incident else None
+        return active is not None and active.hold_id == record.get("hold_id")
+    if record.get("kind") == HoldKind.PAUSED:
+        return guard.pause_blocker(step.deps) is not None
+    if record.get("kind") == HoldKind.MUTED:
+        until = guard.muted_until(record)
+        return until is not None and step.deps.clock.now() < until
+    return incident is not None
+
+
+def epoch(step: Step) -> int:
+    """Now, in the epoch seconds the held locks' windows are kept in."""
+    return int(step.deps.clock.now().timestamp())

@@ -1,0 +1,295 @@
+"""Opening an incident: a node-level one for an instance, or a job-level one for the involved
+instances of an ambiguous report.
+
+Both go one way (`_open`): an incident that exists already is a redelivery; HyperPod is asked
+about the cluster (and the node), and what it does not know is skipped; the guards of
+`lambdas.logic.guard` may hold the incident instead (a storm hold, a muted alarm, the pause
+switch, a full blast-radius guard); the incident is created atomically with its open lock and
+its guard slot, or finds another incident holding the lock and attaches to it; it is audited and
+its remediation execution started. What differs by scope is drafted first (`_Draft`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from lambdas.logic import arrivals, evidence, guard, holding, ids
+from lambdas.logic._steps import Step, error_details
+from lambdas.logic.arrivals import Trigger
+from lambdas.logic.execution import ensure_execution
+from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.errors import ClusterNotFound, NodeNotFound, SdcError
+from lambdas.models.guard import HoldKind
+from lambdas.models.hyperpod import NodeRecovery, NodeStatus
+from lambdas.models.incident import Incident, IncidentState, Scope
+from lambdas.models.payloads import OpenIncidentResult
+from lambdas.models.writes import Created, GuardFull, IncidentExists, LockHeld
+from lambdas.observability import count, logger
+
+
+@dataclass(frozen=True, slots=True)
+class _Draft:
+    """An incident about to be created, and what only its scope knows about its opening."""
+
+    incident: Incident
+    node_count: int | None
+    """The cluster's, as HyperPod counts them: the blast-radius guard's limit depends on it."""
+    details: Callable[[Incident], dict[str, Any]]
+    """The `incident_opened` audit details of the incident as created."""
+    request_ids: list[str | None]
+
+
+def open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIncidentResult:
+    """The trigger's instance gets its incident: the one whose open lock it holds or the held
+    one that speaks for it (the trigger attaches), else a new one. `flagged`: the caller has
+    flagged the instance for storm detection already."""
+    deps = step.deps
+    holder = deps.incidents.open_incident_id(trigger.cluster_name, trigger.instance_id)
+    if holder:
+        return arrivals.attach(step, holder, trigger)
+    # Before the id check: a report and its alarm within the same second share an incident id.
+    held_by = deps.incidents.held_incident_id(
+        trigger.cluster_name, trigger.instance_id, holding.epoch(step)
+    )
+    if held_by and holding.still_held(step, held_by):
+        return arrivals.attach_held(step, held_by, trigger)
+    incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
+    flag = () if flagged else (trigger.instance_id,)
+    return _open(step, incident_id, trigger, _node_draft, flag=flag)
+
+
+def open_job(step: Step, trigger: Trigger, free: list[str]) -> OpenIncidentResult:
+    """One job-level incident for the involved instances of an ambiguous report (`trigger`)
+    that no incident speaks for yet (`free`)."""
+    assert trigger.report is not None
+    incident_id = ids.job_incident_id(trigger.cluster_name, trigger.report.report_id, trigger.at)
+    return _open(step, incident_id, trigger, partial(_job_draft, free=free))
+
+
+def _open(
+    step: Step,
+    incident_id: str,
+    trigger: Trigger,
+    draft: Callable[[Step, str, Trigger], _Draft | OpenIncidentResult],
+    *,
+    flag: Sequence[str] = (),
+) -> OpenIncidentResult:
+    """The one way an incident opens (see the module docstring). `flag`: the instances to flag
+    for storm detection first."""
+    deps = step.deps
+    if deps.incidents.get(incident_id) is not None:
+        return arrivals.redelivered(step, incident_id, trigger)
+    drafted = draft(step, incident_id, trigger)
+    if not isinstance(drafted, _Draft):
+        return drafted
+    incident = drafted.incident
+    blocker = _blocker(step, trigger, flag)
+    if blocker is not None:
+        return holding.hold(step, incident, trigger, blocker)
+    limit = guard.open_limit(drafted.node_count, deps.settings)
+    match deps.incidents.create(incident, slot_limit=limit):
+        case Created():
+            return _opened(step, drafted, trigger, limit)
+        case LockHeld(holder=holder):
+            return arrivals.attach(step, holder, trigger)
+        case IncidentExists():
+            return arrivals.redelivered(step, incident_id, trigger)
+        case GuardFull() as full:
+            reason = (
+                f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
+                f"{trigger.cluster_name} ({', '.join(full.open_ids)}), at most {full.limit} for "
+                f"{drafted.node_count or 'an unknown number of'} nodes"
+            )
+            return holding.hold(step, incident, trigger, guard.Blocker(HoldKind.GUARD, reason))
+
+
+def _blocker(step: Step, trigger: Trigger, flag: Sequence[str]) -> guard.Blocker | None:
+    """What holds the incident: the cluster's storm hold (these flags may start it), the
+    trigger's alarm mute rule, or the pause switch."""
+    if flag:
+        storm = guard.flag(step, trigger.cluster_name, flag, trigger.at)
+    else:
+        storm = step.deps.guard.active_hold(trigger.cluster_name)
+    if storm is not None:
+        return guard.Blocker(
+            HoldKind.STORM, f"storm hold {storm.hold_id}: {storm.reason}", storm.hold_id
+        )
+    return trigger.mute or guard.pause_blocker(step.deps)
+
+
+def _opened(step: Step, drafted: _Draft, trigger: Trigger, limit: int) -> OpenIncidentResult:
+    """Created: a job-level incident takes its instances' open locks; audited, counted, and its
+    execution started."""
+    incident = drafted.incident
+    logger.set_correlation_id(incident.incident_id)
+    if incident.is_job:
+        incident = arrivals.claim_locks(step, incident)
+    step.audit(
+        incident.incident_id,
+        "incident_opened",
+        {**drafted.details(incident), "guard_limit": limit},
+        drafted.request_ids,
+    )
+    count(M.JOB_INCIDENTS_OPENED if incident.is_job else M.INCIDENTS_OPENED)
+    logger.info(
+        "incident opened",
+        incident_id=incident.incident_id,
+        scope=incident.scope,
+        source=trigger.source,
+    )
+    ensure_execution(step, incident.incident_id, incident)
+    return {"incident_id": incident.incident_id, "action": "opened"}
+
+
+def _node_draft(step: Step, incident_id: str, trigger: Trigger) -> _Draft | OpenIncidentResult:
+    """The node as HyperPod describes it, with the report that named it (for an alarm: the
+    instance's latest stored report); skipped when HyperPod does not know the node."""
+    deps = step.deps
+    try:
+        cluster = deps.hyperpod.describe_cluster(trigger.cluster_name)
+        node = deps.hyperpod.describe_node(trigger.cluster_name, trigger.instance_id)
+    except (ClusterNotFound, NodeNotFound) as err:
+        return _skip(step, incident_id, trigger, err)
+    except Exception as err:
+        _open_failed(step, trigger, err)
+        raise
+    if node.status == NodeStatus.NOT_FOUND:
+        return _skip(step, incident_id, trigger, NodeNotFound("node status is NotFound"))
+
+    report = trigger.report
+    if report is None and trigger.source == "alarm":
+        report = deps.reports.latest_report(trigger.cluster_name, trigger.instance_id)
+    now = step.now()
+    incident = Incident(
+        incident_id=incident_id,
+        cluster_name=trigger.cluster_name,
+        instance_id=trigger.instance_id,
+        state=IncidentState.OPENED,
+        created_at=now,
+        updated_at=now,
+        instance_group=node.instance_group,
+        node_logical_id=node.logical_id,
+        node_status=node.status,
+        node_recovery=cluster.node_recovery,
+        job_name=report.job_name if report else None,
+    )
+    evidence.add_evidence(incident, trigger.item)
+    if report is not None:
+        evidence.add_evidence(incident, evidence.report_evidence(report, trigger.instance_id))
+
+    def details(opened: Incident) -> dict[str, Any]:
+        return {
+            "cluster_name": opened.cluster_name,
+            "instance_id": opened.instance_id,
+            "instance_group": opened.instance_group,
+            "node_status": opened.node_status,
+            "node_recovery": opened.node_recovery,
+            "automatic_recovery": cluster.node_recovery == NodeRecovery.AUTOMATIC,
+            "source": trigger.source,
+            "metric": trigger.metric,
+            "event_id": trigger.event_id,
+            "report_id": report.report_id if report else None,
+            "node_count": cluster.node_count,
+        }
+
+    return _Draft(incident, cluster.node_count, details, [cluster.request_id, node.request_id])
+
+
+def _job_draft(
+    step: Step, incident_id: str, trigger: Trigger, *, free: list[str]
+) -> _Draft | OpenIncidentResult:
+    """The job of an ambiguous report, over the `free` instances; skipped (audited under the
+    event, nothing recorded) when HyperPod does not know the cluster."""
+    report = trigger.report
+    assert report is not None
+    try:
+        cluster = step.deps.hyperpod.describe_cluster(trigger.cluster_name)
+    except ClusterNotFound as err:
+        step.audit(
+            ids.event_subject(trigger.event_id),
+            "job_incident_skipped",
+            {"report_id": report.report_id, "reason": str(err), "instances": free},
+            [err.request_id],
+        )
+        return {"incident_id": None, "action": "skipped"}
+    except Exception as err:
+        _open_failed(step, trigger, err)
+        raise
+    now = step.now()
+    incident = Incident(
+        incident_id=incident_id,
+        cluster_name=trigger.cluster_name,
+        instance_id="",
+        state=IncidentState.OPENED,
+        created_at=now,
+        updated_at=now,
+        node_recovery=cluster.node_recovery,
+        scope=Scope.JOB.value,
+        instance_ids=free,
+        job_name=report.job_name,
+    )
+    evidence.add_evidence(incident, trigger.item)
+
+    def details(opened: Incident) -> dict[str, Any]:
+        return {
+            "scope": Scope.JOB.value,
+            "cluster_name": opened.cluster_name,
+            "instance_ids": opened.instance_ids,
+            "job_name": report.job_name,
+            "report_id": report.report_id,
+            "check": report.check,
+            "node_recovery": opened.node_recovery,
+            "source": trigger.source,
+            "event_id": trigger.event_id,
+        }
+
+    return _Draft(incident, cluster.node_count, details, [cluster.request_id])
+
+
+def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> OpenIncidentResult:
+    """HyperPod does not know the instance: record a closed, skipped incident (no lock)."""
+    now = step.now()
+    reason = (
+        f"instance {trigger.instance_id} is not a node of cluster {trigger.cluster_name}: {err}"
+    )
+    incident = Incident(
+        incident_id=incident_id,
+        cluster_name=trigger.cluster_name,
+        instance_id=trigger.instance_id,
+        state=IncidentState.SKIPPED,
+        created_at=now,
+        updated_at=now,
+        reason=reason,
+        closed_at=now,
+        outcome=IncidentState.SKIPPED.value,
+    )
+    evidence.add_evidence(incident, trigger.item)
+    if isinstance(step.deps.incidents.create(incident), IncidentExists):
+        return arrivals.redelivered(step, incident_id, trigger)
+    logger.set_correlation_id(incident_id)
+    step.audit(
+        incident_id,
+        "incident_skipped",
+        {"reason": reason, "error": error_details(err), "event_id": trigger.event_id},
+        [getattr(err, "request_id", None)],
+    )
+    count(M.INCIDENTS_SKIPPED)
+    logger.info("incident skipped", incident_id=incident_id, reason=reason)
+    return {"incident_id": incident_id, "action": "skipped"}
+
+
+def _open_failed(step: Step, trigger: Trigger, err: Exception) -> None:
+    step.audit(
+        ids.event_subject(trigger.event_id),
+        "open_failed",
+        error_details(
+            err,
+            source=trigger.source,
+            cluster_name=trigger.cluster_name,
+            instance_id=trigger.instance_id or None,
+        ),
+        [getattr(err, "request_id", None)],
+    )

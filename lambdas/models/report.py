@@ -1,0 +1,312 @@
+"""The `SDC Report` event (source `sdc.trainer`): the full evidence the training job emitted.
+
+Its detail is checked against the emitter's JSON Schema (`report_schema()` of
+`trainer_emitter.contract`, compiled by fastjsonschema), then mapped to the typed model. A malformed
+report raises `MalformedEvent` naming the first missing or bad field, with one exception: its
+`checkpoints` (optional, only advice for the card) are read leniently: a malformed entry is
+dropped and named in the report's errors, the report itself is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from lambdas.models.errors import MalformedEvent
+from lambdas.models.events import envelope, hyperpod_cluster_name, parse_time
+from trainer_emitter.contract import (
+    MAX_REPORT_CHECKPOINTS,
+    REPORT_DETAIL_TYPE,
+    REPORT_SOURCE,
+    Check,
+    Metric,
+    Role,
+    VerdictKind,
+    report_schema,
+)
+
+if TYPE_CHECKING:
+    from fastjsonschema import JsonSchemaValueException
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportInstance:
+    """One instance that got datapoints: exactly what the emitter published as metrics."""
+
+    instance_id: str
+    metrics: tuple[Metric, ...]
+    ranks: tuple[int, ...]
+    role: Role
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSuspect:
+    rank: int
+    role: Role
+    mapped: bool
+    instance_id: str | None
+    node_name: str | None
+    gpu_uuid: str | None
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    pair: tuple[int, int]
+    third: int | None
+    suspect: int | None
+    kind: VerdictKind
+
+
+@dataclass(frozen=True, slots=True)
+class ReportCheckpoint:
+    """A checkpoint the job saved or knew of, with the tags saved with it."""
+
+    step: int
+    last_audit_pass: int | None
+    last_weight_check_pass: int | None
+    location: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "last_audit_pass": self.last_audit_pass,
+            "last_weight_check_pass": self.last_weight_check_pass,
+            "location": self.location,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SdcReport:
+    """The `SDC Report` detail (schema version 1), the fields the pipeline uses."""
+
+    report_id: str
+    emitted_at: str
+    """As received: the stored report's sort key and the evidence's time."""
+    emitted: datetime
+    """`emitted_at` in UTC: the time of the incidents the report opens."""
+    cluster_name: str
+    job_name: str | None
+    namespace: str
+    step: int | None
+    check: Check | None
+    ambiguous: bool
+    suspects: tuple[ReportSuspect, ...]
+    instances: tuple[ReportInstance, ...]
+    nonfinite: tuple[int, ...]
+    mismatched_pairs: tuple[tuple[int, int], ...]
+    culprits: tuple[int, ...]
+    verdicts: tuple[Verdict, ...]
+    weight_suspects: tuple[int, ...] | None
+    suspect_window: tuple[int, int] | None
+    last_audit_pass: int | None
+    last_weight_check_pass: int | None
+    errors: tuple[str, ...]
+    """The emitter's errors, then what the pipeline dropped while reading (checkpoints)."""
+    detail: Mapping[str, Any]
+    """The detail as received, stored unchanged."""
+    checkpoints: tuple[ReportCheckpoint, ...] = ()
+    """Oldest first; empty when the report names none (older emitters)."""
+
+    def instance(self, instance_id: str) -> ReportInstance | None:
+        return next((i for i in self.instances if i.instance_id == instance_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportEvent:
+    event_id: str
+    report: SdcReport
+
+
+def parse_report_event(event: Any) -> ReportEvent:
+    event_id, root = envelope(event, REPORT_SOURCE, REPORT_DETAIL_TYPE)
+    return ReportEvent(event_id=event_id, report=parse_report(root.get("detail")))
+
+
+def parse_report(detail: Any) -> SdcReport:
+    """The report detail, checked against the report schema, as the typed model. Its
+    checkpoints are read leniently (`_checkpoints`)."""
+    schema = _report_schema()
+    schema.check(schema.report, detail, "detail")
+    checkpoints, dropped = _checkpoints(schema, detail.get("checkpoints"))
+    return SdcReport(
+        report_id=detail["report_id"],
+        emitted_at=detail["emitted_at"],
+        emitted=parse_time(detail["emitted_at"], "detail.emitted_at"),
+        cluster_name=hyperpod_cluster_name(detail["cluster_name"], "detail.cluster_name"),
+        job_name=detail["job_name"],
+        namespace=detail["namespace"],
+        step=_nullable(int, detail["step"]),
+        check=_nullable(Check, detail["check"]),
+        ambiguous=detail["ambiguous"],
+        suspects=tuple(_suspect(item) for item in detail["suspects"]),
+        instances=tuple(_instance(item) for item in detail["instances"]),
+        nonfinite=_ranks(detail["nonfinite"]),
+        mismatched_pairs=tuple(_pair(item) for item in detail["mismatched_pairs"]),
+        culprits=_ranks(detail["culprits"]),
+        verdicts=tuple(_verdict(item) for item in detail["verdicts"]),
+        weight_suspects=_nullable(_ranks, detail["weight_suspects"]),
+        suspect_window=_nullable(_pair, detail["suspect_window"]),
+        last_audit_pass=_nullable(int, detail["last_audit_pass"]),
+        last_weight_check_pass=_nullable(int, detail["last_weight_check_pass"]),
+        errors=tuple(detail["errors"]) + dropped,
+        detail=detail,
+        checkpoints=checkpoints,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _ReportSchema:
+    """`trainer_emitter/schemas/sdc_report.v1.json`, compiled: the one definition of a
+    report's shape the pipeline checks against."""
+
+    report: Callable[..., Any]
+    """The whole detail but its checkpoints (any value passes there)."""
+    checkpoint: Callable[..., Any]
+    """One entry of `checkpoints`, of which only the step is required."""
+    error: type[JsonSchemaValueException]
+
+    def check(self, validate: Callable[..., Any], value: Any, path: str) -> None:
+        """`validate(value)`, or the schema's first complaint as a MalformedEvent naming the
+        field (a dotted path under `path`) and why."""
+        try:
+            validate(value, name_prefix=path)
+        except self.error as err:
+            raise _malformed(err) from None
+
+
+@cache
+def _report_schema() -> _ReportSchema:
+    """Compiled once, on the first report: fastjsonschema generates a Python function from the
+    schema (about 0.1 s), which a function that reads no report never pays for. Powertools'
+    validation utility, over the same library, would compile it again on every call."""
+    import fastjsonschema
+
+    schema = report_schema()
+    defs = schema["$defs"]
+    whole = {**schema, "properties": {**schema["properties"], "checkpoints": {}}}
+    # A tag or location left out of a checkpoint reads as unknown.
+    one = {**schema["properties"]["checkpoints"]["items"], "required": ["step"]}
+    return _ReportSchema(
+        report=fastjsonschema.compile(_inlined(whole, defs)),
+        checkpoint=fastjsonschema.compile(_inlined(one, defs)),
+        error=fastjsonschema.JsonSchemaValueException,
+    )
+
+
+def _inlined(node: Any, defs: Mapping[str, Any]) -> Any:
+    """A copy of `node` with each `{"$ref": "#/$defs/name"}` replaced by that definition. The
+    code fastjsonschema generates for a `$ref` builds the field's name on every call, failing or
+    not: inlined, a valid report is checked about five times faster. A copy, too, because
+    fastjsonschema rewrites the refs of what it compiles (`report_schema()` is shared)."""
+    if isinstance(node, Mapping):
+        if "$ref" in node:
+            return _inlined(defs[node["$ref"].removeprefix("#/$defs/")], defs)
+        return {key: _inlined(value, defs) for key, value in node.items() if key != "$defs"}
+    if isinstance(node, list):
+        return [_inlined(item, defs) for item in node]
+    return node
+
+
+def _malformed(err: JsonSchemaValueException) -> MalformedEvent:
+    """A fastjsonschema error (`name` is the field's dotted path, `message` starts with it)."""
+    field = str(err.name)
+    if err.rule == "required":
+        missing = next(key for key in err.rule_definition if key not in err.value)
+        return MalformedEvent(f"{field}.{missing}", "missing")
+    if err.rule == "additionalProperties":
+        known = err.definition.get("properties", {})
+        unknown = sorted(key for key in err.value if key not in known)
+        return MalformedEvent(f"{field}.{unknown[0]}", "not a field of the schema")
+    reason = str(err.message).removeprefix(f"{field} ")
+    return MalformedEvent(field, f"{reason}, got {_shown(err.value)}")
+
+
+def _nullable(read: Callable[[Any], T], value: Any) -> T | None:
+    return None if value is None else read(value)
+
+
+def _ranks(values: list[int | float]) -> tuple[int, ...]:
+    """Integers as the model holds them (JSON Schema counts 3.0 as an integer)."""
+    return tuple(int(value) for value in values)
+
+
+def _pair(values: list[int | float]) -> tuple[int, int]:
+    first, second = values
+    return int(first), int(second)
+
+
+def _instance(item: Mapping[str, Any]) -> ReportInstance:
+    return ReportInstance(
+        instance_id=item["instance_id"],
+        metrics=tuple(Metric(m) for m in item["metrics"]),
+        ranks=_ranks(item["ranks"]),
+        role=Role(item["role"]),
+    )
+
+
+def _suspect(item: Mapping[str, Any]) -> ReportSuspect:
+    return ReportSuspect(
+        rank=int(item["rank"]),
+        role=Role(item["role"]),
+        mapped=item["mapped"],
+        instance_id=item["instance_id"],
+        node_name=item["node_name"],
+        gpu_uuid=item["gpu_uuid"],
+        reasons=tuple(item["reasons"]),
+    )
+
+
+def _verdict(item: Mapping[str, Any]) -> Verdict:
+    return Verdict(
+        pair=_pair(item["pair"]),
+        third=_nullable(int, item["third"]),
+        suspect=_nullable(int, item["suspect"]),
+        kind=VerdictKind(item["kind"]),
+    )
+
+
+def _checkpoints(
+    schema: _ReportSchema, value: Any
+) -> tuple[tuple[ReportCheckpoint, ...], tuple[str, ...]]:
+    """The report's checkpoints and a note for each one dropped: a bad entry never refuses the
+    report (it only feeds the card's resume advice). Newest MAX_REPORT_CHECKPOINTS kept."""
+    if value is None:
+        return (), ()
+    if not isinstance(value, list):
+        return (), (f"detail.checkpoints: expected an array, got {type(value).__name__}; ignored",)
+    kept: list[ReportCheckpoint] = []
+    notes: list[str] = []
+    for i, item in enumerate(value):
+        try:
+            schema.check(schema.checkpoint, item, f"detail.checkpoints[{i}]")
+        except MalformedEvent as err:
+            notes.append(f"{err}; checkpoint dropped")
+            continue
+        kept.append(
+            ReportCheckpoint(
+                step=int(item["step"]),
+                last_audit_pass=_nullable(int, item.get("last_audit_pass")),
+                last_weight_check_pass=_nullable(int, item.get("last_weight_check_pass")),
+                location=item.get("location"),
+            )
+        )
+    kept.sort(key=lambda c: c.step)
+    if len(kept) > MAX_REPORT_CHECKPOINTS:
+        notes.append(
+            f"detail.checkpoints: {len(kept)} entries, only the newest "
+            f"{MAX_REPORT_CHECKPOINTS} kept"
+        )
+        kept = kept[-MAX_REPORT_CHECKPOINTS:]
+    return tuple(kept), tuple(notes)
+
+
+def _shown(value: Any) -> str:
+    """A value in an error message, cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= 100 else f"{text[:100]}..."
