@@ -17,7 +17,16 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 # Node 20 is what the machine has; jsii warns that it is past end of life on every call.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: test lint format typecheck synth deploy drill bench clean
+# pytest-xdist: a worker per core; a module's tests stay on one worker (tests/conftest.py), so
+# what its module fixtures build is built once.
+XDIST := -n auto --dist loadscope
+# pytest exits 5 when it collects nothing: that is a failure here, said out loud, never a silent
+# green. $(1): the selection.
+RUN_PYTEST = $(PY) -m pytest $(XDIST) $(1) $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests; refusing to call that a pass" >&2; exit 1; fi; \
+	exit $$rc
+
+.PHONY: test test-fast lint format typecheck synth deploy drill bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11")'
@@ -49,12 +58,14 @@ $(PROMETHEUS):
 	fi
 	@test -x $@ && test -x /usr/bin/promtool || { echo "make: $@ or /usr/bin/promtool still missing" >&2; exit 1; }
 
-# The README's test command. pytest exits 5 when it collects nothing: that is a failure here,
-# said out loud, never a silent green. The infra tests run the outside validators too.
+# The README's test command: every test. The infra tests run the outside validators too.
 test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS)
-	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; refusing to call that a pass" >&2; exit 1; fi; \
-	exit $$rc
+	@$(call RUN_PYTEST,)
+
+# The everyday loop: the tests that need no synthesized template, no torch and no end-to-end
+# run (markers synth, torch, slow; tests/e2e and tests/torch are not even imported).
+test-fast: $(STAMP) $(PROMETHEUS)
+	@$(call RUN_PYTEST,-m "not synth and not torch and not slow" --ignore=tests/e2e --ignore=tests/torch)
 
 # The whole pipeline on this machine (moto + a fake HyperPod): make drill ARGS="--list"
 drill: $(STAMP)

@@ -1,6 +1,7 @@
 """Synthesize in-process and take the template apart: for tests and the local run.
 
     template = synth_template({"sdc:approvalTimeoutSeconds": 60})
+    template = synthesize_once({"sdc:approvalTimeoutSeconds": 60}).template  # kept in build/synth
     definitions = state_machine_definitions(template)      # placeholder ARNs
     definitions["RemediationStateMachine"]                  # the ASL string, as deployed
     function_handlers(template)["OpenIncidentFunction"]     # "lambdas.handlers.open_incident.handler"
@@ -14,17 +15,22 @@ ARNs of wherever they run (moto, say). Logical ids of functions and state machin
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
+import os
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
 from aws_cdk import App
 
 from infra.app import build_app
-from infra.asset import LambdaAsset, build_lambda_asset
+from infra.asset import REPO_ROOT, LambdaAsset, build_lambda_asset
 from infra.settings import Settings
 from infra.workflow import APPROVAL_LOGICAL_ID, REMEDIATION_LOGICAL_ID
 
@@ -36,6 +42,11 @@ STATE_MACHINE_LOGICAL_IDS: Final = (REMEDIATION_LOGICAL_ID, APPROVAL_LOGICAL_ID)
 
 DISABLE_ASSET_STAGING: Final = "aws:cdk:disable-asset-staging"
 """CDK context: reference the asset directory in place instead of copying ~50 MB per synth."""
+
+SYNTH_CACHE: Final = REPO_ROOT / "build" / "synth"
+"""Where `synthesize_once` keeps what it synthesized, one JSON file per context."""
+CDK_LIBRARIES: Final = ("aws-cdk-lib", "constructs", "cdk-nag", "jsii")
+"""The installed libraries whose versions a synthesized template depends on."""
 
 
 class NagViolations(RuntimeError):
@@ -78,6 +89,62 @@ def synthesize(
             template=json.loads(json.dumps(template)),
             nag_findings=_validation_findings(Path(outdir)),
         )
+
+
+def synthesize_once(
+    context: Mapping[str, Any] | None = None,
+    *,
+    code_asset: LambdaAsset | None = None,
+    cache_dir: Path = SYNTH_CACHE,
+) -> Synthesized:
+    """`synthesize`, kept in `cache_dir` under a key of the context and of every input of the
+    template, so that each distinct context is synthesized once (about ten seconds each) and
+    reused until an input changes. Processes running side by side (test workers) wait for the
+    one synthesizing a context instead of synthesizing it too."""
+    asset = code_asset or build_lambda_asset()
+    inputs = inputs_key(asset)[:16]
+    wanted = hashlib.sha256(json.dumps(context or {}, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir / f"{inputs}-{wanted}.json"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with _locked(cache_dir / f".{path.stem}.lock"):
+        if path.is_file():
+            return Synthesized(**json.loads(path.read_text()))
+        synthesized = synthesize(context, code_asset=asset)
+        for stale in cache_dir.iterdir():
+            if inputs not in stale.name:
+                stale.unlink(missing_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(asdict(synthesized)))
+        partial.replace(path)
+        return synthesized
+
+
+def inputs_key(asset: LambdaAsset) -> str:
+    """Hash of what a template is made from besides its context: the sources under `infra/`
+    but the local run's (`infra/local/`, which the app never imports), the Lambda asset (its
+    key covers `lambdas/` and `trainer_emitter/`, which the app imports too) and the versions
+    of the CDK libraries."""
+    digest = hashlib.sha256(asset.key.encode())
+    for library in CDK_LIBRARIES:
+        digest.update(f"\0{library}=={metadata.version(library)}".encode())
+    infra = REPO_ROOT / "infra"
+    for path in sorted(infra.rglob("*.py")):
+        relative = path.relative_to(infra)
+        if relative.parts[0] == "local":
+            continue
+        digest.update(b"\0" + relative.as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _validation_findings(outdir: Path) -> list[str]:

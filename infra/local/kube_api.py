@@ -68,6 +68,7 @@ from infra.local.kube_patch import (
     bad_request,
     decode_body,
 )
+from infra.local.serving import serving
 from lambdas.adapters.eks_token import CLUSTER_HEADER, decode_token
 
 TOKEN_LIFETIME = timedelta(minutes=15)
@@ -399,15 +400,8 @@ class KubeApi:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True, name="kube-api")
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
+        with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler), "kube-api") as url:
+            yield url
 
 
 def _verb(method: str, query: Mapping[str, list[str]], *, collection: bool) -> str:

@@ -42,6 +42,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from infra.local.serving import serving
+
 DEFAULT_COUNTERS: Final[Mapping[str, float]] = {
     "DCGM_FI_DEV_GPU_TEMP": 61,
     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": 0,
@@ -375,15 +377,11 @@ class StandIn:
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
-        thread = threading.Thread(target=server.serve_forever, daemon=True, name="prometheus")
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
-        finally:
-            self._stopping.set()
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
+        with serving(server, "prometheus") as url:
+            try:
+                yield url
+            finally:
+                self._stopping.set()
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,21 @@ class Invocation:
 @dataclass
 class InvocationLog:
     calls: list[Invocation] = field(default_factory=list)
+    _ended: threading.Condition = field(default_factory=threading.Condition)
 
     def handlers(self) -> list[str]:
         return [c.handler.split(".")[-2] for c in self.calls]
+
+    def record(self, call: Invocation) -> None:
+        with self._ended:
+            self.calls.append(call)
+            self._ended.notify_all()
+
+    def wait_past(self, count: int, timeout: float) -> None:
+        """Until more than `count` invocations have ended, or `timeout` seconds: what a handler
+        saves is visible once its invocation ends, so a waiter reads again only then."""
+        with self._ended:
+            self._ended.wait_for(lambda: len(self.calls) > count, timeout=timeout)
 
 
 _invoke_lock = threading.RLock()
@@ -116,7 +128,7 @@ def handlers_in_process(
             except Exception as exc:
                 call.error = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
             call.seconds = time.perf_counter() - started
-            log.calls.append(call)
+            log.record(call)
             if emf:
                 emf.publish()
         if call.error is not None:

@@ -31,8 +31,10 @@ from moto import mock_aws
 
 from infra.local.evaluator import Evaluator
 from infra.local.fake_hyperpod import FakeHyperPod
+from infra.local.interpreter import local_interpreter
 from infra.local.kube_api import KubeApi
 from infra.local.metrics import EmfCapture
+from infra.local.moto_keys import remember_response_keys
 from infra.local.routing import (
     Delivery,
     EventBus,
@@ -80,23 +82,32 @@ LOCAL_CONTEXT: dict[str, Any] = {
 }
 """The deployment the local run synthesizes: short waits, so a run takes seconds, not hours."""
 
+WAIT_SCALE = 0.05
+"""How long a state machine's second lasts in the local run (`infra.local.interpreter`): a poll
+every 50 ms instead of every second. The approval timeout stays in real seconds."""
+REREAD_SECONDS = 0.5
+"""A waiter reads the incident again after each invocation, and at least this often: a change
+made outside a handler (a CLI against the served account) is seen within it."""
+
 _MOTO_CONFIG: Any = {
     "lambda": {"use_docker": False},
     "stepfunctions": {"execute_state_machine": True},
 }
 
 
-@cache
-def _template(context_json: str) -> str:
-    from infra.synth import synth_template  # CDK and jsii load only when a run needs them
-
-    return json.dumps(synth_template(json.loads(context_json)))
-
-
 def synthesized_template(context: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The template `cdk synth` writes for the local context (plus `context`), cached per run."""
-    merged = {**LOCAL_CONTEXT, **(context or {})}
-    return json.loads(_template(json.dumps(merged, sort_keys=True)))
+    """The template `cdk synth` writes for the local context (plus `context`), synthesized
+    once per context and kept (`infra.synth.synthesize_once`)."""
+    from infra.synth import synthesize_once  # CDK and jsii load only when a run needs them
+
+    return synthesize_once({**LOCAL_CONTEXT, **(context or {})}).template
+
+
+@cache
+def _session() -> boto3.session.Session:
+    """One boto3 session for the local runs of a process: the clients of every run share the
+    service models it has read (a fresh session reads them again, half a second a run)."""
+    return boto3.session.Session(region_name=REGION)
 
 
 def default_cluster(nodes: Sequence[str] = (), *, node_recovery: str = "None") -> FakeHyperPod:
@@ -165,17 +176,20 @@ class LocalRun:
         context: Mapping[str, Any] | None = None,
         hyperpod: FakeHyperPod | None = None,
         telemetry_endpoints: Mapping[str, str] | None = None,
+        wait_scale: float = WAIT_SCALE,
     ) -> Iterator[LocalRun]:
         """`telemetry_endpoints`: workspace id → the base URL of a local Prometheus that plays
-        that workspace of `sdc:telemetry` (the adapter's local-only override)."""
+        that workspace of `sdc:telemetry` (the adapter's local-only override); `wait_scale`:
+        the real seconds of a second of the state machines' waits."""
         template = synthesized_template(context)
+        remember_response_keys()
         hyperpod = hyperpod or default_cluster()
         saved = {k: os.environ.get(k) for k in ("POWERTOOLS_TRACE_DISABLED", "AWS_DEFAULT_REGION")}
         os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"  # no X-Ray daemon here
         os.environ["AWS_DEFAULT_REGION"] = REGION
         try:
-            with mock_aws(config=_MOTO_CONFIG):
-                session = boto3.session.Session(region_name=REGION)
+            with mock_aws(config=_MOTO_CONFIG), local_interpreter(wait_scale):
+                session = _session()
                 stack = stand_up(template, session)
                 opener = stack.function_by_handler("open_incident")
                 settings = Settings.from_env(opener.environment)
@@ -299,6 +313,7 @@ class LocalRun:
         deadline = time.monotonic() + timeout
         seen = None
         while time.monotonic() < deadline:
+            ended = len(self.invocations.calls)
             incident = self.incident(incident_id)
             seen = incident.state.value if incident else None
             if incident is not None and seen in states:
@@ -312,7 +327,9 @@ class LocalRun:
                 return incident
             if seen in TERMINAL:
                 break
-            time.sleep(0.1)
+            self.invocations.wait_past(
+                ended, timeout=min(REREAD_SECONDS, max(deadline - time.monotonic(), 0))
+            )
         raise TimeoutError(f"incident {incident_id} is {seen!r}, not one of {states}")
 
     def execution(self, incident_id: str) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def tables(template: dict[str, Any]) -> Iterator[Tables]:
         yield Tables(session.client("dynamodb"), names)
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
+@pytest.fixture(params=["fake", pytest.param("dynamodb", marks=pytest.mark.synth)])
 def impl(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

@@ -9,7 +9,7 @@ import pytest
 from lambdas.logic.guard import open_limit
 from tests.bench.bench_burst import Burst, burst
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.synth]
 
 NODES = 40
 STORM_OUT_OF_REACH = {"sdc:stormThreshold": 10_000}

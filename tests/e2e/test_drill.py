@@ -14,7 +14,7 @@ from infra.local.drill.render import Style, render
 from infra.local.drill.runner import Outcome, run_scenario
 from infra.local.drill.scenarios import DASHBOARD, MUTE_RULE, NODES, RANK_MAP, SCENARIOS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.synth]
 
 
 @pytest.fixture(scope="module")

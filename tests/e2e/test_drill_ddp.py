@@ -13,7 +13,7 @@ from infra.local.drill.runner import Line, Outcome, run_scenario
 from infra.local.drill.scenarios import CLUSTER, NODES, SCENARIOS
 from tests.e2e.test_drill import UP_TO_REPLACEMENT
 
-pytestmark = [pytest.mark.slow, pytest.mark.torch]
+pytestmark = [pytest.mark.slow, pytest.mark.synth, pytest.mark.torch]
 
 INJECTED = ddp_job.FAULT_RANK  # what the scenario's job injects; one rank per node
 INJECTED_NODE = NODES[INJECTED]

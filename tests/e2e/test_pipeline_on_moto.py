@@ -1,5 +1,9 @@
 """End to end on moto: the synthesized stack, the deployed rule patterns and state machine
-definitions, the real handlers in-process, a fake HyperPod. One behaviour per test."""
+definitions, the real handlers in-process, a fake HyperPod. One behaviour per test.
+
+The outcomes the drill's scenarios reach end to end (approved and replaced, rejected, expired,
+delivered three times, replaced by HyperPod itself) are asserted in tests/e2e/test_drill.py;
+these are the behaviours no scenario shows."""
 
 from __future__ import annotations
 
@@ -7,25 +11,13 @@ import json
 
 import pytest
 
-from infra.local.run import CLUSTER, LocalRun, default_cluster
+from infra.local.run import LocalRun, default_cluster
 from infra.synth import state_machine_definitions
 from tests.conftest import load_fixture
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.synth]
 
 CULPRIT_INSTANCE = "i-0bb00000000000002"
-APPROVED_PATH = [
-    ("store_report", "incident_opened"),
-    ("store_report", "execution_started"),
-    ("isolate_node", "node_isolated"),
-    ("start_health_check", "health_check_started"),
-    ("check_health", "health_check_status"),
-    ("request_approval", "approval_requested"),
-    ("approver", "decision_accepted"),
-    ("replace_node", "replacement_requested"),
-    ("check_replacement", "replacement_done"),
-    ("close_incident", "incident_closed"),
-]
 
 
 def in_order(steps: list[tuple[str, str]], expected: list[tuple[str, str]]) -> bool:
@@ -60,71 +52,6 @@ def opened_by_the_report(run: LocalRun) -> str:
     return str(opened["incident_id"])
 
 
-def test_a_training_alarm_ends_in_an_approved_audited_replacement_with_a_new_instance_id():
-    with LocalRun.open() as run:
-        run.emitter(load_fixture("alarms", "rank_map")).report(
-            load_fixture("alarms", "replay_culprit")
-        )
-        incident_id = opened_by_the_report(run)
-        attached = [d.response for d in run.tick()]
-        assert attached == [{"incident_id": incident_id, "action": "attached"}]
-        run.wait_for(incident_id, "awaiting_approval")
-
-        approval = run.decide(incident_id, "approve", "rank 13 mismatched twice; replace")
-        incident = run.wait_for(incident_id, "replaced")
-
-        assert approval["status"] == "SUCCEEDED"
-        assert incident.instance_id == CULPRIT_INSTANCE
-        new_id = incident.replacement["new_instance_id"]
-        assert new_id.startswith("i-") and new_id != CULPRIT_INSTANCE
-        assert run.hyperpod.calls_to("BatchReplaceClusterNodes") == [
-            {"ClusterName": "ml-cluster-1", "NodeIds": [CULPRIT_INSTANCE]}
-        ]
-        steps = trail(run, incident_id)
-        acting = [step for step in steps if step[1] != "evidence_attached"]
-        assert acting[:7] == APPROVED_PATH[:7]  # nothing else happens before the replacement
-        assert in_order(steps, APPROVED_PATH), steps
-        assert ("open_incident", "evidence_attached") in steps
-        assert run.wait_for_execution(incident_id)["status"] == "SUCCEEDED"
-
-
-def test_the_report_event_reaches_the_approval_card_and_the_token_never_does():
-    with LocalRun.open() as run:
-        run.emitter(load_fixture("alarms", "rank_map")).report(
-            load_fixture("alarms", "replay_culprit")
-        )
-        incident_id = next(
-            d.response["incident_id"] for d in run.tick() if d.response.get("incident_id")
-        )
-        incident = run.wait_for(incident_id, "awaiting_approval")
-
-        card = run.wait_for_notification("approve")
-
-        assert "rank 13" in card["message"] and "steps 21-30" in card["message"]
-        assert (
-            json.dumps({"incident_id": incident_id, "decision": "approve", "comment": "<why>"})
-            in card["message"]
-        )
-        assert incident.task_token and incident.task_token not in json.dumps(card)
-
-
-def test_a_rejected_incident_closes_as_rejected_and_nothing_is_replaced():
-    with LocalRun.open() as run:
-        incident_id = open_from_fixture(run)
-        run.wait_for(incident_id, "awaiting_approval")
-
-        run.decide(incident_id, "reject", "known flaky job, not the GPU")
-        incident = run.wait_for(incident_id, "rejected")
-
-        assert incident.outcome == "rejected"
-        assert run.hyperpod.calls_to("BatchReplaceClusterNodes") == []
-        steps = trail(run, incident_id)
-        assert in_order(
-            steps, [("approver", "decision_accepted"), ("close_incident", "incident_closed")]
-        )
-        assert not any(actor == "replace_node" for actor, _ in steps)
-
-
 def test_the_suspect_node_is_cordoned_while_approval_waits_and_uncordoned_on_reject():
     with LocalRun.open() as run:
         incident_id = open_from_fixture(run)
@@ -150,32 +77,6 @@ def test_the_suspect_node_is_cordoned_while_approval_waits_and_uncordoned_on_rej
             trail(run, incident_id),
             [("isolate_node", "node_isolated"), ("close_incident", "node_released")],
         )
-
-
-def test_an_approval_that_times_out_expires_and_nothing_is_replaced():
-    with LocalRun.open(context={"sdc:approvalTimeoutSeconds": 2}) as run:
-        incident_id = open_from_fixture(run)
-
-        incident = run.wait_for(incident_id, "expired", timeout=30)
-
-        assert run.hyperpod.calls_to("BatchReplaceClusterNodes") == []
-        assert incident.decision is None
-        assert ("request_approval", "approval_requested") in trail(run, incident_id)
-        assert run.wait_for_execution(incident_id)["status"] == "SUCCEEDED"
-
-
-def test_the_same_event_delivered_three_times_makes_one_incident_and_one_execution():
-    with LocalRun.open() as run:
-        event = contributor_event_for(CULPRIT_INSTANCE)
-
-        responses = [run.put_event(event)[0].response for _ in range(3)]
-
-        assert len({r["incident_id"] for r in responses}) == 1
-        assert [r["action"] for r in responses] == ["opened", "attached", "attached"]
-        executions = run.session.client("stepfunctions").list_executions(
-            stateMachineArn=run.stack.state_machine("Remediation").arn
-        )["executions"]
-        assert [e["name"] for e in executions] == [responses[0]["incident_id"]]
 
 
 def test_a_second_decision_is_refused_and_audited():
@@ -226,23 +127,6 @@ def test_the_definitions_that_run_are_byte_identical_to_the_synthesized_template
         }
 
         assert running == expected
-
-
-def test_with_automatic_node_recovery_the_node_hyperpod_replaced_is_never_replaced_again():
-    hyperpod = default_cluster(node_recovery="Automatic")
-    hyperpod.set_health_check_result(CLUSTER, CULPRIT_INSTANCE, passes=False)
-    with LocalRun.open(hyperpod=hyperpod) as run:
-        incident_id = open_from_fixture(run)
-        run.wait_for(incident_id, "awaiting_approval")
-        card = run.wait_for_notification("approve")
-
-        run.decide(incident_id, "approve", "failed its deep health check")
-        incident = run.wait_for(incident_id, "replaced_by_hyperpod")
-
-        assert "NodeRecovery is Automatic" in card["message"]
-        assert run.hyperpod.calls_to("BatchReplaceClusterNodes") == []
-        assert incident.replacement["new_instance_id"] == run.hyperpod.replaced_by[CULPRIT_INSTANCE]
-        assert ("replace_node", "replacement_by_hyperpod") in trail(run, incident_id)
 
 
 def test_a_report_naming_a_culprit_opens_the_incident_with_no_alarm_at_all():

@@ -9,7 +9,7 @@ import pytest
 from infra.local.run import CLUSTER, LocalRun, default_cluster
 from tests.e2e.test_pipeline_on_moto import CULPRIT_INSTANCE, in_order, open_from_fixture, trail
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.synth]
 
 REBOOT = "BatchRebootClusterNodes"
 REPLACE = "BatchReplaceClusterNodes"

@@ -1,6 +1,7 @@
-"""The fault suite: bad input, AWS faults, crashes and storms, through the real handlers on moto
-with HyperPod played by the project's fake (the `aws` account of tests/integration), and through
-the synthesized stack (`LocalRun`) where routing, dead-lettering or the state machine matter."""
+"""The fault suite: bad input, AWS faults, crashes and duplicates, through the real handlers on
+moto with HyperPod played by the project's fake (the `aws` account of tests/integration), and
+through the synthesized stack (`LocalRun`) where routing, dead-lettering or the state machine
+matter."""
 
 from __future__ import annotations
 
@@ -8,15 +9,4 @@ import os
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from typing import Any
-
-from tests.faults.figures import summary
 from tests.integration.conftest import aws  # noqa: F401  (the moto account fixture)
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    lines = summary()
-    if lines:
-        terminalreporter.section("fault suite figures")
-        for line in lines:
-            terminalreporter.write_line(line)

@@ -1,5 +1,6 @@
 """The fault suite's figures: each table-driven test records what it saw, and the suite prints
-the totals at the end of the run (`pytest tests/faults`), for the issue note."""
+the totals at the end of the run (`pytest tests/faults`; tests/conftest.py prints them, and
+under pytest-xdist collects them from the workers), for the issue note."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ FIGURES: defaultdict[str, Counter[str]] = defaultdict(Counter)
 
 def record(category: str, outcome: str, count: int = 1) -> None:
     FIGURES[category][outcome] += count
+
+
+def merge(figures: dict[str, dict[str, int]]) -> None:
+    """Add figures recorded elsewhere (a pytest-xdist worker's) to this process's."""
+    for category, counts in figures.items():
+        FIGURES[category].update(counts)
 
 
 def summary() -> list[str]:

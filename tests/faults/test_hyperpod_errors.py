@@ -297,6 +297,7 @@ def test_every_documented_failed_code_has_a_state_machine_status(aws, code):
 
 
 @pytest.mark.slow
+@pytest.mark.synth
 def test_the_state_machine_retries_a_throttled_health_check_start_and_goes_on():
     with LocalRun.open() as run:
         run.hyperpod.fail_next("StartClusterHealthCheck", Throttled("Rate exceeded"))

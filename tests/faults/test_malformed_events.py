@@ -229,6 +229,7 @@ def run() -> Iterator[LocalRun]:
 
 
 @pytest.mark.slow
+@pytest.mark.synth
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.kind)
 def test_through_the_rules_a_bad_event_is_filtered_dead_lettered_or_skipped(run, case):
     event = case.event()

@@ -12,7 +12,7 @@ from lambdas.handlers import _deps, close_incident, decide, open_incident, reque
 from lambdas.models.errors import DependencyFailed
 from tests.conftest import load_fixture
 from tests.faults.figures import record
-from tests.faults.test_duplicates_and_storms import contributor, node
+from tests.faults.test_duplicates import contributor, node
 from tests.integration.conftest import CLUSTER, GROUP, Aws, invoke
 from tests.integration.drive import TOKEN, awaiting_approval, decision_input, health_checked
 

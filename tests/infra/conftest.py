@@ -1,8 +1,9 @@
-"""Synthesize once per session and share the template.
+"""Synthesize once and share the template.
 
 Building the Lambda asset (pip, warm cache: a few seconds the first time, a hash check after)
-and an in-process synth (~10 s, the jsii/Node round trips) are the slow parts, so the tests
-share two synths: `template` with clusters, e-mail and a two-hour approval timeout, and
+and an in-process synth (~10 s, the jsii/Node round trips) are the slow parts, so each context
+is synthesized once and kept until its inputs change (`infra.synth.synthesize_once`), and the
+tests share two of them: `template` with clusters, e-mail and a two-hour approval timeout, and
 `variant_template` with a prefix, another namespace, dry-run, no clusters and short waits
 (the one the moto executions run)."""
 
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from infra.asset import LambdaAsset, build_lambda_asset
-from infra.synth import Synthesized, synthesize
+from infra.synth import Synthesized, synthesize_once
 
 CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/ab12cd34ef56"
 CLUSTER_ID = "0123456789ab"
@@ -58,7 +59,7 @@ def lambda_asset() -> LambdaAsset:
 
 @pytest.fixture(scope="session")
 def synthesized(lambda_asset: LambdaAsset) -> Synthesized:
-    return synthesize(CONTEXT, code_asset=lambda_asset)
+    return synthesize_once(CONTEXT, code_asset=lambda_asset)
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +69,7 @@ def template(synthesized: Synthesized) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def variant_synthesized(lambda_asset: LambdaAsset) -> Synthesized:
-    return synthesize(VARIANT_CONTEXT, code_asset=lambda_asset)
+    return synthesize_once(VARIANT_CONTEXT, code_asset=lambda_asset)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,8 @@ from typing import Any
 import cfnlint.api
 import pytest
 
+pytestmark = pytest.mark.synth  # every test reads a template, some through getfixturevalue
+
 ACKNOWLEDGED = {"AwsSolutions-IAM5[Resource::*]", "AwsSolutions-L1", "AwsSolutions-SQS3"}
 """Every acknowledgment the stack makes; a new one must be added here on purpose."""
 

@@ -2,7 +2,9 @@
 
 The functions are stubs here (the handlers have their own tests, and tests/e2e runs the real
 ones): every Lambda invocation moto makes is routed by function ARN to a scripted answer.
-This proves the ASL itself: paths, intrinsic functions, the callback, the timeout, the loops."""
+This proves the ASL itself: paths, intrinsic functions, the callback, the timeout, the loops.
+Waits run on the local run's shortened clock (`infra.local.interpreter`); the approval timeout
+stays in real seconds."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import pytest
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
+from infra.local.interpreter import local_interpreter
+from infra.local.run import WAIT_SCALE
 from infra.synth import function_handlers, placeholder_arns, state_machine_definitions
 
 pytestmark = pytest.mark.slow
@@ -87,8 +91,14 @@ def machines(variant_template, monkeypatch) -> Iterator[tuple[Any, dict[str, str
         return json.dumps(current[0].answer(modules[function_name], json.loads(body))).encode()
 
     monkeypatch.setattr(LambdaSimpleBackend, "invoke", invoke)
-    with mock_aws(
-        config={"lambda": {"use_docker": False}, "stepfunctions": {"execute_state_machine": True}}
+    with (
+        mock_aws(
+            config={
+                "lambda": {"use_docker": False},
+                "stepfunctions": {"execute_state_machine": True},
+            }
+        ),
+        local_interpreter(WAIT_SCALE),
     ):
         client = boto3.client("stepfunctions", region_name=REGION)
         created = {}

@@ -72,6 +72,7 @@ def test_without_node_isolation_there_is_no_access_entry_and_no_eks_permission(v
         assert not [s for s in statements if any(a.startswith("eks:") for a in actions(s))]
 
 
+@pytest.mark.synth
 def test_the_cluster_admin_policy_is_only_associated_when_opted_in():
     app = App()
     stack = Stack(app, "Probe")
@@ -118,11 +119,11 @@ RECOVERING_FUNCTIONS = {s.logical_id for s in SPECS if s.recovers}
 
 @pytest.fixture(scope="module")
 def labelled_template(lambda_asset):
-    from infra.synth import synthesize
+    from infra.synth import synthesize_once
     from tests.infra.conftest import CONTEXT
 
     context = {**CONTEXT, "sdc:recoveryThroughNodeLabel": ["ml-cluster-1"]}
-    return synthesize(context, code_asset=lambda_asset).template
+    return synthesize_once(context, code_asset=lambda_asset).template
 
 
 def test_the_functions_that_recover_nodes_are_reboot_node_and_replace_node():

@@ -1071,6 +1071,7 @@ def test_status_lists_the_last_failures_newest_first_and_the_dead_letter_queues(
 
 
 @pytest.mark.slow
+@pytest.mark.synth
 def test_approving_through_the_cli_leads_the_incident_to_replaced(tmp_path, capsys):
     from infra.local.run import LocalRun  # CDK synth and moto's interpreter: slow
 
@@ -1130,6 +1131,7 @@ def test_show_of_an_incident_not_yet_asked_about_its_counters_says_so(deployed, 
 
 
 @pytest.mark.slow
+@pytest.mark.synth
 def test_status_against_the_local_run_shows_the_incident_waiting(tmp_path, capsys):
     from infra.local.run import LocalRun  # CDK synth and moto's interpreter: slow
 

@@ -41,14 +41,6 @@ def test_an_alarm_starts_one_execution_named_after_the_incident(aws):
     }
 
 
-def test_the_same_event_delivered_three_times_gives_one_incident_and_one_execution(aws):
-    results = [invoke(open_incident, alarm()) for _ in range(3)]
-
-    assert [r["action"] for r in results] == ["opened", "attached", "attached"]
-    assert len(aws.items("INCIDENT#")) == 1
-    assert len(aws.executions()) == 1
-
-
 def test_opening_is_audited_in_the_audit_table(aws):
     incident_id = invoke(open_incident, alarm())["incident_id"]
 

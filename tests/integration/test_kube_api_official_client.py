@@ -80,30 +80,36 @@ class Cluster:
         return refused.value.status, self.status(refused.value)
 
 
-@pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
-    for key, value in FAKE_CREDENTIALS.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
+@pytest.fixture(scope="module")
+def eks() -> Iterator[None]:
+    """One moto account for the module: its EKS cluster and STS are only read."""
+    with pytest.MonkeyPatch.context() as monkeypatch, mock_aws():
+        for key, value in FAKE_CREDENTIALS.items():
+            monkeypatch.setenv(key, value)
         SESSION.client("eks").create_cluster(
             name=EKS,
             roleArn="arn:aws:iam::123456789012:role/eks",
             resourcesVpcConfig={"subnetIds": ["subnet-0abc"]},
         )
-        api = KubeApi(EKS, REGION, {_access_key(): _secret_key()})
-        api.add_node(NODE, INSTANCE, taints=[OTHERS])
-        api.add_node(f"hyperpod-{INSTANCE}", "i-0fff0000000000001")
-        api.add_node("ip-10-1-99-1.us-west-2.compute.internal", INSTANCE + "1")
-        tokens = EksTokens(sts_factory(SESSION))
-        with api.serve() as url:
-            configuration = client.Configuration(host=url)
-            configuration.api_key = {"BearerToken": tokens.token(EKS)}
-            configuration.api_key_prefix = {"BearerToken": "Bearer"}
-            configuration.refresh_api_key_hook = lambda c: c.api_key.update(
-                BearerToken=tokens.token(EKS)
-            )
-            with client.ApiClient(configuration) as api_client:
-                yield Cluster(api, url, tokens, client.CoreV1Api(api_client))
+        yield
+
+
+@pytest.fixture
+def cluster(eks: None) -> Iterator[Cluster]:
+    api = KubeApi(EKS, REGION, {_access_key(): _secret_key()})
+    api.add_node(NODE, INSTANCE, taints=[OTHERS])
+    api.add_node(f"hyperpod-{INSTANCE}", "i-0fff0000000000001")
+    api.add_node("ip-10-1-99-1.us-west-2.compute.internal", INSTANCE + "1")
+    tokens = EksTokens(sts_factory(SESSION))
+    with api.serve() as url:
+        configuration = client.Configuration(host=url)
+        configuration.api_key = {"BearerToken": tokens.token(EKS)}
+        configuration.api_key_prefix = {"BearerToken": "Bearer"}
+        configuration.refresh_api_key_hook = lambda c: c.api_key.update(
+            BearerToken=tokens.token(EKS)
+        )
+        with client.ApiClient(configuration) as api_client:
+            yield Cluster(api, url, tokens, client.CoreV1Api(api_client))
 
 
 # -- reading nodes ------------------------------------------------------------------------------

@@ -55,11 +55,12 @@ def _cluster_api(cluster_name: str = EKS, trusted: dict[str, str] | None = None)
     return api
 
 
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key, value in FAKE_CREDENTIALS.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
+@pytest.fixture(scope="module")
+def aws() -> Iterator[None]:
+    """One moto account for the module: its EKS cluster and STS are only read."""
+    with pytest.MonkeyPatch.context() as monkeypatch, mock_aws():
+        for key, value in FAKE_CREDENTIALS.items():
+            monkeypatch.setenv(key, value)
         SESSION.client("eks").create_cluster(
             name=EKS,
             roleArn="arn:aws:iam::123456789012:role/eks",

@@ -15,7 +15,7 @@ from lambdas.handlers import (
     replace_node,
     start_health_check,
 )
-from lambdas.models.errors import DecisionRefused, DependencyFailed
+from lambdas.models.errors import DependencyFailed
 from tests.integration.conftest import CLUSTER, INSTANCE, invoke
 from tests.integration.drive import (
     APPROVAL_EXECUTION,
@@ -91,15 +91,6 @@ def test_decide_accepts_the_approval_state_machine_input(aws):
 
     assert result == {"incident_id": incident_id, "decision": "approve", "accepted": True}
     assert aws.incident(incident_id).decision["approval_execution_arn"] == APPROVAL_EXECUTION
-
-
-def test_a_second_decision_is_refused_and_audited(aws):
-    incident_id = decided(aws, "approve")
-
-    with pytest.raises(DecisionRefused):
-        invoke(decide, decision_input(incident_id, "reject", "arn:second"))
-
-    assert aws.actions(incident_id)[-2:] == ["decision_accepted", "decision_refused"]
 
 
 def test_replace_node_requests_the_replacement_on_hyperpod(aws):

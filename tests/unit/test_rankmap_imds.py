@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from infra.local.serving import serving
 from trainer_emitter.rankmap import instance_id_from_imds, local_rank_info
 
 
@@ -38,12 +38,8 @@ class _Imds(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def imds() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), _Imds)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving(HTTPServer(("127.0.0.1", 0), _Imds), "imds") as url:
+        yield url
 
 
 def test_with_imds_enabled_an_ip_named_node_learns_its_instance_from_metadata(imds):
