@@ -75,7 +75,7 @@ def test_a_training_alarm_ends_in_an_approved_audited_replacement_with_a_new_ins
 
         assert approval["status"] == "SUCCEEDED"
         assert incident.instance_id == CULPRIT_INSTANCE
-        new_id = incident.replacement["new_instance_id"]
+        new_id = incident.replacement.new_instance_id
         assert new_id.startswith("i-") and new_id != CULPRIT_INSTANCE
         assert run.hyperpod.calls_to("BatchReplaceClusterNodes") == [
             {"ClusterName": "ml-cluster-1", "NodeIds": [CULPRIT_INSTANCE]}
@@ -145,7 +145,7 @@ def test_the_suspect_node_is_cordoned_while_approval_waits_and_uncordoned_on_rej
         assert f"cordoned and tainted {taint} on node {name}" in card
         assert "unschedulable" not in run.kube_api.spec(name)  # false: left out, as a server does
         assert not run.kube_api.spec(name).get("taints")
-        assert incident.isolation["state"] == "released"
+        assert incident.isolation.state == "released"
         assert in_order(
             trail(run, incident_id),
             [("isolate_node", "node_isolated"), ("close_incident", "node_released")],
@@ -241,7 +241,7 @@ def test_with_automatic_node_recovery_the_node_hyperpod_replaced_is_never_replac
 
         assert "NodeRecovery is Automatic" in card["message"]
         assert run.hyperpod.calls_to("BatchReplaceClusterNodes") == []
-        assert incident.replacement["new_instance_id"] == run.hyperpod.replaced_by[CULPRIT_INSTANCE]
+        assert incident.replacement.new_instance_id == run.hyperpod.replaced_by[CULPRIT_INSTANCE]
         assert ("replace_node", "replacement_by_hyperpod") in trail(run, incident_id)
 
 
@@ -271,7 +271,7 @@ def test_pausing_during_the_health_check_holds_the_incident_and_no_approval_card
 
         incident = run.wait_for(incident_id, "held")
 
-        assert incident.hold["kind"] == "paused"
+        assert incident.hold.kind == "paused"
         actions = [action for _, action in trail(run, incident_id)]
         assert "health_check_started" in actions
         assert "approval_requested" not in actions
