@@ -47,6 +47,10 @@ class ErrorRecord:
     def to_record(self) -> dict[str, Any]:
         return dict(self.details)
 
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> ErrorRecord:
+        return cls(dict(record))
+
 
 class SdcError(Exception):
     """Base of every error raised on purpose by the remediation pipeline."""
