@@ -121,7 +121,8 @@ class Incident:
 
     @property
     def metrics(self) -> list[str]:
-        """The alarm metrics its evidence names, in the order they first arrived."""
+        """The alarm metrics its evidence names, in the order they first arrived (an item
+        dropped beyond `lambdas.logic.evidence.MAX_EVIDENCE` is not counted)."""
         seen: dict[str, None] = {}
         for item in self.evidence:
             for metric in [item.get("metric"), *item.get("metrics", [])]:
@@ -181,6 +182,9 @@ class Incident:
         return self.instance_id
 
     def to_record(self) -> dict[str, Any]:
+        """The stored item: each part as its record writes it, and the derived `metrics` and
+        `outcome` where the item has always had them, for whoever reads the table or the item
+        `sdc show --json` prints (in this order)."""
         record: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
