@@ -92,7 +92,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
     verdict = chain_verdict(entries)
     advice = recommend(
         evidence.reports(incident),
-        (incident.health_check or {}).get("result"),
+        incident.health_check.result if incident.health_check else None,
         job_level=incident.is_job,
         rebooted=reboots_done(incident) > 0,
     )

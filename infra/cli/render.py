@@ -161,7 +161,8 @@ def render_incident(
         Section("REPLACEMENT", _replacement_lines(incident)),
     ]
     if incident.error:
-        sections.append(Section("ERROR", [f"  {json.dumps(incident.error, sort_keys=True)}"]))
+        error = json.dumps(incident.error.to_record(), sort_keys=True)
+        sections.append(Section("ERROR", [f"  {error}"]))
     if incident.state is IncidentState.AWAITING_APPROVAL and not incident.decision:
         sections.append(_to_decide(incident.incident_id, card, where.approval_state_machine_arn))
     sections.append(_audit_trail(entries, verdict))
@@ -223,21 +224,24 @@ def _decision_lines(incident: Incident) -> list[str]:
     if not decision:
         return ["  none yet"]
     return [
-        f"  {decision.get('decision')} at {when(decision.get('at'))}",
-        f"  by {decision.get('approval_execution_arn')}",
-        f"  comment: {decision.get('comment') or '(none)'}",
+        f"  {decision.decision} at {when(decision.at)}",
+        f"  by {decision.approval_execution_arn}",
+        f"  comment: {decision.comment or '(none)'}",
     ]
 
 
 def _reboot_lines(incident: Incident) -> list[str]:
-    reboot = incident.reboot or {}
-    decision = reboot.get("decision") or {}
-    dry_run = " (dry run: nothing was rebooted)" if reboot.get("dry_run") else ""
+    reboot = incident.reboot
+    if reboot is None:
+        return []
+    decision = reboot.decision
+    dry_run = " (dry run: nothing was rebooted)" if reboot.dry_run else ""
     return [
-        f"  status: {reboot.get('status')}{dry_run}, through {reboot.get('path')}",
-        f"  decided by {decision.get('approval_execution_arn')} at {when(decision.get('at'))}",
-        f"  comment: {decision.get('comment') or '(none)'}",
-        f"  node status: {reboot.get('node_status') or 'unknown'}",
+        f"  status: {reboot.status}{dry_run}, through {reboot.path}",
+        f"  decided by {decision.approval_execution_arn if decision else None} "
+        f"at {when(decision.at if decision else None)}",
+        f"  comment: {(decision and decision.comment) or '(none)'}",
+        f"  node status: {reboot.node_status or 'unknown'}",
     ]
 
 
@@ -245,10 +249,10 @@ def _replacement_lines(incident: Incident) -> list[str]:
     replacement = incident.replacement
     if not replacement:
         return ["  none"]
-    dry_run = " (dry run: nothing was replaced)" if replacement.get("dry_run") else ""
+    dry_run = " (dry run: nothing was replaced)" if replacement.dry_run else ""
     return [
-        f"  status: {replacement.get('status')}{dry_run}",
-        f"  new instance: {replacement.get('new_instance_id') or 'not yet known'}",
+        f"  status: {replacement.status}{dry_run}",
+        f"  new instance: {replacement.new_instance_id or 'not yet known'}",
     ]
 
 

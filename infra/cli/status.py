@@ -66,8 +66,8 @@ def status_report(op: Operator, now: datetime) -> dict[str, Any]:
         "held_recently": [
             {
                 "incident_id": i.incident_id,
-                "kind": (i.hold or {}).get("kind"),
-                "mute_rule": (i.hold or {}).get("mute_rule"),
+                "kind": i.hold_kind,
+                "mute_rule": i.hold.mute_rule if i.hold else None,
                 "created_at": i.created_at,
             }
             for i in held
@@ -123,9 +123,8 @@ def _queue_depths(op: Operator) -> dict[str, int | None]:
 
 
 def _failure_summary(incident: Incident) -> str:
-    error = incident.error or {}
-    kind = error.get("type") or error.get("Error") or error.get("code")
-    message = error.get("message") or error.get("Cause") or error.get("close_mismatch")
+    error = incident.error
+    kind, message = (error.kind, error.message) if error else (None, None)
     text = ": ".join(str(part) for part in (kind, message) if part) or incident.reason or "-"
     return " ".join(text.split())[:160]
 

@@ -12,7 +12,13 @@ from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditEntry
-from lambdas.models.errors import ConditionFailed, IncidentNotFound, NodeNotFound, SdcError
+from lambdas.models.errors import (
+    ConditionFailed,
+    ErrorRecord,
+    IncidentNotFound,
+    NodeNotFound,
+    SdcError,
+)
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.observability import count, logger
@@ -120,7 +126,7 @@ class Step:
                 return
 
             def mark(incident: Incident) -> bool:
-                incident.error = details
+                incident.error = ErrorRecord(details)
                 if not incident.state.terminal:
                     incident.state = IncidentState.FAILED
                 return True

@@ -27,6 +27,7 @@ from lambdas.models.payloads import (
     DecisionAccepted,
     DecisionRequest,
 )
+from lambdas.models.recovery import DecisionRecord
 from lambdas.observability import count, logger, seconds
 
 S = IncidentState
@@ -56,7 +57,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
         def wait(current: Incident) -> bool:
             if current.state is not S.AWAITING_APPROVAL:
                 lifecycle.advance(current, S.AWAITING_APPROVAL, at)
-                if (current.decision or {}).get("decision") == Decision.REBOOT and current.reboot:
+                if current.decided == Decision.REBOOT and current.reboot:
                     # The health check after the reboot failed: the reboot decision is kept
                     # under `reboot.decision`, and this card asks for a new one.
                     current.decision = None
@@ -66,7 +67,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             return True
 
         incident = step.update(request.incident_id, wait, incident)
-        health = (incident.health_check or {}).get("result")
+        health = incident.health_check.result if incident.health_check else None
         history = past_incidents(step, incident)
         advice = recommend(
             evidence.reports(incident),
@@ -157,12 +158,9 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
             DecisionRefused(f"no incident {valid.incident_id}"),
         )
     logger.set_correlation_id(valid.incident_id)
-    decision = {
-        "decision": valid.decision.value,
-        "comment": valid.comment,
-        "approval_execution_arn": valid.approval_execution_arn,
-        "at": step.now(),
-    }
+    decision = DecisionRecord(
+        valid.decision, valid.comment, valid.approval_execution_arn, step.now()
+    )
     tokens: list[str] = []
 
     def claim(current: Incident) -> bool:
@@ -201,8 +199,8 @@ def _deliver(step: Step, valid: ValidDecision, token: str, actor: str, decided: 
     except Exception as err:
 
         def release(current: Incident) -> bool:
-            if (current.decision or {}).get("approval_execution_arn") != (
-                valid.approval_execution_arn
+            if current.decision is None or (
+                current.decision.approval_execution_arn != valid.approval_execution_arn
             ):
                 return False
             current.decision = None

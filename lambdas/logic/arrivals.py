@@ -135,7 +135,7 @@ def notify_held(step: Step, incident: Incident) -> None:
     """The held notice, unless it went out already or a storm holds the incident (the storm
     hold's one notification covers every incident it holds). A failed publish is audited (the
     incident stays recorded, the next event for it tries again), never raised."""
-    if incident.close_notified or (incident.hold or {}).get("kind") == HoldKind.STORM:
+    if incident.close_notified or incident.hold_kind == HoldKind.STORM:
         return
     notice = cards.held_notice(incident)
     send_notice(step, incident, notice.subject, notice.text, "held", "held_notified", incident)

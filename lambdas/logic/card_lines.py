@@ -12,8 +12,10 @@ from typing import Any
 
 from lambdas.logic import evidence, telemetry
 from lambdas.models.guard import PastIncident
+from lambdas.models.health_check import CheckSummary, HealthCheckRecord
 from lambdas.models.hyperpod import NodeRecovery
 from lambdas.models.incident import Incident
+from lambdas.models.isolation import GONE, ISOLATED, KEPT, PENDING, RELEASE_FAILED, RELEASED
 from trainer_emitter.contract import Metric
 
 _RESULTS: dict[Any, str] = {
@@ -41,18 +43,18 @@ def recovery_lines(incident: Incident) -> list[str]:
 
 def isolation_lines(incident: Incident) -> list[str]:
     """Whether the suspect node is kept free of new work while the approval is pending."""
-    record = incident.isolation or {}
-    nodes = record.get("nodes") or {}
+    record = incident.isolation
+    nodes = record.nodes if record else {}
     isolated = [
-        f"  cordoned and tainted {record.get('taint')} on node {node.get('node_name')} "
-        f"(instance {instance_id}, EKS cluster {record.get('eks_cluster')})"
-        + (f"; {node['reason']}" if node.get("reason") else "")
+        f"  cordoned and tainted {record.taint} on node {node.node_name} "
+        f"(instance {instance_id}, EKS cluster {record.eks_cluster})"
+        + (f"; {node.reason}" if node.reason else "")
         for instance_id, node in sorted(nodes.items())
-        if node.get("state") == "isolated"
+        if record and node.state == ISOLATED
     ]
-    if record.get("state") == "isolated":
+    if record and record.state == ISOLATED:
         return isolated
-    reason = record.get("reason") or "no isolation was recorded for this incident"
+    reason = (record and record.reason) or "no isolation was recorded for this incident"
     return [
         f"  WARNING: the node is NOT isolated: {reason}.",
         "  A restarted job may be scheduled onto it while this approval is pending.",
@@ -62,23 +64,23 @@ def isolation_lines(incident: Incident) -> list[str]:
 
 def release_lines(incident: Incident) -> list[str]:
     """The closing notice: what became of the node's cordon and taint."""
-    record = incident.isolation or {}
+    record = incident.isolation
+    if record is None:
+        return []
     lines = []
-    eks = record.get("eks_cluster")
-    for instance_id, node in sorted((record.get("nodes") or {}).items()):
-        name = node.get("node_name")
-        state = node.get("state")
-        if state == "released":
+    for instance_id, node in sorted(record.nodes.items()):
+        name = node.node_name
+        if node.state == RELEASED:
             lines.append(f"Isolation: {name} ({instance_id}) uncordoned, taint removed.")
-        elif state in ("gone", "kept"):
-            lines.append(f"Isolation: {name or instance_id}: {node.get('reason')}.")
-        elif state in ("isolated", "pending", "release_failed"):
+        elif node.state in (GONE, KEPT):
+            lines.append(f"Isolation: {name or instance_id}: {node.reason}.")
+        elif node.state in (ISOLATED, PENDING, RELEASE_FAILED):
             lines.append(
                 f"WARNING: {name} ({instance_id}) is still cordoned and tainted "
-                f"{record.get('taint')}: {node.get('reason') or 'not released'}. Lift it by "
-                f"hand (EKS cluster {eks}): kubectl taint node {name} "
-                f"{str(record.get('taint', '')).split('=')[0]}:NoSchedule- && "
-                + (f"kubectl uncordon {name}" if node.get("cordoned_by_us") else "leave the cordon")
+                f"{record.taint}: {node.reason or 'not released'}. Lift it by "
+                f"hand (EKS cluster {record.eks_cluster}): kubectl taint node {name} "
+                f"{(record.taint or '').split('=')[0]}:NoSchedule- && "
+                + (f"kubectl uncordon {name}" if node.cordoned_by_us else "leave the cordon")
             )
     return lines
 
@@ -110,8 +112,9 @@ def history_lines(history: Sequence[PastIncident]) -> list[str]:
 def health_lines(incident: Incident) -> list[str]:
     """The deep health check; after a reboot, the check after it and the one before."""
     lines = [f"  {health_summary(incident)}"]
-    before = (incident.health_check or {}).get("before_reboot")
-    if (incident.health_check or {}).get("after_reboot"):
+    check = incident.health_check
+    before = check.before_reboot if check else None
+    if check and check.after_reboot:
         lines = [f"  after the reboot: {health_summary(incident)}"]
         if before:
             lines.append(f"  before the reboot: {_check_summary(before)}")
@@ -123,16 +126,16 @@ def health_summary(incident: Incident) -> str:
     if not check:
         return "not run"
     if incident.is_job:
-        return str(check.get("status") or "unknown")
+        return str(check.status or "unknown")
     return _check_summary(check)
 
 
 def node_lines(incident: Incident) -> list[str]:
     """Each checked node's result (a job-level incident checks several)."""
-    nodes = (incident.health_check or {}).get("nodes") or {}
+    nodes = (incident.health_check.nodes if incident.health_check else None) or {}
     return [
-        f"  {instance_id}: {_RESULTS.get(node.get('result'), str(node.get('result')))}; "
-        f"status {node.get('status')}" + (f" ({node['reason']})" if node.get("reason") else "")
+        f"  {instance_id}: {_RESULTS.get(node.result, str(node.result))}; "
+        f"status {node.status}" + (f" ({node.reason})" if node.reason else "")
         for instance_id, node in sorted(nodes.items())
     ]
 
@@ -142,27 +145,24 @@ def reboot_lines(incident: Incident) -> list[str]:
     reboot = incident.reboot
     if not reboot:
         return []
-    decision = reboot.get("decision") or {}
+    decision = reboot.decision
+    before = incident.health_check.before_reboot if incident.health_check else None
     return [
-        f"Reboot: {reboot.get('status')} (through {reboot.get('path')}), decided by "
-        f"{decision.get('approval_execution_arn')} ({decision.get('comment') or 'no comment'}); "
-        f"node status after it: {reboot.get('node_status') or 'unknown'}",
-        *(
-            [f"Deep health check before the reboot: {_check_summary(before)}"]
-            if (before := (incident.health_check or {}).get("before_reboot"))
-            else []
-        ),
+        f"Reboot: {reboot.status} (through {reboot.path}), decided by "
+        f"{decision.approval_execution_arn if decision else None} "
+        f"({(decision and decision.comment) or 'no comment'}); "
+        f"node status after it: {reboot.node_status or 'unknown'}",
+        *([f"Deep health check before the reboot: {_check_summary(before)}"] if before else []),
     ]
 
 
-def _check_summary(check: dict[str, Any]) -> str:
-    checks = ", ".join(check.get("checks") or []) or "none"
-    if not check.get("started"):
-        reason = check.get("reason") or "no reason recorded"
-        return f"not started ({reason}); node status {check.get('status')}"
-    result = check.get("result")
-    state = _RESULTS.get(result, str(result))
-    return f"{checks}: {state}; node status {check.get('status')}"
+def _check_summary(check: HealthCheckRecord | CheckSummary) -> str:
+    checks = ", ".join(check.checks or ()) or "none"
+    if not check.started:
+        reason = check.reason or "no reason recorded"
+        return f"not started ({reason}); node status {check.status}"
+    state = _RESULTS.get(check.result, str(check.result))
+    return f"{checks}: {state}; node status {check.status}"
 
 
 # -- the evidence -----------------------------------------------------------------------------

@@ -230,25 +230,25 @@ def _reboot_choice(reboot_input: Mapping[str, str] | None) -> tuple[str, ...]:
 
 def held_notice(incident: Incident) -> Card:
     """A new incident recorded as held (paused, muted, or the blast-radius guard is full)."""
-    hold = incident.hold or {}
+    hold = incident.hold
     subject = _subject(
-        f"SDC: incident on {incident.target} held ({hold.get('kind')}), nothing acts"
+        f"SDC: incident on {incident.target} held ({incident.hold_kind}), nothing acts"
     )
     what = (
         f"Incident {incident.incident_id} on cluster {incident.cluster_name} was recorded as "
         "HELD: no health check, no approval request, no replacement.",
-        f"Why: {hold.get('reason') or incident.reason}",
+        f"Why: {(hold and hold.reason) or incident.reason}",
         f"Metrics: {', '.join(incident.metrics) or 'none'}",
         *card_lines.report_lines(incident),
     )
     next_steps: tuple[str, ...]
-    if hold.get("kind") == HoldKind.PAUSED:
+    if incident.hold_kind == HoldKind.PAUSED:
         next_steps = ("Unpause (set the pause switch to false); the next alarm acts again.",)
-    elif hold.get("kind") == HoldKind.MUTED:
-        rule = hold.get("mute_rule")
+    elif hold is not None and hold.kind == HoldKind.MUTED:
+        rule = hold.mute_rule
         next_steps = (
             f"The alarm's actions are muted by CloudWatch alarm mute rule {rule} "
-            f"({hold.get('mute_rule_arn')}) until {hold.get('mute_window_end')}.",
+            f"({hold.mute_rule_arn}) until {hold.mute_window_end}.",
             "This pipeline is one of those actions: a muted alarm is held, as if paused.",
             "This incident stays held; after the mute window the next alarm on this node acts.",
             "If the mute is wrong, end it: CloudWatch console, Alarms, Mute rules, or",
@@ -309,10 +309,10 @@ def hold_lifted_notice(hold: ClusterHold) -> Card:
 
 
 def close_notice(incident: Incident) -> Card:
-    dry_run = bool((incident.replacement or incident.reboot or {}).get("dry_run"))
+    dry_run = incident.dry_run
     label = f"{incident.state}{' (dry run)' if dry_run else ''}"
     subject = _subject(f"SDC: incident on {incident.target} closed: {label}")
-    replacement = incident.replacement or {}
+    replacement = incident.replacement
     where = (
         f"instances {', '.join(incident.instance_ids) or 'none'}"
         if incident.is_job
@@ -334,17 +334,17 @@ def close_notice(incident: Incident) -> Card:
         )
     lines += card_lines.resume_lines(incident)
     if incident.hold:
-        lines.append(f"Held: {incident.hold.get('reason')}")
+        lines.append(f"Held: {incident.hold.reason}")
     if incident.decision:
         lines.append(
-            f"Decision: {incident.decision.get('decision')} "
-            f"({incident.decision.get('comment') or 'no comment'}) "
-            f"by {incident.decision.get('approval_execution_arn')}"
+            f"Decision: {incident.decision.decision} "
+            f"({incident.decision.comment or 'no comment'}) "
+            f"by {incident.decision.approval_execution_arn}"
         )
     if replacement:
         lines.append(
-            f"Replacement: {replacement.get('status')}; "
-            f"new instance: {replacement.get('new_instance_id') or 'unknown'}"
+            f"Replacement: {replacement.status}; "
+            f"new instance: {replacement.new_instance_id or 'unknown'}"
         )
     if dry_run:
         verb = "rebooted" if incident.reboot and not replacement else "replaced"
@@ -352,7 +352,7 @@ def close_notice(incident: Incident) -> Card:
     if incident.reason:
         lines.append(f"Reason: {incident.reason}")
     if incident.error:
-        lines.append(f"Error: {json.dumps(incident.error, sort_keys=True)[:2000]}")
+        lines.append(f"Error: {json.dumps(incident.error.to_record(), sort_keys=True)[:2000]}")
     lines.append("The audit log holds every step of this incident.")
     return Card(subject, (Section(None, lines),))
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from lambdas.logic import cards, isolation, lifecycle
 from lambdas.logic._steps import Step, send_notice
 from lambdas.logic.history import record_history
@@ -11,6 +9,7 @@ from lambdas.logic.measures import elapsed, report_waiting
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.metric_names import closed_metric
+from lambdas.models.errors import ErrorRecord
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import CloseRequest, CloseResult
@@ -39,7 +38,6 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
 
         def close(current: Incident) -> bool:
             current.state = target
-            current.outcome = request.outcome.value
             current.error = error
             current.closed_at = at
             current.task_token = None
@@ -59,16 +57,17 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
         deps.incidents.release_lock(incident.cluster_name, instance_id, incident.incident_id)
     deps.guard.release_slot(incident.cluster_name, incident.incident_id)
     if not audited:
+        replacement = incident.replacement
         step.audit(
             incident.incident_id,
             "incident_closed",
             {
                 "state": incident.state.value,
-                "outcome": incident.outcome,
-                "error": incident.error,
-                "dry_run": bool((incident.replacement or {}).get("dry_run")),
-                "new_instance_id": (incident.replacement or {}).get("new_instance_id"),
-                "hold": incident.hold,
+                "outcome": request.outcome.value,
+                "error": incident.error.to_record() if incident.error else None,
+                "dry_run": bool(replacement and replacement.dry_run),
+                "new_instance_id": replacement.new_instance_id if replacement else None,
+                "hold": incident.hold.to_record() if incident.hold else None,
             },
         )
         count(closed_metric(incident.state))
@@ -78,7 +77,7 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
     if (
         not incident.close_notified
         and incident.state is not S.SKIPPED
-        and (incident.hold or {}).get("kind") != HoldKind.STORM
+        and incident.hold_kind != HoldKind.STORM
     ):
         _notify_close(step, incident)
     return {"incident_id": incident.incident_id, "state": incident.state.value}
@@ -87,8 +86,8 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
 def _measure_close(step: Step, incident: Incident) -> None:
     """Time from opened to node recovered (replaced, by us or HyperPod, or rebooted and checked
     again; a dry run recovers nothing), and the approvals-waiting gauge when the incident had waited for a decision."""
-    dry_run = bool((incident.replacement or incident.reboot or {}).get("dry_run"))
-    if incident.state in (S.REPLACED, S.REPLACED_BY_HYPERPOD, S.REBOOTED) and not dry_run:
+    recovered = incident.state in (S.REPLACED, S.REPLACED_BY_HYPERPOD, S.REBOOTED)
+    if recovered and not incident.dry_run:
         seconds(M.RECOVERY_LATENCY, elapsed(incident.created_at, step.deps.clock.now()))
     if incident.approval_requested_at:
         report_waiting(step, incident)
@@ -96,14 +95,12 @@ def _measure_close(step: Step, incident: Incident) -> None:
 
 def _close_error(
     request: CloseRequest, incident: Incident, mismatch: str | None
-) -> dict[str, Any] | None:
-    error: dict[str, Any] | None = None
+) -> ErrorRecord | None:
+    error = incident.error
     if request.error is not None:
-        error = {k: str(v)[:2000] for k, v in request.error.items()}
-    elif incident.error is not None:
-        error = incident.error
+        error = ErrorRecord({k: str(v)[:2000] for k, v in request.error.items()})
     if mismatch:
-        error = {**(error or {}), "close_mismatch": mismatch}
+        error = (error or ErrorRecord()).with_mismatch(mismatch)
     return error
 
 

@@ -61,8 +61,8 @@ def check_accepts_decision(
     if incident.decision:
         raise DecisionRefused(
             f"incident {incident.incident_id} was already decided: "
-            f"{incident.decision.get('decision')} at {incident.decision.get('at')} "
-            f"by {incident.decision.get('approval_execution_arn')}"
+            f"{incident.decision.decision} at {incident.decision.at} "
+            f"by {incident.decision.approval_execution_arn}"
         )
     if incident.state is not IncidentState.AWAITING_APPROVAL:
         raise DecisionRefused(

@@ -109,9 +109,6 @@ def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:
     """Attach `item` unless the same key is already there; True when the incident changed."""
     if any(existing.get("key") == item["key"] for existing in incident.evidence):
         return False
-    for metric in [item.get("metric"), *item.get("metrics", [])]:
-        if metric and metric not in incident.metrics:
-            incident.metrics.append(metric)
     if len(incident.evidence) >= MAX_EVIDENCE:
         incident.evidence_dropped += 1
     else:

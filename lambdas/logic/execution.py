@@ -10,6 +10,7 @@ from typing import Any
 
 from lambdas.logic._steps import Step, error_details
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.errors import ErrorRecord
 from lambdas.models.incident import Incident
 from lambdas.observability import count
 
@@ -37,7 +38,7 @@ def ensure_execution(step: Step, incident_id: str, current: Incident | None = No
         details = error_details(err, step=step.actor)
 
         def record_error(current: Incident) -> bool:
-            current.error = details
+            current.error = ErrorRecord(details)
             return True
 
         step.update(incident_id, record_error, incident)

@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,7 +37,7 @@ from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import ConditionFailed
 from lambdas.models.events import MuteDetail
-from lambdas.models.guard import ClusterHold, HoldKind, reads_as_paused
+from lambdas.models.guard import ClusterHold, HoldKind, HoldRecord, reads_as_paused
 from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings
 from lambdas.models.writes import Created, HoldExists
@@ -56,13 +56,8 @@ class Blocker:
     mute: dict[str, str] | None = None
     """The alarm mute rule of a muted alarm (`MuteDetail.to_json`)."""
 
-    def record(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "reason": self.reason,
-            "hold_id": self.hold_id,
-            **(self.mute or {}),
-        }
+    def record(self) -> HoldRecord:
+        return HoldRecord(self.kind, self.reason, self.hold_id, **(self.mute or {}))
 
 
 def open_limit(node_count: int | None, settings: Settings) -> int:
@@ -105,15 +100,6 @@ def mute_blocker(alarm_name: str, mute: MuteDetail) -> Blocker:
         "alarm holds its incident, as the pause switch does",
         mute=mute.to_json(),
     )
-
-
-def muted_until(hold: Mapping[str, Any]) -> datetime | None:
-    """When the mute window of a muted hold ends (None: not a muted hold, or unreadable)."""
-    end = hold.get("mute_window_end")
-    try:
-        return datetime.fromisoformat(end) if isinstance(end, str) else None
-    except ValueError:
-        return None
 
 
 def storm_blocker(deps: Deps, cluster_name: str) -> Blocker | None:
@@ -260,6 +246,6 @@ def hold_in_flight(step: Step, incident: Incident, blocker: Blocker) -> None:
         return True
 
     step.update(incident.incident_id, note, incident)
-    step.audit(incident.incident_id, "held", {**blocker.record(), "step": step.actor})
+    step.audit(incident.incident_id, "held", {**blocker.record().to_record(), "step": step.actor})
     count(M.INCIDENTS_HELD_IN_FLIGHT)
     logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)

@@ -8,13 +8,14 @@ instance, one StartClusterHealthCheck per instance group.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
 from lambdas.logic import guard, lifecycle
 from lambdas.logic._steps import Step, node_status_of
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import InvalidTransition, NodeNotFound
+from lambdas.models.health_check import CheckSummary, HealthCheckRecord, NodeCheck
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope
 from lambdas.models.payloads import HealthCheckStarted, HealthStatus, IncidentRef
@@ -53,13 +54,13 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
         incident = step.load(ref.incident_id)
         if incident.state is S.HEALTH_CHECK and incident.health_check:
             return {
-                "status": str(incident.health_check.get("status")),
-                "started": bool(incident.health_check.get("started")),
+                "status": str(incident.health_check.status),
+                "started": incident.health_check.started,
                 "held": False,
                 "scope": incident.scope,
             }
         after_reboot = incident.state is S.REBOOTING
-        if after_reboot and (incident.reboot or {}).get("status") != "done":
+        if after_reboot and not incident.reboot_done:
             raise InvalidTransition("cannot start a health check: the reboot is not done")
         if incident.state not in (S.OPENED, S.REBOOTING):
             raise InvalidTransition(f"cannot start a health check: incident is {incident.state}")
@@ -79,16 +80,14 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
         else:
             record, request_ids = _start_node_check(step, incident)
         if after_reboot:
-            record = {**record, "after_reboot": True}
-        status = str(record["status"])
-        started = bool(record["started"])
+            record = dataclasses.replace(record, after_reboot=True)
+        status = str(record.status)
+        started = record.started
 
         def advance(current: Incident) -> bool:
             lifecycle.advance(current, S.HEALTH_CHECK, step.now())
-            current.health_check = {
-                **record,
-                **_before_reboot(current),
-            }
+            before = current.health_check.before_reboot if current.health_check else None
+            current.health_check = dataclasses.replace(record, before_reboot=before)
             if not current.is_job:
                 current.node_status = status
             return True
@@ -98,7 +97,7 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
             ref.incident_id,
             "health_check_started" if started else "health_check_not_started",
             {
-                **record,
+                **record.to_record(),
                 "instance_group": incident.instance_group,
                 "automatic_recovery": incident.node_recovery == NodeRecovery.AUTOMATIC,
             },
@@ -111,36 +110,31 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
 
 def _set_aside_health_check(current: Incident) -> bool:
     """Before the check after a reboot: the first check's record moves under `before_reboot`."""
-    current.health_check = {"before_reboot": _summary(current.health_check), "after_reboot": True}
+    first = current.health_check
+    current.health_check = HealthCheckRecord(
+        after_reboot=True, before_reboot=first.summary() if first else CheckSummary()
+    )
     return True
-
-
-def _before_reboot(current: Incident) -> dict[str, Any]:
-    before = (current.health_check or {}).get("before_reboot")
-    return {"before_reboot": before} if before else {}
-
-
-def _summary(health_check: dict[str, Any] | None) -> dict[str, Any]:
-    keep = ("started", "checks", "status", "result", "reason", "started_at")
-    return {key: (health_check or {}).get(key) for key in keep}
 
 
 def _write_ahead(step: Step, incident: Incident) -> Incident:
     """Note that a StartClusterHealthCheck is about to be sent (kept if the handler dies)."""
 
     def note(current: Incident) -> bool:
-        current.health_check = {**(current.health_check or {}), "requesting_at": step.now()}
+        current.health_check = dataclasses.replace(
+            current.health_check or HealthCheckRecord(), requesting_at=step.now()
+        )
         return True
 
     return step.update(incident.incident_id, note, incident)
 
 
-def _start_node_check(step: Step, incident: Incident) -> tuple[dict[str, Any], list[str | None]]:
+def _start_node_check(step: Step, incident: Incident) -> tuple[HealthCheckRecord, list[str | None]]:
     deps = step.deps
     checks = list(deps.settings.health_checks)
     status, before_id = node_status_of(deps, incident)
     request_ids: list[str | None] = [before_id]
-    pending = (incident.health_check or {}).get("requesting_at")
+    pending = incident.health_check.requesting_at if incident.health_check else None
     reason = None
     started = False
     resumed = False
@@ -161,24 +155,24 @@ def _start_node_check(step: Step, incident: Incident) -> tuple[dict[str, Any], l
         reason = f"node status is {status}, not Running"
     else:
         reason = "the node's instance group is unknown"
-    record: dict[str, Any] = {
-        "started": started,
-        "checks": checks,
-        "status": status,
-        "result": health_result(status, started),
-        "reason": reason,
-        "started_at": step.now() if started else None,
-        "resumed": resumed,
-    }
+    record = HealthCheckRecord(
+        started=started,
+        checks=tuple(checks),
+        status=status,
+        result=health_result(status, started),
+        reason=reason,
+        started_at=step.now() if started else None,
+        resumed=resumed,
+    )
     return record, request_ids
 
 
-def _start_job_checks(step: Step, incident: Incident) -> tuple[dict[str, Any], list[str | None]]:
+def _start_job_checks(step: Step, incident: Incident) -> tuple[HealthCheckRecord, list[str | None]]:
     """One StartClusterHealthCheck per instance group, for the involved nodes that are Running."""
     deps = step.deps
     checks = list(deps.settings.health_checks)
-    pending = (incident.health_check or {}).get("requesting_at")
-    nodes: dict[str, dict[str, Any]] = {}
+    pending = incident.health_check.requesting_at if incident.health_check else None
+    nodes: dict[str, NodeCheck] = {}
     groups: dict[str, list[str]] = {}
     request_ids: list[str | None] = []
     for instance_id in incident.instance_ids:
@@ -188,13 +182,14 @@ def _start_job_checks(step: Step, incident: Incident) -> tuple[dict[str, Any], l
         except NodeNotFound as err:
             status, group, request_id = NodeStatus.NOT_FOUND.value, None, err.request_id
         request_ids.append(request_id)
-        nodes[instance_id] = {"status": status, "group": group, "started": False, "reason": None}
+        node = NodeCheck(status, group)
         if status == NodeStatus.RUNNING and group:
             groups.setdefault(group, []).append(instance_id)
         elif pending and status == NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS:
-            nodes[instance_id]["started"] = True
+            node = dataclasses.replace(node, started=True)
         else:
-            nodes[instance_id]["reason"] = f"node status is {status}, not Running"
+            node = dataclasses.replace(node, reason=f"node status is {status}, not Running")
+        nodes[instance_id] = node
     if groups:
         incident = _write_ahead(step, incident)
     for group, instance_ids in sorted(groups.items()):
@@ -202,28 +197,32 @@ def _start_job_checks(step: Step, incident: Incident) -> tuple[dict[str, Any], l
             deps.hyperpod.start_health_check(incident.cluster_name, group, instance_ids, checks)
         )
         for instance_id in instance_ids:  # the next poll reads their real status
-            nodes[instance_id].update(
-                started=True, status=NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS.value
+            nodes[instance_id] = dataclasses.replace(
+                nodes[instance_id],
+                started=True,
+                status=NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS.value,
             )
-    for node in nodes.values():
-        node["result"] = health_result(node["status"], node["started"])
-    record: dict[str, Any] = {
-        "started": any(n["started"] for n in nodes.values()),
-        "checks": checks,
-        "nodes": nodes,
-        "status": job_summary(nodes),
-        "result": None if any(n["result"] is None for n in nodes.values()) else "done",
-        "reason": None if nodes else "no involved instance left",
-        "started_at": step.now(),
+    nodes = {
+        i: dataclasses.replace(n, result=health_result(n.status, n.started))
+        for i, n in nodes.items()
     }
+    record = HealthCheckRecord(
+        started=any(n.started for n in nodes.values()),
+        checks=tuple(checks),
+        nodes=nodes,
+        status=job_summary(nodes),
+        result=None if any(n.result is None for n in nodes.values()) else "done",
+        reason=None if nodes else "no involved instance left",
+        started_at=step.now(),
+    )
     return record, request_ids
 
 
-def job_summary(nodes: dict[str, dict[str, Any]]) -> str:
+def job_summary(nodes: dict[str, NodeCheck]) -> str:
     """`2 running, 1 passed, 1 failed` over a job-level incident's nodes."""
     counts: dict[str, int] = {}
     for node in nodes.values():
-        label = {None: "running"}.get(node.get("result"), str(node.get("result")))
+        label = "running" if node.result is None else node.result
         counts[label] = counts.get(label, 0) + 1
     return ", ".join(f"{n} {label}" for label, n in sorted(counts.items())) or "no nodes"
 
@@ -238,18 +237,18 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
         if incident.is_job:
             return _check_job(step, incident)
         status, request_id = node_status_of(deps, incident)
-        previous = dict(incident.health_check or {})
-        result = health_result(status, bool(previous.get("started")))
-        changed = status != previous.get("status") or result != previous.get("result")
-        polls = int(previous.get("polls", 0)) + 1
+        previous = incident.health_check or HealthCheckRecord()
+        result = health_result(status, previous.started)
+        changed = status != previous.status or result != previous.result
+        polls = (previous.polls or 0) + 1
 
         def record(current: Incident) -> bool:
-            current.health_check = {
-                **(current.health_check or {}),
-                "status": status,
-                "result": result,
-                "polls": polls,
-            }
+            current.health_check = dataclasses.replace(
+                current.health_check or HealthCheckRecord(),
+                status=status,
+                result=result,
+                polls=polls,
+            )
             current.node_status = status
             return True
 
@@ -279,35 +278,37 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
 
 
 def _check_job(step: Step, incident: Incident) -> HealthStatus:
-    previous = dict(incident.health_check or {})
-    nodes = {k: dict(v) for k, v in (previous.get("nodes") or {}).items()}
+    previous = incident.health_check or HealthCheckRecord()
+    nodes = dict(previous.nodes or {})
     request_ids: list[str | None] = []
-    for instance_id, node in nodes.items():
-        if node.get("result") is not None:
+    for instance_id, node in previous.nodes.items() if previous.nodes else ():
+        if node.result is not None:
             continue
         try:
             info = step.deps.hyperpod.describe_node(incident.cluster_name, instance_id)
-            node["status"], request_id = info.status, info.request_id
+            status, request_id = info.status, info.request_id
         except NodeNotFound as err:
-            node["status"], request_id = NodeStatus.NOT_FOUND.value, err.request_id
+            status, request_id = NodeStatus.NOT_FOUND.value, err.request_id
         request_ids.append(request_id)
-        node["result"] = health_result(node["status"], bool(node.get("started")))
+        nodes[instance_id] = dataclasses.replace(
+            node, status=status, result=health_result(status, node.started)
+        )
     summary = job_summary(nodes)
-    in_progress = any(n.get("result") is None for n in nodes.values())
-    polls = int(previous.get("polls", 0)) + 1
+    in_progress = any(n.result is None for n in nodes.values())
+    polls = (previous.polls or 0) + 1
 
     def record(current: Incident) -> bool:
-        current.health_check = {
-            **(current.health_check or {}),
-            "nodes": nodes,
-            "status": summary,
-            "result": None if in_progress else "done",
-            "polls": polls,
-        }
+        current.health_check = dataclasses.replace(
+            current.health_check or HealthCheckRecord(),
+            nodes=nodes,
+            status=summary,
+            result=None if in_progress else "done",
+            polls=polls,
+        )
         return True
 
     step.update(incident.incident_id, record, incident)
-    if summary != previous.get("status"):
+    if summary != previous.status:
         step.audit(
             incident.incident_id,
             "health_check_status",

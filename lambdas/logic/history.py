@@ -27,7 +27,7 @@ def record_history(step: Step, incident: Incident) -> None:
         created_at=incident.created_at,
         closed_at=incident.closed_at or step.now(),
         gpu_uuids=tuple(evidence.gpu_uuids(incident)),
-        hold_kind=(incident.hold or {}).get("kind"),
+        hold_kind=incident.hold_kind,
     )
     try:
         step.deps.history.record_past(past)

@@ -34,7 +34,6 @@ def hold(
     incident.state = IncidentState.HELD
     incident.hold = blocker.record()
     incident.reason = blocker.reason
-    incident.outcome = IncidentState.HELD.value
     incident.closed_at = at
     now = epoch(step)
     until = now + step.deps.settings.storm_window_seconds
@@ -59,7 +58,7 @@ def hold(
         incident.incident_id,
         "incident_held",
         {
-            **blocker.record(),
+            **blocker.record().to_record(),
             "cluster_name": incident.cluster_name,
             "instance_id": incident.instance_id or None,
             "instance_ids": incident.instance_ids,
@@ -80,16 +79,20 @@ def still_held(step: Step, incident_id: str) -> bool:
     GPU that still fails is not to be swallowed by the old hold). A guard hold keeps its window:
     judging afresh would only hold again, with a second notice."""
     incident = step.deps.incidents.get(incident_id)
-    record = (incident.hold if incident else None) or {}
-    if record.get("kind") == HoldKind.STORM:
-        active = step.deps.guard.active_hold(incident.cluster_name) if incident else None
-        return active is not None and active.hold_id == record.get("hold_id")
-    if record.get("kind") == HoldKind.PAUSED:
+    if incident is None:
+        return False
+    hold = incident.hold
+    if hold is None:
+        return True
+    if hold.kind == HoldKind.STORM:
+        active = step.deps.guard.active_hold(incident.cluster_name)
+        return active is not None and active.hold_id == hold.hold_id
+    if hold.kind == HoldKind.PAUSED:
         return guard.pause_blocker(step.deps) is not None
-    if record.get("kind") == HoldKind.MUTED:
-        until = guard.muted_until(record)
+    if hold.kind == HoldKind.MUTED:
+        until = hold.muted_until
         return until is not None and step.deps.clock.now() < until
-    return incident is not None
+    return True
 
 
 def epoch(step: Step) -> int:

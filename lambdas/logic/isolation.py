@@ -3,13 +3,7 @@ incident (`sdc.remediation/incident=<incident id>:NoSchedule`) through the EKS c
 Kubernetes API, so that a restarted job does not land on it while the approval is pending; undo
 exactly that when the incident closes without a replacement.
 
-`incident.isolation` records what was done, per instance:
-
-    {"state": "isolated" | "not_isolated" | "released" | "release_failed" | "kept",
-     "cause": None | "off" | "not_eks" | "hyperpod" | "held" | <KubernetesError.cause> | ...,
-     "reason": "<for people>", "eks_cluster", "taint": "<key>=<value>:NoSchedule",
-     "nodes": {"<instance id>": {"state", "node_name", "resource_version", "was_unschedulable",
-                                 "cordoned_by_us", "taint_added", "found_taint", "reason", "cause"}}}
+`incident.isolation` records what was done, per instance (`lambdas.models.isolation`).
 
 Rules: a cluster not configured for isolation is not touched; a Kubernetes API that does not
 answer (or refuses) never fails the incident: it records "not isolated: <cause>" and the flow
@@ -20,7 +14,7 @@ taint naming this incident and clears `unschedulable` only if this incident set 
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
 from lambdas.logic import guard
 from lambdas.logic._steps import Step
@@ -28,17 +22,20 @@ from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import KubernetesError, KubernetesNotFound, SdcError
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.isolation import (
+    GONE,
+    ISOLATED,
+    KEPT,
+    NOT_ISOLATED,
+    PENDING,
+    RELEASE_FAILED,
+    RELEASED,
+    IsolatedNode,
+    IsolationRecord,
+)
 from lambdas.models.kubernetes import Taint, incident_taint
 from lambdas.models.payloads import IncidentRef, IsolationResult
 from lambdas.observability import count, logger
-
-ISOLATED = "isolated"
-NOT_ISOLATED = "not_isolated"
-PENDING = "pending"
-RELEASED = "released"
-RELEASE_FAILED = "release_failed"
-KEPT = "kept"
-GONE = "gone"
 
 _TO_RELEASE = frozenset({ISOLATED, PENDING, RELEASE_FAILED})
 
@@ -49,23 +46,23 @@ def isolate_node(ref: IncidentRef, deps: Deps) -> IsolationResult:
     step = Step(deps, "isolate_node")
     with step.failing_visibly(ref.incident_id):
         incident = isolate(step, step.load(ref.incident_id))
-        record = incident.isolation or {}
+        record = incident.isolation
         return {
-            "isolated": record.get("state") == ISOLATED,
-            "state": str(record.get("state")),
-            "reason": record.get("reason"),
+            "isolated": record is not None and record.state == ISOLATED,
+            "state": str(record.state if record else None),
+            "reason": record.reason if record else None,
         }
 
 
 def isolate(step: Step, incident: Incident) -> Incident:
     """Cordon and taint the incident's node(s) if its cluster is configured for it; record and
     audit what was done. A finished earlier attempt is returned as it is."""
-    existing = incident.isolation or {}
-    if existing.get("state") in (ISOLATED, NOT_ISOLATED, RELEASED, RELEASE_FAILED, KEPT):
+    existing = incident.isolation
+    if existing and existing.state in (ISOLATED, NOT_ISOLATED, RELEASED, RELEASE_FAILED, KEPT):
         return incident
     deps = step.deps
     taint = incident_taint(incident.incident_id)
-    base: dict[str, Any] = {"taint": str(taint), "eks_cluster": None, "nodes": {}}
+    base = IsolationRecord(PENDING, taint=str(taint))
     if incident.state is not IncidentState.OPENED:
         return _settle(step, incident, base, "state", f"the incident is already {incident.state}")
     config = deps.settings.isolation_for(incident.cluster_name)
@@ -107,16 +104,16 @@ def isolate(step: Step, incident: Incident) -> Incident:
             f"orchestrator of {incident.cluster_name}",
         )
     assert eks is not None
-    base["eks_cluster"] = eks
-    nodes: dict[str, dict[str, Any]] = dict(existing.get("nodes") or {})
+    nodes = dict(existing.nodes) if existing else {}
     for instance_id in instances:
         nodes[instance_id], incident = _isolate_one(step, incident, eks, taint, instance_id, nodes)
-    failed = {i: n for i, n in nodes.items() if n["state"] != ISOLATED}
+    done = dataclasses.replace(base, eks_cluster=eks, nodes=nodes)
+    failed = {i: n for i, n in nodes.items() if n.state != ISOLATED}
     if not failed:
-        return _settle(step, incident, {**base, "nodes": nodes}, None, None, state=ISOLATED)
-    causes = sorted({str(n.get("cause")) for n in failed.values()})
-    reason = "; ".join(f"{i}: {n.get('reason')}" for i, n in sorted(failed.items()))
-    return _settle(step, incident, {**base, "nodes": nodes}, ",".join(causes), reason)
+        return _settle(step, incident, done, None, None, state=ISOLATED)
+    causes = sorted({str(n.cause) for n in failed.values()})
+    reason = "; ".join(f"{i}: {n.reason}" for i, n in sorted(failed.items()))
+    return _settle(step, incident, done, ",".join(causes), reason)
 
 
 def _isolate_one(
@@ -125,44 +122,43 @@ def _isolate_one(
     eks: str,
     taint: Taint,
     instance_id: str,
-    nodes: dict[str, dict[str, Any]],
-) -> tuple[dict[str, Any], Incident]:
+    nodes: dict[str, IsolatedNode],
+) -> tuple[IsolatedNode, Incident]:
     """Isolate one node: its record, and the incident as last written."""
     kube = step.deps.kubernetes
-    earlier = nodes.get(instance_id) or {}
+    earlier = nodes.get(instance_id)
     try:
         node = kube.find_node(eks, instance_id)
-        if earlier.get("state") == PENDING and earlier.get("node_name") == node.name:
-            was_unschedulable = bool(earlier.get("was_unschedulable"))
+        if earlier and earlier.state == PENDING and earlier.node_name == node.name:
+            was_unschedulable = bool(earlier.was_unschedulable)
         else:
             was_unschedulable = node.unschedulable
             incident = _write_ahead(step, incident, instance_id, node.name, was_unschedulable, eks)
         change = kube.cordon(eks, node.name, taint)
     except KubernetesError as err:
-        record = _failed(err, earlier.get("node_name"))
+        record = _failed(err, earlier.node_name if earlier else None)
         step.audit(
             incident.incident_id,
             "node_not_isolated",
-            {"instance_id": instance_id, "eks_cluster": eks, **record},
+            {"instance_id": instance_id, "eks_cluster": eks, **record.to_record()},
         )
         count(M.NODES_NOT_ISOLATED)
         return record, incident
-    record = {
-        "state": ISOLATED,
-        "node_name": change.node_name,
-        "resource_version": change.resource_version,
-        "was_unschedulable": was_unschedulable,
-        "cordoned_by_us": not was_unschedulable,
-        "taint_added": change.found_taint is None,
-        "found_taint": change.found_taint,
-        "reason": (
+    record = IsolatedNode(
+        ISOLATED,
+        node_name=change.node_name,
+        resource_version=change.resource_version,
+        was_unschedulable=was_unschedulable,
+        cordoned_by_us=not was_unschedulable,
+        taint_added=change.found_taint is None,
+        found_taint=change.found_taint,
+        reason=(
             f"another incident's taint {change.found_taint} holds the taint slot; "
             "the node is cordoned"
             if change.found_taint
             else None
         ),
-        "cause": None,
-    }
+    )
     step.audit(
         incident.incident_id,
         "node_isolated",
@@ -171,7 +167,7 @@ def _isolate_one(
             "eks_cluster": eks,
             "taint": str(taint),
             **change.to_record(),
-            "cordoned_by_us": record["cordoned_by_us"],
+            "cordoned_by_us": record.cordoned_by_us,
         },
     )
     count(M.NODES_ISOLATED)
@@ -185,36 +181,35 @@ def _write_ahead(
     """Keep the node's state before our patch: a retry after a crash knows the cordon is ours."""
 
     def note(current: Incident) -> bool:
-        record = dict(current.isolation or {})
-        nodes = dict(record.get("nodes") or {})
-        nodes[instance_id] = {"state": PENDING, "node_name": node_name, "was_unschedulable": was}
-        current.isolation = {**record, "state": PENDING, "eks_cluster": eks, "nodes": nodes}
+        record = current.isolation or IsolationRecord(PENDING)
+        nodes = {**record.nodes, instance_id: IsolatedNode(PENDING, node_name, was)}
+        current.isolation = dataclasses.replace(record, state=PENDING, eks_cluster=eks, nodes=nodes)
         return True
 
     return step.update(incident.incident_id, note, incident)
 
 
-def _failed(err: KubernetesError, node_name: Any) -> dict[str, Any]:
-    return {
-        "state": NOT_ISOLATED,
-        "node_name": node_name,
-        "cause": err.cause,
-        "reason": f"{err.cause}: {err}",
-        "status": err.status,
-    }
+def _failed(err: KubernetesError, node_name: str | None) -> IsolatedNode:
+    return IsolatedNode(
+        NOT_ISOLATED,
+        node_name=node_name,
+        cause=err.cause,
+        reason=f"{err.cause}: {err}",
+        status=err.status,
+    )
 
 
 def _settle(
     step: Step,
     incident: Incident,
-    record: dict[str, Any],
+    record: IsolationRecord,
     cause: str | None,
     reason: str | None,
     *,
     state: str = NOT_ISOLATED,
 ) -> Incident:
     at = step.now()
-    final = {**record, "state": state, "cause": cause, "reason": reason, "at": at}
+    final = dataclasses.replace(record, state=state, cause=cause, reason=reason, at=at)
 
     def keep(current: Incident) -> bool:
         current.isolation = final
@@ -224,7 +219,7 @@ def _settle(
     if state != ISOLATED:
         step.audit(
             incident.incident_id,
-            "isolation_skipped" if not record["nodes"] else "isolation_incomplete",
+            "isolation_skipped" if not record.nodes else "isolation_incomplete",
             {"cause": cause, "reason": reason},
         )
         count(M.ISOLATION_SKIPPED)
@@ -238,58 +233,60 @@ def release(step: Step, incident: Incident) -> Incident:
     inspection; every other isolated node loses our taint, and its cordon when we set it. A
     node whose release fails is recorded (the closing notice says how to lift it by hand);
     closing again retries it."""
-    record = dict(incident.isolation or {})
-    nodes = {k: dict(v) for k, v in (record.get("nodes") or {}).items()}
-    due = {i: n for i, n in nodes.items() if n.get("state") in _TO_RELEASE}
+    record = incident.isolation
+    if record is None:
+        return incident
+    nodes = dict(record.nodes)
+    due = {i: n for i, n in nodes.items() if n.state in _TO_RELEASE}
     if not due:
         return incident
-    eks = str(record.get("eks_cluster"))
+    eks = str(record.eks_cluster)
     taint = incident_taint(incident.incident_id)
     for instance_id, node in due.items():
         nodes[instance_id] = _release_one(step, incident, eks, taint, instance_id, node)
-    states = {n.get("state") for n in nodes.values()}
+    states = {n.state for n in nodes.values()}
     overall = RELEASE_FAILED if RELEASE_FAILED in states else KEPT if KEPT in states else RELEASED
     at = step.now()
 
     def keep(current: Incident) -> bool:
-        current.isolation = {**record, "nodes": nodes, "state": overall, "released_at": at}
+        current.isolation = dataclasses.replace(record, nodes=nodes, state=overall, released_at=at)
         return True
 
     return step.update(incident.incident_id, keep, incident)
 
 
 def _release_one(
-    step: Step, incident: Incident, eks: str, taint: Taint, instance_id: str, node: dict[str, Any]
-) -> dict[str, Any]:
-    name = node.get("node_name")
+    step: Step, incident: Incident, eks: str, taint: Taint, instance_id: str, node: IsolatedNode
+) -> IsolatedNode:
+    name = node.node_name
     gone = _gone_reason(incident)
     kept = _kept_reason(incident, instance_id)
     if gone or kept or not name:
-        outcome = {
-            **node,
-            "state": GONE if gone or not name else KEPT,
-            "reason": gone or kept or "the node was never found: nothing to release",
-        }
+        outcome = dataclasses.replace(
+            node,
+            state=GONE if gone or not name else KEPT,
+            reason=gone or kept or "the node was never found: nothing to release",
+        )
         step.audit(
             incident.incident_id,
             "node_release_skipped",
-            {"instance_id": instance_id, "node_name": name, "reason": outcome["reason"]},
+            {"instance_id": instance_id, "node_name": name, "reason": outcome.reason},
         )
         return outcome
     try:
         change = step.deps.kubernetes.uncordon(
-            eks, str(name), taint, clear_unschedulable=bool(node.get("cordoned_by_us"))
+            eks, str(name), taint, clear_unschedulable=bool(node.cordoned_by_us)
         )
     except KubernetesNotFound as err:
-        outcome = {**node, "state": GONE, "reason": f"the node is gone: {err}"}
+        outcome = dataclasses.replace(node, state=GONE, reason=f"the node is gone: {err}")
         step.audit(
             incident.incident_id,
             "node_release_skipped",
-            {"instance_id": instance_id, "node_name": name, "reason": outcome["reason"]},
+            {"instance_id": instance_id, "node_name": name, "reason": outcome.reason},
         )
         return outcome
     except KubernetesError as err:
-        outcome = {**node, "state": RELEASE_FAILED, "cause": err.cause, "reason": str(err)}
+        outcome = dataclasses.replace(node, state=RELEASE_FAILED, cause=err.cause, reason=str(err))
         step.audit(
             incident.incident_id,
             "node_release_failed",
@@ -303,20 +300,16 @@ def _release_one(
         {"instance_id": instance_id, "eks_cluster": eks, "taint": str(taint), **change.to_record()},
     )
     count(M.NODES_RELEASED)
-    return {
-        **node,
-        "state": RELEASED,
-        "resource_version": change.resource_version,
-        "reason": None,
-        "cause": None,
-    }
+    return dataclasses.replace(
+        node, state=RELEASED, resource_version=change.resource_version, reason=None, cause=None
+    )
 
 
 def _gone_reason(incident: Incident) -> str | None:
-    replacement = incident.replacement or {}
+    replacement = incident.replacement
     if incident.state is IncidentState.REPLACED_BY_HYPERPOD:
         return "HyperPod replaced the node: nothing to release"
-    if replacement.get("status") == "done" and not replacement.get("dry_run"):
+    if replacement and replacement.done and not replacement.dry_run:
         return "the node was replaced: nothing to release"
     return None
 
@@ -324,7 +317,8 @@ def _gone_reason(incident: Incident) -> str | None:
 def _kept_reason(incident: Incident, instance_id: str) -> str | None:
     if not incident.is_job:
         return None
-    checked = ((incident.health_check or {}).get("nodes") or {}).get(instance_id) or {}
-    if checked.get("result") == "failed":
+    nodes = incident.health_check.nodes if incident.health_check else None
+    checked = (nodes or {}).get(instance_id)
+    if checked and checked.result == "failed":
         return "failed its deep health check: left cordoned for inspection"
     return None

@@ -39,8 +39,7 @@ TRANSITIONS: Final[dict[IncidentState, frozenset[IncidentState]]] = {
 def requested_by_us(incident: Incident) -> bool:
     """Whether this pipeline asked HyperPod to replace the node (or may have: an attempt whose
     answer was never recorded)."""
-    replacement = incident.replacement or {}
-    return bool(replacement.get("requested_by_us") or replacement.get("pending"))
+    return incident.replacement is not None and incident.replacement.asked
 
 
 MAX_REBOOTS: Final = 1
@@ -48,22 +47,22 @@ MAX_REBOOTS: Final = 1
 
 
 def reboots_done(incident: Incident) -> int:
-    return int((incident.reboot or {}).get("count", 0))
+    return (incident.reboot.count or 0) if incident.reboot else 0
 
 
 def reboot_requested(incident: Incident) -> bool:
     """Whether this pipeline asked HyperPod to reboot the node (or may have)."""
-    reboot = incident.reboot or {}
-    return bool(reboot.get("requested_by_us") or reboot.get("pending"))
+    return incident.reboot is not None and incident.reboot.asked
 
 
 def passed_after_reboot(incident: Incident) -> bool:
     """The approved reboot is done and the deep health check that followed it passed."""
-    health = incident.health_check or {}
+    health = incident.health_check
     return (
-        (incident.reboot or {}).get("status") == "done"
-        and bool(health.get("after_reboot"))
-        and health.get("result") == "passed"
+        incident.reboot_done
+        and health is not None
+        and health.after_reboot
+        and health.result == "passed"
     )
 
 
@@ -93,7 +92,7 @@ def closing_state(incident: Incident, outcome: Outcome) -> tuple[IncidentState, 
         if outcome is Outcome.FAILED:
             return S.FAILED, None
         return S.FAILED, f"outcome {outcome} reported for an incident already failed"
-    decided = (incident.decision or {}).get("decision")
+    decided = incident.decided
     wanted = {
         Outcome.REPLACED: S.REPLACED,
         Outcome.REJECTED: S.REJECTED,
@@ -107,7 +106,7 @@ def closing_state(incident: Incident, outcome: Outcome) -> tuple[IncidentState, 
     if (
         outcome is Outcome.REPLACED
         and state is S.REPLACING
-        and not (incident.replacement or {}).get("dry_run")
+        and not (incident.replacement and incident.replacement.dry_run)
         and not requested_by_us(incident)
     ):
         wanted = S.REPLACED_BY_HYPERPOD  # the node went away without our request
@@ -123,7 +122,7 @@ def closing_state(incident: Incident, outcome: Outcome) -> tuple[IncidentState, 
         outcome is Outcome.HELD
         and state is S.REBOOTING
         and reboot_requested(incident)
-        and (incident.reboot or {}).get("status") != "done"
+        and not incident.reboot_done
     ):
         return S.FAILED, "outcome held while a requested reboot was under way"
     if outcome is Outcome.REBOOTED and not passed_after_reboot(incident):

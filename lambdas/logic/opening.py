@@ -264,7 +264,6 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
         updated_at=now,
         reason=reason,
         closed_at=now,
-        outcome=IncidentState.SKIPPED.value,
     )
     evidence.add_evidence(incident, trigger.item)
     if isinstance(step.deps.incidents.create(incident), IncidentExists):

@@ -20,6 +20,8 @@ the API call; the audit says which path acted.
 
 from __future__ import annotations
 
+import dataclasses
+
 from lambdas.logic import lifecycle, recovery
 from lambdas.logic._steps import Step, node_status_of
 from lambdas.logic.ports import Deps
@@ -33,6 +35,7 @@ from lambdas.models.payloads import (
     ReplaceNodeResult,
     ReplaceStatus,
 )
+from lambdas.models.recovery import RebootRecord
 from lambdas.observability import count
 
 S = IncidentState
@@ -76,10 +79,10 @@ def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
         incident = step.load(ref.incident_id)
         if incident.state is not S.REBOOTING:
             raise InvalidTransition(f"no reboot to poll: incident is {incident.state}")
-        reboot = dict(incident.reboot or {})
-        if reboot.get("status") == "done":
+        reboot = incident.reboot or RebootRecord()
+        if reboot.done:
             return {"done": True, "gone": False, "status": str(incident.node_status)}
-        if reboot.get("dry_run"):
+        if reboot.dry_run:
             _finish(step, incident, str(incident.node_status), [])
             return {"done": True, "gone": False, "status": str(incident.node_status)}
 
@@ -87,20 +90,20 @@ def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
         if status == NodeStatus.NOT_FOUND:
             step.audit(ref.incident_id, "reboot_node_gone", {"node_status": status}, [request_id])
             return {"done": False, "gone": True, "status": status}
-        polls = int(reboot.get("polls", 0)) + 1
-        seen_down = bool(reboot.get("seen_down")) or status != NodeStatus.RUNNING
+        polls = reboot.polls + 1
+        seen_down = reboot.seen_down or status != NodeStatus.RUNNING
         if status == NodeStatus.RUNNING and (seen_down or polls >= RUNNING_POLLS_WITHOUT_DOWN):
             _finish(step, incident, status, [request_id], polls=polls)
             return {"done": True, "gone": False, "status": status}
-        changed = status != reboot.get("node_status")
+        changed = status != reboot.node_status
 
         def note(current: Incident) -> bool:
-            current.reboot = {
-                **(current.reboot or {}),
-                "node_status": status,
-                "polls": polls,
-                "seen_down": seen_down,
-            }
+            current.reboot = dataclasses.replace(
+                current.reboot or RebootRecord(),
+                node_status=status,
+                polls=polls,
+                seen_down=seen_down,
+            )
             current.node_status = status
             return True
 
@@ -117,15 +120,15 @@ def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
 
 def _start_reboot_record(current: Incident) -> None:
     """Entering `rebooting`: the decision is kept with the reboot it started."""
-    current.reboot = {
-        **(current.reboot or {}),
-        "decision": current.decision,
-        "count": lifecycle.reboots_done(current) + 1,
-        "path": None,
-        "status": None,
-        "polls": 0,
-        "seen_down": False,
-    }
+    current.reboot = dataclasses.replace(
+        current.reboot or RebootRecord(),
+        decision=current.decision,
+        count=lifecycle.reboots_done(current) + 1,
+        path=None,
+        status=None,
+        polls=0,
+        seen_down=False,
+    )
 
 
 def _finish(
@@ -136,16 +139,17 @@ def _finish(
     *,
     polls: int | None = None,
 ) -> None:
-    dry_run = bool((incident.reboot or {}).get("dry_run"))
+    dry_run = bool(incident.reboot and incident.reboot.dry_run)
 
     def record(current: Incident) -> bool:
-        current.reboot = {
-            **(current.reboot or {}),
-            "status": "done",
-            "node_status": status,
-            "done_at": step.now(),
-            **({"polls": polls} if polls is not None else {}),
-        }
+        earlier = current.reboot or RebootRecord()
+        current.reboot = dataclasses.replace(
+            earlier,
+            status="done",
+            node_status=status,
+            done_at=step.now(),
+            polls=earlier.polls if polls is None else polls,
+        )
         current.node_status = status
         return True
 

@@ -7,6 +7,7 @@ are its two kinds.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -27,6 +28,7 @@ from lambdas.models.hyperpod import BatchErrorCode
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import PENDING_REBOOT, PENDING_REPLACEMENT
 from lambdas.models.payloads import Decision, ReplaceNodeResult, ReplaceStatus
+from lambdas.models.recovery import RebootRecord, ReplacementRecord
 from lambdas.observability import count, logger
 
 
@@ -44,6 +46,8 @@ class Kind:
     rejected: type[AwsError]
     field: str
     """The incident's record of it (`replacement` or `reboot`)."""
+    record: type[ReplacementRecord] | type[RebootRecord]
+    """That record's type: an empty one starts it."""
     decision: Decision
     """The approver's decision that asks for it."""
     state: IncidentState
@@ -61,6 +65,7 @@ REPLACEMENT: Final = Kind(
     PENDING_REPLACEMENT,
     ReplacementRejected,
     field="replacement",
+    record=ReplacementRecord,
     metric=replace_metric,
     decision=Decision.APPROVE,
     state=IncidentState.REPLACING,
@@ -74,6 +79,7 @@ REBOOT: Final = Kind(
     PENDING_REBOOT,
     RebootRejected,
     field="reboot",
+    record=RebootRecord,
     metric=reboot_metric,
     decision=Decision.REBOOT,
     state=IncidentState.REBOOTING,
@@ -160,7 +166,7 @@ def _begin(
     holds it while nothing was asked yet (`ours`: an earlier attempt may have asked); the first
     call moves the incident into `kind.state` (and `on_enter` starts its record). Returns the
     incident, or the step's `held` result."""
-    decided = (incident.decision or {}).get("decision")
+    decided = incident.decided
     if decided != kind.decision:
         raise kind.not_approved(
             f"incident {incident.incident_id} has no {kind.decision.value} decision "
@@ -191,11 +197,8 @@ def _write_ahead(kind: Kind, at: str) -> Callable[[Incident], bool]:
     counts what it finds (the node rebooting, the node replaced) as ours."""
 
     def note(current: Incident) -> bool:
-        setattr(
-            current,
-            kind.field,
-            {**(getattr(current, kind.field) or {}), "pending": True, "sent_at": at},
-        )
+        earlier = getattr(current, kind.field) or kind.record()
+        setattr(current, kind.field, dataclasses.replace(earlier, pending=True, sent_at=at))
         return True
 
     return note
@@ -282,26 +285,27 @@ def _record(
 ) -> ReplaceNodeResult:
     """Keep what a request of `kind` did on the incident (`incident.<kind.field>`) and in the
     audit log; the step's result."""
-    attempts = int((getattr(incident, kind.field) or {}).get("attempts", 0)) + 1
+    attempts = (getattr(incident, kind.field) or kind.record()).attempts or 0
+    attempts += 1
     at = step.now()
 
     def write(current: Incident) -> bool:
-        previous = getattr(current, kind.field) or {}
+        previous = getattr(current, kind.field) or kind.record()
         requested = status is ReplaceStatus.REQUESTED
         setattr(
             current,
             kind.field,
-            {
-                **previous,
-                "path": details.get("path", previous.get("path")),
-                "status": status.value,
-                "attempts": attempts,
-                "dry_run": status is ReplaceStatus.DRY_RUN,
-                "pending": False,
-                "requested_by_us": bool(previous.get("requested_by_us") or ours),
-                "requested_at": at if requested else previous.get("requested_at"),
-                "last": details,
-            },
+            dataclasses.replace(
+                previous,
+                path=details.get("path", previous.path),
+                status=status.value,
+                attempts=attempts,
+                dry_run=status is ReplaceStatus.DRY_RUN,
+                pending=False,
+                requested_by_us=bool(previous.requested_by_us or ours),
+                requested_at=at if requested else previous.requested_at,
+                last=details,
+            ),
         )
         return True
 

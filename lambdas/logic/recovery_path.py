@@ -45,9 +45,10 @@ def route(step: Step, incident: Incident) -> Route:
             f"NodeRecovery is {incident.node_recovery or 'unknown'}, not Automatic: HyperPod "
             "acts on its node health label only with Automatic",
         )
-    isolation = incident.isolation or {}
-    node = (isolation.get("nodes") or {}).get(incident.instance_id) or {}
-    eks, name = isolation.get("eks_cluster"), node.get("node_name")
+    isolation = incident.isolation
+    node = isolation.node(incident.instance_id) if isolation else None
+    eks = isolation.eks_cluster if isolation else None
+    name = node.node_name if node else None
     if not eks or not name:
         return Route(API, "the node's Kubernetes name is unknown (it was not isolated)")
     return Route(

@@ -8,6 +8,8 @@ write-ahead and the reading of every `Failed[]` code are shared with the reboot
 
 from __future__ import annotations
 
+import dataclasses
+
 from lambdas.logic import lifecycle, recovery
 from lambdas.logic._steps import Step, node_status_of
 from lambdas.logic.ports import Deps
@@ -21,6 +23,7 @@ from lambdas.models.payloads import (
     ReplaceNodeResult,
     ReplaceStatus,
 )
+from lambdas.models.recovery import ReplacementRecord
 from lambdas.observability import count
 
 S = IncidentState
@@ -91,19 +94,21 @@ def check_replacement(ref: IncidentRef, deps: Deps) -> ReplacementStatus:
         incident = step.load(ref.incident_id)
         if incident.state is not S.REPLACING:
             raise InvalidTransition(f"no replacement to poll: incident is {incident.state}")
-        replacement = dict(incident.replacement or {})
-        if replacement.get("status") == "done":
-            return {"done": True, "new_instance_id": replacement.get("new_instance_id")}
-        if replacement.get("dry_run"):
+        replacement = incident.replacement or ReplacementRecord()
+        if replacement.done:
+            return {"done": True, "new_instance_id": replacement.new_instance_id}
+        if replacement.dry_run:
             _finish_replacement(step, incident, None, [], dry_run=True)
             return {"done": True, "new_instance_id": None}
 
         status, request_id = node_status_of(deps, incident)
         if status != NodeStatus.NOT_FOUND:
-            if status != replacement.get("node_status"):
+            if status != replacement.node_status:
 
                 def note(current: Incident) -> bool:
-                    current.replacement = {**(current.replacement or {}), "node_status": status}
+                    current.replacement = dataclasses.replace(
+                        current.replacement or ReplacementRecord(), node_status=status
+                    )
                     current.node_status = status
                     return True
 
@@ -141,12 +146,12 @@ def _finish_replacement(
     dry_run: bool = False,
 ) -> None:
     def record(current: Incident) -> bool:
-        current.replacement = {
-            **(current.replacement or {}),
-            "status": "done",
-            "new_instance_id": new_instance_id,
-            "done_at": step.now(),
-        }
+        current.replacement = dataclasses.replace(
+            current.replacement or ReplacementRecord(),
+            status="done",
+            new_instance_id=new_instance_id,
+            done_at=step.now(),
+        )
         if not dry_run:
             current.node_status = NodeStatus.NOT_FOUND.value
         return True

@@ -46,9 +46,9 @@ def target_of(incident: Incident) -> Target:
     """The node's Kubernetes names the incident knows (node isolation's, found by providerID;
     the reports' `node_name`) and the GPU UUIDs the reports name for it."""
     names: list[str] = []
-    node = ((incident.isolation or {}).get("nodes") or {}).get(incident.instance_id) or {}
-    if isinstance(node.get("node_name"), str):
-        names.append(node["node_name"])
+    node = incident.isolation.node(incident.instance_id) if incident.isolation else None
+    if node and isinstance(node.node_name, str):
+        names.append(node.node_name)
     for report in evidence.reports(incident):
         for suspect in report.get("suspects") or []:
             if isinstance(suspect.get("node_name"), str):

@@ -6,7 +6,50 @@ logic never sees botocore types; each error can describe itself for the audit lo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRecord:
+    """Why an incident failed (`Incident.error`): an error's `details()` with the step that met
+    it, the state machine's `{Error, Cause}`, and `close_mismatch` when a close outcome did not
+    follow from the incident's state. The keys are the error's own, so they are kept as given;
+    the ones people read have names here."""
+
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str | None:
+        """The error's class, the state machine's error name, or the AWS error code."""
+        return self.details.get("type") or self.details.get("Error") or self.details.get("code")
+
+    @property
+    def message(self) -> str | None:
+        return (
+            self.details.get("message")
+            or self.details.get("Cause")
+            or self.details.get("close_mismatch")
+        )
+
+    @property
+    def step(self) -> str | None:
+        return self.details.get("step")
+
+    @property
+    def close_mismatch(self) -> str | None:
+        return self.details.get("close_mismatch")
+
+    def with_mismatch(self, mismatch: str) -> ErrorRecord:
+        return ErrorRecord({**self.details, "close_mismatch": mismatch})
+
+    def to_record(self) -> dict[str, Any]:
+        return dict(self.details)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> ErrorRecord:
+        return cls(dict(record))
 
 
 class SdcError(Exception):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+from lambdas.models._record import known_fields
 
 
 class HoldKind:
@@ -19,6 +22,48 @@ class HoldKind:
     """The cluster has an active storm hold: too many distinct instances flagged too fast."""
     GUARD = "guard"
     """The blast-radius guard is full: as many incidents are open as the cluster allows."""
+
+
+@dataclass(frozen=True, slots=True)
+class HoldRecord:
+    """Why an incident is (or is being) held (`Incident.hold`). A muted hold names the alarm
+    mute rule and its window (`MuteDetail.to_json`)."""
+
+    kind: str
+    """A `HoldKind`."""
+    reason: str
+    hold_id: str | None = None
+    """The storm hold's id (storm holds only)."""
+    mute_rule: str | None = None
+    mute_rule_arn: str | None = None
+    mute_window_start: str | None = None
+    mute_window_end: str | None = None
+
+    @property
+    def muted_until(self) -> datetime | None:
+        """When the mute window of a muted hold ends (None: not a muted hold, or unreadable)."""
+        try:
+            return datetime.fromisoformat(self.mute_window_end) if self.mute_window_end else None
+        except ValueError:
+            return None
+
+    def to_record(self) -> dict[str, Any]:
+        mute = {
+            "mute_rule": self.mute_rule,
+            "mute_rule_arn": self.mute_rule_arn,
+            "mute_window_start": self.mute_window_start,
+            "mute_window_end": self.mute_window_end,
+        }
+        return {
+            "kind": self.kind,
+            "reason": self.reason,
+            "hold_id": self.hold_id,
+            **{k: v for k, v in mute.items() if v is not None},
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> HoldRecord:
+        return cls(**known_fields(cls, record))
 
 
 def reads_as_paused(value: str | None) -> bool:

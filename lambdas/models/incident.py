@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from lambdas.models.errors import ErrorRecord
+from lambdas.models.guard import HoldRecord
+from lambdas.models.health_check import HealthCheckRecord
+from lambdas.models.isolation import IsolationRecord
+from lambdas.models.payloads import Decision
+from lambdas.models.recovery import DecisionRecord, RebootRecord, ReplacementRecord
 from lambdas.models.telemetry import TelemetryRecord
 
 
@@ -63,16 +70,15 @@ class Scope(StrEnum):
 
 @dataclass
 class Incident:
-    """Plain JSON-able fields only, so the record round-trips through DynamoDB unchanged.
+    """Plain JSON-able fields and small records, so the record round-trips through DynamoDB
+    unchanged.
 
     `evidence` holds alarm and report summaries (see `lambdas.logic.evidence`); `health_check`,
-    `decision`, `replacement` and `error` are small objects written by the step that owns them.
-    `version` is the optimistic lock: every save is conditional on it.
+    `decision`, `replacement`, `reboot`, `isolation`, `hold` and `error` are records written by
+    the step that owns them. `version` is the optimistic lock: every save is conditional on it.
 
     A job-scope incident has no single instance: `instance_id` is empty and `instance_ids` names
-    the involved instances whose open locks it holds. `hold` says why an incident is (or is
-    being) held: `{"kind": "paused" | "muted" | "storm" | "guard", "reason", "hold_id"}` (a
-    muted hold adds `mute_rule`, `mute_rule_arn`, `mute_window_start`, `mute_window_end`).
+    the involved instances whose open locks it holds.
     """
 
     incident_id: str
@@ -85,34 +91,69 @@ class Incident:
     node_logical_id: str | None = None
     node_status: str | None = None
     node_recovery: str | None = None
-    metrics: list[str] = field(default_factory=list)
     evidence: list[dict[str, Any]] = field(default_factory=list)
     evidence_dropped: int = 0
     execution_arn: str | None = None
-    health_check: dict[str, Any] | None = None
+    health_check: HealthCheckRecord | None = None
     task_token: str | None = None
     approval_requested_at: str | None = None
-    decision: dict[str, Any] | None = None
-    replacement: dict[str, Any] | None = None
-    outcome: str | None = None
+    decision: DecisionRecord | None = None
+    replacement: ReplacementRecord | None = None
     reason: str | None = None
-    error: dict[str, Any] | None = None
+    error: ErrorRecord | None = None
     closed_at: str | None = None
     close_notified: bool = False
     scope: str = Scope.NODE.value
     instance_ids: list[str] = field(default_factory=list)
     job_name: str | None = None
-    hold: dict[str, Any] | None = None
-    isolation: dict[str, Any] | None = None
+    hold: HoldRecord | None = None
+    """Why the incident is (or is being) held: paused, muted, storm or guard."""
+    isolation: IsolationRecord | None = None
     """Whether the suspect node is cordoned and tainted while the incident is open, and what
     was changed on it (`lambdas.logic.isolation`)."""
-    reboot: dict[str, Any] | None = None
+    reboot: RebootRecord | None = None
     """The reboot an approver chose (`lambdas.logic.reboot`): its decision, the request and
     its answer, the node's status until it was Running again, and the path that acted."""
     telemetry: TelemetryRecord | None = None
     """What the GPU's hardware counters showed when the approval was requested
     (`lambdas.logic.telemetry`)."""
     version: int = 0
+
+    @property
+    def metrics(self) -> list[str]:
+        """The alarm metrics its evidence names, in the order they first arrived (an item
+        dropped beyond `lambdas.logic.evidence.MAX_EVIDENCE` is not counted)."""
+        seen: dict[str, None] = {}
+        for item in self.evidence:
+            for metric in [item.get("metric"), *item.get("metrics", [])]:
+                if metric:
+                    seen.setdefault(metric, None)
+        return list(seen)
+
+    @property
+    def outcome(self) -> str | None:
+        """The state it closed in; None while it is open."""
+        return self.state.value if self.closed_at is not None else None
+
+    @property
+    def decided(self) -> Decision | None:
+        """The approver's decision, if one is recorded."""
+        return self.decision.decision if self.decision else None
+
+    @property
+    def reboot_done(self) -> bool:
+        return self.reboot is not None and self.reboot.done
+
+    @property
+    def dry_run(self) -> bool:
+        """Whether its replacement (or else its reboot) was only recorded, nothing called."""
+        recovery = self.replacement or self.reboot
+        return bool(recovery and recovery.dry_run)
+
+    @property
+    def hold_kind(self) -> str | None:
+        """The `HoldKind` of its hold, if held."""
+        return self.hold.kind if self.hold else None
 
     @property
     def holds_lock(self) -> bool:
@@ -141,15 +182,42 @@ class Incident:
         return self.instance_id
 
     def to_record(self) -> dict[str, Any]:
-        record = dataclasses.asdict(self)
+        """The stored item: each part as its record writes it, and the derived `metrics` and
+        `outcome` where the item has always had them, for whoever reads the table or the item
+        `sdc show --json` prints (in this order)."""
+        record: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            record[f.name] = value.to_record() if f.name in _PARTS and value else value
+            if f.name == "node_recovery":
+                record["metrics"] = self.metrics
+            elif f.name == "replacement":
+                record["outcome"] = self.outcome
         record["state"] = self.state.value
+        record["evidence"] = copy.deepcopy(self.evidence)
+        record["instance_ids"] = list(self.instance_ids)
         return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Incident:
+        """The incident a stored item describes; `metrics` and `outcome` are derived again."""
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in record.items() if k in known}
         values["state"] = IncidentState(values["state"])
-        if isinstance(values.get("telemetry"), dict):
-            values["telemetry"] = TelemetryRecord.from_record(values["telemetry"])
+        for name, part in _PARTS.items():
+            if isinstance(values.get(name), dict):
+                values[name] = part.from_record(values[name])
         return cls(**values)
+
+
+_PARTS: dict[str, Any] = {
+    "health_check": HealthCheckRecord,
+    "decision": DecisionRecord,
+    "replacement": ReplacementRecord,
+    "error": ErrorRecord,
+    "hold": HoldRecord,
+    "isolation": IsolationRecord,
+    "reboot": RebootRecord,
+    "telemetry": TelemetryRecord,
+}
+"""The record type of each part stored as a map."""

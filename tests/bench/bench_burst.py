@@ -341,7 +341,7 @@ def _count(
         incidents=incidents,
         opened=len(opened),
         held_at_intake=len(held),
-        hold_kinds=Counter(str((i.hold or {}).get("kind")) for i in incidents if i.hold),
+        hold_kinds=Counter(str(i.hold_kind) for i in incidents if i.hold),
         held_in_flight=sum(1 for i in opened if i.hold),
         instances_covered=len(covered),
         instances_other=len(set(per_instance) - covered),

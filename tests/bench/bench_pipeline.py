@@ -223,7 +223,7 @@ def _fast_path_seconds(calls: list[Any]) -> float:
 def _require_cordoned(run: LocalRun, incident_id: str) -> None:
     """The figure means something only if the node was in fact cordoned by the fast path."""
     incident = run.incident(incident_id)
-    state = (incident.isolation or {}).get("state") if incident else None
+    state = incident.isolation.state if incident and incident.isolation else None
     actions = [e.action for e in run.audit(incident_id)]
     if state != "isolated" or actions[:1] != ["incident_opened"] or "node_isolated" not in actions:
         raise RuntimeError(f"incident {incident_id} was not cordoned (isolation {state})")

@@ -72,7 +72,7 @@ def test_the_suspect_node_is_cordoned_while_approval_waits_and_uncordoned_on_rej
         assert f"cordoned and tainted {taint} on node {name}" in card
         assert "unschedulable" not in run.kube_api.spec(name)  # false: left out, as a server does
         assert not run.kube_api.spec(name).get("taints")
-        assert incident.isolation["state"] == "released"
+        assert incident.isolation.state == "released"
         assert in_order(
             trail(run, incident_id),
             [("isolate_node", "node_isolated"), ("close_incident", "node_released")],
@@ -155,7 +155,7 @@ def test_pausing_during_the_health_check_holds_the_incident_and_no_approval_card
 
         incident = run.wait_for(incident_id, "held")
 
-        assert incident.hold["kind"] == "paused"
+        assert incident.hold.kind == "paused"
         actions = [action for _, action in trail(run, incident_id)]
         assert "health_check_started" in actions
         assert "approval_requested" not in actions

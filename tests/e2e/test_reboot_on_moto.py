@@ -35,7 +35,7 @@ def test_a_reboot_refused_once_with_invalid_instance_status_is_retried_and_compl
 
         assert len(run.hyperpod.calls_to(REBOOT)) == 2
         assert run.hyperpod.calls_to(REPLACE) == []
-        assert incident.reboot["attempts"] == 2
+        assert incident.reboot.attempts == 2
         assert in_order(
             trail(run, incident_id),
             [
@@ -57,7 +57,7 @@ def test_a_node_that_never_comes_back_fails_the_incident_visibly_within_the_boun
 
         incident = run.wait_for(incident_id, "failed", timeout=90)
 
-        assert incident.error["Error"] == "RebootTimedOut"
+        assert incident.error.details["Error"] == "RebootTimedOut"
         assert run.execution(incident_id)["status"] == "FAILED"
         assert len(run.hyperpod.calls_to(REBOOT)) == 1
         assert run.hyperpod.calls_to(REPLACE) == []
@@ -83,13 +83,13 @@ def test_a_health_check_that_fails_after_the_reboot_asks_again_and_only_then_rep
 
         assert "the deep health check failed again after the reboot" in second["message"]
         assert "A reboot is no longer offered" in second["message"]
-        assert waiting.decision is None and waiting.reboot["decision"]["decision"] == "reboot"
+        assert waiting.decision is None and waiting.reboot.decision.decision == "reboot"
         assert refused["status"] == "FAILED"
         assert approved["status"] == "SUCCEEDED"
         assert run.hyperpod.calls_to(REPLACE) == [
             {"ClusterName": CLUSTER, "NodeIds": [CULPRIT_INSTANCE]}
         ]
-        assert incident.replacement["new_instance_id"] != CULPRIT_INSTANCE
+        assert incident.replacement.new_instance_id != CULPRIT_INSTANCE
         assert in_order(
             trail(run, incident_id),
             [

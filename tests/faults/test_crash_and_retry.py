@@ -106,7 +106,7 @@ def _one_incident_one_execution(aws: Aws, _: str | None) -> None:
 def _one_health_check(aws: Aws, incident_id: str | None) -> None:
     assert len(aws.hyperpod.calls_to("StartClusterHealthCheck")) == 1
     incident = aws.incident(str(incident_id))
-    assert (incident.state, incident.health_check["started"]) == ("health_check", True)
+    assert (incident.state, incident.health_check.started) == ("health_check", True)
 
 
 def _one_replacement(aws: Aws, incident_id: str | None) -> None:
@@ -121,7 +121,7 @@ def _one_replacement(aws: Aws, incident_id: str | None) -> None:
 
 def _done_once(aws: Aws, incident_id: str | None) -> None:
     replacement = aws.incident(str(incident_id)).replacement
-    assert (replacement["status"], replacement["new_instance_id"][:2]) == ("done", "i-")
+    assert (replacement.status, str(replacement.new_instance_id)[:2]) == ("done", "i-")
     assert [e.action for e in aws.audit(str(incident_id))].count("replacement_done") == 1
 
 
@@ -233,5 +233,5 @@ def test_a_decision_that_died_after_send_task_success_is_not_sent_twice(aws):
         invoke(decide, decision_input(incident_id, "approve"))
 
     assert counting.sent == 1
-    assert aws.incident(incident_id).decision["decision"] == "approve"
+    assert aws.incident(incident_id).decision.decision == "approve"
     record("crash mid-step, then retried", "acted once")

@@ -256,7 +256,7 @@ def _judge(
         return "refused, audited, dead-lettered after retries"
     failed = aws.incident(incident_id)
     assert failed.state == "failed"
-    assert failed.error["code"] == fault.code
+    assert failed.error.details["code"] == fault.code
     closed = invoke(
         close_incident,
         {
@@ -306,7 +306,7 @@ def test_the_state_machine_retries_a_throttled_health_check_start_and_goes_on():
 
         incident = run.wait_for(incident_id, "awaiting_approval", timeout=60)
 
-        assert incident.health_check["started"] is True
+        assert incident.health_check.started is True
         attempts = run.hyperpod.calls_to("StartClusterHealthCheck")
         assert len(attempts) == 2  # the throttled one, then the retry
         actions = [e.action for e in run.audit(incident_id)]

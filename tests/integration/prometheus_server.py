@@ -23,6 +23,7 @@ from typing import Any
 
 from infra.local.prometheus import DEFAULT_COUNTERS, RealPrometheus, Series, gpu_series
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.isolation import ISOLATED, IsolatedNode, IsolationRecord
 from lambdas.models.settings import TelemetryWorkspace
 
 WORKSPACE_ID = "ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77"
@@ -170,10 +171,9 @@ class Dataset:
             {"kind": "alarm", "key": "alarm:e-1", "state_at": self.iso(101)},
         ]
         if isolated_as:
-            incident.isolation = {
-                "state": "isolated",
-                "nodes": {instance_id: {"state": "isolated", "node_name": isolated_as}},
-            }
+            incident.isolation = IsolationRecord(
+                ISOLATED, nodes={instance_id: IsolatedNode(ISOLATED, node_name=isolated_as)}
+            )
         return incident
 
     def later(self) -> datetime:

@@ -31,7 +31,7 @@ from lambdas.adapters.dynamodb.keys import hold_key
 from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import SystemClock
 from lambdas.models.guard import ClusterHold
-from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.incident import Incident
 from tests.conftest import load_fixture
 from tests.integration.conftest import (
     AUDIT_TABLE,
@@ -148,18 +148,17 @@ class Deployed:
         incident_id = (
             f"sdc-{CLUSTER}-{instance}-{created_at[:19].replace('-', '').replace(':', '')}"
         )
-        self.incidents.create(
-            Incident(
-                incident_id=incident_id,
-                cluster_name=CLUSTER,
-                instance_id=instance,
-                state=IncidentState(state),
-                created_at=created_at,
-                updated_at=created_at,
-                metrics=["sdc_replay_mismatch"],
-                **fields,
-            )
-        )
+        stored = {
+            "incident_id": incident_id,
+            "cluster_name": CLUSTER,
+            "instance_id": instance,
+            "state": state,
+            "created_at": created_at,
+            "updated_at": created_at,
+            "evidence": [{"kind": "alarm", "key": "alarm:seed", "metric": "sdc_replay_mismatch"}],
+            **fields,
+        }
+        self.incidents.create(Incident.from_record(stored))
         auditor = Auditor(self.audit, SystemClock())
         for n in range(audited):
             auditor.record(incident_id, f"step_{n + 1}", actor="open_incident", details={"n": n})
@@ -1094,7 +1093,7 @@ def test_approving_through_the_cli_leads_the_incident_to_replaced(tmp_path, caps
         incident = run.wait_for(incident_id, "replaced")
 
         assert status == 0
-        assert incident.replacement["new_instance_id"] not in (None, "i-0bb00000000000002")
+        assert incident.replacement.new_instance_id not in (None, "i-0bb00000000000002")
         (accepted,) = [e for e in run.audit(incident_id) if e.action == "decision_accepted"]
         assert re.search(r":execution:SdcRemediation-approval:cli-[^:]+$", accepted.actor)
         assert accepted.details["comment"] == "rank 13 twice"

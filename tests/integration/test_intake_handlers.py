@@ -147,8 +147,8 @@ def test_a_muted_alarm_is_held_in_the_table_audited_and_notified_with_its_mute_r
 
     assert result["action"] == "held"
     incident = aws.incident(result["incident_id"])
-    assert (incident.state, incident.hold["kind"]) == ("held", "muted")
-    assert incident.hold["mute_rule"] == "gpu-fleet-maintenance"
+    assert (incident.state, incident.hold.kind) == ("held", "muted")
+    assert incident.hold.mute_rule == "gpu-fleet-maintenance"
     assert aws.executions() == []
     assert aws.incidents.open_incident_id(CLUSTER, INSTANCE) is None
     (held,) = [e for e in aws.audit(result["incident_id"]) if e.action == "incident_held"]

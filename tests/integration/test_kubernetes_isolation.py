@@ -257,7 +257,7 @@ def test_an_unreachable_api_leaves_the_incident_open_saying_not_isolated_and_the
     incident = world.incident(incident_id)
     text = cards.approval_card(incident, world.settings, recommend([], None, [])).text
     assert result["isolated"] is False
-    assert incident.isolation["cause"] == "unreachable"
+    assert incident.isolation.cause == "unreachable"
     assert incident.state.value == "opened"
     assert "WARNING: the node is NOT isolated: " in text
     assert "did not answer" in text

@@ -90,7 +90,7 @@ def test_decide_accepts_the_approval_state_machine_input(aws):
     result = invoke(decide, decision_input(incident_id, "approve"))
 
     assert result == {"incident_id": incident_id, "decision": "approve", "accepted": True}
-    assert aws.incident(incident_id).decision["approval_execution_arn"] == APPROVAL_EXECUTION
+    assert aws.incident(incident_id).decision.approval_execution_arn == APPROVAL_EXECUTION
 
 
 def test_replace_node_requests_the_replacement_on_hyperpod(aws):

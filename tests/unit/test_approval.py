@@ -9,7 +9,8 @@ import pytest
 from lambdas.logic import approval, ids
 from lambdas.models.errors import DecisionRefused, DependencyFailed
 from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import ApprovalRequest
+from lambdas.models.payloads import ApprovalRequest, Decision
+from lambdas.models.recovery import DecisionRecord
 from tests.unit.world import APPROVAL_EXECUTION, TOKEN, World
 
 S = IncidentState
@@ -106,7 +107,7 @@ def test_an_accepted_decision_is_recorded_and_audited_with_the_approver(world):
 
     approval.decide(world.decision(incident_id, "reject", "looks transient"), world.deps)
 
-    assert world.incident(incident_id).decision["decision"] == "reject"
+    assert world.incident(incident_id).decision.decision == "reject"
     entry = world.audit.entries(incident_id)[-1]
     assert entry.action == "decision_accepted"
     assert entry.actor == f"approver:{APPROVAL_EXECUTION}"
@@ -201,7 +202,7 @@ def interfere_with_next_save(world: World, change) -> None:
 
 def test_of_two_racing_decisions_the_second_is_refused(world):
     incident_id = world.awaiting_approval()
-    first = {"decision": "reject", "at": "t", "approval_execution_arn": "arn:first"}
+    first = DecisionRecord(Decision.REJECT, None, "arn:first", "t")
     interfere_with_next_save(world, lambda competitor: setattr(competitor, "decision", first))
 
     with pytest.raises(DecisionRefused, match="already decided: reject"):
@@ -213,12 +214,17 @@ def test_of_two_racing_decisions_the_second_is_refused(world):
 
 def test_a_decision_racing_an_unrelated_update_is_still_accepted(world):
     incident_id = world.awaiting_approval()
-    interfere_with_next_save(world, lambda competitor: competitor.metrics.append("sdc_x"))
+    interfere_with_next_save(
+        world,
+        lambda competitor: competitor.evidence.append(
+            {"kind": "alarm", "key": "alarm:x", "metric": "sdc_x"}
+        ),
+    )
 
     approval.decide(world.decision(incident_id, "approve"), world.deps)
 
     incident = world.incident(incident_id)
-    assert incident.decision["decision"] == "approve"
+    assert incident.decision.decision == "approve"
     assert "sdc_x" in incident.metrics
 
 

@@ -6,6 +6,7 @@ from lambdas.logic.decisions import MAX_COMMENT, check_accepts_decision, validat
 from lambdas.models.errors import DecisionRefused
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import Decision, DecisionRequest
+from lambdas.models.recovery import DecisionRecord
 
 
 def request(**changes) -> DecisionRequest:
@@ -73,7 +74,7 @@ def test_an_incident_not_awaiting_approval_refuses_a_decision():
 
 
 def test_a_second_decision_is_refused_naming_the_first():
-    first = {"decision": "reject", "at": "t1", "approval_execution_arn": "arn:first"}
+    first = DecisionRecord(Decision.REJECT, None, "arn:first", "t1")
 
     with pytest.raises(DecisionRefused, match="already decided: reject"):
         check_accepts_decision(waiting(decision=first))

@@ -83,7 +83,7 @@ def test_beyond_the_guard_a_new_incident_is_held_and_notified(world):
     assert opened == ["opened"] * 3
     assert fourth["action"] == "held"
     incident = world.incident(fourth["incident_id"])
-    assert (incident.state, incident.hold["kind"]) == (S.HELD, "guard")
+    assert (incident.state, incident.hold.kind) == (S.HELD, "guard")
     assert "blast-radius guard" in incident.reason
     assert world.audit.actions(fourth["incident_id"]) == ["incident_held", "held_notified"]
     (notice,) = held_notices(world)
@@ -123,7 +123,7 @@ def test_when_paused_a_new_incident_is_held_and_notified(world):
 
     assert result["action"] == "held"
     incident = world.incident(result["incident_id"])
-    assert incident.hold["kind"] == "paused"
+    assert incident.hold.kind == "paused"
     assert world.workflow.executions == {}
     (notice,) = held_notices(world)
     assert "held (paused)" in notice.subject
@@ -224,7 +224,7 @@ def test_a_storm_holds_open_incidents_at_their_next_acting_step(world):
     result = health_check.start_health_check(IncidentRef(first), world.deps)
 
     assert result["held"] is True
-    assert world.incident(first).hold["kind"] == "storm"
+    assert world.incident(first).hold.kind == "storm"
 
 
 def test_a_storm_during_the_health_check_holds_the_incident_before_any_approval_card(world):
@@ -240,7 +240,7 @@ def test_a_storm_during_the_health_check_holds_the_incident_before_any_approval_
         polls.append(health_check.check_health(ref, world.deps))
 
     assert [p["held"] for p in polls] == [False] * (len(polls) - 1) + [True]
-    assert world.incident(first).hold["kind"] == "storm"
+    assert world.incident(first).hold.kind == "storm"
     assert world.audit.actions(first)[-1] == "held"
     assert not [p for p in world.notifier.published if p.attributes["kind"] == "approval_request"]
 

@@ -65,7 +65,7 @@ def test_a_report_naming_a_culprit_on_every_node_is_one_storm_hold(world):
 
     assert [r["action"] for r in result["incidents"]] == ["held"] * 4
     assert world.workflow.executions == {}
-    assert {i.hold["kind"] for i in held_incidents(world)} == {"storm"}
+    assert {i.hold.kind for i in held_incidents(world)} == {"storm"}
     assert len(notices(world, "storm_hold")) == 1
     assert notices(world, "held") == []
 
@@ -222,7 +222,7 @@ def test_a_new_hold_takes_the_held_lock_over_from_a_reset_storm_with_its_own_not
 
     assert again["action"] == "held"
     assert again["incident_id"] not in storm_held
-    assert world.incident(again["incident_id"]).hold["kind"] == "guard"
+    assert world.incident(again["incident_id"]).hold.kind == "guard"
     assert len(notices(world, "held")) == 1
     now = int(world.clock.current.timestamp())
     assert world.store.held_incident_id(CLUSTER, NODES[1], now) == again["incident_id"]

@@ -187,7 +187,7 @@ def test_a_failed_start_keeps_the_incident_open_and_visible_and_a_retry_starts_i
     with pytest.raises(Throttled):
         open_(world)
     incident_id = next(iter(world.store.incidents))
-    assert world.incident(incident_id).error["type"] == "Throttled"
+    assert world.incident(incident_id).error.details["type"] == "Throttled"
     assert world.audit.actions(incident_id)[-1] == "execution_start_failed"
 
     retry = open_(world)

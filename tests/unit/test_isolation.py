@@ -62,8 +62,8 @@ def test_the_suspect_node_is_found_by_its_provider_id_cordoned_and_tainted_with_
         {"key": TAINT_KEY, "value": label_value(incident_id), "effect": "NoSchedule"}
     ]
     recorded = world.incident(incident_id).isolation
-    assert recorded["nodes"][INSTANCE]["node_name"] == NODE
-    assert recorded["nodes"][INSTANCE]["cordoned_by_us"] is True
+    assert recorded.nodes[INSTANCE].node_name == NODE
+    assert recorded.nodes[INSTANCE].cordoned_by_us is True
 
 
 def test_isolating_is_audited_with_the_node_name_and_resource_version():
@@ -123,7 +123,7 @@ def test_a_retry_after_a_crash_between_patch_and_record_keeps_the_cordon_as_ours
     close(world, incident_id, Outcome.FAILED)
 
     node = world.kube.node(EKS, NODE)
-    assert world.incident(incident_id).isolation["nodes"][INSTANCE]["cordoned_by_us"] is True
+    assert world.incident(incident_id).isolation.nodes[INSTANCE].cordoned_by_us is True
     assert node["unschedulable"] is False
     assert node["taints"] == []
 
@@ -196,8 +196,8 @@ def test_a_node_that_cannot_be_isolated_is_recorded_with_the_cause_and_the_card_
 
     incident = world.incident(incident_id)
     assert result["isolated"] is False
-    assert incident.isolation["state"] == "not_isolated"
-    assert incident.isolation["cause"] == cause
+    assert incident.isolation.state == "not_isolated"
+    assert incident.isolation.cause == cause
     assert incident.state is IncidentState.OPENED  # the flow goes on
     text = card_of(world, incident_id)
     assert "WARNING: the node is NOT isolated" in text
@@ -217,7 +217,7 @@ def test_a_node_an_operator_cordoned_stays_cordoned_after_release():
     node = world.kube.node(EKS, NODE)
     assert node["unschedulable"] is True
     assert node["taints"] == []
-    assert world.incident(incident_id).isolation["nodes"][INSTANCE]["cordoned_by_us"] is False
+    assert world.incident(incident_id).isolation.nodes[INSTANCE].cordoned_by_us is False
 
 
 def test_another_teams_taints_are_kept_on_cordon_and_on_release():
@@ -269,7 +269,7 @@ def test_closing_without_a_replacement_uncordons_and_removes_only_our_taint(deci
     incident = world.incident(incident_id)
     assert node["unschedulable"] is False
     assert node["taints"] == []
-    assert incident.isolation["state"] == "released"
+    assert incident.isolation.state == "released"
     assert "node_released" in world.audit.actions(incident_id)
     notice = world.notifier.published[-1].message
     assert f"Isolation: {NODE} ({INSTANCE}) uncordoned, taint removed." in notice
@@ -288,8 +288,8 @@ def test_a_replaced_node_is_not_released_and_the_record_says_it_is_gone():
 
     record = world.incident(incident_id).isolation
     assert world.kube.count("uncordon") == 0
-    assert record["nodes"][INSTANCE]["state"] == "gone"
-    assert "nothing to release" in record["nodes"][INSTANCE]["reason"]
+    assert record.nodes[INSTANCE].state == "gone"
+    assert "nothing to release" in record.nodes[INSTANCE].reason
 
 
 def test_a_dry_run_replacement_leaves_the_node_in_place_so_it_is_released():
@@ -303,7 +303,7 @@ def test_a_dry_run_replacement_leaves_the_node_in_place_so_it_is_released():
     close(world, incident_id, Outcome.REPLACED)
 
     assert world.kube.node(EKS, NODE)["unschedulable"] is False
-    assert world.incident(incident_id).isolation["state"] == "released"
+    assert world.incident(incident_id).isolation.state == "released"
 
 
 def test_a_release_the_api_refuses_is_recorded_the_notice_warns_and_closing_again_retries():
@@ -318,10 +318,10 @@ def test_a_release_the_api_refuses_is_recorded_the_notice_warns_and_closing_agai
     close(world, incident_id, Outcome.REJECTED)
 
     assert failed.state is IncidentState.REJECTED
-    assert failed.isolation["state"] == "release_failed"
+    assert failed.isolation.state == "release_failed"
     assert f"WARNING: {NODE} ({INSTANCE}) is still cordoned" in notice
     assert f"kubectl uncordon {NODE}" in notice
-    assert world.incident(incident_id).isolation["state"] == "released"
+    assert world.incident(incident_id).isolation.state == "released"
     assert world.kube.node(EKS, NODE)["unschedulable"] is False
 
 
@@ -332,7 +332,7 @@ def test_a_node_gone_from_kubernetes_at_release_is_recorded_as_gone():
 
     close(world, incident_id, Outcome.FAILED)
 
-    assert world.incident(incident_id).isolation["nodes"][INSTANCE]["state"] == "gone"
+    assert world.incident(incident_id).isolation.nodes[INSTANCE].state == "gone"
 
 
 def test_an_incident_never_isolated_closes_without_calling_kubernetes():

@@ -4,8 +4,10 @@ import pytest
 
 from lambdas.logic import lifecycle
 from lambdas.models.errors import InvalidTransition
+from lambdas.models.guard import HoldRecord
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import Outcome
+from lambdas.models.payloads import Decision, Outcome
+from lambdas.models.recovery import DecisionRecord, ReplacementRecord
 
 S = IncidentState
 
@@ -25,9 +27,9 @@ def incident(
         state=state,
         created_at="t0",
         updated_at="t0",
-        decision={"decision": decision} if decision else None,
-        replacement=replacement,
-        hold=hold,
+        decision=DecisionRecord(Decision(decision)) if decision else None,
+        replacement=ReplacementRecord.from_record(replacement) if replacement else None,
+        hold=HoldRecord.from_record(hold) if hold else None,
         scope=scope,
     )
 

@@ -48,7 +48,7 @@ def test_a_muted_alarm_records_its_incident_as_held_and_starts_nothing(world):
     assert result["action"] == "held"
     incident = world.incident(result["incident_id"])
     assert incident.state is IncidentState.HELD
-    assert incident.hold["kind"] == HoldKind.MUTED
+    assert incident.hold.kind == HoldKind.MUTED
     assert world.workflow.executions == {}
     assert world.hyperpod.calls_to("StartClusterHealthCheck") == []
     assert world.store.open_incident_id(incident.cluster_name, incident.instance_id) is None
@@ -133,7 +133,7 @@ def test_a_storm_hold_still_names_the_storm_not_the_mute(world):
         event["detail"]["alarmContributor"]["attributes"]["InstanceId"] = f"i-0f{n:015x}"
         result = alarm(world, event)
 
-    assert world.incident(result["incident_id"]).hold["kind"] == HoldKind.STORM
+    assert world.incident(result["incident_id"]).hold.kind == HoldKind.STORM
 
 
 def test_a_muted_alarm_back_to_ok_is_ignored_as_any_ok(world):

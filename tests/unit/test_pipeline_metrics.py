@@ -108,7 +108,7 @@ def test_a_decision_records_the_seconds_since_the_incident_opened(world):
     approval.decide(world.decision(incident_id, "reject"), world.deps)
 
     (latency,) = values(M.DECISION_LATENCY)
-    decided_at = datetime.fromisoformat(world.incident(incident_id).decision["at"])
+    decided_at = datetime.fromisoformat(world.incident(incident_id).decision.at)
     span = (decided_at - opened).total_seconds()
     # The clock steps a second per reading: the decision is read a moment before the latency.
     assert span <= latency <= span + 5

@@ -61,7 +61,7 @@ def test_a_reboot_decision_is_accepted_and_handed_to_the_waiting_task(world):
     incident_id = world.decided("reboot")
 
     assert world.workflow.answers[-1][1]["decision"] == "reboot"
-    assert world.incident(incident_id).decision["decision"] == "reboot"
+    assert world.incident(incident_id).decision.decision == "reboot"
 
 
 def test_reboot_node_refuses_an_incident_without_a_reboot_decision(world):
@@ -82,9 +82,9 @@ def test_the_reboot_is_requested_for_the_instance_and_the_incident_is_rebooting(
     assert world.hyperpod.calls_to(REBOOT) == [{"ClusterName": CLUSTER, "NodeIds": [INSTANCE]}]
     incident = world.incident(incident_id)
     assert incident.state is S.REBOOTING
-    assert incident.reboot["requested_by_us"] is True
-    assert incident.reboot["path"] == "api"
-    assert incident.reboot["decision"]["decision"] == "reboot"
+    assert incident.reboot.requested_by_us is True
+    assert incident.reboot.path == "api"
+    assert incident.reboot.decision.decision == "reboot"
     assert world.audit.actions(incident_id)[-1] == "reboot_requested"
 
 
@@ -118,7 +118,7 @@ def test_a_retried_reboot_after_a_retry_code_is_sent_again_and_then_requested(wo
 
     assert (first, second) == ({"status": "retry"}, {"status": "requested"})
     assert len(world.hyperpod.calls_to(REBOOT)) == 2
-    assert world.incident(incident_id).reboot["attempts"] == 2
+    assert world.incident(incident_id).reboot.attempts == 2
 
 
 def test_a_node_that_is_gone_before_the_reboot_is_not_rebooted(world):
@@ -145,7 +145,7 @@ def test_a_paused_pipeline_holds_the_reboot_before_anything_is_called(world):
 
     assert reboot.reboot_node(ref(incident_id), world.deps) == {"status": "held"}
     assert world.hyperpod.calls_to(REBOOT) == []
-    assert world.incident(incident_id).hold["kind"] == "paused"
+    assert world.incident(incident_id).hold.kind == "paused"
 
 
 # -- the wait ----------------------------------------------------------------------------------
@@ -158,8 +158,8 @@ def test_the_reboot_is_done_once_the_node_is_running_again(world):
 
     assert status == {"done": True, "gone": False, "status": "Running"}
     incident = world.incident(incident_id)
-    assert incident.reboot["status"] == "done"
-    assert incident.reboot["seen_down"] is True
+    assert incident.reboot.status == "done"
+    assert incident.reboot.seen_down is True
     assert "reboot_done" in world.audit.actions(incident_id)
 
 
@@ -214,8 +214,8 @@ def test_a_passing_check_after_the_reboot_closes_the_incident_as_rebooted(world)
     assert result["passed_after_reboot"] is True
     assert closed == {"incident_id": incident_id, "state": "rebooted"}
     incident = world.incident(incident_id)
-    assert incident.health_check["after_reboot"] is True
-    assert incident.health_check["before_reboot"]["result"] == "passed"
+    assert incident.health_check.after_reboot is True
+    assert incident.health_check.before_reboot.result == "passed"
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
     notice = world.notifier.published[-1]
     assert "closed as rebooted" in notice.message
@@ -228,7 +228,7 @@ def test_closing_as_rebooted_without_a_passed_check_after_the_reboot_fails(world
     closed = closing.close_incident(CloseRequest(incident_id, Outcome.REBOOTED, None), world.deps)
 
     assert closed["state"] == "failed"
-    assert "rebooted" in world.incident(incident_id).error["close_mismatch"]
+    assert "rebooted" in world.incident(incident_id).error.details["close_mismatch"]
 
 
 def test_the_health_check_cannot_run_again_before_the_reboot_is_done(world):
@@ -253,7 +253,7 @@ def test_a_failing_check_after_the_reboot_asks_for_a_second_decision_on_a_new_ca
     incident = world.incident(incident_id)
     assert incident.state is S.AWAITING_APPROVAL
     assert incident.decision is None
-    assert incident.reboot["decision"]["decision"] == "reboot"
+    assert incident.reboot.decision.decision == "reboot"
     card = world.notifier.published[-1].message
     assert "after the reboot: InstanceStress, InstanceConnectivity: FAILED" in card
     assert "before the reboot: InstanceStress, InstanceConnectivity: PASSED" in card
@@ -279,7 +279,7 @@ def test_a_second_reboot_of_the_same_incident_is_refused(world):
         approval.decide(world.decision(incident_id, "reboot"), world.deps)
 
     approval.decide(world.decision(incident_id, "approve"), world.deps)
-    assert world.incident(incident_id).decision["decision"] == "approve"
+    assert world.incident(incident_id).decision.decision == "approve"
 
 
 def test_the_first_card_offers_a_reboot(world):

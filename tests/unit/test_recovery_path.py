@@ -56,7 +56,7 @@ def test_an_opted_in_automatic_cluster_gets_its_reboot_through_the_node_health_l
     details = last_request(world, incident_id, "reboot_requested")
     assert details["path"] == "node_label"
     assert details["label"] == f"{NODE_HEALTH_LABEL}=UnschedulablePendingReboot"
-    assert world.incident(incident_id).reboot["path"] == "node_label"
+    assert world.incident(incident_id).reboot.path == "node_label"
 
 
 def test_an_opted_in_automatic_cluster_gets_its_replacement_through_the_node_health_label():

@@ -60,7 +60,7 @@ def test_starting_records_the_status_the_node_reports_afterwards(world):
     }
     incident = world.incident(incident_id)
     assert incident.state is S.HEALTH_CHECK
-    assert incident.health_check["status"] == "DeepHealthCheckInProgress"
+    assert incident.health_check.status == "DeepHealthCheckInProgress"
     assert world.audit.actions(incident_id)[-1] == "health_check_started"
 
 
@@ -87,7 +87,7 @@ def test_a_failed_health_check_call_marks_the_incident_failed_audits_and_reraise
 
     incident = world.incident(incident_id)
     assert incident.state is S.FAILED
-    assert incident.error["step"] == "start_health_check"
+    assert incident.error.details["step"] == "start_health_check"
     entry = world.audit.entries(incident_id)[-1]
     assert (entry.action, entry.request_ids) == ("step_failed", ["req-7"])
 
@@ -149,7 +149,7 @@ def test_polling_reports_in_progress_then_the_passing_result(world):
         "held": False,
         "passed_after_reboot": False,
     }
-    assert world.incident(incident_id).health_check["result"] == "passed"
+    assert world.incident(incident_id).health_check.result == "passed"
 
 
 def test_a_failing_health_check_is_recorded_as_failed(world):
@@ -157,7 +157,7 @@ def test_a_failing_health_check_is_recorded_as_failed(world):
 
     incident_id = world.health_checked()
 
-    assert world.incident(incident_id).health_check["result"] == "failed"
+    assert world.incident(incident_id).health_check.result == "failed"
     assert world.incident(incident_id).node_status == "Failure"
 
 
@@ -168,7 +168,7 @@ def test_with_automatic_node_recovery_a_failed_check_shows_hyperpod_replacing_th
     incident_id = world.health_checked()
 
     health = world.incident(incident_id).health_check
-    assert (health["result"], health["status"]) == ("failed", "ShuttingDown")
+    assert (health.result, health.status) == ("failed", "ShuttingDown")
 
 
 def test_a_node_that_hyperpod_replaces_itself_is_waited_for_not_replaced_again(world):
@@ -211,7 +211,7 @@ def test_a_node_gone_during_the_health_check_ends_the_check_as_node_gone(world):
         "held": False,
         "passed_after_reboot": False,
     }
-    assert world.incident(incident_id).health_check["result"] == "node_gone"
+    assert world.incident(incident_id).health_check.result == "node_gone"
 
 
 def test_polls_are_audited_only_when_the_status_changes(world):
@@ -310,7 +310,7 @@ def test_a_retry_after_invalid_status_requests_the_replacement(world):
     result = replacement.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "requested"}
-    assert world.incident(incident_id).replacement["attempts"] == 2
+    assert world.incident(incident_id).replacement.attempts == 2
 
 
 def test_dry_run_records_would_replace_and_calls_nothing(world):
@@ -362,7 +362,7 @@ def test_replacement_is_done_when_the_old_instance_is_gone_and_names_the_new_one
     new_id = world.hyperpod.replaced_by[INSTANCE]
     assert first == {"done": False, "new_instance_id": None}
     assert second == {"done": True, "new_instance_id": new_id}
-    assert world.incident(incident_id).replacement["new_instance_id"] == new_id
+    assert world.incident(incident_id).replacement.new_instance_id == new_id
     assert world.audit.actions(incident_id)[-1] == "replacement_done"
 
 
@@ -419,7 +419,10 @@ def test_a_failed_close_notifies_with_the_error(world):
     notice = world.notifier.published[-1]
     assert "closed: failed" in notice.subject
     assert "Lambda.Unknown" in notice.message
-    assert world.incident(incident_id).error == {"Error": "Lambda.Unknown", "Cause": "boom"}
+    assert world.incident(incident_id).error.to_record() == {
+        "Error": "Lambda.Unknown",
+        "Cause": "boom",
+    }
 
 
 def test_an_outcome_that_does_not_follow_the_state_closes_as_failed_with_the_reason(world):
@@ -428,7 +431,7 @@ def test_an_outcome_that_does_not_follow_the_state_closes_as_failed_with_the_rea
     result = close(world, incident_id, Outcome.REPLACED)
 
     assert result["state"] == "failed"
-    assert "does not follow" in world.incident(incident_id).error["close_mismatch"]
+    assert "does not follow" in world.incident(incident_id).error.details["close_mismatch"]
 
 
 def test_closing_twice_changes_nothing_and_notifies_once(world):
@@ -487,4 +490,4 @@ def test_a_health_check_that_was_never_started_is_not_reported_as_failed(world):
         "held": False,
         "passed_after_reboot": False,
     }
-    assert world.incident(incident_id).health_check["result"] == "not_run"
+    assert world.incident(incident_id).health_check.result == "not_run"

@@ -155,8 +155,8 @@ def test_the_job_level_incident_polls_all_nodes_and_closes_as_checked(job_world)
     )
 
     assert closed["state"] == "checked"
-    nodes = job_world.incident(incident_id).health_check["nodes"]
-    assert {n: v["result"] for n, v in nodes.items()} == {
+    nodes = job_world.incident(incident_id).health_check.nodes
+    assert {n: v.result for n, v in nodes.items()} == {
         NODES[0]: "passed",
         NODES[1]: "passed",
         NODES[2]: "failed",
@@ -185,7 +185,7 @@ def test_a_job_level_incident_beyond_the_guard_is_held(job_world):
 
     held = [r for r in result["incidents"] if r["action"] == "held"]
     assert len(held) == 1
-    assert job_world.incident(held[0]["incident_id"]).hold["kind"] == "guard"
+    assert job_world.incident(held[0]["incident_id"]).hold.kind == "guard"
 
 
 def test_the_job_level_close_notice_names_the_checkpoint_to_resume_from(job_world):

@@ -17,6 +17,7 @@ from lambdas.logic import dcgm, telemetry, telemetry_findings, telemetry_query
 from lambdas.logic.evidence import report_evidence
 from lambdas.models.errors import TelemetryBadAnswer, TelemetryRefused, TelemetrySlow
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.isolation import ISOLATED, IsolatedNode, IsolationRecord
 from lambdas.models.report import parse_report_event
 from lambdas.models.settings import TelemetryWorkspace
 from lambdas.models.telemetry import TelemetryRecord, TelemetryState
@@ -56,7 +57,9 @@ def incident(*, report: bool = True, alarm: bool = True, node: str | None = None
         state = load_fixture("events", "contributor_alarm")["detail"]["state"]
         found.evidence.append({"kind": "alarm", "key": "alarm:1", "state_at": state["timestamp"]})
     if node:
-        found.isolation = {"state": "isolated", "nodes": {INSTANCE: {"node_name": node}}}
+        found.isolation = IsolationRecord(
+            ISOLATED, nodes={INSTANCE: IsolatedNode(ISOLATED, node_name=node)}
+        )
     return found
 
 

@@ -141,4 +141,4 @@ def test_closing_releases_the_isolation_from_what_the_closing_wrote(
     closing.close_incident(CloseRequest(incident_id, Outcome.FAILED, None), eks_world.deps)
 
     assert ops.reads_after_first_write(incident_id) == 0
-    assert eks_world.incident(incident_id).isolation["state"] == isolation.RELEASED
+    assert eks_world.incident(incident_id).isolation.state == isolation.RELEASED

@@ -140,8 +140,8 @@ def _judge_muted(
 ) -> list[str]:
     problems: list[str] = []
     for incident in finals:
-        hold = incident.hold or {}
-        if (hold.get("kind"), hold.get("mute_rule")) != ("muted", MUTE_RULE):
+        hold = incident.hold
+        if (incident.hold_kind, hold and hold.mute_rule) != ("muted", MUTE_RULE):
             problems.append(
                 f"{incident.incident_id} is not held by mute rule {MUTE_RULE}: hold {hold}"
             )

@@ -166,8 +166,8 @@ def run_scenario(
                 "incident_id": i.incident_id,
                 "instance_id": i.instance_id,
                 "state": i.state.value,
-                "new_instance_id": (i.replacement or {}).get("new_instance_id"),
-                "dry_run": bool((i.replacement or {}).get("dry_run")),
+                "new_instance_id": i.replacement.new_instance_id if i.replacement else None,
+                "dry_run": bool(i.replacement and i.replacement.dry_run),
             }
             for i in finals
         ],

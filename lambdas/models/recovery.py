@@ -1,0 +1,151 @@
+"""The approver's decision (`Incident.decision`) and what carried it out: the replacement
+(`Incident.replacement`) or the reboot (`Incident.reboot`), written by `lambdas.logic.approval`,
+`lambdas.logic.recovery`, `lambdas.logic.replacement` and `lambdas.logic.reboot`.
+
+Stored as the steps write them: a key a step has not written yet is absent, except the ones
+each request writes even when it has no value (`path`, `requested_at`; the replacement's
+`new_instance_id` once it is done; the reboot's opening keys once it started).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from lambdas.models._record import known_fields, present
+from lambdas.models.payloads import Decision
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    decision: Decision
+    comment: str | None = None
+    approval_execution_arn: str | None = None
+    """The approval execution that delivered it."""
+    at: str | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "decision": self.decision.value}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> DecisionRecord:
+        values = known_fields(cls, record)
+        return cls(
+            decision=Decision(values["decision"]),
+            comment=values.get("comment"),
+            approval_execution_arn=values.get("approval_execution_arn"),
+            at=values.get("at"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """What a reboot and a replacement both record about their request."""
+
+    pending: bool | None = None
+    """Written ahead (True) before the batch call is sent; False once its answer is recorded."""
+    sent_at: str | None = None
+    path: str | None = None
+    """`api` or `node_label` (`lambdas.logic.recovery_path`)."""
+    status: str | None = None
+    """The last request's `ReplaceStatus`, then `done`."""
+    attempts: int | None = None
+    dry_run: bool | None = None
+    requested_by_us: bool | None = None
+    requested_at: str | None = None
+    last: dict[str, Any] | None = None
+    """The last request's audit details."""
+    node_status: str | None = None
+    done_at: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status == "done"
+
+    @property
+    def asked(self) -> bool:
+        """Whether this pipeline asked for it (or may have: an attempt whose answer was never
+        recorded)."""
+        return bool(self.requested_by_us or self.pending)
+
+    @property
+    def answered(self) -> bool:
+        """Whether a request's answer (or why none was sent) was recorded."""
+        return self.attempts is not None
+
+    def _request_record(self) -> dict[str, Any]:
+        asked = (
+            {
+                "path": self.path,
+                "status": self.status,
+                "attempts": self.attempts,
+                "requested_at": self.requested_at,
+            }
+            if self.answered
+            else {}
+        )
+        return {
+            **present(pending=self.pending, sent_at=self.sent_at),
+            **asked,
+            **present(
+                dry_run=self.dry_run,
+                requested_by_us=self.requested_by_us,
+                last=self.last,
+                node_status=self.node_status,
+                done_at=self.done_at,
+            ),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReplacementRecord(Recovery):
+    new_instance_id: str | None = None
+    """Recorded when it is done: the instance HyperPod put in the node's place, if named."""
+
+    def to_record(self) -> dict[str, Any]:
+        record = self._request_record()
+        if self.done:
+            record |= {"status": self.status, "new_instance_id": self.new_instance_id}
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ReplacementRecord:
+        return cls(**known_fields(cls, record))
+
+
+@dataclass(frozen=True, slots=True)
+class RebootRecord(Recovery):
+    decision: DecisionRecord | None = None
+    """The reboot decision, kept here when the approval asks again after the reboot."""
+    count: int | None = None
+    """Which reboot of the incident this is (`lambdas.logic.lifecycle.MAX_REBOOTS`)."""
+    polls: int = 0
+    seen_down: bool = False
+    """A poll saw the node in a status other than Running since the request."""
+
+    @property
+    def started(self) -> bool:
+        return self.count is not None
+
+    def to_record(self) -> dict[str, Any]:
+        record = self._request_record()
+        if self.started:
+            record |= {
+                "decision": self.decision.to_record() if self.decision else None,
+                "count": self.count,
+                "path": self.path,
+                "status": self.status,
+                "polls": self.polls,
+                "seen_down": self.seen_down,
+            }
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> RebootRecord:
+        values = known_fields(cls, record)
+        if values.get("decision"):
+            values["decision"] = DecisionRecord.from_record(values["decision"])
+        values["polls"] = int(values.get("polls") or 0)
+        values["seen_down"] = bool(values.get("seen_down"))
+        return cls(**values)
