@@ -88,6 +88,9 @@ every 50 ms instead of every second. The approval timeout stays in real seconds.
 REREAD_SECONDS = 0.5
 """A waiter reads the incident again after each invocation, and at least this often: a change
 made outside a handler (a CLI against the served account) is seen within it."""
+LOCAL_DEADLINE_SECONDS = 30.0
+"""The training emitter's delivery deadline in the local run, where delivering means running the
+account's side in-process."""
 
 _MOTO_CONFIG: Any = {
     "lambda": {"use_docker": False},
@@ -277,14 +280,17 @@ class LocalRun:
         self, rank_map: Sequence[Mapping[str, Any]], *, report_events: bool = True, **settings: Any
     ) -> Emitter:
         """A training rank's emitter into this account; `report_events=False`: metrics only,
-        the report event (the optional fast path) never arrives."""
+        the report event (the optional fast path) never arrives. The sink runs this whole
+        account in-process (metrics, alarms, the report's handlers), so the deadline is
+        `LOCAL_DEADLINE_SECONDS` rather than the one meant for a network call: on a loaded
+        machine the report would otherwise be spooled and no incident opened."""
         return Emitter(
             cluster_name=CLUSTER,
             region=REGION,
             rank=0,
             rank_map=rank_map,
             sink=_LocalSink(self, events=report_events),
-            **{"job_name": "llama-pretrain", **settings},
+            **{"job_name": "llama-pretrain", "deadline": LOCAL_DEADLINE_SECONDS, **settings},
         )
 
     # -- the AWS side -----------------------------------------------------------------------
