@@ -194,7 +194,7 @@ def build_lambda_asset(
     key = asset_key(repo_root)
     stamp = out_dir.with_name(out_dir.name + ".key")
 
-    with _locked(build_root / f".{out_dir.name}.lock"):
+    with locked(build_root / f".{out_dir.name}.lock"):
         if out_dir.is_dir() and stamp.is_file() and stamp.read_text().strip() == key:
             return LambdaAsset(path=out_dir, key=key)
 
@@ -251,7 +251,9 @@ def _link_or_copy(src: str, dst: str) -> object:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created if missing): one builder at a time across
+    processes (parallel test workers share build/)."""
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

@@ -15,13 +15,11 @@ ARNs of wherever they run (moto, say). Logical ids of functions and state machin
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -30,7 +28,7 @@ from typing import Any, Final
 from aws_cdk import App
 
 from infra.app import build_app
-from infra.asset import REPO_ROOT, LambdaAsset, build_lambda_asset
+from infra.asset import REPO_ROOT, LambdaAsset, build_lambda_asset, locked
 from infra.settings import Settings
 from infra.workflow import APPROVAL_LOGICAL_ID, REMEDIATION_LOGICAL_ID
 
@@ -106,7 +104,7 @@ def synthesize_once(
     wanted = hashlib.sha256(json.dumps(context or {}, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir / f"{inputs}-{wanted}.json"
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(cache_dir / f".{path.stem}.lock"):
+    with locked(cache_dir / f".{path.stem}.lock"):
         if path.is_file():
             return Synthesized(**json.loads(path.read_text()))
         synthesized = synthesize(context, code_asset=asset)
@@ -135,16 +133,6 @@ def inputs_key(asset: LambdaAsset) -> str:
         digest.update(b"\0" + relative.as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _validation_findings(outdir: Path) -> list[str]:
