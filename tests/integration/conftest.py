@@ -27,6 +27,7 @@ from lambdas.handlers import _deps
 from lambdas.models.audit import AuditEntry
 from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings
+from tests.unit.world import EKS
 
 REGION = "us-west-2"
 CLUSTER = "ml-cluster-1"
@@ -150,6 +151,21 @@ FAKE_CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
 }
+
+
+@pytest.fixture(scope="module")
+def eks_account() -> Iterator[None]:
+    """One moto account for a module whose EKS cluster (`tests.unit.world.EKS`) and STS are only
+    read: the Kubernetes modules share it across their tests."""
+    with pytest.MonkeyPatch.context() as monkeypatch, mock_aws():
+        for key, value in FAKE_CREDENTIALS.items():
+            monkeypatch.setenv(key, value)
+        SESSION.client("eks").create_cluster(
+            name=EKS,
+            roleArn="arn:aws:iam::123456789012:role/eks",
+            resourcesVpcConfig={"subnetIds": ["subnet-0abc"]},
+        )
+        yield
 
 
 @pytest.fixture

@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from moto import mock_aws
 
 from infra.local.kube_api import KubeApi
 from infra.local.kube_patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
@@ -37,7 +36,7 @@ from lambdas.adapters.eks_token import EksTokens, sts_factory
 from lambdas.adapters.kubernetes import EksKubernetesNodes
 from lambdas.models.kubernetes import KubeNode, incident_taint, instance_of_provider_id
 from tests.conftest import REPO
-from tests.integration.conftest import FAKE_CREDENTIALS, REGION, SESSION
+from tests.integration.conftest import REGION, SESSION
 from tests.unit.world import EKS, INSTANCE, NODE
 
 OTHERS = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -80,22 +79,8 @@ class Cluster:
         return refused.value.status, self.status(refused.value)
 
 
-@pytest.fixture(scope="module")
-def eks() -> Iterator[None]:
-    """One moto account for the module: its EKS cluster and STS are only read."""
-    with pytest.MonkeyPatch.context() as monkeypatch, mock_aws():
-        for key, value in FAKE_CREDENTIALS.items():
-            monkeypatch.setenv(key, value)
-        SESSION.client("eks").create_cluster(
-            name=EKS,
-            roleArn="arn:aws:iam::123456789012:role/eks",
-            resourcesVpcConfig={"subnetIds": ["subnet-0abc"]},
-        )
-        yield
-
-
 @pytest.fixture
-def cluster(eks: None) -> Iterator[Cluster]:
+def cluster(eks_account: None) -> Iterator[Cluster]:
     api = KubeApi(EKS, REGION, {_access_key(): _secret_key()})
     api.add_node(NODE, INSTANCE, taints=[OTHERS])
     api.add_node(f"hyperpod-{INSTANCE}", "i-0fff0000000000001")

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from moto import mock_aws
 
 from infra.local.kube_api import KubeApi
 from lambdas.adapters._aws import client_factory
@@ -25,7 +24,7 @@ from lambdas.models.errors import (
 from lambdas.models.kubernetes import incident_taint
 from lambdas.models.payloads import ApprovalRequest, CloseRequest, IncidentRef, Outcome
 from lambdas.models.settings import IsolationConfig
-from tests.integration.conftest import FAKE_CREDENTIALS, REGION, SESSION
+from tests.integration.conftest import REGION, SESSION
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, World, settings
 
 OTHERS = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -55,22 +54,8 @@ def _cluster_api(cluster_name: str = EKS, trusted: dict[str, str] | None = None)
     return api
 
 
-@pytest.fixture(scope="module")
-def aws() -> Iterator[None]:
-    """One moto account for the module: its EKS cluster and STS are only read."""
-    with pytest.MonkeyPatch.context() as monkeypatch, mock_aws():
-        for key, value in FAKE_CREDENTIALS.items():
-            monkeypatch.setenv(key, value)
-        SESSION.client("eks").create_cluster(
-            name=EKS,
-            roleArn="arn:aws:iam::123456789012:role/eks",
-            resourcesVpcConfig={"subnetIds": ["subnet-0abc"]},
-        )
-        yield
-
-
 @pytest.fixture
-def kube(aws: None) -> Iterator[Kube]:
+def kube(eks_account: None) -> Iterator[Kube]:
     api = _cluster_api()
     with api.serve() as url:
         yield Kube(api, url)
@@ -95,7 +80,7 @@ def test_the_eks_token_of_the_functions_role_is_accepted(kube):
     ],
     ids=["token-for-another-cluster", "unknown-caller", "bad-signature"],
 )
-def test_a_token_not_signed_for_this_cluster_by_a_known_caller_is_refused(aws, api):
+def test_a_token_not_signed_for_this_cluster_by_a_known_caller_is_refused(eks_account, api):
     stand_in = api()
     with stand_in.serve() as url:
         adapter = Kube(stand_in, url).adapter()
@@ -195,12 +180,12 @@ def test_a_node_that_keeps_changing_ends_in_a_conflict_error(kube):
         kube.adapter().cordon(EKS, NODE, TAINT)
 
 
-def test_an_api_that_does_not_answer_is_reported_unreachable(aws):
+def test_an_api_that_does_not_answer_is_reported_unreachable(eks_account):
     with pytest.raises(KubernetesUnreachable, match="did not answer"):
         Kube(KubeApi(EKS, REGION, {}), _closed_port_url()).adapter().find_node(EKS, INSTANCE)
 
 
-def test_without_the_local_override_only_https_with_the_clusters_ca_is_used(aws):
+def test_without_the_local_override_only_https_with_the_clusters_ca_is_used(eks_account):
     adapter = EksKubernetesNodes(client_factory("eks", SESSION), EksTokens(sts_factory(SESSION)))
 
     # moto's DescribeCluster gives an https endpoint whose CA data is no PEM certificate.
@@ -248,7 +233,9 @@ def test_an_incident_isolates_its_node_once_and_a_reject_releases_exactly_that(k
     assert "node_isolated" in actions and "node_released" in actions
 
 
-def test_an_unreachable_api_leaves_the_incident_open_saying_not_isolated_and_the_card_warns(aws):
+def test_an_unreachable_api_leaves_the_incident_open_saying_not_isolated_and_the_card_warns(
+    eks_account,
+):
     world = _world(Kube(KubeApi(EKS, REGION, {}), _closed_port_url()).adapter())
     incident_id = world.opened()
 
