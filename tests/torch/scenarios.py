@@ -266,14 +266,7 @@ def bit_flip(rank: int) -> dict[str, Any]:
         if step == 13 and rank == 3:
             flip_a_weight_bit(run.module)
     result = run.finish(steps)
-    reported = [run.checks.report(alarm) for alarm in result["alarms"]]
-    result["reported"] = [
-        None
-        if r is None
-        else {"delivered": r.delivered, "instances": [d.instance_id for d in r.datapoints]}
-        for r in reported
-    ]
-    return result
+    return _with_reports(run, result)
 
 
 def verdict_data(verdict: ReplicaVerdict) -> dict[str, Any]:
@@ -293,14 +286,7 @@ def diverged_on_load(rank: int) -> dict[str, Any]:
     run.checks.setup_emitter(cluster_name="ml-cluster-1", region="us-west-2", sink=MemorySink())
     run.load_checkpoint(corrupted={2})
     result = run.finish([run.step(CKPT_STEP + 1)])
-    reported = [run.checks.report(alarm) for alarm in result["alarms"]]
-    result["reported"] = [
-        None
-        if r is None
-        else {"delivered": r.delivered, "instances": [d.instance_id for d in r.datapoints]}
-        for r in reported
-    ]
-    return result
+    return _with_reports(run, result)
 
 
 def clean_load(rank: int) -> dict[str, Any]:
@@ -383,3 +369,15 @@ def worker(rank: int, port: int, names: list[str], results: queue.Queue[Any]) ->
         results.put(("done", rank, None))
     except BaseException:
         results.put(("error", rank, traceback.format_exc()))
+
+
+def _with_reports(run: Run, result: dict[str, Any]) -> dict[str, Any]:
+    """`result` with what reporting each of its alarms through the run's emitter gave."""
+    reported = [run.checks.report(alarm) for alarm in result["alarms"]]
+    result["reported"] = [
+        None
+        if r is None
+        else {"delivered": r.delivered, "instances": [d.instance_id for d in r.datapoints]}
+        for r in reported
+    ]
+    return result
