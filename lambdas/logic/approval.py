@@ -77,7 +77,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             rebooted=lifecycle.reboots_done(incident) > 0,
         )
         card = cards.approval_card(incident, deps.settings, advice, history)
-        approve = cards.approval_input(incident.incident_id, Decision.APPROVE)
+        approve = dict(card.inputs[Decision.APPROVE])  # the input the card that goes out offers
         try:
             request_id = deps.notifier.publish(
                 card.subject,
