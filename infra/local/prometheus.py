@@ -43,6 +43,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from infra.local.serving import serving
+from lambdas.logic.dcgm import stored_name
 
 DEFAULT_COUNTERS: Final[Mapping[str, float]] = {
     "DCGM_FI_DEV_GPU_TEMP": 61,
@@ -77,17 +78,30 @@ def dcgm_labels(
     uuid: str,
     *,
     host_label: str = "Hostname",
+    uuid_label: str = "UUID",
     model: str = MODEL,
 ) -> dict[str, str]:
     """The labels dcgm-exporter puts on a GPU's series (`host_label`: `Hostname` up to
-    exporter 4.8.2, `hostname` since 4.8.3)."""
+    exporter 4.8.2, `hostname` since 4.8.3; `uuid_label`: `uuid` with `--use-old-namespace`)."""
     return {
         "gpu": gpu,
-        "UUID": uuid,
+        uuid_label: uuid,
         "pci_bus_id": f"00000000:{0x10 + int(gpu):02X}:00.0",
         "device": f"nvidia{gpu}",
         "modelName": model,
         host_label: host,
+    }
+
+
+def collector_labels(exporter_pod: str, pod_ip: str) -> dict[str, str]:
+    """The labels the HyperPod observability add-on's collector adds when it scrapes a
+    dcgm-exporter pod (its Kubernetes service discovery): the exporter's own pod, not the node."""
+    return {
+        "job": "dcgm-exporter",
+        "instance": f"{pod_ip}:9400",
+        "pod": exporter_pod,
+        "namespace": "hyperpod-observability",
+        "container": "dcgm-exporter",
     }
 
 
@@ -100,14 +114,20 @@ def gpu_series(
     end: int,
     every: int = 15,
     host_label: str = "Hostname",
+    uuid_label: str = "UUID",
     counters: Mapping[str, float] = DEFAULT_COUNTERS,
     changes: Mapping[str, Sequence[tuple[int, float]]] | None = None,
+    collector: Mapping[str, str] | None = None,
 ) -> list[Series]:
     """One GPU's series, scraped every `every` seconds from `start` to `end` (epoch seconds):
     each counter at its value in `counters`, and from each (time, value) of `changes` on at that
-    value. A name only in `changes` starts at 0."""
+    value. A name only in `changes` starts at 0.
+
+    With `collector` (`collector_labels(...)`): as the HyperPod observability add-on stores
+    them: those labels added, and each counter-type family under its name with `_total`."""
     changes = changes or {}
-    labels = dcgm_labels(host, gpu, uuid, host_label=host_label)
+    labels = {**dcgm_labels(host, gpu, uuid, host_label=host_label, uuid_label=uuid_label)}
+    labels.update(collector or {})
     found = []
     for name in dict.fromkeys([*counters, *changes]):
         steps = sorted(changes.get(name, ()))
@@ -118,7 +138,8 @@ def gpu_series(
                 if when <= at:
                     value = changed
             points.append((at, float(value)))
-        found.append(Series(name, dict(labels), tuple(points)))
+        stored = stored_name(name) if collector is not None else name
+        found.append(Series(stored, dict(labels), tuple(points)))
     return found
 
 

@@ -5,6 +5,13 @@ Each family is one kind of fault counter or flag, under the names dcgm-exporter 
 4.8 it exports DCGM's legacy field names (`DCGM_FI_DEV_ROW_REMAP_FAILURE`); 4.9 renamed them to
 DCGM 4.7's (`DCGM_FI_DEV_ROW_REMAP_FAILED`; DCGM's dcgm_fields.h lists each old name as an alias
 of its new one): both are asked for.
+
+Where the series are stored changes the names once more: the HyperPod observability add-on
+scrapes the exporter with an OpenTelemetry collector, whose Prometheus remote-write appends
+`_total` to every counter-type family (AWS's HyperPod dashboards query
+`DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS_total`); gauges keep their names. So every name is asked
+for with and without `_total` (`Family.stored_names`), whatever type a cluster's exporter
+configuration gives it.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from lambdas.models.errors import TelemetryBadAnswer
 
 NODE_LABELS: Final = ("Hostname", "hostname")
 """dcgm-exporter's node label: `Hostname` up to 4.8.2, `hostname` since 4.8.3."""
+TOTAL_SUFFIX: Final = "_total"
+"""What the add-on's collector appends to a counter-type family's name."""
 GPU_LABELS: Final = ("UUID", "uuid")
 """dcgm-exporter's GPU UUID label (`uuid` with its `--use-old-namespace` option)."""
 DCGM_BLANK: Final = float(0x7FFFFFFFFFFFFFF0)
@@ -44,6 +53,18 @@ class Family:
     """A name for lists ("not exported: ...")."""
     history: bool = False
     """A non-zero lifetime count is worth showing even when it did not change in the window."""
+
+    @property
+    def counter(self) -> bool:
+        """Whether dcgm-exporter's counters file gives it the `counter` type (the add-on's
+        collector then stores it under its name with `_total`)."""
+        return self.kind is Kind.COUNT
+
+    @property
+    def stored_names(self) -> tuple[str, ...]:
+        """Every name its series can have in a workspace: each exported name as is and with
+        `_total`."""
+        return tuple(n for name in self.names for n in (name, name + TOTAL_SUFFIX))
 
 
 FAMILIES: Final = (
@@ -175,7 +196,15 @@ FAMILIES: Final = (
         "GPU temperature",
     ),
 )
-FAMILY_OF: Final = {name: family for family in FAMILIES for name in family.names}
+FAMILY_OF: Final = {name: family for family in FAMILIES for name in family.stored_names}
+"""Each name a series can have in the workspace (`Family.stored_names`), to its family."""
+
+
+def stored_name(name: str) -> str:
+    """The name an exported series gets in the add-on's workspace: `_total` appended to a
+    counter-type family's."""
+    return name + TOTAL_SUFFIX if FAMILY_OF[name].counter else name
+
 
 HARDWARE_THROTTLING: Final[dict[int, str]] = {
     0x08: "HW slowdown",

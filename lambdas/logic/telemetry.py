@@ -10,14 +10,15 @@ What is read: dcgm-exporter's series, which the HyperPod observability add-on wr
 cluster's Amazon Managed Service for Prometheus workspace (`sdc:telemetry`), by the names the
 exporter gives them (`lambdas.logic.dcgm.FAMILIES`). dcgm-exporter up to 4.8 exports DCGM's legacy field names
 (`DCGM_FI_DEV_ROW_REMAP_FAILURE`); 4.9 renamed them to DCGM 4.7's (`DCGM_FI_DEV_ROW_REMAP_FAILED`;
-DCGM's dcgm_fields.h lists each old name as an alias of its new one): both are asked for.
+DCGM's dcgm_fields.h lists each old name as an alias of its new one): both are asked for, each
+also with `_total`, which the add-on's collector appends to counter-type families.
 
 For which node: a series names its node in dcgm-exporter's `Hostname` label (`hostname` since
 4.8.3), which on Kubernetes is the node name (`NODE_NAME` from the downward API), else the
 exporter's host name. A series belongs to the suspect node when that label is one of the node's
 Kubernetes names the incident knows (the node isolation found by providerID, the report's
 `node_name`), or contains its instance id as a whole word (`hyperpod-i-…`). A cluster whose
-series name nodes in another label sets `nodeLabel`. For which GPUs: the `UUID` label, when the
+series name nodes in another label sets `nodeLabel`. For which GPUs: the `UUID` (or `uuid`) label, when the
 reports name the suspect ranks' GPU UUIDs; otherwise every GPU of the node.
 
 When: from one hour before the first evidence (the report names its suspect window in training
@@ -29,7 +30,8 @@ What counts as a signal: any XID; a row remap failed or pending; a page retireme
 a count that rose in the window (remapped rows, retired pages, ECC, PCIe replays, NVLink
 errors); hardware throttling (HW slowdown, HW or SW thermal slowdown, HW power brake). A
 non-zero lifetime count of uncorrectable faults that did not change in the window is shown as
-history, not as a signal; the hottest temperature seen is context.
+history, not as a signal; the hottest temperature seen is context. "Clean" is said only of the
+families read; the others are named as not exported for the node.
 
 `check(deps, incident, now)` never raises: not configured, unreachable, refused, slow, a bad
 answer: the record says so in one line, and the approval request goes on.
@@ -118,7 +120,7 @@ def card_lines(record: TelemetryRecord | None) -> list[str]:
             f"{span(_parse(record.window_start), _parse(record.window_end))} "
             f"in {record.step_seconds} s steps; workspace {record.workspace}"
         )
-    if record.not_exported and state is not TelemetryState.NO_SERIES:
+    if record.not_exported and state is TelemetryState.SIGNAL:  # the others' summary names them
         lines.append(f"not exported for this node: {', '.join(record.not_exported)}")
     if record.dashboard:
         lines.append(f"dashboard: {record.dashboard}")

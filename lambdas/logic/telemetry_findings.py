@@ -67,6 +67,7 @@ def summarize(
         findings.extend(_findings(family, one, window))
     signals = [f for f in findings if f.severity == Severity.SIGNAL]
     present = {FAMILY_OF[s.name].key for s in mine}
+    read = tuple(f.short for f in FAMILIES if f.key in present and f.kind is not Kind.TEMPERATURE)
     base = dataclasses.replace(
         queried(workspace, target, window, queried_at, seconds), series=len(mine)
     )
@@ -84,11 +85,9 @@ def summarize(
     context: tuple[str, ...] = ()
     if hottest is not None:
         context = (f"hottest GPU temperature {hottest[0]:.0f} °C, on {_gpu_text(hottest[1])}",)
+    missing = tuple(family.short for family in FAMILIES if family.key not in present)
     base = dataclasses.replace(
-        base,
-        findings=tuple(findings),
-        context=context,
-        not_exported=tuple(family.short for family in FAMILIES if family.key not in present),
+        base, findings=tuple(findings), context=context, read=read, not_exported=missing
     )
     if signals:
         shown = "; ".join(f.text for f in signals[:SHOWN_SIGNALS])
@@ -98,13 +97,26 @@ def summarize(
             state=TelemetryState.SIGNAL,
             summary=f"hardware signal: {shown}" + (f"; and {more} more" if more > 0 else ""),
         )
+    if not read:
+        only = ", ".join(f.short for f in FAMILIES if f.key in present)
+        return dataclasses.replace(
+            base,
+            state=TelemetryState.NO_SERIES,
+            summary=(
+                f"no fault counter exported for {_gpus_text(target)} in workspace "
+                f"{workspace.workspace_id} (only {only}); "
+                f"not exported for this node: {', '.join(missing)}; this does not clear the node"
+            ),
+        )
     return dataclasses.replace(
         base,
         state=TelemetryState.CLEAN,
         summary=(
             f"no hardware signal in the last {window.minutes} minutes before the alarm "
-            f"({_span_text(window)}) on {_gpus_text(target)}: this does not clear the node "
-            "(silent data corruption often leaves no trace in any counter)"
+            f"({_span_text(window)}) on {_gpus_text(target)} in what was read "
+            f"({', '.join(read)}): this does not clear the node (silent data corruption often "
+            "leaves no trace in any counter)"
+            + (f"; not exported for this node: {', '.join(missing)}" if missing else "")
         ),
     )
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from lambdas.logic import evidence
-from lambdas.logic.dcgm import FAMILIES, NODE_LABELS
+from lambdas.logic.dcgm import FAMILIES, GPU_LABELS, NODE_LABELS, TOTAL_SUFFIX
 from lambdas.models.events import parse_time
 from lambdas.models.incident import Incident
 from lambdas.models.settings import TelemetryWorkspace
@@ -102,14 +102,23 @@ def node_pattern(target: Target) -> str:
 
 
 def query_for(target: Target, workspace: TelemetryWorkspace) -> str:
-    """The PromQL: every family's series for the node (and GPUs), once per node label name."""
-    names = "|".join(name for family in FAMILIES for name in family.names)
-    matchers = [f"__name__=~{_quote(names)}"]
-    if target.gpu_uuids:
-        matchers.append(f"UUID=~{_quote('|'.join(map(_re_escape, target.gpu_uuids)))}")
+    """The PromQL: every family's series for the node (and GPUs), under every name it can be
+    stored by (each exported name with and without `_total`), once per node label name and, when
+    the GPUs are known, per GPU label name (`UUID`, `uuid`)."""
+    names = "|".join(_re_escape(name) for family in FAMILIES for name in family.names)
+    metric = f"__name__=~{_quote(f'({names})({TOTAL_SUFFIX})?')}"
+    gpus = (
+        [f"{label}=~{_quote('|'.join(map(_re_escape, target.gpu_uuids)))}" for label in GPU_LABELS]
+        if target.gpu_uuids
+        else [None]
+    )
     node = _quote(node_pattern(target))
     labels = (workspace.node_label,) if workspace.node_label else NODE_LABELS
-    return " or ".join("{" + ", ".join([*matchers, f"{label}=~{node}"]) + "}" for label in labels)
+    return " or ".join(
+        "{" + ", ".join(m for m in (metric, gpu, f"{label}=~{node}") if m) + "}"
+        for label in labels
+        for gpu in gpus
+    )
 
 
 def at_epoch(epoch: float) -> datetime:

@@ -19,10 +19,12 @@ class TelemetryState(StrEnum):
     """At least one counter shows a hardware fault in the window: XID, a row remap failure or
     pending remap, retired pages, rising ECC, PCIe or NVLink errors, hardware throttling."""
     CLEAN = "clean"
-    """The node's series were there and showed nothing. This does not clear the node: silent
-    data corruption often leaves no trace in any counter."""
+    """The node's fault counter series were there and showed nothing. Said only of the
+    families read (`TelemetryRecord.read`); the others are named as not exported. This does not
+    clear the node: silent data corruption often leaves no trace in any counter."""
     NO_SERIES = "no_series"
-    """The workspace answered, but holds no dcgm-exporter series for this node (or GPU)."""
+    """The workspace answered, but holds no dcgm-exporter series for this node (or GPU), or
+    none of a fault counter (only the temperature)."""
     NOT_CONFIGURED = "not_configured"
     """The cluster has no workspace in `sdc:telemetry`."""
     UNREACHABLE = "unreachable"
@@ -86,6 +88,9 @@ class TelemetryRecord:
     findings: tuple[TelemetryFinding, ...] = ()
     context: tuple[str, ...] = ()
     """Lines that are neither signal nor history (the hottest temperature seen)."""
+    read: tuple[str, ...] = ()
+    """Fault counter families the node's series were found under: all a clean verdict is
+    about."""
     not_exported: tuple[str, ...] = ()
     """Counter families with no series at all for the node: the exporter does not collect them
     (dcgm-exporter's default set leaves ECC totals, retired pages and NVLink errors out)."""
@@ -113,6 +118,6 @@ class TelemetryRecord:
         values["findings"] = tuple(
             TelemetryFinding.from_record(f) for f in values.get("findings") or ()
         )
-        for name in ("gpu_uuids", "context", "not_exported"):
+        for name in ("gpu_uuids", "context", "read", "not_exported"):
             values[name] = tuple(values.get(name) or ())
         return cls(**values)

@@ -10,6 +10,8 @@ Five nodes' dcgm-exporter series, scraped every 15 s over three hours that ended
 | `NODE_C` | `Hostname` | nothing: every counter quiet (ECC and retired pages exported too) |
 | `NODE_D` | `Hostname` = `ip-10-1-17-43…`, a neighbour of `NODE_A` | GPU 1: XID 48 at +85:00 |
 | `NODE_E` | `Hostname` = the exporter's pod name; the node in a relabeled `kubernetes_node` | GPU 0: XID 45 at +92:00 |
+| `NODE_F` (`INSTANCE_F`) | as the HyperPod observability add-on stores them: counters under `_total` names, the collector's `job`, `instance`, `pod`, `namespace`, `container` | GPU 3: correctable remapped rows 0 → 2 at +98:00, PCIe replays 0 → 7 at +99:00; no XID |
+| `NODE_G` (`INSTANCE_G`) | the add-on's way, GPU in `uuid`; a counters file with only the gauges (XID, row remap failure, temperature) | nothing |
 
 The incidents' report was emitted at +100:00 and their alarm came at +101:00.
 """
@@ -21,7 +23,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from infra.local.prometheus import DEFAULT_COUNTERS, RealPrometheus, Series, gpu_series
+from infra.local.prometheus import (
+    DEFAULT_COUNTERS,
+    RealPrometheus,
+    Series,
+    collector_labels,
+    gpu_series,
+)
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.isolation import ISOLATED, IsolatedNode, IsolationRecord
 from lambdas.models.settings import TelemetryWorkspace
@@ -44,6 +52,12 @@ UUID_D1 = "GPU-d1d1d1d1-5a1e-4c1d-9e7b-000000000001"
 INSTANCE_E = "i-0eee1234def567890"
 NODE_E = "ip-10-1-17-60.us-west-2.compute.internal"
 UUID_E0 = "GPU-e0e0e0e0-5a1e-4c1d-9e7b-000000000000"
+INSTANCE_F = "i-0fff1234def567890"
+NODE_F = "ip-10-1-17-70.us-west-2.compute.internal"
+UUID_F3 = "GPU-f3f3f3f3-5a1e-4c1d-9e7b-000000000003"
+INSTANCE_G = "i-0aab1234def567890"
+NODE_G = "ip-10-1-17-80.us-west-2.compute.internal"
+UUID_G0 = "GPU-a0b0a0b0-5a1e-4c1d-9e7b-000000000000"
 
 NEWER_NAMES = {
     "DCGM_FI_DEV_GPU_TEMP_CELSIUS": 58,
@@ -54,6 +68,12 @@ NEWER_NAMES = {
     "DCGM_FI_DEV_ROW_REMAP_FAILED": 0,
 }
 """DEFAULT_COUNTERS under the names dcgm-exporter 4.9 exports (DCGM 4.7's)."""
+GAUGES_ONLY = {
+    "DCGM_FI_DEV_GPU_TEMP": 55,
+    "DCGM_FI_DEV_XID_ERRORS": 0,
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0,
+}
+"""A counters file with no counter-type family: none of them may read as clean."""
 ADVANCED = {
     **DEFAULT_COUNTERS,
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": 0,
@@ -138,6 +158,25 @@ class Dataset:
             data.series.append(
                 Series(series.name, {**series.labels, "kubernetes_node": NODE_E}, series.points)
             )
+        gpus(
+            NODE_F,
+            (
+                "3",
+                UUID_F3,
+                {
+                    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": [(data.at(98), 2)],
+                    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": [(data.at(99), 7)],
+                },
+            ),
+            collector=collector_labels("dcgm-exporter-f7m2p", "10.1.17.71"),
+        )
+        gpus(
+            NODE_G,
+            ("0", UUID_G0, {}),
+            uuid_label="uuid",
+            counters=GAUGES_ONLY,
+            collector=collector_labels("dcgm-exporter-g2k9d", "10.1.17.81"),
+        )
         return data
 
     def incident(

@@ -19,13 +19,19 @@ from tests.integration.prometheus_server import (
     INSTANCE_B,
     INSTANCE_C,
     INSTANCE_E,
+    INSTANCE_F,
+    INSTANCE_G,
     NODE_A,
     NODE_C,
     NODE_E,
+    NODE_F,
+    NODE_G,
     UUID_A0,
     UUID_A1,
     UUID_B2,
     UUID_C0,
+    UUID_F3,
+    UUID_G0,
     WORKSPACE_ID,
 )
 from tests.unit.fakes import InMemoryIncidentStore
@@ -118,6 +124,48 @@ def test_a_clean_node_has_no_hardware_signal_which_does_not_clear_it(prometheus)
     assert "ECC SBE total" not in found.not_exported  # node C exports the advanced families
     assert "NVLink replays" in found.not_exported
     assert found.context == (f"hottest GPU temperature 61 °C, on {UUID_C0} (GPU 0)",)
+
+
+def test_counters_rising_under_the_addons_total_names_are_signals(prometheus):
+    data = prometheus.data
+    incident = data.incident(INSTANCE_F, node_name=NODE_F, gpu_uuid=UUID_F3)
+
+    found = check(prometheus, incident)
+
+    assert found.state == TelemetryState.SIGNAL
+    assert [(f.kind, f.metric, f.at, f.value) for f in found.signals] == [
+        (
+            "correctable_remapped_rows",
+            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS_total",
+            data.iso(98),
+            2,
+        ),
+        ("pcie_replay", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER_total", data.iso(99), 7),
+    ]
+    assert found.series == 6  # the default set, as the add-on stores it
+
+
+def test_the_addons_series_are_read_without_the_gpu_uuid_too(prometheus):
+    incident = prometheus.data.incident(INSTANCE_F, node_name=NODE_F)
+
+    found = check(prometheus, incident)
+
+    assert {f.gpu_uuid for f in found.signals} == {UUID_F3}
+    assert "PCIe replays" in found.read
+
+
+def test_a_node_exporting_no_counter_family_is_clean_only_for_the_families_it_exports(prometheus):
+    incident = prometheus.data.incident(INSTANCE_G, node_name=NODE_G, gpu_uuid=UUID_G0)
+
+    found = check(prometheus, incident)
+
+    assert found.state == TelemetryState.CLEAN
+    assert found.series == 3  # found by its lowercase `uuid` label
+    assert found.read == ("XID", "row remap failure")
+    assert {"correctable remapped rows", "PCIe replays"} <= set(found.not_exported)
+    clean, _, missing = found.summary.partition("; not exported for this node: ")
+    assert "in what was read (XID, row remap failure)" in clean
+    assert "PCIe replays" in missing and "PCIe replays" not in clean
 
 
 def test_a_node_the_workspace_does_not_know_is_no_series_not_clean(prometheus):

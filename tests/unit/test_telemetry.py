@@ -93,34 +93,63 @@ def set_from(series: dict[str, Any], when: str, value: float) -> None:
 # -- which series, which node, which GPUs -------------------------------------------------------
 
 
-def test_the_query_asks_for_every_family_under_both_exporter_names():
+def name_pattern(query: str) -> re.Pattern[str]:
+    """The query's `__name__` regex, as PromQL applies it (anchored at both ends)."""
+    return re.compile(re.search(r'__name__=~"([^"]*)"', query).group(1))
+
+
+def test_the_query_asks_for_every_family_under_both_exporter_names_with_and_without_total():
     query = telemetry_query.query_for(telemetry_query.target_of(incident()), WORKSPACE)
 
-    names = set(re.search(r'__name__=~"([^"]*)"', query).group(1).split("|"))
-    assert {
+    pattern = name_pattern(query)
+    for name in [
         "DCGM_FI_DEV_XID_ERRORS",
         "DCGM_FI_DEV_XID_ERROR",
         "DCGM_FI_DEV_ROW_REMAP_FAILURE",
         "DCGM_FI_DEV_ROW_REMAP_FAILED",
-        "DCGM_FI_DEV_RETIRED_PENDING",
         "DCGM_FI_DEV_PAGE_RETIRED_PENDING",
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL_total",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER_total",
+        "DCGM_FI_DEV_PCIE_REPLAY_TOTAL_total",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS_total",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS_total",
         "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
         "DCGM_FI_DEV_GPU_TEMP",
-    } <= names
-    assert names == {name for family in dcgm.FAMILIES for name in family.names}
+    ]:
+        assert pattern.fullmatch(name), name
+    assert all(pattern.fullmatch(n) for n in dcgm.FAMILY_OF)
 
 
-def test_the_query_selects_the_suspect_gpu_by_uuid_and_the_node_under_both_label_spellings():
+def test_the_query_asks_for_no_other_series_than_the_families_stored_names():
+    query = telemetry_query.query_for(telemetry_query.target_of(incident()), WORKSPACE)
+
+    pattern = name_pattern(query)
+    assert not pattern.fullmatch("DCGM_FI_DEV_XID_ERRORS_count")
+    assert not pattern.fullmatch("DCGM_FI_DEV_GPU_UTIL")
+    assert not pattern.fullmatch("DCGM_FI_DEV_PCIE_REPLAY_COUNTER_total_total")
+
+
+def test_a_counter_family_is_stored_with_total_and_a_gauge_family_as_exported():
+    assert dcgm.stored_name("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS") == (
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS_total"
+    )
+    assert dcgm.stored_name("DCGM_FI_DEV_XID_ERRORS") == "DCGM_FI_DEV_XID_ERRORS"
+    assert dcgm.stored_name("DCGM_FI_DEV_ROW_REMAP_FAILURE") == "DCGM_FI_DEV_ROW_REMAP_FAILURE"
+
+
+def test_the_query_selects_the_suspect_gpu_by_either_uuid_label_on_either_node_label():
     query = telemetry_query.query_for(telemetry_query.target_of(incident()), WORKSPACE)
 
     selectors = query.split(" or ")
-    assert len(selectors) == 2
-    assert all(f'UUID=~"{UUID}"' in s for s in selectors)
-    assert "Hostname=~" in selectors[0] and "hostname=~" in selectors[1]
+    assert len(selectors) == 4
+    assert sorted(
+        (node, gpu)
+        for s in selectors
+        for node in ("Hostname", "hostname")
+        for gpu in ("UUID", "uuid")
+        if f"{node}=~" in s and f'{gpu}=~"{UUID}"' in s
+    ) == [("Hostname", "UUID"), ("Hostname", "uuid"), ("hostname", "UUID"), ("hostname", "uuid")]
     assert "hyperpod-i-0abc1234def567890|" in query
 
 
@@ -138,8 +167,9 @@ def test_a_configured_node_label_replaces_dcgm_exporters_own():
 
     query = telemetry_query.query_for(telemetry_query.target_of(incident()), workspace)
 
-    assert " or " not in query
-    assert "kubernetes_node=~" in query and "Hostname" not in query
+    selectors = query.split(" or ")
+    assert len(selectors) == 2  # one per GPU label
+    assert all("kubernetes_node=~" in s for s in selectors) and "ostname" not in query
 
 
 def test_the_node_is_known_by_isolations_node_name_and_the_reports_node_name():
@@ -281,6 +311,69 @@ def test_a_clean_panel_says_so_and_that_it_does_not_clear_the_node():
     assert found.summary.startswith("no hardware signal in the last 63 minutes before the alarm")
     assert "this does not clear the node" in found.summary
     assert found.context == (f"hottest GPU temperature 61 °C, on {UUID} (GPU 5)",)
+
+
+def test_a_clean_verdict_names_the_families_read_and_those_not_exported():
+    data = answer()
+    set_from(series_of(data, "DCGM_FI_DEV_XID_ERRORS"), "00:00:00", 0)
+    set_from(series_of(data, "DCGM_FI_DEV_ROW_REMAP_FAILURE"), "00:00:00", 0)
+
+    found = record(data)
+
+    read, _, missing = found.summary.partition("; not exported for this node: ")
+    assert found.read == (
+        "XID",
+        "row remap failure",
+        "uncorrectable remapped rows",
+        "correctable remapped rows",
+        "PCIe replays",
+    )
+    assert "in what was read (XID, row remap failure, uncorrectable remapped rows, " in read
+    assert "ECC SBE total" not in read and "GPU temperature" not in read
+    assert missing.split(", ") == list(found.not_exported)
+    assert "ECC SBE total" in missing
+
+
+def test_only_a_temperature_series_is_not_a_clean_node():
+    data = answer()
+    data["result"] = [series_of(data, "DCGM_FI_DEV_GPU_TEMP")]
+
+    found = record(data)
+
+    assert found.state == TelemetryState.NO_SERIES
+    assert found.summary.startswith("no fault counter exported for ")
+    assert "not exported for this node: XID, row remap failure" in found.summary
+    assert "this does not clear the node" in found.summary
+
+
+def test_a_counter_rising_under_its_total_name_is_a_signal():
+    data = answer()
+    set_from(series_of(data, "DCGM_FI_DEV_XID_ERRORS"), "00:00:00", 0)
+    set_from(series_of(data, "DCGM_FI_DEV_ROW_REMAP_FAILURE"), "00:00:00", 0)
+    replays = series_of(data, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER")
+    replays["metric"]["__name__"] = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER_total"
+    set_from(replays, "08:10:00", 12)
+
+    found = record(data)
+
+    assert found.state == TelemetryState.SIGNAL
+    assert [(f.kind, f.metric, f.value) for f in found.signals] == [
+        ("pcie_replay", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER_total", 12)
+    ]
+    assert "PCIe replays" in found.read and "PCIe replays" not in found.not_exported
+
+
+def test_the_suspect_gpu_is_found_under_the_lowercase_uuid_label():
+    data = answer()
+    for series in data["result"]:
+        series["metric"]["uuid"] = series["metric"].pop("UUID")
+
+    found = record(data)
+
+    assert [(f.kind, f.gpu_uuid) for f in found.signals] == [
+        ("xid", UUID),
+        ("row_remap_failed", UUID),
+    ]
 
 
 def test_families_the_exporter_does_not_collect_are_named_as_not_exported():
