@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from lambdas.logic import xids
 from lambdas.logic.dcgm import (
     FAMILIES,
     FAMILY_OF,
@@ -151,7 +152,9 @@ def _findings(family: Family, series: Series, window: Window) -> list[TelemetryF
     where = _gpu_text(series)
     start = window.start.timestamp()
 
-    def finding(severity: Severity, text: str, at: float | None, value: float) -> TelemetryFinding:
+    def finding(
+        severity: Severity, text: str, at: float | None, value: float, cause: str | None = None
+    ) -> TelemetryFinding:
         return TelemetryFinding(
             kind=family.key,
             severity=severity.value,
@@ -161,6 +164,7 @@ def _findings(family: Family, series: Series, window: Window) -> list[TelemetryF
             at=None if at is None else at_epoch(at).isoformat(),
             value=_number(value),
             metric=series.name,
+            cause=cause,
         )
 
     if family.kind is Kind.XID:
@@ -171,8 +175,15 @@ def _findings(family: Family, series: Series, window: Window) -> list[TelemetryF
                 if at <= start
                 else f"at {_clock(at)}"
             )
+            known = xids.CATALOG.get(int(value))
             found.append(
-                finding(Severity.SIGNAL, f"XID {_number(value)} {when} on {where}", at, value)
+                finding(
+                    Severity.SIGNAL,
+                    f"XID {_number(value)} {when} on {where}: {xids.describe(int(value))}",
+                    at,
+                    value,
+                    known.cause.value if known else None,
+                )
             )
         return found
     if family.kind is Kind.FLAG:

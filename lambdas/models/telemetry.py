@@ -62,7 +62,10 @@ class TelemetryFinding:
     """When it was first seen in the window (ISO 8601, UTC), if it changed in the window."""
     value: float | None = None
     metric: str | None = None
-    """The series name it was read from, exactly as exported."""
+    """The series name it was read from, exactly as stored."""
+    cause: str | None = None
+    """For an XID in the catalog (`lambdas.logic.xids`): what usually lies behind it
+    (`hardware`, `application`, `driver_or_hardware`, `follow_on`)."""
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> TelemetryFinding:

@@ -67,7 +67,10 @@ def test_the_suspect_gpus_xid_and_row_remap_failure_are_found_at_their_times(pro
         ("xid", data.iso(90, 15), UUID_A1, "1", 79),
         ("row_remap_failed", data.iso(90, 45), UUID_A1, "1", 1),
     ]
-    assert found.signals[0].text == f"XID 79 at {data.clock(90, 15)} on {UUID_A1} (GPU 1)"
+    assert found.signals[0].text == (
+        f"XID 79 at {data.clock(90, 15)} on {UUID_A1} (GPU 1): "
+        "GPU has fallen off the bus (usually hardware)"
+    )
     assert f"since {data.clock(90, 45)}" in found.signals[1].text
     assert found.series == 6  # the suspect GPU's six default series, nobody else's
 
@@ -202,7 +205,7 @@ def test_the_approval_card_shows_what_the_real_server_holds(prometheus):
     approval.request_approval(ApprovalRequest(incident.incident_id, TOKEN), world.deps)
 
     card = world.notifier.published[-1].message
-    assert f"  XID 79 at {data.clock(90, 15)} on {UUID_A1} (GPU 1)\n" in card
+    assert f"  XID 79 at {data.clock(90, 15)} on {UUID_A1} (GPU 1): GPU has fallen off" in card
     assert f"row remap FAILED (no spare row left to repair its memory) on {UUID_A1}" in card
     assert "XID 31" not in card and "XID 48" not in card
     assert "dashboard: https://g-1a2b3c4d5e.grafana-workspace" in card

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import dcgm, telemetry, telemetry_findings, telemetry_query
+from lambdas.logic import dcgm, telemetry, telemetry_findings, telemetry_query, xids
 from lambdas.logic.evidence import report_evidence
 from lambdas.models.errors import TelemetryBadAnswer, TelemetryRefused, TelemetrySlow
 from lambdas.models.incident import Incident, IncidentState
@@ -293,7 +293,9 @@ def test_the_xid_and_the_row_remap_failure_are_named_with_their_time_and_gpu():
         ("xid", "2026-11-30T08:03:15+00:00", UUID, 79),
         ("row_remap_failed", "2026-11-30T08:03:45+00:00", UUID, 1),
     ]
-    assert found.signals[0].text == f"XID 79 at 08:03:15 UTC on {UUID} (GPU 5)"
+    assert found.signals[0].text == (
+        f"XID 79 at 08:03:15 UTC on {UUID} (GPU 5): GPU has fallen off the bus (usually hardware)"
+    )
     assert "row remap FAILED" in found.signals[1].text
     assert "since 08:03:45 UTC" in found.signals[1].text
     assert found.summary.startswith("hardware signal: XID 79 at 08:03:15 UTC")
@@ -622,7 +624,7 @@ def test_a_malformed_answer_is_a_failed_query():
 def test_the_card_lists_every_signal_what_was_looked_at_and_the_dashboard():
     lines = telemetry.card_lines(record(answer()))
 
-    assert lines[0] == f"XID 79 at 08:03:15 UTC on {UUID} (GPU 5)"
+    assert lines[0].startswith(f"XID 79 at 08:03:15 UTC on {UUID} (GPU 5): ")
     assert lines[1].startswith("row remap FAILED")
     assert any(
         line.startswith(
@@ -648,3 +650,64 @@ def test_the_record_round_trips_through_the_incident_record():
 
     assert again == stored
     assert again.telemetry is not None and again.telemetry.signals[0].value == 79
+
+
+# -- what an XID means --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "hardware"),
+    [
+        (48, True),
+        (63, True),
+        (64, True),
+        (74, True),
+        (79, True),
+        (92, True),
+        (94, True),
+        (95, True),
+        (13, False),
+        (31, False),
+        (43, False),
+        (45, False),
+        (119, False),
+        (120, False),
+    ],
+)
+def test_the_catalog_says_whether_an_xid_usually_means_the_hardware(code, hardware):
+    assert xids.CATALOG[code].hardware is hardware
+
+
+def test_an_xid_signal_carries_its_meaning_and_cause():
+    found = record(answer())
+
+    xid = found.signals[0]
+    assert xid.text.endswith(": GPU has fallen off the bus (usually hardware)")
+    assert xid.cause == "hardware"
+
+
+def test_an_application_xid_says_it_is_usually_not_the_hardware():
+    data = answer()
+    set_from(series_of(data, "DCGM_FI_DEV_XID_ERRORS"), "08:03:15", 13)
+
+    xid = record(data).signals[0]
+
+    assert xid.text.endswith(
+        ": graphics engine exception (usually the application, not the hardware)"
+    )
+    assert xid.cause == "application"
+
+
+def test_an_xid_outside_the_catalog_is_named_as_unknown_not_guessed():
+    data = answer()
+    set_from(series_of(data, "DCGM_FI_DEV_XID_ERRORS"), "08:03:15", 999)
+
+    xid = record(data).signals[0]
+
+    assert "not in the catalog the card knows" in xid.text
+    assert xid.cause is None
+
+
+def test_every_cause_has_words_and_is_used_by_the_catalog():
+    assert {x.cause for x in xids.CATALOG.values()} == set(xids.XidCause)
+    assert all(cause.words for cause in xids.XidCause)
