@@ -43,13 +43,20 @@ HYPERPOD_READ: Final = (
     "sagemaker:DescribeClusterNode",
     "sagemaker:ListClusterNodes",
 )
+HYPERPOD_EVENTS: Final = ("sagemaker:ListClusterEvents", "sagemaker:DescribeClusterEvent")
+"""HyperPod's own events about a node, for the approval card."""
 START_HEALTH_CHECK: Final = "sagemaker:StartClusterHealthCheck"
 REPLACE_NODES: Final = "sagemaker:BatchReplaceClusterNodes"
 REBOOT_NODES: Final = "sagemaker:BatchRebootClusterNodes"
 TASK_RESPONSE: Final = ("states:SendTaskSuccess", "states:SendTaskFailure")
 QUERY_TELEMETRY: Final = "aps:QueryMetrics"
 
-ACTIONS_NEWER_THAN_IAM_LINT: Final = (START_HEALTH_CHECK, REPLACE_NODES, REBOOT_NODES)
+ACTIONS_NEWER_THAN_IAM_LINT: Final = (
+    START_HEALTH_CHECK,
+    REPLACE_NODES,
+    REBOOT_NODES,
+    *HYPERPOD_EVENTS,
+)
 """HyperPod actions the IAM linter's database does not know yet (acknowledged where granted)."""
 
 CHECKOV_FUNCTION_ACKNOWLEDGEMENTS: Final = {
@@ -99,6 +106,9 @@ class FunctionSpec:
     recovers: bool = False
     """Carries out an approved reboot or replacement: with `sdc:recoveryThroughNodeLabel` it
     sets HyperPod's node health label, so it gets the Kubernetes access `kubernetes` gives."""
+    reads_nodes: bool = False
+    """Reads the suspect node's HyperPod labels where node isolation is on (get and list nodes
+    only): gets `NODE_ISOLATION`, eks:DescribeCluster and a read-only access entry."""
     queries_telemetry: bool = False
     """Reads the suspect GPU's hardware counters from the clusters' Prometheus workspaces
     (`sdc:telemetry`): gets aps:QueryMetrics on exactly those and `TELEMETRY`."""
@@ -165,7 +175,9 @@ SPECS: Final = (
     FunctionSpec(
         "request_approval",
         "Stores the task token and asks a human to approve the replacement",
+        hyperpod=HYPERPOD_EVENTS,
         publishes=True,
+        reads_nodes=True,
         queries_telemetry=True,
     ),
     FunctionSpec(
@@ -319,12 +331,14 @@ class Functions(Construct):
         workspace_arns = sorted({workspace_arn(self, source) for source in settings.telemetry})
         self.by_module: dict[str, lambda_.Function] = {}
         self.kubernetes_roles: list[iam.IRole] = []
+        self.node_reader_roles: list[iam.IRole] = []
         for spec in SPECS:
             env = dict(common_env)
             kubernetes = spec.kubernetes or (
                 spec.recovers and bool(settings.recovery_label_clusters)
             )
-            if kubernetes and settings.node_isolation:
+            reads_nodes = spec.reads_nodes and not kubernetes
+            if (kubernetes or reads_nodes) and settings.node_isolation:
                 env["NODE_ISOLATION"] = settings.node_isolation_env()
             if spec.starts_remediation:
                 env["STATE_MACHINE_ARN"] = remediation_arn
@@ -347,7 +361,7 @@ class Functions(Construct):
                         resources=cluster_arns,
                     )
                 )
-            if kubernetes and eks_arns:
+            if (kubernetes or reads_nodes) and eks_arns:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(
                         sid="EksIsolationClusters",
@@ -356,7 +370,7 @@ class Functions(Construct):
                     )
                 )
                 assert fn.role is not None
-                self.kubernetes_roles.append(fn.role)
+                (self.kubernetes_roles if kubernetes else self.node_reader_roles).append(fn.role)
             if spec.queries_telemetry and workspace_arns:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(

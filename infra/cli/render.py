@@ -154,6 +154,7 @@ def render_incident(
         card.node,
         card.evidence,
         card.health_check,
+        card.hyperpod,
         card.telemetry,
         card.recommendation,
         Section("DECISION", _decision_lines(incident)),

@@ -17,6 +17,13 @@ the way the pipeline relies on:
   `InstanceIdNotFound` for an unknown node, `InstanceIdInUse` while a replacement or reboot
   runs, `InvalidInstanceStatus` while a health check runs; any documented code can be injected
   (`inject_batch_failure`), and any call can be made to raise (`fail_next`, e.g. `Throttled`);
+- HyperPod's own events (ListClusterEvents, DescribeClusterEvent): each health check started,
+  passed or failed, reboot and replacement of a node is recorded in the API's shapes
+  (`ClusterEventSummary`, `ClusterEventDetail`; `list_cluster_events_answer` and
+  `describe_cluster_event_answer` give them as the API would, so a test can check them against
+  botocore's model), at the time `now()` says; `add_event` adds any other; a cluster with
+  `events_supported=False` answers ValidationException, as one without continuous node
+  provisioning does;
 - a call log (`calls`, `calls_to`) with AWS operation and parameter names.
 
 A "look" is a DescribeClusterNode of that node (what the poll loops do) or `advance()`.
@@ -25,8 +32,9 @@ A "look" is a DescribeClusterNode of that node (what the poll loops do) or `adva
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lambdas.models.errors import ClusterNotFound, DependencyFailed, NodeNotFound
@@ -35,10 +43,13 @@ from lambdas.models.hyperpod import (
     BatchFailure,
     BatchResult,
     ClusterInfo,
+    EventLevel,
+    EventPage,
     HealthCheck,
     NodeInfo,
     NodeRecovery,
     NodeStatus,
+    collect_events,
 )
 
 MAX_BATCH_NODES = 25
@@ -72,6 +83,10 @@ class FakeCluster:
     status: str = "InService"
     eks_cluster_arn: str | None = None
     """`Orchestrator.Eks.ClusterArn` (None: a Slurm cluster)."""
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """`ClusterEventDetail`s, oldest first (a summary is the detail less `EventDetails`)."""
+    events_supported: bool = True
+    """False: ListClusterEvents answers ValidationException (no continuous node provisioning)."""
 
 
 @dataclass(frozen=True)
@@ -89,17 +104,21 @@ class FakeHyperPod:
         reboot_polls: int = 1,
         region: str = "us-west-2",
         account: str = "111122223333",
+        now: Callable[[], datetime] | None = None,
     ) -> None:
         self.health_check_polls = health_check_polls
         self.replacement_polls = replacement_polls
         self.reboot_polls = reboot_polls
         self.region = region
         self.account = account
+        self.now: Callable[[], datetime] = now or (lambda: datetime.now(UTC))
+        """When an event happens (the tests point it at their clock)."""
         self.clusters: dict[str, FakeCluster] = {}
         self.calls: list[FakeCall] = []
         self.replaced_by: dict[str, str] = {}
         """Old instance id → the new one, once a replacement finished."""
         self._ids = itertools.count(1)
+        self._event_ids = itertools.count(1)
         self._requests = itertools.count(1)
         self._batch_failures: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
         self._failures: dict[str, list[Exception]] = {}
@@ -178,6 +197,82 @@ class FakeHyperPod:
 
     def set_reboot_returns(self, cluster_name: str, instance_id: str, *, returns: bool) -> None:
         self._node(cluster_name, instance_id, "arrange").reboot_returns = returns
+
+    def add_event(
+        self,
+        cluster_name: str,
+        instance_id: str,
+        description: str,
+        *,
+        level: str = EventLevel.INFO.value,
+        at: datetime | None = None,
+        failure: str | None = None,
+    ) -> str:
+        """An event of HyperPod's about a node (its id); `failure`: the failure message
+        DescribeClusterEvent gives."""
+        cluster = self._cluster(cluster_name)
+        node = cluster.nodes.get(instance_id)
+        event_id = f"evt-{next(self._event_ids):012x}"
+        detail: dict[str, Any] = {
+            "EventId": event_id,
+            "ClusterArn": cluster.arn,
+            "ClusterName": cluster.name,
+            "InstanceGroupName": node.instance_group if node else cluster.instance_groups[0],
+            "InstanceId": instance_id,
+            "ResourceType": "Instance",
+            "EventTime": at or self.now(),
+            "Description": description,
+            "EventLevel": level,
+        }
+        if failure or node:
+            instance: dict[str, Any] = {}
+            if node:
+                instance["NodeLogicalId"] = node.logical_id
+            if failure:
+                instance["FailureMessage"] = failure
+            detail["EventDetails"] = {"EventMetadata": {"Instance": instance}}
+        cluster.events.append(detail)
+        return event_id
+
+    def list_cluster_events_answer(self, **params: Any) -> dict[str, Any]:
+        """ListClusterEvents' answer, in the API's shape (`NodeId`, `EventTimeAfter`,
+        `EventTimeBefore`, `SortOrder`, `MaxResults` and `NextToken` honoured)."""
+        self._call("ListClusterEvents", **params)
+        cluster = self._cluster(params["ClusterName"])
+        if not cluster.events_supported:
+            raise self._validation(
+                "ListClusterEvents is only supported when NodeProvisioningMode is Continuous"
+            )
+        chosen = [
+            {k: v for k, v in e.items() if k != "EventDetails"}
+            for e in cluster.events
+            if params.get("NodeId") in (None, e.get("InstanceId"))
+            and (params.get("EventTimeAfter") is None or e["EventTime"] > params["EventTimeAfter"])
+            and (
+                params.get("EventTimeBefore") is None or e["EventTime"] < params["EventTimeBefore"]
+            )
+        ]
+        chosen.sort(key=lambda e: e["EventTime"], reverse=params.get("SortOrder") == "Descending")
+        start = int(params.get("NextToken") or 0)
+        size = int(params.get("MaxResults") or 100)
+        answer: dict[str, Any] = {"Events": chosen[start : start + size]}
+        if start + size < len(chosen):
+            answer["NextToken"] = str(start + size)
+        return answer
+
+    def describe_cluster_event_answer(self, **params: Any) -> dict[str, Any]:
+        """DescribeClusterEvent's answer, in the API's shape."""
+        self._call("DescribeClusterEvent", **params)
+        cluster = self._cluster(params["ClusterName"])
+        found = next((e for e in cluster.events if e["EventId"] == params["EventId"]), None)
+        if found is None:
+            raise ClusterNotFound(
+                f"event {params['EventId']} not found",
+                operation="DescribeClusterEvent",
+                code="ResourceNotFound",
+                request_id=self._request_id(),
+            )
+        return {"EventDetails": dict(found)}
 
     def fail_next(self, operation: str, error: Exception, *, times: int = 1) -> None:
         """The next `times` calls of `operation` (AWS name) raise `error`."""
@@ -265,6 +360,11 @@ class FakeHyperPod:
             node.status = NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS.value
             node.pending = "health_check"
             node.polls_left = self.health_check_polls
+            self.add_event(
+                cluster_name,
+                node.instance_id,
+                f"Deep health check started: {', '.join(checks)}",
+            )
         return self._request_id()
 
     def replace_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:
@@ -272,6 +372,19 @@ class FakeHyperPod:
 
     def reboot_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:
         return self._batch("BatchRebootClusterNodes", cluster_name, instance_ids)
+
+    def cluster_events(
+        self, cluster_name: str, instance_id: str, after: datetime, before: datetime
+    ) -> EventPage:
+        """The page the adapter makes, of the answers above."""
+
+        def describe(event_id: str) -> Mapping[str, Any] | None:
+            answer = self.describe_cluster_event_answer(ClusterName=cluster_name, EventId=event_id)
+            return dict(answer["EventDetails"])
+
+        return collect_events(
+            cluster_name, instance_id, after, before, self.list_cluster_events_answer, describe
+        )
 
     # -- internals ------------------------------------------------------------------------
 
@@ -307,9 +420,11 @@ class FakeHyperPod:
                 )
             elif operation == "BatchRebootClusterNodes":
                 self._begin_reboot(node)
+                self.add_event(cluster_name, node_id, "Node reboot requested")
                 successful.append(node_id)
             else:
                 self._begin_replacement(node)
+                self.add_event(cluster_name, node_id, "Node replacement requested")
                 successful.append(node_id)
         return BatchResult(tuple(successful), tuple(failed), self._request_id())
 
@@ -335,21 +450,38 @@ class FakeHyperPod:
                 node.pending = None
                 node.status = NodeStatus.RUNNING.value
                 node.message = None
+                self.add_event(cluster.name, node.instance_id, "Node rebooted; it is Running")
             return
         if node.pending == "health_check":
             node.pending = None
             if node.health_check_passes:
                 node.status = NodeStatus.RUNNING.value
                 node.message = None
-            elif cluster.node_recovery == NodeRecovery.AUTOMATIC:
+                self.add_event(cluster.name, node.instance_id, "Deep health check passed")
+                return
+            self.add_event(
+                cluster.name,
+                node.instance_id,
+                "Deep health check failed",
+                level=EventLevel.ERROR.value,
+                failure="InstanceStress: GPU stress test failed",
+            )
+            if cluster.node_recovery == NodeRecovery.AUTOMATIC:
                 node.message = "Deep health check failed; HyperPod replaces the node"
                 self._begin_replacement(node)
+                self.add_event(
+                    cluster.name,
+                    node.instance_id,
+                    "Node replacement started by HyperPod (NodeRecovery Automatic)",
+                    level=EventLevel.WARN.value,
+                )
             else:
                 node.status = NodeStatus.FAILURE.value
                 node.message = "Deep health check failed"
             return
-        del cluster.nodes[node.instance_id]
         new_id = self._new_instance_id()
+        self.add_event(cluster.name, node.instance_id, f"Node replaced by {new_id}")
+        del cluster.nodes[node.instance_id]
         cluster.nodes[new_id] = FakeNode(
             instance_id=new_id,
             instance_group=node.instance_group,

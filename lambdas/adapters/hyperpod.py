@@ -4,6 +4,7 @@ StartClusterHealthCheck and BatchReplaceClusterNodes, which the function asset s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory, request_id
@@ -12,7 +13,9 @@ from lambdas.models.hyperpod import (
     BatchFailure,
     BatchResult,
     ClusterInfo,
+    EventPage,
     NodeInfo,
+    collect_events,
 )
 
 # DescribeCluster and DescribeClusterNode answer ResourceNotFound for an unknown cluster and an
@@ -100,6 +103,27 @@ class SageMakerHyperPod:
                 ClusterName=cluster_name, NodeIds=list(instance_ids)
             )
         return _batch_result(response)
+
+    def cluster_events(
+        self, cluster_name: str, instance_id: str, after: datetime, before: datetime
+    ) -> EventPage:
+        """ListClusterEvents for the node; DescribeClusterEvent for the warnings and errors
+        among them (one that cannot be described keeps its summary)."""
+
+        def describe(event_id: str) -> Mapping[str, Any] | None:
+            try:
+                with aws_call("DescribeClusterEvent", _CLUSTER_ERRORS):
+                    answer = self.client.describe_cluster_event(
+                        ClusterName=cluster_name, EventId=event_id
+                    )
+            except AwsError:
+                return None
+            return answer.get("EventDetails")
+
+        with aws_call("ListClusterEvents", _CLUSTER_ERRORS):
+            return collect_events(
+                cluster_name, instance_id, after, before, self.client.list_cluster_events, describe
+            )
 
 
 def _batch_result(response: Mapping[str, Any]) -> BatchResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NoReturn
 
-from lambdas.logic import cards, evidence, guard, ids, lifecycle, telemetry
+from lambdas.logic import cards, evidence, guard, hyperpod_view, ids, lifecycle, telemetry
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.decisions import ValidDecision, check_accepts_decision, validate_decision
 from lambdas.logic.history import past_incidents
@@ -43,8 +43,10 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
     console still shows the approval input to paste.
 
     Before the card is built, the GPU's hardware counters are read from the cluster's
-    Prometheus workspace (`lambdas.logic.telemetry`, bounded in time, never failing) and kept on
-    the incident with the token: the card says what they showed.
+    Prometheus workspace (`lambdas.logic.telemetry`, bounded in time, never failing), and
+    HyperPod's own events for the instance and its node's HyperPod labels
+    (`lambdas.logic.hyperpod_view`, never failing); both are kept on the incident with the
+    token: the card says what they showed.
     """
     step = Step(deps, "request_approval")
     with step.failing_visibly(request.incident_id):
@@ -53,6 +55,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             raise InvalidTransition(f"incident {incident.incident_id} was already decided")
         at = step.now()
         hardware = telemetry.check(deps, incident, datetime.fromisoformat(at))
+        seen_by_hyperpod = hyperpod_view.look(deps, incident, datetime.fromisoformat(at))
 
         def wait(current: Incident) -> bool:
             if current.state is not S.AWAITING_APPROVAL:
@@ -64,6 +67,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             current.task_token = request.task_token
             current.approval_requested_at = at
             current.telemetry = hardware
+            current.hyperpod = seen_by_hyperpod
             return True
 
         incident = step.update(request.incident_id, wait, incident)
@@ -103,6 +107,11 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
                 "subject": card.subject,
                 "notified": request_id is not None,
                 "telemetry": {"state": hardware.state, "summary": hardware.summary},
+                "hyperpod": {
+                    "events": len(seen_by_hyperpod.events),
+                    "events_error": seen_by_hyperpod.events_error,
+                    "labels": dict(seen_by_hyperpod.labels),
+                },
             },
             [request_id],
         )

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lambdas.logic import card_lines
+from lambdas.logic import card_lines, hyperpod_view
 from lambdas.logic.lifecycle import MAX_REBOOTS, reboots_done
 from lambdas.logic.recommendation import Recommendation
 from lambdas.models.guard import ClusterHold, HoldKind, PastIncident
@@ -69,6 +69,8 @@ class ApprovalCard:
     isolation: Section
     evidence: Section
     health_check: Section
+    hyperpod: Section
+    """HyperPod's own events for the instance, and its node's HyperPod labels."""
     telemetry: Section
     history: Section
     recommendation: Section
@@ -86,6 +88,7 @@ class ApprovalCard:
             self.isolation,
             self.evidence,
             self.health_check,
+            self.hyperpod,
             self.telemetry,
             self.history,
             self.recommendation,
@@ -97,6 +100,8 @@ class ApprovalCard:
     def text(self) -> str:
         return render(self.sections)
 
+
+HYPERPOD_HEADING = "HYPERPOD (its own events for this instance, and the node's labels)"
 
 DRY_RUN = Section("DRY RUN: an approval is recorded as 'would replace'; no node is replaced.")
 """The card's last section when the deployment is a dry run."""
@@ -161,6 +166,10 @@ def approval_card(
             ),
         ),
         health_check=Section("DEEP HEALTH CHECK", card_lines.health_lines(incident)),
+        hyperpod=Section(
+            HYPERPOD_HEADING,
+            tuple(f"  {line}" for line in hyperpod_view.card_lines(incident.hyperpod)),
+        ),
         telemetry=Section(
             "HARDWARE TELEMETRY (the GPU's own counters, from dcgm-exporter)",
             card_lines.telemetry_lines(incident),

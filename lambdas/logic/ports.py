@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import KubernetesNotConfigured, TelemetryNotConfigured
 from lambdas.models.guard import ClusterHold, GuardState, PastIncident
-from lambdas.models.hyperpod import BatchResult, ClusterInfo, NodeInfo
+from lambdas.models.hyperpod import BatchResult, ClusterInfo, EventPage, NodeInfo
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
 from lambdas.models.report import SdcReport
@@ -49,6 +49,15 @@ class HyperPod(Protocol):
         checks: Sequence[str],
     ) -> str | None:
         """StartClusterHealthCheck; returns the AWS request id."""
+        ...
+
+    def cluster_events(
+        self, cluster_name: str, instance_id: str, after: datetime, before: datetime
+    ) -> EventPage:
+        """HyperPod's events for the instance between `after` and `before`, oldest first, at
+        most `MAX_EVENTS` (the newest); warnings and errors described (their failure
+        message). Raises an AwsError; `ValidationException` where the cluster keeps no events
+        (node provisioning mode not `Continuous`)."""
         ...
 
     def reboot_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:

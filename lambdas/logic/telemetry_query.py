@@ -63,7 +63,7 @@ def target_of(incident: Incident) -> Target:
 def window_of(incident: Incident, now: datetime) -> Window:
     """One hour before the first evidence to two minutes after the last, at most six hours and
     never past `now`; aligned to the step so that samples on the step grid keep their times."""
-    times = _evidence_times(incident) or [parse_time(incident.created_at, "created_at")]
+    times = evidence_times(incident) or [parse_time(incident.created_at, "created_at")]
     end = min(max(times) + AFTER_LAST_EVIDENCE, now)
     start = min(times) - LOOKBACK
     if end - start > MAX_WINDOW:
@@ -77,7 +77,8 @@ def window_of(incident: Incident, now: datetime) -> Window:
     return Window(at_epoch(first), at_epoch(last), step)
 
 
-def _evidence_times(incident: Incident) -> list[datetime]:
+def evidence_times(incident: Incident) -> list[datetime]:
+    """When each alarm changed state and each report was emitted (unreadable times left out)."""
     found = []
     for item in incident.evidence:
         raw = item.get("state_at") if item.get("kind") == "alarm" else item.get("emitted_at")

@@ -11,6 +11,7 @@ from typing import Any
 from lambdas.models.errors import ErrorRecord
 from lambdas.models.guard import HoldRecord
 from lambdas.models.health_check import HealthCheckRecord
+from lambdas.models.hyperpod import HyperPodView
 from lambdas.models.isolation import IsolationRecord
 from lambdas.models.payloads import Decision
 from lambdas.models.recovery import DecisionRecord, RebootRecord, ReplacementRecord
@@ -117,6 +118,9 @@ class Incident:
     telemetry: TelemetryRecord | None = None
     """What the GPU's hardware counters showed when the approval was requested
     (`lambdas.logic.telemetry`)."""
+    hyperpod: HyperPodView | None = None
+    """HyperPod's own events for the instance and the node's HyperPod labels when the approval
+    was requested (`lambdas.logic.hyperpod_view`)."""
     version: int = 0
 
     @property
@@ -219,5 +223,6 @@ _PARTS: dict[str, Any] = {
     "isolation": IsolationRecord,
     "reboot": RebootRecord,
     "telemetry": TelemetryRecord,
+    "hyperpod": HyperPodView,
 }
 """The record type of each part stored as a map."""

@@ -16,6 +16,13 @@ from typing import Any, Final
 NODE_HEALTH_LABEL: Final = "sagemaker.amazonaws.com/node-health-status"
 """HyperPod's node health label on EKS: with NodeRecovery Automatic, HyperPod reboots a node set
 to `UnschedulablePendingReboot` and replaces one set to `UnschedulablePendingReplacement`."""
+HYPERPOD_LABELS: Final = (
+    NODE_HEALTH_LABEL,
+    "sagemaker.amazonaws.com/deep-health-check-status",
+    "sagemaker.amazonaws.com/fault-type",
+    "sagemaker.amazonaws.com/fault-reason",
+)
+"""The labels HyperPod keeps on an EKS node about its health, in the order the card shows them."""
 PENDING_REBOOT: Final = "UnschedulablePendingReboot"
 PENDING_REPLACEMENT: Final = "UnschedulablePendingReplacement"
 
@@ -100,6 +107,7 @@ class KubeNode:
     unschedulable: bool
     taints: tuple[dict[str, Any], ...]
     resource_version: str
+    labels: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> KubeNode:
@@ -111,7 +119,14 @@ class KubeNode:
             unschedulable=bool(spec.get("unschedulable", False)),
             taints=tuple(t for t in spec.get("taints") or [] if isinstance(t, dict)),
             resource_version=str(metadata.get("resourceVersion", "")),
+            labels=tuple((str(k), str(v)) for k, v in (metadata.get("labels") or {}).items()),
         )
+
+    @property
+    def hyperpod_labels(self) -> tuple[tuple[str, str], ...]:
+        """HyperPod's health labels the node has (`HYPERPOD_LABELS`), in that order."""
+        found = dict(self.labels)
+        return tuple((key, found[key]) for key in HYPERPOD_LABELS if key in found)
 
     @property
     def instance_id(self) -> str | None:

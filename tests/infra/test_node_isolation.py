@@ -10,16 +10,28 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_iam as iam
 
 from infra.functions import SPECS
-from infra.node_isolation import CLUSTER_ADMIN_POLICY, KUBERNETES_GROUP, NodeIsolationAccess
+from infra.node_isolation import (
+    ADMIN_VIEW_POLICY,
+    CLUSTER_ADMIN_POLICY,
+    KUBERNETES_GROUP,
+    READER_GROUP,
+    NodeIsolationAccess,
+)
 from infra.settings import Settings, SettingsError
 from infra.synth import resources_of_type
 from tests.infra.template_tools import actions, resolved, statements_of_function
 
 KUBERNETES_FUNCTIONS = {s.logical_id for s in SPECS if s.kubernetes}
+READING_FUNCTIONS = {s.logical_id for s in SPECS if s.reads_nodes and not s.kubernetes}
 
 
-def _entries(template):
-    return [r["Properties"] for r in resources_of_type(template, "AWS::EKS::AccessEntry").values()]
+def _entries(template, group: str = KUBERNETES_GROUP):
+    """The access entries mapped to `group` (or, with a managed policy, to none)."""
+    return [
+        r["Properties"]
+        for r in resources_of_type(template, "AWS::EKS::AccessEntry").values()
+        if group in r["Properties"].get("KubernetesGroups", [group])
+    ]
 
 
 def test_the_functions_that_patch_nodes_are_isolate_node_and_close_incident():
@@ -41,11 +53,29 @@ def test_each_patching_function_role_gets_an_access_entry_mapped_to_the_rbac_gro
         assert entry["Type"] == "STANDARD"
 
 
-def test_only_the_patching_functions_may_describe_the_eks_cluster_and_only_that_one(template):
+def test_the_only_function_that_reads_nodes_without_patching_is_request_approval():
+    assert {"RequestApprovalFunction"} == READING_FUNCTIONS
+
+
+def test_the_reading_function_gets_its_own_access_entry_mapped_to_the_readers_group(template):
+    entries = _entries(template, READER_GROUP)
+
+    roles = {
+        template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0] for fn in READING_FUNCTIONS
+    }
+    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in entries} == roles
+    assert all(e["KubernetesGroups"] == [READER_GROUP] for e in entries)
+    env = template["Resources"]["RequestApprovalFunction"]["Properties"]["Environment"]
+    assert json.loads(env["Variables"]["NODE_ISOLATION"]) == {
+        "ml-cluster-1": {"isolate": True, "eks_cluster": "ml-eks-1"}
+    }
+
+
+def test_only_the_node_functions_may_describe_the_eks_cluster_and_only_that_one(template):
     for logical_id in [s.logical_id for s in SPECS]:
         statements = statements_of_function(template, logical_id)
         eks = [s for s in statements if any(a.startswith("eks:") for a in actions(s))]
-        if logical_id not in KUBERNETES_FUNCTIONS:
+        if logical_id not in KUBERNETES_FUNCTIONS | READING_FUNCTIONS:
             assert eks == [], logical_id
             continue
         (statement,) = eks
@@ -84,14 +114,16 @@ def test_the_cluster_admin_policy_is_only_associated_when_opted_in():
             "sdc:nodeIsolationAccess": "clusterAdminPolicy",
         }
     )
-    NodeIsolationAccess(stack, "Access", settings=settings, roles=[role])
+    reader = iam.Role(stack, "Reader", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    NodeIsolationAccess(stack, "Access", settings=settings, roles=[role], readers=[reader])
 
     template = app.synth().get_stack_by_name("Probe").template
-    (entry,) = _entries(template)
-    assert "KubernetesGroups" not in entry
-    assert entry["AccessPolicies"] == [
-        {"PolicyArn": CLUSTER_ADMIN_POLICY, "AccessScope": {"Type": "cluster"}}
-    ]
+    entries = _entries(template)
+    assert all("KubernetesGroups" not in entry for entry in entries)
+    assert sorted(e["AccessPolicies"][0]["PolicyArn"] for e in entries) == sorted(
+        [CLUSTER_ADMIN_POLICY, ADMIN_VIEW_POLICY]
+    )
+    assert all(e["AccessPolicies"][0]["AccessScope"] == {"Type": "cluster"} for e in entries)
 
 
 @pytest.mark.parametrize(

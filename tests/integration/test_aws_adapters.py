@@ -8,6 +8,7 @@ model); Step Functions and SNS run on moto where moto is faithful.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.stub import Stubber
@@ -23,7 +24,7 @@ from lambdas.models.errors import (
     TaskNotWaiting,
     Throttled,
 )
-from lambdas.models.hyperpod import BatchFailure
+from lambdas.models.hyperpod import MAX_DESCRIBED, MAX_EVENTS, BatchFailure
 from tests.integration.conftest import ROLE, SESSION, TRIVIAL_DEFINITION
 
 CLUSTER = "ml-cluster-1"
@@ -340,3 +341,131 @@ def test_a_notification_reaches_subscribers_with_subject_and_attributes(aws_env)
     assert (body["Subject"], body["Message"]) == ("SDC: subject", "body")
     assert body["MessageAttributes"]["incident_id"]["Value"] == "sdc-1"
     assert request_id
+
+
+# -- HyperPod's events: the fake's answers are the API's shapes, and the adapter reads them -----
+
+
+def fake_with_events(**options):
+    """The fake HyperPod after a failed deep health check with automatic node recovery: its
+    events, in the shapes ListClusterEvents and DescribeClusterEvent answer."""
+    from infra.local.fake_hyperpod import FakeHyperPod
+    from lambdas.models.hyperpod import NodeRecovery
+
+    start = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+    moments = iter(start + timedelta(minutes=m) for m in range(1000))
+    fake = FakeHyperPod(health_check_polls=0, replacement_polls=0, now=lambda: next(moments))
+    fake.add_cluster(CLUSTER, node_recovery=NodeRecovery.AUTOMATIC, instance_groups=["g"])
+    node = fake.add_node(CLUSTER, "g", INSTANCE, health_check_passes=False)
+    for minute in range(options.get("extra", 0)):
+        fake.add_event(CLUSTER, node, f"note {minute}")
+    fake.start_health_check(CLUSTER, "g", [node], ["InstanceStress"])
+    fake.advance(2)  # the check fails, HyperPod replaces the node
+    return fake, start
+
+
+def stub_events_from(fake, stubber, after, before) -> None:
+    """Queue the fake's own answers on the Stubber, which validates each request and answer
+    against botocore's SageMaker model."""
+    token = None
+    pages = []
+    while True:
+        params = {
+            "ClusterName": CLUSTER,
+            "NodeId": INSTANCE,
+            "EventTimeAfter": after,
+            "EventTimeBefore": before,
+            "SortBy": "EventTime",
+            "SortOrder": "Descending",
+            "MaxResults": MAX_EVENTS + 1,
+            **({"NextToken": token} if token else {}),
+        }
+        answer = fake.list_cluster_events_answer(**params)
+        pages.append(answer)
+        stubber.add_response("list_cluster_events", {**answer, **META}, params)
+        token = answer.get("NextToken")
+        if not token or sum(len(p["Events"]) for p in pages) > MAX_EVENTS:
+            break
+    kept = [e for page in pages for e in page["Events"]][:MAX_EVENTS]
+    loud = [e["EventId"] for e in kept if e.get("EventLevel") in ("Warn", "Error")]
+    for event_id in loud[:MAX_DESCRIBED]:
+        params = {"ClusterName": CLUSTER, "EventId": event_id}
+        stubber.add_response(
+            "describe_cluster_event",
+            {**fake.describe_cluster_event_answer(**params), **META},
+            params,
+        )
+
+
+def test_the_fakes_events_are_the_apis_shapes_and_the_adapter_reads_them_as_the_fake_does(
+    sagemaker,
+):
+    client, stubber = sagemaker
+    fake, start = fake_with_events()
+    after, before = start - timedelta(hours=1), start + timedelta(hours=1)
+    stub_events_from(fake, stubber, after, before)
+
+    page = SageMakerHyperPod(lambda: client).cluster_events(CLUSTER, INSTANCE, after, before)
+
+    assert page == fake.cluster_events(CLUSTER, INSTANCE, after, before)
+    assert [(e.level, e.description) for e in page.events] == [
+        ("Info", "Deep health check started: InstanceStress"),
+        ("Error", "Deep health check failed"),
+        ("Warn", "Node replacement started by HyperPod (NodeRecovery Automatic)"),
+        ("Info", f"Node replaced by {fake.replaced_by[INSTANCE]}"),
+    ]
+    assert page.events[1].failure == "InstanceStress: GPU stress test failed"
+
+
+def test_the_adapter_pages_through_the_events_and_keeps_the_newest(sagemaker):
+    client, stubber = sagemaker
+    fake, start = fake_with_events(extra=MAX_EVENTS + 3)
+    after, before = start - timedelta(hours=1), start + timedelta(days=1)
+    stub_events_from(fake, stubber, after, before)
+
+    page = SageMakerHyperPod(lambda: client).cluster_events(CLUSTER, INSTANCE, after, before)
+
+    assert page.more and len(page.events) == MAX_EVENTS
+    assert page.events[-1].description == f"Node replaced by {fake.replaced_by[INSTANCE]}"
+    assert page == fake.cluster_events(CLUSTER, INSTANCE, after, before)
+
+
+def test_a_cluster_without_continuous_provisioning_is_a_validation_failure(sagemaker):
+    client, stubber = sagemaker
+    stubber.add_client_error(
+        "list_cluster_events",
+        service_error_code="ValidationException",
+        service_message="only supported when NodeProvisioningMode is Continuous",
+    )
+
+    with pytest.raises(DependencyFailed) as err:
+        SageMakerHyperPod(lambda: client).cluster_events(
+            CLUSTER, INSTANCE, datetime(2026, 11, 30, tzinfo=UTC), datetime.now(UTC)
+        )
+
+    assert err.value.code == "ValidationException"
+
+
+def test_an_event_that_cannot_be_described_keeps_its_summary(sagemaker):
+    client, stubber = sagemaker
+    fake, start = fake_with_events()
+    after, before = start - timedelta(hours=1), start + timedelta(hours=1)
+    params = {
+        "ClusterName": CLUSTER,
+        "NodeId": INSTANCE,
+        "EventTimeAfter": after,
+        "EventTimeBefore": before,
+        "SortBy": "EventTime",
+        "SortOrder": "Descending",
+        "MaxResults": MAX_EVENTS + 1,
+    }
+    stubber.add_response(
+        "list_cluster_events", {**fake.list_cluster_events_answer(**params), **META}, params
+    )
+    stubber.add_client_error("describe_cluster_event", service_error_code="ThrottlingException")
+    stubber.add_client_error("describe_cluster_event", service_error_code="ThrottlingException")
+
+    page = SageMakerHyperPod(lambda: client).cluster_events(CLUSTER, INSTANCE, after, before)
+
+    failed = next(e for e in page.events if e.level == "Error")
+    assert failed.description == "Deep health check failed" and failed.failure is None

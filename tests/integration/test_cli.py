@@ -1121,6 +1121,52 @@ def test_show_prints_what_the_gpus_counters_showed_when_the_approval_was_request
     assert "  dashboard: https://g-1.grafana-workspace.us-west-2.amazonaws.com/d/gpu" in out
 
 
+def test_show_prints_hyperpods_events_and_the_nodes_labels_as_the_approver_saw_them(
+    deployed, capsys
+):
+    from lambdas.models.hyperpod import ClusterEvent, HyperPodView
+
+    view = HyperPodView(
+        queried_at="2026-11-30T08:20:00+00:00",
+        window_start="2026-11-30T07:15:04+00:00",
+        window_end="2026-11-30T08:20:00+00:00",
+        events=(
+            ClusterEvent(
+                "evt-1",
+                "2026-11-30T08:16:00+00:00",
+                "Instance",
+                "Info",
+                "Deep health check started: InstanceStress",
+            ),
+            ClusterEvent(
+                "evt-2",
+                "2026-11-30T08:19:00+00:00",
+                "Instance",
+                "Error",
+                "Deep health check failed",
+                failure="InstanceStress: GPU stress test failed",
+            ),
+        ),
+        node_name="ip-10-1-17-42.us-west-2.compute.internal",
+        labels=(
+            ("sagemaker.amazonaws.com/node-health-status", "Unschedulable"),
+            ("sagemaker.amazonaws.com/fault-type", "GpuHardware"),
+        ),
+    )
+    incident_id = deployed.incident("awaiting_approval", hyperpod=view)
+
+    deployed.sdc("show", incident_id)
+
+    out = capsys.readouterr().out
+    assert (
+        "HYPERPOD (its own events for this instance, and the node's labels)\n"
+        "  08:16:00 UTC Deep health check started: InstanceStress\n"
+        "  08:19:00 UTC [Error] Deep health check failed: InstanceStress: GPU stress test failed\n"
+        "  node ip-10-1-17-42.us-west-2.compute.internal labels: "
+        "node-health-status=Unschedulable, fault-type=GpuHardware\n"
+    ) in out
+
+
 def test_show_of_an_incident_not_yet_asked_about_its_counters_says_so(deployed, capsys):
     incident_id = deployed.incident("health_check")
 

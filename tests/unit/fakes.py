@@ -314,12 +314,14 @@ class FakeKubernetesNodes:
         *,
         unschedulable: bool = False,
         taints: list[dict[str, Any]] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self.nodes.setdefault(eks_cluster, {})[name] = {
             "provider_id": f"aws:///usw2-az2/sagemaker/cluster/hyperpod-ab12cd34ef56-{instance_id}",
             "unschedulable": unschedulable,
             "taints": list(taints or []),
             "rv": str(next(self._versions)),
+            **({"labels": dict(labels)} if labels else {}),
         }
 
     def node(self, eks_cluster: str, name: str) -> dict[str, Any]:
@@ -339,7 +341,12 @@ class FakeKubernetesNodes:
 
     def _kube_node(self, name: str, raw: dict[str, Any]) -> KubeNode:
         return KubeNode(
-            name, raw["provider_id"], raw["unschedulable"], tuple(raw["taints"]), raw["rv"]
+            name,
+            raw["provider_id"],
+            raw["unschedulable"],
+            tuple(raw["taints"]),
+            raw["rv"],
+            tuple((raw.get("labels") or {}).items()),
         )
 
     def _get(self, eks_cluster: str, name: str) -> dict[str, Any]:

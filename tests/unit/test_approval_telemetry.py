@@ -40,7 +40,9 @@ def test_the_card_names_the_xid_and_the_row_remap_failure_of_the_suspect_gpu():
     world.awaiting_approval()
 
     lines = paragraph(card_of(world), "HARDWARE TELEMETRY")
-    assert lines[1] == f"  XID 79 at 08:03:15 UTC on {UUID} (GPU 5)"
+    assert lines[1] == (
+        f"  XID 79 at 08:03:15 UTC on {UUID} (GPU 5): GPU has fallen off the bus (usually hardware)"
+    )
     assert lines[2].startswith(
         f"  row remap FAILED (no spare row left to repair its memory) on {UUID}"
     )

@@ -74,6 +74,7 @@ class World:
     """The EKS cluster orchestrating CLUSTER (None: not EKS); its node for INSTANCE is NODE."""
 
     def __post_init__(self) -> None:
+        self.hyperpod.now = lambda: self.clock.current
         self.hyperpod.add_cluster(CLUSTER, instance_groups=[GROUP], eks_cluster=self.eks_cluster)
         self.hyperpod.add_node(CLUSTER, GROUP, INSTANCE)
         if self.eks_cluster:
