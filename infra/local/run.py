@@ -383,6 +383,21 @@ class LocalRun:
             time.sleep(0.05)
         raise TimeoutError(f"no notification with {subject_part!r} in its subject")
 
+    def renderings(self, subject_part: str) -> dict[str, str]:
+        """Each protocol's message of the last notice whose subject contains `subject_part`,
+        exactly as published (`default`, `email`, `https`; one `default` for a plain one)."""
+        from moto.backends import get_backend
+
+        topic = get_backend("sns")[ACCOUNT][REGION].topics[self.deps.settings.topic_arn]
+        for _, message, subject, _, _ in reversed(topic.sent_notifications):
+            if subject_part in (subject or ""):
+                try:
+                    structured = json.loads(message)
+                except json.JSONDecodeError:
+                    return {"default": message}
+                return structured if isinstance(structured, dict) else {"default": message}
+        raise LookupError(f"no notice with {subject_part!r} in its subject")
+
     def notifications(self) -> list[dict[str, Any]]:
         """What the topic's subscribers received since the last call (subject, message,
         attributes)."""

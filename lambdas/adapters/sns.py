@@ -1,4 +1,5 @@
-"""SNS: approval cards and closing notices."""
+"""SNS: approval cards and closing notices, each with a message per protocol (plain text for
+e-mail, the chat custom notification for `https` subscribers)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory, request_id
+from lambdas.models.notices import ChatNotification, sns_message
 
 
 class SnsNotifier:
@@ -17,12 +19,20 @@ class SnsNotifier:
     def client(self) -> Any:
         return self._client.get()
 
-    def publish(self, subject: str, message: str, attributes: Mapping[str, str]) -> str | None:
+    def publish(
+        self,
+        subject: str,
+        message: str,
+        attributes: Mapping[str, str],
+        chat: ChatNotification | None = None,
+    ) -> str | None:
+        structured = {"MessageStructure": "json"} if chat is not None else {}
         with aws_call("Publish"):
             response = self.client.publish(
                 TopicArn=self.topic_arn,
                 Subject=subject,
-                Message=message,
+                Message=sns_message(message, chat) if chat is not None else message,
+                **structured,
                 MessageAttributes={
                     key: {"DataType": "String", "StringValue": value}
                     for key, value in attributes.items()

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from lambdas.logic import chat
 from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
@@ -21,6 +22,7 @@ from lambdas.models.errors import (
 )
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.notices import NoticeKind
 from lambdas.observability import count, logger
 
 SAVE_ATTEMPTS = 5
@@ -167,7 +169,7 @@ def send_notice(
     incident: Incident,
     subject: str,
     text: str,
-    kind: str,
+    kind: NoticeKind,
     sent_action: str,
     current: Incident | None = None,
 ) -> None:
@@ -179,6 +181,7 @@ def send_notice(
             subject,
             text,
             {"incident_id": incident.incident_id, "kind": kind, "state": incident.state.value},
+            chat.incident_notice(kind, incident, subject, text),
         )
     except Exception as err:
         step.audit(incident.incident_id, "notification_failed", error_details(err, kind=kind))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NoReturn
 
-from lambdas.logic import cards, evidence, guard, hyperpod_view, ids, lifecycle, telemetry
+from lambdas.logic import cards, chat, evidence, guard, hyperpod_view, ids, lifecycle, telemetry
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.decisions import ValidDecision, check_accepts_decision, validate_decision
 from lambdas.logic.history import past_incidents
@@ -20,6 +20,7 @@ from lambdas.models.errors import (
     TaskNotWaiting,
 )
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.notices import NoticeKind
 from lambdas.models.payloads import (
     ApprovalRequest,
     ApprovalRequested,
@@ -86,14 +87,25 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             request_id = deps.notifier.publish(
                 card.subject,
                 card.text,
-                {"incident_id": incident.incident_id, "kind": "approval_request"},
+                {"incident_id": incident.incident_id, "kind": NoticeKind.APPROVAL_REQUEST},
+                chat.approval_request(
+                    incident,
+                    card.subject,
+                    [
+                        (s.heading, s.lines)
+                        for s in (card.opening, card.recommendation, card.health_check)
+                    ]
+                    + [(card.telemetry.heading, card.telemetry.lines[:3])],
+                    advice,
+                    card.inputs,
+                ),
             )
         except Exception as err:
             request_id = None
             step.audit(
                 incident.incident_id,
                 "notification_failed",
-                error_details(err, kind="approval_request"),
+                error_details(err, kind=NoticeKind.APPROVAL_REQUEST),
             )
         step.audit(
             incident.incident_id,

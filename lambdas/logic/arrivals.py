@@ -20,6 +20,7 @@ from lambdas.logic.execution import ensure_execution
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.notices import NoticeKind
 from lambdas.models.payloads import OpenIncidentResult
 from lambdas.models.report import SdcReport
 from lambdas.models.writes import Claimed
@@ -138,4 +139,6 @@ def notify_held(step: Step, incident: Incident) -> None:
     if incident.close_notified or incident.hold_kind == HoldKind.STORM:
         return
     notice = cards.held_notice(incident)
-    send_notice(step, incident, notice.subject, notice.text, "held", "held_notified", incident)
+    send_notice(
+        step, incident, notice.subject, notice.text, NoticeKind.HELD, "held_notified", incident
+    )

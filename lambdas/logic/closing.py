@@ -12,6 +12,7 @@ from lambdas.metric_names import closed_metric
 from lambdas.models.errors import ErrorRecord
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.notices import NoticeKind
 from lambdas.models.payloads import CloseRequest, CloseResult
 from lambdas.observability import count, logger, seconds
 
@@ -107,4 +108,6 @@ def _close_error(
 def _notify_close(step: Step, incident: Incident) -> None:
     notice = cards.close_notice(incident)
     # Not raised on failure: the execution must not end red for a notice.
-    send_notice(step, incident, notice.subject, notice.text, "closed", "closed_notified", incident)
+    send_notice(
+        step, incident, notice.subject, notice.text, NoticeKind.CLOSED, "closed_notified", incident
+    )

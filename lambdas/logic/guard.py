@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from lambdas.logic import cards, ids
+from lambdas.logic import cards, chat, ids
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
@@ -39,6 +39,7 @@ from lambdas.models.errors import ConditionFailed
 from lambdas.models.events import MuteDetail
 from lambdas.models.guard import ClusterHold, HoldKind, HoldRecord, reads_as_paused
 from lambdas.models.incident import Incident
+from lambdas.models.notices import NoticeKind
 from lambdas.models.settings import Settings
 from lambdas.models.writes import Created, HoldExists
 from lambdas.observability import count, logger
@@ -196,13 +197,20 @@ def notify_storm(step: Step, hold: ClusterHold) -> None:
         return  # another invocation claimed it
     open_ids = list(step.deps.guard.guard_state(hold.cluster_name).open_ids)
     notice = cards.storm_notice(hold, step.deps.settings, open_ids)
-    if not _publish(step, hold, notice, "storm_hold", "storm_notified", open_incidents=open_ids):
+    if not _publish(
+        step, hold, notice, NoticeKind.STORM_HOLD, "storm_notified", open_incidents=open_ids
+    ):
         hold.notified = False
         step.deps.guard.save_hold(hold)
 
 
 def _publish(
-    step: Step, hold: ClusterHold, notice: cards.Card, kind: str, action: str, **details: Any
+    step: Step,
+    hold: ClusterHold,
+    notice: cards.Card,
+    kind: NoticeKind,
+    action: str,
+    **details: Any,
 ) -> bool:
     """Publish a notice about the hold and audit it as `action`; a failed publish is audited
     (`notification_failed`), never raised. Returns whether it went out."""
@@ -211,6 +219,7 @@ def _publish(
             notice.subject,
             notice.text,
             {"incident_id": hold.hold_id, "kind": kind, "cluster": hold.cluster_name},
+            chat.hold_notice(kind, hold, notice.subject, notice.text),
         )
     except Exception as err:
         step.audit(hold.hold_id, "notification_failed", error_details(err, kind=kind))
@@ -233,7 +242,9 @@ def lift(step: Step, hold: ClusterHold, actor: str, comment: str) -> ClusterHold
         actor=actor,
     )
     count(M.STORM_HOLDS_RESET)
-    _publish(step, hold, cards.hold_lifted_notice(hold), "storm_hold_reset", "reset_notified")
+    _publish(
+        step, hold, cards.hold_lifted_notice(hold), NoticeKind.STORM_HOLD_RESET, "reset_notified"
+    )
     return hold
 
 

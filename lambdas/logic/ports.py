@@ -17,6 +17,7 @@ from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.hyperpod import BatchResult, ClusterInfo, EventPage, NodeInfo
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from lambdas.models.notices import ChatNotification
 from lambdas.models.report import SdcReport
 from lambdas.models.settings import Settings, TelemetryWorkspace
 from lambdas.models.writes import (
@@ -287,8 +288,15 @@ class AuditLog(Protocol):
 
 
 class Notifier(Protocol):
-    def publish(self, subject: str, message: str, attributes: Mapping[str, str]) -> str | None:
-        """Returns the AWS request id."""
+    def publish(
+        self,
+        subject: str,
+        message: str,
+        attributes: Mapping[str, str],
+        chat: ChatNotification | None = None,
+    ) -> str | None:
+        """Returns the AWS request id. With `chat`: one message per protocol, `message` for
+        e-mail and every other protocol, `chat` for `https` subscribers (chat channels)."""
         ...
 
 

@@ -347,3 +347,31 @@ def test_a_muted_alarm_is_held_naming_its_mute_rule_and_nothing_acts(outcomes):
     assert "delete-alarm-mute-rule" in (outcome.notification or "")
     assert outcome.replace_calls == []
     assert any("actions muted by" in line.what for line in outcome.timeline)
+
+
+def test_the_approval_goes_out_as_the_card_for_email_and_a_custom_notification_for_chat():
+    import jsonschema
+
+    from tests.conftest import load_fixture
+
+    seen: dict = {}
+
+    def ask(run, incident_id, card):
+        seen.update(
+            incident_id=incident_id,
+            card=card,
+            renderings=run.renderings("approve"),
+            printed=drill_cli._chat_rendering(run),
+        )
+        return "approve"
+
+    run_scenario(SCENARIOS["replay-culprit"], ask=ask)
+
+    assert seen["renderings"]["email"] == seen["renderings"]["default"] == seen["card"]
+    chat = json.loads(seen["renderings"]["https"])
+    jsonschema.Draft202012Validator(
+        load_fixture("events", "chat_custom_notification.schema")
+    ).validate(chat)
+    assert chat["metadata"]["threadId"] == seen["incident_id"]
+    assert seen["printed"].startswith("\nWhat a chat channel gets (https subscribers")
+    assert '"source": "custom"' in seen["printed"]

@@ -23,7 +23,7 @@ class DownNotifier:
     def __init__(self) -> None:
         self.attempts = 0
 
-    def publish(self, subject: str, message: str, attributes: Any) -> str | None:
+    def publish(self, subject: str, message: str, attributes: Any, chat: Any = None) -> str | None:
         self.attempts += 1
         raise DependencyFailed(
             "Publish failed: InternalError", operation="Publish", code="InternalError"

@@ -25,6 +25,7 @@ from lambdas.models.errors import (
     Throttled,
 )
 from lambdas.models.hyperpod import MAX_DESCRIBED, MAX_EVENTS, BatchFailure
+from lambdas.models.notices import ChatNotification, NoticeKind
 from tests.integration.conftest import ROLE, SESSION, TRIVIAL_DEFINITION
 
 CLUSTER = "ml-cluster-1"
@@ -341,6 +342,53 @@ def test_a_notification_reaches_subscribers_with_subject_and_attributes(aws_env)
     assert (body["Subject"], body["Message"]) == ("SDC: subject", "body")
     assert body["MessageAttributes"]["incident_id"]["Value"] == "sdc-1"
     assert request_id
+
+
+CHAT = ChatNotification(NoticeKind.CLOSED, "sdc-1", "SDC: subject", "body in chat")
+
+
+def test_with_a_chat_notification_the_email_text_stays_the_text_and_https_gets_the_json():
+    client = SESSION.client("sns", aws_access_key_id="testing", aws_secret_access_key="testing")
+    topic = "arn:aws:sns:us-west-2:111122223333:sdc"
+    with Stubber(client) as stubber:
+        stubber.add_response(
+            "publish",
+            {"MessageId": "m-1", **META},
+            {
+                "TopicArn": topic,
+                "Subject": "SDC: subject",
+                "Message": json.dumps(
+                    {
+                        "default": "the card",
+                        "email": "the card",
+                        "https": json.dumps(CHAT.to_json()),
+                    }
+                ),
+                "MessageStructure": "json",
+                "MessageAttributes": {"kind": {"DataType": "String", "StringValue": "closed"}},
+            },
+        )
+
+        SnsNotifier(topic, lambda: client).publish(
+            "SDC: subject", "the card", {"kind": "closed"}, CHAT
+        )
+
+        stubber.assert_no_pending_responses()
+
+
+def test_an_sqs_subscriber_of_a_structured_notice_gets_the_text(aws_env):
+    sns, sqs = SESSION.client("sns"), SESSION.client("sqs")
+    topic = sns.create_topic(Name="sdc")["TopicArn"]
+    queue = sqs.create_queue(QueueName="inbox")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+
+    SnsNotifier(topic, lambda: sns).publish("SDC: subject", "the card", {"kind": "closed"}, CHAT)
+
+    body = json.loads(sqs.receive_message(QueueUrl=queue)["Messages"][0]["Body"])
+    assert body["Message"] == "the card"
 
 
 # -- HyperPod's events: the fake's answers are the API's shapes, and the adapter reads them -----

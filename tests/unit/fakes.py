@@ -25,6 +25,7 @@ from lambdas.models.guard import (
 )
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from lambdas.models.notices import ChatNotification
 from lambdas.models.report import SdcReport
 from lambdas.models.settings import TelemetryWorkspace
 from lambdas.models.writes import (
@@ -248,6 +249,8 @@ class Published:
     subject: str
     message: str
     attributes: dict[str, str]
+    chat: dict[str, Any] | None = None
+    """What an `https` subscriber (a chat channel) gets: the custom notification."""
 
 
 class RecordingNotifier:
@@ -255,11 +258,19 @@ class RecordingNotifier:
         self.published: list[Published] = []
         self.fail_next: Exception | None = None
 
-    def publish(self, subject: str, message: str, attributes: Mapping[str, str]) -> str | None:
+    def publish(
+        self,
+        subject: str,
+        message: str,
+        attributes: Mapping[str, str],
+        chat: ChatNotification | None = None,
+    ) -> str | None:
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None
             raise error
-        self.published.append(Published(subject, message, dict(attributes)))
+        self.published.append(
+            Published(subject, message, dict(attributes), chat.to_json() if chat else None)
+        )
         return f"sns-{len(self.published)}"
 
 

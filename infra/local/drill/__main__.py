@@ -19,8 +19,23 @@ from infra.local.drill.scenarios import DEFAULT, SCENARIOS
 OUTPUTS_FILE = ".drill/outputs.json"
 
 
+def _chat_rendering(run: Any) -> str:
+    """What a chat channel (an `https` subscriber: Amazon Q Developer in chat applications)
+    got of the approval card, exactly as published."""
+    renderings = run.renderings("approve")
+    chat = renderings.get("https")
+    if chat is None:
+        return "\n(no chat rendering: the notice went out as plain text only)"
+    return (
+        "\nWhat a chat channel gets (https subscribers: Amazon Q Developer in chat "
+        "applications), the same notice as a custom notification:\n\n"
+        + json.dumps(json.loads(chat), indent=2, ensure_ascii=False)
+    )
+
+
 def _serve_until_decided(run: Any, incident_id: str, port: int) -> None:
     """Serve the local account over HTTP and wait until someone decides with the CLI."""
+    print(_chat_rendering(run))
     endpoint = run.serve(port)
     path = run.write_outputs(OUTPUTS_FILE)
     print(
@@ -87,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def ask(run: Any, incident_id: str, card: str) -> str | None:
         if tty:
             sys.stderr.write("\r\033[K")
+        if args.serve is not None:
+            print("What e-mail gets (the approval card, plain text):\n")
         print(card)
         if args.serve is not None:
             _serve_until_decided(run, incident_id, args.serve)

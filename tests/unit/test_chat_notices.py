@@ -1,0 +1,161 @@
+"""The chat contract: every notice kind goes out with a custom notification for `https`
+subscribers (Amazon Q Developer in chat applications) that matches the documented shape
+(tests/events/chat_custom_notification.schema.json), threaded by its incident, while the text
+e-mail gets stays the card."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+
+from lambdas.logic import approval, cards, closing, evidence, intake
+from lambdas.logic.recommendation import recommend
+from lambdas.models.events import parse_contributor_event
+from lambdas.models.notices import DESCRIPTION_LIMIT, ChatNotification, NoticeKind
+from lambdas.models.payloads import CloseRequest, Outcome
+from tests.conftest import load_fixture
+from tests.unit.test_guard import alarm_for, instance, nodes
+from tests.unit.world import CLUSTER, World, alarm_event
+
+SCHEMA = load_fixture("events", "chat_custom_notification.schema")
+
+
+def valid(document) -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    jsonschema.Draft202012Validator(SCHEMA).validate(document)
+
+
+def notice_of(world: World, kind: NoticeKind):
+    found = [p for p in world.notifier.published if p.attributes.get("kind") == kind]
+    assert found, f"no {kind} notice in {[p.attributes for p in world.notifier.published]}"
+    return found[-1]
+
+
+def storm(world: World) -> str:
+    nodes(world, 8)
+    for n in range(4):
+        alarm_for(world, instance(n))
+    hold = world.store.active_hold(CLUSTER)
+    assert hold is not None
+    return hold.hold_id
+
+
+def test_the_approval_request_for_chat_matches_the_documented_shape_and_threads_by_incident():
+    world = World()
+    incident_id = world.awaiting_approval()
+
+    notice = notice_of(world, NoticeKind.APPROVAL_REQUEST)
+
+    valid(notice.chat)
+    assert notice.chat["metadata"]["threadId"] == incident_id
+    assert notice.chat["metadata"]["eventType"] == "sdc-approval-request"
+    assert notice.chat["content"]["title"] == notice.subject
+    assert f"`sdc approve {incident_id} -m '<why>'`" in "\n".join(
+        notice.chat["content"]["nextSteps"]
+    )
+    assert f"`sdc reject {incident_id} -m '<why>'`" in "\n".join(
+        notice.chat["content"]["nextSteps"]
+    )
+
+
+def test_the_approval_requests_email_text_is_the_card_unchanged():
+    world = World()
+    incident_id = world.awaiting_approval()
+    incident = world.incident(incident_id)
+    advice = recommend(
+        evidence.reports(incident),
+        incident.health_check.result if incident.health_check else None,
+    )
+
+    notice = notice_of(world, NoticeKind.APPROVAL_REQUEST)
+
+    assert notice.message == cards.approval_card(incident, world.settings, advice).text
+
+
+def test_the_held_notice_for_chat_matches_the_documented_shape():
+    world = World()
+    world.switch.value = "true"
+    intake.open_incident(parse_contributor_event(alarm_event()), world.deps)
+
+    notice = notice_of(world, NoticeKind.HELD)
+
+    valid(notice.chat)
+    assert notice.chat["metadata"]["eventType"] == "sdc-held"
+    assert notice.chat["content"]["description"] == notice.message  # short enough to carry whole
+
+
+def test_the_close_notice_for_chat_matches_the_documented_shape_in_the_incidents_thread():
+    world = World()
+    incident_id = world.awaiting_approval()
+    closing.close_incident(CloseRequest(incident_id, Outcome.EXPIRED, None), world.deps)
+
+    notice = notice_of(world, NoticeKind.CLOSED)
+
+    valid(notice.chat)
+    assert notice.chat["metadata"]["threadId"] == incident_id
+    assert (
+        notice.chat["metadata"]["threadId"]
+        == (notice_of(world, NoticeKind.APPROVAL_REQUEST).chat["metadata"]["threadId"])
+    )
+
+
+def test_the_storm_notice_for_chat_matches_the_documented_shape_and_says_how_to_reset():
+    world = World()
+    hold_id = storm(world)
+
+    notice = notice_of(world, NoticeKind.STORM_HOLD)
+
+    valid(notice.chat)
+    assert notice.chat["metadata"]["threadId"] == hold_id
+    assert notice.chat["content"]["nextSteps"] == [
+        f"When the cause is fixed: `sdc reset {hold_id} -m '<why>'`"
+    ]
+
+
+def test_the_storm_reset_notice_for_chat_matches_the_documented_shape_in_the_holds_thread():
+    world = World()
+    hold_id = storm(world)
+    approval.decide(world.decision(hold_id, "reset", "recipe fixed"), world.deps)
+
+    notice = notice_of(world, NoticeKind.STORM_HOLD_RESET)
+
+    valid(notice.chat)
+    assert notice.chat["metadata"]["threadId"] == hold_id
+    assert notice.chat["metadata"]["eventType"] == "sdc-storm-hold-reset"
+
+
+def test_every_notice_kind_is_one_a_test_above_drives():
+    driven = {
+        NoticeKind.APPROVAL_REQUEST,
+        NoticeKind.HELD,
+        NoticeKind.CLOSED,
+        NoticeKind.STORM_HOLD,
+        NoticeKind.STORM_HOLD_RESET,
+    }
+    assert driven == set(NoticeKind)
+
+
+def test_a_long_description_is_clipped_to_the_limit_and_still_valid():
+    chat = ChatNotification(NoticeKind.CLOSED, "sdc-1", "title", "x" * (DESCRIPTION_LIMIT * 2))
+
+    document = chat.to_json()
+
+    valid(document)
+    assert len(document["content"]["description"]) == DESCRIPTION_LIMIT
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"version": "2.0"},
+        {"source": "aws.cloudwatch"},
+        {"content": {"title": "no description"}},
+        {"metadata": {"threadId": ""}},
+    ],
+)
+def test_the_schema_refuses_what_the_documented_shape_does_not_allow(broken):
+    document = ChatNotification(NoticeKind.CLOSED, "sdc-1", "t", "d").to_json()
+    document.update(broken)
+
+    with pytest.raises(jsonschema.ValidationError):
+        valid(document)
