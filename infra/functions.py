@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from aws_cdk import AssetHashType, Duration, Stack
+from aws_cdk import AssetHashType, Aws, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
@@ -31,6 +31,7 @@ from infra.pause import PauseSwitch
 from infra.settings import Cluster, Settings, TelemetrySource
 from infra.storage import Storage
 from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
+from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
 
 RUNTIME: Final = {
     "3.12": lambda_.Runtime.PYTHON_3_12,
@@ -50,6 +51,10 @@ REPLACE_NODES: Final = "sagemaker:BatchReplaceClusterNodes"
 REBOOT_NODES: Final = "sagemaker:BatchRebootClusterNodes"
 TASK_RESPONSE: Final = ("states:SendTaskSuccess", "states:SendTaskFailure")
 QUERY_TELEMETRY: Final = "aps:QueryMetrics"
+PUT_EVENTS: Final = "events:PutEvents"
+LIFECYCLE_BUS: Final = "default"
+"""Where every function puts the incident lifecycle events (source `sdc.remediation`): the
+account's default bus, where a team's own rules already live."""
 
 ACTIONS_NEWER_THAN_IAM_LINT: Final = (
     START_HEALTH_CHECK,
@@ -323,6 +328,7 @@ class Functions(Construct):
             "GUARD_MAX_OPEN_PERCENT": str(settings.guard_max_open_percent),
             "STORM_THRESHOLD": str(settings.storm_threshold),
             "STORM_WINDOW_SECONDS": str(settings.storm_window_seconds),
+            "EVENT_BUS_NAME": LIFECYCLE_BUS,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": PIPELINE_NAMESPACE,
         }
@@ -351,6 +357,17 @@ class Functions(Construct):
                 pause_switch.grant_read(fn)
             storage.grant_incidents(fn)
             storage.grant_audit_append(fn)
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    sid="IncidentLifecycleEvents",
+                    actions=[PUT_EVENTS],
+                    resources=[
+                        f"arn:{Aws.PARTITION}:events:{Aws.REGION}:{Aws.ACCOUNT_ID}"
+                        f":event-bus/{LIFECYCLE_BUS}"
+                    ],
+                    conditions={"StringEquals": {"events:source": LIFECYCLE_SOURCE}},
+                )
+            )
             if spec.publishes:
                 notifications.grant_publish(fn)
             if spec.hyperpod and cluster_arns:

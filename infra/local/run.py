@@ -53,6 +53,7 @@ from lambdas.handlers._deps import build_deps
 from lambdas.logic.ports import Deps
 from lambdas.models.audit import AuditEntry
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.lifecycle_event import LIFECYCLE_DETAIL_TYPE, LIFECYCLE_SOURCE
 from lambdas.models.settings import Settings
 from trainer_emitter import Emitter
 from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
@@ -162,6 +163,8 @@ class LocalRun:
     evaluator: Evaluator
     deps: Deps
     inbox_url: str
+    lifecycle_url: str
+    """An SQS queue a rule on the default bus fills with the incident lifecycle events."""
     kube_api: KubeApi
     """The EKS cluster's Kubernetes API (the stand-in): its nodes show the cordons."""
     emf: EmfCapture
@@ -239,6 +242,7 @@ class LocalRun:
                             evaluator=Evaluator(stack, session),
                             deps=build_deps(settings, session=session, hyperpod=hyperpod),
                             inbox_url=_subscribe_inbox(session, settings.topic_arn),
+                            lifecycle_url=_route_lifecycle(session),
                             kube_api=kube_api,
                             emf=emf,
                         )
@@ -383,6 +387,20 @@ class LocalRun:
             time.sleep(0.05)
         raise TimeoutError(f"no notification with {subject_part!r} in its subject")
 
+    def lifecycle_events(self) -> list[dict[str, Any]]:
+        """The lifecycle events' details the rule routed since the last call."""
+        sqs = self.session.client("sqs")
+        found: list[dict[str, Any]] = []
+        while batch := sqs.receive_message(QueueUrl=self.lifecycle_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        ):
+            for message in batch:
+                found.append(json.loads(message["Body"])["detail"])
+                sqs.delete_message(
+                    QueueUrl=self.lifecycle_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+        return found
+
     def renderings(self, subject_part: str) -> dict[str, str]:
         """Each protocol's message of the last notice whose subject contains `subject_part`,
         exactly as published (`default`, `email`, `https`; one `default` for a plain one)."""
@@ -475,6 +493,24 @@ def kube_node_names(instance_ids: Sequence[str]) -> dict[str, str]:
         instance_id: f"ip-10-1-0-{index}.{REGION}.compute.internal"
         for index, instance_id in enumerate(sorted(instance_ids), start=1)
     }
+
+
+def _route_lifecycle(session: Any) -> str:
+    """An SQS queue behind a rule on the default bus for the incident lifecycle events (as a
+    team's PagerDuty or ticket rule would be)."""
+    sqs, events = session.client("sqs"), session.client("events")
+    url: str = sqs.create_queue(QueueName="local-lifecycle-events")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events.put_rule(
+        Name="local-lifecycle-events",
+        EventPattern=json.dumps(
+            {"source": [LIFECYCLE_SOURCE], "detail-type": [LIFECYCLE_DETAIL_TYPE]}
+        ),
+    )
+    events.put_targets(Rule="local-lifecycle-events", Targets=[{"Id": "queue", "Arn": arn}])
+    return url
 
 
 def _subscribe_inbox(session: Any, topic_arn: str) -> str:

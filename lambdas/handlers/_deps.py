@@ -28,7 +28,9 @@ from lambdas.logic.ports import (
     HyperPod,
     IncidentStore,
     KubernetesNodes,
+    LifecycleEvents,
     NoKubernetes,
+    NoLifecycleEvents,
     NoPauseSwitch,
     NoPrometheus,
     Notifier,
@@ -78,6 +80,7 @@ def build_deps(
     clock: Clock | None = None,
     kubernetes: KubernetesNodes | None = None,
     prometheus: PrometheusQueries | None = None,
+    lifecycle: LifecycleEvents | None = None,
 ) -> Deps:
     """The boto3 adapters for `settings` (clients built lazily, all from one session: `session`
     if given), with any of them replaced by the keyword arguments.
@@ -94,6 +97,7 @@ def build_deps(
     from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
     from lambdas.adapters.dynamodb.reports import DynamoReportStore
     from lambdas.adapters.eks_token import EksTokens, sts_factory
+    from lambdas.adapters.events import EventBridgeLifecycleEvents
     from lambdas.adapters.hyperpod import SageMakerHyperPod
     from lambdas.adapters.kubernetes import EksKubernetesNodes
     from lambdas.adapters.prometheus import AmpPrometheus
@@ -132,6 +136,12 @@ def build_deps(
         ),
         prometheus=prometheus
         or (AmpPrometheus(session.get_credentials) if settings.telemetry else NoPrometheus()),
+        lifecycle=lifecycle
+        or (
+            EventBridgeLifecycleEvents(settings.event_bus_name, client_factory("events", session))
+            if settings.event_bus_name
+            else NoLifecycleEvents()
+        ),
     )
 
 

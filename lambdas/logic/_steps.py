@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from lambdas.logic import chat
+from lambdas.logic import chat, lifecycle_events
 from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
@@ -54,11 +54,12 @@ class Step:
     ) -> Incident:
         """Apply `mutate` (returns whether it changed anything) and save. The first attempt may
         start from `current` (just loaded by the caller); a lost race for the version re-reads
-        and re-applies."""
+        and re-applies. A saved change of state is published as a lifecycle event."""
         attempt = 0
         while True:
             attempt += 1
             incident = current if attempt == 1 and current is not None else self.load(incident_id)
+            before = incident.state
             if not mutate(incident):
                 return incident
             incident.updated_at = self.now()
@@ -68,7 +69,13 @@ class Step:
                 if attempt >= SAVE_ATTEMPTS:
                     raise
                 continue
+            if incident.state != before:
+                lifecycle_events.publish(self, incident, before)
             return incident
+
+    def created(self, incident: Incident) -> None:
+        """Publish the lifecycle event of an incident just created (opened, held, skipped)."""
+        lifecycle_events.publish(self, incident, None)
 
     def audit(
         self,

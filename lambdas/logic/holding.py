@@ -66,6 +66,7 @@ def hold(
             "event_id": trigger.event_id,
         },
     )
+    step.created(incident)
     count(M.INCIDENTS_HELD)
     logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)
     record_history(step, incident)

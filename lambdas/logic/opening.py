@@ -133,6 +133,7 @@ def _opened(step: Step, drafted: _Draft, trigger: Trigger, limit: int) -> OpenIn
         {**drafted.details(incident), "guard_limit": limit},
         drafted.request_ids,
     )
+    step.created(incident)
     count(M.JOB_INCIDENTS_OPENED if incident.is_job else M.INCIDENTS_OPENED)
     logger.info(
         "incident opened",
@@ -275,6 +276,7 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
         {"reason": reason, "error": error_details(err), "event_id": trigger.event_id},
         [getattr(err, "request_id", None)],
     )
+    step.created(incident)
     count(M.INCIDENTS_SKIPPED)
     logger.info("incident skipped", incident_id=incident_id, reason=reason)
     return {"incident_id": incident_id, "action": "skipped"}

@@ -17,6 +17,7 @@ from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.hyperpod import BatchResult, ClusterInfo, EventPage, NodeInfo
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from lambdas.models.lifecycle_event import IncidentStateChange
 from lambdas.models.notices import ChatNotification
 from lambdas.models.report import SdcReport
 from lambdas.models.settings import Settings, TelemetryWorkspace
@@ -287,6 +288,20 @@ class AuditLog(Protocol):
         ...
 
 
+class LifecycleEvents(Protocol):
+    def publish(self, change: IncidentStateChange) -> str | None:
+        """Put one `SDC Incident State Change` event; returns its event id. Raises an
+        AwsError when the event was not accepted."""
+        ...
+
+
+class NoLifecycleEvents:
+    """No event bus configured (EVENT_BUS_NAME unset): state changes go nowhere else."""
+
+    def publish(self, change: IncidentStateChange) -> str | None:
+        return None
+
+
 class Notifier(Protocol):
     def publish(
         self,
@@ -341,3 +356,4 @@ class Deps:
     switch: PauseSwitch = field(default_factory=NoPauseSwitch)
     kubernetes: KubernetesNodes = field(default_factory=NoKubernetes)
     prometheus: PrometheusQueries = field(default_factory=NoPrometheus)
+    lifecycle: LifecycleEvents = field(default_factory=NoLifecycleEvents)

@@ -102,6 +102,8 @@ class Settings:
     storm_window_seconds: int = DEFAULT_STORM_WINDOW_SECONDS
     pause_parameter: str | None = None
     """The SSM parameter of the pause switch; None = no switch (never paused)."""
+    event_bus_name: str | None = None
+    """Where incident lifecycle events go (`EVENT_BUS_NAME`); None = nowhere."""
     approval_timeout_seconds: int | None = None
     """The approval task's timeout: a decision arriving later is refused (None: not checked
     here; Step Functions still refuses the expired token)."""
@@ -157,6 +159,7 @@ class Settings:
             state_machine_arn=env.get("STATE_MACHINE_ARN", "").strip() or None,
             approval_state_machine_arn=env.get("APPROVAL_STATE_MACHINE_ARN", "").strip() or None,
             pause_parameter=env.get("PAUSE_PARAMETER", "").strip() or None,
+            event_bus_name=env.get("EVENT_BUS_NAME", "").strip() or None,
             node_isolation=isolation,
             telemetry=telemetry,
             **numbers,

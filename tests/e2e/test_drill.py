@@ -375,3 +375,21 @@ def test_the_approval_goes_out_as_the_card_for_email_and_a_custom_notification_f
     assert chat["metadata"]["threadId"] == seen["incident_id"]
     assert seen["printed"].startswith("\nWhat a chat channel gets (https subscribers")
     assert '"source": "custom"' in seen["printed"]
+
+
+def test_a_drill_prints_the_lifecycle_events_of_its_incident_in_order(outcomes):
+    outcome = outcomes("replay-culprit")
+
+    out = io.StringIO()
+    render(outcome, out, Style(False))
+
+    assert [(e["old_state"], e["new_state"]) for e in outcome.lifecycle] == [
+        (None, "opened"),
+        ("opened", "health_check"),
+        ("health_check", "awaiting_approval"),
+        ("awaiting_approval", "replacing"),
+        ("replacing", "replaced"),
+    ]
+    text = out.getvalue()
+    assert "Lifecycle events (EventBridge: sdc.remediation, SDC Incident State Change)" in text
+    assert "(new) → opened" in text and "replacing → replaced  (terminal)" in text

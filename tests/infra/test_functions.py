@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from infra import asset
-from infra.functions import SPECS
+from infra.functions import PUT_EVENTS, SPECS
 from infra.synth import function_handlers, resources_of_type
+from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
 from tests.infra.conftest import CONTEXT
+from tests.infra.template_tools import actions, resolved, statements_of_function
 
 REPO = Path(__file__).resolve().parents[2]
 COMMON_ENV = {
@@ -26,6 +28,7 @@ COMMON_ENV = {
     "GUARD_MAX_OPEN",
     "GUARD_MAX_OPEN_PERCENT",
     "STORM_THRESHOLD",
+    "EVENT_BUS_NAME",
     "STORM_WINDOW_SECONDS",
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
@@ -118,3 +121,15 @@ def test_environment_follows_the_context(variant_template):
     assert env["DRY_RUN"] == "true"
     assert env["NAMESPACE"] == "ML/SDC"
     assert env["HEALTH_CHECKS"] == "InstanceStress,MultiNodeTrainingValidation"
+
+
+def test_every_function_may_put_only_lifecycle_events_and_only_on_the_default_bus(template):
+    for spec in SPECS:
+        env = _env(template, spec.logical_id)
+        (statement,) = [
+            s for s in statements_of_function(template, spec.logical_id) if PUT_EVENTS in actions(s)
+        ]
+        assert actions(statement) == {PUT_EVENTS}, spec.module
+        assert resolved(template, statement["Resource"]).endswith(":event-bus/default")
+        assert statement["Condition"] == {"StringEquals": {"events:source": LIFECYCLE_SOURCE}}
+        assert env["EVENT_BUS_NAME"] == "default"

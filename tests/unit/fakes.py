@@ -25,6 +25,7 @@ from lambdas.models.guard import (
 )
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from lambdas.models.lifecycle_event import IncidentStateChange
 from lambdas.models.notices import ChatNotification
 from lambdas.models.report import SdcReport
 from lambdas.models.settings import TelemetryWorkspace
@@ -274,6 +275,24 @@ class RecordingNotifier:
         return f"sns-{len(self.published)}"
 
 
+class RecordingLifecycleEvents:
+    """The lifecycle events put, in order (`changes`); `fail_next` makes the next put raise."""
+
+    def __init__(self) -> None:
+        self.changes: list[IncidentStateChange] = []
+        self.fail_next: Exception | None = None
+
+    def publish(self, change: IncidentStateChange) -> str | None:
+        if self.fail_next is not None:
+            error, self.fail_next = self.fail_next, None
+            raise error
+        self.changes.append(change)
+        return f"event-{len(self.changes)}"
+
+    def of(self, incident_id: str) -> list[IncidentStateChange]:
+        return [c for c in self.changes if c.incident_id == incident_id]
+
+
 class FakeWorkflow:
     """Executions by name (a name starts one execution, ever); tokens answered at most once."""
 
@@ -466,6 +485,7 @@ if TYPE_CHECKING:
         HistoryStore,
         IncidentStore,
         KubernetesNodes,
+        LifecycleEvents,
         Notifier,
         PauseSwitch,
         PrometheusQueries,
@@ -484,3 +504,4 @@ if TYPE_CHECKING:
     _clock: Clock = SteppingClock()
     _kubernetes: KubernetesNodes = FakeKubernetesNodes()
     _prometheus: PrometheusQueries = FakePrometheus()
+    _lifecycle: LifecycleEvents = RecordingLifecycleEvents()

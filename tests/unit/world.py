@@ -25,6 +25,7 @@ from tests.unit.fakes import (
     FakeWorkflow,
     InMemoryAuditLog,
     InMemoryIncidentStore,
+    RecordingLifecycleEvents,
     RecordingNotifier,
     SteppingClock,
 )
@@ -70,6 +71,7 @@ class World:
     settings: Settings = field(default_factory=settings)
     kube: FakeKubernetesNodes = field(default_factory=FakeKubernetesNodes)
     prometheus: FakePrometheus = field(default_factory=FakePrometheus)
+    lifecycle: RecordingLifecycleEvents = field(default_factory=RecordingLifecycleEvents)
     eks_cluster: str | None = None
     """The EKS cluster orchestrating CLUSTER (None: not EKS); its node for INSTANCE is NODE."""
 
@@ -96,6 +98,7 @@ class World:
             switch=self.switch,
             kubernetes=self.kube,
             prometheus=self.prometheus,
+            lifecycle=self.lifecycle,
         )
 
     def incident(self, incident_id: str) -> Incident:

@@ -1,5 +1,6 @@
 """The drill's report on the terminal: the timeline, the notification the approver got, the
-audit log with its hash chain, the dashboard's metrics, the end of each incident, PASS or FAIL."""
+audit log with its hash chain, the incident lifecycle events, the dashboard's metrics, the end
+of each incident, PASS or FAIL."""
 
 from __future__ import annotations
 
@@ -36,6 +37,21 @@ def render(outcome: Outcome, out: TextIO, style: Style) -> None:
             )
     verdict = "verified" if outcome.chain_ok else "BROKEN"
     out.write(f"  hash chain: {verdict}\n\n")
+    if outcome.lifecycle:
+        out.write(
+            style(
+                "Lifecycle events (EventBridge: sdc.remediation, SDC Incident State Change)", bold
+            )
+            + "\n"
+        )
+        for event in outcome.lifecycle:
+            out.write(
+                f"  {event['incident_id']}  #{event['sequence']:<3} "
+                f"{event['old_state'] or '(new)'} → {event['new_state']}"
+                + ("  (terminal)" if event["terminal"] else "")
+                + "\n"
+            )
+        out.write("\n")
     if outcome.dashboard:
         out.write(style("Dashboard", bold) + "\n")
         out.write(

@@ -48,6 +48,9 @@ class Outcome:
     dashboard: list[str] = field(default_factory=list)
     """The metrics this run's incidents put on the deployed dashboard, each checked against
     what the run published (`infra.local.dashboard_check`)."""
+    lifecycle: list[dict[str, Any]] = field(default_factory=list)
+    """The incident lifecycle events a rule on the default bus got, each incident's in its
+    `sequence` order."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +65,7 @@ class Outcome:
             "replace_calls": self.replace_calls,
             "seconds": round(self.seconds, 2),
             "dashboard": self.dashboard,
+            "lifecycle_events": self.lifecycle,
         }
 
 
@@ -153,6 +157,7 @@ def run_scenario(
             rank_map=rank_map,
             interactive=ask is not None,
         )
+        lifecycle = sorted(run.lifecycle_events(), key=lambda d: (d["incident_id"], d["sequence"]))
         sdc = {(emitter.config.namespace, d.metric.value) for d in result.datapoints}
         dashboard, dashboard_problems = judge.check_dashboard(run, every_entry, sdc)
     timeline.sort(key=lambda line: line.at)
@@ -178,6 +183,7 @@ def run_scenario(
         replace_calls=replace_calls,
         seconds=time.monotonic() - started,
         dashboard=dashboard,
+        lifecycle=lifecycle,
     )
 
 
