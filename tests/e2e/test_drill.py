@@ -291,13 +291,21 @@ def test_hardware_evidence_reads_a_real_prometheus_and_names_the_culprit_gpus_fa
     lines = _telemetry_paragraph(outcome)
 
     assert served.startswith("Prometheus 2.")  # the real server (make test installs it)
-    xid = re.fullmatch(rf"  XID 79 at (\d\d:\d\d:\d\d) UTC on {uuid} \(GPU 5\)", lines[1])
+    xid = re.fullmatch(
+        rf"  XID 79 at (\d\d:\d\d:\d\d) UTC on {uuid} \(GPU 5\): "
+        r"GPU has fallen off the bus \(usually hardware\)",
+        lines[1],
+    )
     remap = re.fullmatch(
         rf"  row remap FAILED \(no spare row left to repair its memory\) on {uuid} \(GPU 5\), "
         r"since (\d\d:\d\d:\d\d) UTC",
         lines[2],
     )
     assert xid and remap
+    assert re.fullmatch(  # a counter stored under its _total name, read as a signal
+        rf"  PCIe replays rose by 3 to 3 \(first at \d\d:\d\d:\d\d UTC\) on {uuid} \(GPU 5\)",
+        lines[3],
+    )
     gap = datetime.strptime(remap[1], "%H:%M:%S") - datetime.strptime(xid[1], "%H:%M:%S")
     assert gap.total_seconds() == 30
     assert not any(re.search(r"XID (31|48)\b", line) for line in lines)  # the decoys

@@ -221,8 +221,9 @@ SCENARIOS = {
         ),
         Scenario(
             "hardware-evidence",
-            "rank 13's GPU logged XID 79 and a row remap failure in the cluster's Prometheus: "
-            "the card names both; approved; node replaced",
+            "rank 13's GPU logged XID 79, a row remap failure and PCIe replays (stored under "
+            "_total, as the add-on does) in the cluster's Prometheus: the card names all three; "
+            "approved; node replaced",
             REPLAY_CULPRIT,
             "approve",
             "replaced",

@@ -41,9 +41,11 @@ def prometheus_workspace(
 ) -> Iterator[str]:
     """A local Prometheus with dcgm-exporter's series of every GPU of the job over the last 90
     minutes, as the HyperPod observability add-on would have written them: each series names its
-    node by the Kubernetes node name (the local EKS stand-in's) in `Hostname`. The culprit's GPU
-    logged XID 79 twenty minutes ago and a row remap failure 30 s later; decoys: another GPU of
-    the same node (XID 31) and a GPU of another node (XID 48). Yields the base URL."""
+    node by the Kubernetes node name (the local EKS stand-in's) in `Hostname`, carries the
+    collector's own labels, and counters are stored under their `_total` names. The culprit's GPU
+    logged XID 79 twenty minutes ago, a row remap failure 30 s later and PCIe replays a minute
+    later; decoys: another GPU of the same node (XID 31) and a GPU of another node (XID 48).
+    Yields the base URL."""
     from infra.local import prometheus
     from infra.local.run import kube_node_names
 
@@ -61,6 +63,7 @@ def prometheus_workspace(
         str(same_node["gpu_uuid"]): DECOY_XIDS["other GPU of the suspect node"],
         str(other_node["gpu_uuid"]): DECOY_XIDS["a GPU of another node"],
     }
+    node_index = {instance_id: n for n, instance_id in enumerate(sorted(hosts), start=1)}
     series = []
     for entry in rank_map:
         uuid = str(entry["gpu_uuid"])
@@ -69,6 +72,7 @@ def prometheus_workspace(
             changes = {
                 "DCGM_FI_DEV_XID_ERRORS": [(now - 20 * 60, XID)],
                 "DCGM_FI_DEV_ROW_REMAP_FAILURE": [(now - 20 * 60 + 30, 1)],
+                "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": [(now - 20 * 60 + 60, 3)],
             }
         elif uuid in decoys:
             changes = {"DCGM_FI_DEV_XID_ERRORS": [(now - 40 * 60, decoys[uuid])]}
@@ -79,9 +83,14 @@ def prometheus_workspace(
             start=start,
             end=now,
             changes=changes,
+            collector=prometheus.collector_labels(
+                f"dcgm-exporter-n{node_index[str(entry['instance_id'])]}",
+                f"10.1.100.{node_index[str(entry['instance_id'])]}",
+            ),
         )
     what = (
-        f"dcgm-exporter series of {len(rank_map)} GPUs: XID {XID} and a row remap failure on "
+        f"dcgm-exporter series of {len(rank_map)} GPUs as the observability add-on stores them "
+        f"(counters under _total): XID {XID}, a row remap failure and PCIe replays on "
         f"{culprit['gpu_uuid']} ({culprit['instance_id']})"
     )
     if prometheus.binaries() is None:
