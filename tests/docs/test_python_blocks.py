@@ -101,32 +101,17 @@ def test_the_emitter_blocks_run_in_a_fresh_interpreter_and_report():
 
 @pytest.mark.torch
 def test_the_training_loop_blocks_run_on_every_rank_of_a_gloo_job():
-    from infra.local.ranks import run_ranks
     from tests.docs.ranks import worker
-    from tests.torch.scenarios import WORLD
+    from tests.torch.harness import run_on_ranks
 
     blocks = session("checks")
-    seen: dict[str, list[Any]] = {b.id: [None] * WORLD for b in blocks}
-    done = 0
 
-    def collect(message: tuple[str, int, Any]) -> bool:
-        nonlocal done
-        name, rank, result = message
-        if name == "error":
-            raise AssertionError(f"rank {rank}:\n{result}")
-        if name == "done":
-            done += 1
-        else:
-            seen[name][rank] = result
-        return done == WORLD
-
-    run_ranks(
+    seen = run_on_ranks(
         worker,
-        WORLD,
         ([(b.id, b.text) for b in blocks],),
-        collect,
+        [b.id for b in blocks],
         timeout=300,
-        timed_out=lambda: TimeoutError("the README's training blocks did not finish"),
+        what="the README's training blocks",
     )
 
     # Every block ran on every rank, and the collectives gave every rank the same answer
