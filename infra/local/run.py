@@ -57,7 +57,7 @@ from lambdas.models.lifecycle_event import LIFECYCLE_DETAIL_TYPE, LIFECYCLE_SOUR
 from lambdas.models.settings import Settings
 from trainer_emitter import Emitter
 from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
-from trainer_emitter.report import Datapoint
+from trainer_emitter.mapping import Datapoint
 from trainer_emitter.sinks import AwsSink
 
 CLUSTER = "ml-cluster-1"
