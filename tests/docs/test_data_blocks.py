@@ -151,10 +151,45 @@ def check_approval_input(block: Block) -> None:
     assert documented == filled(hint), block.id
 
 
+def check_chat_notification(block: Block) -> None:
+    """A notice as chat gets it: the documented custom notification shape, a kind we send."""
+    import jsonschema
+
+    from lambdas.models.notices import NoticeKind
+    from tests.conftest import load_fixture
+
+    document = parsed(block)
+    schema = load_fixture("events", "chat_custom_notification.schema")
+    jsonschema.Draft202012Validator(schema).validate(document)
+    assert document["metadata"]["eventType"] in {k.event_type for k in NoticeKind}, block.id
+
+
+def check_lifecycle_rule(block: Block) -> None:
+    """An EventBridge pattern on the lifecycle events: our source and detail-type, and only
+    fields and values the event's schema has."""
+    from lambdas.models.lifecycle_event import (
+        LIFECYCLE_DETAIL_TYPE,
+        LIFECYCLE_SOURCE,
+        SCHEMA_FILE,
+    )
+
+    pattern = parsed(block)
+    schema = json.loads((REPO / SCHEMA_FILE).read_text())
+    assert pattern["source"] == [LIFECYCLE_SOURCE], block.id
+    assert pattern["detail-type"] == [LIFECYCLE_DETAIL_TYPE], block.id
+    states = set(schema["$defs"]["state"]["enum"])
+    for field, values in pattern.get("detail", {}).items():
+        assert field in schema["properties"], f"{block.id}: no field {field} in the event"
+        if field in ("new_state", "old_state"):
+            assert set(values) <= states, block.id
+
+
 JSON_CHECKS = {
     "training-policy": check_training_policy,
     "decision": check_decision,
     "approval-input": check_approval_input,
+    "chat-notification": check_chat_notification,
+    "lifecycle-rule": check_lifecycle_rule,
 }
 
 
@@ -217,7 +252,18 @@ def _source(module: Any) -> str:
     return inspect.getsource(module)
 
 
-YAML_CHECKS = {"pod-env": check_pod_env, "rbac": check_rbac}
+def check_rbac_reader(block: Block) -> None:
+    """The reader manifest grants the stack's reader group get and list on nodes, nothing else."""
+    from infra.node_isolation import READER_GROUP
+
+    role, binding = yaml.safe_load_all(block.text)
+    assert (role["kind"], binding["kind"]) == ("ClusterRole", "ClusterRoleBinding"), block.id
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert [s["name"] for s in binding["subjects"]] == [READER_GROUP]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
+
+
+YAML_CHECKS = {"pod-env": check_pod_env, "rbac": check_rbac, "rbac-reader": check_rbac_reader}
 
 
 @pytest.mark.parametrize("block", YAML, ids=ids(YAML))
