@@ -36,6 +36,8 @@ DCGM_BLANK: Final = float(0x7FFFFFFFFFFFFFF0)
 
 class Kind(StrEnum):
     XID = "xid"
+    XID_COUNT = "xid_count"
+    """dcgm-exporter's own count of each XID (label `xid`) over its recent window."""
     FLAG = "flag"
     COUNT = "count"
     CLOCKS = "clocks"
@@ -56,9 +58,9 @@ class Family:
 
     @property
     def counter(self) -> bool:
-        """Whether dcgm-exporter's counters file gives it the `counter` type (the add-on's
-        collector then stores it under its name with `_total`)."""
-        return self.kind is Kind.COUNT
+        """Whether it is stored as a counter (the add-on's collector then stores it under its
+        name with `_total`; AWS's sample queries read `DCGM_EXP_XID_ERRORS_COUNT_total`)."""
+        return self.kind in (Kind.COUNT, Kind.XID_COUNT)
 
     @property
     def stored_names(self) -> tuple[str, ...]:
@@ -70,6 +72,13 @@ class Family:
 FAMILIES: Final = (
     Family(
         "xid", ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR"), Kind.XID, "XID errors", "XID"
+    ),
+    Family(
+        "xid_count",
+        ("DCGM_EXP_XID_ERRORS_COUNT",),
+        Kind.XID_COUNT,
+        "XIDs counted by dcgm-exporter",
+        "XID count",
     ),
     Family(
         "row_remap_failed",

@@ -186,6 +186,8 @@ def _findings(family: Family, series: Series, window: Window) -> list[TelemetryF
                 )
             )
         return found
+    if family.kind is Kind.XID_COUNT:
+        return _xid_counts(series, points, start, finding, where)
     if family.kind is Kind.FLAG:
         first = next(((at, v) for at, v in points if v != 0), None)
         if first is None:
@@ -234,6 +236,49 @@ def _findings(family: Family, series: Series, window: Window) -> list[TelemetryF
                 f"{_number(last)} {family.words} on {where}, none new in the window",
                 None,
                 last,
+            )
+        ]
+    return []
+
+
+def _xid_counts(
+    series: Series, points: Sequence[tuple[float, float]], start: float, finding: Any, where: str
+) -> list[TelemetryFinding]:
+    """dcgm-exporter's count of one XID (its `xid` label) over the exporter's recent window:
+    a signal when it rose in the window, or when it was already counting as the window began."""
+    code = series.labels.get("xid", "")
+    try:
+        number = int(float(code))
+    except ValueError:
+        return []
+    rose, first_rise = 0.0, None
+    for (_, before), (at, after) in itertools.pairwise(points):
+        if after > before:
+            rose += after - before
+            first_rise = first_rise if first_rise is not None else at
+    meaning = xids.describe(number)
+    known = xids.CATALOG.get(number)
+    cause = known.cause.value if known else None
+    if first_rise is not None:
+        return [
+            finding(
+                Severity.SIGNAL,
+                f"XID {number} counted {_number(rose)} time(s) from {_clock(first_rise)} on "
+                f"{where}: {meaning}",
+                first_rise,
+                number,
+                cause,
+            )
+        ]
+    if points[0][1] > 0 and points[0][0] <= start:
+        return [
+            finding(
+                Severity.SIGNAL,
+                f"XID {number} already counted when the window began ({_clock(points[0][0])}) "
+                f"on {where}: {meaning}",
+                points[0][0],
+                number,
+                cause,
             )
         ]
     return []

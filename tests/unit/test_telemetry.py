@@ -344,7 +344,7 @@ def test_only_a_temperature_series_is_not_a_clean_node():
 
     assert found.state == TelemetryState.NO_SERIES
     assert found.summary.startswith("no fault counter exported for ")
-    assert "not exported for this node: XID, row remap failure" in found.summary
+    assert "not exported for this node: XID, XID count, row remap failure" in found.summary
     assert "this does not clear the node" in found.summary
 
 
@@ -363,6 +363,42 @@ def test_a_counter_rising_under_its_total_name_is_a_signal():
         ("pcie_replay", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER_total", 12)
     ]
     assert "PCIe replays" in found.read and "PCIe replays" not in found.not_exported
+
+
+def xid_count_series(data: dict[str, Any], xid: str) -> dict[str, Any]:
+    """dcgm-exporter's XID counter for the suspect GPU as the add-on stores it, at 0."""
+    series = copy.deepcopy(series_of(data, "DCGM_FI_DEV_XID_ERRORS"))
+    series["metric"].update({"__name__": "DCGM_EXP_XID_ERRORS_COUNT_total", "xid": xid})
+    set_from(series, "00:00:00", 0)
+    data["result"].append(series)
+    return series
+
+
+def test_a_rising_xid_count_under_its_total_name_names_the_xid_and_its_meaning():
+    data = answer()
+    set_from(series_of(data, "DCGM_FI_DEV_XID_ERRORS"), "00:00:00", 0)
+    set_from(series_of(data, "DCGM_FI_DEV_ROW_REMAP_FAILURE"), "00:00:00", 0)
+    set_from(xid_count_series(data, "94"), "08:05:00", 2)
+
+    found = record(data)
+
+    (signal,) = found.signals
+    assert (signal.kind, signal.value, signal.cause) == ("xid_count", 94, "hardware")
+    assert signal.text.startswith(f"XID 94 counted 2 time(s) from 08:05:00 UTC on {UUID}")
+    assert signal.text.endswith("(usually hardware)")
+    assert "XID count" in found.read
+
+
+def test_a_quiet_xid_count_is_read_and_clean():
+    data = answer()
+    set_from(series_of(data, "DCGM_FI_DEV_XID_ERRORS"), "00:00:00", 0)
+    set_from(series_of(data, "DCGM_FI_DEV_ROW_REMAP_FAILURE"), "00:00:00", 0)
+    xid_count_series(data, "13")
+
+    found = record(data)
+
+    assert found.state == TelemetryState.CLEAN
+    assert "XID count" in found.read and "XID count" not in found.not_exported
 
 
 def test_the_suspect_gpu_is_found_under_the_lowercase_uuid_label():
