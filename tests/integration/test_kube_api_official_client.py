@@ -655,6 +655,7 @@ def _as_adapter_sees_it(node: client.V1Node) -> KubeNode:
         unschedulable=bool(node.spec.unschedulable),
         taints=tuple(_taints(node)),
         resource_version=node.metadata.resource_version,
+        labels=tuple((node.metadata.labels or {}).items()),
     )
 
 
