@@ -78,9 +78,11 @@ class ChatNotification:
 
 def sns_message(text: str, chat: ChatNotification) -> str:
     """The `Message` of a `MessageStructure=json` publish: the text for e-mail and every other
-    protocol (`default`), the custom notification JSON for `https`."""
+    protocol (`default`: SNS sends it to each protocol without a key of its own), the custom
+    notification JSON for `https`. The text is not repeated under `email`: the whole message
+    must stay within SNS's 256 KB."""
     return json.dumps(
-        {"default": text, "email": text, "https": json.dumps(chat.to_json(), ensure_ascii=False)},
+        {"default": text, "https": json.dumps(chat.to_json(), ensure_ascii=False)},
         ensure_ascii=False,
     )
 

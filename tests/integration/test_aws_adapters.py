@@ -360,7 +360,6 @@ def test_with_a_chat_notification_the_email_text_stays_the_text_and_https_gets_t
                 "Message": json.dumps(
                     {
                         "default": "the card",
-                        "email": "the card",
                         "https": json.dumps(CHAT.to_json()),
                     }
                 ),
