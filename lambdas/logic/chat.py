@@ -45,7 +45,7 @@ def approval_request(
     ]
     steps = [f"Read the whole card: `sdc show {incident.incident_id}`"]
     steps += [
-        f"{_DECISION_WORDS[d]}: `sdc {d.value} {incident.incident_id} -m '<why>'`"
+        f"{_DECISION_WORDS[d]}: `sdc {d.value} {incident.incident_id} -m 'your reason'`"
         for d in decisions
     ]
     return ChatNotification(
@@ -90,7 +90,7 @@ def incident_notice(
 def hold_notice(kind: NoticeKind, hold: ClusterHold, subject: str, text: str) -> ChatNotification:
     """A storm hold's notice (held, reset); while held, how to reset it."""
     steps = (
-        (f"When the cause is fixed: `sdc reset {hold.hold_id} -m '<why>'`",)
+        (f"When the cause is fixed: `sdc reset {hold.hold_id} -m 'your reason'`",)
         if kind is NoticeKind.STORM_HOLD
         else ()
     )

@@ -51,7 +51,7 @@ class ChatNotification:
         content: dict[str, Any] = {
             "textType": TEXT_TYPE,
             "title": _clip(self.title, LINE_LIMIT),
-            "description": _clip(self.description, DESCRIPTION_LIMIT),
+            "description": _clip(_inert(self.description), DESCRIPTION_LIMIT),
         }
         if self.next_steps:
             content["nextSteps"] = [_clip(step, LINE_LIMIT) for step in self.next_steps]
@@ -85,6 +85,12 @@ def sns_message(text: str, chat: ChatNotification) -> str:
         {"default": text, "https": json.dumps(chat.to_json(), ensure_ascii=False)},
         ensure_ascii=False,
     )
+
+
+def _inert(text: str) -> str:
+    """Text a chat client shows as written: `&`, `<` and `>` escaped, so that nothing from a
+    report (`<!channel>`, `<https://...|link>`) becomes a mention or a link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _clip(text: str, limit: int) -> str:

@@ -50,10 +50,10 @@ def test_the_approval_request_for_chat_matches_the_documented_shape_and_threads_
     assert notice.chat["metadata"]["threadId"] == incident_id
     assert notice.chat["metadata"]["eventType"] == "sdc-approval-request"
     assert notice.chat["content"]["title"] == notice.subject
-    assert f"`sdc approve {incident_id} -m '<why>'`" in "\n".join(
+    assert f"`sdc approve {incident_id} -m 'your reason'`" in "\n".join(
         notice.chat["content"]["nextSteps"]
     )
-    assert f"`sdc reject {incident_id} -m '<why>'`" in "\n".join(
+    assert f"`sdc reject {incident_id} -m 'your reason'`" in "\n".join(
         notice.chat["content"]["nextSteps"]
     )
 
@@ -108,7 +108,7 @@ def test_the_storm_notice_for_chat_matches_the_documented_shape_and_says_how_to_
     valid(notice.chat)
     assert notice.chat["metadata"]["threadId"] == hold_id
     assert notice.chat["content"]["nextSteps"] == [
-        f"When the cause is fixed: `sdc reset {hold_id} -m '<why>'`"
+        f"When the cause is fixed: `sdc reset {hold_id} -m 'your reason'`"
     ]
 
 
@@ -133,6 +133,14 @@ def test_every_notice_kind_is_one_a_test_above_drives():
         NoticeKind.STORM_HOLD_RESET,
     }
     assert driven == set(NoticeKind)
+
+
+def test_text_from_a_report_cannot_become_a_mention_or_a_link_in_chat():
+    chat = ChatNotification(NoticeKind.CLOSED, "sdc-1", "t", "job <!channel> & <https://x|y>")
+
+    document = chat.to_json()
+
+    assert document["content"]["description"] == "job &lt;!channel&gt; &amp; &lt;https://x|y&gt;"
 
 
 def test_a_long_description_is_clipped_to_the_limit_and_still_valid():
