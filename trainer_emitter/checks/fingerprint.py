@@ -50,6 +50,8 @@ from collections.abc import Iterable
 
 import torch
 
+from trainer_emitter.checks import fused
+
 DEFAULT_CHUNK_ELEMENTS = 1 << 18
 """Integers per chunk: the int64 buffer is 8 times this many bytes (2 MiB)."""
 
@@ -86,6 +88,8 @@ def fingerprint(
         raise ValueError(f"chunk_elements must be at least {_COLUMNS}, not {chunk_elements}")
     words = raw_words(tensor)
     device = words.device
+    if fused.available(device):
+        return fused.fingerprints([words], device)[0]
     total = words.numel()
     if total == 0:
         return torch.zeros(2, dtype=torch.int64, device=device)
@@ -141,8 +145,16 @@ def fingerprints(
     device: torch.device | None = None,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
 ) -> torch.Tensor:
-    """One `[plain, weighted]` row per tensor, shape (count, 2), int64; None counts as empty
-    (an unused parameter's missing gradient fingerprints like zeros: (0, 0))."""
+    """One `[plain, weighted]` row per tensor, shape (count, 2), int64, on `device` (None: the
+    tensors'); None counts as empty (an unused parameter's missing gradient fingerprints like
+    zeros: (0, 0)). Tensors all on one GPU take the fused kernel: a few launches for all of them."""
+    tensors = list(tensors)
+    present = [tensor for tensor in tensors if tensor is not None]
+    home = present[0].device if present else None
+    if home is not None and fused.available(home) and all(t.device == home for t in present):
+        empty = torch.empty(0, dtype=torch.int8, device=home)
+        words = [empty if tensor is None else raw_words(tensor) for tensor in tensors]
+        return fused.fingerprints(words, home).to(device or home)
     rows: list[torch.Tensor] = []
     for tensor in tensors:
         if tensor is None:
