@@ -1,14 +1,13 @@
 """The fused fingerprint kernel equals the definition, bit for bit.
 
 On a GPU the kernel runs compiled on CUDA tensors; elsewhere under Triton's interpreter
-(`TRITON_INTERPRET=1`, set for this module only) on CPU tensors. Sizes that cross many blocks
+(`TRITON_INTERPRET=1`, set by tests/torch/conftest.py) on CPU tensors. Sizes that cross many blocks
 use small blocks and few programs, so every program loops and every tail is partial, without
 making the interpreter read millions of words.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 
@@ -29,22 +28,14 @@ BIG = [(1 << 18) - 1, (1 << 18) + 1]
 
 @pytest.fixture(autouse=True, scope="module")
 def kernel() -> Iterator[None]:
-    """Triton's interpreter where no GPU is (read when the kernel is built: built afresh here,
-    and again afterwards, so no other module sees an interpreted kernel)."""
+    """The kernel as this machine runs it: compiled on a GPU, else interpreted (tests/torch's
+    conftest sets TRITON_INTERPRET=1 before anything imports Triton); tables built afresh."""
     if sys.platform != "linux":
         pytest.skip("Triton ships for Linux only")
-    before = os.environ.get("TRITON_INTERPRET")
-    if not CUDA:
-        os.environ["TRITON_INTERPRET"] = "1"
-    fused._triton.cache_clear()
-    fused._kept.clear()
     assert fused._triton() is not None, "Triton is a test dependency: pip install -e '.[dev]'"
+    assert CUDA or fused.interpreted(), "no GPU, and Triton does not interpret"
+    fused._kept.clear()
     yield
-    if before is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = before
-    fused._triton.cache_clear()
     fused._kept.clear()
 
 

@@ -51,37 +51,15 @@ _WORD_DTYPE = {1: torch.int8, 2: torch.int16, 4: torch.int32}
 
 @cache
 def _triton() -> Any:
-    """The Triton module and the kernel, or None when Triton is not installed."""
+    """`(triton, kernel module)`, or None when Triton is not installed. The kernels are built
+    when their module is first imported, interpreted or compiled as `TRITON_INTERPRET` says then."""
     try:
         import triton
-        import triton.language as tl
+
+        from trainer_emitter.checks import fused_kernel
     except ImportError:
         return None
-
-    @triton.jit
-    def partial_sums(addresses, lengths, partials, WORD: tl.constexpr, BLOCK: tl.constexpr):
-        tensor = tl.program_id(0)
-        program = tl.program_id(1).to(tl.int64)
-        programs = tl.num_programs(1).to(tl.int64)
-        base = tl.load(addresses + tensor).to(tl.pointer_type(WORD), bitcast=True)
-        count = tl.load(lengths + tensor)
-        lanes = tl.arange(0, BLOCK).to(tl.int64)
-        plain = tl.zeros([BLOCK], dtype=tl.int64)
-        running = tl.zeros([BLOCK], dtype=tl.int64)
-        first = program * BLOCK
-        stride = programs * BLOCK
-        for start in range(first, count, stride):
-            index = start + lanes
-            words = tl.load(base + index, mask=index < count, other=0)
-            plain += words.to(tl.int64)
-            running += plain
-        iterations = tl.maximum(count - first + stride - 1, 0) // stride
-        weighted = (first + lanes + 1) * plain + stride * (iterations * plain - running)
-        out = partials + (tensor * programs + program) * 2
-        tl.store(out, tl.sum(plain, axis=0))
-        tl.store(out + 1, tl.sum(weighted, axis=0))
-
-    return triton, tl, partial_sums
+    return triton, fused_kernel
 
 
 def interpreted() -> bool:
@@ -116,7 +94,7 @@ def fingerprints(
         raise ValueError(
             f"the fused fingerprint runs on a GPU (or with TRITON_INTERPRET=1), not on {device}"
         )
-    triton, _, kernel = found
+    triton, kernels = found
     if block < 1 or block & (block - 1):
         raise ValueError(f"block must be a power of two, not {block}")
     if programs < 1:
@@ -133,10 +111,10 @@ def fingerprints(
             raise ValueError(f"tensor {index} is not contiguous")
     groups = _tables(words, device)
     if len(groups) == 1 and groups[0].count == len(words):
-        return groups[0].sums(kernel, triton, block, programs)
+        return groups[0].sums(kernels, triton, block, programs)
     result = torch.zeros((len(words), 2), dtype=torch.int64, device=device)
     for group in groups:
-        result.index_copy_(0, group.indices, group.sums(kernel, triton, block, programs))
+        result.index_copy_(0, group.indices, group.sums(kernels, triton, block, programs))
     return result
 
 
@@ -161,15 +139,14 @@ class _Group:
             host = host.pin_memory()
         self.addresses, self.lengths, self.indices = host.to(device, non_blocking=True)
 
-    def sums(self, kernel: Any, triton: Any, block: int, programs: int) -> torch.Tensor:
-        import triton.language as tl
-
+    def sums(self, kernels: Any, triton: Any, block: int, programs: int) -> torch.Tensor:
         count = min(programs, triton.cdiv(self.longest, block))
         partials = torch.empty(
             (self.count, count, 2), dtype=torch.int64, device=self.addresses.device
         )
-        word = {1: tl.int8, 2: tl.int16, 4: tl.int32}[self.width]
-        kernel[(self.count, count)](self.addresses, self.lengths, partials, WORD=word, BLOCK=block)
+        kernels.partial_sums[(self.count, count)](
+            self.addresses, self.lengths, partials, WORD=kernels.WORDS[self.width], BLOCK=block
+        )
         return partials.sum(dim=1)
 
 
