@@ -7,8 +7,8 @@ transformer blocks with causal attention, a vocabulary head) trains in the 4-ran
 on CPU (one thread per rank), once with plain DDP and once with `SdcChecks` under each of the
 seed's schedules. Every variant is its own model and optimizer, built alike, in the same job, and
 the variants take turns step by step (step 1 of each, then step 2 of each, …), so a busy machine
-slows all of them alike. A variant's figure is its best round of STEPS steps (the least
-disturbed); the ratio is to plain DDP's best round in the same run. STEPS is 100, so a round
+slows all of them alike. A variant's figure is its best round of `steps` steps (the least
+disturbed); the ratio is to plain DDP's best round in the same run. A round of 100 steps
 holds exactly one audit of the every-100 schedules, ten of the every-10 one, and one weight
 check (`check_every=100`, the default, in every checks variant).
 
@@ -26,15 +26,31 @@ import os
 import queue
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 WORLD = 4
-STEPS = 100
-ROUNDS = 3
-WARMUP = 10
-"""Untimed steps per variant first (the replicas' comparison on the first step, allocator)."""
 
-VOCAB, WIDTH, LAYERS, HEADS, CONTEXT, BATCH = 256, 64, 3, 4, 32, 4
+
+@dataclass(frozen=True)
+class Setting:
+    """The decoder's shape and the run's length; `device`: "cpu", or "cuda" (every rank on the
+    one GPU there is: `make bench-gpu`)."""
+
+    vocab: int = 256
+    width: int = 64
+    layers: int = 3
+    heads: int = 4
+    context: int = 32
+    batch: int = 4
+    steps: int = 100
+    rounds: int = 3
+    warmup: int = 10
+    """Untimed steps per variant first (the replicas' comparison on the first step, allocator)."""
+    device: str = "cpu"
+
+
+CPU = Setting()
 
 VARIANTS: dict[str, dict[str, Any] | None] = {
     "plain DDP": None,
@@ -57,25 +73,27 @@ SEED_PERCENT = {
 """The seed's added step time, in percent (953M parameters, 32 H100s)."""
 
 
-def decoder() -> Any:
+def decoder(setting: Setting) -> Any:
     import torch
     from torch import nn
+
+    width, context = setting.width, setting.context
 
     class Decoder(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.embed = nn.Embedding(VOCAB, WIDTH)
-            self.position = nn.Parameter(torch.randn(CONTEXT, WIDTH) * 0.02)
+            self.embed = nn.Embedding(setting.vocab, width)
+            self.position = nn.Parameter(torch.randn(context, width) * 0.02)
             self.blocks = nn.ModuleList(
                 nn.TransformerEncoderLayer(
-                    WIDTH, HEADS, 4 * WIDTH, dropout=0.1, batch_first=True, norm_first=True
+                    width, setting.heads, 4 * width, dropout=0.1, batch_first=True, norm_first=True
                 )
-                for _ in range(LAYERS)
+                for _ in range(setting.layers)
             )
-            self.norm = nn.LayerNorm(WIDTH)
-            self.head = nn.Linear(WIDTH, VOCAB, bias=False)
+            self.norm = nn.LayerNorm(width)
+            self.head = nn.Linear(width, setting.vocab, bias=False)
             self.register_buffer(
-                "mask", nn.Transformer.generate_square_subsequent_mask(CONTEXT), persistent=False
+                "mask", nn.Transformer.generate_square_subsequent_mask(context), persistent=False
             )
 
         def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -91,28 +109,32 @@ def loss_fn(module: Any, batch: Any) -> Any:
     import torch.nn.functional as F
 
     logits = module(batch[:, :-1])
-    return F.cross_entropy(logits.reshape(-1, VOCAB), batch[:, 1:].reshape(-1))
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
 
 
-def batch_for(rank: int, step: int) -> Any:
+def batch_for(setting: Setting, rank: int, step: int) -> Any:
     import torch
 
     generator = torch.Generator().manual_seed(1_000_003 * step + rank)
-    return torch.randint(0, VOCAB, (BATCH, CONTEXT + 1), generator=generator)
+    tokens = torch.randint(
+        0, setting.vocab, (setting.batch, setting.context + 1), generator=generator
+    )
+    return tokens.to(setting.device)
 
 
 class Variant:
     """One model, its optimizer, and the checks around it (none for plain DDP)."""
 
-    def __init__(self, rank: int, schedule: dict[str, Any] | None) -> None:
+    def __init__(self, setting: Setting, rank: int, schedule: dict[str, Any] | None) -> None:
         import torch
         from torch.nn.parallel import DistributedDataParallel
 
         from trainer_emitter.checks import Schedule, SdcChecks
 
+        self.setting = setting
         self.rank = rank
         torch.manual_seed(0)
-        self.ddp = DistributedDataParallel(decoder())
+        self.ddp = DistributedDataParallel(decoder(setting).to(setting.device))
         self.optimizer = torch.optim.AdamW(self.ddp.parameters(), lr=1e-3)
         self.checks = None
         if schedule is not None:
@@ -130,22 +152,24 @@ class Variant:
 
         for _ in range(count):
             self.step_number += 1
-            batch = batch_for(self.rank, self.step_number)
+            batch = batch_for(self.setting, self.rank, self.step_number)
             if self.checks is not None:
                 result = self.checks.step(self.step_number, batch)
                 if result.alarm is not None:
                     raise RuntimeError(f"an alarm in a clean benchmark run: {result.alarm}")
-                continue
-            self.optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(self.ddp, batch)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.ddp.parameters(), 1.0)
-            self.optimizer.step()
-            float(loss.detach())  # the checks read the loss on every step too
+            else:
+                self.optimizer.zero_grad(set_to_none=True)
+                loss = loss_fn(self.ddp, batch)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.ddp.parameters(), 1.0)
+                self.optimizer.step()
+                float(loss.detach())  # the checks read the loss on every step too
+            if self.setting.device == "cuda":
+                torch.cuda.synchronize()  # the step's time is the GPU's too
 
 
-def worker(rank: int, port: int, messages: queue.Queue[Any]) -> None:
-    """One rank: every variant, WARMUP steps each, then ROUNDS rounds of STEPS steps of each,
+def worker(rank: int, port: int, setting: Setting, messages: queue.Queue[Any]) -> None:
+    """One rank: every variant, `warmup` steps each, then `rounds` rounds of `steps` steps of each,
     the variants taking turns step by step. A step's time runs from a barrier (all ranks start
     it together) to the end of this rank's step, whose collectives wait for the others."""
     os.environ.update(
@@ -159,13 +183,13 @@ def worker(rank: int, port: int, messages: queue.Queue[Any]) -> None:
         dist.init_process_group(
             "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
         )
-        variants = {name: Variant(rank, schedule) for name, schedule in VARIANTS.items()}
+        variants = {name: Variant(setting, rank, schedule) for name, schedule in VARIANTS.items()}
         for variant in variants.values():
-            variant.steps(WARMUP)
+            variant.steps(setting.warmup)
         seconds: dict[str, list[float]] = {name: [] for name in variants}
-        for _ in range(ROUNDS):
+        for _ in range(setting.rounds):
             spent = dict.fromkeys(variants, 0.0)
-            for _ in range(STEPS):
+            for _ in range(setting.steps):
                 for name, variant in variants.items():
                     dist.barrier()
                     started = time.perf_counter()
@@ -180,7 +204,7 @@ def worker(rank: int, port: int, messages: queue.Queue[Any]) -> None:
         messages.put(("error", rank, traceback.format_exc()))
 
 
-def measure(timeout: float = 900.0) -> dict[str, list[float]]:
+def measure(setting: Setting = CPU, timeout: float = 900.0) -> dict[str, list[float]]:
     """Rank 0's seconds per round, per variant."""
     from infra.local.ranks import run_ranks
 
@@ -196,7 +220,7 @@ def measure(timeout: float = 900.0) -> dict[str, list[float]]:
     run_ranks(
         worker,
         WORLD,
-        (),
+        (setting,),
         collect,
         timeout=timeout,
         timed_out=lambda: TimeoutError(f"the overhead benchmark did not finish in {timeout:g} s"),
@@ -204,22 +228,23 @@ def measure(timeout: float = 900.0) -> dict[str, list[float]]:
     return found[0]
 
 
-def run() -> list[dict[str, Any]]:
+def run(setting: Setting = CPU) -> list[dict[str, Any]]:
     try:
         import torch  # noqa: F401
     except ImportError as exc:
         return [_row("overhead: torch is not installed", None, "", None, str(exc))]
-    seconds = measure()
-    best = {name: min(times) / STEPS for name, times in seconds.items()}
+    seconds = measure(setting)
+    best = {name: min(times) / setting.steps for name, times in seconds.items()}
     plain = best["plain DDP"]
-    parameters = sum(p.numel() for p in decoder().parameters())
+    parameters = sum(p.numel() for p in decoder(setting).parameters())
+    where = f"{WORLD} gloo ranks" + (" on one GPU" if setting.device == "cuda" else "")
     rows = [
         _row(
-            f"step, plain DDP ({parameters / 1e6:.2f}M-parameter decoder, {WORLD} gloo ranks)",
+            f"step, plain DDP ({parameters / 1e6:.2f}M-parameter decoder, {where})",
             plain,
             "s",
             1.0,
-            f"best of {ROUNDS} rounds of {STEPS} steps",
+            f"best of {setting.rounds} rounds of {setting.steps} steps",
         )
     ]
     for name in VARIANTS:

@@ -115,6 +115,13 @@ def fingerprint(
     device = words.device
     if fused.available(device):
         return fused.fingerprints([words], device)[0]
+    return chunked_sums(words, chunk_elements)
+
+
+def chunked_sums(words: torch.Tensor, chunk_elements: int = DEFAULT_CHUNK_ELEMENTS) -> torch.Tensor:
+    """The chunked torch path of `fingerprint` on raw words (`raw_words`), on any device:
+    `fingerprint` takes it wherever the fused kernel does not run."""
+    device = words.device
     total = words.numel()
     if total == 0:
         return torch.zeros(2, dtype=torch.int64, device=device)
