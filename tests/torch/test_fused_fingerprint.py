@@ -155,6 +155,19 @@ def test_the_kernel_refuses_words_that_are_not_flat_raw_integers():
         fused.fingerprints([torch.zeros(4, device=DEVICE)], DEVICE)
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"block": 48}, "block must be a power of two"),
+        ({"programs": 0}, "programs must be between 1 and 65535"),
+        ({"programs": 65536}, "programs must be between 1 and 65535"),
+    ],
+)
+def test_a_block_or_program_count_the_grid_cannot_take_is_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        fused.fingerprints([torch.zeros(4, dtype=torch.int32, device=DEVICE)], DEVICE, **options)
+
+
 def test_without_triton_the_kernel_is_not_offered_and_says_what_is_missing(monkeypatch):
     monkeypatch.setattr(fused, "_triton", lambda: None)
 

@@ -20,12 +20,13 @@ int64 sums: exact mod 2^64 in any order, so the result is bit-identical to the d
 every device, for every block size and program count.
 
 The tensors are passed as a table of addresses and lengths (one int64 each), built once per set
-of tensors and kept on the device (`_tables`): the weight check of the same parameters, or the
+of tensors and kept on the device (`_tables`, the last 64 sets): the weight check of the same parameters, or the
 gradients of the same bucket, reuse it, so no step copies anything from the host or waits for it.
 
-Triton is optional: `available(device)` is False without it (the definition's torch path runs
-instead), and on CPU tensors, unless `TRITON_INTERPRET=1` (the tests run the kernel on CPU under
-Triton's interpreter against the definition).
+Triton is optional: `available(device)` is False without it, and for CPU tensors, and the
+definition's torch path runs instead. The kernel itself is in `fused_kernel.py`, imported on
+first use. The tests call `fingerprints` here directly on CPU tensors, with Triton's interpreter
+(`TRITON_INTERPRET=1`), against the definition.
 """
 
 from __future__ import annotations
@@ -38,11 +39,15 @@ from typing import Any
 
 import torch
 
-DEFAULT_BLOCK = 4096
-"""Words per block: each lane of a program reads BLOCK / (32 · warps) words per iteration."""
+DEFAULT_BLOCK = 1024
+"""Words per block: with Triton's default of 4 warps, each thread reads 8 words per iteration
+and keeps 16 int64 sums in registers. Not yet tuned on a GPU."""
 
 DEFAULT_PROGRAMS = 1024
-"""Programs per tensor at most (fewer for tensors under this many blocks)."""
+"""Programs per tensor at most (fewer for tensors under this many blocks); at most
+MAX_PROGRAMS (a CUDA grid's second dimension)."""
+
+MAX_PROGRAMS = 65535
 
 _TABLES_KEPT = 64
 
@@ -97,8 +102,8 @@ def fingerprints(
     triton, kernels = found
     if block < 1 or block & (block - 1):
         raise ValueError(f"block must be a power of two, not {block}")
-    if programs < 1:
-        raise ValueError(f"programs must be at least 1, not {programs}")
+    if not 1 <= programs <= MAX_PROGRAMS:
+        raise ValueError(f"programs must be between 1 and {MAX_PROGRAMS}, not {programs}")
     for index, tensor in enumerate(words):
         if tensor.device != device:
             raise ValueError(f"tensor {index} is on {tensor.device}, not {device}")
