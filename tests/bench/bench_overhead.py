@@ -176,6 +176,10 @@ def worker(rank: int, port: int, setting: Setting, messages: queue.Queue[Any]) -
         {"NODE_NAME": f"bench-node-{rank}", "RANK": str(rank), "WORLD_SIZE": str(WORLD)}
     )
     try:
+        from trainer_emitter.checks.determinism import CUBLAS_WORKSPACE
+
+        # cuBLAS reads it when its first handle is made: before any step of any variant.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
         import torch
         import torch.distributed as dist
 

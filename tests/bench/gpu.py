@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print(NO_GPU.format(version=torch.__version__), file=sys.stderr)
         return 2
-    device = torch.device("cuda")
+    device = torch.device("cuda", torch.cuda.current_device())
     rows: list[dict[str, Any]] = [
         _row("device", None, "", None, torch.cuda.get_device_name(device)),
     ]

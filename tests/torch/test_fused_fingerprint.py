@@ -150,6 +150,15 @@ def test_fingerprints_of_tensors_and_missing_gradients_take_the_kernel_as_one_ba
     )
 
 
+def test_a_gpu_named_without_its_index_is_read_as_the_current_one(monkeypatch):
+    # torch.device("cuda") != torch.device("cuda", 0), though both name the current GPU.
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    words = raw_words(torch.zeros(3))
+
+    with pytest.raises(ValueError, match="tensor 0 is on cpu, not cuda:0"):
+        fused.fingerprints([words], torch.device("cuda"))
+
+
 def test_the_kernel_refuses_words_that_are_not_flat_raw_integers():
     with pytest.raises(TypeError, match="not flat raw words"):
         fused.fingerprints([torch.zeros(4, device=DEVICE)], DEVICE)

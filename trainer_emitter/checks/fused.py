@@ -95,6 +95,8 @@ def fingerprints(
     found = _triton()
     if found is None:
         raise RuntimeError("the fused fingerprint needs Triton (pip install triton)")
+    if device.type == "cuda" and device.index is None:  # "cuda" is the current GPU
+        device = torch.device("cuda", torch.cuda.current_device())
     if device.type != "cuda" and not interpreted():
         raise ValueError(
             f"the fused fingerprint runs on a GPU (or with TRITON_INTERPRET=1), not on {device}"
