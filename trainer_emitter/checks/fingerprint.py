@@ -45,7 +45,7 @@ row totals (16 KiB each by default) and a few of 64.
 
 Speed on a CPU, against numpy's exact int64 sum of the same words (`np.sum(words,
 dtype=np.int64)`, one core, `make bench ARGS=fingerprint`): 0.76 to 0.85 for float32 tensors
-and 0.74 to 0.78 for bfloat16 in runs on a shared, busy two-core machine, against 0.43 to 0.52
+and 0.74 to 0.79 for bfloat16 in runs on a shared, busy two-core machine, against 0.43 to 0.52
 before this path; 0.9 was reached only in a few quieter measurements. The reason, measured: one
 read of the words is the floor and torch has no fused "widen and reduce along two axes". Its
 integer reductions with a `dtype` argument are not vectorised (half as fast as widening first),
