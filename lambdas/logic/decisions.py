@@ -23,6 +23,18 @@ class ValidDecision:
     approval_execution_arn: str
 
 
+BINDING_HEADER = "x-sdc-approval"
+"""The signed header that binds an identity proof to one decision (as `x-k8s-aws-id` binds an
+EKS token to one cluster): STS ignores it, but its signature covers it, so the proof is
+accepted for this value only."""
+
+
+def approval_binding(approval_state_machine_arn: str, incident_id: str, decision: str) -> str:
+    """The value an identity proof is bound to: this deployment's approval state machine, the
+    incident (or storm hold) and the decision."""
+    return f"{approval_state_machine_arn}|{incident_id}|{decision}"
+
+
 def validate_decision(request: DecisionRequest) -> ValidDecision:
     """The request's values, checked; raises DecisionRefused naming the first bad one."""
     if not isinstance(request.incident_id, str) or not INCIDENT_ID_RE.match(request.incident_id):
@@ -62,7 +74,7 @@ def check_accepts_decision(
         raise DecisionRefused(
             f"incident {incident.incident_id} was already decided: "
             f"{incident.decision.decision} at {incident.decision.at} "
-            f"by {incident.decision.approval_execution_arn}"
+            f"by {incident.decision.who}"
         )
     if incident.state is not IncidentState.AWAITING_APPROVAL:
         raise DecisionRefused(
