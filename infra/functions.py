@@ -18,6 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import asset as asset_build
+from infra.audit_anchor import AuditAnchorLog
 from infra.dependencies import depend_on_role_policy_only
 from infra.log_groups import retained_log_group
 from infra.nag import (
@@ -255,6 +256,16 @@ def _default_policy(fn: lambda_.Function) -> iam.Policy:
     return policy
 
 
+def decision_env(settings: Settings) -> dict[str, str]:
+    """Who may decide and how many must agree: decide enforces it, request_approval's card and
+    the CLI say it."""
+    return {
+        "APPROVALS_REQUIRED": str(settings.approvals_required),
+        "APPROVERS": ",".join(settings.approvers),
+        "REQUIRE_IDENTITY_PROOF": "true" if settings.require_identity_proof else "false",
+    }
+
+
 class Functions(Construct):
     """All functions. `remediation_arn` / `approval_arn` are the state machines' ARNs, known
     before the state machines exist because their names are fixed (see workflow.py)."""
@@ -267,6 +278,7 @@ class Functions(Construct):
         settings: Settings,
         code_asset: asset_build.LambdaAsset,
         storage: Storage,
+        audit_anchor: AuditAnchorLog,
         notifications: Notifications,
         pause_switch: PauseSwitch,
         remediation_arn: str,
@@ -311,6 +323,8 @@ class Functions(Construct):
             "GUARD_MAX_OPEN_PERCENT": str(settings.guard_max_open_percent),
             "STORM_THRESHOLD": str(settings.storm_threshold),
             "STORM_WINDOW_SECONDS": str(settings.storm_window_seconds),
+            **decision_env(settings),
+            "AUDIT_ANCHOR_LOG_GROUP": audit_anchor.name,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": PIPELINE_NAMESPACE,
         }
@@ -337,6 +351,7 @@ class Functions(Construct):
                 pause_switch.grant_read(fn)
             storage.grant_incidents(fn)
             storage.grant_audit_append(fn)
+            audit_anchor.grant_append(fn)
             if spec.publishes:
                 notifications.grant_publish(fn)
             if spec.hyperpod and cluster_arns:

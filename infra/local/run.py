@@ -31,6 +31,7 @@ from moto import mock_aws
 
 from infra.local.evaluator import Evaluator
 from infra.local.fake_hyperpod import FakeHyperPod
+from infra.local.identity import MotoIdentityVerifier
 from infra.local.interpreter import local_interpreter
 from infra.local.kube_api import KubeApi
 from infra.local.metrics import EmfCapture
@@ -222,6 +223,7 @@ class LocalRun:
                             hyperpod=hyperpod,
                             kubernetes=kubernetes,
                             prometheus=prometheus,
+                            identity=MotoIdentityVerifier(),
                         )
 
                     _deps.set_deps(per_invocation)
@@ -237,7 +239,12 @@ class LocalRun:
                             invocations=invocations,
                             bus=EventBus(stack, session),
                             evaluator=Evaluator(stack, session),
-                            deps=build_deps(settings, session=session, hyperpod=hyperpod),
+                            deps=build_deps(
+                                settings,
+                                session=session,
+                                hyperpod=hyperpod,
+                                identity=MotoIdentityVerifier(),
+                            ),
                             inbox_url=_subscribe_inbox(session, settings.topic_arn),
                             kube_api=kube_api,
                             emf=emf,

@@ -314,8 +314,9 @@ def _principal(step: Step, bound: DecisionRequest, valid: ValidDecision, actor: 
         principal = deps.identity.redeem(bound.identity_proof, binding)
     except IdentityRefused as err:
         refuse(f"the identity proof was refused: {err}")
+    names = {principal.arn or "", principal.iam_arn or ""}
     if settings.approvers and not any(
-        fnmatch.fnmatchcase(principal.arn or "", pattern) for pattern in settings.approvers
+        fnmatch.fnmatchcase(name, pattern) for name in names for pattern in settings.approvers
     ):
         refuse(
             f"{principal.arn} is not an allowed approver (APPROVERS: "

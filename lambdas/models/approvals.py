@@ -52,6 +52,17 @@ class Principal:
             return self.arn.rsplit("/", 1)[-1]
         return None
 
+    @property
+    def iam_arn(self) -> str | None:
+        """The IAM principal behind the caller: an assumed-role session's role
+        (`arn:aws:iam::<account>:role/<role>`, without its path, which STS does not name), or
+        the caller's own ARN."""
+        if self.arn and ":assumed-role/" in self.arn:
+            head, _, rest = self.arn.partition(":assumed-role/")
+            role = rest.split("/", 1)[0]
+            return head.replace(":sts:", ":iam:", 1) + f":role/{role}"
+        return self.arn
+
     def label(self) -> str:
         return self.arn if self.verified and self.arn else "unverified (console approval)"
 
