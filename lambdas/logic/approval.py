@@ -12,6 +12,7 @@ from lambdas.logic._steps import Step, error_details
 from lambdas.logic.decisions import (
     ValidDecision,
     approval_binding,
+    approvals_line,
     check_accepts_decision,
     validate_decision,
 )
@@ -185,14 +186,15 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     held = incident.decision
     if held is not None and held.delivery == Delivery.PENDING and held.decision is valid.decision:
         return _resume(step, valid, principal, actor, incident)
+    required = deps.settings.approvals_required
     approval = ApprovalRecord(
         valid.decision.value,
         principal,
         valid.approval_execution_arn,
         step.now(),
         valid.comment,
+        required,
     )
-    required = deps.settings.approvals_required
     counts = required > 1 and valid.decision is not Decision.REJECT
     tokens: list[str] = []
     outcome: list[str] = []
@@ -333,23 +335,6 @@ def _agreeing(incident: Incident, decision: Decision) -> list[ApprovalRecord]:
         if approval.decision == decision.value:
             found.setdefault(approval.principal.arn, approval)
     return list(found.values())
-
-
-def approvals_line(incident: Incident, required: int) -> str | None:
-    """ "1 of 2: arn:…/alice at 12:03:00" while more approvals are required; None otherwise."""
-    if required <= 1:
-        return None
-    decided = incident.decision
-    if decided is not None and decided.approvals:
-        approvals = [ApprovalRecord.from_record(a) for a in decided.approvals]
-    else:
-        approvals = [ApprovalRecord.from_record(a) for a in incident.approvals]
-    if not approvals:
-        return f"0 of {required}"
-    who = "; ".join(
-        f"{a.decision} by {a.principal.label()} at {a.at[11:19] or a.at}" for a in approvals
-    )
-    return f"{len(approvals)} of {required}: {who}"
 
 
 def _counted(

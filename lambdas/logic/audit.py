@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -185,6 +185,46 @@ def verify_anchored(
             "the incident is closed but its chain holds no closing entry",
         )
     return ChainVerdict(True, len(ordered))
+
+
+ANCHOR_GRACE_SECONDS = 300
+"""Entries younger than this may not be anchored yet (the anchor is written just after the
+entry, and read back eventually consistently): `verify` does not require them to be."""
+
+
+def verify_subjects(
+    chains: Mapping[str, Sequence[AuditEntry]],
+    anchored: Sequence[AnchorRecord] | None,
+    *,
+    closed: Iterable[str] = (),
+    now: datetime | None = None,
+) -> dict[str, ChainVerdict]:
+    """Every subject of the table and of the anchor, checked: against the anchor when there is
+    one (`anchored` None: the chains alone, which prove order only). A subject only the anchor
+    knows was removed from the table; a `closed` one must hold its closing entry."""
+    if anchored is None:
+        return {
+            subject: verify_chain(entries)
+            if entries
+            else ChainVerdict(False, 0, 1, "no audit entries at all")
+            for subject, entries in sorted(chains.items())
+        }
+    by_subject: dict[str, list[AnchorRecord]] = {}
+    for record in anchored:
+        by_subject.setdefault(record.subject, []).append(record)
+    closed_ones = set(closed)
+    settled_before = (
+        (now - timedelta(seconds=ANCHOR_GRACE_SECONDS)).isoformat() if now is not None else None
+    )
+    return {
+        subject: verify_anchored(
+            chains.get(subject, []),
+            by_subject.get(subject, []),
+            closed=subject in closed_ones,
+            settled_before=settled_before,
+        )
+        for subject in sorted(set(chains) | set(by_subject))
+    }
 
 
 class Auditor:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from lambdas.logic.lifecycle import MAX_REBOOTS, reboots_done
+from lambdas.models.approvals import ApprovalRecord
 from lambdas.models.errors import DecisionRefused
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import INCIDENT_ID_RE, Decision, DecisionRequest
@@ -98,3 +99,21 @@ def check_accepts_decision(
                 f"{deadline.isoformat()} (it closes as expired; nothing is replaced)"
             )
     return incident.task_token
+
+
+def approvals_line(incident: Incident, required: int | None = None) -> str | None:
+    """ "1 of 2: approve by arn:…/alice at 12:03:00" when more than one approval is (or was)
+    required; None otherwise. `required` defaults to what the recorded approvals say."""
+    decided = incident.decision
+    records = decided.approvals if decided is not None and decided.approvals else incident.approvals
+    approvals = [ApprovalRecord.from_record(a) for a in records or []]
+    if required is None:
+        required = max((a.required for a in approvals), default=1)
+    if required <= 1:
+        return None
+    if not approvals:
+        return f"0 of {required}"
+    who = "; ".join(
+        f"{a.decision} by {a.principal.label()} at {a.at[11:19] or a.at}" for a in approvals
+    )
+    return f"{len(approvals)} of {required}: {who}"

@@ -94,6 +94,8 @@ class ApprovalRecord:
     approval_execution_arn: str
     at: str
     comment: str | None = None
+    required: int = 1
+    """How many distinct approvals the deployment required when this one was recorded."""
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -102,6 +104,7 @@ class ApprovalRecord:
             "approval_execution_arn": self.approval_execution_arn,
             "at": self.at,
             "comment": self.comment,
+            "required": self.required,
         }
 
     @classmethod
@@ -112,4 +115,5 @@ class ApprovalRecord:
             approval_execution_arn=str(record["approval_execution_arn"]),
             at=str(record["at"]),
             comment=record.get("comment"),
+            required=int(record.get("required") or 1),
         )

@@ -28,7 +28,9 @@ from lambdas.adapters.dynamodb.audit import DynamoAuditLog
 from lambdas.adapters.dynamodb.guard import DynamoGuardStore
 from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
 from lambdas.adapters.dynamodb.keys import hold_key
+from lambdas.adapters.identity import PROOF_PREFIX, checked_request
 from lambdas.logic.audit import Auditor
+from lambdas.logic.decisions import BINDING_HEADER
 from lambdas.logic.ports import SystemClock
 from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident
@@ -381,7 +383,13 @@ def test_show_prints_the_decision_and_the_replacement(deployed, capsys):
     deployed.sdc("show", incident_id)
 
     out = capsys.readouterr().out
-    assert f"approve at 2026-11-30 08:20:00Z\n  by {approver}\n  comment: rank 13 twice" in out
+    assert (
+        "approve at 2026-11-30 08:20:00Z\n"
+        f"  by unverified, execution {approver}\n"
+        f"  approval execution {approver}\n"
+        "  delivery: delivered\n"
+        "  comment: rank 13 twice"
+    ) in out
     assert "new instance: i-0f000000000000005" in out
 
 
@@ -499,11 +507,24 @@ def test_approve_starts_the_approval_state_machine_with_the_consoles_input(deplo
     status = deployed.sdc("approve", incident_id, "-m", "rank 13 mismatched twice")
 
     assert status == 0
-    assert deployed.execution_input() == {
+    started = deployed.execution_input()
+    assert started.pop("identity_proof").startswith(PROOF_PREFIX)
+    assert started == {
         "incident_id": incident_id,
         "decision": "approve",
         "comment": "rank 13 mismatched twice",
     }
+
+
+def test_approve_signs_an_identity_proof_bound_to_its_decision(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval")
+
+    deployed.sdc("approve", incident_id, "-m", "rank 13 mismatched twice")
+
+    proof = deployed.execution_input()["identity_proof"]
+    url, query = checked_request(proof)
+    assert query["X-Amz-SignedHeaders"] == f"host;{BINDING_HEADER}"
+    assert url.startswith("https://sts.us-west-2.amazonaws.com/?Action=GetCallerIdentity")
 
 
 def test_reject_starts_the_approval_state_machine_with_decision_reject(deployed, capsys):
@@ -603,7 +624,9 @@ def test_reset_starts_the_approval_state_machine_with_the_hold_and_decision_rese
     status = deployed.sdc("reset", hold_id, "-m", "the recipe is fixed")
 
     assert status == 0
-    assert deployed.execution_input() == {
+    started = deployed.execution_input()
+    assert started.pop("identity_proof").startswith(PROOF_PREFIX)
+    assert started == {
         "incident_id": hold_id,
         "decision": "reset",
         "comment": "the recipe is fixed",
@@ -1088,14 +1111,18 @@ def test_approving_through_the_cli_leads_the_incident_to_replaced(tmp_path, caps
 
         status = main(
             ["--outputs", str(outputs), "approve", incident_id, "-m", "rank 13 twice"],
-            session=run.session,
+            session=run.operator_session(),
         )
         incident = run.wait_for(incident_id, "replaced")
 
         assert status == 0
         assert incident.replacement.new_instance_id not in (None, "i-0bb00000000000002")
         (accepted,) = [e for e in run.audit(incident_id) if e.action == "decision_accepted"]
-        assert re.search(r":execution:SdcRemediation-approval:cli-[^:]+$", accepted.actor)
+        assert accepted.actor == "approver:arn:aws:iam::123456789012:user/local-operator"
+        assert re.search(
+            r":execution:SdcRemediation-approval:cli-[^:]+$",
+            accepted.details["approval_execution_arn"],
+        )
         assert accepted.details["comment"] == "rank 13 twice"
 
 

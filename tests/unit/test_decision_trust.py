@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from lambdas.logic import approval, ids
+from lambdas.logic.decisions import approvals_line
 from lambdas.models.errors import DecisionRefused, ServiceUnavailable, Throttled
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import DecisionRequest
@@ -180,7 +181,7 @@ def test_with_two_required_one_approval_leaves_the_incident_waiting_with_one_of_
     incident = world.incident(incident_id)
     assert (incident.state, incident.decision) == (S.AWAITING_APPROVAL, None)
     assert world.workflow.answers == []
-    assert approval.approvals_line(incident, 2).startswith(f"1 of 2: approve by {ALICE} at ")
+    assert approvals_line(incident, 2).startswith(f"1 of 2: approve by {ALICE} at ")
     assert world.audit.actions(incident_id)[-1] == "approval_recorded"
 
 
