@@ -350,6 +350,8 @@ def _counted(
     required = step.deps.settings.approvals_required
     agreeing = _agreeing(incident, valid.decision)
     counted = f"{len(agreeing)} of {required}"
+    if not repeated:
+        _notify_counted(step, incident, required)
     step.audit(
         valid.incident_id,
         "approval_repeated" if repeated else "approval_recorded",
@@ -373,6 +375,31 @@ def _counted(
         "waiting": True,
         "principal": principal.label(),
     }
+
+
+def _notify_counted(step: Step, incident: Incident, required: int) -> None:
+    """Tell the approvers that an approval was recorded and another is needed (best effort: a
+    failed publish is audited, the approval stands)."""
+    line = approvals_line(incident, required) or ""
+    subject = f"SDC approval {line.split(':', 1)[0]}: {incident.incident_id}"[:100]
+    text = "\n".join(
+        (
+            f"Approvals for {incident.incident_id}: {line}",
+            "Nothing acts until another approver gives the same decision; the same approver "
+            "again counts once; a reject by any approver ends it.",
+            f"Decide with: sdc approve {incident.incident_id} -m '<why>'",
+        )
+    )
+    try:
+        step.deps.notifier.publish(
+            subject, text, {"incident_id": incident.incident_id, "kind": "approval_counted"}
+        )
+    except Exception as err:
+        step.audit(
+            incident.incident_id,
+            "notification_failed",
+            error_details(err, kind="approval_counted"),
+        )
 
 
 def _write_ahead(step: Step, valid: ValidDecision, actor: str, decision: DecisionRecord) -> None:

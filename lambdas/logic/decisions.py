@@ -12,6 +12,7 @@ from lambdas.models.approvals import ApprovalRecord
 from lambdas.models.errors import DecisionRefused
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import INCIDENT_ID_RE, Decision, DecisionRequest
+from lambdas.models.settings import Settings
 
 MAX_COMMENT = 1000
 
@@ -117,3 +118,27 @@ def approvals_line(incident: Incident, required: int | None = None) -> str | Non
         f"{a.decision} by {a.principal.label()} at {a.at[11:19] or a.at}" for a in approvals
     )
     return f"{len(approvals)} of {required}: {who}"
+
+
+def approval_rule_lines(settings: Settings, incident: Incident) -> tuple[str, ...]:
+    """What the card says about who may decide and how many must agree (nothing when one
+    unsigned approval by anyone allowed to start the approval state machine is enough)."""
+    if not settings.needs_identity_proof:
+        return ()
+    required = settings.approvals_required
+    lines = [""]
+    if required > 1:
+        lines.append(
+            f"  Approvals needed: {required} distinct approvers must give the same approve (or "
+            "reboot); the same person twice counts once; a reject by any approver ends it."
+        )
+        so_far = approvals_line(incident, required)
+        if so_far:
+            lines.append(f"  So far: {so_far}")
+    if settings.approvers:
+        lines.append(f"  Allowed approvers: {', '.join(settings.approvers)}")
+    lines.append(
+        "  Decide with `sdc approve|reboot|reject <incident id> -m '<why>'`: it signs a proof of "
+        "who you are. A console or plain start-execution approval carries none and is refused."
+    )
+    return tuple(lines)

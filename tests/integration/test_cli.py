@@ -24,12 +24,13 @@ from infra.cli import decide
 from infra.cli.decide import execution_name
 from infra.cli.main import main
 from lambdas.adapters._aws import to_item
+from lambdas.adapters.audit_anchor import LogsAuditAnchor
 from lambdas.adapters.dynamodb.audit import DynamoAuditLog
 from lambdas.adapters.dynamodb.guard import DynamoGuardStore
 from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
 from lambdas.adapters.dynamodb.keys import hold_key
 from lambdas.adapters.identity import PROOF_PREFIX, checked_request
-from lambdas.logic.audit import Auditor
+from lambdas.logic.audit import GENESIS, Auditor, seal
 from lambdas.logic.decisions import BINDING_HEADER
 from lambdas.logic.ports import SystemClock
 from lambdas.models.guard import ClusterHold
@@ -50,6 +51,7 @@ from trainer_emitter import Emitter
 from trainer_emitter.sinks import DeliveryError
 
 EXECUTING = {"stepfunctions": {"execute_state_machine": True}}
+ANCHOR_GROUP = "/SdcRemediation/audit-anchor"
 """moto runs the approval state machine's definition, so an execution ends like on AWS."""
 
 ACCEPTING = json.dumps(
@@ -134,6 +136,27 @@ class Deployed:
     def audit(self) -> DynamoAuditLog:
         return DynamoAuditLog(AUDIT_TABLE, lambda: self.dynamodb)
 
+    @property
+    def anchor(self) -> LogsAuditAnchor:
+        return LogsAuditAnchor(ANCHOR_GROUP, lambda: SESSION.client("logs"))
+
+    def rewrite(self, subject: str, seq: int, **changes: Any) -> None:
+        """Rewrite entry `seq` and recompute every hash after it, then store the chain again
+        with plain PutItem: what an insider with the functions' audit grant can do."""
+        prev = GENESIS
+        for entry in self.audit.entries(subject):
+            if entry.seq >= seq:
+                body = {**entry.body(), **(changes if entry.seq == seq else {}), "prev_hash": prev}
+                entry = seal(**body)
+                self.dynamodb.put_item(TableName=AUDIT_TABLE, Item=to_item(entry.to_record()))
+            prev = entry.hash
+
+    def drop(self, subject: str, *seqs: int) -> None:
+        for seq in seqs:
+            self.dynamodb.delete_item(
+                TableName=AUDIT_TABLE, Key={"incident_id": {"S": subject}, "seq": {"N": str(seq)}}
+            )
+
     def sdc(self, *argv: str) -> int:
         return main(["--outputs", str(self.outputs), *argv], session=SESSION)
 
@@ -161,7 +184,7 @@ class Deployed:
             **fields,
         }
         self.incidents.create(Incident.from_record(stored))
-        auditor = Auditor(self.audit, SystemClock())
+        auditor = Auditor(self.audit, SystemClock(), self.anchor)
         for n in range(audited):
             auditor.record(incident_id, f"step_{n + 1}", actor="open_incident", details={"n": n})
         return incident_id
@@ -215,8 +238,16 @@ def deployed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploy
         approval = sfn.create_state_machine(
             name="sdc-approval", definition=ACCEPTING, roleArn=ROLE
         )["stateMachineArn"]
+        SESSION.client("logs").create_log_group(logGroupName=ANCHOR_GROUP)
         outputs = tmp_path / "outputs.json"
-        outputs.write_text(json.dumps(outputs_of(INCIDENTS_TABLE, AUDIT_TABLE, approval)))
+        outputs.write_text(
+            json.dumps(
+                {
+                    **outputs_of(INCIDENTS_TABLE, AUDIT_TABLE, approval),
+                    "AuditAnchorLogGroupName": ANCHOR_GROUP,
+                }
+            )
+        )
         yield Deployed(outputs=outputs, approval_arn=approval, dynamodb=dynamodb, sfn=sfn)
 
 
@@ -749,9 +780,53 @@ def test_audit_verify_names_a_deleted_entry(deployed, capsys):
     assert "at seq 2: entry 2 is missing" in capsys.readouterr().out
 
 
+def test_audit_verify_detects_a_rewritten_entry_whose_chain_was_recomputed(deployed, capsys):
+    incident_id = deployed.incident("replaced", audited=4)
+    deployed.rewrite(incident_id, 2, actor="approver:arn:aws:iam::123456789012:user/mallory")
+
+    status = deployed.sdc("audit", "verify", incident_id)
+
+    assert status == 1
+    assert (
+        f"BROKEN    {incident_id}  at seq 2: entry 2 is not the one anchored: it was rewritten"
+        in capsys.readouterr().out
+    )
+
+
+def test_audit_verify_detects_a_truncated_tail(deployed, capsys):
+    incident_id = deployed.incident("replaced", audited=5)
+    deployed.drop(incident_id, 4, 5)
+
+    status = deployed.sdc("audit", "verify", incident_id)
+
+    assert status == 1
+    assert (
+        f"BROKEN    {incident_id}  at seq 4: the anchor holds entries up to 5, the table ends "
+        "at 3: the tail was removed"
+    ) in capsys.readouterr().out
+
+
+def test_audit_verify_all_detects_a_subject_removed_from_the_table(deployed, capsys):
+    deployed.incident("replaced", audited=2)
+    subject = "decision#arn:aws:states:us-west-2:123456789012:execution:sdc-approval:x"
+    Auditor(deployed.audit, SystemClock(), deployed.anchor).record(
+        subject, "decision_refused", actor="approver:x", details={"reason": "no incident"}
+    )
+    deployed.drop(subject, 1)
+
+    status = deployed.sdc("audit", "verify", "--all")
+
+    out = capsys.readouterr().out
+    assert status == 1
+    assert (
+        f"BROKEN    {subject}  at seq 1: no audit entries, but the anchor holds 1: the subject "
+        "was removed"
+    ) in out
+
+
 def test_audit_verify_all_checks_subjects_that_are_no_incident(deployed, capsys):
     deployed.incident("replaced", audited=2)
-    Auditor(deployed.audit, SystemClock()).record(
+    Auditor(deployed.audit, SystemClock(), deployed.anchor).record(
         "event#0f4e", "event_refused", actor="open_incident", details={"reason": "malformed"}
     )
     deployed.tamper("event#0f4e", seq=1)

@@ -309,3 +309,30 @@ def test_a_crash_after_sending_is_settled_by_the_retry_without_a_second_answer(w
 
     assert len(world.workflow.answers) == 1
     assert world.audit.actions(incident_id)[-2:] == ["decision_accepted", "decision_delivered"]
+
+
+def test_the_card_says_how_many_approvals_are_needed_and_how_to_sign(world):
+    two_person(world)
+
+    world.awaiting_approval()
+
+    card = world.notifier.published[-1].message
+    assert "Approvals needed: 2 distinct approvers" in card
+    assert "sdc approve|reboot|reject" in card
+
+
+def test_a_recorded_first_approval_is_announced_with_one_of_two(world):
+    incident_id = world.awaiting_approval()
+    two_person(world)
+
+    approval.decide(world.decision(incident_id, principal=ALICE), world.deps)
+
+    notice = world.notifier.published[-1]
+    assert notice.subject == f"SDC approval 1 of 2: {incident_id}"
+    assert f"1 of 2: approve by {ALICE} at " in notice.message
+
+
+def test_the_card_of_a_single_unsigned_approval_says_nothing_about_signing(world):
+    world.awaiting_approval()
+
+    assert "sdc approve|reboot|reject" not in world.notifier.published[-1].message
