@@ -50,6 +50,7 @@ class ApprovalWorkflow(Construct):
         *,
         settings: Settings,
         decide: lambda_.IFunction,
+        incidents_table_arn: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.state_machine = standard_state_machine(
@@ -107,6 +108,12 @@ class ApprovalWorkflow(Construct):
                     sid="FollowApproval",
                     actions=["states:DescribeExecution"],
                     resources=[executions],
+                    conditions=conditions,
+                ),
+                iam.PolicyStatement(
+                    sid="ReadTheIncidentFirst",
+                    actions=["dynamodb:GetItem"],
+                    resources=[incidents_table_arn],
                     conditions=conditions,
                 ),
             ],

@@ -88,7 +88,13 @@ class SdcRemediationStack(Stack):
             functions=functions.by_module,
             approval_state_machine_arn=approval_arn,
         )
-        approval = ApprovalWorkflow(self, "Approval", settings=settings, decide=functions.decide)
+        approval = ApprovalWorkflow(
+            self,
+            "Approval",
+            settings=settings,
+            decide=functions.decide,
+            incidents_table_arn=storage.incidents.table_arn,
+        )
         alarms = ContributorAlarms(self, "Alarms", settings=settings)
         routing = Routing(
             self,

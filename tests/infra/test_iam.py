@@ -117,6 +117,10 @@ def test_nothing_may_update_or_delete_audit_entries(template):
 
 def test_incidents_grants_name_the_table_and_its_index_and_never_scan(template):
     for statement in _granting(all_statements(template), "dynamodb:"):
+        if statement.get("Sid") == "ReadTheIncidentFirst":  # the approvers' policy: one read
+            assert actions(statement) == {"dynamodb:GetItem"}
+            assert resolved(template, statement["Resource"]) == "<IncidentsTable>"
+            continue
         if "IncidentsTable" in json.dumps(statement["Resource"]):
             assert resolved(template, statement["Resource"]) == [
                 "<IncidentsTable>",
@@ -284,3 +288,32 @@ def test_the_training_policy_follows_the_namespace(variant_template):
     metrics = policy["Properties"]["PolicyDocument"]["Statement"][0]
 
     assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "ML/SDC"}}
+
+
+def _approver_policy(template: dict[str, Any]) -> dict[str, Any]:
+    (policy,) = (
+        p
+        for logical_id, p in resources_of_type(template, "AWS::IAM::ManagedPolicy").items()
+        if logical_id.startswith("ApprovalApproverPolicy")
+    )
+    return policy
+
+
+def test_the_approver_policy_starts_only_the_approval_machine(template):
+    statements = _approver_policy(template)["Properties"]["PolicyDocument"]["Statement"]
+    (start,) = [s for s in statements if "states:StartExecution" in actions(s)]
+
+    assert resolved(template, start["Resource"]) == APPROVAL_ARN
+    assert "Condition" not in start  # no sdc:approvers in this context: anyone it is attached to
+
+
+def test_the_approver_policy_is_limited_to_the_approver_patterns(lambda_asset):
+    from infra.synth import synthesize_once
+
+    patterns = ["arn:aws:iam::111122223333:role/SdcApprover*"]
+    template = synthesize_once(
+        {"sdc:approvers": patterns, "sdc:approvalsRequired": 2}, code_asset=lambda_asset
+    ).template
+
+    for statement in _approver_policy(template)["Properties"]["PolicyDocument"]["Statement"]:
+        assert statement["Condition"] == {"StringLike": {"aws:PrincipalArn": patterns}}
