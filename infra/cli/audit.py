@@ -34,15 +34,10 @@ def cmd_audit_verify(op: Operator, args: argparse.Namespace) -> int:
             found = anchor.records(subject) if anchor is not None else []
             if anchored is not None:
                 anchored.extend(found)
-            incident = op.incidents().get(subject)
-            if (
-                not entries
-                and not found
-                and incident is None
-                and op.guard().get_hold(subject) is None
-            ):
+            known = op.incidents().get(subject)
+            if not entries and not found and known is None and op.guard().get_hold(subject) is None:
                 op.incident(subject)  # unknown everywhere: exit 2
-            if incident is not None and incident.closed_at is not None:
+            if known is not None and known.closed_at is not None:
                 closed.add(subject)
             chains[subject] = entries
     verdicts = verify_subjects(chains, anchored, closed=closed, now=datetime.now(UTC))

@@ -336,3 +336,15 @@ def test_the_card_of_a_single_unsigned_approval_says_nothing_about_signing(world
     world.awaiting_approval()
 
     assert "sdc approve|reboot|reject" not in world.notifier.published[-1].message
+
+
+def test_an_assumed_role_session_matches_an_approver_pattern_on_its_role(world):
+    incident_id = world.awaiting_approval()
+    world.settings = dataclasses.replace(
+        world.settings, approvers=("arn:aws:iam::111122223333:role/sdc-approver",)
+    )
+
+    result = approval.decide(world.decision(incident_id, principal=ALICE), world.deps)
+
+    assert result["principal"] == ALICE
+    assert len(world.workflow.answers) == 1
