@@ -12,18 +12,33 @@ from __future__ import annotations
 
 from typing import Final
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.nag import acknowledge, acknowledge_checkov
 from infra.settings import Settings
+from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_DIMENSION, SERVICE_NAME
+from lambdas.metric_names import PipelineMetric as M
 
 APPEND_ACTIONS: Final = ("logs:CreateLogStream", "logs:PutLogEvents")
 READ_ACTIONS: Final = ("logs:FilterLogEvents",)
 LOGICAL_ID: Final = "AuditAnchorLogGroup"
+CHECK_EVERY: Final = Duration.hours(1)
+BROKEN_CHAINS_ALARM: Final = "audit-chains-broken"
+BROKEN_CHAINS_WHAT_TO_DO: Final = (
+    "The scheduled audit check found audit chains that do not verify against the audit "
+    "anchor: an entry rewritten, a tail or a subject removed, or an entry written around the "
+    "pipeline. Run `sdc audit verify --all` for each chain's first bad entry, and see the "
+    'verify_audit function\'s log; docs/operate.md, "When the pipeline alarms".'
+)
 
 
 def anchor_log_group_name(settings: Settings) -> str:
@@ -84,3 +99,36 @@ class AuditAnchorLog(Construct):
                 resources=[self.log_group.log_group_arn],
             )
         )
+
+    def check_on_schedule(
+        self, scope: Construct, fn: lambda_.IFunction, topic: sns.ITopic, settings: Settings
+    ) -> cloudwatch.Alarm:
+        """Run `fn` (verify_audit) every CHECK_EVERY; alarm on the topic when it finds a broken
+        chain (its gauge above 0)."""
+        rule = events.Rule(
+            scope,
+            "AuditCheckSchedule",
+            description="Check every audit chain against the audit anchor",
+            schedule=events.Schedule.rate(CHECK_EVERY),
+        )
+        rule.add_target(targets.LambdaFunction(fn, retry_attempts=2))
+        broken = cloudwatch.Metric(
+            namespace=PIPELINE_NAMESPACE,
+            metric_name=M.AUDIT_CHAINS_BROKEN.value,
+            dimensions_map={SERVICE_DIMENSION: SERVICE_NAME},
+            statistic="Maximum",
+            period=CHECK_EVERY,
+        )
+        alarm = cloudwatch.Alarm(
+            scope,
+            "AuditChainsBrokenAlarm",
+            alarm_name=f"{settings.stack_name}-{BROKEN_CHAINS_ALARM}",
+            alarm_description=BROKEN_CHAINS_WHAT_TO_DO,
+            metric=broken,
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        alarm.add_alarm_action(cw_actions.SnsAction(topic))
+        return alarm

@@ -106,6 +106,8 @@ class FunctionSpec:
     acts_on_nodes: bool = False
     """Changes a node (cordon, deep health check, replacement, release): its concurrency is
     capped at `sdc:nodeActionConcurrency`, a limit beyond the guard's."""
+    verifies_audit: bool = False
+    """The scheduled audit check: scans the audit table and reads the audit anchor."""
     timeout_seconds: int = 30
 
     @property
@@ -204,6 +206,12 @@ SPECS: Final = (
         "Validates an approval decision and completes the waiting remediation task",
         publishes=True,
         answers_approval=True,
+    ),
+    FunctionSpec(
+        "verify_audit",
+        "Checks every audit chain against the audit anchor on a schedule",
+        verifies_audit=True,
+        timeout_seconds=300,
     ),
 )
 
@@ -352,6 +360,9 @@ class Functions(Construct):
             storage.grant_incidents(fn)
             storage.grant_audit_append(fn)
             audit_anchor.grant_append(fn)
+            if spec.verifies_audit:
+                storage.grant_audit_scan(fn)
+                audit_anchor.grant_read(fn)
             if spec.publishes:
                 notifications.grant_publish(fn)
             if spec.hyperpod and cluster_arns:
@@ -500,3 +511,7 @@ class Functions(Construct):
     @property
     def decide(self) -> lambda_.Function:
         return self.by_module["decide"]
+
+    @property
+    def verify_audit(self) -> lambda_.Function:
+        return self.by_module["verify_audit"]

@@ -118,6 +118,9 @@ class SdcRemediationStack(Stack):
             notifications.alarm_on_failed_executions(
                 "RemediationFailedAlarm", remediation.state_machine, settings
             ),
+            audit_anchor.check_on_schedule(
+                self, functions.verify_audit, notifications.topic, settings
+            ),
             *notifications.alarm_on_function_errors(
                 "FunctionErrorsAlarm",
                 {m: fn for m, fn in functions.by_module.items() if m not in REFUSES_BY_RAISING},

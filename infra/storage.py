@@ -88,6 +88,16 @@ class Storage(Construct):
             )
         )
 
+    def grant_audit_scan(self, grantee: iam.IGrantable) -> None:
+        """The scheduled audit check reads every chain: one Scan of the audit table."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="AuditTableScan",
+                actions=["dynamodb:Scan"],
+                resources=[self.audit.table_arn],
+            )
+        )
+
 
 def _protections() -> dict[str, Any]:
     return {

@@ -258,6 +258,8 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
 
     for logical in by_type.get("AWS::Events::Rule", []):
         props = resources[logical]["Properties"]
+        if "EventPattern" not in props:
+            continue  # a schedule (the audit check): the local run runs no schedules
         stack.rules[logical] = Rule(
             logical, resolve(props["EventPattern"]), resolve(props.get("Targets", []))
         )

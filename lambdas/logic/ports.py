@@ -281,6 +281,10 @@ class AuditLog(Protocol):
         """All entries of one incident, in seq order."""
         ...
 
+    def all_chains(self) -> dict[str, list[AuditEntry]]:
+        """Every subject with its entries in seq order (a scan of the whole log)."""
+        ...
+
 
 class Notifier(Protocol):
     def publish(self, subject: str, message: str, attributes: Mapping[str, str]) -> str | None:
@@ -340,6 +344,9 @@ class NoIdentityVerifier:
 class AuditAnchor(Protocol):
     """Where every audit entry's hash is also written, out of reach of the writers' rewrites:
     append-only for the functions (they may add, never change or delete)."""
+
+    enabled: bool
+    """False: no anchor is configured (nothing to check a chain against)."""
 
     def anchor(self, entry: AuditEntry) -> None:
         """Append the entry's (subject, seq, hash)."""

@@ -196,6 +196,20 @@ class CloseResult(TypedDict):
     state: str
 
 
+class BrokenChain(TypedDict):
+    subject: str
+    broken_seq: int | None
+    reason: str | None
+
+
+class AuditCheckResult(TypedDict):
+    """`verify_audit`: how many chains were checked, whether against the anchor, the broken."""
+
+    checked: int
+    anchored: bool
+    broken: list[BrokenChain]
+
+
 class DecisionAccepted(TypedDict, total=False):
     incident_id: str
     decision: str

@@ -94,6 +94,7 @@ def test_the_audit_table_is_append_only_for_every_function(template, function_id
         s
         for s in statements_of_function(template, function_id)
         if {"Fn::GetAtt": ["AuditTable", "Arn"]} in as_list(s["Resource"])
+        and s.get("Sid") != "AuditTableScan"
     ]
 
     assert audit, f"{function_id} cannot write the audit log"
@@ -317,3 +318,7 @@ def test_the_approver_policy_is_limited_to_the_approver_patterns(lambda_asset):
 
     for statement in _approver_policy(template)["Properties"]["PolicyDocument"]["Statement"]:
         assert statement["Condition"] == {"StringLike": {"aws:PrincipalArn": patterns}}
+
+
+def test_only_the_scheduled_audit_check_scans_the_audit_table(template):
+    assert _holders(template, "dynamodb:Scan") == {"VerifyAuditFunction"}

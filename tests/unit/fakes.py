@@ -246,6 +246,11 @@ class InMemoryAuditLog:
     def entries(self, incident_id: str) -> list[AuditEntry]:
         return [copy.deepcopy(e) for _, e in sorted(self.items.get(incident_id, {}).items())]
 
+    def all_chains(self) -> dict[str, list[AuditEntry]]:
+        return {
+            subject: self.entries(subject) for subject in sorted(self.items) if self.items[subject]
+        }
+
     def actions(self, incident_id: str) -> list[str]:
         return [e.action for e in self.entries(incident_id)]
 
@@ -348,6 +353,8 @@ class FakeIdentityVerifier:
 
 class InMemoryAuditAnchor:
     """Append-only: records can be added, never changed or removed."""
+
+    enabled = True
 
     def __init__(self) -> None:
         self._records: list[AnchorRecord] = []

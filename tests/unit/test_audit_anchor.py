@@ -8,6 +8,7 @@ import pytest
 
 from lambdas.logic import approval, ids
 from lambdas.logic.audit import GENESIS, seal, verify_anchored, verify_chain
+from lambdas.logic.audit_check import check_audit
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import DecisionRefused, ServiceUnavailable
 from lambdas.models.payloads import DecisionRequest
@@ -151,3 +152,23 @@ def test_a_closed_incident_whose_closing_entries_were_cut_is_detected(world):
 
     assert not verdict.ok
     assert "no closing entry" in verdict.reason
+
+
+def test_the_scheduled_check_counts_no_broken_chain_when_all_verify(world):
+    world.decided()
+
+    result = check_audit(world.deps)
+
+    assert (result["anchored"], result["broken"]) == (True, [])
+    assert result["checked"] >= 1
+
+
+def test_the_scheduled_check_names_every_broken_chain(world):
+    incident_id = world.decided()
+    store(world, incident_id, chain_of(world, incident_id)[:-2])
+
+    result = check_audit(world.deps)
+
+    assert [(b["subject"], b["broken_seq"]) for b in result["broken"]] == [
+        (incident_id, len(chain_of(world, incident_id)) + 1)
+    ]
