@@ -432,7 +432,42 @@ def _resume(
     assert held is not None
     entries = step.deps.audit.entries(valid.incident_id)
     claimed_by = held.approval_execution_arn
-    if not _logged(entries, "decision_delivered", claimed_by):
+    acted = incident.state in _ACTED_ON.get(held.decision, frozenset())
+    if acted and not _logged(entries, "decision_delivered", claimed_by):
+        # The remediation moved on with this decision: an earlier answer landed.
+        step.audit(
+            valid.incident_id,
+            "decision_delivered",
+            {
+                "decision": held.decision.value,
+                "approval_execution_arn": claimed_by,
+                "delivery": Delivery.DELIVERED.value,
+                "how": f"the remediation acted on it (the incident is {incident.state}): the "
+                "earlier SendTaskSuccess landed (its answer was lost)",
+            },
+            actor=actor,
+        )
+        _settle(step, valid.incident_id, incident)
+    elif incident.state.terminal and not _logged(entries, "decision_delivered", claimed_by):
+        # Closed (expired, failed...) without acting on it: the decision never took effect.
+        refused = DecisionRefused(
+            f"incident {valid.incident_id} closed as {incident.state} before its pending "
+            f"{held.decision} decision was delivered: it never took effect"
+        )
+        step.audit(
+            valid.incident_id,
+            "decision_refused",
+            {
+                "reason": str(refused),
+                "decision": held.decision.value,
+                "approval_execution_arn": claimed_by,
+                "delivery": "not_delivered",
+            },
+            actor=actor,
+        )
+        count(M.DECISIONS_REFUSED)
+        raise refused
+    elif not _logged(entries, "decision_delivered", claimed_by):
         if not _logged(entries, "decision_accepted", claimed_by):
             _write_ahead(step, valid, actor, held)
         token = incident.task_token or ""
@@ -446,6 +481,14 @@ def _resume(
         by=principal.label(),
     )
     return _accepted(step, valid, step.load(valid.incident_id))
+
+
+_ACTED_ON: dict[Decision, frozenset[S]] = {
+    Decision.APPROVE: frozenset({S.REPLACING, S.REPLACED, S.REPLACED_BY_HYPERPOD}),
+    Decision.REBOOT: frozenset({S.REBOOTING, S.REBOOTED}),
+    Decision.REJECT: frozenset({S.REJECTED}),
+}
+"""The states the remediation reaches only after it received each decision."""
 
 
 def _logged(entries: list[AuditEntry], action: str, execution_arn: str | None) -> bool:

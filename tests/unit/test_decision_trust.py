@@ -348,3 +348,36 @@ def test_an_assumed_role_session_matches_an_approver_pattern_on_its_role(world):
 
     assert result["principal"] == ALICE
     assert len(world.workflow.answers) == 1
+
+
+def test_a_retry_after_the_remediation_acted_settles_without_sending_again(world):
+    incident_id = world.awaiting_approval()
+    request = world.decision(incident_id)
+    world.workflow.lose_next_answer = ServiceUnavailable("read timeout")
+    with pytest.raises(ServiceUnavailable):
+        approval.decide(request, world.deps)
+    world.store.incidents[incident_id].state = S.REPLACING  # the remediation went on
+
+    approval.decide(request, world.deps)
+
+    assert len(world.workflow.answers) == 1
+    delivered = world.audit.entries(incident_id)[-1]
+    assert delivered.action == "decision_delivered"
+    assert "the remediation acted on it (the incident is replacing)" in delivered.details["how"]
+
+
+def test_a_pending_decision_of_an_incident_closed_meanwhile_is_refused_not_claimed_delivered(
+    world,
+):
+    incident_id = world.awaiting_approval()
+    request = world.decision(incident_id)
+    world.workflow.fail_next_send = ServiceUnavailable("SendTaskSuccess failed")
+    with pytest.raises(ServiceUnavailable):
+        approval.decide(request, world.deps)
+    world.store.incidents[incident_id].state = S.FAILED  # closed by another path
+
+    with pytest.raises(DecisionRefused, match="closed as failed before its pending approve"):
+        approval.decide(request, world.deps)
+
+    assert world.workflow.answers == []
+    assert world.audit.actions(incident_id)[-1] == "decision_refused"
