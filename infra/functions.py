@@ -49,6 +49,10 @@ REPLACE_NODES: Final = "sagemaker:BatchReplaceClusterNodes"
 REBOOT_NODES: Final = "sagemaker:BatchRebootClusterNodes"
 TASK_RESPONSE: Final = ("states:SendTaskSuccess", "states:SendTaskFailure")
 QUERY_TELEMETRY: Final = "aps:QueryMetrics"
+EVENT_SUBJECTS: Final = "event#"
+"""Audit subjects of events tied to no incident: only the intake functions write them."""
+DECISION_SUBJECTS: Final = "decision#"
+"""Audit subjects of decisions naming no incident: only decide writes them."""
 
 ACTIONS_NEWER_THAN_IAM_LINT: Final = (START_HEALTH_CHECK, REPLACE_NODES, REBOOT_NODES)
 """HyperPod actions the IAM linter's database does not know yet (acknowledged where granted)."""
@@ -359,6 +363,13 @@ class Functions(Construct):
                 pause_switch.grant_read(fn)
             storage.grant_incidents(fn)
             storage.grant_audit_append(fn)
+            storage.deny_audit_subjects(
+                fn,
+                [
+                    *([] if spec.asynchronous else [EVENT_SUBJECTS]),
+                    *([] if spec.answers_approval else [DECISION_SUBJECTS]),
+                ],
+            )
             audit_anchor.grant_append(fn)
             if spec.verifies_audit:
                 storage.grant_audit_scan(fn)

@@ -94,7 +94,7 @@ def test_the_audit_table_is_append_only_for_every_function(template, function_id
         s
         for s in statements_of_function(template, function_id)
         if {"Fn::GetAtt": ["AuditTable", "Arn"]} in as_list(s["Resource"])
-        and s.get("Sid") != "AuditTableScan"
+        and s.get("Sid") not in ("AuditTableScan", "AuditSubjectsNotItsOwn")
     ]
 
     assert audit, f"{function_id} cannot write the audit log"
@@ -322,3 +322,22 @@ def test_the_approver_policy_is_limited_to_the_approver_patterns(lambda_asset):
 
 def test_only_the_scheduled_audit_check_scans_the_audit_table(template):
     assert _holders(template, "dynamodb:Scan") == {"VerifyAuditFunction"}
+
+
+@pytest.mark.parametrize(
+    ("function_id", "denied"),
+    [
+        ("OpenIncidentFunction", ["decision#*"]),
+        ("DecideFunction", ["event#*"]),
+        ("ReplaceNodeFunction", ["event#*", "decision#*"]),
+    ],
+)
+def test_a_function_may_not_write_audit_subjects_it_never_audits(template, function_id, denied):
+    (deny,) = [
+        s
+        for s in statements_of_function(template, function_id)
+        if s.get("Sid") == "AuditSubjectsNotItsOwn"
+    ]
+
+    assert (deny["Effect"], actions(deny)) == ("Deny", {"dynamodb:PutItem"})
+    assert deny["Condition"] == {"ForAnyValue:StringLike": {"dynamodb:LeadingKeys": denied}}
