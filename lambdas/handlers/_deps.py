@@ -20,15 +20,18 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from lambdas.logic.ports import (
+    AuditAnchor,
     AuditLog,
     Clock,
     Deps,
     GuardStore,
     HistoryStore,
     HyperPod,
+    IdentityVerifier,
     IncidentStore,
     KubernetesNodes,
     LifecycleEvents,
+    NoAuditAnchor,
     NoKubernetes,
     NoLifecycleEvents,
     NoPauseSwitch,
@@ -81,6 +84,8 @@ def build_deps(
     kubernetes: KubernetesNodes | None = None,
     prometheus: PrometheusQueries | None = None,
     lifecycle: LifecycleEvents | None = None,
+    identity: IdentityVerifier | None = None,
+    anchor: AuditAnchor | None = None,
 ) -> Deps:
     """The boto3 adapters for `settings` (clients built lazily, all from one session: `session`
     if given), with any of them replaced by the keyword arguments.
@@ -91,6 +96,7 @@ def build_deps(
     import boto3
 
     from lambdas.adapters._aws import LazyClient, client_factory
+    from lambdas.adapters.audit_anchor import LogsAuditAnchor
     from lambdas.adapters.dynamodb.audit import DynamoAuditLog
     from lambdas.adapters.dynamodb.guard import DynamoGuardStore
     from lambdas.adapters.dynamodb.history import DynamoHistoryStore
@@ -99,6 +105,7 @@ def build_deps(
     from lambdas.adapters.eks_token import EksTokens, sts_factory
     from lambdas.adapters.events import EventBridgeLifecycleEvents
     from lambdas.adapters.hyperpod import SageMakerHyperPod
+    from lambdas.adapters.identity import StsIdentityVerifier
     from lambdas.adapters.kubernetes import EksKubernetesNodes
     from lambdas.adapters.prometheus import AmpPrometheus
     from lambdas.adapters.sns import SnsNotifier
@@ -141,6 +148,13 @@ def build_deps(
             EventBridgeLifecycleEvents(settings.event_bus_name, client_factory("events", session))
             if settings.event_bus_name
             else NoLifecycleEvents()
+        ),
+        identity=identity or StsIdentityVerifier(),
+        anchor=anchor
+        or (
+            LogsAuditAnchor(settings.audit_anchor_log_group, client_factory("logs", session))
+            if settings.audit_anchor_log_group
+            else NoAuditAnchor()
         ),
     )
 
