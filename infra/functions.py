@@ -30,6 +30,10 @@ from infra.notifications import Notifications
 from infra.pause import PauseSwitch
 from infra.settings import Cluster, Settings, TelemetrySource
 from infra.storage import Storage
+from lambdas.adapters._aws import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS, worst_call_seconds
+from lambdas.adapters.kubernetes import TIMEOUT_SECONDS as KUBERNETES_TIMEOUT_SECONDS
+from lambdas.adapters.prometheus import TIMEOUT_SECONDS as TELEMETRY_TIMEOUT_SECONDS
+from lambdas.logic._steps import NOTICE_RETRY_WINDOW_SECONDS
 from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
 
 RUNTIME: Final = {
@@ -105,7 +109,7 @@ class FunctionSpec:
     acts_on_nodes: bool = False
     """Changes a node (cordon, deep health check, replacement, release): its concurrency is
     capped at `sdc:nodeActionConcurrency`, a limit beyond the guard's."""
-    timeout_seconds: int = 30
+    timeout_seconds: int = 60
 
     @property
     def handler(self) -> str:
@@ -127,7 +131,7 @@ SPECS: Final = (
         starts_remediation=True,
         reads_pause_switch=True,
         asynchronous=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
     ),
     FunctionSpec(
         "store_report",
@@ -137,7 +141,7 @@ SPECS: Final = (
         starts_remediation=True,
         reads_pause_switch=True,
         asynchronous=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
     ),
     FunctionSpec(
         "isolate_node",
@@ -145,7 +149,7 @@ SPECS: Final = (
         hyperpod=("sagemaker:DescribeCluster",),
         reads_pause_switch=True,
         kubernetes=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
         acts_on_nodes=True,
     ),
     FunctionSpec(
@@ -167,13 +171,14 @@ SPECS: Final = (
         "Stores the task token and asks a human to approve the replacement",
         publishes=True,
         queries_telemetry=True,
+        timeout_seconds=90,
     ),
     FunctionSpec(
         "replace_node",
         "Re-checks the node and requests its replacement",
         hyperpod=(*HYPERPOD_READ, REPLACE_NODES),
         reads_pause_switch=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
         acts_on_nodes=True,
         recovers=True,
     ),
@@ -183,7 +188,7 @@ SPECS: Final = (
         "Re-checks the node and requests its reboot (an approver chose reboot)",
         hyperpod=(*HYPERPOD_READ, REBOOT_NODES),
         reads_pause_switch=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
         acts_on_nodes=True,
         recovers=True,
     ),
@@ -195,7 +200,7 @@ SPECS: Final = (
         "Closes the incident with its outcome, lifts the node's isolation and notifies",
         publishes=True,
         kubernetes=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
         acts_on_nodes=True,
     ),
     FunctionSpec(
@@ -203,8 +208,36 @@ SPECS: Final = (
         "Validates an approval decision and completes the waiting remediation task",
         publishes=True,
         answers_approval=True,
+        timeout_seconds=90,
     ),
 )
+
+
+RECORD_CALLS: Final = 3
+"""The AWS calls that record a failed step (read the incident, save it, append the audit entry),
+each given one attempt's connect and read timeouts."""
+KUBERNETES_REQUESTS: Final = 3
+"""The Kubernetes API requests one node's cordon or release makes (find, read, patch)."""
+ROOM_SECONDS: Final = 5
+"""What is left over for the function's own work and the runtime."""
+
+
+def time_budget_seconds(spec: FunctionSpec) -> float:
+    """The longest an invocation of `spec` can need when one call hangs: that AWS call with all
+    its attempts (`lambdas.adapters._aws.worst_call_seconds`), the calls that record its
+    failure, the Kubernetes requests (each bounded by its timeout), the telemetry query, a
+    notice with its retries, and `ROOM_SECONDS`. Every function's timeout is at least this
+    (tests/infra/test_functions.py), so a hung call ends as a recorded, retryable error rather
+    than a killed function."""
+    per_attempt = CONNECT_TIMEOUT_SECONDS + READ_TIMEOUT_SECONDS
+    budget = worst_call_seconds() + RECORD_CALLS * per_attempt + ROOM_SECONDS
+    if spec.kubernetes or spec.recovers:
+        budget += KUBERNETES_REQUESTS * KUBERNETES_TIMEOUT_SECONDS
+    if spec.queries_telemetry:
+        budget += TELEMETRY_TIMEOUT_SECONDS
+    if spec.publishes:
+        budget += NOTICE_RETRY_WINDOW_SECONDS + worst_call_seconds()
+    return budget
 
 
 def cluster_arn(scope: Construct, cluster: Cluster) -> str:

@@ -58,8 +58,30 @@ class InvocationLog:
             self._ended.wait_for(lambda: len(self.calls) > count, timeout=timeout)
 
 
+class InvocationKilled(BaseException):
+    """Raised inside a handler to end its invocation the way Lambda ends one at its timeout:
+    not an Exception, so no handler code catches it and nothing more is recorded; the caller
+    gets the function error `Sandbox.Timedout`, as a state machine's task does on AWS
+    (`error_type` `States.Timeout`: the invocation's answer never came back within the task's
+    own TimeoutSeconds)."""
+
+    def __init__(self, message: str, error_type: str | None = None) -> None:
+        super().__init__(message)
+        self.error_type = error_type or KILLED_ERROR_TYPE
+
+
+KILLED_ERROR_TYPE = "Sandbox.Timedout"
+
+
 _invoke_lock = threading.RLock()
 _current = threading.local()
+
+
+def invocation_handler() -> str | None:
+    """The handler (`lambdas.handlers.<module>.handler`) this thread is running, while it runs
+    one."""
+    handlers: list[str] = getattr(_current, "handlers", [])
+    return handlers[-1] if handlers else None
 
 
 def invocation_environment() -> dict[str, str] | None:
@@ -125,6 +147,11 @@ def handlers_in_process(
             call = Invocation(function.name, function.handler, event, time.time(), 0.0)
             try:
                 call.result = handler(event, LocalContext(function.name))
+            except InvocationKilled as killed:
+                call.error = {
+                    "errorType": killed.error_type,
+                    "errorMessage": f"Task timed out ({killed})",
+                }
             except Exception as exc:
                 call.error = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
             call.seconds = time.perf_counter() - started
@@ -151,11 +178,16 @@ def _current_function(function: Any) -> Iterator[None]:
     stack = getattr(_current, "stack", None)
     if stack is None:
         stack = _current.stack = []
+    handlers = getattr(_current, "handlers", None)
+    if handlers is None:
+        handlers = _current.handlers = []
     stack.append(dict(function.environment))
+    handlers.append(function.handler)
     try:
         yield
     finally:
         stack.pop()
+        handlers.pop()
 
 
 @dataclass

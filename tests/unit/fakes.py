@@ -254,8 +254,14 @@ class RecordingNotifier:
     def __init__(self) -> None:
         self.published: list[Published] = []
         self.fail_next: Exception | None = None
+        self.outage: Exception | None = None
+        """Raised by every publish while set (the topic is down)."""
+        self.attempts = 0
 
     def publish(self, subject: str, message: str, attributes: Mapping[str, str]) -> str | None:
+        self.attempts += 1
+        if self.outage is not None:
+            raise self.outage
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None
             raise error

@@ -70,6 +70,8 @@ class World:
     settings: Settings = field(default_factory=settings)
     kube: FakeKubernetesNodes = field(default_factory=FakeKubernetesNodes)
     prometheus: FakePrometheus = field(default_factory=FakePrometheus)
+    slept: list[float] = field(default_factory=list)
+    """The waits a step asked for (between the attempts of a notice): recorded, not slept."""
     eks_cluster: str | None = None
     """The EKS cluster orchestrating CLUSTER (None: not EKS); its node for INSTANCE is NODE."""
 
@@ -95,6 +97,7 @@ class World:
             switch=self.switch,
             kubernetes=self.kube,
             prometheus=self.prometheus,
+            sleep=self.slept.append,
         )
 
     def incident(self, incident_id: str) -> Incident:

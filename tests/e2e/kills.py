@@ -1,0 +1,112 @@
+"""Killing a function mid-invocation in a local run, the way Lambda ends one at its timeout.
+
+A `Kill` names the function (its handler module), the port call it is killed around and the
+point: `before` the call, `after` it (the call acted; the function dies before it saves the
+answer), `after_save` (the answer saved; it dies before the audit entry and the rest), or
+`timeout` (the call acted and the invocation's answer never came back: the task's own
+`States.Timeout`). The kill fires once, on the first matching invocation; the retry the state
+machine makes runs normally.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from infra.local.routing import InvocationKilled, invocation_handler
+from lambdas.handlers import _deps
+
+POINTS: Final = ("before", "after", "after_save", "timeout")
+
+
+@dataclass
+class Kill:
+    function: str
+    """The handler module, e.g. `reboot_node`."""
+    port: str
+    """The Deps field whose call is the external action, e.g. `hyperpod`."""
+    method: str
+    point: str
+    fired: list[str] = field(default_factory=list)
+    """What the kill did, once it fired (empty: the call was never reached)."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.function}:{self.method}:{self.point}"
+
+
+class _Killing:
+    """The port, with `method` killed at `kill.point` (while the kill has not fired yet)."""
+
+    def __init__(self, inner: Any, kill: Kill, armed: dict[str, bool]) -> None:
+        self._inner, self._kill, self._armed = inner, kill, armed
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        kill = self._kill
+        if name != kill.method or kill.fired:
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if kill.point == "before":
+                kill.fired.append("killed before the call")
+                raise InvocationKilled(f"before {name}")
+            result = attr(*args, **kwargs)
+            if kill.point == "after":
+                kill.fired.append("killed after the call")
+                raise InvocationKilled(f"after {name}")
+            if kill.point == "timeout":
+                kill.fired.append("the answer never came back")
+                raise InvocationKilled(f"after {name}", "States.Timeout")
+            self._armed["save"] = True  # after_save: the next incident save ends it
+            return result
+
+        return call
+
+
+class _KillingSaves:
+    def __init__(self, inner: Any, kill: Kill, armed: dict[str, bool]) -> None:
+        self._inner, self._kill, self._armed = inner, kill, armed
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name != "save":
+            return attr
+
+        def save(*args: Any, **kwargs: Any) -> Any:
+            result = attr(*args, **kwargs)
+            if self._armed.get("save") and not self._kill.fired:
+                self._kill.fired.append("killed after the save")
+                raise InvocationKilled("after the save")
+            return result
+
+        return save
+
+
+@contextmanager
+def killing(kill: Kill) -> Iterator[Kill]:
+    """While active, the first invocation of `kill.function` that reaches the call dies there."""
+    source = _deps._override
+    assert source is not None and not isinstance(source, _deps.Deps), "inside a LocalRun only"
+    handler = f"lambdas.handlers.{kill.function}.handler"
+
+    def per_invocation() -> _deps.Deps:
+        deps = source()
+        if kill.fired or invocation_handler() != handler:
+            return deps
+        armed: dict[str, bool] = {}
+        changes: dict[str, Any] = {kill.port: _Killing(getattr(deps, kill.port), kill, armed)}
+        if kill.point == "after_save":
+            changes["incidents"] = _KillingSaves(
+                changes.get("incidents", deps.incidents), kill, armed
+            )
+        return dataclasses.replace(deps, **changes)
+
+    _deps.set_deps(per_invocation)
+    try:
+        yield kill
+    finally:
+        _deps.set_deps(source)
