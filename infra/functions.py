@@ -30,6 +30,7 @@ from infra.notifications import Notifications
 from infra.pause import PauseSwitch
 from infra.settings import Cluster, Settings, TelemetrySource
 from infra.storage import Storage
+from infra.workflow import executions_arn
 from lambdas.adapters._aws import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS, worst_call_seconds
 from lambdas.adapters.kubernetes import TIMEOUT_SECONDS as KUBERNETES_TIMEOUT_SECONDS
 from lambdas.adapters.prometheus import TIMEOUT_SECONDS as TELEMETRY_TIMEOUT_SECONDS
@@ -109,6 +110,9 @@ class FunctionSpec:
     acts_on_nodes: bool = False
     """Changes a node (cordon, deep health check, replacement, release): its concurrency is
     capped at `sdc:nodeActionConcurrency`, a limit beyond the guard's."""
+    reconciles: bool = False
+    """Settles stuck incidents (scheduled): reads the remediation executions' status
+    (states:DescribeExecution on them)."""
     timeout_seconds: int = 60
 
     @property
@@ -210,6 +214,16 @@ SPECS: Final = (
         answers_approval=True,
         timeout_seconds=90,
     ),
+    FunctionSpec(
+        "reconcile",
+        "Settles stuck incidents from HyperPod's and Step Functions' state (scheduled)",
+        hyperpod=HYPERPOD_READ,
+        publishes=True,
+        kubernetes=True,
+        reconciles=True,
+        acts_on_nodes=True,
+        timeout_seconds=300,
+    ),
 )
 
 
@@ -290,7 +304,8 @@ def _default_policy(fn: lambda_.Function) -> iam.Policy:
 
 class Functions(Construct):
     """All functions. `remediation_arn` / `approval_arn` are the state machines' ARNs, known
-    before the state machines exist because their names are fixed (see workflow.py)."""
+    before the state machines exist because their names are fixed (see workflow.py);
+    `remediation_name` is the remediation machine's name (its executions' ARNs start with it)."""
 
     def __init__(
         self,
@@ -304,6 +319,7 @@ class Functions(Construct):
         pause_switch: PauseSwitch,
         remediation_arn: str,
         approval_arn: str,
+        remediation_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
         cluster_arns = [cluster_arn(self, cluster) for cluster in settings.clusters]
@@ -405,6 +421,33 @@ class Functions(Construct):
                         actions=["states:StartExecution"],
                         resources=[remediation_arn],
                     )
+                )
+            if spec.reconciles:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="ReadRemediationExecutions",
+                        actions=["states:DescribeExecution"],
+                        resources=[executions_arn(self, remediation_name)],
+                    )
+                )
+                assert fn.role is not None
+                acknowledge(
+                    fn.role,
+                    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+                    f"<AWS::AccountId>:execution:{remediation_name}:*]",
+                    "Reconciliation reads the status of the remediation execution of any stuck "
+                    "incident; execution names are the incident ids, known only at run time, so "
+                    "the resource is every execution of the remediation state machine (one "
+                    "machine, read only: states:DescribeExecution).",
+                )
+                acknowledge_iam_lint(
+                    _default_policy(fn),
+                    "RESOURCE_MISMATCH",
+                    ["states:DescribeExecution"],
+                    "DescribeExecution takes a Standard execution's ARN "
+                    "(arn:...:execution:<machine>:<name>, the resource type the service "
+                    "authorization reference lists first); the linter matches it only against "
+                    "the Express form. The remediation state machine is Standard.",
                 )
             if spec.answers_approval:
                 fn.add_to_role_policy(

@@ -72,6 +72,11 @@ class PipelineMetric(StrEnum):
     """Failure closes that kept the node (isolation, lock, slot) because a reboot or replacement
     may still be running: handed to reconciliation."""
     STEP_RETRYABLE_ERRORS = "StepRetryableErrors"
+    # reconciliation
+    INCIDENTS_RECONCILED = "IncidentsReconciled"
+    """Stuck incidents a reconciliation run settled (lambdas.logic.reconcile)."""
+    RECONCILE_NEEDS_PERSON = "ReconcileNeedsPerson"
+    """Stuck incidents a reconciliation run could not settle, each run: has an alarm."""
     STEP_FAILURES = "StepFailures"
     # approval
     APPROVALS_REQUESTED = "ApprovalsRequested"

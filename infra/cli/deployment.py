@@ -26,6 +26,7 @@ NOTIFICATION_TOPIC: Final = "NotificationTopicArn"
 PAUSE_PARAMETER: Final = "PauseParameterName"
 DRY_RUN: Final = "DryRun"
 DASHBOARD_URL: Final = "DashboardUrl"
+RECONCILE_FUNCTION: Final = "ReconcileFunctionName"
 DEAD_LETTER_QUEUES: Final = {
     "UndeliveredEventsQueueUrl": "undelivered events",
     "FailedInvocationsQueueUrl": "failed invocations",
@@ -40,6 +41,7 @@ OUTPUT_NAMES: Final = frozenset(
         PAUSE_PARAMETER,
         DRY_RUN,
         DASHBOARD_URL,
+        RECONCILE_FUNCTION,
         *DEAD_LETTER_QUEUES,
         "ApprovalStateMachineConsole",
         "RemediationStateMachineConsole",

@@ -15,6 +15,7 @@ state machine definitions from the template run in moto's interpreter.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -216,12 +217,17 @@ class LocalRun:
                     def per_invocation() -> Deps:
                         # Each invocation sees its own function's environment, as on AWS.
                         env = invocation_environment()
-                        return build_deps(
+                        built = build_deps(
                             Settings.from_env(env),
                             session=session,
                             hyperpod=hyperpod,
                             kubernetes=kubernetes,
                             prometheus=prometheus,
+                        )
+                        # A step's waits (between a notice's attempts) scale as the
+                        # state machines' do.
+                        return dataclasses.replace(
+                            built, sleep=lambda seconds: time.sleep(seconds * wait_scale)
                         )
 
                     _deps.set_deps(per_invocation)
@@ -370,6 +376,19 @@ class LocalRun:
             if execution["status"] != "RUNNING" or time.monotonic() > deadline:
                 return execution
             time.sleep(0.05)
+
+    def reconcile(self) -> dict[str, Any]:
+        """One run of the reconcile function, as its schedule starts it: what it settled, what
+        waits, what needs a person (lambdas.logic.reconcile)."""
+        function = self.stack.function_by_handler("reconcile")
+        event = new_event("Scheduled Event", "aws.events", {}, region=REGION, account=ACCOUNT)
+        response = self.session.client("lambda").invoke(
+            FunctionName=function.arn, Payload=json.dumps(event).encode()
+        )
+        answer: dict[str, Any] = json.loads(response["Payload"].read() or b"null")
+        if "FunctionError" in response:
+            raise RuntimeError(f"reconcile failed: {answer}")
+        return answer
 
     def wait_for_notification(self, subject_part: str, timeout: float = 10.0) -> dict[str, Any]:
         """The first notification whose subject contains `subject_part`, waiting for it."""

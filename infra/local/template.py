@@ -72,6 +72,8 @@ class LocalStack:
     functions: dict[str, Function] = field(default_factory=dict)
     state_machines: dict[str, StateMachine] = field(default_factory=dict)
     rules: dict[str, Rule] = field(default_factory=dict)
+    schedules: dict[str, Rule] = field(default_factory=dict)
+    """Scheduled rules (no pattern): their targets, invoked on demand in the local run."""
     alarms: dict[str, dict[str, Any]] = field(default_factory=dict)
     dashboards: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Dashboard bodies (parsed) by logical id; also put into the account."""
@@ -253,6 +255,9 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
 
     for logical in by_type.get("AWS::Events::Rule", []):
         props = resources[logical]["Properties"]
+        if "EventPattern" not in props:  # a schedule: LocalRun.run_scheduled invokes its targets
+            stack.schedules[logical] = Rule(logical, {}, resolve(props.get("Targets", [])))
+            continue
         stack.rules[logical] = Rule(
             logical, resolve(props["EventPattern"]), resolve(props.get("Targets", []))
         )

@@ -1,5 +1,5 @@
-"""Step Functions: start the remediation execution (named after the incident) and answer the
-approval task."""
+"""Step Functions: start the remediation execution (named after the incident), answer the
+approval task, and read an execution's status (reconciliation)."""
 
 from __future__ import annotations
 
@@ -70,6 +70,16 @@ class StepFunctionsWorkflow:
                 taskToken=task_token, output=json.dumps(dict(output), sort_keys=True)
             )
         return request_id(response)
+
+    def execution_status(self, execution_arn: str) -> str | None:
+        with aws_call("DescribeExecution"):
+            try:
+                response = self.client.describe_execution(executionArn=execution_arn)
+            except ClientError as err:
+                if error_code(err) == "ExecutionDoesNotExist":
+                    return None
+                raise
+        return str(response["status"])
 
 
 if TYPE_CHECKING:

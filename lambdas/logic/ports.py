@@ -300,6 +300,11 @@ class Workflow(Protocol):
         """Raises TaskNotWaiting when the token is unknown, used or timed out."""
         ...
 
+    def execution_status(self, execution_arn: str) -> str | None:
+        """The execution's status (RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED), or None
+        when Step Functions does not know it."""
+        ...
+
 
 class Clock(Protocol):
     def now(self) -> datetime: ...

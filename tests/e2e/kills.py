@@ -4,8 +4,8 @@ A `Kill` names the function (its handler module), the port call it is killed aro
 point: `before` the call, `after` it (the call acted; the function dies before it saves the
 answer), `after_save` (the answer saved; it dies before the audit entry and the rest), or
 `timeout` (the call acted and the invocation's answer never came back: the task's own
-`States.Timeout`). The kill fires once, on the first matching invocation; the retry the state
-machine makes runs normally.
+`States.Timeout`). The kill fires on the first `times` invocations that reach the call (once by
+default); the retries after that run normally.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class Kill:
     """The Deps field whose call is the external action, e.g. `hyperpod`."""
     method: str
     point: str
+    times: int = 1
     fired: list[str] = field(default_factory=list)
     """What the kill did, once it fired (empty: the call was never reached)."""
 
@@ -47,24 +48,26 @@ class _Killing:
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
         kill = self._kill
-        if name != kill.method or kill.fired:
+        if name != kill.method or self._armed.get("done"):
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if kill.point == "before":
-                kill.fired.append("killed before the call")
-                raise InvocationKilled(f"before {name}")
+                self._die("killed before the call", f"before {name}")
             result = attr(*args, **kwargs)
             if kill.point == "after":
-                kill.fired.append("killed after the call")
-                raise InvocationKilled(f"after {name}")
+                self._die("killed after the call", f"after {name}")
             if kill.point == "timeout":
-                kill.fired.append("the answer never came back")
-                raise InvocationKilled(f"after {name}", "States.Timeout")
+                self._die("the answer never came back", f"after {name}", "States.Timeout")
             self._armed["save"] = True  # after_save: the next incident save ends it
             return result
 
         return call
+
+    def _die(self, what: str, message: str, error_type: str | None = None) -> None:
+        self._kill.fired.append(what)
+        self._armed["done"] = True
+        raise InvocationKilled(message, error_type)
 
 
 class _KillingSaves:
@@ -78,8 +81,9 @@ class _KillingSaves:
 
         def save(*args: Any, **kwargs: Any) -> Any:
             result = attr(*args, **kwargs)
-            if self._armed.get("save") and not self._kill.fired:
+            if self._armed.get("save") and not self._armed.get("done"):
                 self._kill.fired.append("killed after the save")
+                self._armed["done"] = True
                 raise InvocationKilled("after the save")
             return result
 
@@ -88,14 +92,15 @@ class _KillingSaves:
 
 @contextmanager
 def killing(kill: Kill) -> Iterator[Kill]:
-    """While active, the first invocation of `kill.function` that reaches the call dies there."""
+    """While active, the first `kill.times` invocations of `kill.function` that reach the call
+    die there."""
     source = _deps._override
     assert source is not None and not isinstance(source, _deps.Deps), "inside a LocalRun only"
     handler = f"lambdas.handlers.{kill.function}.handler"
 
     def per_invocation() -> _deps.Deps:
         deps = source()
-        if kill.fired or invocation_handler() != handler:
+        if len(kill.fired) >= kill.times or invocation_handler() != handler:
             return deps
         armed: dict[str, bool] = {}
         changes: dict[str, Any] = {kill.port: _Killing(getattr(deps, kill.port), kill, armed)}

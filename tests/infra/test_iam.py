@@ -59,6 +59,8 @@ def test_a_star_resource_is_only_granted_for_actions_that_cannot_be_scoped(templ
         if statement["Effect"] != "Allow":
             continue
         resources = json.dumps(statement["Resource"])
+        if statement.get("Sid") == "ReadRemediationExecutions":
+            continue  # every execution of one machine: test_only_reconcile_reads_executions
         if "*" in resources:
             assert as_list(statement["Resource"]) == ["*"], statement
             assert actions(statement) <= UNSCOPABLE, statement
@@ -131,6 +133,7 @@ def test_only_start_health_check_starts_health_checks_only_replace_node_replaces
         "CheckReplacementFunction",
         "RebootNodeFunction",
         "CheckRebootFunction",
+        "ReconcileFunction",
     }
 
 
@@ -156,6 +159,15 @@ def test_only_decide_answers_the_waiting_task_and_only_on_the_remediation_machin
     assert resolved(template, statement["Resource"]) == REMEDIATION_ARN
 
 
+def test_only_reconcile_reads_executions_and_only_the_remediation_machine_s(template):
+    assert _holders(template, "states:DescribeExecution") == {"ReconcileFunction"}
+    (statement,) = _granting(statements_of_function(template, "ReconcileFunction"), "states:")
+
+    assert actions(statement) == {"states:DescribeExecution"}
+    execution_prefix = REMEDIATION_ARN.replace(":stateMachine:", ":execution:")
+    assert resolved(template, statement["Resource"]) == f"{execution_prefix}:*"
+
+
 def test_the_state_machine_arns_granted_are_the_deployed_ones(template):
     name = template["Resources"]["RemediationStateMachine"]["Properties"]["StateMachineName"]
 
@@ -170,6 +182,7 @@ def test_publishing_is_limited_to_the_topic_and_its_key(template):
         "RequestApprovalFunction",
         "CloseIncidentFunction",
         "DecideFunction",
+        "ReconcileFunction",
     }
     for fn in publishers:
         statements = statements_of_function(template, fn)

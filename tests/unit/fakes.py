@@ -278,6 +278,8 @@ class FakeWorkflow:
         self.answers: list[tuple[str, dict[str, Any]]] = []
         self.fail_next_start: Exception | None = None
         self.fail_next_send: Exception | None = None
+        self.ended: dict[str, str] = {}
+        """Execution name → how it ended (FAILED, ABORTED, ...); started ones run until then."""
         self._ids = itertools.count(1)
 
     def start_execution(self, name: str, payload: Mapping[str, Any]) -> ExecutionStarted:
@@ -299,6 +301,12 @@ class FakeWorkflow:
         self.waiting_tokens.discard(task_token)
         self.answers.append((task_token, dict(output)))
         return f"sfn-{next(self._ids)}"
+
+    def execution_status(self, execution_arn: str) -> str | None:
+        name = execution_arn.rpartition(":")[2]
+        if name not in self.executions:
+            return None
+        return self.ended.get(name, "RUNNING")
 
 
 class FakeKubernetesNodes:
