@@ -156,8 +156,8 @@ def handlers_in_process(
                 call.error = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
             call.seconds = time.perf_counter() - started
             log.record(call)
-            if emf:
-                emf.publish()
+        if emf:
+            emf.publish()  # the account's doing (CloudWatch Logs), not the function's
         if call.error is not None:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps(call.error).encode()

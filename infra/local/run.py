@@ -32,6 +32,15 @@ from moto import mock_aws
 
 from infra.local.evaluator import Evaluator
 from infra.local.fake_hyperpod import FakeHyperPod
+from infra.local.grants import (
+    BOTOCORE_EVENT,
+    CallRecorder,
+    Denial,
+    GrantsInsufficient,
+    denials,
+    encrypted_topics,
+    function_statements,
+)
 from infra.local.interpreter import local_interpreter
 from infra.local.kube_api import KubeApi
 from infra.local.metrics import EmfCapture
@@ -42,6 +51,7 @@ from infra.local.routing import (
     InvocationLog,
     handlers_in_process,
     invocation_environment,
+    invocation_handler,
     new_event,
 )
 from infra.local.template import ACCOUNT, REGION, LocalStack, stand_up
@@ -167,6 +177,10 @@ class LocalRun:
     """The EKS cluster's Kubernetes API (the stand-in): its nodes show the cordons."""
     emf: EmfCapture
     """The functions' metrics (EMF), published into the account after each invocation."""
+    recorder: CallRecorder = field(default_factory=CallRecorder)
+    """Every AWS call the functions made (infra/local/grants.py)."""
+    cluster_arns: dict[str, str] = field(default_factory=dict)
+    """HyperPod cluster name → its ARN, as the deployment's roles name it."""
     deliveries: list[Delivery] = field(default_factory=list)
     inbox: list[dict[str, Any]] = field(default_factory=list)
     _server: Any = None
@@ -188,23 +202,37 @@ class LocalRun:
         template = synthesized_template(context)
         remember_response_keys()
         hyperpod = hyperpod or default_cluster()
+        recorder = CallRecorder(invocation_handler)
+        hook = recorder.botocore_hook()
+        hyperpod.observers.append(
+            lambda operation, params: recorder.record("sagemaker", operation, params)
+        )
         saved = {k: os.environ.get(k) for k in ("POWERTOOLS_TRACE_DISABLED", "AWS_DEFAULT_REGION")}
         os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"  # no X-Ray daemon here
         os.environ["AWS_DEFAULT_REGION"] = REGION
         try:
             with mock_aws(config=_MOTO_CONFIG), local_interpreter(wait_scale):
                 session = _session()
+                session.events.register(BOTOCORE_EVENT, hook)
                 stack = stand_up(template, session)
                 opener = stack.function_by_handler("open_incident")
                 settings = Settings.from_env(opener.environment)
                 kube_api = _kubernetes(session, hyperpod)
                 with kube_api.serve() as base_url:
                     # The local-only escape: the EKS endpoint is the stand-in, over plain http.
-                    kubernetes = EksKubernetesNodes(
-                        client_factory("eks", session),
-                        EksTokens(sts_factory(session)),
-                        endpoint_overrides={EKS_CLUSTER: base_url},
-                    )
+                    # One adapter per function, as each function's own process has: what one
+                    # caches (the cluster's endpoint) another must ask for itself.
+                    kubernetes_of: dict[str | None, EksKubernetesNodes] = {}
+
+                    def kubernetes() -> EksKubernetesNodes:
+                        handler = invocation_handler()
+                        if handler not in kubernetes_of:
+                            kubernetes_of[handler] = EksKubernetesNodes(
+                                client_factory("eks", session),
+                                EksTokens(sts_factory(session)),
+                                endpoint_overrides={EKS_CLUSTER: base_url},
+                            )
+                        return kubernetes_of[handler]
 
                     prometheus = (
                         AmpPrometheus(
@@ -221,7 +249,7 @@ class LocalRun:
                             Settings.from_env(env),
                             session=session,
                             hyperpod=hyperpod,
-                            kubernetes=kubernetes,
+                            kubernetes=kubernetes(),
                             prometheus=prometheus,
                         )
                         # A step's waits (between a notice's attempts) scale as the
@@ -247,13 +275,19 @@ class LocalRun:
                             inbox_url=_subscribe_inbox(session, settings.topic_arn),
                             kube_api=kube_api,
                             emf=emf,
+                            recorder=recorder,
+                            cluster_arns=_cluster_arns({**LOCAL_CONTEXT, **(context or {})}),
                         )
                         try:
                             yield run
                         finally:
                             if run._server is not None:
                                 run._server.stop()
+                        denied = run.grant_denials()
+                        if denied:
+                            raise GrantsInsufficient(denied)
         finally:
+            _session().events.unregister(BOTOCORE_EVENT, hook)
             _deps.reset()
             for key, value in saved.items():
                 if value is None:
@@ -377,6 +411,20 @@ class LocalRun:
                 return execution
             time.sleep(0.05)
 
+    def grant_denials(self, template: Mapping[str, Any] | None = None) -> list[Denial]:
+        """The calls the functions made that their roles in `template` (default: this run's)
+        do not allow; empty when every grant sufficed."""
+        assert self.stack.resolve is not None
+        template = template or self.stack.template
+        statements = function_statements(template, self.stack.resolve)
+        return denials(
+            self.recorder.calls,
+            statements,
+            cluster_arns=self.cluster_arns,
+            task_token_machine=self.stack.state_machine("Remediation").arn,
+            implied=encrypted_topics(template, self.stack.resolve),
+        )
+
     def reconcile(self) -> dict[str, Any]:
         """One run of the reconcile function, as its schedule starts it: what it settled, what
         waits, what needs a person (lambdas.logic.reconcile)."""
@@ -425,6 +473,21 @@ class LocalRun:
                     }
                 )
                 sqs.delete_message(QueueUrl=self.inbox_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def _cluster_arns(context: Mapping[str, Any]) -> dict[str, str]:
+    """Cluster name → the ARN the roles name (`sdc:clusters` gives the id or the ARN)."""
+    from infra.settings import Settings as InfraSettings
+
+    arns = {}
+    for cluster in InfraSettings.from_context(context).clusters:
+        value = cluster.arn_or_id
+        arns[cluster.name] = (
+            value
+            if value.startswith("arn:")
+            else f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{value}"
+        )
+    return arns
 
 
 @contextmanager

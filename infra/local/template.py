@@ -73,6 +73,8 @@ class LocalStack:
     state_machines: dict[str, StateMachine] = field(default_factory=dict)
     rules: dict[str, Rule] = field(default_factory=dict)
     schedules: dict[str, Rule] = field(default_factory=dict)
+    resolve: Resolver | None = None
+    """The intrinsic functions of the template, resolved against this account."""
     """Scheduled rules (no pattern): their targets, invoked on demand in the local run."""
     alarms: dict[str, dict[str, Any]] = field(default_factory=dict)
     dashboards: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -161,7 +163,7 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
     """Create the template's resources in the moto account `session` talks to."""
     resources: dict[str, dict[str, Any]] = template.get("Resources", {})
     resolve = Resolver(template)
-    stack = LocalStack(template=template)
+    stack = LocalStack(template=template, resolve=resolve)
     by_type: dict[str, list[str]] = {}
     for logical, resource in resources.items():
         by_type.setdefault(resource["Type"], []).append(logical)
