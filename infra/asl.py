@@ -30,10 +30,16 @@ LAMBDA_SERVICE_ERRORS: Final = (
 )
 """Transient errors of the Invoke API itself (not of the handler): retried with backoff."""
 
-TIMEOUT_ERRORS: Final = ("Sandbox.Timedout", "Lambda.Unknown", "States.Timeout")
+TIMEOUT_ERRORS: Final = (
+    "Sandbox.Timedout",
+    "Runtime.ExitError",
+    "Lambda.Unknown",
+    "States.Timeout",
+)
 """An invocation that ended without an answer: `Sandbox.Timedout` (Lambda killed the function at
-its timeout), `Lambda.Unknown` (Lambda could not say how it ended), `States.Timeout` (the task's
-own `TimeoutSeconds` passed). The step may have acted; its retry resumes from its write-ahead
+its timeout), `Runtime.ExitError` (the function's process died: out of memory, a crash),
+`Lambda.Unknown` (Lambda could not say how it ended), `States.Timeout` (the task's own
+`TimeoutSeconds` passed). The step may have acted; its retry resumes from its write-ahead
 record. Not on the approval task, whose `States.Timeout` is the approval expiring."""
 TIMEOUT_RETRY_INTERVAL_SECONDS: Final = 5
 TIMEOUT_RETRY_ATTEMPTS: Final = 3

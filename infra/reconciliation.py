@@ -20,14 +20,16 @@ CARDS_UNDELIVERED_WHAT_TO_DO: Final = (
     "An approval card could not be delivered after its retries: nobody was asked to decide. "
     "`sdc status` lists the incident as card_undelivered. Check the notification topic (and its "
     "key policy); reconciliation sends the card again once publishing works. Meanwhile, the "
-    "waiting RequestApproval state in the console shows the approval input to paste."
+    "waiting RequestApproval state in the console shows the approval input to paste. "
+    'docs/operate.md, "When the pipeline alarms".'
 )
 NEEDS_PERSON_ALARM: Final = "reconcile-needs-person"
 NEEDS_PERSON_WHAT_TO_DO: Final = (
     "Reconciliation found a stuck incident it cannot settle: a node kept cordoned after a "
     "failed close whose reboot or replacement has no outcome, an approval far past its "
     "timeout, or a card that still cannot go out. `sdc reconcile` lists them with the reason; "
-    "the incident's audit log has a reconcile_needs_person entry (docs/operate.md)."
+    "the incident's audit log has a reconcile_needs_person entry (`sdc status` lists the "
+    'nodes kept). docs/operate.md, "When the pipeline alarms".'
 )
 
 

@@ -195,6 +195,13 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
             DecisionRefused(f"no incident {valid.incident_id}"),
         )
     logger.set_correlation_id(valid.incident_id)
+    earlier = incident.decision
+    if (
+        earlier is not None
+        and earlier.approval_execution_arn == valid.approval_execution_arn
+        and earlier.decision == valid.decision
+    ):
+        return _resume(step, valid, actor, incident)
     decision = DecisionRecord(
         valid.decision, valid.comment, valid.approval_execution_arn, step.now()
     )
@@ -286,6 +293,43 @@ def _deliver(step: Step, valid: ValidDecision, token: str, actor: str, decided: 
         [request_id],
         actor=actor,
     )
+
+
+def _resume(step: Step, valid: ValidDecision, actor: str, incident: Incident) -> DecisionAccepted:
+    """The same approval execution again (Step Functions retried its decide task after the
+    first attempt died having claimed the decision): the claimed decision is delivered if it was
+    not (no `decision_accepted` yet and the task still waits), never claimed or released again.
+    A token Step Functions no longer waits on means the dead attempt delivered it."""
+    delivered = any(
+        e.action == "decision_accepted" for e in step.deps.audit.entries(valid.incident_id)
+    )
+    if not delivered:
+        request_id = None
+        if incident.state is S.AWAITING_APPROVAL and incident.task_token:
+            output = {
+                "incident_id": valid.incident_id,
+                "decision": valid.decision.value,
+                "comment": valid.comment,
+                "approval_execution_arn": valid.approval_execution_arn,
+            }
+            try:
+                request_id = step.deps.workflow.send_task_success(incident.task_token, output)
+            except TaskNotWaiting as err:
+                request_id = err.request_id
+        step.audit(
+            valid.incident_id,
+            "decision_accepted",
+            {
+                "decision": valid.decision.value,
+                "comment": valid.comment,
+                "approval_execution_arn": valid.approval_execution_arn,
+                "resumed": True,
+            },
+            [request_id],
+            actor=actor,
+        )
+        count(M.DECISIONS_ACCEPTED)
+    return {"incident_id": valid.incident_id, "decision": valid.decision.value, "accepted": True}
 
 
 def _reset(

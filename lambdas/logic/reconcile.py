@@ -42,8 +42,9 @@ RECOVERY_PATIENCE_SECONDS: Final = 6 * 3600
 APPROVAL_GRACE_SECONDS: Final = 3600
 """An approval still waiting this long past its timeout (its execution should have expired
 it) needs a person."""
-ITEM_SECONDS: Final = 60.0
-"""A run starts another incident only with at least this much time left."""
+ITEM_SECONDS: Final = 90.0
+"""A run starts another incident only with at least this much time left (what closing one
+may take: the close_incident function's own timeout)."""
 OPEN_STATES: Final = tuple(s for s in IncidentState if not s.terminal)
 
 

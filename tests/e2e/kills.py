@@ -1,10 +1,13 @@
-"""Killing a function mid-invocation in a local run, the way Lambda ends one at its timeout.
+"""Killing a function mid-invocation in a local run, the way Lambda ends one.
 
 A `Kill` names the function (its handler module), the port call it is killed around and the
-point: `before` the call, `after` it (the call acted; the function dies before it saves the
-answer), `after_save` (the answer saved; it dies before the audit entry and the rest), or
-`timeout` (the call acted and the invocation's answer never came back: the task's own
-`States.Timeout`). The kill fires on the first `times` invocations that reach the call (once by
+point: `before` the call (killed at its timeout while waiting to make it: `Sandbox.Timedout`),
+`after` it (the call acted; the function's process dies before it saves the answer:
+`Runtime.ExitError`), `after_save` (the answer saved; killed before the audit entry and the
+rest), or `timeout` (the call reached the service, which acted, and hung until Lambda killed
+the function at its timeout: `Sandbox.Timedout`). Step Functions' own `States.Timeout` (a task's
+TimeoutSeconds) cannot come from a handler; its retry is checked on the definitions
+(tests/infra/test_workflow.py). The kill fires on the first `times` invocations that reach the call (once by
 default); the retries after that run normally.
 """
 
@@ -56,9 +59,9 @@ class _Killing:
                 self._die("killed before the call", f"before {name}")
             result = attr(*args, **kwargs)
             if kill.point == "after":
-                self._die("killed after the call", f"after {name}")
+                self._die("the process died after the call", f"after {name}", "Runtime.ExitError")
             if kill.point == "timeout":
-                self._die("the answer never came back", f"after {name}", "States.Timeout")
+                self._die("timed out in the call", f"in {name}")
             self._armed["save"] = True  # after_save: the next incident save ends it
             return result
 

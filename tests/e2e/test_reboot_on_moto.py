@@ -116,13 +116,13 @@ def test_a_health_check_that_fails_after_the_reboot_asks_again_and_only_then_rep
 def test_a_reboot_killed_right_after_its_request_keeps_the_node_cordoned_and_ends_rebooted():
     with (
         LocalRun.open() as run,
-        killing(Kill("reboot_node", "hyperpod", "reboot_nodes", "after")) as kill,
+        killing(Kill("reboot_node", "hyperpod", "reboot_nodes", "timeout")) as kill,
     ):
         incident_id = rebooted_on_decision(run)
 
         incident = run.wait_for(incident_id, "rebooted", timeout=90)
 
-        assert kill.fired == ["killed after the call"]
+        assert kill.fired == ["timed out in the call"]
         assert len(run.hyperpod.calls_to(REBOOT)) == 1
         assert incident.reboot.requested_by_us and incident.reboot.done
         steps = trail(run, incident_id)

@@ -398,7 +398,7 @@ def test_every_task_retries_an_invocation_that_ran_out_of_time(remediation, appr
     for asl in (remediation, approval):
         for name, state in _tasks(asl).items():
             retried = {e for r in state["Retry"] for e in r["ErrorEquals"]}
-            assert {"Sandbox.Timedout", "Lambda.Unknown"} <= retried, name
+            assert {"Sandbox.Timedout", "Runtime.ExitError", "Lambda.Unknown"} <= retried, name
             if name != "RequestApproval":
                 assert "States.Timeout" in retried, name
                 assert state["TimeoutSeconds"] == TASK_TIMEOUT_SECONDS, name

@@ -254,3 +254,27 @@ def test_the_card_lists_no_history_for_a_first_incident(world):
     world.awaiting_approval()
 
     assert "none: no earlier incident" in world.notifier.published[-1].message
+
+
+def test_a_decide_retried_after_dying_between_its_claim_and_send_task_success_delivers_it(world):
+    incident_id = world.awaiting_approval()
+    claimed = world.incident(incident_id)  # what an attempt killed after its claim leaves
+    claimed.decision = DecisionRecord(Decision.REJECT, "evidence reviewed", APPROVAL_EXECUTION, "t")
+    world.store.save(claimed)
+
+    retried = approval.decide(world.decision(incident_id, "reject"), world.deps)
+
+    assert retried["accepted"] is True
+    assert [answer["decision"] for _, answer in world.workflow.answers] == ["reject"]
+    entry = world.audit.entries(incident_id)[-1]
+    assert (entry.action, entry.details["resumed"]) == ("decision_accepted", True)
+
+
+def test_a_decide_retried_after_its_decision_was_delivered_sends_nothing_more(world):
+    incident_id = world.decided("reject")
+
+    retried = approval.decide(world.decision(incident_id, "reject"), world.deps)
+
+    assert retried["accepted"] is True
+    assert len(world.workflow.answers) == 1
+    assert world.audit.actions(incident_id).count("decision_accepted") == 1

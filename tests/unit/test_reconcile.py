@@ -165,7 +165,7 @@ def test_nothing_stuck_means_nothing_done():
     assert result == {"settled": [], "waiting": [], "needs_person": [], "unfinished": False}
 
 
-@pytest.mark.parametrize("left", [0.0, 59.0])
+@pytest.mark.parametrize("left", [0.0, 89.0])
 def test_a_run_short_of_time_stops_before_the_next_incident_and_says_so(left):
     world = World()
     incident_id = world.health_checked()

@@ -184,3 +184,17 @@ def test_a_failure_close_after_the_reboot_was_done_releases_the_node():
     assert world.kube.count("uncordon") == 1
     assert world.incident(incident_id).recovery_unknown is None
     assert world.store.open_incident_id(CLUSTER, INSTANCE) is None
+
+
+def test_a_health_check_started_and_saved_but_not_audited_is_audited_on_the_retry_not_restarted():
+    world = eks_world()
+    incident_id = world.opened()
+    dying_audit = dataclasses.replace(world.deps, audit=Killing(world.audit, "append", before=True))
+    with pytest.raises(Killed):  # the check started and was saved; the audit entry was not
+        health_check.start_health_check(IncidentRef(incident_id), dying_audit)
+
+    health_check.start_health_check(IncidentRef(incident_id), world.deps)
+
+    assert len(world.hyperpod.calls_to("StartClusterHealthCheck")) == 1
+    entries = [e for e in world.audit.entries(incident_id) if e.action == "health_check_started"]
+    assert len(entries) == 1 and entries[0].details["recorded_late"] is True
