@@ -38,7 +38,8 @@ shape follows docs/pipeline.md:
 
 Every Task is an `infra.asl.task`: the function's return value under its ResultPath
 (`$.health.Payload`, `$.replacement.Payload`, ...), retried on Lambda's and the steps' own
-retryable errors, and `Catch States.ALL → CloseFailed` (CloseFailed's own catch goes to
+retryable errors and on an invocation that ended without an answer (`infra.asl.TIMEOUT_ERRORS`:
+the step resumes from what it wrote ahead), and `Catch States.ALL → CloseFailed` (CloseFailed's own catch goes to
 Failed): once the retries are spent, the incident closes as failed with the error as its cause. Choices test a returned field only behind
 IsPresent, so a return value that misses a field takes the default branch instead of failing
 the execution with an uncatchable States.Runtime error. Counters live in

@@ -167,7 +167,11 @@ def run_scenario(
             dashboard, dashboard_problems = judge.check_dashboard(run, every_entry, sdc)
             # The scheduled reconciliation, after the scenario: nothing may be left stuck.
             reconciled = run.reconcile()
-            note("reconcile", "the scheduled reconciliation ran", **_counts(reconciled))
+            note(
+                "reconcile",
+                f"the scheduled reconciliation ran: {len(reconciled['settled'])} settled, "
+                f"{len(reconciled['needs_person'])} needing a person",
+            )
             calls = calls_per_function(run.recorder.calls, run.cluster_arns)
     except GrantsInsufficient as err:
         grant_problems = [str(denied) for denied in err.denied]
@@ -201,10 +205,6 @@ def run_scenario(
         dashboard=dashboard,
         calls=calls,
     )
-
-
-def _counts(reconciled: dict[str, Any]) -> dict[str, str]:
-    return {key: str(len(reconciled.get(key) or [])) for key in ("settled", "needs_person")}
 
 
 def _deliver_alarms(run: Any, scenario: Scenario, note: Note) -> list[str]:
