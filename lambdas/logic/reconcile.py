@@ -117,7 +117,12 @@ Act = Callable[[], tuple[Finding, Verdict, str]]
 def _failed(step: Step) -> list[tuple[str, Act]]:
     """Failed incidents whose node was kept for a recovery, or whose close never ran."""
     found: list[tuple[str, Act]] = []
-    for incident in step.deps.incidents.in_state(S.FAILED):
+    for listed in step.deps.incidents.in_state(S.FAILED):
+        if not (lifecycle.awaiting_reconciliation(listed) or listed.closed_at is None):
+            continue
+        incident = _fresh(step, listed)  # the index lags: judge by the record itself
+        if incident is None or incident.state is not S.FAILED:
+            continue
         if lifecycle.awaiting_reconciliation(incident):
             found.append((incident.incident_id, _bind(_settle_recovery, step, incident)))
         elif incident.closed_at is None and not _running(step, incident):
@@ -130,10 +135,17 @@ def _open(step: Step) -> list[tuple[str, Act]]:
     long overdue."""
     found: list[tuple[str, Act]] = []
     for state in OPEN_STATES:
-        for incident in step.deps.incidents.in_state(state):
-            if not incident.execution_arn:
+        for listed in step.deps.incidents.in_state(state):
+            if not listed.execution_arn:
                 continue  # opening starts its execution; the next alarm retries that
-            if not _running(step, incident):
+            running = _running(step, listed)
+            waiting = listed.state is S.AWAITING_APPROVAL and not listed.decision
+            if running and not (waiting and (listed.card_undelivered or _overdue(step, listed))):
+                continue
+            incident = _fresh(step, listed)  # the index lags: judge by the record itself
+            if incident is None or incident.state.terminal:
+                continue
+            if not running:
                 found.append((incident.incident_id, _bind(_close_ended, step, incident)))
             elif incident.state is S.AWAITING_APPROVAL and not incident.decision:
                 if incident.card_undelivered:
@@ -141,6 +153,10 @@ def _open(step: Step) -> list[tuple[str, Act]]:
                 elif _overdue(step, incident):
                     found.append((incident.incident_id, _bind(_overdue_approval, incident)))
     return found
+
+
+def _fresh(step: Step, listed: Incident) -> Incident | None:
+    return step.deps.incidents.get(listed.incident_id)
 
 
 def _slots(step: Step) -> list[tuple[str, Act]]:

@@ -9,13 +9,13 @@ from datetime import timedelta
 
 import pytest
 
-from lambdas.logic import reboot
+from lambdas.logic import approval, closing, reboot
 from lambdas.logic._steps import Step
 from lambdas.logic.reconcile import RECOVERY_PATIENCE_SECONDS, reconcile
 from lambdas.metric_names import PipelineMetric
 from lambdas.models.errors import ServiceUnavailable
 from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import IncidentRef
+from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.observability import metrics
 from tests.unit.test_recovery_in_flight import (
     close_failed,
@@ -186,3 +186,19 @@ def test_the_reboot_step_after_a_kept_close_is_not_run_again():
     with pytest.raises(Exception, match="cannot reboot"):
         reboot.reboot_node(IncidentRef(incident_id), world.deps)
     assert len(world.hyperpod.calls_to("BatchRebootClusterNodes")) == 1
+
+
+def test_an_incident_the_lagging_index_still_lists_as_open_is_left_alone_once_closed():
+    world = World()
+    incident_id = world.awaiting_approval()
+    stale = world.incident(incident_id)  # what the index still says
+    approval.decide(world.decision(incident_id, "reject"), world.deps)
+    closing.close_incident(CloseRequest(incident_id, Outcome.REJECTED, None), world.deps)
+    world.workflow.ended[incident_id] = "SUCCEEDED"
+    listed = world.store.in_state
+    world.store.in_state = lambda state: [stale] if state is S.AWAITING_APPROVAL else listed(state)
+
+    result = reconcile(world.deps)
+
+    assert result == {"settled": [], "waiting": [], "needs_person": [], "unfinished": False}
+    assert "reconciled" not in world.audit.actions(incident_id)
