@@ -113,3 +113,16 @@ def test_taking_a_needed_action_away_fails_the_check_naming_function_action_and_
     assert {(d.function, d.action) for d in denied} == {(function, action)}
     assert all(isinstance(d, Denial) and d.resource.startswith("arn:aws:") for d in denied)
     assert f"{function}: {action} on arn:aws:" in str(denied[0])
+
+
+def test_without_node_isolation_every_call_is_allowed_and_nobody_asks_eks():
+    with LocalRun.open(context={"sdc:nodeIsolation": {}}) as run:
+        incident_id = open_from_fixture(run)
+        run.wait_for(incident_id, "awaiting_approval")
+        run.decide(incident_id, "reject", "not the GPU")
+        run.wait_for(incident_id, "rejected")
+        calls = list(run.recorder.calls)
+        denied = run.grant_denials()
+
+    assert calls and denied == []
+    assert not [c for c in calls if c.service == "eks"]
