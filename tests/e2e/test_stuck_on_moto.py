@@ -59,6 +59,15 @@ def status(run: LocalRun, tmp_path: Any, capsys: Any) -> dict[str, Any]:
     return dict(json.loads(document))
 
 
+def sdc_reconcile(run: LocalRun, tmp_path: Any, capsys: Any) -> tuple[int, dict[str, Any]]:
+    """`sdc reconcile --json` against the run's account: its exit status and its report."""
+    outputs = run.write_outputs(str(tmp_path / "outputs.json"))
+    capsys.readouterr()
+    status = main(["--outputs", outputs, "reconcile", "--json"], session=run.session)
+    (document,) = re.findall(r"^\{\n.*?^\}$", capsys.readouterr().out, re.M | re.S)
+    return status, dict(json.loads(document))
+
+
 def alarm(run: LocalRun, suffix: str) -> dict[str, Any]:
     (found,) = [a for a in run.stack.alarms.values() if a["AlarmName"].endswith(suffix)]
     return found
@@ -90,12 +99,13 @@ def test_an_sns_outage_at_the_approval_is_shown_alarmed_and_the_card_goes_out_wh
                 run.session.client("cloudwatch"), alarm(run, "cards-undelivered")
             )
             expected, problems = check_dashboard(run, run.audit(incident_id), set())
-            during = run.reconcile()
+            exit_status, during = sdc_reconcile(run, tmp_path, capsys)
 
         after = run.reconcile()
         card = run.wait_for_notification("approve")
 
         assert report["cards_undelivered"] == [incident_id]
+        assert exit_status == 1  # something needs a person
         assert breaching
         assert f"{PIPELINE_NAMESPACE}/CardsUndelivered" in expected and problems == []
         assert [(e["finding"], e["incident_id"]) for e in during["needs_person"]] == [

@@ -1191,3 +1191,32 @@ def test_status_against_the_local_run_shows_the_incident_waiting(tmp_path, capsy
         assert report["pause_switch"]["paused"] is False
         assert report["dry_run"] == "false"
         assert report["dead_letter_queues"] == {"undelivered events": 0, "failed invocations": 0}
+
+
+def test_reconcile_prints_what_was_settled_what_waits_and_what_needs_a_person():
+    from infra.cli.reconcile import render_reconcile
+
+    text = render_reconcile(
+        {
+            "settled": [{"incident_id": "sdc-a", "finding": "orphan_slot", "why": "closed"}],
+            "waiting": [],
+            "needs_person": [
+                {"incident_id": "sdc-b", "finding": "recovery_unknown", "why": "Pending 7 h"}
+            ],
+            "unfinished": True,
+        }
+    )
+
+    assert text.splitlines() == [
+        "Settled: 1",
+        "  sdc-a  orphan_slot: closed",
+        "Waiting (within their patience): 0",
+        "Needs a person: 1",
+        "  sdc-b  recovery_unknown: Pending 7 h",
+        "The run stopped for time; the next one goes on.",
+    ]
+
+
+def test_reconcile_against_a_deployment_without_the_function_says_to_deploy_it(deployed, capsys):
+    assert deployed.sdc("reconcile") == 2
+    assert "has no output ReconcileFunctionName" in capsys.readouterr().err
