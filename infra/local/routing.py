@@ -202,7 +202,8 @@ class Delivery:
 class EventBus:
     """Routes events by the deployed rules' patterns to their Lambda targets, the way EventBridge
     would: every matching rule, every target, asynchronously from the event's point of view; a
-    target that fails lands in the target's dead-letter queue with the error."""
+    target that fails is retried as Lambda retries an asynchronous invocation (the function's
+    EventInvokeConfig), then lands in the dead-letter queue with the error."""
 
     def __init__(self, stack: LocalStack, session: Any) -> None:
         self.stack = stack
@@ -224,21 +225,22 @@ class EventBus:
         deliveries: list[Delivery] = []
         for logical in self.matching_rules(event):
             for target in self.stack.rules[logical].targets:
-                response = self._lambda.invoke(
-                    FunctionName=target["Arn"], Payload=json.dumps(event).encode()
+                function = next(
+                    (f for f in self.stack.functions.values() if target["Arn"] in (f.arn, f.name)),
+                    None,
                 )
-                payload = json.loads(response["Payload"].read() or b"null")
-                ok = "FunctionError" not in response
+                # Lambda retries a failed asynchronous invocation (EventInvokeConfig), then
+                # hands the event to the on-failure destination.
+                for _ in range(1 + (function.async_retries if function else 0)):
+                    response = self._lambda.invoke(
+                        FunctionName=target["Arn"], Payload=json.dumps(event).encode()
+                    )
+                    payload = json.loads(response["Payload"].read() or b"null")
+                    ok = "FunctionError" not in response
+                    if ok:
+                        break
                 delivery = Delivery(logical, target["Arn"], ok, payload)
                 if not ok:
-                    function = next(
-                        (
-                            f
-                            for f in self.stack.functions.values()
-                            if target["Arn"] in (f.arn, f.name)
-                        ),
-                        None,
-                    )
                     dlq = (function.dead_letter_arn if function else None) or (
                         target.get("DeadLetterConfig") or {}
                     ).get("Arn")

@@ -44,6 +44,8 @@ class Function:
     environment: dict[str, str]
     dead_letter_arn: str | None = None
     """Where a failed asynchronous invocation goes: the function's DLQ or on-failure destination."""
+    async_retries: int = 0
+    """How often Lambda retries a failed asynchronous invocation (EventInvokeConfig)."""
 
 
 @dataclass
@@ -232,8 +234,10 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
             ((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
         )
         for function in stack.functions.values():
-            if target in (function.name, function.arn) and on_failure:
-                function.dead_letter_arn = on_failure
+            if target in (function.name, function.arn):
+                function.async_retries = int(props.get("MaximumRetryAttempts", 2))
+                if on_failure:
+                    function.dead_letter_arn = on_failure
 
     sfn = session.client("stepfunctions")
     for logical in by_type.get("AWS::StepFunctions::StateMachine", []):

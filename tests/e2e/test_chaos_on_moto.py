@@ -1,6 +1,8 @@
-"""Chaos at every step: each remediation function killed around each external call it makes,
-through the synthesized state machines on moto (tests/e2e/kills.py: before the call; after it,
-before the incident is saved; after the save; and by the task's own timeout).
+"""Chaos at every step: each function killed around each external call it makes, in full runs
+through the synthesized rules and state machines on moto (tests/e2e/kills.py: before the call;
+after it, before the incident is saved; after the save; and hung in the call until its
+timeout). The intake functions are retried as Lambda retries an asynchronous invocation, the
+others by the state machines' Retry.
 
 Every run must end in its decision's outcome; the node is never uncordoned while a reboot or
 replacement may be running; no HyperPod action and no node patch happens twice; the audit
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 import pytest
 
 from infra.local.run import TERMINAL, LocalRun
+from tests.conftest import load_fixture
 from tests.e2e.kills import POINTS, Kill, killing
 from tests.e2e.test_pipeline_on_moto import open_from_fixture, trail
 from tests.e2e.test_stuck_on_moto import wait_until
@@ -36,6 +39,8 @@ class Case:
     method: str
     decision: str
     """What the approver decides in the run (reject, reboot or approve)."""
+    trigger: str = "alarm"
+    """What opens the incident: the documented contributor alarm, or a training rank's report."""
 
     @property
     def name(self) -> str:
@@ -43,6 +48,8 @@ class Case:
 
 
 CASES = (
+    Case("open_incident", "workflow", "start_execution", "reject"),
+    Case("store_report", "workflow", "start_execution", "reject", trigger="report"),
     Case("isolate_node", "kubernetes", "cordon", "reject"),
     Case("start_health_check", "hyperpod", "start_health_check", "reject"),
     Case("request_approval", "notifier", "publish", "reject"),
@@ -56,6 +63,18 @@ CASES = (
 )
 OUTCOME = {"reject": "rejected", "reboot": "rebooted", "approve": "replaced"}
 NOTICE_KILLS = {("request_approval", "publish"), ("close_incident", "publish")}
+
+
+def opened(run: LocalRun, trigger: str) -> str:
+    """The incident a contributor alarm (EventBridge → open_incident) or a training rank's report
+    (EventBridge → store_report) opened."""
+    if trigger == "alarm":
+        return open_from_fixture(run)
+    run.emitter(load_fixture("alarms", "rank_map")).report(load_fixture("alarms", "replay_culprit"))
+    # the delivery's answer is the last attempt's: "attached" when an earlier one opened it
+    (report,) = [d for d in run.deliveries if "incidents" in (d.response or {})]
+    (incident,) = report.response["incidents"]
+    return str(incident["incident_id"])
 
 
 def released_mid_recovery(steps: list[tuple[str, str]]) -> bool:
@@ -76,7 +95,7 @@ def released_mid_recovery(steps: list[tuple[str, str]]) -> bool:
 def test_a_function_killed_around_its_external_call_ends_allowed_and_acts_once(case, point):
     with LocalRun.open() as run:
         with killing(Kill(case.function, case.port, case.method, point)) as kill:
-            incident_id = open_from_fixture(run)
+            incident_id = opened(run, case.trigger)
             run.wait_for(incident_id, "awaiting_approval", timeout=90)
             # the approver decides once the approval request completed (its card went out)
             wait_until(lambda: "approval_requested" in [e.action for e in run.audit(incident_id)])
@@ -87,10 +106,13 @@ def test_a_function_killed_around_its_external_call_ends_allowed_and_acts_once(c
         cards = [n for n in run.inbox + run.notifications() if n["subject"]]
         hyperpod = {op: len(run.hyperpod.calls_to(op)) for op in (HEALTH_CHECK, REBOOT, REPLACE)}
         patches = len(run.kube_api.patches())
+        machine = run.stack.state_machine("Remediation").arn
+        executions = run.session.client("stepfunctions").list_executions(stateMachineArn=machine)
 
     outcome = final.state.value
     record(f"chaos {case.name}", f"{point}: {outcome}" if kill.fired else f"{point}: not reached")
     assert outcome == OUTCOME[case.decision], (kill.fired, actions)
+    assert len(executions["executions"]) == 1  # one remediation, however often opening ran
     assert not released_mid_recovery(steps), actions
     # HyperPod acted once per intended action, and the audit names each
     checks = 2 if case.decision == "reboot" else 1  # the check runs again after a reboot
