@@ -78,6 +78,9 @@ class PipelineMetric(StrEnum):
     RECONCILE_NEEDS_PERSON = "ReconcileNeedsPerson"
     """Stuck incidents a reconciliation run could not settle, each run: has an alarm."""
     STEP_FAILURES = "StepFailures"
+    AUDIT_CHAINS_BROKEN = "AuditChainsBroken"
+    """A gauge, from the scheduled audit check: audit chains that do not verify against the
+    audit anchor (0 when all do). Alarmed above 0."""
     # approval
     APPROVALS_REQUESTED = "ApprovalsRequested"
     NOTICES_RETRIED = "NoticesRetried"

@@ -27,6 +27,7 @@ PAUSE_PARAMETER: Final = "PauseParameterName"
 DRY_RUN: Final = "DryRun"
 DASHBOARD_URL: Final = "DashboardUrl"
 RECONCILE_FUNCTION: Final = "ReconcileFunctionName"
+AUDIT_ANCHOR: Final = "AuditAnchorLogGroupName"
 DEAD_LETTER_QUEUES: Final = {
     "UndeliveredEventsQueueUrl": "undelivered events",
     "FailedInvocationsQueueUrl": "failed invocations",
@@ -42,7 +43,9 @@ OUTPUT_NAMES: Final = frozenset(
         DRY_RUN,
         DASHBOARD_URL,
         RECONCILE_FUNCTION,
+        AUDIT_ANCHOR,
         *DEAD_LETTER_QUEUES,
+        "ApproverPolicyArn",
         "ApprovalStateMachineConsole",
         "RemediationStateMachineConsole",
         "TrainingPolicyArn",

@@ -43,6 +43,9 @@ class Call:
 class Need:
     action: str
     resource: str
+    context: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Condition keys of the request IAM would see (`dynamodb:LeadingKeys`: the item's
+    partition key value)."""
 
 
 @dataclass(frozen=True)
@@ -116,13 +119,27 @@ _TRANSACT_ITEM_ACTIONS = {
 }
 
 
-def required(call: Call, cluster_arns: Mapping[str, str]) -> list[Need]:
+def required(
+    call: Call, cluster_arns: Mapping[str, str], hash_keys: Mapping[str, str] | None = None
+) -> list[Need]:
     """The IAM action(s) and resource(s) AWS evaluates for `call`. `cluster_arns`: HyperPod
-    cluster name → its ARN (IAM names clusters by id: the deployment's `sdc:clusters`)."""
+    cluster name → its ARN (IAM names clusters by id: the deployment's `sdc:clusters`);
+    `hash_keys`: table name → its partition key attribute (for `dynamodb:LeadingKeys`)."""
     arn = _arn_builder(call.service)
     p = call.params
     if call.service == "dynamodb":
-        return _dynamodb(call, arn)
+        return _dynamodb(call, arn, hash_keys or {})
+    if call.service == "logs":
+        group = str(p.get("logGroupName", ""))
+        if call.operation == "PutLogEvents":
+            return [
+                Need(
+                    "logs:PutLogEvents",
+                    arn(f"log-group:{group}:log-stream:{p.get('logStreamName')}"),
+                )
+            ]
+        # a log group as IAM names it (its ARN ends in `:*`)
+        return [Need(f"logs:{call.operation}", arn(f"log-group:{group}:*"))]
     if call.service == "sagemaker":
         cluster = str(p.get("ClusterName", ""))
         return [
@@ -151,23 +168,41 @@ def _arn_builder(service: str) -> Callable[[str], str]:
     return lambda resource: f"arn:aws:{service}:{REGION}:{ACCOUNT}:{resource}"
 
 
-def _dynamodb(call: Call, arn: Callable[[str], str]) -> list[Need]:
+def _dynamodb(call: Call, arn: Callable[[str], str], hash_keys: Mapping[str, str]) -> list[Need]:
     p = call.params
 
     def table(name: Any, index: Any = None) -> str:
         return arn(f"table/{name}" + (f"/index/{index}" if index else ""))
 
+    def leading(body: Mapping[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        key = hash_keys.get(str(body.get("TableName")))
+        values = body.get("Item") or body.get("Key") or {}
+        found = values.get(key) if key else None
+        if not isinstance(found, dict) or not found:
+            return ()
+        return (("dynamodb:LeadingKeys", (str(next(iter(found.values()))),)),)
+
     if call.operation in ("TransactWriteItems", "TransactGetItems"):
         needs = []
         for item in p.get("TransactItems", []):
             ((kind, body),) = item.items()
-            needs.append(Need(f"dynamodb:{_TRANSACT_ITEM_ACTIONS[kind]}", table(body["TableName"])))
+            needs.append(
+                Need(
+                    f"dynamodb:{_TRANSACT_ITEM_ACTIONS[kind]}",
+                    table(body["TableName"]),
+                    leading(body),
+                )
+            )
         return needs
     if call.operation in ("BatchWriteItem", "BatchGetItem"):
         return [
             Need(f"dynamodb:{call.operation}", table(name)) for name in p.get("RequestItems", {})
         ]
-    return [Need(f"dynamodb:{call.operation}", table(p.get("TableName"), p.get("IndexName")))]
+    return [
+        Need(
+            f"dynamodb:{call.operation}", table(p.get("TableName"), p.get("IndexName")), leading(p)
+        )
+    ]
 
 
 # -- the roles in the template ------------------------------------------------------------------
@@ -179,6 +214,7 @@ class Statement:
     actions: tuple[str, ...]
     resources: tuple[str, ...]
     conditional: bool
+    conditions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def function_statements(
@@ -224,6 +260,7 @@ def _statements(document: Mapping[str, Any], resolve: Resolver) -> list[Statemen
                 actions=tuple(str(a) for a in _as_list(raw.get("Action"))),
                 resources=resources,
                 conditional=bool(raw.get("Condition")),
+                conditions=dict(raw.get("Condition") or {}),
             )
         )
     return found
@@ -243,14 +280,59 @@ def _covers(statement: Statement, need: Need) -> bool:
     return _matches(statement.actions, need.action) and _matches(statement.resources, need.resource)
 
 
+def conditions_hold(statement: Statement, need: Need) -> bool | None:
+    """Whether the statement's conditions hold for the request (None: a condition this check
+    cannot evaluate). Evaluated: StringEquals / StringLike, with ForAnyValue: / ForAllValues:,
+    on the request's own keys (`Need.context`)."""
+    context = dict(need.context)
+    for operator, tests in statement.conditions.items():
+        qualifier, _, base = operator.rpartition(":")
+        if base not in ("StringEquals", "StringLike"):
+            return None
+        for key, expected in tests.items():
+            patterns = [str(e) for e in _as_list(expected)]
+            values = context.get(key)
+            if values is None:
+                if qualifier == "ForAllValues":
+                    continue  # no values: vacuously true
+                return False
+            matches = [
+                any(fnmatch.fnmatchcase(v, p) if base == "StringLike" else v == p for p in patterns)
+                for v in values
+            ]
+            if not (all(matches) if qualifier == "ForAllValues" else any(matches)):
+                return False
+    return True
+
+
 def allowed(statements: Sequence[Statement], need: Need) -> bool:
-    """IAM's answer for one need: an explicit Deny wins; else some unconditional Allow (a
-    conditional one is not counted: its condition is not evaluated here)."""
+    """IAM's answer for one need: an explicit Deny whose conditions hold (or cannot be
+    evaluated) wins; else an Allow whose conditions hold."""
     if need.action in FREE_ACTIONS:
         return True
-    if any(s.effect == "Deny" and _covers(s, need) for s in statements):
-        return False
-    return any(s.effect == "Allow" and not s.conditional and _covers(s, need) for s in statements)
+    for s in statements:
+        if s.effect == "Deny" and _covers(s, need) and conditions_hold(s, need) is not False:
+            return False
+    return any(
+        s.effect == "Allow" and _covers(s, need) and conditions_hold(s, need) is True
+        for s in statements
+    )
+
+
+def table_hash_keys(template: Mapping[str, Any], resolve: Resolver) -> dict[str, str]:
+    """Table name → its partition key attribute (what `dynamodb:LeadingKeys` reads)."""
+    keys: dict[str, str] = {}
+    for logical, resource in template.get("Resources", {}).items():
+        if resource["Type"] != "AWS::DynamoDB::Table":
+            continue
+        try:
+            name = str(resolve({"Ref": logical}))
+        except TemplateError:
+            continue
+        for element in resource["Properties"].get("KeySchema", []):
+            if element.get("KeyType") == "HASH":
+                keys[name] = str(element["AttributeName"])
+    return keys
 
 
 def encrypted_topics(template: Mapping[str, Any], resolve: Resolver) -> dict[str, list[Need]]:
@@ -279,17 +361,18 @@ def denials(
     cluster_arns: Mapping[str, str],
     task_token_machine: str,
     implied: Mapping[str, Sequence[Need]] | None = None,
+    hash_keys: Mapping[str, str] | None = None,
 ) -> list[Denial]:
     """Every (function, action, resource) of `calls` its role does not allow, once each.
     `task_token_machine`: the state machine whose task tokens the functions answer;
     `implied`: resource → what a call on it also needs (`encrypted_topics`)."""
     found: dict[tuple[str, str, str], Denial] = {}
     for call in calls:
-        needs = required(call, cluster_arns)
+        needs = required(call, cluster_arns, hash_keys)
         needs += [extra for need in needs for extra in (implied or {}).get(need.resource, ())]
         for need in needs:
             if need.resource == "task-token":
-                need = Need(need.action, task_token_machine)
+                need = Need(need.action, task_token_machine, need.context)
             if not allowed(statements.get(call.function, ()), need):
                 key = (call.function, need.action, need.resource)
                 found.setdefault(key, Denial(*key))

@@ -30,6 +30,7 @@ from lambdas.logic._steps import Step, node_status_of
 from lambdas.logic.measures import elapsed
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.errors import ExecutionNotFound
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import CloseRequest, Outcome
@@ -214,7 +215,7 @@ def _close_failed(step: Step, incident: Incident) -> tuple[Finding, Verdict, str
 
 
 def _close_ended(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]:
-    status = step.deps.workflow.execution_status(str(incident.execution_arn))
+    status = _execution_status(step, incident)
     expired = (
         incident.state is S.AWAITING_APPROVAL
         and not incident.decision
@@ -281,7 +282,16 @@ def _bind(fn: Callable[..., tuple[Finding, Verdict, str]], *args: Any) -> Act:
 def _running(step: Step, incident: Incident) -> bool:
     if not incident.execution_arn:
         return False
-    return step.deps.workflow.execution_status(incident.execution_arn) == "RUNNING"
+    return _execution_status(step, incident) == "RUNNING"
+
+
+def _execution_status(step: Step, incident: Incident) -> str | None:
+    """The remediation execution's status as Step Functions reports it; None when it does not
+    know the execution."""
+    try:
+        return step.deps.workflow.describe_execution(str(incident.execution_arn)).status
+    except ExecutionNotFound:
+        return None
 
 
 def _overdue(step: Step, incident: Incident, grace: int = APPROVAL_GRACE_SECONDS) -> bool:

@@ -14,6 +14,9 @@ ACKNOWLEDGED = {
     "AwsSolutions-IAM5[Resource::*]",
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
     "execution:SdcRemediation-remediation:*]",
+    "AwsSolutions-IAM5[Resource::<AuditAnchorLogGroup.Arn>:log-stream:*]",
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+    "execution:SdcRemediation-approval:*]",
     "AwsSolutions-L1",
     "AwsSolutions-SQS3",
 }

@@ -121,3 +121,21 @@ def test_a_card_nobody_received_and_a_stuck_incident_nobody_settled_alarm_on_the
     (section,) = re.findall(r'docs/operate\.md, "([^"]+)"', alarm["AlarmDescription"])
     assert f"## {section}" in operate
     assert f"`{alarm['AlarmName']}`".replace("SdcRemediation", "<stack>") in operate
+
+
+def test_the_audit_check_runs_hourly_and_alarms_on_a_broken_chain(template):
+    (rule,) = [
+        r["Properties"]
+        for r in resources_of_type(template, "AWS::Events::Rule").values()
+        if "ScheduleExpression" in r["Properties"]
+        and r["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": ["VerifyAuditFunction", "Arn"]}
+    ]
+    alarm = alarm_named(template, "audit-chains-broken")
+
+    assert rule["ScheduleExpression"] == "rate(1 hour)"
+    assert rule["Targets"][0]["Arn"] == {"Fn::GetAtt": ["VerifyAuditFunction", "Arn"]}
+    assert (alarm["Namespace"], alarm["MetricName"]) == ("SDC/Remediation", "AuditChainsBroken")
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert alarm["AlarmActions"] == [f"<{TOPIC}>"]
+    (section,) = re.findall(r'docs/operate\.md, "([^"]+)"', alarm["AlarmDescription"])
+    assert f"## {section}" in (REPO / "docs" / "operate.md").read_text()

@@ -157,3 +157,32 @@ def test_a_bad_telemetry_entry_fails_fast_naming_the_problem(changes, message):
 def test_telemetry_that_is_not_an_object_of_objects_fails_fast(raw):
     with pytest.raises(SettingsError, match="TELEMETRY must be a JSON object"):
         Settings.from_env({**BASE, "TELEMETRY": raw})
+
+
+def test_approval_rules_are_read_from_the_environment():
+    settings = Settings.from_env(
+        {
+            "INCIDENTS_TABLE": "i",
+            "AUDIT_TABLE": "a",
+            "TOPIC_ARN": "t",
+            "APPROVALS_REQUIRED": "2",
+            "APPROVERS": "arn:aws:iam::111122223333:role/Approver*,arn:aws:iam::*:user/alice",
+            "REQUIRE_IDENTITY_PROOF": "false",
+            "AUDIT_ANCHOR_LOG_GROUP": "/s/audit-anchor",
+        }
+    )
+
+    assert settings.approvals_required == 2
+    assert settings.approvers == (
+        "arn:aws:iam::111122223333:role/Approver*",
+        "arn:aws:iam::*:user/alice",
+    )
+    assert settings.needs_identity_proof
+    assert settings.audit_anchor_log_group == "/s/audit-anchor"
+
+
+def test_an_approver_that_is_no_arn_is_refused_by_name():
+    with pytest.raises(SettingsError, match="APPROVERS must be IAM or STS ARN patterns"):
+        Settings.from_env(
+            {"INCIDENTS_TABLE": "i", "AUDIT_TABLE": "a", "TOPIC_ARN": "t", "APPROVERS": "alice"}
+        )

@@ -150,6 +150,9 @@ class Scenario:
     muted: bool = False
     """Whether an alarm mute rule (MUTE_RULE) mutes the detection alarms; the job then
     publishes metrics only, so the muted alarm is what opens the incident."""
+    approvers: tuple[str, ...] = ()
+    """IAM users of the local account who each give `decision` in turn, as `sdc approve` does
+    (an identity proof signed with their key); empty: one unsigned, console-like decision."""
 
 
 SCENARIOS = {
@@ -162,6 +165,17 @@ SCENARIOS = {
             "approve",
             "replaced",
             replaced=True,
+        ),
+        Scenario(
+            "two-person",
+            "two approvals required: alice approves (1 of 2), alice again (counts once), bob "
+            "approves; node replaced",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced",
+            context={"sdc:approvalsRequired": 2},
+            replaced=True,
+            approvers=("alice", "alice", "bob"),
         ),
         Scenario(
             "nonfinite-transient",
