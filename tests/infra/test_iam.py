@@ -59,10 +59,11 @@ SUFFIX_WILDCARDS = {
     "AuditAnchorAppendOnly": ":log-stream:*",
     "BindDecisionToApproval": "-approval:*",
     "FollowApproval": "-approval:*",
+    "ReadRemediationExecutions": "-remediation:*",
 }
 """Statements whose resources end in a wildcard below one named parent: the anchor group's own
-log streams (named when first written) and the approval state machine's executions (named by
-whoever approves)."""
+log streams (named when first written), the approval state machine's executions (named by
+whoever approves) and the remediation machine's (named after incidents; reconcile reads them)."""
 
 
 def _without_suffix_wildcards(statement: dict[str, Any]) -> Any:
@@ -180,8 +181,14 @@ def test_only_decide_answers_the_waiting_task_and_only_on_the_remediation_machin
     assert resolved(template, statement["Resource"]) == REMEDIATION_ARN
 
 
-def test_only_reconcile_reads_executions_and_only_the_remediation_machine_s(template):
-    assert _holders(template, "states:DescribeExecution") == {"ReconcileFunction"}
+def test_only_reconcile_reads_the_remediation_machine_s_executions(template):
+    readers = {
+        fn
+        for fn in FUNCTIONS
+        for s in statements_of_function(template, fn)
+        if "states:DescribeExecution" in actions(s) and "-remediation:" in json.dumps(s["Resource"])
+    }
+    assert readers == {"ReconcileFunction"}
     (statement,) = _granting(statements_of_function(template, "ReconcileFunction"), "states:")
 
     assert actions(statement) == {"states:DescribeExecution"}
