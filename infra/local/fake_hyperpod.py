@@ -115,6 +115,8 @@ class FakeHyperPod:
         """When an event happens (the tests point it at their clock)."""
         self.clusters: dict[str, FakeCluster] = {}
         self.calls: list[FakeCall] = []
+        self.observers: list[Callable[[str, dict[str, Any]], None]] = []
+        """Told of every call (operation, parameters), as botocore's events tell of SDK calls."""
         self.replaced_by: dict[str, str] = {}
         """Old instance id → the new one, once a replacement finished."""
         self._ids = itertools.count(1)
@@ -504,6 +506,8 @@ class FakeHyperPod:
 
     def _call(self, operation: str, **params: Any) -> None:
         self.calls.append(FakeCall(operation, params))
+        for observe in self.observers:
+            observe(operation, params)
         queued = self._failures.get(operation)
         if queued:
             raise queued.pop(0)

@@ -19,44 +19,44 @@ tells a chat channel.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from lambdas.logic.recommendation import Recommendation
 from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident
 from lambdas.models.notices import ChatNotification, NoticeKind
 from lambdas.models.payloads import Decision
 
+if TYPE_CHECKING:
+    from lambdas.logic.cards import ApprovalCard
 
-def approval_request(
-    incident: Incident,
-    subject: str,
-    paragraphs: Sequence[tuple[str | None, Sequence[str]]],
-    advice: Recommendation,
-    decisions: Iterable[Decision],
-) -> ChatNotification:
+TELEMETRY_LINES: Final = 3
+"""Lines of the card's hardware telemetry paragraph the chat version carries."""
+
+
+def approval_request(incident: Incident, card: ApprovalCard) -> ChatNotification:
     """The approval card for chat: what is suspected, the advice and why, what the health check
-    and the counters said, and the command of each decision the card offers.
-    `paragraphs`: (heading, lines) of the card's sections to show, in order."""
+    and the counters said, and the command of each decision the card offers."""
+    paragraphs = [
+        (s.heading, s.lines) for s in (card.opening, card.recommendation, card.health_check)
+    ] + [(card.telemetry.heading, card.telemetry.lines[:TELEMETRY_LINES])]
     body = [
         f"*{heading}*\n" + "\n".join(lines) if heading else "\n".join(lines)
         for heading, lines in paragraphs
     ]
+    advice = (card.recommendation.heading or "").partition(": ")[2].lower()
     steps = [f"Read the whole card: `sdc show {incident.incident_id}`"]
     steps += [
         f"{_DECISION_WORDS[d]}: `sdc {d.value} {incident.incident_id} -m 'your reason'`"
-        for d in decisions
+        for d in card.inputs
     ]
     return ChatNotification(
         kind=NoticeKind.APPROVAL_REQUEST,
         thread_id=incident.incident_id,
-        title=subject,
+        title=card.subject,
         description="\n\n".join(body),
         next_steps=tuple(steps),
-        keywords=("SDC", advice.advice.name.lower(), incident.cluster_name, incident.instance_id),
-        summary=f"Approval needed for {incident.instance_id} on {incident.cluster_name}: "
-        f"{advice.advice.value}",
+        keywords=("SDC", incident.cluster_name, incident.instance_id),
+        summary=f"Approval needed for {incident.instance_id} on {incident.cluster_name}: {advice}",
         related=(incident.instance_id, incident.execution_arn or ""),
         context={"cluster": incident.cluster_name, "incident": incident.incident_id},
     )

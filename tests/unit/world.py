@@ -77,6 +77,8 @@ class World:
     kube: FakeKubernetesNodes = field(default_factory=FakeKubernetesNodes)
     prometheus: FakePrometheus = field(default_factory=FakePrometheus)
     lifecycle: RecordingLifecycleEvents = field(default_factory=RecordingLifecycleEvents)
+    slept: list[float] = field(default_factory=list)
+    """The waits a step asked for (between the attempts of a notice): recorded, not slept."""
     identity: FakeIdentityVerifier = field(default_factory=FakeIdentityVerifier)
     anchor: InMemoryAuditAnchor = field(default_factory=InMemoryAuditAnchor)
     eks_cluster: str | None = None
@@ -106,6 +108,7 @@ class World:
             kubernetes=self.kube,
             prometheus=self.prometheus,
             lifecycle=self.lifecycle,
+            sleep=self.slept.append,
             identity=self.identity,
             anchor=self.anchor,
         )
