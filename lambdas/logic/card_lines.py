@@ -30,6 +30,26 @@ _RESULTS: dict[Any, str] = {
 # -- the node ---------------------------------------------------------------------------------
 
 
+def job_node_lines(incident: Incident) -> list[str]:
+    """A job-level incident's nodes, and the instances its report named that no check
+    confirmed (never acted on)."""
+    if not incident.is_job:
+        return []
+    lines = [f"Nodes ({len(incident.instance_ids)}): {', '.join(incident.instance_ids)}"]
+    lines += unconfirmed_lines(incident)
+    return lines
+
+
+def unconfirmed_lines(incident: Incident) -> list[str]:
+    """Instances the report named that the checks did not confirm: never acted on."""
+    if not incident.unconfirmed:
+        return []
+    return [
+        f"Not confirmed, never acted on ({len(incident.unconfirmed)}):",
+        *(f"  {i}: {why}" for i, why in sorted(incident.unconfirmed.items())),
+    ]
+
+
 def recovery_lines(incident: Incident) -> list[str]:
     """What HyperPod's own node recovery may do before anyone decides."""
     if incident.node_recovery != NodeRecovery.AUTOMATIC:

@@ -239,6 +239,7 @@ def held_notice(incident: Incident) -> Card:
         "HELD: no health check, no approval request, no replacement.",
         f"Why: {(hold and hold.reason) or incident.reason}",
         f"Metrics: {', '.join(incident.metrics) or 'none'}",
+        *card_lines.job_node_lines(incident),
         *card_lines.report_lines(incident),
     )
     next_steps: tuple[str, ...]
@@ -253,6 +254,16 @@ def held_notice(incident: Incident) -> Card:
             "This incident stays held; after the mute window the next alarm on this node acts.",
             "If the mute is wrong, end it: CloudWatch console, Alarms, Mute rules, or",
             f"  aws cloudwatch delete-alarm-mute-rule --alarm-mute-rule-name {rule}",
+        )
+    elif incident.is_job:
+        next_steps = (
+            "Every node a job-level incident would cordon or health-check counts against the "
+            "blast-radius guard (sdc:guardMaxOpenIncidents, sdc:guardMaxOpenPercent); these do "
+            "not fit.",
+            "Nothing was cordoned or health-checked. An alarm on one of these nodes is not "
+            "absorbed by this incident: it opens its own (within the guard).",
+            "If the report is genuine, check the job first; to health-check more nodes at once, "
+            "raise the guard and deploy, then the next report acts.",
         )
     else:
         next_steps = (

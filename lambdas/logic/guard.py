@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from lambdas.logic import cards, ids
@@ -58,6 +58,17 @@ class Blocker:
 
     def record(self) -> HoldRecord:
         return HoldRecord(self.kind, self.reason, self.hold_id, **(self.mute or {}))
+
+
+def too_many_nodes(incident: Incident, limit: int, node_count: int | None) -> Blocker:
+    """A job-level incident that would act on more nodes than the guard allows at all: held
+    before anything is cordoned or health-checked."""
+    return Blocker(
+        HoldKind.GUARD,
+        f"blast-radius guard: the job-level incident names {len(incident.instance_ids)} nodes, "
+        f"at most {limit} may be acted on at once on {incident.cluster_name} "
+        f"({node_count or 'an unknown number of'} nodes); every node counts",
+    )
 
 
 def open_limit(node_count: int | None, settings: Settings) -> int:
@@ -114,14 +125,17 @@ def blocker(deps: Deps, cluster_name: str) -> Blocker | None:
     return storm_blocker(deps, cluster_name) or pause_blocker(deps)
 
 
-def flag(
-    step: Step, cluster_name: str, instance_ids: Sequence[str], at: datetime
-) -> ClusterHold | None:
+def flag(step: Step, cluster_name: str, instance_ids: Sequence[str]) -> ClusterHold | None:
     """Flag the instances for storm detection; returns the cluster's active storm hold, started
-    here when these flags reach the threshold. The hold's one notification goes out here."""
+    here when these flags reach the threshold. The hold's one notification goes out here.
+
+    Flagged at the pipeline's own clock, never a time the event carries (a reporter sets its
+    report's `emitted_at`, and `PutEvents` lets it set the event's time): a report dated ahead
+    cannot keep its flags inside every future window, nor one dated back stay out of all.
+    Callers flag only instances HyperPod confirmed are nodes of the cluster."""
     deps = step.deps
     settings = deps.settings
-    flagged_at = int(at.timestamp())
+    flagged_at = int(deps.clock.now().timestamp())
     for instance_id in instance_ids:
         deps.guard.flag_instance(
             cluster_name, instance_id, flagged_at, flagged_at + int(FLAG_TTL.total_seconds())

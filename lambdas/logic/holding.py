@@ -48,11 +48,9 @@ def hold(
                 if replacing is not None or still_held(step, holder):
                     return arrivals.attach_held(step, holder, trigger)
                 replacing = holder  # its hold has ended: this hold takes the lock over
-    if incident.is_job:
-        for instance_id in incident.instance_ids:
-            step.deps.incidents.claim_held(
-                incident.cluster_name, instance_id, incident.incident_id, until=until, now=now
-            )
+    # A held job-level incident takes no held lock of its instances: an alarm on one of them,
+    # or a report naming it as the culprit, is its own incident (opened, or held on its own),
+    # never absorbed by a job incident that nothing checks.
     logger.set_correlation_id(incident.incident_id)
     step.audit(
         incident.incident_id,

@@ -35,6 +35,7 @@ from lambdas.logic._steps import Step
 from lambdas.logic.arrivals import Trigger
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.errors import ClusterNotFound
 from lambdas.models.events import ContributorEvent
 from lambdas.models.payloads import OpenIncidentResult, StoreReportResult
 from lambdas.models.report import ReportEvent
@@ -154,7 +155,8 @@ def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     if opening_ids:
         step.deps.settings.require_state_machine_arn()
         # All at once, before any opens: a report naming a storm's worth of nodes is a storm.
-        guard.flag(step, report.cluster_name, opening_ids, at)
+        # Only nodes HyperPod confirms: made-up instance ids flag nothing.
+        guard.flag(step, report.cluster_name, _confirmed(step, event, opening_ids))
     for instance in report.instances:
         trigger = Trigger(
             cluster_name=report.cluster_name,
@@ -174,6 +176,15 @@ def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
             arrivals.attach_items(step, holder, [trigger.item], event.event_id, "report")
             results.append({"incident_id": holder, "action": "attached"})
     return results
+
+
+def _confirmed(step: Step, event: ReportEvent, instance_ids: list[str]) -> list[str]:
+    """The instances HyperPod confirms are nodes of the report's cluster; a cluster it does not
+    know has none (each opening is then skipped, audited)."""
+    try:
+        return opening.node_claims(step, event.report.cluster_name, instance_ids)[0]
+    except ClusterNotFound:
+        return []
 
 
 def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:

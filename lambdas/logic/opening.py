@@ -40,6 +40,8 @@ class _Draft:
     details: Callable[[Incident], dict[str, Any]]
     """The `incident_opened` audit details of the incident as created."""
     request_ids: list[str | None]
+    flag: tuple[str, ...] = ()
+    """The instances to flag for storm detection (HyperPod confirmed them)."""
 
 
 def open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIncidentResult:
@@ -57,8 +59,7 @@ def open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenInc
     if held_by and holding.still_held(step, held_by):
         return arrivals.attach_held(step, held_by, trigger)
     incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
-    flag = () if flagged else (trigger.instance_id,)
-    return _open(step, incident_id, trigger, _node_draft, flag=flag)
+    return _open(step, incident_id, trigger, partial(_node_draft, flag=not flagged))
 
 
 def open_job(step: Step, trigger: Trigger, free: list[str]) -> OpenIncidentResult:
@@ -74,11 +75,8 @@ def _open(
     incident_id: str,
     trigger: Trigger,
     draft: Callable[[Step, str, Trigger], _Draft | OpenIncidentResult],
-    *,
-    flag: Sequence[str] = (),
 ) -> OpenIncidentResult:
-    """The one way an incident opens (see the module docstring). `flag`: the instances to flag
-    for storm detection first."""
+    """The one way an incident opens (see the module docstring)."""
     deps = step.deps
     if deps.incidents.get(incident_id) is not None:
         return arrivals.redelivered(step, incident_id, trigger)
@@ -86,10 +84,13 @@ def _open(
     if not isinstance(drafted, _Draft):
         return drafted
     incident = drafted.incident
-    blocker = _blocker(step, trigger, flag)
+    blocker = _blocker(step, trigger, drafted.flag)
     if blocker is not None:
         return holding.hold(step, incident, trigger, blocker)
     limit = guard.open_limit(drafted.node_count, deps.settings)
+    if len(incident.guard_slots) > limit:
+        too_many = guard.too_many_nodes(incident, limit, drafted.node_count)
+        return holding.hold(step, incident, trigger, too_many)
     match deps.incidents.create(incident, slot_limit=limit):
         case Created():
             return _opened(step, drafted, trigger, limit)
@@ -99,9 +100,10 @@ def _open(
             return arrivals.redelivered(step, incident_id, trigger)
         case GuardFull() as full:
             reason = (
-                f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
-                f"{trigger.cluster_name} ({', '.join(full.open_ids)}), at most {full.limit} for "
-                f"{drafted.node_count or 'an unknown number of'} nodes"
+                f"blast-radius guard: {len(full.slots)} node(s) taken by "
+                f"{len(full.open_ids)} open incident(s) on {trigger.cluster_name} "
+                f"({', '.join(full.open_ids)}), this one needs {len(incident.guard_slots)}, "
+                f"at most {full.limit} for {drafted.node_count or 'an unknown number of'} nodes"
             )
             return holding.hold(step, incident, trigger, guard.Blocker(HoldKind.GUARD, reason))
 
@@ -110,7 +112,7 @@ def _blocker(step: Step, trigger: Trigger, flag: Sequence[str]) -> guard.Blocker
     """What holds the incident: the cluster's storm hold (these flags may start it), the
     trigger's alarm mute rule, or the pause switch."""
     if flag:
-        storm = guard.flag(step, trigger.cluster_name, flag, trigger.at)
+        storm = guard.flag(step, trigger.cluster_name, flag)
     else:
         storm = step.deps.guard.active_hold(trigger.cluster_name)
     if storm is not None:
@@ -144,9 +146,12 @@ def _opened(step: Step, drafted: _Draft, trigger: Trigger, limit: int) -> OpenIn
     return {"incident_id": incident.incident_id, "action": "opened"}
 
 
-def _node_draft(step: Step, incident_id: str, trigger: Trigger) -> _Draft | OpenIncidentResult:
+def _node_draft(
+    step: Step, incident_id: str, trigger: Trigger, *, flag: bool
+) -> _Draft | OpenIncidentResult:
     """The node as HyperPod describes it, with the report that named it (for an alarm: the
-    instance's latest stored report); skipped when HyperPod does not know the node."""
+    instance's latest stored report); skipped when HyperPod does not know the node. `flag`: the
+    node is to be flagged for storm detection (the caller has not yet)."""
     deps = step.deps
     try:
         cluster = deps.hyperpod.describe_cluster(trigger.cluster_name)
@@ -195,29 +200,34 @@ def _node_draft(step: Step, incident_id: str, trigger: Trigger) -> _Draft | Open
             "node_count": cluster.node_count,
         }
 
-    return _Draft(incident, cluster.node_count, details, [cluster.request_id, node.request_id])
+    return _Draft(
+        incident,
+        cluster.node_count,
+        details,
+        [cluster.request_id, node.request_id],
+        flag=(trigger.instance_id,) if flag else (),
+    )
 
 
 def _job_draft(
     step: Step, incident_id: str, trigger: Trigger, *, free: list[str]
 ) -> _Draft | OpenIncidentResult:
-    """The job of an ambiguous report, over the `free` instances; skipped (audited under the
-    event, nothing recorded) when HyperPod does not know the cluster."""
+    """The job of an ambiguous report, over the `free` instances HyperPod confirms are nodes of
+    the cluster (the others are kept as `unconfirmed`, never acted on); skipped (audited under
+    the event, nothing recorded) when HyperPod knows neither the cluster nor any of them."""
     report = trigger.report
     assert report is not None
     try:
         cluster = step.deps.hyperpod.describe_cluster(trigger.cluster_name)
+        nodes, unconfirmed = node_claims(step, trigger.cluster_name, free)
     except ClusterNotFound as err:
-        step.audit(
-            ids.event_subject(trigger.event_id),
-            "job_incident_skipped",
-            {"report_id": report.report_id, "reason": str(err), "instances": free},
-            [err.request_id],
-        )
-        return {"incident_id": None, "action": "skipped"}
+        return _skip_job(step, trigger, free, str(err), err.request_id)
     except Exception as err:
         _open_failed(step, trigger, err)
         raise
+    if not nodes:
+        reason = f"no instance the report names is a node of cluster {trigger.cluster_name}"
+        return _skip_job(step, trigger, free, reason, cluster.request_id, unconfirmed)
     now = step.now()
     incident = Incident(
         incident_id=incident_id,
@@ -228,8 +238,9 @@ def _job_draft(
         updated_at=now,
         node_recovery=cluster.node_recovery,
         scope=Scope.JOB.value,
-        instance_ids=free,
+        instance_ids=nodes,
         job_name=report.job_name,
+        unconfirmed=unconfirmed,
     )
     evidence.add_evidence(incident, trigger.item)
 
@@ -244,9 +255,54 @@ def _job_draft(
             "node_recovery": opened.node_recovery,
             "source": trigger.source,
             "event_id": trigger.event_id,
+            "unconfirmed": opened.unconfirmed,
         }
 
-    return _Draft(incident, cluster.node_count, details, [cluster.request_id])
+    return _Draft(incident, cluster.node_count, details, [cluster.request_id], flag=tuple(nodes))
+
+
+def node_claims(
+    step: Step, cluster_name: str, instance_ids: Sequence[str]
+) -> tuple[list[str], dict[str, str]]:
+    """Which of the instances a report names HyperPod knows as nodes of the cluster (in the
+    report's order), and why each other one is not. Raises ClusterNotFound, and what HyperPod
+    raises beyond NodeNotFound."""
+    nodes: list[str] = []
+    unconfirmed: dict[str, str] = {}
+    for instance_id in instance_ids:
+        try:
+            node = step.deps.hyperpod.describe_node(cluster_name, instance_id)
+        except NodeNotFound as err:
+            unconfirmed[instance_id] = f"not a node of cluster {cluster_name} ({err})"
+            continue
+        if node.status == NodeStatus.NOT_FOUND:
+            unconfirmed[instance_id] = f"not a node of cluster {cluster_name} (status NotFound)"
+        else:
+            nodes.append(instance_id)
+    return nodes, unconfirmed
+
+
+def _skip_job(
+    step: Step,
+    trigger: Trigger,
+    instances: list[str],
+    reason: str,
+    request_id: str | None,
+    unconfirmed: dict[str, str] | None = None,
+) -> OpenIncidentResult:
+    assert trigger.report is not None
+    step.audit(
+        ids.event_subject(trigger.event_id),
+        "job_incident_skipped",
+        {
+            "report_id": trigger.report.report_id,
+            "reason": reason,
+            "instances": instances,
+            "unconfirmed": unconfirmed or {},
+        },
+        [request_id],
+    )
+    return {"incident_id": None, "action": "skipped"}
 
 
 def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> OpenIncidentResult:

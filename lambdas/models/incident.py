@@ -9,7 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from lambdas.models.errors import ErrorRecord
-from lambdas.models.guard import HoldRecord
+from lambdas.models.guard import HoldRecord, slot_names
 from lambdas.models.health_check import HealthCheckRecord
 from lambdas.models.isolation import IsolationRecord
 from lambdas.models.payloads import Decision
@@ -117,6 +117,10 @@ class Incident:
     telemetry: TelemetryRecord | None = None
     """What the GPU's hardware counters showed when the approval was requested
     (`lambdas.logic.telemetry`)."""
+    unconfirmed: dict[str, str] = field(default_factory=dict)
+    """Instances a report named that the checks did not confirm (HyperPod does not know them
+    as nodes of the cluster, or Kubernetes names another node), each with why: never acted on,
+    shown in their own section of the card."""
     version: int = 0
 
     @property
@@ -168,6 +172,11 @@ class Incident:
     @property
     def is_job(self) -> bool:
         return self.scope == Scope.JOB
+
+    @property
+    def guard_slots(self) -> tuple[str, ...]:
+        """The blast-radius guard slots it takes: one per node it acts on."""
+        return slot_names(self.incident_id, self.instance_ids if self.is_job else None)
 
     @property
     def locked_instances(self) -> list[str]:

@@ -22,6 +22,8 @@ from lambdas.models.guard import (
     GuardState,
     PastIncident,
     check_slot_limit,
+    check_slot_room,
+    slots_of,
 )
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
@@ -67,10 +69,12 @@ class InMemoryIncidentStore:
         if incident.holds_lock and key in self.locks:
             return LockHeld(self.locks[key])
         taken = self.slots.setdefault(incident.cluster_name, set())
-        if slot_limit is not None and incident.incident_id not in taken:
-            if len(taken) >= slot_limit:
+        wanted = incident.guard_slots
+        check_slot_room(wanted, slot_limit)
+        if slot_limit is not None and wanted[0] not in taken:
+            if len(taken) + len(wanted) > slot_limit:
                 return GuardFull(tuple(sorted(taken)), slot_limit)
-            taken.add(incident.incident_id)
+            taken.update(wanted)
         if incident.holds_lock:
             self.locks[key] = incident.incident_id
         self.incidents[incident.incident_id] = copy.deepcopy(incident)
@@ -152,7 +156,9 @@ class InMemoryIncidentStore:
         )
 
     def release_slot(self, cluster_name: str, incident_id: str) -> None:
-        self.slots.get(cluster_name, set()).discard(incident_id)
+        self.slots.get(cluster_name, set()).difference_update(
+            slots_of(self.slots.get(cluster_name, set()), incident_id)
+        )
 
     def flag_instance(self, cluster_name: str, instance_id: str, at: int, expires_at: int) -> None:
         self.flags.setdefault(cluster_name, {})[instance_id] = at

@@ -52,3 +52,26 @@ def report_event(
         "resources": [],
         "detail": report.detail,
     }
+
+
+def forged_event(
+    instance_ids: list[str],
+    *,
+    ambiguous: bool = True,
+    role: str = "involved",
+    at: datetime = REPORT_TIME,
+    **detail_changes: Any,
+) -> dict[str, Any]:
+    """A report a training pod could send with the training policy alone: valid by the schema,
+    naming `instance_ids` (each with one rank) in `role`, nothing else checked."""
+    event = report_event("weights_no_majority", at=at)
+    event["detail"].update(
+        ambiguous=ambiguous,
+        suspects=[],
+        instances=[
+            {"instance_id": i, "metrics": ["sdc_divergent_tensors"], "ranks": [n], "role": role}
+            for n, i in enumerate(instance_ids)
+        ],
+        **detail_changes,
+    )
+    return event

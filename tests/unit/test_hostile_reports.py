@@ -1,0 +1,165 @@
+"""Reports a training pod can send with nothing but the training policy: every report is a
+claim by an unauthenticated party. None of them may cordon, health-check or hold more of a
+cluster than the guard allows, move a storm window, or shape what the approver reads."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+
+import pytest
+
+from lambdas.logic import approval, intake
+from lambdas.models.events import parse_contributor_event
+from lambdas.models.incident import IncidentState
+from lambdas.models.report import parse_report_event
+from tests.unit.reports import REPORT_TIME, forged_event
+from tests.unit.world import CLUSTER, GROUP, INSTANCE, World, alarm_event, settings
+
+S = IncidentState
+
+
+def instance(n: int) -> str:
+    return f"i-0f{n:015x}"
+
+
+def cluster_of(world: World, count: int) -> list[str]:
+    """`count` more nodes in the fake cluster (beside INSTANCE)."""
+    added = [instance(n) for n in range(count)]
+    for instance_id in added:
+        world.hyperpod.add_node(CLUSTER, GROUP, instance_id)
+    return added
+
+
+def store(world: World, event: dict):
+    return intake.store_report(parse_report_event(event), world.deps)
+
+
+def alarm_on(world: World, instance_id: str, event_id: str = "alarm-genuine"):
+    event = copy.deepcopy(alarm_event())
+    event["id"] = event_id
+    event["detail"]["alarmContributor"]["attributes"]["InstanceId"] = instance_id
+    at = world.clock.current + timedelta(seconds=1)
+    event["detail"]["state"]["timestamp"] = at.strftime("%Y-%m-%dT%H:%M:%S.000+0000")
+    return intake.open_incident(parse_contributor_event(event), world.deps)
+
+
+def nothing_acted(world: World) -> bool:
+    return (
+        not world.workflow.executions
+        and not world.hyperpod.calls_to("StartClusterHealthCheck")
+        and world.kube.count("cordon") == 0
+    )
+
+
+# -- every node counts --------------------------------------------------------------------------
+
+
+def test_an_ambiguous_report_naming_30_of_31_nodes_acts_on_none_and_sends_one_notice(world):
+    nodes = cluster_of(world, 30)  # 31 nodes with INSTANCE: the guard allows 3
+
+    result = store(world, forged_event(nodes))
+
+    (job,) = result["incidents"]
+    assert job["action"] == "held"
+    assert world.incident(job["incident_id"]).instance_ids == nodes
+    assert nothing_acted(world)
+    assert len(world.notifier.published) == 1
+    assert world.store.guard_state(CLUSTER).open_nodes == 0
+
+
+def test_a_genuine_alarm_on_a_node_of_the_forged_job_is_its_own_incident(world):
+    nodes = cluster_of(world, 30)
+    (job,) = store(world, forged_event(nodes))["incidents"]
+
+    result = alarm_on(world, nodes[7])
+
+    assert result["incident_id"] != job["incident_id"]
+    assert world.incident(result["incident_id"]).instance_id == nodes[7]
+
+
+def test_after_the_storm_the_forged_job_started_is_reset_a_genuine_alarm_acts(world):
+    nodes = cluster_of(world, 30)
+    store(world, forged_event(nodes))
+    hold = world.store.active_hold(CLUSTER)
+    assert hold is not None  # its 30 nodes count towards the storm rule
+    approval.decide(world.decision(hold.hold_id, "reset", "forged report"), world.deps)
+
+    result = alarm_on(world, nodes[7])
+
+    assert result["action"] == "opened"
+    assert world.incident(result["incident_id"]).instance_id == nodes[7]
+
+
+def test_a_job_naming_more_nodes_than_the_guard_allows_is_held_with_a_notice_naming_them(world):
+    world.settings = settings(storm_threshold=100)  # no storm: the guard alone holds it
+    nodes = cluster_of(world, 30)
+
+    (job,) = store(world, forged_event(nodes))["incidents"]
+
+    incident = world.incident(job["incident_id"])
+    assert (incident.state, incident.hold.kind) == (S.HELD, "guard")
+    assert "names 30 nodes, at most 3" in incident.hold.reason
+    assert nothing_acted(world)
+    (notice,) = world.notifier.published
+    assert all(node in notice.message for node in nodes)
+
+
+def test_a_genuine_alarm_beside_a_held_oversized_job_opens_and_acts(world):
+    world.settings = settings(storm_threshold=100)
+    nodes = cluster_of(world, 30)
+    store(world, forged_event(nodes))
+
+    result = alarm_on(world, nodes[3])
+
+    assert result["action"] == "opened"
+    assert list(world.workflow.executions) == [result["incident_id"]]
+
+
+# -- our clock, not theirs ---------------------------------------------------------------------
+
+
+def test_culprits_that_are_no_nodes_of_the_cluster_start_no_storm(world):
+    made_up = [instance(100 + n) for n in range(4)]  # HyperPod knows none of them
+
+    result = store(world, forged_event(made_up, ambiguous=False, role="culprit"))
+
+    assert {r["action"] for r in result["incidents"]} == {"skipped"}
+    assert world.store.active_hold(CLUSTER) is None
+    assert world.store.flagged_instances(CLUSTER, 0) == set()
+
+
+def test_culprit_reports_an_hour_apart_each_within_the_window_of_receipt_make_a_storm(world):
+    nodes = cluster_of(world, 4)
+    world.settings = settings(guard_max_open=10, guard_max_open_percent=100)
+
+    for n, node in enumerate(nodes):
+        # dated an hour apart by the reporter, received within a minute by the pipeline
+        at = REPORT_TIME - timedelta(hours=n)
+        store(world, forged_event([node], ambiguous=False, role="culprit", at=at))
+
+    assert world.store.active_hold(CLUSTER) is not None
+
+
+@pytest.mark.parametrize("ahead", [timedelta(days=365), timedelta(minutes=10)])
+def test_a_report_dated_ahead_of_receipt_is_refused_audited_and_flags_nothing(world, ahead):
+    nodes = cluster_of(world, 4)
+    event = forged_event(nodes, ambiguous=False, role="culprit", at=world.clock.current + ahead)
+
+    result = store(world, event)
+
+    assert result == {"report_id": event["detail"]["report_id"], "stored": False, "incidents": []}
+    (entry,) = world.audit.entries(f"event#{event['id']}")
+    assert (entry.action, entry.details["field"]) == ("event_refused", "detail.emitted_at")
+    assert world.store.flagged_instances(CLUSTER, 0) == set()
+    assert world.store.reports == {}
+
+
+def test_after_a_year_ahead_report_and_a_reset_a_genuine_alarm_acts(world):
+    nodes = cluster_of(world, 4)
+    ahead = world.clock.current + timedelta(days=365)
+    store(world, forged_event(nodes, ambiguous=False, role="culprit", at=ahead))
+
+    result = alarm_on(world, INSTANCE)
+
+    assert result["action"] == "opened"
