@@ -214,7 +214,7 @@ def report_lines(incident: Incident) -> list[str]:
     for report in found:
         lines += [
             f"  report {report.get('report_id')} (job {report.get('job_name') or 'unknown'}, "
-            f"emitted {report.get('emitted_at')})",
+            f"emitted {report.get('emitted_at')}{_received(report)})",
             f"    step {_v(report.get('step'))}, check {_v(report.get('check'))}, "
             f"ambiguous: {'yes' if report.get('ambiguous') else 'no'}",
             f"    ranks on this instance: {_v(report.get('ranks'))} "
@@ -288,6 +288,19 @@ def _verdict_lines(report: dict[str, Any]) -> list[str]:
         f"-> suspect {_v(v.get('suspect'))}: {v.get('kind')}"
         for v in verdicts
     ]
+
+
+def _received(report: dict[str, Any]) -> str:
+    """When the pipeline received the report, and whether it came stale."""
+    received = report.get("received_at")
+    if not received:
+        return ""
+    stale = (
+        "; STALE: emitted longer before it arrived than the storm window, it moved no window"
+        if report.get("stale")
+        else ""
+    )
+    return f", received {received}{stale}"
 
 
 def _window(window: Any) -> str:

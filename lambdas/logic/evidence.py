@@ -52,6 +52,8 @@ def report_evidence(report: SdcReport, instance_id: str | None) -> dict[str, Any
         "key": f"report:{report.report_id}",
         "report_id": report.report_id,
         "emitted_at": report.emitted_at,
+        "received_at": report.received_at,
+        "stale": report.stale,
         "job_name": report.job_name,
         "step": report.step,
         "check": report.check.value if report.check else None,
@@ -117,9 +119,10 @@ def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:
 
 
 def reports(incident: Incident) -> list[dict[str, Any]]:
-    """Report evidence, oldest first."""
+    """Report evidence, in the order the pipeline received it (the reporter's `emitted_at`
+    orders only reports received before receive times were kept)."""
     found = [e for e in incident.evidence if e.get("kind") == "report"]
-    return sorted(found, key=lambda e: str(e.get("emitted_at", "")))
+    return sorted(found, key=lambda e: str(e.get("received_at") or e.get("emitted_at") or ""))
 
 
 def alarms(incident: Incident) -> list[dict[str, Any]]:

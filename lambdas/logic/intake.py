@@ -28,21 +28,25 @@ gets here: its handler refuses it (`refusal`).
 
 from __future__ import annotations
 
-from datetime import timedelta
+import dataclasses
+from datetime import datetime, timedelta
 
 from lambdas.logic import arrivals, evidence, guard, ids, opening
-from lambdas.logic._steps import Step
+from lambdas.logic._steps import Step, error_details
 from lambdas.logic.arrivals import Trigger
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.errors import ClusterNotFound
+from lambdas.models.errors import ClusterNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
 from lambdas.models.payloads import OpenIncidentResult, StoreReportResult
 from lambdas.models.report import ReportEvent
 from lambdas.observability import count, logger
-from trainer_emitter.contract import Role
+from trainer_emitter.contract import REPORT_SOURCE, Role
 
 REPORT_TTL = timedelta(days=14)
+MAX_AHEAD = timedelta(minutes=5)
+"""How far ahead of the pipeline's clock a report's `emitted_at` may be (clock skew between
+nodes); a report dated further ahead is refused."""
 OPENING_ROLES = frozenset({Role.CULPRIT, Role.CONFIRMED_SUSPECT})
 """The roles for which a report opens a node-level incident by itself."""
 
@@ -100,8 +104,17 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
     open what it names: a node-level incident per culprit or confirmed suspect without one, or,
     for an ambiguous report, one job-level incident for the involved instances without one."""
     step = Step(deps, "store_report")
-    report = event.report
     subject = ids.event_subject(event.event_id)
+    received = deps.clock.now()
+    if event.report.emitted > received + MAX_AHEAD:
+        return _refuse_ahead(step, event, received)
+    report = dataclasses.replace(
+        event.report,
+        received_at=received.isoformat(),
+        stale=received - event.report.emitted
+        > timedelta(seconds=deps.settings.storm_window_seconds),
+    )
+    event = dataclasses.replace(event, report=report)
     reason = None
     if report.cluster_name not in deps.settings.allowed_clusters:
         reason = f"cluster {report.cluster_name} is not in ALLOWED_CLUSTERS"
@@ -145,6 +158,25 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
         incidents=len(results),
     )
     return {"report_id": report.report_id, "stored": bool(stored), "incidents": results}
+
+
+def _refuse_ahead(step: Step, event: ReportEvent, received: datetime) -> StoreReportResult:
+    """A report dated ahead of the pipeline's clock by more than MAX_AHEAD: refused (audited
+    under the event, counted), nothing stored, flagged or opened."""
+    report = event.report
+    err = MalformedEvent(
+        "detail.emitted_at",
+        f"{report.emitted_at} is more than {int(MAX_AHEAD.total_seconds())} s ahead of the "
+        f"time the pipeline received the report ({received.isoformat()})",
+    )
+    step.audit(
+        ids.event_subject(event.event_id),
+        "event_refused",
+        error_details(err, source=REPORT_SOURCE, report_id=report.report_id),
+    )
+    count(M.EVENTS_REFUSED)
+    logger.warning("report refused", report_id=report.report_id, field=err.field)
+    return {"report_id": report.report_id, "stored": False, "incidents": []}
 
 
 def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:

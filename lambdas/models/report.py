@@ -112,6 +112,16 @@ class SdcReport:
     """The detail as received, stored unchanged."""
     checkpoints: tuple[ReportCheckpoint, ...] = ()
     """Oldest first; empty when the report names none (older emitters)."""
+    received_at: str | None = None
+    """When the pipeline received it, by its own clock (ISO 8601): what orders reports and
+    moves windows. `emitted_at` is the reporter's claim, kept as data. None until received."""
+    stale: bool = False
+    """Emitted longer before it was received than the storm window: shown as such."""
+
+    @property
+    def order_key(self) -> str:
+        """What orders reports: the pipeline's receive time, then the report id."""
+        return f"{self.received_at or self.emitted_at}#{self.report_id}"
 
     def instance(self, instance_id: str) -> ReportInstance | None:
         return next((i for i in self.instances if i.instance_id == instance_id), None)

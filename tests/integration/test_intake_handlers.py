@@ -109,8 +109,12 @@ def test_a_report_is_stored_under_its_instance_with_an_expiry(aws):
     result = invoke(store_report, load_fixture("events", "sdc_report"))
 
     assert (result["report_id"], result["stored"]) == ("r-5f3c9a1e2b7d4c60", True)
-    (item,) = aws.items(f"REPORT#{CLUSTER}#{INSTANCE}")
-    assert item["sk"]["S"] == "2026-11-30T08:14:31.207Z#r-5f3c9a1e2b7d4c60"
+    items = {i["sk"]["S"].split("#", 1)[0]: i for i in aws.items(f"REPORT#{CLUSTER}#{INSTANCE}")}
+    assert set(items) == {"id", "at"}  # the first-copy marker, and the report by receive time
+    item = items["at"]
+    received = datetime.fromisoformat(item["received_at"]["S"])
+    assert item["sk"]["S"] == f"at#{item['received_at']['S']}#r-5f3c9a1e2b7d4c60"
+    assert abs(received - datetime.now(UTC)) < timedelta(minutes=1)
     expires = datetime.fromtimestamp(int(item["expires_at"]["N"]), UTC)
     assert timedelta(days=13) < expires - datetime.now(UTC) < timedelta(days=15)
 

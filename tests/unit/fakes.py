@@ -138,10 +138,9 @@ class InMemoryIncidentStore:
 
     def put_report(self, report: SdcReport, instance_id: str, expires_at: int) -> bool:
         stored = self.reports.setdefault((report.cluster_name, instance_id), {})
-        sort_key = f"{report.emitted_at}#{report.report_id}"
-        if sort_key in stored:
+        if any(r.report_id == report.report_id for r in stored.values()):
             return False
-        stored[sort_key] = copy.deepcopy(report)
+        stored[report.order_key] = copy.deepcopy(report)
         return True
 
     def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None:
