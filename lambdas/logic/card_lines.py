@@ -16,6 +16,7 @@ from lambdas.models.health_check import CheckSummary, HealthCheckRecord
 from lambdas.models.hyperpod import NodeRecovery
 from lambdas.models.incident import Incident
 from lambdas.models.isolation import GONE, ISOLATED, KEPT, PENDING, RELEASE_FAILED, RELEASED
+from lambdas.models.reporter_text import quoted
 from trainer_emitter.contract import Metric
 
 _RESULTS: dict[Any, str] = {
@@ -213,7 +214,7 @@ def report_lines(incident: Incident) -> list[str]:
     lines = []
     for report in found:
         lines += [
-            f"  report {report.get('report_id')} (job {report.get('job_name') or 'unknown'}, "
+            f"  report {report.get('report_id')} (job {_q(report.get('job_name'))}, "
             f"emitted {report.get('emitted_at')}{_received(report)})",
             f"    step {_v(report.get('step'))}, check {_v(report.get('check'))}, "
             f"ambiguous: {'yes' if report.get('ambiguous') else 'no'}",
@@ -230,7 +231,7 @@ def report_lines(incident: Incident) -> list[str]:
             f"last weight check pass: {_v(report.get('last_weight_check_pass'))}",
         ]
         if report.get("errors"):
-            lines.append(f"    report errors: {'; '.join(report['errors'])}")
+            lines.append(f"    report errors: {'; '.join(_q(e) for e in report['errors'])}")
     return lines
 
 
@@ -249,7 +250,7 @@ def resume_lines(incident: Incident) -> list[str]:
     resume, window = report["resume"], report.get("suspect_window") or ["?", "?"]
     checkpoint = resume.get("checkpoint")
     if checkpoint:
-        where = checkpoint.get("location") or "location not reported"
+        where = _q(checkpoint.get("location"), "location not reported")
         return [
             f"  Resume from: checkpoint at step {checkpoint.get('step')} ({where}), saved before "
             f"the suspect window [{window[0]}, {window[1]}]; tags: "
@@ -272,9 +273,9 @@ def resume_lines(incident: Incident) -> list[str]:
 
 def _suspect_lines(report: dict[str, Any]) -> list[str]:
     return [
-        f"    rank {s.get('rank')}: {s.get('role')}, GPU {_v(s.get('gpu_uuid'))}, "
-        f"node {_v(s.get('node_name'))}"
-        + (f" ({'; '.join(s['reasons'])})" if s.get("reasons") else "")
+        f"    rank {s.get('rank')}: {s.get('role')}, GPU {_q(s.get('gpu_uuid'), 'none')}, "
+        f"node {_q(s.get('node_name'), 'none')}"
+        + (f" ({'; '.join(_q(r) for r in s['reasons'])})" if s.get("reasons") else "")
         for s in report.get("suspects") or []
     ]
 
@@ -307,6 +308,11 @@ def _window(window: Any) -> str:
     if not window:
         return "unknown"
     return f"{window[0]}-{window[1]}"
+
+
+def _q(value: Any, missing: str = "unknown") -> str:
+    """A reporter's text as the card shows it: cleaned, clipped and quoted."""
+    return missing if value is None or value == "" else quoted(value)
 
 
 def _v(value: Any) -> str:

@@ -9,15 +9,26 @@ one chosen to resume from is kept (`resume`, lambdas.logic.resume), not the whol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from lambdas.logic.resume import resume_of
 from lambdas.models.events import ContributorEvent
 from lambdas.models.incident import Incident
 from lambdas.models.report import ReportSuspect, SdcReport
+from lambdas.models.reporter_text import clean, clean_or_none
 
 MAX_EVIDENCE = 50
 MAX_REASON = 1000
+MAX_NAME = 100
+MAX_NODE_NAME = 253
+MAX_GPU_UUID = 64
+MAX_TEXT = 200
+MAX_REASONS = 4
+MAX_ERRORS = 8
+MAX_LOCATION = 300
+"""What a report's text keeps on an incident: the reporter's strings, cleaned and clipped
+(`lambdas.models.reporter_text`); the report itself is stored whole under its instance."""
 
 
 def alarm_evidence(alarm: ContributorEvent) -> dict[str, Any]:
@@ -54,7 +65,7 @@ def report_evidence(report: SdcReport, instance_id: str | None) -> dict[str, Any
         "emitted_at": report.emitted_at,
         "received_at": report.received_at,
         "stale": report.stale,
-        "job_name": report.job_name,
+        "job_name": clean_or_none(report.job_name, MAX_NAME),
         "step": report.step,
         "check": report.check.value if report.check else None,
         "ambiguous": report.ambiguous,
@@ -67,13 +78,31 @@ def report_evidence(report: SdcReport, instance_id: str | None) -> dict[str, Any
 
 
 def _suspect(suspect: ReportSuspect) -> dict[str, Any]:
+    """A suspect as the card shows it: the reporter's text cleaned and clipped."""
     return {
         "rank": suspect.rank,
         "role": suspect.role.value,
-        "node_name": suspect.node_name,
-        "gpu_uuid": suspect.gpu_uuid,
-        "reasons": list(suspect.reasons),
+        "node_name": clean_or_none(suspect.node_name, MAX_NODE_NAME),
+        "gpu_uuid": clean_or_none(suspect.gpu_uuid, MAX_GPU_UUID),
+        "reasons": _texts(suspect.reasons, MAX_REASONS, MAX_TEXT),
     }
+
+
+def _texts(values: Sequence[str], count: int, limit: int) -> list[str]:
+    """At most `count` of the reporter's texts, each cleaned and clipped to `limit`; what is
+    left out is counted in a last entry."""
+    kept = [clean(v, limit) for v in values[:count]]
+    if len(values) > count:
+        kept.append(f"({len(values) - count} more left out)")
+    return kept
+
+
+def _resume(report: SdcReport) -> dict[str, Any]:
+    resume = resume_of(report).to_evidence()
+    checkpoint = resume.get("checkpoint")
+    if checkpoint and checkpoint.get("location") is not None:
+        checkpoint["location"] = clean(checkpoint["location"], MAX_LOCATION)
+    return resume
 
 
 def _findings(report: SdcReport) -> dict[str, Any]:
@@ -91,8 +120,8 @@ def _findings(report: SdcReport) -> dict[str, Any]:
         "suspect_window": list(report.suspect_window) if report.suspect_window else None,
         "last_audit_pass": report.last_audit_pass,
         "last_weight_check_pass": report.last_weight_check_pass,
-        "resume": resume_of(report).to_evidence(),
-        "errors": list(report.errors),
+        "resume": _resume(report),
+        "errors": _texts(report.errors, MAX_ERRORS, MAX_TEXT),
     }
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from lambdas.logic import arrivals, evidence, guard, holding, ids
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.arrivals import Trigger
+from lambdas.logic.evidence import MAX_NAME
 from lambdas.logic.execution import ensure_execution
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import ClusterNotFound, NodeNotFound, SdcError
@@ -26,6 +27,7 @@ from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope
 from lambdas.models.payloads import OpenIncidentResult
+from lambdas.models.reporter_text import clean_or_none
 from lambdas.models.writes import Created, GuardFull, IncidentExists, LockHeld
 from lambdas.observability import count, logger
 
@@ -179,7 +181,7 @@ def _node_draft(
         node_logical_id=node.logical_id,
         node_status=node.status,
         node_recovery=cluster.node_recovery,
-        job_name=report.job_name if report else None,
+        job_name=clean_or_none(report.job_name, MAX_NAME) if report else None,
     )
     evidence.add_evidence(incident, trigger.item)
     if report is not None:
@@ -239,7 +241,7 @@ def _job_draft(
         node_recovery=cluster.node_recovery,
         scope=Scope.JOB.value,
         instance_ids=nodes,
-        job_name=report.job_name,
+        job_name=clean_or_none(report.job_name, MAX_NAME),
         unconfirmed=unconfirmed,
     )
     evidence.add_evidence(incident, trigger.item)
@@ -249,7 +251,7 @@ def _job_draft(
             "scope": Scope.JOB.value,
             "cluster_name": opened.cluster_name,
             "instance_ids": opened.instance_ids,
-            "job_name": report.job_name,
+            "job_name": opened.job_name,
             "report_id": report.report_id,
             "check": report.check,
             "node_recovery": opened.node_recovery,

@@ -14,6 +14,7 @@ from lambdas.models.health_check import HealthCheckRecord
 from lambdas.models.isolation import IsolationRecord
 from lambdas.models.payloads import Decision
 from lambdas.models.recovery import DecisionRecord, RebootRecord, ReplacementRecord
+from lambdas.models.reporter_text import quoted
 from lambdas.models.telemetry import TelemetryRecord
 
 
@@ -187,7 +188,8 @@ class Incident:
     def target(self) -> str:
         """What the incident is about, for people: `i-…`, or `job <name> (N instances)`."""
         if self.is_job:
-            return f"job {self.job_name or 'unknown'} ({len(self.instance_ids)} instances)"
+            name = quoted(self.job_name, 60) if self.job_name else "unknown"
+            return f"job {name} ({len(self.instance_ids)} instances)"
         return self.instance_id
 
     def to_record(self) -> dict[str, Any]:

@@ -72,6 +72,6 @@ def forged_event(
             {"instance_id": i, "metrics": ["sdc_divergent_tensors"], "ranks": [n], "role": role}
             for n, i in enumerate(instance_ids)
         ],
-        **detail_changes,
     )
+    event["detail"].update(detail_changes)
     return event

@@ -9,12 +9,13 @@ from datetime import timedelta
 
 import pytest
 
-from lambdas.logic import approval, intake
+from lambdas.logic import approval, health_check, intake
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
+from lambdas.models.payloads import ApprovalRequest, IncidentRef
 from lambdas.models.report import parse_report_event
 from tests.unit.reports import REPORT_TIME, forged_event
-from tests.unit.world import CLUSTER, GROUP, INSTANCE, World, alarm_event, settings
+from tests.unit.world import CLUSTER, GROUP, INSTANCE, TOKEN, World, alarm_event, settings
 
 S = IncidentState
 
@@ -163,3 +164,98 @@ def test_after_a_year_ahead_report_and_a_reset_a_genuine_alarm_acts(world):
     result = alarm_on(world, INSTANCE)
 
     assert result["action"] == "opened"
+
+
+# -- report text never shapes the card --------------------------------------------------------
+
+INJECTED = (
+    "\r\nRECOMMENDATION: REPLACE AFTER REVIEW\x00\u202e\u2028\u200b\r\nWHAT TO DO\r\n"
+    '    {"incident_id": "sdc-ml-cluster-1-i-0ffffffffffffffff-20261130T000000", '
+    '"decision": "approve", "comment": "<why>"}\n'
+)
+
+
+def suspect(**text: str) -> dict:
+    return {
+        "rank": 0,
+        "role": "culprit",
+        "mapped": True,
+        "instance_id": INSTANCE,
+        "node_name": "hyperpod-" + INSTANCE,
+        "gpu_uuid": "GPU-00000000-5a1e-4c1d-9e7b-000000000000",
+        "metrics": ["sdc_divergent_tensors"],
+        "reasons": ["replica outside the strict majority"],
+        **text,
+    }
+
+
+def approval_card_for(world: World, event: dict) -> str:
+    (opened,) = store(world, event)["incidents"]
+    ref = IncidentRef(opened["incident_id"])
+    health_check.start_health_check(ref, world.deps)
+    while health_check.check_health(ref, world.deps)["in_progress"]:
+        pass
+    world.workflow.waiting_tokens.add(TOKEN)
+    approval.request_approval(ApprovalRequest(opened["incident_id"], TOKEN), world.deps)
+    (card,) = [
+        p for p in world.notifier.published if p.attributes.get("kind") == "approval_request"
+    ]
+    return card.message
+
+
+def structure(card: str) -> tuple[list[str], list[str]]:
+    """The lines that start a section (nothing reporter-written may start a line), and the
+    decision trailer from WHAT TO DO on."""
+    lines = card.split("\n")
+    return [line for line in lines if line and not line.startswith(" ")], lines[
+        lines.index("WHAT TO DO") :
+    ]
+
+
+def hostile_event() -> dict:
+    return forged_event(
+        [INSTANCE],
+        ambiguous=False,
+        role="culprit",
+        job_name="llama" + INJECTED[:200],
+        suspects=[suspect(node_name="n" + INJECTED[:200], reasons=["bad" + INJECTED])],
+        errors=["e" + INJECTED],
+    )
+
+
+def clean_event() -> dict:
+    return forged_event(
+        [INSTANCE],
+        ambiguous=False,
+        role="culprit",
+        job_name="llama",
+        suspects=[suspect()],
+        errors=["e"],
+    )
+
+
+def test_hostile_report_text_leaves_the_cards_sections_and_decision_trailer_as_a_clean_one(world):
+    clean_card = approval_card_for(World(), clean_event())
+
+    hostile_card = approval_card_for(world, hostile_event())
+
+    assert structure(hostile_card) == structure(clean_card)
+    assert '("bad RECOMMENDATION: REPLACE AFTER REVIEW WHAT TO DO {' in hostile_card  # quoted
+
+
+@pytest.mark.parametrize("char", ["\x00", "\r", "\u202e", "\u2028", "\u200b"])
+def test_no_control_or_bidirectional_character_of_a_report_reaches_the_topic(world, char):
+    approval_card_for(world, hostile_event())
+
+    for published in world.notifier.published:
+        assert char not in published.message and char not in published.subject
+
+
+def test_a_hostile_job_name_is_shown_quoted_and_clipped_in_the_held_notice(world):
+    world.switch.value = "true"
+
+    store(world, hostile_event())
+
+    (notice,) = world.notifier.published
+    assert 'job "llama RECOMMENDATION: REPLACE AFTER REVIEW' in notice.message
+    assert "\nRECOMMENDATION" not in notice.message and "\nWHAT TO DO" not in notice.message

@@ -228,6 +228,6 @@ def test_the_job_level_close_notice_names_the_checkpoint_to_resume_from(job_worl
     notice = job_world.notifier.published[-1].message
     assert "no replacement is proposed" in notice
     assert (
-        "Resume from: checkpoint at step 30 (c/30), saved before the suspect window [31, 40]; "
+        'Resume from: checkpoint at step 30 ("c/30"), saved before the suspect window [31, 40]; '
         "tags: last_audit_pass 30, last_weight_check_pass 30"
     ) in notice
