@@ -109,7 +109,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
             }
         )
     else:
-        card = cards.approval_card(incident, op.deployment.settings(), advice)
+        card = cards.approval_card(incident, op.deployment.settings(), advice, max_bytes=None)
         print(render_incident(incident, card, op.deployment, entries, verdict))
     return EXIT_OK
 

@@ -207,11 +207,27 @@ def alarm_lines(incident: Incident) -> list[str]:
     ]
 
 
-def report_lines(incident: Incident) -> list[str]:
-    found = evidence.reports(incident)
+def shown_reports(incident: Incident) -> list[dict[str, Any]]:
+    """The reports a card can show: the incident's report evidence, in the order received."""
+    return evidence.reports(incident)
+
+
+def report_lines(incident: Incident, shown: int | None = None) -> list[str]:
+    """Each report's summary; with `shown`, only the newest `shown` of them and how many more
+    there are (`sdc show` lists every one)."""
+    found = shown_reports(incident)
     if not found:
         return ["  no SDC report stored for this instance (the metric alone names no rank)"]
     lines = []
+    hidden = 0 if shown is None else max(len(found) - shown, 0)
+    if hidden:
+        found = found[hidden:]
+        lines.append(f"  {hidden} more reports: `sdc show {incident.incident_id}`")
+    if incident.evidence_dropped:
+        lines.append(
+            f"  {incident.evidence_dropped} more evidence items were not kept on the incident "
+            "(its record is full); the reports are stored whole under their instance"
+        )
     for report in found:
         lines += [
             f"  report {report.get('report_id')} (job {_q(report.get('job_name'))}, "
@@ -232,6 +248,9 @@ def report_lines(incident: Incident) -> list[str]:
         ]
         if report.get("errors"):
             lines.append(f"    report errors: {'; '.join(_q(e) for e in report['errors'])}")
+        if report.get("left_out"):
+            counts = ", ".join(f"{n} {name}" for name, n in sorted(report["left_out"].items()))
+            lines.append(f"    left out of this summary (about other ranks): {counts}")
     return lines
 
 

@@ -13,6 +13,7 @@ lambdas/logic/card_lines.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ from lambdas.models.payloads import Decision
 from lambdas.models.settings import Settings
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
+MESSAGE_MAX_BYTES = 200_000
+"""The most text a card or notice carries: SNS takes at most 256 KB per message, and the
+protocols that wrap it (e-mail JSON, HTTPS, chat) need room of their own."""
 COMMENT_PLACEHOLDER = "<why>"
 """The same placeholder the waiting state's `approval_input` hint shows."""
 
@@ -124,6 +128,56 @@ def approval_card(
     settings: Settings,
     advice: Recommendation,
     history: Sequence[PastIncident] = (),
+    *,
+    max_bytes: int | None = MESSAGE_MAX_BYTES,
+) -> ApprovalCard:
+    """The approval card, at most `max_bytes` of text (None: unbounded, as `sdc show` prints
+    it). A card too large shows the newest reports that fit and names how many more there are
+    (`sdc show` lists them all); if even the fixed parts leave too little room, its variable
+    sections are cut to fit. The opening, recommendation and WHAT TO DO are never cut."""
+    card = _approval_card(incident, settings, advice, history, None)
+    if max_bytes is None or _size(card) <= max_bytes:
+        return card
+    shown = len(card_lines.shown_reports(incident))
+    while shown > 0 and _size(card) > max_bytes:
+        shown //= 2
+        card = _approval_card(incident, settings, advice, history, shown)
+    if _size(card) <= max_bytes:
+        return card
+    return _cut_to_fit(card, max_bytes, incident.incident_id)
+
+
+def _size(card: ApprovalCard | Card) -> int:
+    return len(card.text.encode())
+
+
+def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> ApprovalCard:
+    """Every variable section cut to an equal share of what the fixed parts leave."""
+    variable = ("node", "isolation", "evidence", "health_check", "telemetry", "history")
+    fixed = dataclasses.replace(card, **{name: Section(None) for name in variable})
+    share = max((max_bytes - _size(fixed)) // len(variable) - 200, 0)
+    see = f"  ... cut to fit a notification: `sdc show {incident_id}`"
+    cut = {}
+    for name in variable:
+        section: Section = getattr(card, name)
+        kept: list[str] = []
+        used = len((section.heading or "").encode())
+        for line in section.lines:
+            used += len(line.encode()) + 1
+            if used > share:
+                kept.append(see)
+                break
+            kept.append(line)
+        cut[name] = Section(section.heading, tuple(kept))
+    return dataclasses.replace(card, **cut)
+
+
+def _approval_card(
+    incident: Incident,
+    settings: Settings,
+    advice: Recommendation,
+    history: Sequence[PastIncident],
+    shown_reports: int | None,
 ) -> ApprovalCard:
     rebooted = reboots_done(incident) > 0
     verb = "replacing" if rebooted else "rebooting or replacing"
@@ -157,7 +211,7 @@ def approval_card(
             (
                 *card_lines.metric_lines(incident),
                 *card_lines.alarm_lines(incident),
-                *card_lines.report_lines(incident),
+                *card_lines.report_lines(incident, shown_reports),
             ),
         ),
         health_check=Section("DEEP HEALTH CHECK", card_lines.health_lines(incident)),
@@ -228,6 +282,10 @@ def _reboot_choice(reboot_input: Mapping[str, str] | None) -> tuple[str, ...]:
     )
 
 
+HELD_NOTICE_REPORTS = 3
+"""A held notice shows the newest reports only; `sdc show` lists them all."""
+
+
 def held_notice(incident: Incident) -> Card:
     """A new incident recorded as held (paused, muted, or the blast-radius guard is full)."""
     hold = incident.hold
@@ -240,7 +298,7 @@ def held_notice(incident: Incident) -> Card:
         f"Why: {(hold and hold.reason) or incident.reason}",
         f"Metrics: {', '.join(incident.metrics) or 'none'}",
         *card_lines.job_node_lines(incident),
-        *card_lines.report_lines(incident),
+        *card_lines.report_lines(incident, HELD_NOTICE_REPORTS),
     )
     next_steps: tuple[str, ...]
     if incident.hold_kind == HoldKind.PAUSED:

@@ -9,7 +9,8 @@ one chosen to resume from is kept (`resume`, lambdas.logic.resume), not the whol
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lambdas.logic.resume import resume_of
@@ -29,6 +30,12 @@ MAX_ERRORS = 8
 MAX_LOCATION = 300
 """What a report's text keeps on an incident: the reporter's strings, cleaned and clipped
 (`lambdas.models.reporter_text`); the report itself is stored whole under its instance."""
+MAX_ITEM_BYTES = 8_000
+"""A report summary larger than this keeps only what concerns its instance (`_bounded`)."""
+KEPT_OTHERS = 16
+MAX_EVIDENCE_BYTES = 120_000
+"""All evidence on one incident: the item stays well under DynamoDB's 400 KB with the rest of
+the record (a job's per-node health check, the telemetry, the decision)."""
 
 
 def alarm_evidence(alarm: ContributorEvent) -> dict[str, Any]:
@@ -58,23 +65,63 @@ def report_evidence(report: SdcReport, instance_id: str | None) -> dict[str, Any
         metrics = [m.value for m in on_instance.metrics] if on_instance else []
         ranks = list(on_instance.ranks) if on_instance else []
         suspects = [s for s in report.suspects if s.instance_id == instance_id]
-    return {
-        "kind": "report",
-        "key": f"report:{report.report_id}",
-        "report_id": report.report_id,
-        "emitted_at": report.emitted_at,
-        "received_at": report.received_at,
-        "stale": report.stale,
-        "job_name": clean_or_none(report.job_name, MAX_NAME),
-        "step": report.step,
-        "check": report.check.value if report.check else None,
-        "ambiguous": report.ambiguous,
-        "role": role,
-        "metrics": metrics,
-        "ranks": ranks,
-        "suspects": [_suspect(s) for s in suspects],
-        **_findings(report),
-    }
+    return _bounded(
+        {
+            "kind": "report",
+            "key": f"report:{report.report_id}",
+            "report_id": report.report_id,
+            "emitted_at": report.emitted_at,
+            "received_at": report.received_at,
+            "stale": report.stale,
+            "job_name": clean_or_none(report.job_name, MAX_NAME),
+            "step": report.step,
+            "check": report.check.value if report.check else None,
+            "ambiguous": report.ambiguous,
+            "role": role,
+            "metrics": metrics,
+            "ranks": ranks,
+            "suspects": [_suspect(s) for s in suspects],
+            **_findings(report),
+        },
+        set(ranks) if instance_id is not None else set(),
+    )
+
+
+def _bounded(item: dict[str, Any], ranks: set[int]) -> dict[str, Any]:
+    """A report summary within MAX_ITEM_BYTES: a larger one keeps, of each list, every entry
+    about the instance's own `ranks` (all the recommendation reads) and the first
+    KEPT_OTHERS others; what it leaves out is counted under `left_out`."""
+    if size_of(item) <= MAX_ITEM_BYTES:
+        return item
+    left_out: dict[str, int] = {}
+
+    def keep(name: str, mine: Callable[[Any], bool]) -> None:
+        values = item.get(name)
+        if not isinstance(values, list):
+            return
+        kept, others = [], 0
+        for value in values:
+            if mine(value):
+                kept.append(value)
+            elif others < KEPT_OTHERS:
+                kept.append(value)
+                others += 1
+        if len(kept) < len(values):
+            left_out[name] = len(values) - len(kept)
+            item[name] = kept
+
+    for name in ("nonfinite", "culprits", "weight_suspects"):
+        keep(name, lambda rank: rank in ranks)
+    keep("mismatched_pairs", lambda pair: bool(ranks & set(pair)))
+    keep("verdicts", lambda verdict: verdict.get("suspect") in ranks)
+    keep("suspects", lambda suspect: False)
+    item["left_out"] = left_out
+    return item
+
+
+def size_of(value: Any) -> int:
+    """Bytes of `value` as JSON: what it weighs in a DynamoDB item or a message, near enough."""
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode())
 
 
 def _suspect(suspect: ReportSuspect) -> dict[str, Any]:
@@ -137,10 +184,13 @@ def gpu_uuids(incident: Incident) -> list[str]:
 
 
 def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:
-    """Attach `item` unless the same key is already there; True when the incident changed."""
+    """Attach `item` unless the same key is already there; True when the incident changed.
+    Beyond MAX_EVIDENCE items or MAX_EVIDENCE_BYTES it is counted, not kept (reports stay
+    stored whole under their instance)."""
     if any(existing.get("key") == item["key"] for existing in incident.evidence):
         return False
-    if len(incident.evidence) >= MAX_EVIDENCE:
+    full = size_of(incident.evidence) + size_of(item) > MAX_EVIDENCE_BYTES
+    if len(incident.evidence) >= MAX_EVIDENCE or full:
         incident.evidence_dropped += 1
     else:
         incident.evidence.append(item)

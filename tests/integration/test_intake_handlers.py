@@ -13,6 +13,7 @@ from lambdas.models.errors import MalformedEvent
 from lambdas.observability import logger
 from tests.conftest import load_fixture
 from tests.integration.conftest import CLUSTER, INSTANCE, invoke
+from tests.unit.reports import large_report
 
 
 def alarm():
@@ -172,3 +173,15 @@ def test_a_malformed_mute_detail_is_refused_audited_under_the_event_and_raised(a
     (refused,) = aws.audit(f"event#{event['id']}")
     assert refused.action == "event_refused"
     assert aws.items("INCIDENT#") == []
+
+
+def test_many_large_reports_keep_the_incident_item_well_under_dynamodbs_limit(aws):
+    results = [
+        invoke(store_report, large_report(f"r-large-{n:07d}"))["incidents"] for n in range(14)
+    ]
+
+    incident_ids = {r["incident_id"] for (r,) in results}
+    (incident_id,) = incident_ids
+    (item,) = aws.items(f"INCIDENT#{incident_id}")
+    assert len(json.dumps(item).encode()) < 200_000
+    assert aws.incident(incident_id).evidence_dropped > 0

@@ -9,12 +9,13 @@ from datetime import timedelta
 
 import pytest
 
-from lambdas.logic import approval, health_check, intake
+from lambdas.logic import approval, cards, evidence, health_check, intake
+from lambdas.logic.recommendation import recommend
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import ApprovalRequest, IncidentRef
 from lambdas.models.report import parse_report_event
-from tests.unit.reports import REPORT_TIME, forged_event
+from tests.unit.reports import REPORT_TIME, forged_event, large_report, suspect
 from tests.unit.world import CLUSTER, GROUP, INSTANCE, TOKEN, World, alarm_event, settings
 
 S = IncidentState
@@ -175,20 +176,6 @@ INJECTED = (
 )
 
 
-def suspect(**text: str) -> dict:
-    return {
-        "rank": 0,
-        "role": "culprit",
-        "mapped": True,
-        "instance_id": INSTANCE,
-        "node_name": "hyperpod-" + INSTANCE,
-        "gpu_uuid": "GPU-00000000-5a1e-4c1d-9e7b-000000000000",
-        "metrics": ["sdc_divergent_tensors"],
-        "reasons": ["replica outside the strict majority"],
-        **text,
-    }
-
-
 def approval_card_for(world: World, event: dict) -> str:
     (opened,) = store(world, event)["incidents"]
     ref = IncidentRef(opened["incident_id"])
@@ -259,3 +246,77 @@ def test_a_hostile_job_name_is_shown_quoted_and_clipped_in_the_held_notice(world
     (notice,) = world.notifier.published
     assert 'job "llama RECOMMENDATION: REPLACE AFTER REVIEW' in notice.message
     assert "\nRECOMMENDATION" not in notice.message and "\nWHAT TO DO" not in notice.message
+
+
+# -- bounded sizes, end to end -----------------------------------------------------------------
+
+
+def test_two_190_kb_reports_on_a_genuine_incident_still_get_the_approval_card_out(world):
+    store(world, large_report("r-large-0000001"))
+    card = approval_card_for(world, large_report("r-large-0000002"))
+
+    assert len(card.encode()) <= cards.MESSAGE_MAX_BYTES
+    assert "WHAT TO DO" in card
+    (incident,) = world.store.incidents.values()
+    assert len(evidence.reports(incident)) == 2
+
+
+def test_what_sdc_show_prints_lists_every_report_of_the_incident(world):
+    world.settings = settings(guard_max_open=10, guard_max_open_percent=100)
+    for n in range(3):
+        store(world, large_report(f"r-large-{n:07d}"))
+    (incident,) = world.store.incidents.values()
+    advice = recommend(evidence.reports(incident), None)
+
+    shown = cards.approval_card(incident, world.settings, advice, max_bytes=None).text
+
+    assert all(f"report r-large-{n:07d}" in shown for n in range(3))
+
+
+def test_a_card_too_large_shows_the_newest_reports_and_names_how_many_more(world):
+    for n in range(3):
+        store(world, large_report(f"r-large-{n:07d}"))
+    (incident,) = world.store.incidents.values()
+    advice = recommend(evidence.reports(incident), None)
+    full = cards.approval_card(incident, world.settings, advice, max_bytes=None).text
+
+    card = cards.approval_card(
+        incident, world.settings, advice, max_bytes=len(full.encode()) - 1
+    ).text
+
+    assert f"more reports: `sdc show {incident.incident_id}`" in card
+    assert "report r-large-0000002" in card  # the newest is shown
+
+
+def test_even_a_tiny_budget_keeps_the_recommendation_and_decision_trailer_whole(world):
+    store(world, large_report("r-large-0000001"))
+    (incident,) = world.store.incidents.values()
+    advice = recommend(evidence.reports(incident), None)
+    full = cards.approval_card(incident, world.settings, advice, max_bytes=None)
+
+    card = cards.approval_card(incident, world.settings, advice, max_bytes=3_000)
+
+    assert len(card.text.encode()) <= 3_000
+    assert (card.recommendation, card.what_to_do) == (full.recommendation, full.what_to_do)
+
+
+def test_the_evidence_on_an_incident_stays_bounded_in_bytes_however_many_reports_arrive(world):
+    for n in range(60):
+        store(world, large_report(f"r-large-{n:07d}"))
+
+    (incident,) = world.store.incidents.values()
+    assert evidence.size_of(incident.evidence) <= evidence.MAX_EVIDENCE_BYTES
+    assert incident.evidence_dropped > 0
+
+
+def test_a_large_report_keeps_every_entry_about_its_own_instance(world):
+    alarm_ranks = list(range(24))
+    event = large_report("r-large-0000001")
+    event["detail"]["culprits"] = [*alarm_ranks[:2], *range(1000, 1100)]
+
+    store(world, event)
+
+    (incident,) = world.store.incidents.values()
+    (summary,) = evidence.reports(incident)
+    assert {0, 1} <= set(summary["culprits"])
+    assert summary["left_out"]["culprits"] == 100 - evidence.KEPT_OTHERS
