@@ -95,6 +95,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
         incident.health_check.result if incident.health_check else None,
         job_level=incident.is_job,
         rebooted=reboots_done(incident) > 0,
+        unconfirmed=bool(incident.unconfirmed),
     )
     if args.json:
         print_json(

@@ -75,6 +75,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             [p.incident_id for p in history if p.counts_as_history],
             job_level=incident.is_job,
             rebooted=lifecycle.reboots_done(incident) > 0,
+            unconfirmed=bool(incident.unconfirmed),
         )
         card = cards.approval_card(incident, deps.settings, advice, history)
         approve = dict(card.inputs[Decision.APPROVE])  # the input the card that goes out offers

@@ -72,6 +72,8 @@ class ApprovalCard:
     node: Section
     isolation: Section
     evidence: Section
+    claims: Section | None
+    """What the reports claim that the checks did not confirm (None: all confirmed)."""
     health_check: Section
     telemetry: Section
     history: Section
@@ -89,6 +91,7 @@ class ApprovalCard:
             self.node,
             self.isolation,
             self.evidence,
+            *([self.claims] if self.claims else []),
             self.health_check,
             self.telemetry,
             self.history,
@@ -153,13 +156,15 @@ def _size(card: ApprovalCard | Card) -> int:
 
 def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> ApprovalCard:
     """Every variable section cut to an equal share of what the fixed parts leave."""
-    variable = ("node", "isolation", "evidence", "health_check", "telemetry", "history")
+    variable = ("node", "isolation", "evidence", "claims", "health_check", "telemetry", "history")
     fixed = dataclasses.replace(card, **{name: Section(None) for name in variable})
     share = max((max_bytes - _size(fixed)) // len(variable) - 200, 0)
     see = f"  ... cut to fit a notification: `sdc show {incident_id}`"
     cut = {}
     for name in variable:
-        section: Section = getattr(card, name)
+        section: Section | None = getattr(card, name)
+        if section is None:
+            continue
         kept: list[str] = []
         used = len((section.heading or "").encode())
         for line in section.lines:
@@ -213,6 +218,15 @@ def _approval_card(
                 *card_lines.alarm_lines(incident),
                 *card_lines.report_lines(incident, shown_reports),
             ),
+        ),
+        claims=(
+            Section(
+                "CLAIMS NOT CONFIRMED (never acted on; the reports propose nothing beyond a "
+                "health check)",
+                card_lines.unconfirmed_lines(incident)[1:],
+            )
+            if incident.unconfirmed
+            else None
         ),
         health_check=Section("DEEP HEALTH CHECK", card_lines.health_lines(incident)),
         telemetry=Section(
@@ -297,7 +311,11 @@ def held_notice(incident: Incident) -> Card:
         "HELD: no health check, no approval request, no replacement.",
         f"Why: {(hold and hold.reason) or incident.reason}",
         f"Metrics: {', '.join(incident.metrics) or 'none'}",
-        *card_lines.job_node_lines(incident),
+        *(
+            card_lines.job_node_lines(incident)
+            if incident.is_job
+            else card_lines.unconfirmed_lines(incident)
+        ),
         *card_lines.report_lines(incident, HELD_NOTICE_REPORTS),
     )
     next_steps: tuple[str, ...]

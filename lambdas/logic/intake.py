@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timedelta
 
-from lambdas.logic import arrivals, evidence, guard, ids, opening
+from lambdas.logic import arrivals, claims, evidence, guard, ids, opening
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.arrivals import Trigger
 from lambdas.logic.ports import Deps
@@ -214,7 +214,7 @@ def _confirmed(step: Step, event: ReportEvent, instance_ids: list[str]) -> list[
     """The instances HyperPod confirms are nodes of the report's cluster; a cluster it does not
     know has none (each opening is then skipped, audited)."""
     try:
-        return opening.node_claims(step, event.report.cluster_name, instance_ids)[0]
+        return claims.hyperpod_nodes(step, event.report.cluster_name, instance_ids)[0]
     except ClusterNotFound:
         return []
 

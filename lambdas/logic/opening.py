@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from lambdas.logic import arrivals, evidence, guard, holding, ids
+from lambdas.logic import arrivals, claims, evidence, guard, holding, ids
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.arrivals import Trigger
 from lambdas.logic.evidence import MAX_NAME
@@ -169,6 +169,11 @@ def _node_draft(
     report = trigger.report
     if report is None and trigger.source == "alarm":
         report = deps.reports.latest_report(trigger.cluster_name, trigger.instance_id)
+    try:
+        mismatched = claims.kubernetes_mismatches(step, cluster, report, [trigger.instance_id])
+    except Exception as err:
+        _open_failed(step, trigger, err)
+        raise
     now = step.now()
     incident = Incident(
         incident_id=incident_id,
@@ -182,6 +187,7 @@ def _node_draft(
         node_status=node.status,
         node_recovery=cluster.node_recovery,
         job_name=clean_or_none(report.job_name, MAX_NAME) if report else None,
+        unconfirmed=mismatched,
     )
     evidence.add_evidence(incident, trigger.item)
     if report is not None:
@@ -221,14 +227,19 @@ def _job_draft(
     assert report is not None
     try:
         cluster = step.deps.hyperpod.describe_cluster(trigger.cluster_name)
-        nodes, unconfirmed = node_claims(step, trigger.cluster_name, free)
+        nodes, unconfirmed = claims.hyperpod_nodes(step, trigger.cluster_name, free)
+        mismatched = claims.kubernetes_mismatches(step, cluster, report, nodes)
     except ClusterNotFound as err:
         return _skip_job(step, trigger, free, str(err), err.request_id)
     except Exception as err:
         _open_failed(step, trigger, err)
         raise
+    unconfirmed.update(mismatched)
+    nodes = [i for i in nodes if i not in mismatched]
     if not nodes:
-        reason = f"no instance the report names is a node of cluster {trigger.cluster_name}"
+        reason = (
+            f"no instance the report names is a confirmed node of cluster {trigger.cluster_name}"
+        )
         return _skip_job(step, trigger, free, reason, cluster.request_id, unconfirmed)
     now = step.now()
     incident = Incident(
@@ -261,27 +272,6 @@ def _job_draft(
         }
 
     return _Draft(incident, cluster.node_count, details, [cluster.request_id], flag=tuple(nodes))
-
-
-def node_claims(
-    step: Step, cluster_name: str, instance_ids: Sequence[str]
-) -> tuple[list[str], dict[str, str]]:
-    """Which of the instances a report names HyperPod knows as nodes of the cluster (in the
-    report's order), and why each other one is not. Raises ClusterNotFound, and what HyperPod
-    raises beyond NodeNotFound."""
-    nodes: list[str] = []
-    unconfirmed: dict[str, str] = {}
-    for instance_id in instance_ids:
-        try:
-            node = step.deps.hyperpod.describe_node(cluster_name, instance_id)
-        except NodeNotFound as err:
-            unconfirmed[instance_id] = f"not a node of cluster {cluster_name} ({err})"
-            continue
-        if node.status == NodeStatus.NOT_FOUND:
-            unconfirmed[instance_id] = f"not a node of cluster {cluster_name} (status NotFound)"
-        else:
-            nodes.append(instance_id)
-    return nodes, unconfirmed
 
 
 def _skip_job(

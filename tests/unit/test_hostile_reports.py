@@ -5,6 +5,7 @@ cluster than the guard allows, move a storm window, or shape what the approver r
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -15,8 +16,19 @@ from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import ApprovalRequest, IncidentRef
 from lambdas.models.report import parse_report_event
+from lambdas.models.settings import IsolationConfig
 from tests.unit.reports import REPORT_TIME, forged_event, large_report, suspect
-from tests.unit.world import CLUSTER, GROUP, INSTANCE, TOKEN, World, alarm_event, settings
+from tests.unit.world import (
+    CLUSTER,
+    EKS,
+    GROUP,
+    INSTANCE,
+    NODE,
+    TOKEN,
+    World,
+    alarm_event,
+    settings,
+)
 
 S = IncidentState
 
@@ -320,3 +332,76 @@ def test_a_large_report_keeps_every_entry_about_its_own_instance(world):
     (summary,) = evidence.reports(incident)
     assert {0, 1} <= set(summary["culprits"])
     assert summary["left_out"]["culprits"] == 100 - evidence.KEPT_OTHERS
+
+
+# -- claims checked against Kubernetes --------------------------------------------------------
+
+
+def eks_world() -> World:
+    isolate = {CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS)}
+    return World(eks_cluster=EKS, settings=settings(node_isolation=isolate))
+
+
+def culprit_naming_node(node_name: str) -> dict:
+    """A report naming rank 0 on INSTANCE the culprit of a compute check, on `node_name`."""
+    return forged_event(
+        [INSTANCE],
+        ambiguous=False,
+        role="culprit",
+        check="compute",
+        culprits=[0],
+        suspects=[suspect(node_name=node_name)],
+    )
+
+
+def test_a_report_naming_another_node_than_kubernetes_finds_is_kept_unconfirmed():
+    world = eks_world()
+
+    (opened,) = store(world, culprit_naming_node("ip-10-9-9-9.evil.internal"))["incidents"]
+
+    why = world.incident(opened["incident_id"]).unconfirmed[INSTANCE]
+    assert f"Kubernetes finds {INSTANCE} by providerID as node {NODE}" in why
+
+
+def test_an_unconfirmed_claim_gets_its_own_card_section_and_proposes_a_health_check_only():
+    world = eks_world()
+
+    card = approval_card_for(world, culprit_naming_node("ip-10-9-9-9.evil.internal"))
+
+    assert "\nCLAIMS NOT CONFIRMED" in card
+    assert "RECOMMENDATION: HEALTH CHECK ONLY" in card
+
+
+def test_a_report_naming_the_node_kubernetes_finds_proposes_what_its_evidence_says():
+    world = eks_world()
+
+    card = approval_card_for(world, culprit_naming_node(NODE))
+
+    assert "CLAIMS NOT CONFIRMED" not in card
+    assert "RECOMMENDATION: REPLACE AFTER REVIEW" in card
+
+
+def test_a_job_level_incident_leaves_out_an_instance_whose_node_does_not_match():
+    world = eks_world()
+    world.settings = dataclasses.replace(
+        world.settings, guard_max_open=4, guard_max_open_percent=100, storm_threshold=8
+    )
+    nodes = cluster_of(world, 2)
+    for n, node in enumerate(nodes):
+        world.kube.add_node(EKS, f"node-{n}", node)
+    event = forged_event(
+        [INSTANCE, *nodes],
+        suspects=[
+            suspect(rank=0, role="involved", node_name="somewhere-else"),
+            *(
+                suspect(rank=n + 1, role="involved", instance_id=node, node_name=f"node-{n}")
+                for n, node in enumerate(nodes)
+            ),
+        ],
+    )
+
+    (job,) = store(world, event)["incidents"]
+
+    incident = world.incident(job["incident_id"])
+    assert incident.instance_ids == nodes
+    assert list(incident.unconfirmed) == [INSTANCE]
