@@ -94,6 +94,10 @@ class FunctionSpec:
     kubernetes: bool = False
     """Cordons or uncordons nodes through the EKS clusters of `sdc:nodeIsolation`: gets
     eks:DescribeCluster on them, `NODE_ISOLATION`, and an access entry (node_isolation.py)."""
+    checks_claims: bool = False
+    """Checks the node names a report claims against the Kubernetes API of the clusters of
+    `sdc:nodeIsolation`, read only (lambdas/logic/claims.py): gets eks:DescribeCluster on them,
+    `NODE_ISOLATION`, and an access entry in the read-only group (node_isolation.py)."""
     asynchronous: bool = False
     """Invoked by EventBridge (asynchronously): failures after retries go to the failure queue."""
     recovers: bool = False
@@ -126,6 +130,7 @@ SPECS: Final = (
         publishes=True,
         starts_remediation=True,
         reads_pause_switch=True,
+        checks_claims=True,
         asynchronous=True,
         timeout_seconds=60,
     ),
@@ -136,6 +141,7 @@ SPECS: Final = (
         publishes=True,
         starts_remediation=True,
         reads_pause_switch=True,
+        checks_claims=True,
         asynchronous=True,
         timeout_seconds=60,
     ),
@@ -319,12 +325,14 @@ class Functions(Construct):
         workspace_arns = sorted({workspace_arn(self, source) for source in settings.telemetry})
         self.by_module: dict[str, lambda_.Function] = {}
         self.kubernetes_roles: list[iam.IRole] = []
+        self.kubernetes_readers: list[iam.IRole] = []
         for spec in SPECS:
             env = dict(common_env)
             kubernetes = spec.kubernetes or (
                 spec.recovers and bool(settings.recovery_label_clusters)
             )
-            if kubernetes and settings.node_isolation:
+            reads_kubernetes = spec.checks_claims and not kubernetes
+            if (kubernetes or reads_kubernetes) and settings.node_isolation:
                 env["NODE_ISOLATION"] = settings.node_isolation_env()
             if spec.starts_remediation:
                 env["STATE_MACHINE_ARN"] = remediation_arn
@@ -347,7 +355,7 @@ class Functions(Construct):
                         resources=cluster_arns,
                     )
                 )
-            if kubernetes and eks_arns:
+            if (kubernetes or reads_kubernetes) and eks_arns:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(
                         sid="EksIsolationClusters",
@@ -356,7 +364,7 @@ class Functions(Construct):
                     )
                 )
                 assert fn.role is not None
-                self.kubernetes_roles.append(fn.role)
+                (self.kubernetes_roles if kubernetes else self.kubernetes_readers).append(fn.role)
             if spec.queries_telemetry and workspace_arns:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(

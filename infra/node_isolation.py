@@ -1,5 +1,7 @@
 """EKS access entries for node isolation: the roles of the functions that cordon and uncordon
-nodes (isolate_node, close_incident) may call each configured EKS cluster's Kubernetes API.
+nodes (isolate_node, close_incident) may call each configured EKS cluster's Kubernetes API, and
+the roles of the functions that check a report's node names against it (open_incident,
+store_report) may read its nodes.
 
 Default (`sdc:nodeIsolationAccess` = `group`): each role is mapped to the Kubernetes group
 `sdc-remediation`, which has no rights until the cluster's operator applies the RBAC manifest of
@@ -7,6 +9,10 @@ docs/deploy.md (a ClusterRole with get, list and patch on nodes, bound to the gr
 privilege, since EKS's managed access policies that can patch nodes amount to cluster admin.
 `clusterAdminPolicy` associates AmazonEKSClusterAdminPolicy instead: no manifest to apply, but
 the functions' roles become cluster admins; an explicit opt-in.
+
+The readers are mapped to the group `sdc-remediation-readers` (get and list on nodes, in the same
+manifest); with `clusterAdminPolicy` they get AmazonEKSAdminViewPolicy instead, never more: the
+functions that take input from training pods never hold a right to patch a node.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from constructs import Construct
 from infra.settings import Settings
 
 KUBERNETES_GROUP: Final = "sdc-remediation"
+READER_GROUP: Final = "sdc-remediation-readers"
 CLUSTER_ADMIN_POLICY: Final = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+ADMIN_VIEW_POLICY: Final = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
 
 
 class NodeIsolationAccess(Construct):
@@ -32,31 +40,36 @@ class NodeIsolationAccess(Construct):
         *,
         settings: Settings,
         roles: Sequence[iam.IRole],
+        readers: Sequence[iam.IRole] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.entries: list[eks.CfnAccessEntry] = []
         admin = settings.node_isolation_access == "clusterAdminPolicy"
+        kinds = (
+            ("Entry", roles, KUBERNETES_GROUP, CLUSTER_ADMIN_POLICY),
+            ("Reader", readers, READER_GROUP, ADMIN_VIEW_POLICY),
+        )
         for cluster in settings.eks_clusters:
-            for index, role in enumerate(roles):
-                entry = eks.CfnAccessEntry(
-                    self,
-                    f"{_logical(cluster)}Entry{index}",
-                    cluster_name=cluster,
-                    principal_arn=role.role_arn,
-                    type="STANDARD",
-                    kubernetes_groups=None if admin else [KUBERNETES_GROUP],
-                    access_policies=(
-                        [
-                            eks.CfnAccessEntry.AccessPolicyProperty(
-                                policy_arn=CLUSTER_ADMIN_POLICY,
-                                access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster"),
-                            )
-                        ]
-                        if admin
-                        else None
-                    ),
-                )
-                self.entries.append(entry)
+            for name, principals, group, policy in kinds:
+                for index, role in enumerate(principals):
+                    entry = eks.CfnAccessEntry(
+                        self,
+                        f"{_logical(cluster)}{name}{index}",
+                        cluster_name=cluster,
+                        principal_arn=role.role_arn,
+                        type="STANDARD",
+                        kubernetes_groups=None if admin else [group],
+                        access_policies=_policy(policy) if admin else None,
+                    )
+                    self.entries.append(entry)
+
+
+def _policy(arn: str) -> list[eks.CfnAccessEntry.AccessPolicyProperty]:
+    return [
+        eks.CfnAccessEntry.AccessPolicyProperty(
+            policy_arn=arn, access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster")
+        )
+    ]
 
 
 def _logical(name: str) -> str:

@@ -76,7 +76,11 @@ class SdcRemediationStack(Stack):
         )
         if settings.node_isolation:
             NodeIsolationAccess(
-                self, "NodeIsolation", settings=settings, roles=functions.kubernetes_roles
+                self,
+                "NodeIsolation",
+                settings=settings,
+                roles=functions.kubernetes_roles,
+                readers=functions.kubernetes_readers,
             )
         remediation = RemediationWorkflow(
             self,

@@ -76,7 +76,7 @@ def test_environment_per_the_pipeline_doc(template, spec):
         COMMON_ENV
         | ({"STATE_MACHINE_ARN"} if spec.starts_remediation else set())
         | ({"PAUSE_PARAMETER"} if spec.reads_pause_switch else set())
-        | ({"NODE_ISOLATION"} if spec.kubernetes else set())
+        | ({"NODE_ISOLATION"} if spec.kubernetes or spec.checks_claims else set())
         | ({"TELEMETRY"} if spec.queries_telemetry else set())
     )
     assert set(env) == expected

@@ -10,12 +10,19 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_iam as iam
 
 from infra.functions import SPECS
-from infra.node_isolation import CLUSTER_ADMIN_POLICY, KUBERNETES_GROUP, NodeIsolationAccess
+from infra.node_isolation import (
+    ADMIN_VIEW_POLICY,
+    CLUSTER_ADMIN_POLICY,
+    KUBERNETES_GROUP,
+    READER_GROUP,
+    NodeIsolationAccess,
+)
 from infra.settings import Settings, SettingsError
 from infra.synth import resources_of_type
 from tests.infra.template_tools import actions, resolved, statements_of_function
 
 KUBERNETES_FUNCTIONS = {s.logical_id for s in SPECS if s.kubernetes}
+CLAIM_CHECKERS = {s.logical_id for s in SPECS if s.checks_claims}
 
 
 def _entries(template):
@@ -33,19 +40,37 @@ def test_each_patching_function_role_gets_an_access_entry_mapped_to_the_rbac_gro
         template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0]
         for fn in KUBERNETES_FUNCTIONS
     }
-    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in entries} == roles
-    for entry in entries:
+    patching = [e for e in entries if e["KubernetesGroups"] == [KUBERNETES_GROUP]]
+    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in patching} == roles
+    for entry in patching:
         assert entry["ClusterName"] == "ml-eks-1"
-        assert entry["KubernetesGroups"] == [KUBERNETES_GROUP]
         assert "AccessPolicies" not in entry
         assert entry["Type"] == "STANDARD"
 
 
-def test_only_the_patching_functions_may_describe_the_eks_cluster_and_only_that_one(template):
+def test_the_functions_that_check_report_claims_are_open_incident_and_store_report():
+    assert {"OpenIncidentFunction", "StoreReportFunction"} == CLAIM_CHECKERS
+
+
+def test_the_claim_checking_functions_get_read_only_access_entries_and_no_patching_group(
+    template,
+):
+    readers = [e for e in _entries(template) if e["KubernetesGroups"] == [READER_GROUP]]
+
+    roles = {
+        template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0] for fn in CLAIM_CHECKERS
+    }
+    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in readers} == roles
+    patching = [e for e in _entries(template) if e["KubernetesGroups"] == [KUBERNETES_GROUP]]
+    assert not roles & {e["PrincipalArn"]["Fn::GetAtt"][0] for e in patching}
+    assert {len(e["KubernetesGroups"]) for e in _entries(template)} == {1}
+
+
+def test_only_the_functions_with_kubernetes_access_may_describe_the_eks_cluster(template):
     for logical_id in [s.logical_id for s in SPECS]:
         statements = statements_of_function(template, logical_id)
         eks = [s for s in statements if any(a.startswith("eks:") for a in actions(s))]
-        if logical_id not in KUBERNETES_FUNCTIONS:
+        if logical_id not in KUBERNETES_FUNCTIONS | CLAIM_CHECKERS:
             assert eks == [], logical_id
             continue
         (statement,) = eks
@@ -55,19 +80,19 @@ def test_only_the_patching_functions_may_describe_the_eks_cluster_and_only_that_
         assert resource.endswith(":cluster/ml-eks-1")
 
 
-def test_the_patching_functions_are_told_which_clusters_to_isolate(template):
-    for logical_id in KUBERNETES_FUNCTIONS:
+def test_the_functions_with_kubernetes_access_are_told_which_clusters_to_isolate(template):
+    for logical_id in KUBERNETES_FUNCTIONS | CLAIM_CHECKERS:
         env = template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
         assert json.loads(env["NODE_ISOLATION"]) == {
             "ml-cluster-1": {"isolate": True, "eks_cluster": "ml-eks-1"}
         }
-    env = template["Resources"]["OpenIncidentFunction"]["Properties"]["Environment"]["Variables"]
+    env = template["Resources"]["CheckHealthFunction"]["Properties"]["Environment"]["Variables"]
     assert "NODE_ISOLATION" not in env
 
 
 def test_without_node_isolation_there_is_no_access_entry_and_no_eks_permission(variant_template):
     assert _entries(variant_template) == []
-    for logical_id in KUBERNETES_FUNCTIONS:
+    for logical_id in KUBERNETES_FUNCTIONS | CLAIM_CHECKERS:
         statements = statements_of_function(variant_template, logical_id)
         assert not [s for s in statements if any(a.startswith("eks:") for a in actions(s))]
 
@@ -84,13 +109,17 @@ def test_the_cluster_admin_policy_is_only_associated_when_opted_in():
             "sdc:nodeIsolationAccess": "clusterAdminPolicy",
         }
     )
-    NodeIsolationAccess(stack, "Access", settings=settings, roles=[role])
+    reader = iam.Role(stack, "Reader", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    NodeIsolationAccess(stack, "Access", settings=settings, roles=[role], readers=[reader])
 
     template = app.synth().get_stack_by_name("Probe").template
-    (entry,) = _entries(template)
-    assert "KubernetesGroups" not in entry
+    entry, reads = _entries(template)
+    assert "KubernetesGroups" not in entry and "KubernetesGroups" not in reads
     assert entry["AccessPolicies"] == [
         {"PolicyArn": CLUSTER_ADMIN_POLICY, "AccessScope": {"Type": "cluster"}}
+    ]
+    assert reads["AccessPolicies"] == [
+        {"PolicyArn": ADMIN_VIEW_POLICY, "AccessScope": {"Type": "cluster"}}
     ]
 
 
@@ -138,7 +167,10 @@ def test_label_recovery_gives_the_recovering_functions_the_patching_functions_ac
         labelled_template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0] for fn in patching
     }
 
-    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in _entries(labelled_template)} == roles
+    entries = [
+        e for e in _entries(labelled_template) if e["KubernetesGroups"] == [KUBERNETES_GROUP]
+    ]
+    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in entries} == roles
     for logical_id in patching:
         env = labelled_template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
         assert json.loads(env["NODE_ISOLATION"]) == {
