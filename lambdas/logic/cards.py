@@ -156,15 +156,21 @@ def _size(card: ApprovalCard | Card) -> int:
 
 def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> ApprovalCard:
     """Every variable section cut to an equal share of what the fixed parts leave."""
-    variable = ("node", "isolation", "evidence", "claims", "health_check", "telemetry", "history")
-    fixed = dataclasses.replace(card, **{name: Section(None) for name in variable})
-    share = max((max_bytes - _size(fixed)) // len(variable) - 200, 0)
+    empty = Section(None)
+    fixed = dataclasses.replace(
+        card,
+        node=empty,
+        isolation=empty,
+        evidence=empty,
+        claims=None,
+        health_check=empty,
+        telemetry=empty,
+        history=empty,
+    )
+    share = max((max_bytes - _size(fixed)) // 7 - 200, 0)
     see = f"  ... cut to fit a notification: `sdc show {incident_id}`"
-    cut = {}
-    for name in variable:
-        section: Section | None = getattr(card, name)
-        if section is None:
-            continue
+
+    def cut(section: Section) -> Section:
         kept: list[str] = []
         used = len((section.heading or "").encode())
         for line in section.lines:
@@ -173,8 +179,18 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
                 kept.append(see)
                 break
             kept.append(line)
-        cut[name] = Section(section.heading, tuple(kept))
-    return dataclasses.replace(card, **cut)
+        return Section(section.heading, tuple(kept))
+
+    return dataclasses.replace(
+        card,
+        node=cut(card.node),
+        isolation=cut(card.isolation),
+        evidence=cut(card.evidence),
+        claims=cut(card.claims) if card.claims else None,
+        health_check=cut(card.health_check),
+        telemetry=cut(card.telemetry),
+        history=cut(card.history),
+    )
 
 
 def _approval_card(
