@@ -201,3 +201,39 @@ def test_label_recovery_for_a_cluster_without_isolation_is_refused():
                 "sdc:recoveryThroughNodeLabel": ["ml-cluster-2"],
             }
         )
+
+
+def test_job_pods_reach_the_functions_with_the_clusters_node_isolation():
+    settings = Settings.from_context(
+        {
+            "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56"},
+            "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
+            "sdc:jobPods": {"ml-cluster-1": "training.kubeflow.org/job-name"},
+        }
+    )
+
+    assert json.loads(settings.node_isolation_env()) == {
+        "ml-cluster-1": {
+            "isolate": True,
+            "eks_cluster": "ml-eks-1",
+            "job_pods": "training.kubeflow.org/job-name",
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("job_pods", "says"),
+    [
+        ({"ml-cluster-2": "training.kubeflow.org/job-name"}, "not in sdc:nodeIsolation"),
+        ({"ml-cluster-1": "job name"}, "is not a label key"),
+    ],
+)
+def test_bad_job_pods_context_is_refused_naming_why(job_pods, says):
+    with pytest.raises(SettingsError, match=says):
+        Settings.from_context(
+            {
+                "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56", "ml-cluster-2": "ab12cd34ef57"},
+                "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
+                "sdc:jobPods": job_pods,
+            }
+        )

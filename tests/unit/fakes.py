@@ -307,6 +307,8 @@ class FakeKubernetesNodes:
 
     def __init__(self) -> None:
         self.nodes: dict[str, dict[str, dict[str, Any]]] = {}
+        self.pods: dict[str, list[tuple[str, dict[str, str]]]] = {}
+        """Per EKS cluster: (node name, labels) of each pod."""
         self.calls: list[tuple[str, str, str]] = []
         self._failures: dict[str, list[Exception]] = {}
         self._versions = itertools.count(1)
@@ -329,6 +331,14 @@ class FakeKubernetesNodes:
 
     def node(self, eks_cluster: str, name: str) -> dict[str, Any]:
         return copy.deepcopy(self.nodes[eks_cluster][name])
+
+    def add_pod(self, eks_cluster: str, node_name: str, labels: dict[str, str]) -> None:
+        self.pods.setdefault(eks_cluster, []).append((node_name, dict(labels)))
+
+    def pod_nodes(self, eks_cluster: str, label_selector: str) -> set[str]:
+        self._enter("pod_nodes", eks_cluster, label_selector)
+        key, value = label_selector.split("=", 1)
+        return {node for node, labels in self.pods.get(eks_cluster, []) if labels.get(key) == value}
 
     def fail_next(self, method: str, error: Exception, *, times: int = 1) -> None:
         self._failures.setdefault(method, []).extend([error] * times)

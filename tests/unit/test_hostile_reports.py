@@ -405,3 +405,63 @@ def test_a_job_level_incident_leaves_out_an_instance_whose_node_does_not_match()
     incident = world.incident(job["incident_id"])
     assert incident.instance_ids == nodes
     assert list(incident.unconfirmed) == [INSTANCE]
+
+
+# -- claims checked against the job's pods ------------------------------------------------------
+
+JOB_LABEL = "training.kubeflow.org/job-name"
+
+
+def job_pods_world() -> World:
+    """EKS with node isolation and job pods listed by JOB_LABEL; the job `llama` runs on
+    INSTANCE's node only."""
+    isolate = {CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS, job_pods=JOB_LABEL)}
+    world = World(eks_cluster=EKS, settings=settings(node_isolation=isolate))
+    world.kube.add_pod(EKS, NODE, {JOB_LABEL: "llama"})
+    return world
+
+
+def test_an_instance_the_job_runs_no_pod_on_is_named_as_such_and_left_out_of_the_job():
+    world = job_pods_world()
+    world.settings = dataclasses.replace(
+        world.settings, guard_max_open=4, guard_max_open_percent=100, storm_threshold=8
+    )
+    (other,) = cluster_of(world, 1)
+    world.kube.add_node(EKS, "node-other", other)
+
+    (job,) = store(world, forged_event([INSTANCE, other], job_name="llama"))["incidents"]
+
+    incident = world.incident(job["incident_id"])
+    assert incident.instance_ids == [INSTANCE]
+    assert 'the job "llama" runs no pod on node node-other' in incident.unconfirmed[other]
+
+
+def test_a_culprit_the_job_runs_no_pod_on_proposes_a_health_check_only():
+    world = job_pods_world()
+    event = culprit_naming_node(NODE)
+    event["detail"]["job_name"] = "another-job"
+
+    card = approval_card_for(world, event)
+
+    assert "\nCLAIMS NOT CONFIRMED" in card
+    assert "RECOMMENDATION: HEALTH CHECK ONLY" in card
+
+
+def test_a_culprit_on_a_node_the_job_runs_on_proposes_what_its_evidence_says():
+    world = job_pods_world()
+    event = culprit_naming_node(NODE)
+    event["detail"]["job_name"] = "llama"
+
+    card = approval_card_for(world, event)
+
+    assert "CLAIMS NOT CONFIRMED" not in card
+    assert world.kube.count("pod_nodes") == 1
+
+
+def test_a_job_name_that_is_no_label_value_cannot_be_checked_and_acts_on_nothing():
+    world = job_pods_world()
+
+    (job,) = store(world, forged_event([INSTANCE], job_name="llama,other=x"))["incidents"]
+
+    assert job["action"] == "skipped"
+    assert world.kube.count("pod_nodes") == 0
