@@ -28,6 +28,10 @@ from lambdas.models.kubernetes import LABEL_VALUE_RE
 from lambdas.models.report import SdcReport
 from lambdas.models.reporter_text import quoted
 
+MAX_CHECKED = 256
+"""The most instances of one report asked of HyperPod (one DescribeClusterNode each); the rest
+are unconfirmed, never acted on."""
+
 
 def hyperpod_nodes(
     step: Step, cluster_name: str, instance_ids: Sequence[str]
@@ -37,7 +41,12 @@ def hyperpod_nodes(
     NodeNotFound."""
     nodes: list[str] = []
     unconfirmed: dict[str, str] = {}
-    for instance_id in instance_ids:
+    for index, instance_id in enumerate(instance_ids):
+        if index >= MAX_CHECKED:
+            unconfirmed[instance_id] = (
+                f"not checked: the report names more than {MAX_CHECKED} instances"
+            )
+            continue
         try:
             node = step.deps.hyperpod.describe_node(cluster_name, instance_id)
         except NodeNotFound as err:

@@ -228,7 +228,9 @@ def _job_draft(
     try:
         cluster = step.deps.hyperpod.describe_cluster(trigger.cluster_name)
         nodes, unconfirmed = claims.hyperpod_nodes(step, trigger.cluster_name, free)
-        mismatched = claims.kubernetes_mismatches(step, cluster, report, nodes)
+        # More nodes than the guard allows hold the incident whatever Kubernetes says.
+        within = len(nodes) <= guard.open_limit(cluster.node_count, step.deps.settings)
+        mismatched = claims.kubernetes_mismatches(step, cluster, report, nodes) if within else {}
     except ClusterNotFound as err:
         return _skip_job(step, trigger, free, str(err), err.request_id)
     except Exception as err:

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from lambdas.logic import approval, cards, evidence, health_check, intake
+from lambdas.logic import approval, cards, claims, evidence, health_check, intake
 from lambdas.logic.recommendation import recommend
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
@@ -386,7 +386,7 @@ def test_a_job_level_incident_leaves_out_an_instance_whose_node_does_not_match()
     world.settings = dataclasses.replace(
         world.settings, guard_max_open=4, guard_max_open_percent=100, storm_threshold=8
     )
-    nodes = cluster_of(world, 2)
+    nodes = cluster_of(world, 5)[:2]  # room in the guard beside the job's three nodes
     for n, node in enumerate(nodes):
         world.kube.add_node(EKS, f"node-{n}", node)
     event = forged_event(
@@ -426,7 +426,7 @@ def test_an_instance_the_job_runs_no_pod_on_is_named_as_such_and_left_out_of_the
     world.settings = dataclasses.replace(
         world.settings, guard_max_open=4, guard_max_open_percent=100, storm_threshold=8
     )
-    (other,) = cluster_of(world, 1)
+    other = cluster_of(world, 4)[0]  # room in the guard beside the job's two nodes
     world.kube.add_node(EKS, "node-other", other)
 
     (job,) = store(world, forged_event([INSTANCE, other], job_name="llama"))["incidents"]
@@ -465,3 +465,24 @@ def test_a_job_name_that_is_no_label_value_cannot_be_checked_and_acts_on_nothing
 
     assert job["action"] == "skipped"
     assert world.kube.count("pod_nodes") == 0
+
+
+def test_a_report_naming_more_instances_than_are_checked_leaves_the_rest_unconfirmed(world):
+    world.settings = settings(storm_threshold=1000)
+    nodes = cluster_of(world, claims.MAX_CHECKED + 2)
+
+    (job,) = store(world, forged_event(nodes))["incidents"]
+
+    incident = world.incident(job["incident_id"])
+    assert len(incident.instance_ids) == claims.MAX_CHECKED
+    assert set(incident.unconfirmed) == set(nodes[claims.MAX_CHECKED :])
+    assert len(world.hyperpod.calls_to("DescribeClusterNode")) == claims.MAX_CHECKED
+
+
+def test_a_job_too_large_for_the_guard_is_held_without_asking_kubernetes():
+    world = eks_world()
+    nodes = cluster_of(world, 30)
+
+    store(world, forged_event(nodes))
+
+    assert world.kube.count("find_node") == 0
