@@ -143,7 +143,7 @@ def approval_card(
         return card
     shown = len(card_lines.shown_reports(incident))
     while shown > 0 and _size(card) > max_bytes:
-        shown //= 2
+        shown -= 1
         card = _approval_card(incident, settings, advice, history, shown)
     if _size(card) <= max_bytes:
         return card

@@ -7,15 +7,19 @@
 - Alarm mute rules: a contributor alarm that arrives with `muteDetail` (a CloudWatch alarm mute
   rule mutes the alarm's actions, and this pipeline is one) is held as if paused, the rule
   named; only the incident that alarm would open, for as long as the mute window lasts.
-- Storm hold: every new node-level incident flags its instance. When `STORM_THRESHOLD` distinct
-  instances of one cluster are flagged within `STORM_WINDOW_SECONDS`, that is a software or
+- Storm hold: every new node-level incident flags its instance, a job-level one every node it
+  names (only nodes HyperPod confirms, at the pipeline's own clock). When `STORM_THRESHOLD`
+  distinct instances of one cluster are flagged within `STORM_WINDOW_SECONDS`, that is a software or
   recipe problem, not hardware: the cluster gets one storm hold (a conditional write, so one
   hold and one notification however many alarms race), every new incident is held without a
   notification of its own, and in-flight incidents hold at their next acting step. Only an
   audited reset lifts it: the approval state machine with `{"incident_id": "<hold id>",
   "decision": "reset"}`; flags from before the reset no longer count.
-- Blast-radius guard: at most `open_limit(nodes)` incidents per cluster hold a guard slot (taken
-  atomically with the incident); beyond it a new incident is recorded as `held` and notified.
+- Blast-radius guard: it counts nodes. At most `open_limit(nodes)` guard slots per cluster are
+  taken, one per node an open incident acts on (a job-level incident one per node it would
+  cordon and health-check), atomically with the incident; beyond it a new incident is recorded
+  as `held` and notified, and a job-level incident that names more nodes than the limit is held
+  before anything acts (`too_many_nodes`).
 
     open_limit(N) = max(1, min(GUARD_MAX_OPEN, ceil(N * GUARD_MAX_OPEN_PERCENT / 100), N - 1))
 
@@ -72,7 +76,7 @@ def too_many_nodes(incident: Incident, limit: int, node_count: int | None) -> Bl
 
 
 def open_limit(node_count: int | None, settings: Settings) -> int:
-    """How many incidents of a cluster with `node_count` nodes may be open at once."""
+    """How many nodes of a cluster with `node_count` nodes open incidents may act on at once."""
     if not node_count or node_count < 1:
         return settings.guard_max_open
     by_share = math.ceil(node_count * settings.guard_max_open_percent / 100)

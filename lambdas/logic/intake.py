@@ -7,14 +7,18 @@ report (no strict majority, a reduced gradient, nothing attributable) opens one 
 incident that holds the locks of the involved instances, so their alarms attach to it instead
 of opening one incident per node. Without a report, the alarm opens the incident itself.
 
-Before a node-level incident acts, the guards of `lambdas.logic.guard` apply: its instance is
-flagged for storm detection, and a storm hold, a muted alarm (`muteDetail`: an alarm mute rule
-mutes the alarm's actions), the pause switch or a full blast-radius guard record it as `held`
-(nothing acts) instead. A report flags every instance it names before it
-opens any, so a report naming a storm's worth of culprits holds them all under one storm hold.
+A report is a claim: only the instances HyperPod confirms are nodes of the cluster count or
+act (`lambdas.logic.claims`), and it is placed by the time the pipeline received it; one dated
+more than MAX_AHEAD ahead of that is refused. Before an incident acts, the guards of
+`lambdas.logic.guard` apply: its nodes are flagged for storm detection, and a storm hold, a muted
+alarm (`muteDetail`: an alarm mute rule mutes the alarm's actions), the pause switch or a
+blast-radius guard without room for its nodes record it as `held` (nothing acts) instead. A
+report flags every confirmed instance it names before it opens any, so a report naming a
+storm's worth of culprits holds them all under one storm hold.
 
-A held incident is closed at birth, so it takes no open lock; it takes a held lock on its
-instance instead, valid for STORM_WINDOW_SECONDS. Whatever else arrives for the instance in that
+A held incident is closed at birth, so it takes no open lock; a node-level one takes a held
+lock on its instance instead, valid for STORM_WINDOW_SECONDS (a held job-level one takes none:
+an alarm on one of its nodes is that node's own incident). Whatever else arrives for the instance in that
 window (the alarm after the report, a redelivery, the next report) is attached to the held
 incident: one held incident and at most one notice per instance and window, whichever channel
 comes first. After the window, or once the storm hold is reset or the pause switch is back to
