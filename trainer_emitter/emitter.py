@@ -22,8 +22,8 @@ from typing import Any
 
 from trainer_emitter import spool
 from trainer_emitter.contract import NAMESPACE
+from trainer_emitter.mapping import Datapoint, Report, build_report
 from trainer_emitter.rankmap import RankInfo, RankMap, gather_rank_map, local_rank_info
-from trainer_emitter.report import Datapoint, Report, build_report
 from trainer_emitter.sinks import AwsSink, DeliveryError, EmfSink, MemorySink, Sink
 
 log = logging.getLogger("trainer_emitter")

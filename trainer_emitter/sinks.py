@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from trainer_emitter.contract import DIMENSIONS, REPORT_DETAIL_TYPE, REPORT_SOURCE
-from trainer_emitter.report import Datapoint
+from trainer_emitter.mapping import Datapoint
 
 MAX_DATUMS_PER_CALL = 500  # PutMetricData takes 1000 datums and 1 MB; 500 stays well inside both.
 MAX_EVENT_BYTES = 256 * 1024

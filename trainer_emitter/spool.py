@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trainer_emitter.report import Datapoint, Report
+from trainer_emitter.mapping import Datapoint, Report
 from trainer_emitter.sinks import DeliveryError, Sink
 
 log = logging.getLogger("trainer_emitter")

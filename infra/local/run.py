@@ -56,7 +56,7 @@ from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.settings import Settings
 from trainer_emitter import Emitter
 from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
-from trainer_emitter.report import Datapoint
+from trainer_emitter.mapping import Datapoint
 from trainer_emitter.sinks import AwsSink
 
 CLUSTER = "ml-cluster-1"

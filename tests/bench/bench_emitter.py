@@ -18,7 +18,7 @@ from moto.server import ThreadedMotoServer
 from infra.local.drill.scenarios import RANK_MAP
 from infra.local.drill.scenarios import REPLAY_CULPRIT as ALARM
 from trainer_emitter import Emitter, MemorySink
-from trainer_emitter.report import Datapoint
+from trainer_emitter.mapping import Datapoint
 
 REGION = "us-west-2"
 CALLS = 200

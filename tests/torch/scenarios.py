@@ -335,6 +335,10 @@ def groups_on_load(rank: int) -> dict[str, Any]:
             refused[name] = str(error)
         else:
             verdicts[name] = verdict_data(verdict)
+    # the seed's call: parameters and a group, positionally, no step
+    if rank in groups["1,2,3"]:
+        seed_style = find_divergent_ranks(list(run.module.parameters()), made["1,2,3"])
+        verdicts["seed 1,2,3"] = verdict_data(seed_style)
     return {**run.finish([run.step(CKPT_STEP + 1)]), "verdicts": verdicts, "refused": refused}
 
 

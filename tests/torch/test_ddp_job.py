@@ -13,8 +13,8 @@ import pytest
 from infra.local.ddp_job import JobResult, run_job
 from infra.local.drill.scenarios import CLUSTER, NODES
 from trainer_emitter.contract import NAMESPACE, Metric, Role, report_schema
+from trainer_emitter.mapping import Datapoint, build_report
 from trainer_emitter.rankmap import RankMap
-from trainer_emitter.report import Datapoint, build_report
 
 pytestmark = pytest.mark.torch
 

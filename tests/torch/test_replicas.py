@@ -25,8 +25,8 @@ from tests.torch.scenarios import (
 )
 from trainer_emitter.checks import Agreement
 from trainer_emitter.contract import NAMESPACE, Check, Metric, Role, report_schema
+from trainer_emitter.mapping import Report, build_report
 from trainer_emitter.rankmap import RankMap
-from trainer_emitter.report import Report, build_report
 
 pytestmark = pytest.mark.torch
 
@@ -223,6 +223,31 @@ def test_a_report_of_two_disagreeing_copies_questions_those_two_ranks_only(runs)
     assert report.errors == []
     assert report.detail["ambiguous"] is True
     assert named(report) == [(r, Role.INVOLVED.value, instance_id(r)) for r in (1, 3)]
+
+
+def test_the_seed_call_without_a_step_returns_the_same_verdict(runs):
+    # find_divergent_ranks(params, group): parameters named by position, no step
+    seed = group_verdicts(runs, "seed 1,2,3")
+    named_call = group_verdicts(runs, "1,2,3")
+
+    assert [(v["agreement"], v["suspects"]) for v in seed] == [
+        (v["agreement"], v["suspects"]) for v in named_call
+    ]
+    assert seed[0]["differing"] == ["[4]"]  # out.weight, by position: the fifth parameter
+
+
+def test_the_alarm_of_a_call_without_a_step_says_the_step_is_unknown(runs):
+    alarm = group_verdicts(runs, "seed 1,2,3")[0]["alarm"]
+
+    report = report_of(alarm, runs["groups_on_load"][0]["rank_map"])
+
+    assert (alarm["step"], alarm["suspect_window"], alarm["suspects"]) == (None, None, [1])
+    assert (report.detail["step"], report.detail["suspect_window"]) == (None, None)
+    assert [e for e in report.errors if "step" in e or "window" in e] == [
+        "'step' is None, not a step number; left out",
+        "'suspect_window' is None, not [first, last] steps",
+    ]
+    assert named(report) == [(1, Role.CULPRIT.value, instance_id(1))]
 
 
 def test_a_suspect_in_a_passed_group_is_named_by_its_global_rank(runs):

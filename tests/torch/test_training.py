@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import load_fixture
 from tests.torch.scenarios import SCENARIOS, WORLD, instance_id
 from trainer_emitter.contract import NAMESPACE, Check, VerdictKind
+from trainer_emitter.mapping import build_report
 from trainer_emitter.rankmap import RankMap
-from trainer_emitter.report import build_report
 
 pytestmark = pytest.mark.torch
 

@@ -11,8 +11,8 @@ from typing import Any
 from tests.conftest import load_fixture
 from tests.unit.world import INSTANCE
 from trainer_emitter.contract import NAMESPACE, REPORT_DETAIL_TYPE, REPORT_SOURCE
+from trainer_emitter.mapping import build_report
 from trainer_emitter.rankmap import RankMap
-from trainer_emitter.report import build_report
 
 NODES = (
     "i-0aa00000000000001",

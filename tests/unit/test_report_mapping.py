@@ -17,8 +17,8 @@ from trainer_emitter.contract import (
     NAMESPACE,
     report_schema,
 )
+from trainer_emitter.mapping import build_report
 from trainer_emitter.rankmap import RankMap
-from trainer_emitter.report import build_report
 from trainer_emitter.sinks import MAX_EVENT_BYTES, event_detail_json
 
 NOW = datetime(2026, 11, 30, 8, 14, tzinfo=UTC)

@@ -153,14 +153,16 @@ class Passes:
 
     def weights(
         self,
-        step: int,
+        step: int | None,
         suspects: Sequence[int] | None,
         replicas: Sequence[int] | None = None,
     ) -> dict[str, Any]:
         """Check 3: `suspects` None when no strict majority of replicas agrees. `replicas`: the
         global ranks whose copies were compared when they are not every rank of the job (a
         group the caller passed); the key is left out otherwise, and a report then puts every
-        rank in question when nobody is named."""
+        rank in question when nobody is named. `step` None: a comparison whose caller named no
+        step; the alarm then says the step and the window are unknown rather than guess them,
+        and the report lists both as errors."""
         alarm: dict[str, Any] = {
             "step": step,
             "check": Check.WEIGHTS.value,
@@ -170,7 +172,9 @@ class Passes:
             alarm["replicas"] = sorted(replicas)
         return {
             **alarm,
-            "suspect_window": self._since(self.last_weight_check_pass, step),
+            "suspect_window": None
+            if step is None
+            else self._since(self.last_weight_check_pass, step),
             **self.tags(),
             **self._known_checkpoints(),
         }

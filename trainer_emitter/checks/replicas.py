@@ -54,7 +54,7 @@ def find_divergent_ranks(
     model_or_params: Tensors,
     group: dist.ProcessGroup | None = None,
     *,
-    step: int,
+    step: int | None = None,
     tags: Mapping[str, Any] | None = None,
     checkpoints: Iterable[Mapping[str, Any]] | None = None,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
@@ -74,7 +74,12 @@ def find_divergent_ranks(
     `checkpoints` the ones the job knows of (the loaded one at least), as `SdcChecks` takes
     them. A group smaller than the job's world puts its ranks in the alarm's `replicas`, so a
     report with no majority questions only them. Every member returns the same verdict: report
-    it from one of them."""
+    it from one of them.
+
+    `step` may be left out (`find_divergent_ranks(params, group)`): the verdict is the same, and
+    an alarm is still built when the copies differ, but it names no step and no suspect window
+    (the report lists both as errors, the approval card shows them unknown) and a warning says
+    how to pass it. Pass `step=` whenever the step about to run is known."""
     passes = Passes.from_tags(tags)
     passes.checkpoints.extend(checkpoints or ())
     names, tensors = named_tensors(model_or_params)
@@ -113,10 +118,16 @@ def compare(
     return replace(verdict, differing=differing)
 
 
-def with_alarm(verdict: ReplicaVerdict, passes: Passes, step: int) -> ReplicaVerdict:
-    """The verdict with its `weights` alarm for `step` when the copies differ."""
+def with_alarm(verdict: ReplicaVerdict, passes: Passes, step: int | None) -> ReplicaVerdict:
+    """The verdict with its `weights` alarm for `step` when the copies differ (`step` None: an
+    alarm that says the step is unknown, never a guessed one)."""
     if verdict.agree:
         return verdict
+    if step is None:
+        log.warning(
+            "sdc: the weight copies differ but no step was given; the alarm names no step or "
+            "suspect window: call find_divergent_ranks(..., step=<the step about to run>)"
+        )
     whole = len(verdict.ranks) == dist.get_world_size()
     alarm = passes.weights(step, verdict.suspects, None if whole else verdict.ranks)
     return replace(verdict, alarm=alarm)
