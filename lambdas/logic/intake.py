@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timedelta
+from typing import NoReturn
 
 from lambdas.logic import arrivals, claims, evidence, guard, ids, opening
 from lambdas.logic._steps import Step, error_details
@@ -111,7 +112,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
     subject = ids.event_subject(event.event_id)
     received = deps.clock.now()
     if event.report.emitted > received + MAX_AHEAD:
-        return _refuse_ahead(step, event, received)
+        _refuse_ahead(step, event, received)
     report = dataclasses.replace(
         event.report,
         received_at=received.isoformat(),
@@ -164,9 +165,11 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
     return {"report_id": report.report_id, "stored": bool(stored), "incidents": results}
 
 
-def _refuse_ahead(step: Step, event: ReportEvent, received: datetime) -> StoreReportResult:
+def _refuse_ahead(step: Step, event: ReportEvent, received: datetime) -> NoReturn:
     """A report dated ahead of the pipeline's clock by more than MAX_AHEAD: refused (audited
-    under the event, counted), nothing stored, flagged or opened."""
+    under the event, counted) and raised, so that the event is retried and then kept in the
+    dead-letter queue (a node whose clock ran ahead loses nothing); nothing stored, flagged or
+    opened."""
     report = event.report
     err = MalformedEvent(
         "detail.emitted_at",
@@ -180,7 +183,7 @@ def _refuse_ahead(step: Step, event: ReportEvent, received: datetime) -> StoreRe
     )
     count(M.EVENTS_REFUSED)
     logger.warning("report refused", report_id=report.report_id, field=err.field)
-    return {"report_id": report.report_id, "stored": False, "incidents": []}
+    raise err
 
 
 def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:

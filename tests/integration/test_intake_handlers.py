@@ -185,3 +185,16 @@ def test_many_large_reports_keep_the_incident_item_well_under_dynamodbs_limit(aw
     (item,) = aws.items(f"INCIDENT#{incident_id}")
     assert len(json.dumps(item).encode()) < 200_000
     assert aws.incident(incident_id).evidence_dropped > 0
+
+
+def test_a_report_dated_a_year_ahead_is_refused_into_the_dead_letter_queue_and_audited(aws):
+    event = copy.deepcopy(load_fixture("events", "sdc_report"))
+    event["detail"]["emitted_at"] = (datetime.now(UTC) + timedelta(days=365)).isoformat()
+
+    with pytest.raises(MalformedEvent, match=r"detail\.emitted_at"):
+        invoke(store_report, event)
+
+    (refusal,) = aws.audit(f"event#{event['id']}")
+    assert (refusal.action, refusal.details["field"]) == ("event_refused", "detail.emitted_at")
+    assert aws.items("REPORT#") == []
+    assert aws.items("FLAG#") == []

@@ -12,6 +12,7 @@ import pytest
 
 from lambdas.logic import approval, cards, claims, evidence, health_check, intake
 from lambdas.logic.recommendation import recommend
+from lambdas.models.errors import MalformedEvent
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import ApprovalRequest, IncidentRef
@@ -160,9 +161,9 @@ def test_a_report_dated_ahead_of_receipt_is_refused_audited_and_flags_nothing(wo
     nodes = cluster_of(world, 4)
     event = forged_event(nodes, ambiguous=False, role="culprit", at=world.clock.current + ahead)
 
-    result = store(world, event)
+    with pytest.raises(MalformedEvent, match=r"detail\.emitted_at"):  # retried, then the DLQ
+        store(world, event)
 
-    assert result == {"report_id": event["detail"]["report_id"], "stored": False, "incidents": []}
     (entry,) = world.audit.entries(f"event#{event['id']}")
     assert (entry.action, entry.details["field"]) == ("event_refused", "detail.emitted_at")
     assert world.store.flagged_instances(CLUSTER, 0) == set()
@@ -172,7 +173,8 @@ def test_a_report_dated_ahead_of_receipt_is_refused_audited_and_flags_nothing(wo
 def test_after_a_year_ahead_report_and_a_reset_a_genuine_alarm_acts(world):
     nodes = cluster_of(world, 4)
     ahead = world.clock.current + timedelta(days=365)
-    store(world, forged_event(nodes, ambiguous=False, role="culprit", at=ahead))
+    with pytest.raises(MalformedEvent):
+        store(world, forged_event(nodes, ambiguous=False, role="culprit", at=ahead))
 
     result = alarm_on(world, INSTANCE)
 
