@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NoReturn
 
-from lambdas.logic import cards, evidence, guard, ids, lifecycle, telemetry
+from lambdas.logic import cards, evidence, guard, ids, lifecycle, proceeding, telemetry
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.decisions import ValidDecision, check_accepts_decision, validate_decision
 from lambdas.logic.history import past_incidents
@@ -123,7 +123,8 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     first decision and is refused); if SendTaskSuccess fails the claim is released, the failure
     audited and re-raised.
 
-    Decision `reset` names a storm hold (its id as `incident_id`) and lifts it.
+    Decision `reset` names a storm hold (its id as `incident_id`) and lifts it; decision
+    `proceed` names a job-level incident the guard held and lets its nodes be health-checked.
     """
     step = Step(deps, "decide")
     actor = f"approver:{request.approval_execution_arn}"
@@ -139,6 +140,8 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
         _refuse(step, subject, actor, request, refused)
     if valid.decision is Decision.RESET:
         return _reset(step, valid, actor, request)
+    if valid.decision is Decision.PROCEED:
+        return _proceed(step, valid, actor, request)
     incident = deps.incidents.get(valid.incident_id)
     if incident is None:
         if deps.guard.get_hold(valid.incident_id) is not None:
@@ -302,6 +305,29 @@ def _reset(
     count(M.DECISIONS_ACCEPTED)
     logger.info("storm hold reset", hold_id=hold.hold_id)
     return {"incident_id": hold.hold_id, "decision": Decision.RESET.value, "accepted": True}
+
+
+def _proceed(
+    step: Step, valid: ValidDecision, actor: str, request: DecisionRequest
+) -> DecisionAccepted:
+    """Let a job-level incident the guard held proceed (`lambdas.logic.proceeding`)."""
+    held = step.deps.incidents.get(valid.incident_id)
+    if held is None:
+        _refuse(
+            step,
+            ids.decision_subject(request.approval_execution_arn),
+            actor,
+            request,
+            DecisionRefused(f"no incident {valid.incident_id}"),
+        )
+    logger.set_correlation_id(held.incident_id)
+    try:
+        opened = proceeding.proceed(step, held, actor, valid.comment)
+    except DecisionRefused as refused:
+        _refuse(step, held.incident_id, actor, request, refused)
+    count(M.DECISIONS_ACCEPTED)
+    logger.info("held job incident proceeds", incident_id=held.incident_id, opened=opened)
+    return {"incident_id": held.incident_id, "decision": Decision.PROCEED.value, "accepted": True}
 
 
 def _refuse(

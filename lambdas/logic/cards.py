@@ -347,15 +347,21 @@ def held_notice(incident: Incident) -> Card:
             "If the mute is wrong, end it: CloudWatch console, Alarms, Mute rules, or",
             f"  aws cloudwatch delete-alarm-mute-rule --alarm-mute-rule-name {rule}",
         )
-    elif incident.is_job:
+    elif incident.is_job and incident.hold_kind == HoldKind.GUARD:
+        proceed = json.dumps(approval_input(incident.incident_id, Decision.PROCEED))
         next_steps = (
             "Every node a job-level incident would cordon or health-check counts against the "
             "blast-radius guard (sdc:guardMaxOpenIncidents, sdc:guardMaxOpenPercent); these do "
             "not fit.",
             "Nothing was cordoned or health-checked. An alarm on one of these nodes is not "
             "absorbed by this incident: it opens its own (within the guard).",
-            "If the report is genuine, check the job first; to health-check more nodes at once, "
-            "raise the guard and deploy, then the next report acts.",
+            "If the report is genuine and these nodes are to be health-checked all at once, let "
+            "it proceed (audited, as a storm reset is): start an execution of the approval state "
+            "machine with",
+            f"    {proceed}",
+            f'or from a shell: sdc proceed {incident.incident_id} -m "<why>"',
+            "A new job-level incident then health-checks the nodes HyperPod still knows; they "
+            "count against the guard until it closes.",
         )
     else:
         next_steps = (

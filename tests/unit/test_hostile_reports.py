@@ -12,7 +12,7 @@ import pytest
 
 from lambdas.logic import approval, cards, claims, evidence, health_check, intake
 from lambdas.logic.recommendation import recommend
-from lambdas.models.errors import MalformedEvent
+from lambdas.models.errors import DecisionRefused, MalformedEvent
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import ApprovalRequest, IncidentRef
@@ -488,3 +488,88 @@ def test_a_job_too_large_for_the_guard_is_held_without_asking_kubernetes():
     store(world, forged_event(nodes))
 
     assert world.kube.count("find_node") == 0
+
+
+# -- letting a held job-level incident proceed ------------------------------------------------
+
+
+def held_big_job(world: World, nodes: int = 6) -> tuple[str, list[str]]:
+    """A genuine-looking job-level incident over `nodes` nodes, held by a guard of 3."""
+    world.settings = settings(storm_threshold=100)
+    named = cluster_of(world, nodes + 30)[:nodes]
+    (job,) = store(world, forged_event(named))["incidents"]
+    assert job["action"] == "held"
+    return job["incident_id"], named
+
+
+def test_the_held_notice_of_a_job_too_large_for_the_guard_says_how_to_let_it_proceed(world):
+    held, _ = held_big_job(world)
+
+    (notice,) = world.notifier.published
+
+    assert f'{{"incident_id": "{held}", "decision": "proceed"' in notice.message
+    assert f'sdc proceed {held} -m "<why>"' in notice.message
+
+
+def test_proceed_opens_a_job_level_incident_over_the_held_nodes_audited_under_both(world):
+    held, named = held_big_job(world)
+
+    result = approval.decide(world.decision(held, "proceed", "genuine: check them all"), world.deps)
+
+    assert result == {"incident_id": held, "decision": "proceed", "accepted": True}
+    (opened,) = [i for i in world.store.incidents.values() if i.state is S.OPENED]
+    assert (opened.scope, opened.instance_ids) == ("job", named)
+    assert list(world.workflow.executions) == [opened.incident_id]
+    assert world.store.guard_state(CLUSTER).open_nodes == len(named)
+    last = world.audit.entries(held)[-1]
+    assert (last.action, last.details["incident_id"]) == ("proceeded", opened.incident_id)
+    assert last.actor.startswith("approver:")
+    assert world.audit.entries(opened.incident_id)[0].details["proceeded_from"] == held
+
+
+def test_while_it_runs_its_nodes_fill_the_guard_and_a_new_alarm_is_held(world):
+    held, _ = held_big_job(world)
+    approval.decide(world.decision(held, "proceed"), world.deps)
+
+    result = alarm_on(world, INSTANCE)
+
+    assert result["action"] == "held"
+
+
+def test_a_second_proceed_is_refused_and_audited(world):
+    held, _ = held_big_job(world)
+    approval.decide(world.decision(held, "proceed"), world.deps)
+
+    with pytest.raises(DecisionRefused, match="already proceeded"):
+        approval.decide(world.decision(held, "proceed"), world.deps)
+
+    assert world.audit.entries(held)[-1].action == "decision_refused"
+    assert len(world.workflow.executions) == 1
+
+
+@pytest.mark.parametrize(
+    ("hold", "says"),
+    [("storm", "storm hold"), ("paused", "paused")],
+)
+def test_proceed_is_refused_while_the_cluster_is_storm_held_or_paused(world, hold, says):
+    held, named = held_big_job(world)
+    if hold == "paused":
+        world.switch.value = "true"
+    else:
+        world.settings = settings(storm_threshold=2)
+        alarm_on(world, INSTANCE)
+        alarm_on(world, named[0], "alarm-2")
+
+    with pytest.raises(DecisionRefused, match=says):
+        approval.decide(world.decision(held, "proceed"), world.deps)
+
+    assert not world.workflow.executions
+
+
+def test_only_a_job_level_incident_held_by_the_guard_may_proceed(world):
+    world.switch.value = "true"
+    held = alarm_on(world, INSTANCE)["incident_id"]  # a node-level incident, held paused
+    world.switch.value = "false"
+
+    with pytest.raises(DecisionRefused, match="only a held job-level incident proceeds"):
+        approval.decide(world.decision(held, "proceed"), world.deps)
