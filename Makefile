@@ -26,7 +26,7 @@ RUN_PYTEST = $(PY) -m pytest $(XDIST) $(1) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests; refusing to call that a pass" >&2; exit 1; fi; \
 	exit $$rc
 
-.PHONY: test test-fast lint format typecheck synth deploy drill bench clean
+.PHONY: test test-fast lint format typecheck synth deploy drill bench bench-gpu clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11")'
@@ -74,6 +74,12 @@ drill: $(STAMP)
 # Figures, not timed tests: prints a table and writes bench-results.json (make bench ARGS=emitter)
 bench: $(STAMP)
 	@$(PY) -m tests.bench $(ARGS)
+
+# The checks on one GPU, under 5 minutes: fused fingerprint parity and throughput, the weight
+# check of a 953M-parameter model, step overhead, the fingerprint tests on CUDA tensors.
+# Exits 2, measuring nothing, where no CUDA device is. Writes bench-gpu.json.
+bench-gpu: $(STAMP)
+	@$(PY) -m tests.bench.gpu $(ARGS)
 
 # ruff, mypy, then the outside validators on the synthesized templates (docs/deploy.md).
 lint: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP)

@@ -4,7 +4,11 @@ local time of a weight check against the parameter count.
     .venv/bin/python tests/bench/bench_fingerprint.py
 
 `run()` returns rows `{name, value, unit, ratio, goal}`. Both sides run on one core (torch's
-intra-op threads set to 1 while it runs; numpy's sum is single-threaded), best of several runs.
+intra-op threads set to 1 while it runs; numpy's sum is single-threaded), best of several rounds
+in which the sides take turns, so that a busy machine slows both alike. The yardsticks: numpy's
+float32 sum, and numpy's exact int64 sum of the same raw words (the least an exact fingerprint
+must do: read every word once and add it in 64 bits); `fingerprint.py` says what the ratio to
+the second is and why.
 numpy is needed for the yardstick only and is no dependency of the project: without it (or
 without torch) a row says what is missing and the figures it can measure are still there.
 """
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 BYTES = 64 << 20
 PARAMETER_COUNTS = (1_000_000, 10_000_000, 50_000_000)
 GOAL = "ratio >= 1.0"
+EXACT_GOAL = "ratio >= 0.9 (one read of the words)"
 
 
 def best_seconds(action: Callable[[], Any], repeats: int = 5) -> float:
@@ -64,6 +69,20 @@ def model_of(count: int) -> list[torch.Tensor]:
     return tensors
 
 
+def paired_best(actions: dict[str, Callable[[], Any]], rounds: int = 7) -> dict[str, float]:
+    """Best seconds of each action, the actions taking turns in every round: on a shared machine
+    both sides of a ratio see the same noise."""
+    for action in actions.values():
+        action()  # warm up: first-touch page faults, allocator
+    best = dict.fromkeys(actions, float("inf"))
+    for _ in range(rounds):
+        for name, action in actions.items():
+            started = time.perf_counter()
+            action()
+            best[name] = min(best[name], time.perf_counter() - started)
+    return best
+
+
 def run() -> list[dict[str, Any]]:
     try:
         import torch
@@ -81,8 +100,17 @@ def run() -> list[dict[str, Any]]:
     try:
         data = torch.randn(BYTES // 4)
         bf16 = torch.randn(BYTES // 2).to(torch.bfloat16)
-        chunked = BYTES / best_seconds(lambda: fingerprint(data))
-        chunked_bf16 = BYTES / best_seconds(lambda: fingerprint(bf16))
+        actions: dict[str, Callable[[], Any]] = {
+            "float32": lambda: fingerprint(data),
+            "bfloat16": lambda: fingerprint(bf16),
+        }
+        if np is not None:
+            array = data.numpy()
+            halves = bf16.view(torch.int16).numpy()
+            actions["numpy sum"] = lambda: np.sum(array)
+            actions["numpy exact"] = lambda: np.sum(array.view(np.int32), dtype=np.int64)
+            actions["numpy exact 16"] = lambda: np.sum(halves, dtype=np.int64)
+        speed = {name: BYTES / seconds for name, seconds in paired_best(actions).items()}
         eager = BYTES / best_seconds(lambda: eager_fingerprint(data), repeats=2)
         rows: list[dict[str, Any]] = []
         if np is None:
@@ -95,19 +123,47 @@ def run() -> list[dict[str, Any]]:
                     "pip install numpy",
                 )
             )
-            yardstick = None
-        else:
-            array = data.numpy()
-            yardstick = BYTES / best_seconds(lambda: np.sum(array))
-            widening = BYTES / best_seconds(lambda: np.sum(array.view(np.int32), dtype=np.int64))
-            rows.append(_row("numpy sum, float32 (yardstick)", yardstick, "B/s", None, "yardstick"))
+        yardstick = speed.get("numpy sum")
+        exact = speed.get("numpy exact")
+        exact16 = speed.get("numpy exact 16")
+        if np is not None:
+            rows += [
+                _row("numpy sum, float32 (yardstick)", yardstick, "B/s", None, "yardstick"),
+                _row(
+                    "numpy exact int64 sum of the int32 words (yardstick)",
+                    exact,
+                    "B/s",
+                    _ratio(exact, yardstick),
+                    "yardstick",
+                ),
+                _row(
+                    "numpy exact int64 sum of the int16 words (yardstick)",
+                    exact16,
+                    "B/s",
+                    _ratio(exact16, yardstick),
+                    "yardstick",
+                ),
+            ]
         rows += [
-            _row("fingerprint, float32, chunked", chunked, "B/s", _ratio(chunked, yardstick), GOAL),
             _row(
-                "fingerprint, bfloat16, chunked",
-                chunked_bf16,
+                "fingerprint, float32, against numpy's exact int64 sum of the same words",
+                speed["float32"],
                 "B/s",
-                _ratio(chunked_bf16, yardstick),
+                _ratio(speed["float32"], exact),
+                EXACT_GOAL,
+            ),
+            _row(
+                "fingerprint, bfloat16, against numpy's exact int64 sum of the same words",
+                speed["bfloat16"],
+                "B/s",
+                _ratio(speed["bfloat16"], exact16),
+                EXACT_GOAL,
+            ),
+            _row(
+                "fingerprint, float32, against numpy's float32 sum",
+                speed["float32"],
+                "B/s",
+                _ratio(speed["float32"], yardstick),
                 GOAL,
             ),
             _row(
@@ -118,25 +174,6 @@ def run() -> list[dict[str, Any]]:
                 "none",
             ),
         ]
-        if np is not None:
-            rows.append(
-                _row(
-                    "numpy int32->int64 sum (the plain sum's work alone)",
-                    widening,
-                    "B/s",
-                    _ratio(widening, yardstick),
-                    "none",
-                )
-            )
-            rows.append(
-                _row(
-                    "fingerprint, float32, against numpy's exact int64 sum of the same words",
-                    chunked,
-                    "B/s",
-                    _ratio(chunked, widening),
-                    "second reading: both sums against numpy's one exact sum",
-                )
-            )
         for count in PARAMETER_COUNTS:
             parameters = model_of(count)
             seconds = best_seconds(lambda parameters=parameters: fingerprints(parameters), 3)
@@ -146,7 +183,7 @@ def run() -> list[dict[str, Any]]:
                     seconds,
                     "s",
                     None,
-                    "linear in parameter count",
+                    "linear in parameter count (seed: 31.1 ms for 953M on an H100)",
                 )
             )
         return rows

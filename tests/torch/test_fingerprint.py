@@ -242,6 +242,24 @@ def test_words_at_the_extremes_sum_without_losing_a_carry(dtype, extreme):
         assert fingerprint_ints(tensor, chunk_elements=chunk_elements) == reference(tensor)
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64])
+@pytest.mark.parametrize("extreme", ["min", "alternating"])
+def test_extreme_words_over_many_groups_of_chunks_fold_into_the_totals_exactly(dtype, extreme):
+    # Chunks of one row, so 301 chunks make three groups of float64 partial sums; the running
+    # sums reach their bound in each group before it is folded into the int64 totals.
+    info = torch.iinfo(dtype)
+    tensor = torch.full((64 * 300 + 7,), info.min, dtype=dtype)
+    if extreme == "alternating":
+        tensor[1::2] = info.max
+
+    assert fingerprint_ints(tensor, chunk_elements=64) == reference(tensor)
+
+
+def test_a_chunk_larger_than_exact_float64_sums_allow_is_refused():
+    with pytest.raises(ValueError, match="chunk_elements must be between 64 and"):
+        fingerprint(torch.zeros(4), chunk_elements=(1 << 26) + 1)
+
+
 def test_the_reference_itself_sees_a_single_changed_byte():
     # Guards the guard: the reference must not be blind to the bits it is meant to check.
     tensor = random_bits(torch.float32, 101, seed=1)

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS, fingerprint
+from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS, fingerprints
 
 
 class GradientWatch:
@@ -35,6 +35,7 @@ class GradientWatch:
         self.fingerprint_grads = False
         self.norms: list[torch.Tensor] = []
         self.grad_fingerprints: torch.Tensor | None = None
+        self._bucket_places: dict[tuple[int, torch.device, tuple[int, ...]], torch.Tensor] = {}
 
     def begin(self, *, fingerprint_grads: bool) -> None:
         """Forget the last backward; fingerprint gradients in the next one or not."""
@@ -51,12 +52,27 @@ class GradientWatch:
             self.grad_fingerprints = torch.zeros(
                 (self._count, 2), dtype=torch.int64, device=buffer.device
             )
+        places: list[int] = []
+        gradients: list[torch.Tensor] = []
         for parameter, gradient in zip(bucket.parameters(), bucket.gradients(), strict=True):
             index = self._index.get(id(parameter))
             if index is not None:
-                self.grad_fingerprints[index] = fingerprint(
-                    gradient, chunk_elements=self.chunk_elements
-                )
+                places.append(index)
+                gradients.append(gradient)
+        if not places:
+            return
+        # One batched fingerprint per bucket (on a GPU: a few kernel launches for all of them).
+        rows = fingerprints(gradients, device=buffer.device, chunk_elements=self.chunk_elements)
+        self.grad_fingerprints.index_copy_(0, self._places(bucket.index(), places, buffer), rows)
+
+    def _places(self, bucket: int, places: list[int], buffer: torch.Tensor) -> torch.Tensor:
+        """The bucket's parameter indices on its device, copied there once per bucket."""
+        key = (bucket, buffer.device, tuple(places))
+        found = self._bucket_places.get(key)
+        if found is None:
+            found = torch.tensor(places, dtype=torch.int64).to(buffer.device)
+            self._bucket_places[key] = found
+        return found
 
     def local_norm(self, device: torch.device) -> torch.Tensor:
         """This rank's local gradient norm over every bucket, shape (1,), float32."""
