@@ -18,6 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import asset as asset_build
+from infra.audit_anchor import AuditAnchorLog
 from infra.dependencies import depend_on_role_policy_only
 from infra.log_groups import retained_log_group
 from infra.nag import (
@@ -48,6 +49,10 @@ REPLACE_NODES: Final = "sagemaker:BatchReplaceClusterNodes"
 REBOOT_NODES: Final = "sagemaker:BatchRebootClusterNodes"
 TASK_RESPONSE: Final = ("states:SendTaskSuccess", "states:SendTaskFailure")
 QUERY_TELEMETRY: Final = "aps:QueryMetrics"
+EVENT_SUBJECTS: Final = "event#"
+"""Audit subjects of events tied to no incident: only the intake functions write them."""
+DECISION_SUBJECTS: Final = "decision#"
+"""Audit subjects of decisions naming no incident: only decide writes them."""
 
 ACTIONS_NEWER_THAN_IAM_LINT: Final = (START_HEALTH_CHECK, REPLACE_NODES, REBOOT_NODES)
 """HyperPod actions the IAM linter's database does not know yet (acknowledged where granted)."""
@@ -109,6 +114,8 @@ class FunctionSpec:
     acts_on_nodes: bool = False
     """Changes a node (cordon, deep health check, replacement, release): its concurrency is
     capped at `sdc:nodeActionConcurrency`, a limit beyond the guard's."""
+    verifies_audit: bool = False
+    """The scheduled audit check: scans the audit table and reads the audit anchor."""
     timeout_seconds: int = 30
 
     @property
@@ -210,6 +217,12 @@ SPECS: Final = (
         publishes=True,
         answers_approval=True,
     ),
+    FunctionSpec(
+        "verify_audit",
+        "Checks every audit chain against the audit anchor on a schedule",
+        verifies_audit=True,
+        timeout_seconds=300,
+    ),
 )
 
 
@@ -261,6 +274,16 @@ def _default_policy(fn: lambda_.Function) -> iam.Policy:
     return policy
 
 
+def decision_env(settings: Settings) -> dict[str, str]:
+    """Who may decide and how many must agree: decide enforces it, request_approval's card and
+    the CLI say it."""
+    return {
+        "APPROVALS_REQUIRED": str(settings.approvals_required),
+        "APPROVERS": ",".join(settings.approvers),
+        "REQUIRE_IDENTITY_PROOF": "true" if settings.require_identity_proof else "false",
+    }
+
+
 class Functions(Construct):
     """All functions. `remediation_arn` / `approval_arn` are the state machines' ARNs, known
     before the state machines exist because their names are fixed (see workflow.py)."""
@@ -273,6 +296,7 @@ class Functions(Construct):
         settings: Settings,
         code_asset: asset_build.LambdaAsset,
         storage: Storage,
+        audit_anchor: AuditAnchorLog,
         notifications: Notifications,
         pause_switch: PauseSwitch,
         remediation_arn: str,
@@ -317,6 +341,8 @@ class Functions(Construct):
             "GUARD_MAX_OPEN_PERCENT": str(settings.guard_max_open_percent),
             "STORM_THRESHOLD": str(settings.storm_threshold),
             "STORM_WINDOW_SECONDS": str(settings.storm_window_seconds),
+            **decision_env(settings),
+            "AUDIT_ANCHOR_LOG_GROUP": audit_anchor.name,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": PIPELINE_NAMESPACE,
         }
@@ -345,6 +371,17 @@ class Functions(Construct):
                 pause_switch.grant_read(fn)
             storage.grant_incidents(fn)
             storage.grant_audit_append(fn)
+            storage.deny_audit_subjects(
+                fn,
+                [
+                    *([] if spec.asynchronous else [EVENT_SUBJECTS]),
+                    *([] if spec.answers_approval else [DECISION_SUBJECTS]),
+                ],
+            )
+            audit_anchor.grant_append(fn)
+            if spec.verifies_audit:
+                storage.grant_audit_scan(fn)
+                audit_anchor.grant_read(fn)
             if spec.publishes:
                 notifications.grant_publish(fn)
             if spec.hyperpod and cluster_arns:
@@ -493,3 +530,7 @@ class Functions(Construct):
     @property
     def decide(self) -> lambda_.Function:
         return self.by_module["decide"]
+
+    @property
+    def verify_audit(self) -> lambda_.Function:
+        return self.by_module["verify_audit"]

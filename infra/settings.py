@@ -35,6 +35,9 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 | `sdc:nodeActionConcurrency` | integer, 1 .. 100 | `5` | reserved concurrency of each function that acts on a node (isolate, start the health check, replace, reboot, close and release): at most this many run at once, whatever the guard lets through; it is reserved out of the account's Lambda concurrency (five functions at this value each must leave the account its 100 unreserved) |
 | `sdc:pauseParameterName` | SSM parameter name or null | `/<stackName>/paused` | the pause switch: a String parameter the stack creates with value `false`; `aws ssm put-parameter --overwrite --name <it> --value true` pauses without a deploy (`PAUSE_PARAMETER`) |
 | `sdc:telemetry` | object: HyperPod cluster name (one of `sdc:clusters`) → `{"workspace": "<AMP workspace id ws-… or ARN>", "dashboard": "<https URL>" or null, "nodeLabel": "<label>" (optional)}` | `{}` | hardware telemetry in the approval card: the Amazon Managed Service for Prometheus workspace the cluster's HyperPod observability add-on writes dcgm-exporter's series to. `request_approval` gets `aps:QueryMetrics` on exactly these workspaces and their query URLs (`TELEMETRY`); the card names any XID, row remap failure, retired pages, rising ECC, PCIe or NVLink errors and hardware throttling of the suspect GPU, and links the dashboard. `nodeLabel`: the label that names the node in the series when it is not dcgm-exporter's `Hostname`/`hostname`. Not listed: the card says telemetry is not configured |
+| `sdc:approvalsRequired` | integer, 1 .. 10 | `1` | distinct verified principals whose `approve` (or `reboot`) a replacement or reboot needs (`APPROVALS_REQUIRED`); above 1 every decision must carry an identity proof (`sdc approve` signs one); the card and `sdc show` say "1 of 2: <principal> at <time>"; the same principal twice counts once; a `reject` by any allowed approver ends the approval |
+| `sdc:approvers` | list of IAM or STS ARN patterns (`*`, `?`) | `[]` | who may decide (`APPROVERS`): `decide` refuses a principal that matches none (an assumed-role session matches by its session ARN or by its role's IAM ARN), and the approver policy the stack creates allows `states:StartExecution` on the approval state machine only to principals whose `aws:PrincipalArn` matches. Set: every decision must carry an identity proof. Empty: anyone allowed to start the approval state machine |
+| `sdc:requireIdentityProof` | boolean | `false` | refuse decisions without an identity proof (`REQUIRE_IDENTITY_PROOF`): console approvals are then refused and only `sdc approve|reboot|reject|reset` (which signs one) decides. Implied by `sdc:approvers` and `sdc:approvalsRequired` > 1 |
 
 Unknown `sdc:*` keys are an error (a typo must not silently fall back to a default).
 """
@@ -188,6 +191,10 @@ class Settings:
     against the nodes the job's pods run on."""
     telemetry: tuple[TelemetrySource, ...] = ()
     """Clusters whose approval card shows the suspect GPU's hardware counters."""
+    approvals_required: int = 1
+    approvers: tuple[str, ...] = ()
+    """ARN patterns of who may decide; empty: whoever may start the approval state machine."""
+    require_identity_proof: bool = False
 
     @property
     def eks_clusters(self) -> tuple[str, ...]:
@@ -514,6 +521,21 @@ def _parameter_name(key: str, value: Any) -> str | None:
     return value
 
 
+APPROVER_PATTERN_RE: Final = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::[0-9*?]{1,12}:[!-~]{1,200}$")
+
+
+def _approvers(key: str, value: Any) -> tuple[str, ...]:
+    expected = (
+        'a list of IAM or STS ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Approver*"]'
+    )
+    parsed = _json_if_string(key, value, expected)
+    if not isinstance(parsed, list) or not all(
+        isinstance(p, str) and APPROVER_PATTERN_RE.match(p) and "," not in p for p in parsed
+    ):
+        raise _fail(key, value, expected)
+    return tuple(parsed)
+
+
 def _retention(key: str, value: Any) -> int:
     days = _integer(1, 3653)(key, value)
     if days not in LOG_RETENTION_DAYS:
@@ -559,6 +581,9 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
         _string(re.compile(r"^(group|clusterAdminPolicy)$"), "group or clusterAdminPolicy"),
     ),
     "sdc:telemetry": ("telemetry", _telemetry),
+    "sdc:approvalsRequired": ("approvals_required", _integer(1, 10)),
+    "sdc:approvers": ("approvers", _approvers),
+    "sdc:requireIdentityProof": ("require_identity_proof", _boolean),
 }
 
 CONTEXT_KEYS: Final = tuple(_PARSERS)

@@ -10,6 +10,7 @@ from constructs import Construct
 from infra.alarms import ContributorAlarms
 from infra.approval import ApprovalWorkflow
 from infra.asset import LambdaAsset
+from infra.audit_anchor import AuditAnchorLog
 from infra.dashboard import PipelineDashboard
 from infra.functions import Functions
 from infra.node_isolation import NodeIsolationAccess
@@ -58,6 +59,7 @@ class SdcRemediationStack(Stack):
         )
 
         storage = Storage(self, "Storage")
+        audit_anchor = AuditAnchorLog(self, "AuditAnchor", settings=settings)
         notifications = Notifications(self, "Notifications", settings=settings)
         pause_switch = PauseSwitch(self, "PauseSwitch", settings=settings)
         remediation_arn = state_machine_arn(self, remediation_name(settings))
@@ -69,6 +71,7 @@ class SdcRemediationStack(Stack):
             settings=settings,
             code_asset=code_asset,
             storage=storage,
+            audit_anchor=audit_anchor,
             notifications=notifications,
             pause_switch=pause_switch,
             remediation_arn=remediation_arn,
@@ -89,7 +92,13 @@ class SdcRemediationStack(Stack):
             functions=functions.by_module,
             approval_state_machine_arn=approval_arn,
         )
-        approval = ApprovalWorkflow(self, "Approval", settings=settings, decide=functions.decide)
+        approval = ApprovalWorkflow(
+            self,
+            "Approval",
+            settings=settings,
+            decide=functions.decide,
+            incidents_table_arn=storage.incidents.table_arn,
+        )
         alarms = ContributorAlarms(self, "Alarms", settings=settings)
         routing = Routing(
             self,
@@ -112,6 +121,9 @@ class SdcRemediationStack(Stack):
             ),
             notifications.alarm_on_failed_executions(
                 "RemediationFailedAlarm", remediation.state_machine, settings
+            ),
+            audit_anchor.check_on_schedule(
+                self, functions.verify_audit, notifications.topic, settings
             ),
             *notifications.alarm_on_function_errors(
                 "FunctionErrorsAlarm",
@@ -152,6 +164,20 @@ class SdcRemediationStack(Stack):
             "ApprovalStateMachineArn",
             description="Grant approvers states:StartExecution on this ARN",
             value=approval.state_machine.state_machine_arn,
+        )
+        CfnOutput(
+            self,
+            "ApproverPolicyArn",
+            description="Attach to approvers: StartExecution on the approval state machine "
+            "(limited to sdc:approvers when set)",
+            value=approval.approver_policy.managed_policy_arn,
+        )
+        CfnOutput(
+            self,
+            "AuditAnchorLogGroupName",
+            description="Every audit entry's hash, append-only for the functions: "
+            "sdc audit verify checks the audit table against it",
+            value=audit_anchor.name,
         )
         CfnOutput(
             self,

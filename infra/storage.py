@@ -88,6 +88,36 @@ class Storage(Construct):
             )
         )
 
+    def deny_audit_subjects(self, grantee: iam.IGrantable, prefixes: list[str]) -> None:
+        """No PutItem on audit subjects starting with `prefixes` (`event#`, `decision#`): a
+        function that never audits such a subject cannot write one. As far as IAM reaches: the
+        incidents' own subjects are written by every step, so no key condition separates them."""
+        if not prefixes:
+            return
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="AuditSubjectsNotItsOwn",
+                effect=iam.Effect.DENY,
+                actions=["dynamodb:PutItem"],
+                resources=[self.audit.table_arn],
+                conditions={
+                    "ForAnyValue:StringLike": {
+                        "dynamodb:LeadingKeys": [f"{prefix}*" for prefix in prefixes]
+                    }
+                },
+            )
+        )
+
+    def grant_audit_scan(self, grantee: iam.IGrantable) -> None:
+        """The scheduled audit check reads every chain: one Scan of the audit table."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="AuditTableScan",
+                actions=["dynamodb:Scan"],
+                resources=[self.audit.table_arn],
+            )
+        )
+
 
 def _protections() -> dict[str, Any]:
     return {

@@ -70,6 +70,9 @@ class PipelineMetric(StrEnum):
     REBOOTS_DONE = "RebootsDone"
     STEP_RETRYABLE_ERRORS = "StepRetryableErrors"
     STEP_FAILURES = "StepFailures"
+    AUDIT_CHAINS_BROKEN = "AuditChainsBroken"
+    """A gauge, from the scheduled audit check: audit chains that do not verify against the
+    audit anchor (0 when all do). Alarmed above 0."""
     # approval
     APPROVALS_REQUESTED = "ApprovalsRequested"
     APPROVALS_WAITING = "ApprovalsWaiting"

@@ -1,37 +1,52 @@
-"""`sdc audit verify`: walk the audit log's hash chains and name the first broken link."""
+"""`sdc audit verify`: walk the audit log's hash chains against the audit anchor and name the
+first bad entry of every broken one."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from infra.cli.exits import EXIT_FAILED, EXIT_OK
 from infra.cli.render import describe, print_json, verdict_record
 from infra.cli.wiring import Operator
-from lambdas.logic.audit import ChainVerdict, verify_chain
-from lambdas.models.audit import AuditEntry
+from lambdas.logic.audit import ChainVerdict, verify_subjects
+from lambdas.models.audit import AnchorRecord, AuditEntry
 from lambdas.models.incident import IncidentState
 
 
 def cmd_audit_verify(op: Operator, args: argparse.Namespace) -> int:
     chains: dict[str, list[AuditEntry]]
+    anchor = op.anchor()
+    anchored: list[AnchorRecord] | None = None
+    closed: set[str] = set()
     if args.all:
         chains = op.chains().all_chains()
         for incident in op.queries().in_states(IncidentState):
             chains.setdefault(incident.incident_id, [])  # an incident without a single entry
+            if incident.closed_at is not None:
+                closed.add(incident.incident_id)
+        anchored = anchor.records() if anchor is not None else None
     else:
         chains = {}
+        anchored = [] if anchor is not None else None
         for subject in dict.fromkeys(args.incidents):
             entries = op.audit().entries(subject)
-            if not entries:
-                op.incident(subject)  # unknown: exit 2; known without entries: broken
+            found = anchor.records(subject) if anchor is not None else []
+            if anchored is not None:
+                anchored.extend(found)
+            known = op.incidents().get(subject)
+            if not entries and not found and known is None and op.guard().get_hold(subject) is None:
+                op.incident(subject)  # unknown everywhere: exit 2
+            if known is not None and known.closed_at is not None:
+                closed.add(subject)
             chains[subject] = entries
-    verdicts = {subject: chain_verdict(entries) for subject, entries in chains.items()}
+    verdicts = verify_subjects(chains, anchored, closed=closed, now=datetime.now(UTC))
     broken = [s for s, v in verdicts.items() if not v.ok]
     if args.json:
         print_json(
             {
                 "ok": not broken,
+                "anchored": anchored is not None,
                 "chains": [{"subject": s, **verdict_record(v)} for s, v in verdicts.items()],
             }
         )
@@ -39,14 +54,27 @@ def cmd_audit_verify(op: Operator, args: argparse.Namespace) -> int:
         for subject, verdict in verdicts.items():
             print(f"{'verified' if verdict.ok else 'BROKEN':<9} {subject}  {describe(verdict)}")
         print(
-            f"chains checked: {len(verdicts)}; verified {len(verdicts) - len(broken)}, broken {len(broken)}"
+            f"chains checked: {len(verdicts)}; verified {len(verdicts) - len(broken)}, "
+            f"broken {len(broken)}"
+            + (
+                ""
+                if anchored is not None
+                else "; no audit anchor: only each chain's order is checked"
+            )
         )
     return EXIT_FAILED if broken else EXIT_OK
 
 
-def chain_verdict(entries: Sequence[AuditEntry]) -> ChainVerdict:
-    """`verify_chain`, and an incident without a single entry is broken too (every incident's
-    first step is audited)."""
-    if not entries:
-        return ChainVerdict(False, 0, 1, "no audit entries at all")
-    return verify_chain(entries)
+def subject_verdict(
+    op: Operator, subject: str, entries: list[AuditEntry], *, closed: bool = False
+) -> ChainVerdict:
+    """One subject's chain, against the anchor when the deployment has one (`sdc show`)."""
+    anchor = op.anchor()
+    anchored = anchor.records(subject) if anchor is not None else None
+    verdicts = verify_subjects(
+        {subject: entries},
+        anchored,
+        closed=[subject] if closed else [],
+        now=datetime.now(UTC),
+    )
+    return verdicts[subject]

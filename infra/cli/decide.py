@@ -10,10 +10,14 @@ import re
 import secrets
 from datetime import UTC, datetime
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
 from infra.cli.render import print_json, render_decision
 from infra.cli.wiring import Operator
+from lambdas.adapters.identity import sign_identity_proof
 from lambdas.logic import cards
+from lambdas.logic.decisions import approval_binding
 from lambdas.models.payloads import Decision
 
 
@@ -24,8 +28,13 @@ def cmd_decide(op: Operator, args: argparse.Namespace) -> int:
         subject = op.hold(args.incident).hold_id
     else:
         subject = op.incident(args.incident).incident_id
-    # The input the card tells approvers to paste into the console, with the comment filled in.
-    payload = {**cards.approval_input(subject, decision), "comment": args.comment}
+    # The input the card tells approvers to paste into the console, with the comment filled in,
+    # and a proof of who decides, signed with the caller's own credentials (decide redeems it).
+    payload = {
+        **cards.approval_input(subject, decision),
+        "comment": args.comment,
+        "identity_proof": identity_proof(op, subject, decision),
+    }
     name = execution_name(_caller())
     approvals = op.approvals()
     started = approvals.start(name, payload)
@@ -34,19 +43,34 @@ def cmd_decide(op: Operator, args: argparse.Namespace) -> int:
     ended = approvals.wait(started.arn, timeout=args.timeout)
     accepted = ended.status == "SUCCEEDED"
     if args.json:
+        shown = {k: v for k, v in payload.items() if k != "identity_proof"}
         print_json(
             {
-                **payload,
+                **shown,
                 "execution_name": name,
                 "execution_arn": ended.arn,
                 "status": ended.status,
                 "accepted": accepted,
                 "reason": None if accepted else ended.reason,
+                **{
+                    key: ended.output.get(key)
+                    for key in ("approvals", "waiting", "principal")
+                    if isinstance(ended.output, dict) and key in ended.output
+                },
             }
         )
     else:
         print(render_decision(subject, decision, ended, args.timeout))
     return EXIT_OK if accepted else EXIT_FAILED
+
+
+def identity_proof(op: Operator, subject: str, decision: Decision) -> str:
+    """A presigned sts:GetCallerIdentity request bound to this decision (no call is made)."""
+    binding = approval_binding(op.deployment.approval_state_machine_arn, subject, decision.value)
+    try:
+        return sign_identity_proof(op.sts_signer(), binding)
+    except (BotoCoreError, ClientError) as err:
+        raise CliError(f"cannot sign the identity proof with your credentials: {err}") from err
 
 
 def execution_name(user: str, now: datetime | None = None) -> str:

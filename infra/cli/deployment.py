@@ -26,6 +26,7 @@ NOTIFICATION_TOPIC: Final = "NotificationTopicArn"
 PAUSE_PARAMETER: Final = "PauseParameterName"
 DRY_RUN: Final = "DryRun"
 DASHBOARD_URL: Final = "DashboardUrl"
+AUDIT_ANCHOR: Final = "AuditAnchorLogGroupName"
 DEAD_LETTER_QUEUES: Final = {
     "UndeliveredEventsQueueUrl": "undelivered events",
     "FailedInvocationsQueueUrl": "failed invocations",
@@ -40,7 +41,9 @@ OUTPUT_NAMES: Final = frozenset(
         PAUSE_PARAMETER,
         DRY_RUN,
         DASHBOARD_URL,
+        AUDIT_ANCHOR,
         *DEAD_LETTER_QUEUES,
+        "ApproverPolicyArn",
         "ApprovalStateMachineConsole",
         "RemediationStateMachineConsole",
         "TrainingPolicyArn",

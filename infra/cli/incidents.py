@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Final
 
-from infra.cli.audit import chain_verdict
+from infra.cli.audit import subject_verdict
 from infra.cli.exits import EXIT_OK
 from infra.cli.queries import OPEN_STATES
 from infra.cli.render import (
@@ -21,6 +21,7 @@ from infra.cli.render import (
 )
 from infra.cli.wiring import Operator
 from lambdas.logic import cards, evidence
+from lambdas.logic.decisions import approvals_line
 from lambdas.logic.lifecycle import reboots_done
 from lambdas.logic.recommendation import recommend
 from lambdas.models.incident import IncidentState
@@ -89,7 +90,9 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
         return _show_hold(op, args)
     incident = op.incident(args.incident)
     entries = op.audit().entries(incident.incident_id)
-    verdict = chain_verdict(entries)
+    verdict = subject_verdict(
+        op, incident.incident_id, entries, closed=incident.closed_at is not None
+    )
     advice = recommend(
         evidence.reports(incident),
         incident.health_check.result if incident.health_check else None,
@@ -101,6 +104,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
         print_json(
             {
                 "incident": public_record(incident),
+                "approvals": approvals_line(incident),
                 "recommendation": {
                     "advice": advice.advice.value,
                     "reasons": list(advice.reasons),
@@ -118,7 +122,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
 def _show_hold(op: Operator, args: argparse.Namespace) -> int:
     hold = op.hold(args.incident)
     entries = op.audit().entries(hold.hold_id)
-    verdict = chain_verdict(entries)
+    verdict = subject_verdict(op, hold.hold_id, entries)
     if args.json:
         print_json(
             {

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from typing import Final
 
 from lambdas.adapters._aws import DynamoTable, pages
+from lambdas.adapters.dynamodb.audit import DynamoAuditLog
 from lambdas.adapters.dynamodb.incidents import incidents_in_state
 from lambdas.adapters.dynamodb.keys import hold_key
-from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident, IncidentState
 
@@ -54,15 +54,7 @@ class DynamoIncidentQueries(DynamoTable):
         )
 
 
-class DynamoAuditChains(DynamoTable):
+class DynamoAuditChains(DynamoAuditLog):
     """Every subject of the audit log with its entries: incidents, and the `event#...` and
-    `decision#...` subjects of refusals that could not be tied to an incident."""
-
-    def all_chains(self) -> dict[str, list[AuditEntry]]:
-        """Subject → its entries in seq order, subjects sorted. One Scan of the whole table
-        (consistent reads), so use it for an audit, not in a loop."""
-        chains: dict[str, list[AuditEntry]] = {}
-        for item in pages(self.client.scan, "Scan", TableName=self.table_name, ConsistentRead=True):
-            entry = AuditEntry.from_record(item)
-            chains.setdefault(entry.incident_id, []).append(entry)
-        return {subject: sorted(chains[subject], key=lambda e: e.seq) for subject in sorted(chains)}
+    `decision#...` subjects of refusals that could not be tied to an incident
+    (`DynamoAuditLog.all_chains`)."""

@@ -13,6 +13,7 @@ from infra.cli.approvals import ExecutionEnded
 from infra.cli.deployment import Deployment
 from lambdas.logic.audit import ChainVerdict
 from lambdas.logic.cards import ApprovalCard, Section, render
+from lambdas.logic.decisions import approvals_line
 from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold, HoldKind
 from lambdas.models.incident import Incident, IncidentState
@@ -221,11 +222,15 @@ def _audit_trail(entries: Sequence[AuditEntry], verdict: ChainVerdict) -> Sectio
 
 def _decision_lines(incident: Incident) -> list[str]:
     decision = incident.decision
+    approvals = approvals_line(incident)
     if not decision:
-        return ["  none yet"]
+        return [f"  none yet; approvals {approvals}"] if approvals else ["  none yet"]
     return [
         f"  {decision.decision} at {when(decision.at)}",
-        f"  by {decision.approval_execution_arn}",
+        f"  by {decision.who}",
+        f"  approval execution {decision.approval_execution_arn}",
+        *([f"  approvals {approvals}"] if approvals else []),
+        f"  delivery: {decision.delivery or 'delivered'}",
         f"  comment: {decision.comment or '(none)'}",
     ]
 
@@ -238,7 +243,7 @@ def _reboot_lines(incident: Incident) -> list[str]:
     dry_run = " (dry run: nothing was rebooted)" if reboot.dry_run else ""
     return [
         f"  status: {reboot.status}{dry_run}, through {reboot.path}",
-        f"  decided by {decision.approval_execution_arn if decision else None} "
+        f"  decided by {decision.who if decision else None} "
         f"at {when(decision.at if decision else None)}",
         f"  comment: {(decision and decision.comment) or '(none)'}",
         f"  node status: {reboot.node_status or 'unknown'}",
@@ -281,6 +286,12 @@ def render_decision(
             "lists it)",
         }[decision]
         headline = f"{decision} accepted for {incident_id}: {after}"
+        output = ended.output if isinstance(ended.output, dict) else {}
+        if output.get("waiting"):
+            headline = (
+                f"{decision} recorded for {incident_id}: {output.get('approvals')} approvals; "
+                "nothing acts until another approver agrees"
+            )
     elif ended.status == "FAILED":
         headline = f"{decision} refused for {incident_id}: {ended.reason}"
     elif ended.status == "RUNNING":
@@ -292,11 +303,18 @@ def render_decision(
             Section(
                 headline,
                 fields(
-                    ("approval execution", ended.arn), ("follow with", f"sdc show {incident_id}")
+                    ("approval execution", ended.arn),
+                    ("approved by", _output(ended, "principal")),
+                    ("approvals", _output(ended, "approvals")),
+                    ("follow with", f"sdc show {incident_id}"),
                 ),
             )
         ]
     )
+
+
+def _output(ended: ExecutionEnded, key: str) -> Any:
+    return ended.output.get(key) if isinstance(ended.output, dict) else None
 
 
 def verdict_record(verdict: ChainVerdict) -> dict[str, Any]:

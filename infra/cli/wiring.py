@@ -19,6 +19,7 @@ from infra.cli.approvals import ApprovalExecutions
 from infra.cli.deployment import Deployment
 from infra.cli.exits import CliError
 from infra.cli.queries import DynamoAuditChains, DynamoIncidentQueries
+from lambdas.adapters.audit_anchor import LogsAuditAnchor
 from lambdas.adapters.dynamodb.audit import DynamoAuditLog
 from lambdas.adapters.dynamodb.guard import DynamoGuardStore
 from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
@@ -75,6 +76,19 @@ class Operator:
 
     def chains(self) -> DynamoAuditChains:
         return DynamoAuditChains(self.deployment.audit_table, self.factory("dynamodb"))
+
+    def anchor(self) -> LogsAuditAnchor | None:
+        """The audit anchor (None: a deployment from before it existed)."""
+        name = self.deployment.optional(deployment.AUDIT_ANCHOR)
+        return LogsAuditAnchor(name, self.factory("logs")) if name else None
+
+    def sts_signer(self) -> Any:
+        """STS on the region's own endpoint, for presigning identity proofs only (presigning
+        sends nothing, so --endpoint-url does not apply: the proof must name STS itself)."""
+        region = self.session.region_name or "us-east-1"
+        return self.session.client(
+            "sts", region_name=region, endpoint_url=f"https://sts.{region}.amazonaws.com"
+        )
 
     def approvals(self) -> ApprovalExecutions:
         return ApprovalExecutions(

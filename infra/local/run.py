@@ -19,7 +19,7 @@ import json
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -31,6 +31,7 @@ from moto import mock_aws
 
 from infra.local.evaluator import Evaluator
 from infra.local.fake_hyperpod import FakeHyperPod
+from infra.local.identity import MotoIdentityVerifier
 from infra.local.interpreter import local_interpreter
 from infra.local.kube_api import KubeApi
 from infra.local.metrics import EmfCapture
@@ -46,10 +47,12 @@ from infra.local.routing import (
 from infra.local.template import ACCOUNT, REGION, LocalStack, stand_up
 from lambdas.adapters._aws import client_factory
 from lambdas.adapters.eks_token import EksTokens, sts_factory
+from lambdas.adapters.identity import sign_identity_proof
 from lambdas.adapters.kubernetes import EksKubernetesNodes
 from lambdas.adapters.prometheus import AmpPrometheus
 from lambdas.handlers import _deps
 from lambdas.handlers._deps import build_deps
+from lambdas.logic.decisions import approval_binding
 from lambdas.logic.ports import Deps
 from lambdas.models.audit import AuditEntry
 from lambdas.models.incident import Incident, IncidentState
@@ -104,6 +107,22 @@ def synthesized_template(context: Mapping[str, Any] | None = None) -> dict[str, 
     from infra.synth import synthesize_once  # CDK and jsii load only when a run needs them
 
     return synthesize_once({**LOCAL_CONTEXT, **(context or {})}).template
+
+
+LOCAL_OPERATOR = "local-operator"
+"""The IAM user whose keys a local run puts in the environment (the `sdc` CLI's caller)."""
+
+
+def approver_credentials(session: Any, user: str) -> dict[str, str]:
+    """An access key of the IAM user `user` in the local account (created on first use)."""
+    iam = session.client("iam")
+    with suppress(iam.exceptions.EntityAlreadyExistsException):
+        iam.create_user(UserName=user)
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    return {
+        "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+    }
 
 
 @cache
@@ -187,13 +206,27 @@ class LocalRun:
         template = synthesized_template(context)
         remember_response_keys()
         hyperpod = hyperpod or default_cluster()
-        saved = {k: os.environ.get(k) for k in ("POWERTOOLS_TRACE_DISABLED", "AWS_DEFAULT_REGION")}
+        saved = {
+            k: os.environ.get(k)
+            for k in (
+                "POWERTOOLS_TRACE_DISABLED",
+                "AWS_DEFAULT_REGION",
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
+            )
+        }
         os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"  # no X-Ray daemon here
         os.environ["AWS_DEFAULT_REGION"] = REGION
         try:
             with mock_aws(config=_MOTO_CONFIG), local_interpreter(wait_scale):
                 session = _session()
                 stack = stand_up(template, session)
+                # Whoever runs `sdc` against this account is an IAM user moto knows, so that
+                # the identity proof `sdc approve` signs is redeemed (moto's STS names the
+                # caller by its access key).
+                os.environ.update(approver_credentials(session, LOCAL_OPERATOR))
+                os.environ.pop("AWS_SESSION_TOKEN", None)
                 opener = stack.function_by_handler("open_incident")
                 settings = Settings.from_env(opener.environment)
                 kube_api = _kubernetes(session, hyperpod)
@@ -222,6 +255,7 @@ class LocalRun:
                             hyperpod=hyperpod,
                             kubernetes=kubernetes,
                             prometheus=prometheus,
+                            identity=MotoIdentityVerifier(),
                         )
 
                     _deps.set_deps(per_invocation)
@@ -237,7 +271,12 @@ class LocalRun:
                             invocations=invocations,
                             bus=EventBus(stack, session),
                             evaluator=Evaluator(stack, session),
-                            deps=build_deps(settings, session=session, hyperpod=hyperpod),
+                            deps=build_deps(
+                                settings,
+                                session=session,
+                                hyperpod=hyperpod,
+                                identity=MotoIdentityVerifier(),
+                            ),
                             inbox_url=_subscribe_inbox(session, settings.topic_arn),
                             kube_api=kube_api,
                             emf=emf,
@@ -351,18 +390,43 @@ class LocalRun:
                 return execution
             time.sleep(0.1)
 
-    def decide(self, incident_id: str, decision: str, comment: str) -> dict[str, Any]:
-        """Start the approval state machine, exactly what the console's 'Start execution' does,
-        and wait for it to finish."""
+    def operator_session(self) -> boto3.session.Session:
+        """A session with the local operator's key (the environment's), as `sdc` builds one:
+        what it signs, this account's STS accepts."""
+        return boto3.session.Session(
+            aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+            region_name=REGION,
+        )
+
+    def decide(
+        self, incident_id: str, decision: str, comment: str, *, approver: str | None = None
+    ) -> dict[str, Any]:
+        """Start the approval state machine, exactly what the console's 'Start execution' does
+        (or, with `approver`, what `sdc approve` does as that IAM user: the input carries an
+        identity proof signed with the user's key), and wait for it to finish."""
         self._decisions += 1
         machine = self.stack.state_machine("Approval")
         client = self.session.client("stepfunctions")
+        payload: dict[str, Any] = {
+            "incident_id": incident_id,
+            "decision": decision,
+            "comment": comment,
+        }
+        if approver is not None:
+            keys = approver_credentials(self.session, approver)
+            signer = boto3.session.Session(
+                aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
+                region_name=REGION,
+            ).client("sts", endpoint_url=f"https://sts.{REGION}.amazonaws.com")
+            payload["identity_proof"] = sign_identity_proof(
+                signer, approval_binding(machine.arn, incident_id, decision)
+            )
         started = client.start_execution(
             stateMachineArn=machine.arn,
             name=f"{decision}-{self._decisions}-{int(time.time())}",
-            input=json.dumps(
-                {"incident_id": incident_id, "decision": decision, "comment": comment}
-            ),
+            input=json.dumps(payload),
         )
         deadline = time.monotonic() + 30
         while True:

@@ -16,6 +16,7 @@ import json
 import re
 import zipfile
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,6 +180,10 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
     for logical in by_type.get("AWS::Logs::LogGroup", []):
         name = resources[logical].get("Properties", {}).get("LogGroupName") or f"/local/{logical}"
         name = resolve(name)
+        logs = session.client("logs")
+        # The audit anchor is written to; the functions' own groups only exist.
+        with suppress(logs.exceptions.ResourceAlreadyExistsException):
+            logs.create_log_group(logGroupName=name)
         resolve.refs[logical] = name
         resolve.attrs[(logical, "Arn")] = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{name}:*"
 
@@ -253,6 +258,8 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
 
     for logical in by_type.get("AWS::Events::Rule", []):
         props = resources[logical]["Properties"]
+        if "EventPattern" not in props:
+            continue  # a schedule (the audit check): the local run runs no schedules
         stack.rules[logical] = Rule(
             logical, resolve(props["EventPattern"]), resolve(props.get("Targets", []))
         )

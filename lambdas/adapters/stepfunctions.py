@@ -17,14 +17,23 @@ from lambdas.adapters._aws import (
     error_code,
     request_id,
 )
-from lambdas.logic.ports import ExecutionStarted
-from lambdas.models.errors import AwsError, SettingsError, TaskNotWaiting
+from lambdas.logic.ports import ExecutionRecord, ExecutionStarted
+from lambdas.models.errors import AwsError, ExecutionNotFound, SettingsError, TaskNotWaiting
 
 _TASK_ERRORS: Mapping[str, type[AwsError]] = {
     "TaskDoesNotExist": TaskNotWaiting,
     "TaskTimedOut": TaskNotWaiting,
     "InvalidToken": TaskNotWaiting,
 }
+
+_DESCRIBE_ERRORS: Mapping[str, type[AwsError]] = {
+    "ExecutionDoesNotExist": ExecutionNotFound,
+    "InvalidArn": ExecutionNotFound,
+    "AccessDeniedException": ExecutionNotFound,
+    "ValidationException": ExecutionNotFound,
+}
+"""decide's role may describe executions of the approval state machine only: another one is
+AccessDenied, which means the same as not existing here."""
 
 
 def execution_arn(state_machine_arn: str, name: str) -> str:
@@ -70,6 +79,22 @@ class StepFunctionsWorkflow:
                 taskToken=task_token, output=json.dumps(dict(output), sort_keys=True)
             )
         return request_id(response)
+
+    def describe_execution(self, execution_arn: str) -> ExecutionRecord:
+        with aws_call("DescribeExecution", _DESCRIBE_ERRORS):
+            response = self.client.describe_execution(executionArn=execution_arn)
+        raw = response.get("input")
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = None
+        return ExecutionRecord(
+            arn=str(response.get("executionArn", execution_arn)),
+            state_machine_arn=str(response.get("stateMachineArn", "")),
+            status=str(response.get("status", "")),
+            input=parsed,
+            request_id=request_id(response),
+        )
 
 
 if TYPE_CHECKING:

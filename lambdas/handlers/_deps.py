@@ -20,14 +20,17 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from lambdas.logic.ports import (
+    AuditAnchor,
     AuditLog,
     Clock,
     Deps,
     GuardStore,
     HistoryStore,
     HyperPod,
+    IdentityVerifier,
     IncidentStore,
     KubernetesNodes,
+    NoAuditAnchor,
     NoKubernetes,
     NoPauseSwitch,
     NoPrometheus,
@@ -78,6 +81,8 @@ def build_deps(
     clock: Clock | None = None,
     kubernetes: KubernetesNodes | None = None,
     prometheus: PrometheusQueries | None = None,
+    identity: IdentityVerifier | None = None,
+    anchor: AuditAnchor | None = None,
 ) -> Deps:
     """The boto3 adapters for `settings` (clients built lazily, all from one session: `session`
     if given), with any of them replaced by the keyword arguments.
@@ -88,6 +93,7 @@ def build_deps(
     import boto3
 
     from lambdas.adapters._aws import LazyClient, client_factory
+    from lambdas.adapters.audit_anchor import LogsAuditAnchor
     from lambdas.adapters.dynamodb.audit import DynamoAuditLog
     from lambdas.adapters.dynamodb.guard import DynamoGuardStore
     from lambdas.adapters.dynamodb.history import DynamoHistoryStore
@@ -95,6 +101,7 @@ def build_deps(
     from lambdas.adapters.dynamodb.reports import DynamoReportStore
     from lambdas.adapters.eks_token import EksTokens, sts_factory
     from lambdas.adapters.hyperpod import SageMakerHyperPod
+    from lambdas.adapters.identity import StsIdentityVerifier
     from lambdas.adapters.kubernetes import EksKubernetesNodes
     from lambdas.adapters.prometheus import AmpPrometheus
     from lambdas.adapters.sns import SnsNotifier
@@ -132,6 +139,13 @@ def build_deps(
         ),
         prometheus=prometheus
         or (AmpPrometheus(session.get_credentials) if settings.telemetry else NoPrometheus()),
+        identity=identity or StsIdentityVerifier(),
+        anchor=anchor
+        or (
+            LogsAuditAnchor(settings.audit_anchor_log_group, client_factory("logs", session))
+            if settings.audit_anchor_log_group
+            else NoAuditAnchor()
+        ),
     )
 
 

@@ -33,7 +33,7 @@ class Step:
     def __init__(self, deps: Deps, actor: str) -> None:
         self.deps = deps
         self.actor = actor
-        self.auditor = Auditor(deps.audit, deps.clock)
+        self.auditor = Auditor(deps.audit, deps.clock, deps.anchor)
 
     def now(self) -> str:
         return self.deps.clock.now().isoformat()

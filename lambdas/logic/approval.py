@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import dataclasses
+import fnmatch
+from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from lambdas.logic import cards, evidence, guard, ids, lifecycle, proceeding, telemetry
 from lambdas.logic._steps import Step, error_details
-from lambdas.logic.decisions import ValidDecision, check_accepts_decision, validate_decision
+from lambdas.logic.decisions import (
+    ValidDecision,
+    approval_binding,
+    approvals_line,
+    check_accepts_decision,
+    validate_decision,
+)
 from lambdas.logic.history import past_incidents
 from lambdas.logic.measures import elapsed, report_waiting
 from lambdas.logic.ports import Deps
 from lambdas.logic.recommendation import recommend
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.approvals import ApprovalRecord, Delivery, Principal, PrincipalSource
+from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import (
     ConditionFailed,
     DecisionRefused,
+    ExecutionNotFound,
+    IdentityRefused,
     InvalidTransition,
     TaskNotWaiting,
 )
@@ -116,28 +128,41 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
 def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     """Accept one decision for an incident awaiting approval and hand it to the waiting task.
 
-    Refusals (bad input, unknown incident, wrong state, second decision, after the approval
-    timeout, a token Step Functions no longer waits on) are audited, then raised as
-    DecisionRefused. The decision is claimed on the incident (a conditional save) before
-    SendTaskSuccess, so two racing approvals cannot both go through (the loser re-reads, sees the
-    first decision and is refused); if SendTaskSuccess fails the claim is released, the failure
-    audited and re-raised.
+    In this order, each refusal audited, then raised as DecisionRefused:
+    1. The decision is bound to a real approval: the execution it names must be a running
+       execution of this deployment's approval state machine whose input (Step Functions' own
+       record, not the payload) is this decision for this incident. Invoking `decide` directly
+       gains nothing.
+    2. The approver's principal: an identity proof in the execution's input (a presigned
+       sts:GetCallerIdentity request bound to this decision) is redeemed, and the principal
+       STS names must match `approvers` when set. Without a proof the decision is taken as an
+       unverified console approval, unless the settings need one (`needs_identity_proof`).
+    3. The incident must wait for its first decision, before the approval timeout.
+
+    With `approvals_required` > 1, an approve or reboot is recorded until that many distinct
+    verified principals agree; the same principal twice counts once; a reject by any allowed
+    approver ends it.
+
+    Write ahead, then act, then settle: the decision is claimed on the incident (a conditional
+    save: of two racing decisions one wins) as pending and audited `decision_accepted`
+    (delivery pending) before SendTaskSuccess; `decision_delivered` settles it after. A failed
+    audit write, a lost SendTaskSuccess answer or a crash in between leaves the claim pending:
+    a retry (or a later approval of the same decision) resumes the delivery and never sends a
+    second, contradicting answer.
 
     Decision `reset` names a storm hold (its id as `incident_id`) and lifts it; decision
     `proceed` names a job-level incident the guard held and lets its nodes be health-checked.
     """
     step = Step(deps, "decide")
     actor = f"approver:{request.approval_execution_arn}"
+    bound = _bound_request(step, request, actor)
     try:
-        valid = validate_decision(request)
+        valid = validate_decision(bound)
     except DecisionRefused as refused:
-        subject = (
-            request.incident_id
-            if isinstance(request.incident_id, str)
-            and deps.incidents.get(request.incident_id) is not None
-            else ids.decision_subject(request.approval_execution_arn)
-        )
-        _refuse(step, subject, actor, request, refused)
+        _refuse(step, _refusal_subject(step, request), actor, request, refused)
+    principal = _principal(step, bound, valid, actor)
+    if principal.verified:
+        actor = f"approver:{principal.arn}"
     if valid.decision is Decision.RESET:
         return _reset(step, valid, actor, request)
     if valid.decision is Decision.PROCEED:
@@ -162,10 +187,21 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
             DecisionRefused(f"no incident {valid.incident_id}"),
         )
     logger.set_correlation_id(valid.incident_id)
-    decision = DecisionRecord(
-        valid.decision, valid.comment, valid.approval_execution_arn, step.now()
+    held = incident.decision
+    if held is not None and held.delivery == Delivery.PENDING and held.decision is valid.decision:
+        return _resume(step, valid, principal, actor, incident)
+    required = deps.settings.approvals_required
+    approval = ApprovalRecord(
+        valid.decision.value,
+        principal,
+        valid.approval_execution_arn,
+        step.now(),
+        valid.comment,
+        required,
     )
+    counts = required > 1 and valid.decision is not Decision.REJECT
     tokens: list[str] = []
+    outcome: list[str] = []
 
     def claim(current: Incident) -> bool:
         tokens.append(
@@ -173,46 +209,370 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
                 current, deps.clock.now(), deps.settings.approval_timeout_seconds, valid.decision
             )
         )
-        current.decision = decision
+        outcome.clear()
+        agreeing = _agreeing(current, valid.decision)
+        if counts and any(a.principal.arn == principal.arn for a in agreeing):
+            outcome.append("repeated")
+            return False
+        approvals = [*agreeing, approval] if counts else [approval]
+        if counts and len(approvals) < required:
+            current.approvals.append(approval.to_record())
+            outcome.append("recorded")
+            return True
+        current.decision = DecisionRecord(
+            valid.decision,
+            valid.comment,
+            valid.approval_execution_arn,
+            approval.at,
+            principal=principal.to_record(),
+            approvals=[a.to_record() for a in approvals],
+            delivery=Delivery.PENDING.value,
+        )
+        outcome.append("decided")
         return True
 
     try:
         decided = step.update(valid.incident_id, claim, incident)
     except DecisionRefused as refused:
         _refuse(step, valid.incident_id, actor, request, refused)
-    token = tokens[-1]
-    _deliver(step, valid, token, actor, decided)
-    count(M.DECISIONS_ACCEPTED)
-    seconds(M.DECISION_LATENCY, elapsed(decided.created_at, deps.clock.now()))
-    report_waiting(step, decided)
-    logger.info("decision accepted", incident_id=valid.incident_id, decision=valid.decision)
-    return {"incident_id": valid.incident_id, "decision": valid.decision.value, "accepted": True}
+    if outcome[-1] != "decided":
+        return _counted(step, valid, principal, actor, decided, repeated=outcome[-1] == "repeated")
+    assert decided.decision is not None
+    _write_ahead(step, valid, actor, decided.decision)
+    _deliver(step, valid, tokens[-1], actor, decided, resumed=False)
+    return _accepted(step, valid, decided)
 
 
-def _deliver(step: Step, valid: ValidDecision, token: str, actor: str, decided: Incident) -> None:
-    """SendTaskSuccess with the decision `decided` records; when it fails, the claim is given
-    back on that record."""
-    output = {
+def _bound_request(step: Step, request: DecisionRequest, actor: str) -> DecisionRequest:
+    """The decision as the approval execution it names carries it (DescribeExecution): that
+    execution must be a running execution of this deployment's approval state machine, and
+    its input must be this decision. Anything else is refused."""
+    deps = step.deps
+    arn = request.approval_execution_arn
+    machine = deps.settings.approval_state_machine_arn
+
+    def refuse(reason: str) -> NoReturn:
+        _refuse(step, _refusal_subject(step, request), actor, request, DecisionRefused(reason))
+
+    if not machine:
+        refuse(
+            "this deployment names no approval state machine (APPROVAL_STATE_MACHINE_ARN): a "
+            "decision cannot be bound to an approval"
+        )
+    if not arn:
+        refuse("the decision names no approval execution")
+    try:
+        execution = deps.workflow.describe_execution(arn)
+    except ExecutionNotFound as err:
+        refuse(f"{arn!r} is not an approval execution of this deployment: {err}")
+    if execution.state_machine_arn != machine:
+        refuse(
+            f"execution {arn} belongs to {execution.state_machine_arn}, not to this "
+            f"deployment's approval state machine {machine}"
+        )
+    if execution.status != "RUNNING":
+        refuse(
+            f"approval execution {arn} is {execution.status}: a decision is taken only from "
+            "the approval execution while it runs"
+        )
+    given = execution.input if isinstance(execution.input, dict) else {}
+    for key in ("incident_id", "decision", "comment"):
+        if given.get(key) != getattr(request, key):
+            refuse(
+                f"the decision's {key} ({_printable(getattr(request, key))!r}) is not the one "
+                f"approval execution {arn} was started with ({_printable(given.get(key))!r})"
+            )
+    return DecisionRequest(
+        given.get("incident_id"),
+        given.get("decision"),
+        given.get("comment"),
+        arn,
+        identity_proof=given.get("identity_proof"),
+    )
+
+
+def _principal(step: Step, bound: DecisionRequest, valid: ValidDecision, actor: str) -> Principal:
+    """Who decided, as AWS established it: the redeemed identity proof's principal, which must
+    match an approver pattern when those are set; without a proof, an unverified console
+    approval (refused when the settings need a proof)."""
+    deps = step.deps
+    settings = deps.settings
+
+    def refuse(reason: str) -> NoReturn:
+        _refuse(step, _refusal_subject(step, bound), actor, bound, DecisionRefused(reason))
+
+    if bound.identity_proof is None:
+        if settings.needs_identity_proof:
+            refuse(
+                "this deployment needs to know who decides (REQUIRE_IDENTITY_PROOF, APPROVERS "
+                "or APPROVALS_REQUIRED > 1) and the approval carries no identity proof: decide "
+                "with `sdc approve|reboot|reject|reset`, which signs one; a console approval "
+                "cannot prove who started it"
+            )
+        return Principal(PrincipalSource.EXECUTION_ONLY)
+    if not isinstance(bound.identity_proof, str):
+        refuse("identity_proof must be a string (the token `sdc` signs)")
+    assert settings.approval_state_machine_arn is not None  # checked by _bound_request
+    binding = approval_binding(
+        settings.approval_state_machine_arn, valid.incident_id, valid.decision.value
+    )
+    try:
+        principal = deps.identity.redeem(bound.identity_proof, binding)
+    except IdentityRefused as err:
+        refuse(f"the identity proof was refused: {err}")
+    names = {principal.arn or "", principal.iam_arn or ""}
+    if settings.approvers and not any(
+        fnmatch.fnmatchcase(name, pattern) for name in names for pattern in settings.approvers
+    ):
+        refuse(
+            f"{principal.arn} is not an allowed approver (APPROVERS: "
+            f"{', '.join(settings.approvers)})"
+        )
+    return principal
+
+
+def _agreeing(incident: Incident, decision: Decision) -> list[ApprovalRecord]:
+    """The approvals recorded for the same decision, one per principal."""
+    found: dict[str | None, ApprovalRecord] = {}
+    for record in incident.approvals:
+        approval = ApprovalRecord.from_record(record)
+        if approval.decision == decision.value:
+            found.setdefault(approval.principal.arn, approval)
+    return list(found.values())
+
+
+def _counted(
+    step: Step,
+    valid: ValidDecision,
+    principal: Principal,
+    actor: str,
+    incident: Incident,
+    *,
+    repeated: bool,
+) -> DecisionAccepted:
+    """An approval recorded (or repeated by the same principal) while more are required."""
+    required = step.deps.settings.approvals_required
+    agreeing = _agreeing(incident, valid.decision)
+    counted = f"{len(agreeing)} of {required}"
+    if not repeated:
+        _notify_counted(step, incident, required)
+    step.audit(
+        valid.incident_id,
+        "approval_repeated" if repeated else "approval_recorded",
+        {
+            "decision": valid.decision.value,
+            "comment": valid.comment,
+            "approval_execution_arn": valid.approval_execution_arn,
+            "principal": principal.to_record(),
+            "approvals": counted,
+        },
+        actor=actor,
+    )
+    logger.info(
+        "approval counted", incident_id=valid.incident_id, approvals=counted, repeated=repeated
+    )
+    return {
         "incident_id": valid.incident_id,
         "decision": valid.decision.value,
-        "comment": valid.comment,
-        "approval_execution_arn": valid.approval_execution_arn,
+        "accepted": True,
+        "approvals": counted,
+        "waiting": True,
+        "principal": principal.label(),
     }
+
+
+def _notify_counted(step: Step, incident: Incident, required: int) -> None:
+    """Tell the approvers that an approval was recorded and another is needed (best effort: a
+    failed publish is audited, the approval stands)."""
+    line = approvals_line(incident, required) or ""
+    subject = f"SDC approval {line.split(':', 1)[0]}: {incident.incident_id}"[:100]
+    text = "\n".join(
+        (
+            f"Approvals for {incident.incident_id}: {line}",
+            "Nothing acts until another approver gives the same decision; the same approver "
+            "again counts once; a reject by any approver ends it.",
+            f"Decide with: sdc approve {incident.incident_id} -m '<why>'",
+        )
+    )
     try:
-        request_id = step.deps.workflow.send_task_success(token, output)
+        step.deps.notifier.publish(
+            subject, text, {"incident_id": incident.incident_id, "kind": "approval_counted"}
+        )
     except Exception as err:
+        step.audit(
+            incident.incident_id,
+            "notification_failed",
+            error_details(err, kind="approval_counted"),
+        )
 
-        def release(current: Incident) -> bool:
-            if current.decision is None or (
-                current.decision.approval_execution_arn != valid.approval_execution_arn
-            ):
-                return False
-            current.decision = None
-            return True
 
-        if isinstance(err, TaskNotWaiting):
-            # Step Functions no longer waits: the approval timed out (or the token was used).
-            step.update(valid.incident_id, release, decided)
+def _write_ahead(step: Step, valid: ValidDecision, actor: str, decision: DecisionRecord) -> None:
+    """`decision_accepted` with delivery pending, before anything is sent."""
+    step.audit(
+        valid.incident_id,
+        "decision_accepted",
+        {
+            "decision": valid.decision.value,
+            "comment": decision.comment,
+            "approval_execution_arn": decision.approval_execution_arn,
+            "principal": decision.principal,
+            "approvals": [
+                {"principal": a["principal"].get("arn"), "at": a["at"]}
+                for a in decision.approvals or []
+            ],
+            "delivery": Delivery.PENDING.value,
+        },
+        actor=actor,
+    )
+
+
+def _resume(
+    step: Step, valid: ValidDecision, principal: Principal, actor: str, incident: Incident
+) -> DecisionAccepted:
+    """A decision claimed before and still pending: its delivery is resumed, never repeated.
+    The write-ahead entry is written if the earlier attempt could not; an answer the audit
+    already shows as delivered is only marked on the incident."""
+    held = incident.decision
+    assert held is not None
+    entries = step.deps.audit.entries(valid.incident_id)
+    claimed_by = held.approval_execution_arn
+    acted = incident.state in _ACTED_ON.get(held.decision, frozenset())
+    if acted and not _logged(entries, "decision_delivered", claimed_by):
+        # The remediation moved on with this decision: an earlier answer landed.
+        step.audit(
+            valid.incident_id,
+            "decision_delivered",
+            {
+                "decision": held.decision.value,
+                "approval_execution_arn": claimed_by,
+                "delivery": Delivery.DELIVERED.value,
+                "how": f"the remediation acted on it (the incident is {incident.state}): the "
+                "earlier SendTaskSuccess landed (its answer was lost)",
+            },
+            actor=actor,
+        )
+        _settle(step, valid.incident_id, incident)
+    elif incident.state.terminal and not _logged(entries, "decision_delivered", claimed_by):
+        # Closed (expired, failed...) without acting on it: the decision never took effect.
+        refused = DecisionRefused(
+            f"incident {valid.incident_id} closed as {incident.state} before its pending "
+            f"{held.decision} decision was delivered: it never took effect"
+        )
+        step.audit(
+            valid.incident_id,
+            "decision_refused",
+            {
+                "reason": str(refused),
+                "decision": held.decision.value,
+                "approval_execution_arn": claimed_by,
+                "delivery": "not_delivered",
+            },
+            actor=actor,
+        )
+        count(M.DECISIONS_REFUSED)
+        raise refused
+    elif not _logged(entries, "decision_delivered", claimed_by):
+        if not _logged(entries, "decision_accepted", claimed_by):
+            _write_ahead(step, valid, actor, held)
+        token = incident.task_token or ""
+        _deliver(step, valid, token, actor, incident, resumed=True)
+    else:
+        _settle(step, valid.incident_id, incident)
+    logger.info(
+        "pending decision resumed",
+        incident_id=valid.incident_id,
+        claimed_by=claimed_by,
+        by=principal.label(),
+    )
+    return _accepted(step, valid, step.load(valid.incident_id))
+
+
+_ACTED_ON: dict[Decision, frozenset[S]] = {
+    Decision.APPROVE: frozenset({S.REPLACING, S.REPLACED, S.REPLACED_BY_HYPERPOD}),
+    Decision.REBOOT: frozenset({S.REBOOTING, S.REBOOTED}),
+    Decision.REJECT: frozenset({S.REJECTED}),
+}
+"""The states the remediation reaches only after it received each decision."""
+
+
+def _logged(entries: list[AuditEntry], action: str, execution_arn: str | None) -> bool:
+    return any(
+        e.action == action and e.details.get("approval_execution_arn") == execution_arn
+        for e in entries
+    )
+
+
+def _accepted(step: Step, valid: ValidDecision, decided: Incident) -> DecisionAccepted:
+    deps = step.deps
+    assert decided.decision is not None
+    decided_at = decided.decision.at
+    count(M.DECISIONS_ACCEPTED)
+    seconds(
+        M.DECISION_LATENCY,
+        elapsed(
+            decided.created_at,
+            datetime.fromisoformat(decided_at) if decided_at else deps.clock.now(),
+        ),
+    )
+    report_waiting(step, decided)
+    logger.info("decision accepted", incident_id=valid.incident_id, decision=valid.decision)
+    result: DecisionAccepted = {
+        "incident_id": valid.incident_id,
+        "decision": valid.decision.value,
+        "accepted": True,
+        "principal": decided.decision.who,
+    }
+    line = approvals_line(decided, deps.settings.approvals_required)
+    if line is not None:
+        result["approvals"] = line.split(":", 1)[0]
+        result["waiting"] = False
+    return result
+
+
+def _settle(step: Step, incident_id: str, current: Incident) -> Incident:
+    def delivered(found: Incident) -> bool:
+        if found.decision is None or found.decision.delivery != Delivery.PENDING:
+            return False
+        found.decision = dataclasses.replace(found.decision, delivery=Delivery.DELIVERED.value)
+        return True
+
+    return step.update(incident_id, delivered, current)
+
+
+def _deliver(
+    step: Step,
+    valid: ValidDecision,
+    token: str,
+    actor: str,
+    decided: Incident,
+    *,
+    resumed: bool,
+) -> None:
+    """SendTaskSuccess with the decision `decided` records, then settle: `decision_delivered`
+    audited, the decision marked delivered.
+
+    Step Functions no longer waiting: on a first attempt, nobody answered the task (the claim
+    held it), so the approval timed out or the remediation stopped: the claim is given back
+    and the decision refused. On a resumed delivery before the approval deadline, an earlier
+    attempt's answer landed (its reply was lost): that is settled as delivered, saying so.
+    Any other failure leaves the claim pending, is audited `decision_delivery_unknown` and
+    re-raised: the answer may or may not have landed, and the next attempt finds out."""
+    recorded = decided.decision
+    assert recorded is not None
+    output = {
+        "incident_id": valid.incident_id,
+        "decision": recorded.decision.value,
+        "comment": recorded.comment,
+        "approval_execution_arn": recorded.approval_execution_arn,
+    }
+    deps = step.deps
+    settled_by = "SendTaskSuccess answered"
+    try:
+        request_id = deps.workflow.send_task_success(token, output)
+    except TaskNotWaiting as err:
+        request_id = err.request_id
+        if not resumed or _timed_out(deps, decided):
+            _give_back(step, valid, recorded, decided)
             refused = DecisionRefused(
                 f"incident {valid.incident_id}: the remediation no longer waits for a decision "
                 f"(the approval request timed out or was answered): {err}"
@@ -224,35 +584,80 @@ def _deliver(step: Step, valid: ValidDecision, token: str, actor: str, decided: 
                     "reason": str(refused),
                     "decision": valid.decision.value,
                     "comment": valid.comment,
-                    "approval_execution_arn": valid.approval_execution_arn,
+                    "approval_execution_arn": recorded.approval_execution_arn,
+                    "delivery": "not_delivered",
                 },
                 [err.request_id],
                 actor=actor,
             )
             count(M.DECISIONS_REFUSED)
             raise refused from err
-        try:
-            step.update(valid.incident_id, release, decided)
-        finally:
-            step.audit(
-                valid.incident_id,
-                "decision_not_delivered",
-                error_details(err, decision=valid.decision.value, comment=valid.comment),
-                [getattr(err, "request_id", None)],
-                actor=actor,
-            )
+        settled_by = (
+            "a retry found that Step Functions no longer waits for the task, before the "
+            "approval deadline: the earlier SendTaskSuccess landed (its answer was lost)"
+        )
+    except Exception as err:
+        step.audit(
+            valid.incident_id,
+            "decision_delivery_unknown",
+            error_details(
+                err,
+                decision=valid.decision.value,
+                approval_execution_arn=recorded.approval_execution_arn,
+                delivery=Delivery.PENDING.value,
+                next="a retry (or another approval of the same decision) resumes the delivery",
+            ),
+            [getattr(err, "request_id", None)],
+            actor=actor,
+        )
         raise
     step.audit(
         valid.incident_id,
-        "decision_accepted",
+        "decision_delivered",
         {
-            "decision": valid.decision.value,
-            "comment": valid.comment,
-            "approval_execution_arn": valid.approval_execution_arn,
+            "decision": recorded.decision.value,
+            "approval_execution_arn": recorded.approval_execution_arn,
+            "delivery": Delivery.DELIVERED.value,
+            "how": settled_by,
         },
         [request_id],
         actor=actor,
     )
+    _settle(step, valid.incident_id, decided)
+
+
+def _timed_out(deps: Deps, incident: Incident) -> bool:
+    timeout = deps.settings.approval_timeout_seconds
+    if not timeout or not incident.approval_requested_at:
+        return False
+    deadline = datetime.fromisoformat(incident.approval_requested_at) + timedelta(seconds=timeout)
+    return deps.clock.now() > deadline
+
+
+def _give_back(
+    step: Step, valid: ValidDecision, recorded: DecisionRecord, decided: Incident
+) -> None:
+    """Release the claim (only the one this decision made)."""
+
+    def release(current: Incident) -> bool:
+        if current.decision is None or (
+            current.decision.approval_execution_arn != recorded.approval_execution_arn
+        ):
+            return False
+        current.decision = None
+        return True
+
+    step.update(valid.incident_id, release, decided)
+
+
+def _refusal_subject(step: Step, request: DecisionRequest) -> str:
+    """The incident the refused decision names when it exists, else the decision's own."""
+    if (
+        isinstance(request.incident_id, str)
+        and step.deps.incidents.get(request.incident_id) is not None
+    ):
+        return request.incident_id
+    return ids.decision_subject(request.approval_execution_arn)
 
 
 def _reset(

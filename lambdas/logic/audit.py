@@ -1,8 +1,15 @@
-"""The audit chain: append-only, hash-chained entries per incident.
+"""The audit chain: append-only, hash-chained entries per incident, anchored outside the table.
 
 Each entry holds the hash of the previous one (`prev_hash`; the first one holds GENESIS) and
 its own `hash`: sha256 over the canonical JSON of every field but `hash`. Changing, removing or
 reordering an entry breaks the chain at that entry; `verify_chain` names the first broken link.
+
+A chain inside the table proves order, not authenticity: whoever may PutItem can rewrite an
+entry and recompute every hash after it, drop the tail, or delete a subject. So every entry,
+once stored, is also appended to the anchor (`AuditAnchor`: a log the writers may append to
+but never change or delete from), and `verify_anchored` checks a chain against it: each entry
+must be the one anchored for its seq, the chain must reach the last anchored seq, and a subject
+the anchor knows must still have entries.
 """
 
 from __future__ import annotations
@@ -11,16 +18,18 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from lambdas.logic.ports import AuditLog, Clock, Deps
-from lambdas.models.audit import AuditEntry
+from lambdas.logic.ports import AuditAnchor, AuditLog, Clock, Deps, NoAuditAnchor
+from lambdas.models.audit import AnchorRecord, AuditEntry
 from lambdas.models.errors import ConditionFailed
 
 GENESIS = "0" * 64
 APPEND_ATTEMPTS = 5
+CLOSING_ACTIONS = frozenset({"incident_closed", "incident_skipped", "incident_held"})
+"""The entries that close an incident's chain: a closed incident's chain must hold one."""
 
 
 def canonical_json(value: Any) -> str:
@@ -111,12 +120,120 @@ def verify_incident(incident_id: str, deps: Deps) -> ChainVerdict:
     return verify_chain(entries)
 
 
+def verify_anchored(
+    entries: Sequence[AuditEntry],
+    anchored: Sequence[AnchorRecord],
+    *,
+    closed: bool = False,
+    settled_before: str | None = None,
+) -> ChainVerdict:
+    """The chain (`verify_chain`), then against its anchor: every entry is the one anchored for
+    its seq, no anchored seq lies beyond the chain's end, and a `closed` incident's chain holds
+    a closing entry. Entries written at or after `settled_before` (ISO time) may not be
+    anchored yet: they are not required to be (the anchor is written just after the entry)."""
+    if not entries:
+        if anchored:
+            top = max(a.seq for a in anchored)
+            return ChainVerdict(
+                False,
+                0,
+                1,
+                f"no audit entries, but the anchor holds {top}: the subject was removed",
+            )
+        return ChainVerdict(False, 0, 1, "no audit entries at all")
+    chain = verify_chain(entries)
+    if not chain.ok:
+        return chain
+    hashes: dict[int, set[str]] = {}
+    for record in anchored:
+        hashes.setdefault(record.seq, set()).add(record.hash)
+    ordered = sorted(entries, key=lambda e: e.seq)
+    for checked, entry in enumerate(ordered):
+        found = hashes.get(entry.seq)
+        if found is None:
+            if settled_before is not None and entry.at >= settled_before:
+                continue
+            return ChainVerdict(
+                False,
+                checked,
+                entry.seq,
+                f"entry {entry.seq} is not in the anchor: written around the pipeline, or its "
+                "anchoring failed",
+            )
+        if entry.hash not in found or len(found) > 1:
+            return ChainVerdict(
+                False,
+                checked,
+                entry.seq,
+                f"entry {entry.seq} is not the one anchored: it was rewritten",
+            )
+    last = ordered[-1].seq
+    beyond = sorted(seq for seq in hashes if seq > last)
+    if beyond:
+        return ChainVerdict(
+            False,
+            len(ordered),
+            last + 1,
+            f"the anchor holds entries up to {beyond[-1]}, the table ends at {last}: "
+            "the tail was removed",
+        )
+    if closed and not any(e.action in CLOSING_ACTIONS for e in ordered):
+        return ChainVerdict(
+            False,
+            len(ordered),
+            last + 1,
+            "the incident is closed but its chain holds no closing entry",
+        )
+    return ChainVerdict(True, len(ordered))
+
+
+ANCHOR_GRACE_SECONDS = 300
+"""Entries younger than this may not be anchored yet (the anchor is written just after the
+entry, and read back eventually consistently): `verify` does not require them to be."""
+
+
+def verify_subjects(
+    chains: Mapping[str, Sequence[AuditEntry]],
+    anchored: Sequence[AnchorRecord] | None,
+    *,
+    closed: Iterable[str] = (),
+    now: datetime | None = None,
+) -> dict[str, ChainVerdict]:
+    """Every subject of the table and of the anchor, checked: against the anchor when there is
+    one (`anchored` None: the chains alone, which prove order only). A subject only the anchor
+    knows was removed from the table; a `closed` one must hold its closing entry."""
+    if anchored is None:
+        return {
+            subject: verify_chain(entries)
+            if entries
+            else ChainVerdict(False, 0, 1, "no audit entries at all")
+            for subject, entries in sorted(chains.items())
+        }
+    by_subject: dict[str, list[AnchorRecord]] = {}
+    for record in anchored:
+        by_subject.setdefault(record.subject, []).append(record)
+    closed_ones = set(closed)
+    settled_before = (
+        (now - timedelta(seconds=ANCHOR_GRACE_SECONDS)).isoformat() if now is not None else None
+    )
+    return {
+        subject: verify_anchored(
+            chains.get(subject, []),
+            by_subject.get(subject, []),
+            closed=subject in closed_ones,
+            settled_before=settled_before,
+        )
+        for subject in sorted(set(chains) | set(by_subject))
+    }
+
+
 class Auditor:
     """Appends entries to one log; a lost race for a seq re-reads the tail and tries again."""
 
-    def __init__(self, log: AuditLog, clock: Clock) -> None:
+    def __init__(self, log: AuditLog, clock: Clock, anchor: AuditAnchor | None = None) -> None:
         self._log = log
         self._clock = clock
+        self._anchor = anchor or NoAuditAnchor()
         self._tails: dict[str, AuditEntry] = {}
         """The last entry this auditor appended per subject: the next one links to it without
         reading the log again (a lost race re-reads)."""
@@ -154,4 +271,8 @@ class Auditor:
                     raise
                 continue
             self._tails[subject] = entry
+            # After the entry is stored, never before: only a stored entry is anchored, so a
+            # lost race for the seq cannot leave two anchored hashes for one seq. A failure
+            # here is raised: the entry stands, unanchored, and `verify` says so.
+            self._anchor.anchor(entry)
             return entry

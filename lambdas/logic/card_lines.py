@@ -170,7 +170,7 @@ def reboot_lines(incident: Incident) -> list[str]:
     before = incident.health_check.before_reboot if incident.health_check else None
     return [
         f"Reboot: {reboot.status} (through {reboot.path}), decided by "
-        f"{decision.approval_execution_arn if decision else None} "
+        f"{decision.who if decision else None} "
         f"({(decision and decision.comment) or 'no comment'}); "
         f"node status after it: {reboot.node_status or 'unknown'}",
         *([f"Deep health check before the reboot: {_check_summary(before)}"] if before else []),

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lambdas.logic import card_lines
+from lambdas.logic.decisions import approval_rule_lines
 from lambdas.logic.lifecycle import MAX_REBOOTS, reboots_done
 from lambdas.logic.recommendation import Recommendation
 from lambdas.models.guard import ClusterHold, HoldKind, PastIncident
@@ -260,14 +261,20 @@ def _approval_card(
                 *card_lines.resume_lines(incident),
             ),
         ),
-        what_to_do=_what_to_do(settings.approval_state_machine_arn, inputs),
+        what_to_do=_what_to_do(
+            settings.approval_state_machine_arn, inputs, approval_rule_lines(settings, incident)
+        ),
         dry_run=DRY_RUN if settings.dry_run else None,
         inputs=inputs,
     )
 
 
-def _what_to_do(arn: str | None, inputs: Mapping[Decision, Mapping[str, str]]) -> Section:
-    """Where to decide, and the input of each decision the card offers."""
+def _what_to_do(
+    arn: str | None,
+    inputs: Mapping[Decision, Mapping[str, str]],
+    rules: tuple[str, ...] = (),
+) -> Section:
+    """Where to decide, the input of each decision the card offers, and who may decide."""
     approve = json.dumps(inputs[Decision.APPROVE])
     return Section(
         "WHAT TO DO",
@@ -292,6 +299,7 @@ def _what_to_do(arn: str | None, inputs: Mapping[Decision, Mapping[str, str]]) -
             "",
             "  Without a decision before the approval timeout the incident closes as expired and",
             "  nothing is replaced.",
+            *rules,
         ),
     )
 
@@ -448,7 +456,7 @@ def close_notice(incident: Incident) -> Card:
         lines.append(
             f"Decision: {incident.decision.decision} "
             f"({incident.decision.comment or 'no comment'}) "
-            f"by {incident.decision.approval_execution_arn}"
+            f"by {incident.decision.who}"
         )
     if replacement:
         lines.append(

@@ -11,8 +11,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from lambdas.models.audit import AuditEntry
-from lambdas.models.errors import KubernetesNotConfigured, TelemetryNotConfigured
+from lambdas.models.approvals import Principal
+from lambdas.models.audit import AnchorRecord, AuditEntry
+from lambdas.models.errors import (
+    IdentityRefused,
+    KubernetesNotConfigured,
+    TelemetryNotConfigured,
+)
 from lambdas.models.guard import ClusterHold, GuardState, PastIncident
 from lambdas.models.hyperpod import BatchResult, ClusterInfo, NodeInfo
 from lambdas.models.incident import Incident, IncidentState
@@ -284,6 +289,10 @@ class AuditLog(Protocol):
         """All entries of one incident, in seq order."""
         ...
 
+    def all_chains(self) -> dict[str, list[AuditEntry]]:
+        """Every subject with its entries in seq order (a scan of the whole log)."""
+        ...
+
 
 class Notifier(Protocol):
     def publish(self, subject: str, message: str, attributes: Mapping[str, str]) -> str | None:
@@ -298,6 +307,19 @@ class ExecutionStarted:
     already_existed: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ExecutionRecord:
+    """Step Functions' own record of an execution (DescribeExecution)."""
+
+    arn: str
+    state_machine_arn: str
+    status: str
+    """RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED, PENDING_REDRIVE."""
+    input: Any
+    """The execution's input, parsed; None when it is not JSON."""
+    request_id: str | None = None
+
+
 class Workflow(Protocol):
     def start_execution(self, name: str, payload: Mapping[str, Any]) -> ExecutionStarted:
         """Start the remediation state machine; the same name twice never makes two executions."""
@@ -306,6 +328,53 @@ class Workflow(Protocol):
     def send_task_success(self, task_token: str, output: Mapping[str, Any]) -> str | None:
         """Raises TaskNotWaiting when the token is unknown, used or timed out."""
         ...
+
+    def describe_execution(self, execution_arn: str) -> ExecutionRecord:
+        """DescribeExecution of any execution this role may see. Raises ExecutionNotFound when
+        there is none by that ARN (or it is not visible)."""
+        ...
+
+
+class IdentityVerifier(Protocol):
+    def redeem(self, proof: str, binding: str) -> Principal:
+        """The principal that signed `proof` (a presigned sts:GetCallerIdentity request whose
+        signed headers bind it to `binding`), as STS names it. Raises IdentityRefused."""
+        ...
+
+
+class NoIdentityVerifier:
+    """No way to redeem identity proofs here: every proof is refused."""
+
+    def redeem(self, proof: str, binding: str) -> Principal:
+        raise IdentityRefused("this deployment cannot redeem identity proofs")
+
+
+class AuditAnchor(Protocol):
+    """Where every audit entry's hash is also written, out of reach of the writers' rewrites:
+    append-only for the functions (they may add, never change or delete)."""
+
+    enabled: bool
+    """False: no anchor is configured (nothing to check a chain against)."""
+
+    def anchor(self, entry: AuditEntry) -> None:
+        """Append the entry's (subject, seq, hash)."""
+        ...
+
+    def records(self, subject: str | None = None) -> list[AnchorRecord]:
+        """What was anchored: of one subject, or of all (None)."""
+        ...
+
+
+class NoAuditAnchor:
+    """Not anchored: nothing is written, and nothing can be checked against an anchor."""
+
+    enabled = False
+
+    def anchor(self, entry: AuditEntry) -> None:
+        return None
+
+    def records(self, subject: str | None = None) -> list[AnchorRecord]:
+        return []
 
 
 class Clock(Protocol):
@@ -332,3 +401,5 @@ class Deps:
     switch: PauseSwitch = field(default_factory=NoPauseSwitch)
     kubernetes: KubernetesNodes = field(default_factory=NoKubernetes)
     prometheus: PrometheusQueries = field(default_factory=NoPrometheus)
+    identity: IdentityVerifier = field(default_factory=NoIdentityVerifier)
+    anchor: AuditAnchor = field(default_factory=NoAuditAnchor)

@@ -47,3 +47,30 @@ class AuditEntry:
             prev_hash=str(record.get("prev_hash", "")),
             hash=str(record.get("hash", "")),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class AnchorRecord:
+    """What the anchor holds of one entry: enough to tell that the entry is still the one that
+    was written, and that no entry after it was dropped."""
+
+    subject: str
+    seq: int
+    hash: str
+    action: str
+
+    def to_record(self) -> dict[str, Any]:
+        return {"subject": self.subject, "seq": self.seq, "hash": self.hash, "action": self.action}
+
+    @classmethod
+    def of(cls, entry: AuditEntry) -> AnchorRecord:
+        return cls(entry.incident_id, entry.seq, entry.hash, entry.action)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> AnchorRecord:
+        return cls(
+            subject=str(record["subject"]),
+            seq=int(record["seq"]),
+            hash=str(record["hash"]),
+            action=str(record["action"]),
+        )

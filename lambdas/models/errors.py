@@ -142,6 +142,15 @@ class DependencyFailed(AwsError):
     """Any other failed AWS call."""
 
 
+class ExecutionNotFound(AwsError):
+    """DescribeExecution found no such execution (or this role may not see it)."""
+
+
+class IdentityRefused(SdcError):
+    """An approver's identity proof was refused: malformed, expired, bound to another decision,
+    or its signature not accepted by STS."""
+
+
 class IncidentNotFound(SdcError):
     """No incident with this id."""
 

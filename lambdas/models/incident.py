@@ -99,6 +99,9 @@ class Incident:
     task_token: str | None = None
     approval_requested_at: str | None = None
     decision: DecisionRecord | None = None
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    """Approvals recorded while fewer than the required number of distinct principals agreed
+    (`lambdas.models.approvals.ApprovalRecord` as records); the decision takes them over."""
     replacement: ReplacementRecord | None = None
     reason: str | None = None
     error: ErrorRecord | None = None
@@ -207,6 +210,7 @@ class Incident:
         record["state"] = self.state.value
         record["evidence"] = copy.deepcopy(self.evidence)
         record["instance_ids"] = list(self.instance_ids)
+        record["approvals"] = copy.deepcopy(self.approvals)
         return record
 
     @classmethod

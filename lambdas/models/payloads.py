@@ -128,6 +128,9 @@ class DecisionRequest:
     decision: Any
     comment: Any
     approval_execution_arn: str
+    identity_proof: Any = None
+    """The approver's signed identity proof, read from the approval execution's own input
+    (Step Functions' record), never from the invocation payload."""
 
 
 def parse_decision_request(payload: Any) -> DecisionRequest:
@@ -197,10 +200,30 @@ class CloseResult(TypedDict):
     state: str
 
 
-class DecisionAccepted(TypedDict):
+class BrokenChain(TypedDict):
+    subject: str
+    broken_seq: int | None
+    reason: str | None
+
+
+class AuditCheckResult(TypedDict):
+    """`verify_audit`: how many chains were checked, whether against the anchor, the broken."""
+
+    checked: int
+    anchored: bool
+    broken: list[BrokenChain]
+
+
+class DecisionAccepted(TypedDict, total=False):
     incident_id: str
     decision: str
     accepted: bool
+    approvals: str
+    """"1 of 2": the approvals counted of those required (when more than one is)."""
+    waiting: bool
+    """True while more approvals are required: nothing was sent to the remediation yet."""
+    principal: str
+    """Who decided: the verified principal's ARN, or "unverified (console approval)"."""
 
 
 class IsolationResult(TypedDict):

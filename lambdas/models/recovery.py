@@ -9,7 +9,6 @@ each request writes even when it has no value (`path`, `requested_at`; the repla
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +23,33 @@ class DecisionRecord:
     approval_execution_arn: str | None = None
     """The approval execution that delivered it."""
     at: str | None = None
+    principal: dict[str, Any] | None = None
+    """Who decided (`lambdas.models.approvals.Principal` as a record): the principal of the
+    approval that completed the decision."""
+    approvals: list[dict[str, Any]] | None = None
+    """Every approval counted (`ApprovalRecord`s as records) when more than one was required."""
+    delivery: str | None = None
+    """`lambdas.models.approvals.Delivery`: pending (written ahead of SendTaskSuccess) or
+    delivered; None on records written before delivery was tracked."""
+
+    @property
+    def who(self) -> str:
+        """The approver in words: the verified principal, else the approval execution."""
+        principal = self.principal or {}
+        if principal.get("verified") and principal.get("arn"):
+            return str(principal["arn"])
+        return f"unverified, execution {self.approval_execution_arn}"
 
     def to_record(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "decision": self.decision.value}
+        """The four keys every decision has had, then the ones it knows of its approver and
+        delivery (absent on records written before they were kept)."""
+        return {
+            "decision": self.decision.value,
+            "comment": self.comment,
+            "approval_execution_arn": self.approval_execution_arn,
+            "at": self.at,
+            **present(principal=self.principal, approvals=self.approvals, delivery=self.delivery),
+        }
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> DecisionRecord:
@@ -36,6 +59,9 @@ class DecisionRecord:
             comment=values.get("comment"),
             approval_execution_arn=values.get("approval_execution_arn"),
             at=values.get("at"),
+            principal=values.get("principal"),
+            approvals=values.get("approvals"),
+            delivery=values.get("delivery"),
         )
 
 

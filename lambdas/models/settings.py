@@ -33,7 +33,10 @@ _POSITIVE = {
     "STORM_THRESHOLD": ("storm_threshold", 2, 100_000),
     "STORM_WINDOW_SECONDS": ("storm_window_seconds", 1, 7 * 86_400),
     "APPROVAL_TIMEOUT_SECONDS": ("approval_timeout_seconds", 1, 31_536_000),
+    "APPROVALS_REQUIRED": ("approvals_required", 1, 10),
 }
+APPROVER_PATTERN_RE = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::[0-9*?]{1,12}:[!-~]{1,200}$")
+"""An `APPROVERS` entry: an IAM user/role or STS assumed-role ARN, `*` and `?` as wildcards."""
 
 
 EKS_CLUSTER_NAME_RE = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
@@ -114,6 +117,22 @@ class Settings:
     """Per HyperPod cluster name; a cluster not listed is not isolated."""
     telemetry: Mapping[str, TelemetryWorkspace] = field(default_factory=dict)
     """Per HyperPod cluster name; a cluster not listed has no hardware telemetry."""
+    approvals_required: int = 1
+    """Distinct verified principals whose approve (or reboot) it takes; a reject by any
+    allowed approver ends the approval."""
+    approvers: tuple[str, ...] = ()
+    """ARN patterns (`*`, `?`) of the principals allowed to decide; empty: anyone who may start
+    the approval state machine."""
+    require_identity_proof: bool = False
+    """Refuse decisions that carry no identity proof (console approvals)."""
+    audit_anchor_log_group: str | None = None
+    """The CloudWatch Logs group every audit entry's hash is appended to; None: not anchored."""
+
+    @property
+    def needs_identity_proof(self) -> bool:
+        """Whether a decision must carry an identity proof: asked for, or implied by a rule
+        that needs to know who decided (approver patterns, more than one approval)."""
+        return self.require_identity_proof or bool(self.approvers) or self.approvals_required > 1
 
     def isolation_for(self, cluster_name: str) -> IsolationConfig:
         return self.node_isolation.get(cluster_name, ISOLATION_OFF)
@@ -146,6 +165,18 @@ class Settings:
             else:
                 numbers[attr] = int(raw)
 
+        raw_proof = env.get("REQUIRE_IDENTITY_PROOF", "").strip().lower()
+        if raw_proof not in ("", "true", "false"):
+            problems.append(
+                f"REQUIRE_IDENTITY_PROOF must be 'true' or 'false', got {env['REQUIRE_IDENTITY_PROOF']!r}"
+            )
+        approvers = _split(env.get("APPROVERS", ""))
+        bad_approvers = [a for a in approvers if not APPROVER_PATTERN_RE.match(a)]
+        if bad_approvers:
+            problems.append(
+                f"APPROVERS must be IAM or STS ARN patterns (comma-separated), got {bad_approvers}"
+            )
+
         isolation = _node_isolation(env.get("NODE_ISOLATION", ""), problems)
         telemetry = _telemetry(env.get("TELEMETRY", ""), problems)
 
@@ -164,6 +195,9 @@ class Settings:
             pause_parameter=env.get("PAUSE_PARAMETER", "").strip() or None,
             node_isolation=isolation,
             telemetry=telemetry,
+            approvers=approvers,
+            require_identity_proof=raw_proof == "true",
+            audit_anchor_log_group=env.get("AUDIT_ANCHOR_LOG_GROUP", "").strip() or None,
             **numbers,
         )
 

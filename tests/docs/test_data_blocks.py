@@ -109,7 +109,11 @@ def check_training_policy(block: Block) -> None:
     from infra.synth import placeholder_arns, resolve, resources_of_type
 
     template = default_template()
-    (policy,) = resources_of_type(template, "AWS::IAM::ManagedPolicy").values()
+    (policy,) = (
+        policy
+        for logical_id, policy in resources_of_type(template, "AWS::IAM::ManagedPolicy").items()
+        if logical_id.startswith("TrainingAccess")
+    )
     deployed = resolve(
         policy["Properties"]["PolicyDocument"],
         placeholder_arns(template),

@@ -38,6 +38,7 @@ UP_TO_REPLACEMENT = [
     "health_check_status",
     "approval_requested",
     "decision_accepted",
+    "decision_delivered",
     "replacement_requested",
 ]
 """An approved incident's audit actions, in order, up to the replacement request."""
@@ -347,3 +348,21 @@ def test_a_muted_alarm_is_held_naming_its_mute_rule_and_nothing_acts(outcomes):
     assert "delete-alarm-mute-rule" in (outcome.notification or "")
     assert outcome.replace_calls == []
     assert any("actions muted by" in line.what for line in outcome.timeline)
+
+
+def test_two_people_must_approve_and_the_same_one_twice_counts_once(outcomes):
+    outcome = outcomes("two-person")
+
+    assert outcome.passed, outcome.problems
+    steps = [a for a in actions(outcome) if a != "evidence_attached"]
+    assert steps[steps.index("approval_requested") :][:6] == [
+        "approval_requested",
+        "approval_recorded",
+        "approval_repeated",
+        "decision_accepted",
+        "decision_delivered",
+        "replacement_requested",
+    ]
+    said = [line.what for line in outcome.timeline if line.who == "approver"]
+    assert any("alice: approve" in s and "approvals 1 of 2; waiting" in s for s in said)
+    assert any("bob: approve" in s and "approvals 2 of 2" in s for s in said)

@@ -189,4 +189,5 @@ def test_the_pipeline_alarms_are_on_the_dashboard(template):
     widget = widget_titled(template, "The pipeline's own alarms")
 
     assert set(widget["properties"]["alarms"]) == alarms
-    assert len(alarms) == 5  # two dead-letter queues, failed executions, two function-errors
+    # two dead-letter queues, failed executions, two function-errors, broken audit chains
+    assert len(alarms) == 6

@@ -21,6 +21,7 @@ from tests.infra.template_tools import (
 
 FUNCTIONS = [spec.logical_id for spec in SPECS]
 REMEDIATION_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:SdcRemediation-remediation"
+APPROVAL_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:SdcRemediation-approval"
 
 UNSCOPABLE = {
     # X-Ray: no resource-level permissions.
@@ -54,11 +55,28 @@ def _holders(template: dict[str, Any], action: str) -> set[str]:
     }
 
 
+SUFFIX_WILDCARDS = {
+    "AuditAnchorAppendOnly": ":log-stream:*",
+    "BindDecisionToApproval": "-approval:*",
+    "FollowApproval": "-approval:*",
+}
+"""Statements whose resources end in a wildcard below one named parent: the anchor group's own
+log streams (named when first written) and the approval state machine's executions (named by
+whoever approves)."""
+
+
+def _without_suffix_wildcards(statement: dict[str, Any]) -> Any:
+    suffix = SUFFIX_WILDCARDS.get(statement.get("Sid", ""))
+    if suffix is None:
+        return statement["Resource"]
+    return json.loads(json.dumps(statement["Resource"]).replace(suffix, ":named"))
+
+
 def test_a_star_resource_is_only_granted_for_actions_that_cannot_be_scoped(template):
     for statement in all_statements(template):
         if statement["Effect"] != "Allow":
             continue
-        resources = json.dumps(statement["Resource"])
+        resources = json.dumps(_without_suffix_wildcards(statement))
         if "*" in resources:
             assert as_list(statement["Resource"]) == ["*"], statement
             assert actions(statement) <= UNSCOPABLE, statement
@@ -76,6 +94,7 @@ def test_the_audit_table_is_append_only_for_every_function(template, function_id
         s
         for s in statements_of_function(template, function_id)
         if {"Fn::GetAtt": ["AuditTable", "Arn"]} in as_list(s["Resource"])
+        and s.get("Sid") not in ("AuditTableScan", "AuditSubjectsNotItsOwn")
     ]
 
     assert audit, f"{function_id} cannot write the audit log"
@@ -99,6 +118,10 @@ def test_nothing_may_update_or_delete_audit_entries(template):
 
 def test_incidents_grants_name_the_table_and_its_index_and_never_scan(template):
     for statement in _granting(all_statements(template), "dynamodb:"):
+        if statement.get("Sid") == "ReadTheIncidentFirst":  # the approvers' policy: one read
+            assert actions(statement) == {"dynamodb:GetItem"}
+            assert resolved(template, statement["Resource"]) == "<IncidentsTable>"
+            continue
         if "IncidentsTable" in json.dumps(statement["Resource"]):
             assert resolved(template, statement["Resource"]) == [
                 "<IncidentsTable>",
@@ -142,7 +165,7 @@ def test_only_the_intake_functions_start_the_remediation_and_only_that_machine(t
     starters = {"OpenIncidentFunction", "StoreReportFunction"}
     assert _holders(template, "states:StartExecution") == starters
     for function_id in starters:
-        (statement,) = _granting(statements_of_function(template, function_id), "states:")
+        (statement,) = _granting(statements_of_function(template, function_id), "states:Start")
 
         assert resolved(template, statement["Resource"]) == REMEDIATION_ARN
 
@@ -150,7 +173,7 @@ def test_only_the_intake_functions_start_the_remediation_and_only_that_machine(t
 def test_only_decide_answers_the_waiting_task_and_only_on_the_remediation_machine(template):
     for action in ("states:SendTaskSuccess", "states:SendTaskFailure"):
         assert _holders(template, action) == {"DecideFunction"}
-    (statement,) = _granting(statements_of_function(template, "DecideFunction"), "states:")
+    (statement,) = _granting(statements_of_function(template, "DecideFunction"), "states:Send")
 
     assert actions(statement) == {"states:SendTaskSuccess", "states:SendTaskFailure"}
     assert resolved(template, statement["Resource"]) == REMEDIATION_ARN
@@ -218,8 +241,38 @@ def test_state_machines_invoke_exactly_the_functions_their_definitions_name(temp
         assert {r["Fn::GetAtt"][0] for r in as_list(invoke["Resource"])} == named
 
 
+def _training_policy(template: dict[str, Any]) -> dict[str, Any]:
+    (policy,) = (
+        p
+        for p in resources_of_type(template, "AWS::IAM::ManagedPolicy").values()
+        if "Approver" not in json.dumps(p["Properties"].get("Description", ""))
+        and "approvers" not in json.dumps(p["Properties"].get("Description", ""))
+    )
+    return policy
+
+
+def test_decide_describes_only_executions_of_the_approval_machine(template):
+    (statement,) = _granting(statements_of_function(template, "DecideFunction"), "states:Describe")
+
+    assert actions(statement) == {"states:DescribeExecution"}
+    assert resolved(template, statement["Resource"]) == (
+        APPROVAL_ARN.replace(":stateMachine:", ":execution:") + ":*"
+    )
+
+
+def test_every_function_may_only_append_to_the_audit_anchor(template):
+    for fn in FUNCTIONS:
+        granted = _granting(statements_of_function(template, fn), "logs:")
+        anchor = [s for s in granted if s.get("Sid") == "AuditAnchorAppendOnly"]
+
+        assert [actions(s) for s in anchor] == [{"logs:CreateLogStream", "logs:PutLogEvents"}]
+        assert not any(
+            a.startswith("logs:Delete") or "Retention" in a for s in granted for a in actions(s)
+        )
+
+
 def test_the_training_policy_allows_only_sdc_metrics_and_sdc_reports(template):
-    (policy,) = resources_of_type(template, "AWS::IAM::ManagedPolicy").values()
+    policy = _training_policy(template)
     metrics, events = policy["Properties"]["PolicyDocument"]["Statement"]
 
     assert actions(metrics) == {"cloudwatch:PutMetricData"}
@@ -232,7 +285,59 @@ def test_the_training_policy_allows_only_sdc_metrics_and_sdc_reports(template):
 
 
 def test_the_training_policy_follows_the_namespace(variant_template):
-    (policy,) = resources_of_type(variant_template, "AWS::IAM::ManagedPolicy").values()
+    policy = _training_policy(variant_template)
     metrics = policy["Properties"]["PolicyDocument"]["Statement"][0]
 
     assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "ML/SDC"}}
+
+
+def _approver_policy(template: dict[str, Any]) -> dict[str, Any]:
+    (policy,) = (
+        p
+        for logical_id, p in resources_of_type(template, "AWS::IAM::ManagedPolicy").items()
+        if logical_id.startswith("ApprovalApproverPolicy")
+    )
+    return policy
+
+
+def test_the_approver_policy_starts_only_the_approval_machine(template):
+    statements = _approver_policy(template)["Properties"]["PolicyDocument"]["Statement"]
+    (start,) = [s for s in statements if "states:StartExecution" in actions(s)]
+
+    assert resolved(template, start["Resource"]) == APPROVAL_ARN
+    assert "Condition" not in start  # no sdc:approvers in this context: anyone it is attached to
+
+
+def test_the_approver_policy_is_limited_to_the_approver_patterns(lambda_asset):
+    from infra.synth import synthesize_once
+
+    patterns = ["arn:aws:iam::111122223333:role/SdcApprover*"]
+    template = synthesize_once(
+        {"sdc:approvers": patterns, "sdc:approvalsRequired": 2}, code_asset=lambda_asset
+    ).template
+
+    for statement in _approver_policy(template)["Properties"]["PolicyDocument"]["Statement"]:
+        assert statement["Condition"] == {"StringLike": {"aws:PrincipalArn": patterns}}
+
+
+def test_only_the_scheduled_audit_check_scans_the_audit_table(template):
+    assert _holders(template, "dynamodb:Scan") == {"VerifyAuditFunction"}
+
+
+@pytest.mark.parametrize(
+    ("function_id", "denied"),
+    [
+        ("OpenIncidentFunction", ["decision#*"]),
+        ("DecideFunction", ["event#*"]),
+        ("ReplaceNodeFunction", ["event#*", "decision#*"]),
+    ],
+)
+def test_a_function_may_not_write_audit_subjects_it_never_audits(template, function_id, denied):
+    (deny,) = [
+        s
+        for s in statements_of_function(template, function_id)
+        if s.get("Sid") == "AuditSubjectsNotItsOwn"
+    ]
+
+    assert (deny["Effect"], actions(deny)) == ("Deny", {"dynamodb:PutItem"})
+    assert deny["Condition"] == {"ForAnyValue:StringLike": {"dynamodb:LeadingKeys": denied}}

@@ -98,3 +98,20 @@ def test_the_pipeline_alarms_say_where_to_look_and_which_docs_section(template):
         (section,) = re.findall(r'docs/operate\.md, "([^"]+)"', description)
         assert f"## {section}" in operate, f"docs/operate.md has no section {section!r}"
         assert len(description) <= 1024
+
+
+def test_the_audit_check_runs_hourly_and_alarms_on_a_broken_chain(template):
+    (rule,) = [
+        r["Properties"]
+        for r in resources_of_type(template, "AWS::Events::Rule").values()
+        if "ScheduleExpression" in r["Properties"]
+    ]
+    alarm = alarm_named(template, "audit-chains-broken")
+
+    assert rule["ScheduleExpression"] == "rate(1 hour)"
+    assert rule["Targets"][0]["Arn"] == {"Fn::GetAtt": ["VerifyAuditFunction", "Arn"]}
+    assert (alarm["Namespace"], alarm["MetricName"]) == ("SDC/Remediation", "AuditChainsBroken")
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert alarm["AlarmActions"] == [f"<{TOPIC}>"]
+    (section,) = re.findall(r'docs/operate\.md, "([^"]+)"', alarm["AlarmDescription"])
+    assert f"## {section}" in (REPO / "docs" / "operate.md").read_text()

@@ -3,6 +3,9 @@ machine calls them, with the payloads docs/pipeline.md documents."""
 
 from __future__ import annotations
 
+import json
+import os
+
 from lambdas.handlers import (
     check_health,
     check_replacement,
@@ -14,10 +17,11 @@ from lambdas.handlers import (
     start_health_check,
 )
 from tests.conftest import load_fixture
-from tests.integration.conftest import Aws, invoke
+from tests.integration.conftest import SESSION, Aws, invoke
 
 TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAf-task-token-from-step-functions"
 APPROVAL_EXECUTION = "arn:aws:states:us-west-2:123456789012:execution:sdc-approval:ops-1"
+"""The approval execution `decision_input` starts first (in moto, as the console would)."""
 
 
 def opened(aws: Aws) -> str:
@@ -45,12 +49,20 @@ def decided(aws: Aws, decision: str) -> str:
 
 
 def decision_input(incident_id: str, decision: str, execution: str = APPROVAL_EXECUTION):
-    return {
-        "incident_id": incident_id,
-        "decision": decision,
-        "comment": "checked the evidence",
-        "approval_execution_arn": execution,
-    }
+    """The payload the approval state machine gives decide, after starting the execution it
+    names (named as `execution`'s last part, once) with the same input, as an approver would."""
+    payload = {"incident_id": incident_id, "decision": decision, "comment": "checked the evidence"}
+    sfn = SESSION.client("stepfunctions")
+    name = execution.rsplit(":", 1)[-1]
+    try:
+        sfn.describe_execution(executionArn=execution)
+    except sfn.exceptions.ExecutionDoesNotExist:
+        sfn.start_execution(
+            stateMachineArn=os.environ["APPROVAL_STATE_MACHINE_ARN"],
+            name=name,
+            input=json.dumps(payload),
+        )
+    return {**payload, "approval_execution_arn": execution}
 
 
 def replaced(aws: Aws) -> str:

@@ -37,6 +37,7 @@ def test_the_approved_path_ends_replaced_with_every_step_audited_in_order(aws, i
         "health_check_status",
         "approval_requested",
         "decision_accepted",
+        "decision_delivered",
         "replacement_requested",
         "replacement_status",
         "replacement_done",
@@ -49,7 +50,7 @@ def test_audit_entries_stored_in_dynamodb_still_verify_as_a_chain(aws, incident_
     verdict = verify_chain(aws.audit(incident_id))
 
     assert verdict.ok, verdict
-    assert verdict.checked == len(aws.actions(incident_id)) == 11
+    assert verdict.checked == len(aws.actions(incident_id)) == 12
 
 
 def test_audit_entries_carry_time_actor_and_aws_request_ids(aws, incident_id):

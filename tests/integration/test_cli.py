@@ -24,11 +24,14 @@ from infra.cli import decide
 from infra.cli.decide import execution_name
 from infra.cli.main import main
 from lambdas.adapters._aws import to_item
+from lambdas.adapters.audit_anchor import LogsAuditAnchor
 from lambdas.adapters.dynamodb.audit import DynamoAuditLog
 from lambdas.adapters.dynamodb.guard import DynamoGuardStore
 from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
 from lambdas.adapters.dynamodb.keys import hold_key
-from lambdas.logic.audit import Auditor
+from lambdas.adapters.identity import PROOF_PREFIX, checked_request
+from lambdas.logic.audit import GENESIS, Auditor, seal
+from lambdas.logic.decisions import BINDING_HEADER
 from lambdas.logic.ports import SystemClock
 from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident
@@ -48,6 +51,7 @@ from trainer_emitter import Emitter
 from trainer_emitter.sinks import DeliveryError
 
 EXECUTING = {"stepfunctions": {"execute_state_machine": True}}
+ANCHOR_GROUP = "/SdcRemediation/audit-anchor"
 """moto runs the approval state machine's definition, so an execution ends like on AWS."""
 
 ACCEPTING = json.dumps(
@@ -132,6 +136,27 @@ class Deployed:
     def audit(self) -> DynamoAuditLog:
         return DynamoAuditLog(AUDIT_TABLE, lambda: self.dynamodb)
 
+    @property
+    def anchor(self) -> LogsAuditAnchor:
+        return LogsAuditAnchor(ANCHOR_GROUP, lambda: SESSION.client("logs"))
+
+    def rewrite(self, subject: str, seq: int, **changes: Any) -> None:
+        """Rewrite entry `seq` and recompute every hash after it, then store the chain again
+        with plain PutItem: what an insider with the functions' audit grant can do."""
+        prev = GENESIS
+        for entry in self.audit.entries(subject):
+            if entry.seq >= seq:
+                body = {**entry.body(), **(changes if entry.seq == seq else {}), "prev_hash": prev}
+                entry = seal(**body)
+                self.dynamodb.put_item(TableName=AUDIT_TABLE, Item=to_item(entry.to_record()))
+            prev = entry.hash
+
+    def drop(self, subject: str, *seqs: int) -> None:
+        for seq in seqs:
+            self.dynamodb.delete_item(
+                TableName=AUDIT_TABLE, Key={"incident_id": {"S": subject}, "seq": {"N": str(seq)}}
+            )
+
     def sdc(self, *argv: str) -> int:
         return main(["--outputs", str(self.outputs), *argv], session=SESSION)
 
@@ -159,7 +184,7 @@ class Deployed:
             **fields,
         }
         self.incidents.create(Incident.from_record(stored))
-        auditor = Auditor(self.audit, SystemClock())
+        auditor = Auditor(self.audit, SystemClock(), self.anchor)
         for n in range(audited):
             auditor.record(incident_id, f"step_{n + 1}", actor="open_incident", details={"n": n})
         return incident_id
@@ -213,8 +238,16 @@ def deployed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploy
         approval = sfn.create_state_machine(
             name="sdc-approval", definition=ACCEPTING, roleArn=ROLE
         )["stateMachineArn"]
+        SESSION.client("logs").create_log_group(logGroupName=ANCHOR_GROUP)
         outputs = tmp_path / "outputs.json"
-        outputs.write_text(json.dumps(outputs_of(INCIDENTS_TABLE, AUDIT_TABLE, approval)))
+        outputs.write_text(
+            json.dumps(
+                {
+                    **outputs_of(INCIDENTS_TABLE, AUDIT_TABLE, approval),
+                    "AuditAnchorLogGroupName": ANCHOR_GROUP,
+                }
+            )
+        )
         yield Deployed(outputs=outputs, approval_arn=approval, dynamodb=dynamodb, sfn=sfn)
 
 
@@ -381,7 +414,13 @@ def test_show_prints_the_decision_and_the_replacement(deployed, capsys):
     deployed.sdc("show", incident_id)
 
     out = capsys.readouterr().out
-    assert f"approve at 2026-11-30 08:20:00Z\n  by {approver}\n  comment: rank 13 twice" in out
+    assert (
+        "approve at 2026-11-30 08:20:00Z\n"
+        f"  by unverified, execution {approver}\n"
+        f"  approval execution {approver}\n"
+        "  delivery: delivered\n"
+        "  comment: rank 13 twice"
+    ) in out
     assert "new instance: i-0f000000000000005" in out
 
 
@@ -499,11 +538,24 @@ def test_approve_starts_the_approval_state_machine_with_the_consoles_input(deplo
     status = deployed.sdc("approve", incident_id, "-m", "rank 13 mismatched twice")
 
     assert status == 0
-    assert deployed.execution_input() == {
+    started = deployed.execution_input()
+    assert started.pop("identity_proof").startswith(PROOF_PREFIX)
+    assert started == {
         "incident_id": incident_id,
         "decision": "approve",
         "comment": "rank 13 mismatched twice",
     }
+
+
+def test_approve_signs_an_identity_proof_bound_to_its_decision(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval")
+
+    deployed.sdc("approve", incident_id, "-m", "rank 13 mismatched twice")
+
+    proof = deployed.execution_input()["identity_proof"]
+    url, query = checked_request(proof)
+    assert query["X-Amz-SignedHeaders"] == f"host;{BINDING_HEADER}"
+    assert url.startswith("https://sts.us-west-2.amazonaws.com/?Action=GetCallerIdentity")
 
 
 def test_reject_starts_the_approval_state_machine_with_decision_reject(deployed, capsys):
@@ -603,7 +655,9 @@ def test_reset_starts_the_approval_state_machine_with_the_hold_and_decision_rese
     status = deployed.sdc("reset", hold_id, "-m", "the recipe is fixed")
 
     assert status == 0
-    assert deployed.execution_input() == {
+    started = deployed.execution_input()
+    assert started.pop("identity_proof").startswith(PROOF_PREFIX)
+    assert started == {
         "incident_id": hold_id,
         "decision": "reset",
         "comment": "the recipe is fixed",
@@ -726,9 +780,53 @@ def test_audit_verify_names_a_deleted_entry(deployed, capsys):
     assert "at seq 2: entry 2 is missing" in capsys.readouterr().out
 
 
+def test_audit_verify_detects_a_rewritten_entry_whose_chain_was_recomputed(deployed, capsys):
+    incident_id = deployed.incident("replaced", audited=4)
+    deployed.rewrite(incident_id, 2, actor="approver:arn:aws:iam::123456789012:user/mallory")
+
+    status = deployed.sdc("audit", "verify", incident_id)
+
+    assert status == 1
+    assert (
+        f"BROKEN    {incident_id}  at seq 2: entry 2 is not the one anchored: it was rewritten"
+        in capsys.readouterr().out
+    )
+
+
+def test_audit_verify_detects_a_truncated_tail(deployed, capsys):
+    incident_id = deployed.incident("replaced", audited=5)
+    deployed.drop(incident_id, 4, 5)
+
+    status = deployed.sdc("audit", "verify", incident_id)
+
+    assert status == 1
+    assert (
+        f"BROKEN    {incident_id}  at seq 4: the anchor holds entries up to 5, the table ends "
+        "at 3: the tail was removed"
+    ) in capsys.readouterr().out
+
+
+def test_audit_verify_all_detects_a_subject_removed_from_the_table(deployed, capsys):
+    deployed.incident("replaced", audited=2)
+    subject = "decision#arn:aws:states:us-west-2:123456789012:execution:sdc-approval:x"
+    Auditor(deployed.audit, SystemClock(), deployed.anchor).record(
+        subject, "decision_refused", actor="approver:x", details={"reason": "no incident"}
+    )
+    deployed.drop(subject, 1)
+
+    status = deployed.sdc("audit", "verify", "--all")
+
+    out = capsys.readouterr().out
+    assert status == 1
+    assert (
+        f"BROKEN    {subject}  at seq 1: no audit entries, but the anchor holds 1: the subject "
+        "was removed"
+    ) in out
+
+
 def test_audit_verify_all_checks_subjects_that_are_no_incident(deployed, capsys):
     deployed.incident("replaced", audited=2)
-    Auditor(deployed.audit, SystemClock()).record(
+    Auditor(deployed.audit, SystemClock(), deployed.anchor).record(
         "event#0f4e", "event_refused", actor="open_incident", details={"reason": "malformed"}
     )
     deployed.tamper("event#0f4e", seq=1)
@@ -1088,14 +1186,18 @@ def test_approving_through_the_cli_leads_the_incident_to_replaced(tmp_path, caps
 
         status = main(
             ["--outputs", str(outputs), "approve", incident_id, "-m", "rank 13 twice"],
-            session=run.session,
+            session=run.operator_session(),
         )
         incident = run.wait_for(incident_id, "replaced")
 
         assert status == 0
         assert incident.replacement.new_instance_id not in (None, "i-0bb00000000000002")
         (accepted,) = [e for e in run.audit(incident_id) if e.action == "decision_accepted"]
-        assert re.search(r":execution:SdcRemediation-approval:cli-[^:]+$", accepted.actor)
+        assert accepted.actor == "approver:arn:aws:iam::123456789012:user/local-operator"
+        assert re.search(
+            r":execution:SdcRemediation-approval:cli-[^:]+$",
+            accepted.details["approval_execution_arn"],
+        )
         assert accepted.details["comment"] == "rank 13 twice"
 
 

@@ -89,7 +89,11 @@ def test_decide_accepts_the_approval_state_machine_input(aws):
 
     result = invoke(decide, decision_input(incident_id, "approve"))
 
-    assert result == {"incident_id": incident_id, "decision": "approve", "accepted": True}
+    assert (result["incident_id"], result["decision"], result["accepted"]) == (
+        incident_id,
+        "approve",
+        True,
+    )
     assert aws.incident(incident_id).decision.approval_execution_arn == APPROVAL_EXECUTION
 
 

@@ -13,9 +13,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lambdas.logic.ports import ExecutionStarted
-from lambdas.models.audit import AuditEntry
-from lambdas.models.errors import ConditionFailed, KubernetesNotFound, TaskNotWaiting
+from lambdas.logic.ports import ExecutionRecord, ExecutionStarted
+from lambdas.models.approvals import Principal, PrincipalSource
+from lambdas.models.audit import AnchorRecord, AuditEntry
+from lambdas.models.errors import (
+    ConditionFailed,
+    ExecutionNotFound,
+    IdentityRefused,
+    KubernetesNotFound,
+    TaskNotWaiting,
+)
 from lambdas.models.guard import (
     PAST_INCIDENTS_LIMIT,
     ClusterHold,
@@ -244,6 +251,11 @@ class InMemoryAuditLog:
     def entries(self, incident_id: str) -> list[AuditEntry]:
         return [copy.deepcopy(e) for _, e in sorted(self.items.get(incident_id, {}).items())]
 
+    def all_chains(self) -> dict[str, list[AuditEntry]]:
+        return {
+            subject: self.entries(subject) for subject in sorted(self.items) if self.items[subject]
+        }
+
     def actions(self, incident_id: str) -> list[str]:
         return [e.action for e in self.entries(incident_id)]
 
@@ -269,10 +281,15 @@ class RecordingNotifier:
 
 
 class FakeWorkflow:
-    """Executions by name (a name starts one execution, ever); tokens answered at most once."""
+    """Executions by name (a name starts one execution, ever); tokens answered at most once;
+    executions of other state machines (the approval's) added by `add_execution` and described
+    as Step Functions would."""
 
     def __init__(self) -> None:
         self.executions: dict[str, dict[str, Any]] = {}
+        self.described: dict[str, ExecutionRecord] = {}
+        self.lose_next_answer: Exception | None = None
+        """The next SendTaskSuccess lands, and then this error is raised (a lost answer)."""
         self.waiting_tokens: set[str] = set()
         self.answers: list[tuple[str, dict[str, Any]]] = []
         self.fail_next_start: Exception | None = None
@@ -297,7 +314,65 @@ class FakeWorkflow:
             raise TaskNotWaiting("no task waits for this token", code="TaskDoesNotExist")
         self.waiting_tokens.discard(task_token)
         self.answers.append((task_token, dict(output)))
+        if self.lose_next_answer is not None:
+            error, self.lose_next_answer = self.lose_next_answer, None
+            raise error
         return f"sfn-{next(self._ids)}"
+
+    def add_execution(
+        self, arn: str, state_machine_arn: str, payload: Any, status: str = "RUNNING"
+    ) -> None:
+        self.described[arn] = ExecutionRecord(arn, state_machine_arn, status, payload)
+
+    def describe_execution(self, execution_arn: str) -> ExecutionRecord:
+        found = self.described.get(execution_arn)
+        if found is None:
+            raise ExecutionNotFound(
+                f"DescribeExecution failed: ExecutionDoesNotExist: {execution_arn}",
+                code="ExecutionDoesNotExist",
+            )
+        return found
+
+
+class FakeIdentityVerifier:
+    """Identity proofs as opaque tokens: each names the principal that signed it and the
+    binding it was signed for, as a redeemed presigned request would."""
+
+    def __init__(self) -> None:
+        self.proofs: dict[str, tuple[str, str]] = {}
+
+    def sign(self, principal_arn: str, binding: str) -> str:
+        proof = f"proof-{len(self.proofs) + 1}"
+        self.proofs[proof] = (principal_arn, binding)
+        return proof
+
+    def redeem(self, proof: str, binding: str) -> Principal:
+        signed = self.proofs.get(proof)
+        if signed is None:
+            raise IdentityRefused("STS did not accept the signature")
+        if signed[1] != binding:
+            raise IdentityRefused("the proof was signed for another decision")
+        account = signed[0].split(":")[4]
+        return Principal(PrincipalSource.IDENTITY_PROOF, signed[0], account, "AIDAFAKE")
+
+
+class InMemoryAuditAnchor:
+    """Append-only: records can be added, never changed or removed."""
+
+    enabled = True
+
+    def __init__(self) -> None:
+        self._records: list[AnchorRecord] = []
+        self.fail_next: Exception | None = None
+
+    def anchor(self, entry: AuditEntry) -> None:
+        if self.fail_next is not None:
+            error, self.fail_next = self.fail_next, None
+            raise error
+        self._records.append(AnchorRecord.of(entry))
+
+    def records(self, subject: str | None = None) -> list[AnchorRecord]:
+        return [r for r in self._records if subject is None or r.subject == subject]
 
 
 class FakeKubernetesNodes:
@@ -457,10 +532,12 @@ class SteppingClock:
 
 if TYPE_CHECKING:
     from lambdas.logic.ports import (
+        AuditAnchor,
         AuditLog,
         Clock,
         GuardStore,
         HistoryStore,
+        IdentityVerifier,
         IncidentStore,
         KubernetesNodes,
         Notifier,
@@ -481,3 +558,5 @@ if TYPE_CHECKING:
     _clock: Clock = SteppingClock()
     _kubernetes: KubernetesNodes = FakeKubernetesNodes()
     _prometheus: PrometheusQueries = FakePrometheus()
+    _identity: IdentityVerifier = FakeIdentityVerifier()
+    _anchor: AuditAnchor = InMemoryAuditAnchor()

@@ -88,7 +88,12 @@ def test_an_approval_is_sent_to_the_waiting_task_with_decision_comment_and_execu
 
     result = approval.decide(world.decision(incident_id, "approve"), world.deps)
 
-    assert result == {"incident_id": incident_id, "decision": "approve", "accepted": True}
+    assert result == {
+        "incident_id": incident_id,
+        "decision": "approve",
+        "accepted": True,
+        "principal": f"unverified, execution {APPROVAL_EXECUTION}",
+    }
     assert world.workflow.answers == [
         (
             TOKEN,
@@ -108,10 +113,9 @@ def test_an_accepted_decision_is_recorded_and_audited_with_the_approver(world):
     approval.decide(world.decision(incident_id, "reject", "looks transient"), world.deps)
 
     assert world.incident(incident_id).decision.decision == "reject"
-    entry = world.audit.entries(incident_id)[-1]
-    assert entry.action == "decision_accepted"
-    assert entry.actor == f"approver:{APPROVAL_EXECUTION}"
-    assert entry.details["comment"] == "looks transient"
+    accepted = [e for e in world.audit.entries(incident_id) if e.action == "decision_accepted"]
+    assert accepted[0].actor == f"approver:{APPROVAL_EXECUTION}"
+    assert accepted[0].details["comment"] == "looks transient"
 
 
 def test_a_second_decision_is_refused_and_audited(world):
@@ -163,15 +167,18 @@ def test_a_decision_whose_task_is_gone_is_refused_released_and_audited(world):
     assert world.audit.actions(incident_id)[-1] == "decision_refused"
 
 
-def test_a_decision_that_fails_to_reach_step_functions_is_released_audited_and_raised(world):
+def test_a_decision_whose_delivery_failed_stays_pending_audited_and_raised(world):
     incident_id = world.awaiting_approval()
     world.workflow.fail_next_send = DependencyFailed("SendTaskSuccess failed")
 
     with pytest.raises(DependencyFailed):
         approval.decide(world.decision(incident_id), world.deps)
 
-    assert world.incident(incident_id).decision is None
-    assert world.audit.actions(incident_id)[-1] == "decision_not_delivered"
+    assert world.incident(incident_id).decision.delivery == "pending"
+    assert world.audit.actions(incident_id)[-2:] == [
+        "decision_accepted",
+        "decision_delivery_unknown",
+    ]
 
 
 def test_a_decision_for_a_closed_incident_is_refused(world: World):

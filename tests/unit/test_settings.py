@@ -174,3 +174,32 @@ def test_node_isolation_may_name_the_pod_label_that_names_a_job():
 def test_a_job_pods_value_that_is_no_label_key_is_refused_naming_it(key):
     with pytest.raises(SettingsError, match="bad job_pods label key"):
         Settings.from_env(isolation_env(job_pods=key))
+
+
+def test_approval_rules_are_read_from_the_environment():
+    settings = Settings.from_env(
+        {
+            "INCIDENTS_TABLE": "i",
+            "AUDIT_TABLE": "a",
+            "TOPIC_ARN": "t",
+            "APPROVALS_REQUIRED": "2",
+            "APPROVERS": "arn:aws:iam::111122223333:role/Approver*,arn:aws:iam::*:user/alice",
+            "REQUIRE_IDENTITY_PROOF": "false",
+            "AUDIT_ANCHOR_LOG_GROUP": "/s/audit-anchor",
+        }
+    )
+
+    assert settings.approvals_required == 2
+    assert settings.approvers == (
+        "arn:aws:iam::111122223333:role/Approver*",
+        "arn:aws:iam::*:user/alice",
+    )
+    assert settings.needs_identity_proof
+    assert settings.audit_anchor_log_group == "/s/audit-anchor"
+
+
+def test_an_approver_that_is_no_arn_is_refused_by_name():
+    with pytest.raises(SettingsError, match="APPROVERS must be IAM or STS ARN patterns"):
+        Settings.from_env(
+            {"INCIDENTS_TABLE": "i", "AUDIT_TABLE": "a", "TOPIC_ARN": "t", "APPROVERS": "alice"}
+        )

@@ -115,7 +115,9 @@ def test_a_held_incident_is_notified_from_what_was_created(world: World, ops: Op
     assert world.incident(result["incident_id"]).close_notified is True
 
 
-def test_a_decision_not_delivered_gives_its_claim_back_on_what_was_written(world: World, ops: Ops):
+def test_a_decision_not_delivered_keeps_its_claim_pending_on_what_was_written(
+    world: World, ops: Ops
+):
     incident_id = world.awaiting_approval()
     ops.clear()
     world.workflow.fail_next_send = DependencyFailed("SendTaskSuccess failed")
@@ -124,7 +126,7 @@ def test_a_decision_not_delivered_gives_its_claim_back_on_what_was_written(world
         approval.decide(world.decision(incident_id), world.deps)
 
     assert ops.reads_after_first_write(incident_id) == 0
-    assert world.incident(incident_id).decision is None
+    assert world.incident(incident_id).decision.delivery == "pending"
 
 
 def test_isolating_a_node_settles_on_what_its_write_ahead_wrote(

@@ -11,6 +11,7 @@ from typing import Any
 
 from infra.local.fake_hyperpod import FakeHyperPod
 from lambdas.logic import approval, health_check, intake
+from lambdas.logic.decisions import approval_binding
 from lambdas.logic.ports import Deps
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import Incident
@@ -19,10 +20,12 @@ from lambdas.models.report import parse_report_event
 from lambdas.models.settings import Settings
 from tests.conftest import load_fixture
 from tests.unit.fakes import (
+    FakeIdentityVerifier,
     FakeKubernetesNodes,
     FakePauseSwitch,
     FakePrometheus,
     FakeWorkflow,
+    InMemoryAuditAnchor,
     InMemoryAuditLog,
     InMemoryIncidentStore,
     RecordingNotifier,
@@ -38,6 +41,8 @@ NODE = "ip-10-1-17-42.us-west-2.compute.internal"
 TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAfake-task-token"
 APPROVAL_ARN = "arn:aws:states:us-west-2:111122223333:stateMachine:sdc-approval"
 APPROVAL_EXECUTION = "arn:aws:states:us-west-2:111122223333:execution:sdc-approval:a1"
+ALICE = "arn:aws:sts::111122223333:assumed-role/sdc-approver/alice"
+BOB = "arn:aws:iam::111122223333:user/bob"
 
 
 def settings(**changes: Any) -> Settings:
@@ -76,6 +81,8 @@ class World:
     settings: Settings = field(default_factory=settings)
     kube: FakeKubernetesNodes = field(default_factory=FakeKubernetesNodes)
     prometheus: FakePrometheus = field(default_factory=FakePrometheus)
+    identity: FakeIdentityVerifier = field(default_factory=FakeIdentityVerifier)
+    anchor: InMemoryAuditAnchor = field(default_factory=InMemoryAuditAnchor)
     eks_cluster: str | None = None
     """The EKS cluster orchestrating CLUSTER (None: not EKS); its node for INSTANCE is NODE."""
 
@@ -101,6 +108,8 @@ class World:
             switch=self.switch,
             kubernetes=self.kube,
             prometheus=self.prometheus,
+            identity=self.identity,
+            anchor=self.anchor,
         )
 
     def incident(self, incident_id: str) -> Incident:
@@ -147,5 +156,21 @@ class World:
         decision: Any = "approve",
         comment: Any = "evidence reviewed",
         execution: str = APPROVAL_EXECUTION,
+        *,
+        principal: str | None = None,
+        started: bool = True,
     ) -> DecisionRequest:
+        """The decision as decide receives it from the approval state machine; the approval
+        execution is started first (`started`) with the same input, and signed by `principal`
+        (an identity proof in its input) when one is named."""
+        if started:
+            payload: dict[str, Any] = {
+                "incident_id": incident_id,
+                "decision": decision,
+                "comment": comment,
+            }
+            if principal is not None:
+                binding = approval_binding(APPROVAL_ARN, str(incident_id), str(decision))
+                payload["identity_proof"] = self.identity.sign(principal, binding)
+            self.workflow.add_execution(execution, APPROVAL_ARN, payload)
         return DecisionRequest(incident_id, decision, comment, execution)

@@ -23,8 +23,13 @@ def _serve_until_decided(run: Any, incident_id: str, port: int) -> None:
     """Serve the local account over HTTP and wait until someone decides with the CLI."""
     endpoint = run.serve(port)
     path = run.write_outputs(OUTPUTS_FILE)
+    key = os.environ.get("AWS_ACCESS_KEY_ID", "")
+    secret = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
     print(
-        "\nThe local account is served at " + endpoint + ". Decide from another shell:\n\n"
+        "\nThe local account is served at " + endpoint + ". Decide from another shell, as the "
+        "local account's operator (its IAM user signs the identity proof `sdc approve` "
+        "attaches):\n\n"
+        f"  export AWS_ACCESS_KEY_ID={key} AWS_SECRET_ACCESS_KEY={secret} AWS_DEFAULT_REGION=us-west-2\n"
         f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} show {incident_id}\n"
         f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} approve {incident_id} -m 'looks bad'\n"
         f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} reject {incident_id} -m 'not the GPU'\n"

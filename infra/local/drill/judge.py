@@ -54,6 +54,28 @@ def problems(scenario: Scenario, seen: Observed) -> list[str]:
         found += _judge_hardware(seen.card, seen.finals, culprit_gpu(seen.alarm, seen.rank_map))
     if scenario.muted:
         found += _judge_muted(seen.finals, seen.notices, seen.held_texts, seen.health_checks)
+    if scenario.approvers and not seen.interactive:
+        found += _judge_approvers(scenario, seen.finals)
+    return found
+
+
+def _judge_approvers(scenario: Scenario, finals: Sequence[Any]) -> list[str]:
+    """The decision names each distinct approver once, in the order they approved, each as
+    the IAM user STS named."""
+    expected = [
+        f"arn:aws:iam::123456789012:user/{name}" for name in dict.fromkeys(scenario.approvers)
+    ]
+    found: list[str] = []
+    for incident in finals:
+        decision = incident.decision
+        counted = (
+            [a["principal"].get("arn") for a in (decision.approvals or [])] if decision else []
+        )
+        if counted != expected:
+            found.append(
+                f"{incident.incident_id} was decided with the approvals of {counted}; "
+                f"expected {expected}"
+            )
     return found
 
 

@@ -9,6 +9,7 @@ console's path; the fake HyperPod replaces the node.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -263,6 +264,9 @@ def _approve(
         if decision is None:
             note("approver", "no answer (waiting for the approval timeout)")
             continue
+        if scenario.approvers and not ask:
+            _approve_in_turn(run, scenario, incident_id, decision, note)
+            continue
         execution = run.decide(incident_id, decision, f"drill: {decision}")
         note(
             "approver",
@@ -270,6 +274,26 @@ def _approve(
             execution=execution["executionArn"].rsplit(":", 1)[-1],
         )
     return card
+
+
+def _approve_in_turn(
+    run: Any, scenario: Scenario, incident_id: str, decision: str, note: Note
+) -> None:
+    """Each of the scenario's approvers gives the decision, signed as that IAM user; what each
+    approval execution answered (\"1 of 2\", waiting) goes into the timeline."""
+    for approver in scenario.approvers:
+        execution = run.decide(
+            incident_id, decision, f"drill: {decision} by {approver}", approver=approver
+        )
+        output = json.loads(execution.get("output") or "{}")
+        counted = output.get("approvals") or "-"
+        waiting = "; waiting for another approver" if output.get("waiting") else ""
+        note(
+            "approver",
+            f"{approver}: {decision} via the approval state machine → {execution['status']}, "
+            f"approvals {counted}{waiting}",
+            execution=execution["executionArn"].rsplit(":", 1)[-1],
+        )
 
 
 def _reset_storm(run: Any, scenario: Scenario, note: Note) -> tuple[str | None, Any]:

@@ -160,6 +160,9 @@ class Scenario:
     spare_nodes: int = 0
     """Nodes of the cluster beyond the job's four (the guard keeps one node of a cluster out
     of remediation: a job-level incident over all four needs a fifth)."""
+    approvers: tuple[str, ...] = ()
+    """IAM users of the local account who each give `decision` in turn, as `sdc approve` does
+    (an identity proof signed with their key); empty: one unsigned, console-like decision."""
 
 
 SCENARIOS = {
@@ -172,6 +175,17 @@ SCENARIOS = {
             "approve",
             "replaced",
             replaced=True,
+        ),
+        Scenario(
+            "two-person",
+            "two approvals required: alice approves (1 of 2), alice again (counts once), bob "
+            "approves; node replaced",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced",
+            context={"sdc:approvalsRequired": 2},
+            replaced=True,
+            approvers=("alice", "alice", "bob"),
         ),
         Scenario(
             "nonfinite-transient",

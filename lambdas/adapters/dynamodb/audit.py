@@ -9,7 +9,8 @@ from lambdas.models.audit import AuditEntry
 
 
 class DynamoAuditLog(DynamoTable):
-    """Append-only: PutItem with `attribute_not_exists(seq)`, Query and GetItem; never updates."""
+    """Append-only: PutItem with `attribute_not_exists(seq)`, Query and GetItem; never updates.
+    `all_chains` scans (the scheduled audit check and `sdc audit verify --all` only)."""
 
     def last(self, incident_id: str) -> AuditEntry | None:
         with aws_call("Query"):
@@ -42,6 +43,15 @@ class DynamoAuditLog(DynamoTable):
             ConsistentRead=True,
         )
         return sorted((AuditEntry.from_record(item) for item in items), key=lambda e: e.seq)
+
+    def all_chains(self) -> dict[str, list[AuditEntry]]:
+        """Subject → its entries in seq order, subjects sorted. One Scan of the whole table
+        (consistent reads), so use it for an audit, not in a loop."""
+        chains: dict[str, list[AuditEntry]] = {}
+        for item in pages(self.client.scan, "Scan", TableName=self.table_name, ConsistentRead=True):
+            entry = AuditEntry.from_record(item)
+            chains.setdefault(entry.incident_id, []).append(entry)
+        return {subject: sorted(chains[subject], key=lambda e: e.seq) for subject in sorted(chains)}
 
 
 if TYPE_CHECKING:

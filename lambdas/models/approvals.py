@@ -1,0 +1,119 @@
+"""Who approved: the principal AWS established for an approval, and the approvals an incident
+has collected while more are required (`lambdas.logic.approval`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from lambdas.models._record import known_fields
+
+
+class PrincipalSource(StrEnum):
+    """How the approver's principal was established."""
+
+    IDENTITY_PROOF = "identity_proof"
+    """A presigned `sts:GetCallerIdentity` request the approver signed and `decide` redeemed:
+    STS itself named the caller."""
+    EXECUTION_ONLY = "execution_only"
+    """No proof came with the approval (a console approval): what is proven is only that a
+    principal allowed `states:StartExecution` on the approval state machine started it; the
+    principal itself is in CloudTrail's StartExecution event, not established here."""
+
+
+class Delivery(StrEnum):
+    """Where a decision's delivery to the waiting task stands (write-ahead)."""
+
+    PENDING = "pending"
+    """Claimed and audited as accepted; SendTaskSuccess not yet known to have landed."""
+    DELIVERED = "delivered"
+    """SendTaskSuccess answered (or a retry found the earlier answer had landed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    source: PrincipalSource
+    arn: str | None = None
+    """`arn:aws:iam::<account>:user/<name>` or `arn:aws:sts::<account>:assumed-role/<role>/
+    <session>`, as STS named it; None when unverified."""
+    account: str | None = None
+    user_id: str | None = None
+
+    @property
+    def verified(self) -> bool:
+        return self.source is PrincipalSource.IDENTITY_PROOF and bool(self.arn)
+
+    @property
+    def session_name(self) -> str | None:
+        """The session name of an assumed role (the part after the role name)."""
+        if self.arn and ":assumed-role/" in self.arn:
+            return self.arn.rsplit("/", 1)[-1]
+        return None
+
+    @property
+    def iam_arn(self) -> str | None:
+        """The IAM principal behind the caller: an assumed-role session's role
+        (`arn:aws:iam::<account>:role/<role>`, without its path, which STS does not name), or
+        the caller's own ARN."""
+        if self.arn and ":assumed-role/" in self.arn:
+            head, _, rest = self.arn.partition(":assumed-role/")
+            role = rest.split("/", 1)[0]
+            return head.replace(":sts:", ":iam:", 1) + f":role/{role}"
+        return self.arn
+
+    def label(self) -> str:
+        return self.arn if self.verified and self.arn else "unverified (console approval)"
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            **dataclasses.asdict(self),
+            "source": self.source.value,
+            "verified": self.verified,
+            "session_name": self.session_name,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Principal:
+        values = known_fields(cls, record)
+        return cls(
+            source=PrincipalSource(values["source"]),
+            arn=values.get("arn"),
+            account=values.get("account"),
+            user_id=values.get("user_id"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """One approval counted towards `approvals_required`."""
+
+    decision: str
+    principal: Principal
+    approval_execution_arn: str
+    at: str
+    comment: str | None = None
+    required: int = 1
+    """How many distinct approvals the deployment required when this one was recorded."""
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision,
+            "principal": self.principal.to_record(),
+            "approval_execution_arn": self.approval_execution_arn,
+            "at": self.at,
+            "comment": self.comment,
+            "required": self.required,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ApprovalRecord:
+        return cls(
+            decision=str(record["decision"]),
+            principal=Principal.from_record(dict(record["principal"])),
+            approval_execution_arn=str(record["approval_execution_arn"]),
+            at=str(record["at"]),
+            comment=record.get("comment"),
+            required=int(record.get("required") or 1),
+        )
