@@ -4,8 +4,14 @@ Choice rule, a failure that records why, and the close that ends every run.
 
 Every Task: `arn:aws:states:::lambda:invoke` with an explicit Payload, a ResultSelector that
 keeps `$.Payload` (the function's return value) under the task's ResultPath, a retry on Lambda
-service errors and on the steps' own retryable errors (`Throttled`, `ServiceUnavailable`: the
-handler left the incident as it was), and `Catch States.ALL → CloseFailed`.
+service errors, on an invocation that ran out of time (`TIMEOUT_ERRORS`: the function was killed
+by its own timeout, Lambda could not say how it ended, or the task's `TimeoutSeconds` passed)
+and on the steps' own retryable errors (`Throttled`, `ServiceUnavailable`: the handler left the
+incident as it was), and `Catch States.ALL → CloseFailed`.
+
+Retrying a killed step is safe because every step resumes from what it wrote ahead: a step
+that acts on a node (cordon, health check, reboot, replacement) records the request before it
+sends it, and its retry reads that record instead of sending blindly or skipping the call.
 """
 
 from __future__ import annotations
@@ -24,6 +30,24 @@ LAMBDA_SERVICE_ERRORS: Final = (
 )
 """Transient errors of the Invoke API itself (not of the handler): retried with backoff."""
 
+TIMEOUT_ERRORS: Final = (
+    "Sandbox.Timedout",
+    "Runtime.ExitError",
+    "Lambda.Unknown",
+    "States.Timeout",
+)
+"""An invocation that ended without an answer: `Sandbox.Timedout` (Lambda killed the function at
+its timeout), `Runtime.ExitError` (the function's process died: out of memory, a crash),
+`Lambda.Unknown` (Lambda could not say how it ended), `States.Timeout` (the task's own
+`TimeoutSeconds` passed). The step may have acted; its retry resumes from its write-ahead
+record. Not on the approval task, whose `States.Timeout` is the approval expiring."""
+TIMEOUT_RETRY_INTERVAL_SECONDS: Final = 5
+TIMEOUT_RETRY_ATTEMPTS: Final = 3
+
+TASK_TIMEOUT_SECONDS: Final = 120
+"""A Lambda task's own `TimeoutSeconds`: longer than every function's timeout (a test holds
+every function to it), so it only ends an invocation whose answer never came back."""
+
 RETRYABLE_STEP_ERRORS: Final = ("Throttled", "ServiceUnavailable")
 """The handlers' own retryable errors (Lambda's `errorType` is the exception's class name,
 `lambdas.models.errors`): AWS throttled a call or failed on its side after the SDK's own
@@ -38,12 +62,20 @@ CLOSE_HELD: Final = "CloseHeld"
 State = dict[str, Any]
 
 
-def service_retry() -> list[State]:
+def service_retry(*, timeouts: tuple[str, ...] = TIMEOUT_ERRORS) -> list[State]:
+    """The retries of every Lambda task; `timeouts`: the timeout errors it retries (the approval
+    task leaves `States.Timeout` out: for it, that is the approval expiring)."""
     return [
         {
             "ErrorEquals": list(LAMBDA_SERVICE_ERRORS),
             "IntervalSeconds": 2,
             "MaxAttempts": 3,
+            "BackoffRate": 2,
+        },
+        {
+            "ErrorEquals": list(timeouts),
+            "IntervalSeconds": TIMEOUT_RETRY_INTERVAL_SECONDS,
+            "MaxAttempts": TIMEOUT_RETRY_ATTEMPTS,
             "BackoffRate": 2,
         },
         {
@@ -84,6 +116,7 @@ def task(
             "Parameters": {"FunctionName": function_arn, "Payload": dict(payload)},
             "ResultSelector": dict(RESULT_SELECTOR),
             "ResultPath": result_path,
+            "TimeoutSeconds": TASK_TIMEOUT_SECONDS,
             "Retry": service_retry(),
             "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": catch_to}],
         }

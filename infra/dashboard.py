@@ -65,6 +65,9 @@ STEP_TROUBLE: Final = (
     M.NODE_RELEASES_FAILED,
 )
 
+DELIVERY: Final = (M.NOTICES_RETRIED, M.NOTICES_UNDELIVERED, M.CARDS_UNDELIVERED)
+RECONCILIATION: Final = (M.RECOVERIES_UNKNOWN, M.INCIDENTS_RECONCILED, M.RECONCILE_NEEDS_PERSON)
+
 
 @dataclass(frozen=True)
 class Series:
@@ -217,6 +220,22 @@ class PipelineDashboard(Construct):
                 left=[pipeline_metric(m) for m in STEP_TROUBLE],
                 width=WIDTH // 2,
                 height=HEIGHT,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Notices retried and undelivered; approval cards nobody received",
+                left=[pipeline_metric(m) for m in DELIVERY],
+                width=WIDTH // 2,
+                height=HEIGHT,
+                left_y_axis=cloudwatch.YAxisProps(min=0),
+            ),
+            cloudwatch.GraphWidget(
+                title="Reconciliation: nodes kept mid-recovery, incidents settled, needing a person",
+                left=[pipeline_metric(m) for m in RECONCILIATION],
+                width=WIDTH // 2,
+                height=HEIGHT,
+                left_y_axis=cloudwatch.YAxisProps(min=0),
             ),
         )
         self.dashboard.add_widgets(

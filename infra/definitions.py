@@ -38,7 +38,8 @@ shape follows docs/pipeline.md:
 
 Every Task is an `infra.asl.task`: the function's return value under its ResultPath
 (`$.health.Payload`, `$.replacement.Payload`, ...), retried on Lambda's and the steps' own
-retryable errors, and `Catch States.ALL → CloseFailed` (CloseFailed's own catch goes to
+retryable errors and on an invocation that ended without an answer (`infra.asl.TIMEOUT_ERRORS`:
+the step resumes from what it wrote ahead), and `Catch States.ALL → CloseFailed` (CloseFailed's own catch goes to
 Failed): once the retries are spent, the incident closes as failed with the error as its cause. Choices test a returned field only behind
 IsPresent, so a return value that misses a field takes the default branch instead of failing
 the execution with an uncatchable States.Runtime error. Counters live in
@@ -56,6 +57,8 @@ from infra.asl import (
     CLOSE_HELD,
     LAMBDA_INVOKE,
     LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN,
+    TASK_TIMEOUT_SECONDS,
+    TIMEOUT_ERRORS,
     State,
     close,
     count,
@@ -69,6 +72,10 @@ from infra.asl import (
 )
 from infra.settings import Settings
 from lambdas.logic.lifecycle import MAX_REBOOTS
+
+APPROVAL_TASK_TIMEOUT_ERRORS: Final = tuple(e for e in TIMEOUT_ERRORS if e != "States.Timeout")
+"""The approval task retries a killed request_approval, never its own timeout (the approval
+expiring closes the incident as expired)."""
 
 REMEDIATION_COMMENT: Final = (
     "SDC remediation: deep health check, human approval, node replacement. See docs/pipeline.md."
@@ -212,7 +219,7 @@ def _approval_states(
             },
             "TimeoutSeconds": s.approval_timeout_seconds,
             "ResultPath": "$.decision",
-            "Retry": service_retry(),
+            "Retry": service_retry(timeouts=APPROVAL_TASK_TIMEOUT_ERRORS),
             "Catch": [
                 {"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": CLOSE_EXPIRED},
                 {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": CLOSE_FAILED},
@@ -452,6 +459,7 @@ def approval_definition(decide_function_arn: str) -> dict[str, Any]:
                     },
                 },
                 "OutputPath": "$.Payload",
+                "TimeoutSeconds": TASK_TIMEOUT_SECONDS,
                 "Retry": service_retry(),
                 "End": True,
             }

@@ -31,6 +31,11 @@ from infra.notifications import Notifications
 from infra.pause import PauseSwitch
 from infra.settings import Cluster, Settings, TelemetrySource
 from infra.storage import Storage
+from infra.workflow import executions_arn
+from lambdas.adapters._aws import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS, worst_call_seconds
+from lambdas.adapters.kubernetes import TIMEOUT_SECONDS as KUBERNETES_TIMEOUT_SECONDS
+from lambdas.adapters.prometheus import TIMEOUT_SECONDS as TELEMETRY_TIMEOUT_SECONDS
+from lambdas.logic._steps import NOTICE_RETRY_WINDOW_SECONDS
 from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
 
 RUNTIME: Final = {
@@ -114,9 +119,12 @@ class FunctionSpec:
     acts_on_nodes: bool = False
     """Changes a node (cordon, deep health check, replacement, release): its concurrency is
     capped at `sdc:nodeActionConcurrency`, a limit beyond the guard's."""
+    reconciles: bool = False
+    """Settles stuck incidents (scheduled): reads the remediation executions' status
+    (states:DescribeExecution on them)."""
     verifies_audit: bool = False
     """The scheduled audit check: scans the audit table and reads the audit anchor."""
-    timeout_seconds: int = 30
+    timeout_seconds: int = 60
 
     @property
     def handler(self) -> str:
@@ -139,7 +147,7 @@ SPECS: Final = (
         reads_pause_switch=True,
         checks_claims=True,
         asynchronous=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
     ),
     FunctionSpec(
         "store_report",
@@ -150,7 +158,7 @@ SPECS: Final = (
         reads_pause_switch=True,
         checks_claims=True,
         asynchronous=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
     ),
     FunctionSpec(
         "isolate_node",
@@ -158,7 +166,7 @@ SPECS: Final = (
         hyperpod=("sagemaker:DescribeCluster",),
         reads_pause_switch=True,
         kubernetes=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
         acts_on_nodes=True,
     ),
     FunctionSpec(
@@ -180,13 +188,14 @@ SPECS: Final = (
         "Stores the task token and asks a human to approve the replacement",
         publishes=True,
         queries_telemetry=True,
+        timeout_seconds=90,
     ),
     FunctionSpec(
         "replace_node",
         "Re-checks the node and requests its replacement",
         hyperpod=(*HYPERPOD_READ, REPLACE_NODES),
         reads_pause_switch=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
         acts_on_nodes=True,
         recovers=True,
     ),
@@ -196,7 +205,7 @@ SPECS: Final = (
         "Re-checks the node and requests its reboot (an approver chose reboot)",
         hyperpod=(*HYPERPOD_READ, REBOOT_NODES),
         reads_pause_switch=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
         acts_on_nodes=True,
         recovers=True,
     ),
@@ -208,7 +217,7 @@ SPECS: Final = (
         "Closes the incident with its outcome, lifts the node's isolation and notifies",
         publishes=True,
         kubernetes=True,
-        timeout_seconds=60,
+        timeout_seconds=90,
         acts_on_nodes=True,
     ),
     FunctionSpec(
@@ -216,6 +225,17 @@ SPECS: Final = (
         "Validates an approval decision and completes the waiting remediation task",
         publishes=True,
         answers_approval=True,
+        timeout_seconds=90,
+    ),
+    FunctionSpec(
+        "reconcile",
+        "Settles stuck incidents from HyperPod's and Step Functions' state (scheduled)",
+        hyperpod=HYPERPOD_READ,
+        publishes=True,
+        kubernetes=True,
+        reconciles=True,
+        acts_on_nodes=True,
+        timeout_seconds=300,
     ),
     FunctionSpec(
         "verify_audit",
@@ -224,6 +244,33 @@ SPECS: Final = (
         timeout_seconds=300,
     ),
 )
+
+
+RECORD_CALLS: Final = 3
+"""The AWS calls that record a failed step (read the incident, save it, append the audit entry),
+each given one attempt's connect and read timeouts."""
+KUBERNETES_REQUESTS: Final = 3
+"""The Kubernetes API requests one node's cordon or release makes (find, read, patch)."""
+ROOM_SECONDS: Final = 5
+"""What is left over for the function's own work and the runtime."""
+
+
+def time_budget_seconds(spec: FunctionSpec) -> float:
+    """The longest an invocation of `spec` can need when one call hangs: that AWS call with all
+    its attempts (`lambdas.adapters._aws.worst_call_seconds`), the calls that record its
+    failure, the Kubernetes requests (each bounded by its timeout), the telemetry query, a
+    notice with its retries, and `ROOM_SECONDS`. Every function's timeout is at least this
+    (tests/infra/test_functions.py), so a hung call ends as a recorded, retryable error rather
+    than a killed function."""
+    per_attempt = CONNECT_TIMEOUT_SECONDS + READ_TIMEOUT_SECONDS
+    budget = worst_call_seconds() + RECORD_CALLS * per_attempt + ROOM_SECONDS
+    if spec.kubernetes or spec.recovers:
+        budget += KUBERNETES_REQUESTS * KUBERNETES_TIMEOUT_SECONDS
+    if spec.queries_telemetry:
+        budget += TELEMETRY_TIMEOUT_SECONDS
+    if spec.publishes:
+        budget += NOTICE_RETRY_WINDOW_SECONDS + worst_call_seconds()
+    return budget
 
 
 def cluster_arn(scope: Construct, cluster: Cluster) -> str:
@@ -286,7 +333,8 @@ def decision_env(settings: Settings) -> dict[str, str]:
 
 class Functions(Construct):
     """All functions. `remediation_arn` / `approval_arn` are the state machines' ARNs, known
-    before the state machines exist because their names are fixed (see workflow.py)."""
+    before the state machines exist because their names are fixed (see workflow.py);
+    `remediation_name` is the remediation machine's name (its executions' ARNs start with it)."""
 
     def __init__(
         self,
@@ -301,6 +349,7 @@ class Functions(Construct):
         pause_switch: PauseSwitch,
         remediation_arn: str,
         approval_arn: str,
+        remediation_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
         cluster_arns = [cluster_arn(self, cluster) for cluster in settings.clusters]
@@ -417,6 +466,33 @@ class Functions(Construct):
                         actions=["states:StartExecution"],
                         resources=[remediation_arn],
                     )
+                )
+            if spec.reconciles:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="ReadRemediationExecutions",
+                        actions=["states:DescribeExecution"],
+                        resources=[executions_arn(self, remediation_name)],
+                    )
+                )
+                assert fn.role is not None
+                acknowledge(
+                    fn.role,
+                    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+                    f"<AWS::AccountId>:execution:{remediation_name}:*]",
+                    "Reconciliation reads the status of the remediation execution of any stuck "
+                    "incident; execution names are the incident ids, known only at run time, so "
+                    "the resource is every execution of the remediation state machine (one "
+                    "machine, read only: states:DescribeExecution).",
+                )
+                acknowledge_iam_lint(
+                    _default_policy(fn),
+                    "RESOURCE_MISMATCH",
+                    ["states:DescribeExecution"],
+                    "DescribeExecution takes a Standard execution's ARN "
+                    "(arn:...:execution:<machine>:<name>, the resource type the service "
+                    "authorization reference lists first); the linter matches it only against "
+                    "the Express form. The remediation state machine is Standard.",
                 )
             if spec.answers_approval:
                 fn.add_to_role_policy(

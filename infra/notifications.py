@@ -201,6 +201,12 @@ class Notifications(Construct):
             )
         return alarms
 
+    def alarm_on_metric(
+        self, construct_id: str, metric: cloudwatch.IMetric, name: str, what_to_do: str
+    ) -> cloudwatch.Alarm:
+        """An alarm on the topic as soon as `metric` (a count) is above zero in a period."""
+        return self._alarm(construct_id, metric, name, what_to_do)
+
     def _alarm(
         self, construct_id: str, metric: cloudwatch.IMetric, name: str, what_to_do: str
     ) -> cloudwatch.Alarm:

@@ -11,11 +11,18 @@ from infra.alarms import ContributorAlarms
 from infra.approval import ApprovalWorkflow
 from infra.asset import LambdaAsset
 from infra.audit_anchor import AuditAnchorLog
-from infra.dashboard import PipelineDashboard
+from infra.dashboard import PipelineDashboard, pipeline_metric
 from infra.functions import Functions
 from infra.node_isolation import NodeIsolationAccess
 from infra.notifications import Notifications
 from infra.pause import PauseSwitch
+from infra.reconciliation import (
+    CARDS_UNDELIVERED_ALARM,
+    CARDS_UNDELIVERED_WHAT_TO_DO,
+    NEEDS_PERSON_ALARM,
+    NEEDS_PERSON_WHAT_TO_DO,
+    Reconciliation,
+)
 from infra.routing import Routing
 from infra.settings import Settings
 from infra.storage import Storage
@@ -26,6 +33,7 @@ from infra.workflow import (
     remediation_name,
     state_machine_arn,
 )
+from lambdas.metric_names import PipelineMetric as M
 
 REFUSES_BY_RAISING = frozenset({"decide"})
 """Functions whose errors are a designed answer: decide raises DecisionRefused so that a refused
@@ -76,6 +84,7 @@ class SdcRemediationStack(Stack):
             pause_switch=pause_switch,
             remediation_arn=remediation_arn,
             approval_arn=approval_arn,
+            remediation_name=remediation_name(settings),
         )
         if settings.node_isolation:
             NodeIsolationAccess(
@@ -107,6 +116,9 @@ class SdcRemediationStack(Stack):
             open_incident=functions.open_incident,
             store_report=functions.store_report,
         )
+        reconciliation = Reconciliation(
+            self, "Reconciliation", reconcile=functions.by_module["reconcile"]
+        )
         pipeline_alarms = [
             notifications.alarm_when_not_empty(
                 "UndeliveredEventsAlarm",
@@ -121,6 +133,18 @@ class SdcRemediationStack(Stack):
             ),
             notifications.alarm_on_failed_executions(
                 "RemediationFailedAlarm", remediation.state_machine, settings
+            ),
+            notifications.alarm_on_metric(
+                "CardsUndeliveredAlarm",
+                pipeline_metric(M.CARDS_UNDELIVERED),
+                f"{settings.stack_name}-{CARDS_UNDELIVERED_ALARM}",
+                CARDS_UNDELIVERED_WHAT_TO_DO,
+            ),
+            notifications.alarm_on_metric(
+                "ReconcileNeedsPersonAlarm",
+                pipeline_metric(M.RECONCILE_NEEDS_PERSON),
+                f"{settings.stack_name}-{NEEDS_PERSON_ALARM}",
+                NEEDS_PERSON_WHAT_TO_DO,
             ),
             audit_anchor.check_on_schedule(
                 self, functions.verify_audit, notifications.topic, settings
@@ -185,6 +209,12 @@ class SdcRemediationStack(Stack):
             description="The pipeline's CloudWatch dashboard: detection, incidents, approvals, "
             "errors",
             value=dashboard.url,
+        )
+        CfnOutput(
+            self,
+            "ReconcileFunctionName",
+            description="Settles stuck incidents; runs on a schedule, sdc reconcile runs it now",
+            value=reconciliation.function_name,
         )
         CfnOutput(self, "IncidentsTableName", value=storage.incidents.table_name)
         CfnOutput(self, "AuditTableName", value=storage.audit.table_name)

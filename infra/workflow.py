@@ -35,6 +35,17 @@ def approval_name(settings: Settings) -> str:
     return f"{settings.stack_name}-approval"
 
 
+def executions_arn(scope: Construct, name: str) -> str:
+    """`arn:<partition>:states:<region>:<account>:execution:<name>:*`: every execution of the
+    state machine called `name`."""
+    return Stack.of(scope).format_arn(
+        service="states",
+        resource="execution",
+        resource_name=f"{name}:*",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
 def state_machine_arn(scope: Construct, name: str) -> str:
     """The ARN of the state machine called `name` in this stack's account and region.
 

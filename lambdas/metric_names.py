@@ -68,13 +68,28 @@ class PipelineMetric(StrEnum):
     REBOOT_DRY_RUN = "RebootDryRun"
     REBOOT_HELD = "RebootHeld"
     REBOOTS_DONE = "RebootsDone"
+    RECOVERIES_UNKNOWN = "RecoveriesUnknown"
+    """Failure closes that kept the node (isolation, lock, slot) because a reboot or replacement
+    may still be running: handed to reconciliation."""
     STEP_RETRYABLE_ERRORS = "StepRetryableErrors"
+    # reconciliation
+    INCIDENTS_RECONCILED = "IncidentsReconciled"
+    """Stuck incidents a reconciliation run settled (lambdas.logic.reconcile)."""
+    RECONCILE_NEEDS_PERSON = "ReconcileNeedsPerson"
+    """Stuck incidents a reconciliation run could not settle, each run: has an alarm."""
     STEP_FAILURES = "StepFailures"
     AUDIT_CHAINS_BROKEN = "AuditChainsBroken"
     """A gauge, from the scheduled audit check: audit chains that do not verify against the
     audit anchor (0 when all do). Alarmed above 0."""
     # approval
     APPROVALS_REQUESTED = "ApprovalsRequested"
+    NOTICES_RETRIED = "NoticesRetried"
+    """A notice publish that failed and was tried again (backoff inside the function)."""
+    NOTICES_UNDELIVERED = "NoticesUndelivered"
+    """A notice that could not be published after its retries (any kind: card, closing, hold)."""
+    CARDS_UNDELIVERED = "CardsUndelivered"
+    """An approval card that could not be delivered after its retries: nobody was asked. Has an
+    alarm; reconciliation sends it again."""
     APPROVALS_WAITING = "ApprovalsWaiting"
     """A gauge: incidents awaiting a decision right after a change of that number (an approval
     requested, a decision accepted, a waiting incident closed). Plot its Maximum."""

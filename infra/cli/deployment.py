@@ -26,6 +26,7 @@ NOTIFICATION_TOPIC: Final = "NotificationTopicArn"
 PAUSE_PARAMETER: Final = "PauseParameterName"
 DRY_RUN: Final = "DryRun"
 DASHBOARD_URL: Final = "DashboardUrl"
+RECONCILE_FUNCTION: Final = "ReconcileFunctionName"
 AUDIT_ANCHOR: Final = "AuditAnchorLogGroupName"
 DEAD_LETTER_QUEUES: Final = {
     "UndeliveredEventsQueueUrl": "undelivered events",
@@ -41,6 +42,7 @@ OUTPUT_NAMES: Final = frozenset(
         PAUSE_PARAMETER,
         DRY_RUN,
         DASHBOARD_URL,
+        RECONCILE_FUNCTION,
         AUDIT_ANCHOR,
         *DEAD_LETTER_QUEUES,
         "ApproverPolicyArn",

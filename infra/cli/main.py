@@ -18,6 +18,7 @@ from infra.cli.decide import cmd_decide
 from infra.cli.deployment import DEFAULT_STACK
 from infra.cli.exits import EXIT_ERROR, error_message
 from infra.cli.incidents import cmd_holds, cmd_incidents, cmd_show
+from infra.cli.reconcile import cmd_reconcile
 from infra.cli.replay import cmd_replay_spool
 from infra.cli.status import cmd_status
 from infra.cli.wiring import Operator, default_session
@@ -214,6 +215,19 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--all", action="store_true", help="every chain in the audit log")
     _json_option(verify)
     verify.set_defaults(run=cmd_audit_verify, usage_error=_verify_usage, parser=verify)
+
+    reconcile = commands.add_parser(
+        "reconcile",
+        parents=[common],
+        help="settle stuck incidents now (what the scheduled reconcile function does)",
+        description="Invoke the deployed reconcile function (lambda:InvokeFunction on it) and "
+        "wait for its run: nodes kept after a failed close released once HyperPod reports "
+        "them Running or gone, closes that never finished, incidents whose execution ended, "
+        "undelivered approval cards sent again, orphaned guard slots. Exit 1 if something "
+        "needs a person.",
+    )
+    _json_option(reconcile)
+    reconcile.set_defaults(run=cmd_reconcile)
 
     replay = commands.add_parser(
         "replay-spool",

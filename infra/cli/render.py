@@ -31,6 +31,7 @@ def render_status(report: dict[str, Any], source: str, now: datetime, held: time
             _approvals_waiting(report["approvals_waiting"]),
             _active_holds(report["storm_holds"], report["held_recently"], held),
             _last_failures(report["last_failures"], report["dead_letter_queues"]),
+            _kept(report["kept_for_reconciliation"]),
         ]
     )
 
@@ -68,7 +69,8 @@ def _approvals_waiting(waiting: list[dict[str, Any]]) -> Section:
         f"APPROVALS WAITING ({len(waiting)})",
         [
             f"  {w['incident_id']}  waiting {age(w['waiting_seconds'])}  "
-            f"(sdc show {w['incident_id']})"
+            + ("card_undelivered: nobody was notified  " if w.get("card_undelivered") else "")
+            + f"(sdc show {w['incident_id']})"
             for w in waiting
         ]
         or ["  none"],
@@ -95,6 +97,18 @@ def _active_holds(
         + (" (" + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())) + ")" if held else "")
     )
     return Section("ACTIVE HOLDS", lines)
+
+
+def _kept(kept: list[dict[str, Any]]) -> Section:
+    return Section(
+        f"NODES KEPT FOR RECONCILIATION ({len(kept)})",
+        [
+            f"  {k['incident_id']}  {k['instance_id']} cordoned since {when(k['since'])}: a "
+            "reboot or replacement may still be running (sdc reconcile)"
+            for k in kept
+        ]
+        or ["  none"],
+    )
 
 
 def _last_failures(failures: list[dict[str, Any]], queues: dict[str, int | None]) -> Section:

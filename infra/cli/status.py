@@ -13,6 +13,7 @@ from infra.cli.exits import EXIT_OK
 from infra.cli.queries import OPEN_STATES
 from infra.cli.render import print_json, render_status
 from infra.cli.wiring import Operator
+from lambdas.logic.lifecycle import awaiting_reconciliation
 from lambdas.models.errors import AwsError
 from lambdas.models.guard import reads_as_paused
 from lambdas.models.incident import Incident, IncidentState
@@ -59,8 +60,19 @@ def status_report(op: Operator, now: datetime) -> dict[str, Any]:
                 "instance_id": i.instance_id,
                 "requested_at": i.approval_requested_at,
                 "waiting_seconds": _seconds_since(i.approval_requested_at or i.updated_at, now),
+                "card_undelivered": i.card_undelivered,
             }
             for i in waiting
+        ],
+        "cards_undelivered": [i.incident_id for i in waiting if i.card_undelivered],
+        "kept_for_reconciliation": [
+            {
+                "incident_id": i.incident_id,
+                "instance_id": i.instance_id,
+                "since": i.recovery_unknown,
+            }
+            for i in queries.by_state(IncidentState.FAILED)
+            if awaiting_reconciliation(i)
         ],
         "storm_holds": [h.to_record() for h in queries.storm_holds() if h.active],
         "held_recently": [

@@ -77,6 +77,16 @@ def expected_pipeline_metrics(entries: Iterable[AuditEntry]) -> set[PipelineMetr
             expected.add(M.INCIDENTS_HELD)
         elif entry.action == "approval_requested":
             expected |= {M.APPROVALS_REQUESTED, M.APPROVALS_WAITING}
+            if details.get("notified") is False:
+                expected.add(M.CARDS_UNDELIVERED)
+        elif entry.action == "notification_failed":
+            expected.add(M.NOTICES_UNDELIVERED)
+        elif entry.action == "recovery_unknown":
+            expected.add(M.RECOVERIES_UNKNOWN)
+        elif entry.action == "reconciled":
+            expected.add(M.INCIDENTS_RECONCILED)
+        elif entry.action == "reconcile_needs_person":
+            expected.add(M.RECONCILE_NEEDS_PERSON)
         elif entry.action == "decision_accepted" and details.get("decision") in (
             "approve",
             "reject",

@@ -25,7 +25,7 @@ A "look" is a DescribeClusterNode of that node (what the poll loops do) or `adva
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +97,8 @@ class FakeHyperPod:
         self.account = account
         self.clusters: dict[str, FakeCluster] = {}
         self.calls: list[FakeCall] = []
+        self.observers: list[Callable[[str, dict[str, Any]], None]] = []
+        """Told of every call (operation, parameters), as botocore's events tell of SDK calls."""
         self.replaced_by: dict[str, str] = {}
         """Old instance id → the new one, once a replacement finished."""
         self._ids = itertools.count(1)
@@ -372,6 +374,8 @@ class FakeHyperPod:
 
     def _call(self, operation: str, **params: Any) -> None:
         self.calls.append(FakeCall(operation, params))
+        for observe in self.observers:
+            observe(operation, params)
         queued = self._failures.get(operation)
         if queued:
             raise queued.pop(0)

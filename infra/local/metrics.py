@@ -113,3 +113,42 @@ class EmfCapture:
                 self._cloudwatch.put_metric_data(Namespace=namespace, MetricData=batch)
                 sent += len(batch)
         return sent
+
+
+COMPARISONS: dict[str, Any] = {
+    "GreaterThanThreshold": lambda value, threshold: value > threshold,
+    "GreaterThanOrEqualToThreshold": lambda value, threshold: value >= threshold,
+    "LessThanThreshold": lambda value, threshold: value < threshold,
+    "LessThanOrEqualToThreshold": lambda value, threshold: value <= threshold,
+}
+
+
+def alarm_breaching(cloudwatch: Any, alarm: Mapping[str, Any], now: datetime | None = None) -> bool:
+    """Whether a single-metric alarm (the template's properties: namespace, metric, dimensions,
+    statistic, period, threshold, comparison) would be in ALARM on the account's data now: its
+    statistic over the last `EvaluationPeriods` periods, each compared with the threshold (moto
+    never evaluates alarms; the pipeline's own alarms are read here, as CloudWatch would)."""
+    from datetime import timedelta
+
+    now = now or datetime.now(UTC)
+    if "Metrics" in alarm:  # one MetricStat (CDK writes a labelled metric this way)
+        (query,) = [m for m in alarm["Metrics"] if m.get("ReturnData", True)]
+        stat = query["MetricStat"]
+        metric = stat["Metric"]
+        period, statistic = int(stat["Period"]), str(stat["Stat"])
+    else:
+        metric = alarm
+        period, statistic = int(alarm["Period"]), str(alarm["Statistic"])
+    periods = int(alarm.get("EvaluationPeriods", 1))
+    answer = cloudwatch.get_metric_statistics(
+        Namespace=metric["Namespace"],
+        MetricName=metric["MetricName"],
+        Dimensions=metric.get("Dimensions") or [],
+        StartTime=now - timedelta(seconds=period * periods),
+        EndTime=now + timedelta(seconds=period),
+        Period=period,
+        Statistics=[statistic],
+    )
+    compare = COMPARISONS[alarm["ComparisonOperator"]]
+    threshold = float(alarm["Threshold"])
+    return any(compare(float(point[statistic]), threshold) for point in answer["Datapoints"])

@@ -58,8 +58,30 @@ class InvocationLog:
             self._ended.wait_for(lambda: len(self.calls) > count, timeout=timeout)
 
 
+class InvocationKilled(BaseException):
+    """Raised inside a handler to end its invocation the way Lambda ends one at its timeout:
+    not an Exception, so no handler code catches it and nothing more is recorded; the caller
+    gets the function error `Sandbox.Timedout`, as a state machine's task does on AWS
+    (`error_type` `States.Timeout`: the invocation's answer never came back within the task's
+    own TimeoutSeconds)."""
+
+    def __init__(self, message: str, error_type: str | None = None) -> None:
+        super().__init__(message)
+        self.error_type = error_type or KILLED_ERROR_TYPE
+
+
+KILLED_ERROR_TYPE = "Sandbox.Timedout"
+
+
 _invoke_lock = threading.RLock()
 _current = threading.local()
+
+
+def invocation_handler() -> str | None:
+    """The handler (`lambdas.handlers.<module>.handler`) this thread is running, while it runs
+    one."""
+    handlers: list[str] = getattr(_current, "handlers", [])
+    return handlers[-1] if handlers else None
 
 
 def invocation_environment() -> dict[str, str] | None:
@@ -125,12 +147,17 @@ def handlers_in_process(
             call = Invocation(function.name, function.handler, event, time.time(), 0.0)
             try:
                 call.result = handler(event, LocalContext(function.name))
+            except InvocationKilled as killed:
+                call.error = {
+                    "errorType": killed.error_type,
+                    "errorMessage": f"Task timed out ({killed})",
+                }
             except Exception as exc:
                 call.error = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
             call.seconds = time.perf_counter() - started
             log.record(call)
-            if emf:
-                emf.publish()
+        if emf:
+            emf.publish()  # the account's doing (CloudWatch Logs), not the function's
         if call.error is not None:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps(call.error).encode()
@@ -151,11 +178,16 @@ def _current_function(function: Any) -> Iterator[None]:
     stack = getattr(_current, "stack", None)
     if stack is None:
         stack = _current.stack = []
+    handlers = getattr(_current, "handlers", None)
+    if handlers is None:
+        handlers = _current.handlers = []
     stack.append(dict(function.environment))
+    handlers.append(function.handler)
     try:
         yield
     finally:
         stack.pop()
+        handlers.pop()
 
 
 @dataclass
@@ -170,7 +202,8 @@ class Delivery:
 class EventBus:
     """Routes events by the deployed rules' patterns to their Lambda targets, the way EventBridge
     would: every matching rule, every target, asynchronously from the event's point of view; a
-    target that fails lands in the target's dead-letter queue with the error."""
+    target that fails is retried as Lambda retries an asynchronous invocation (the function's
+    EventInvokeConfig), then lands in the dead-letter queue with the error."""
 
     def __init__(self, stack: LocalStack, session: Any) -> None:
         self.stack = stack
@@ -192,21 +225,22 @@ class EventBus:
         deliveries: list[Delivery] = []
         for logical in self.matching_rules(event):
             for target in self.stack.rules[logical].targets:
-                response = self._lambda.invoke(
-                    FunctionName=target["Arn"], Payload=json.dumps(event).encode()
+                function = next(
+                    (f for f in self.stack.functions.values() if target["Arn"] in (f.arn, f.name)),
+                    None,
                 )
-                payload = json.loads(response["Payload"].read() or b"null")
-                ok = "FunctionError" not in response
+                # Lambda retries a failed asynchronous invocation (EventInvokeConfig), then
+                # hands the event to the on-failure destination.
+                for _ in range(1 + (function.async_retries if function else 0)):
+                    response = self._lambda.invoke(
+                        FunctionName=target["Arn"], Payload=json.dumps(event).encode()
+                    )
+                    payload = json.loads(response["Payload"].read() or b"null")
+                    ok = "FunctionError" not in response
+                    if ok:
+                        break
                 delivery = Delivery(logical, target["Arn"], ok, payload)
                 if not ok:
-                    function = next(
-                        (
-                            f
-                            for f in self.stack.functions.values()
-                            if target["Arn"] in (f.arn, f.name)
-                        ),
-                        None,
-                    )
                     dlq = (function.dead_letter_arn if function else None) or (
                         target.get("DeadLetterConfig") or {}
                     ).get("Arn")

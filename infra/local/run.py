@@ -15,6 +15,7 @@ state machine definitions from the template run in moto's interpreter.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -31,6 +32,16 @@ from moto import mock_aws
 
 from infra.local.evaluator import Evaluator
 from infra.local.fake_hyperpod import FakeHyperPod
+from infra.local.grants import (
+    BOTOCORE_EVENT,
+    CallRecorder,
+    Denial,
+    GrantsInsufficient,
+    denials,
+    encrypted_topics,
+    function_statements,
+    table_hash_keys,
+)
 from infra.local.identity import MotoIdentityVerifier
 from infra.local.interpreter import local_interpreter
 from infra.local.kube_api import KubeApi
@@ -42,6 +53,7 @@ from infra.local.routing import (
     InvocationLog,
     handlers_in_process,
     invocation_environment,
+    invocation_handler,
     new_event,
 )
 from infra.local.template import ACCOUNT, REGION, LocalStack, stand_up
@@ -185,6 +197,10 @@ class LocalRun:
     """The EKS cluster's Kubernetes API (the stand-in): its nodes show the cordons."""
     emf: EmfCapture
     """The functions' metrics (EMF), published into the account after each invocation."""
+    recorder: CallRecorder = field(default_factory=CallRecorder)
+    """Every AWS call the functions made (infra/local/grants.py)."""
+    cluster_arns: dict[str, str] = field(default_factory=dict)
+    """HyperPod cluster name → its ARN, as the deployment's roles name it."""
     deliveries: list[Delivery] = field(default_factory=list)
     inbox: list[dict[str, Any]] = field(default_factory=list)
     _server: Any = None
@@ -206,6 +222,11 @@ class LocalRun:
         template = synthesized_template(context)
         remember_response_keys()
         hyperpod = hyperpod or default_cluster()
+        recorder = CallRecorder(invocation_handler)
+        hook = recorder.botocore_hook()
+        hyperpod.observers.append(
+            lambda operation, params: recorder.record("sagemaker", operation, params)
+        )
         saved = {
             k: os.environ.get(k)
             for k in (
@@ -221,6 +242,7 @@ class LocalRun:
         try:
             with mock_aws(config=_MOTO_CONFIG), local_interpreter(wait_scale):
                 session = _session()
+                session.events.register(BOTOCORE_EVENT, hook)
                 stack = stand_up(template, session)
                 # Whoever runs `sdc` against this account is an IAM user moto knows, so that
                 # the identity proof `sdc approve` signs is redeemed (moto's STS names the
@@ -232,11 +254,19 @@ class LocalRun:
                 kube_api = _kubernetes(session, hyperpod)
                 with kube_api.serve() as base_url:
                     # The local-only escape: the EKS endpoint is the stand-in, over plain http.
-                    kubernetes = EksKubernetesNodes(
-                        client_factory("eks", session),
-                        EksTokens(sts_factory(session)),
-                        endpoint_overrides={EKS_CLUSTER: base_url},
-                    )
+                    # One adapter per function, as each function's own process has: what one
+                    # caches (the cluster's endpoint) another must ask for itself.
+                    kubernetes_of: dict[str | None, EksKubernetesNodes] = {}
+
+                    def kubernetes() -> EksKubernetesNodes:
+                        handler = invocation_handler()
+                        if handler not in kubernetes_of:
+                            kubernetes_of[handler] = EksKubernetesNodes(
+                                client_factory("eks", session),
+                                EksTokens(sts_factory(session)),
+                                endpoint_overrides={EKS_CLUSTER: base_url},
+                            )
+                        return kubernetes_of[handler]
 
                     prometheus = (
                         AmpPrometheus(
@@ -249,13 +279,18 @@ class LocalRun:
                     def per_invocation() -> Deps:
                         # Each invocation sees its own function's environment, as on AWS.
                         env = invocation_environment()
-                        return build_deps(
+                        built = build_deps(
                             Settings.from_env(env),
                             session=session,
                             hyperpod=hyperpod,
-                            kubernetes=kubernetes,
+                            kubernetes=kubernetes(),
                             prometheus=prometheus,
                             identity=MotoIdentityVerifier(),
+                        )
+                        # A step's waits (between a notice's attempts) scale as the
+                        # state machines' do.
+                        return dataclasses.replace(
+                            built, sleep=lambda seconds: time.sleep(seconds * wait_scale)
                         )
 
                     _deps.set_deps(per_invocation)
@@ -280,13 +315,19 @@ class LocalRun:
                             inbox_url=_subscribe_inbox(session, settings.topic_arn),
                             kube_api=kube_api,
                             emf=emf,
+                            recorder=recorder,
+                            cluster_arns=_cluster_arns({**LOCAL_CONTEXT, **(context or {})}),
                         )
                         try:
                             yield run
                         finally:
                             if run._server is not None:
                                 run._server.stop()
+                        denied = run.grant_denials()
+                        if denied:
+                            raise GrantsInsufficient(denied)
         finally:
+            _session().events.unregister(BOTOCORE_EVENT, hook)
             _deps.reset()
             for key, value in saved.items():
                 if value is None:
@@ -435,6 +476,34 @@ class LocalRun:
                 return execution
             time.sleep(0.05)
 
+    def grant_denials(self, template: Mapping[str, Any] | None = None) -> list[Denial]:
+        """The calls the functions made that their roles in `template` (default: this run's)
+        do not allow; empty when every grant sufficed."""
+        assert self.stack.resolve is not None
+        template = template or self.stack.template
+        statements = function_statements(template, self.stack.resolve)
+        return denials(
+            self.recorder.calls,
+            statements,
+            cluster_arns=self.cluster_arns,
+            task_token_machine=self.stack.state_machine("Remediation").arn,
+            implied=encrypted_topics(template, self.stack.resolve),
+            hash_keys=table_hash_keys(template, self.stack.resolve),
+        )
+
+    def reconcile(self) -> dict[str, Any]:
+        """One run of the reconcile function, as its schedule starts it: what it settled, what
+        waits, what needs a person (lambdas.logic.reconcile)."""
+        function = self.stack.function_by_handler("reconcile")
+        event = new_event("Scheduled Event", "aws.events", {}, region=REGION, account=ACCOUNT)
+        response = self.session.client("lambda").invoke(
+            FunctionName=function.arn, Payload=json.dumps(event).encode()
+        )
+        answer: dict[str, Any] = json.loads(response["Payload"].read() or b"null")
+        if "FunctionError" in response:
+            raise RuntimeError(f"reconcile failed: {answer}")
+        return answer
+
     def wait_for_notification(self, subject_part: str, timeout: float = 10.0) -> dict[str, Any]:
         """The first notification whose subject contains `subject_part`, waiting for it."""
         deadline = time.monotonic() + timeout
@@ -470,6 +539,21 @@ class LocalRun:
                     }
                 )
                 sqs.delete_message(QueueUrl=self.inbox_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def _cluster_arns(context: Mapping[str, Any]) -> dict[str, str]:
+    """Cluster name → the ARN the roles name (`sdc:clusters` gives the id or the ARN)."""
+    from infra.settings import Settings as InfraSettings
+
+    arns = {}
+    for cluster in InfraSettings.from_context(context).clusters:
+        value = cluster.arn_or_id
+        arns[cluster.name] = (
+            value
+            if value.startswith("arn:")
+            else f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{value}"
+        )
+    return arns
 
 
 @contextmanager

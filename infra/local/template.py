@@ -45,6 +45,8 @@ class Function:
     environment: dict[str, str]
     dead_letter_arn: str | None = None
     """Where a failed asynchronous invocation goes: the function's DLQ or on-failure destination."""
+    async_retries: int = 0
+    """How often Lambda retries a failed asynchronous invocation (EventInvokeConfig)."""
 
 
 @dataclass
@@ -73,6 +75,10 @@ class LocalStack:
     functions: dict[str, Function] = field(default_factory=dict)
     state_machines: dict[str, StateMachine] = field(default_factory=dict)
     rules: dict[str, Rule] = field(default_factory=dict)
+    schedules: dict[str, Rule] = field(default_factory=dict)
+    resolve: Resolver | None = None
+    """The intrinsic functions of the template, resolved against this account."""
+    """Scheduled rules (no pattern): their targets, invoked on demand in the local run."""
     alarms: dict[str, dict[str, Any]] = field(default_factory=dict)
     dashboards: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Dashboard bodies (parsed) by logical id; also put into the account."""
@@ -160,7 +166,7 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
     """Create the template's resources in the moto account `session` talks to."""
     resources: dict[str, dict[str, Any]] = template.get("Resources", {})
     resolve = Resolver(template)
-    stack = LocalStack(template=template)
+    stack = LocalStack(template=template, resolve=resolve)
     by_type: dict[str, list[str]] = {}
     for logical, resource in resources.items():
         by_type.setdefault(resource["Type"], []).append(logical)
@@ -233,8 +239,10 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
             ((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
         )
         for function in stack.functions.values():
-            if target in (function.name, function.arn) and on_failure:
-                function.dead_letter_arn = on_failure
+            if target in (function.name, function.arn):
+                function.async_retries = int(props.get("MaximumRetryAttempts", 2))
+                if on_failure:
+                    function.dead_letter_arn = on_failure
 
     sfn = session.client("stepfunctions")
     for logical in by_type.get("AWS::StepFunctions::StateMachine", []):
@@ -258,8 +266,9 @@ def stand_up(template: dict[str, Any], session: Any) -> LocalStack:
 
     for logical in by_type.get("AWS::Events::Rule", []):
         props = resources[logical]["Properties"]
-        if "EventPattern" not in props:
-            continue  # a schedule (the audit check): the local run runs no schedules
+        if "EventPattern" not in props:  # a schedule: LocalRun.run_scheduled invokes its targets
+            stack.schedules[logical] = Rule(logical, {}, resolve(props.get("Targets", [])))
+            continue
         stack.rules[logical] = Rule(
             logical, resolve(props["EventPattern"]), resolve(props.get("Targets", []))
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -29,10 +29,38 @@ from lambdas.models.errors import (
 
 ClientFactory = Callable[[], Any]
 
+CONNECT_TIMEOUT_SECONDS: Final = 2
+READ_TIMEOUT_SECONDS: Final = 5
+CALL_ATTEMPTS: Final = 2
+"""Every AWS call of the functions: at most this many attempts (the SDK's standard retry mode),
+each waiting at most the connect and read timeouts. The control-plane APIs the functions call
+answer in well under a second; a call that hangs must end in time for the function to record
+it (`worst_call_seconds`, held against every function's timeout by the infra tests)."""
+
 CLIENT_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 3},
+    connect_timeout=CONNECT_TIMEOUT_SECONDS,
+    read_timeout=READ_TIMEOUT_SECONDS,
+    retries={"mode": "standard", "max_attempts": CALL_ATTEMPTS},
     user_agent_extra="sdc-remediation",
 )
+
+SDK_MAX_BACKOFF_SECONDS: Final = 20
+SDK_RETRY_AFTER_EXTRA_SECONDS: Final = 5
+"""The standard retry mode's backoff before attempt n+1: at most min(2**(n-1), 20) s, raised by
+a service's `x-amz-retry-after` by at most 5 s more."""
+
+
+def worst_call_seconds(config: Config = CLIENT_CONFIG) -> float:
+    """The longest one AWS call can take with `config`: every attempt timing out on connect and
+    read, with the longest backoff between attempts."""
+    attempts = int((config.retries or {}).get("max_attempts", 1))
+    per_attempt = float(config.connect_timeout) + float(config.read_timeout)
+    backoff = sum(
+        min(2 ** (n - 1), SDK_MAX_BACKOFF_SECONDS) + SDK_RETRY_AFTER_EXTRA_SECONDS
+        for n in range(1, attempts)
+    )
+    return attempts * per_attempt + backoff
+
 
 THROTTLING_CODES = frozenset(
     {

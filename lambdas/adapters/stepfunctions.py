@@ -1,5 +1,5 @@
-"""Step Functions: start the remediation execution (named after the incident) and answer the
-approval task."""
+"""Step Functions: start the remediation execution (named after the incident), answer the
+approval task, and read an execution's status (reconciliation)."""
 
 from __future__ import annotations
 

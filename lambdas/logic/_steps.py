@@ -4,9 +4,10 @@ reading the node's status from HyperPod."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Final
 
 from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import Deps
@@ -162,6 +163,44 @@ def error_details(err: BaseException, **extra: Any) -> dict[str, Any]:
     }
 
 
+NOTICE_RETRY_DELAYS: Final = (0.5, 1.0, 2.0, 4.0)
+"""Seconds between the attempts of one notice (after the SDK's own retries of each)."""
+NOTICE_RETRY_WINDOW_SECONDS: Final = 8.0
+"""No retry of a notice starts later than this after its first attempt: the function keeps
+the rest of its time to record the outcome."""
+
+
+def deliver(
+    step: Step, subject_id: str, kind: str, publish: Callable[[], str | None]
+) -> tuple[bool, str | None]:
+    """Call `publish` (one notice), retrying a retryable failure (throttled, the service
+    unavailable) with backoff within `NOTICE_RETRY_WINDOW_SECONDS`. Returns the request id, or
+    (delivered, the request id); not delivered: audited as `notification_failed` (with the
+    attempts) and counted, never raised."""
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return True, publish()
+        except Exception as err:
+            failure: BaseException = err
+            retryable = isinstance(err, SdcError) and err.retryable
+        delay = NOTICE_RETRY_DELAYS[min(attempt - 1, len(NOTICE_RETRY_DELAYS) - 1)]
+        late = time.monotonic() - started + delay > NOTICE_RETRY_WINDOW_SECONDS
+        if not retryable or attempt > len(NOTICE_RETRY_DELAYS) or late:
+            break
+        count(M.NOTICES_RETRIED)
+        logger.warning("notice retried", incident_id=subject_id, kind=kind, attempt=attempt)
+        step.deps.sleep(delay)
+    count(M.NOTICES_UNDELIVERED)
+    logger.error("notice not delivered", incident_id=subject_id, kind=kind, attempts=attempt)
+    step.audit(
+        subject_id, "notification_failed", error_details(failure, kind=kind, attempts=attempt)
+    )
+    return False, None
+
+
 def send_notice(
     step: Step,
     incident: Incident,
@@ -171,17 +210,21 @@ def send_notice(
     sent_action: str,
     current: Incident | None = None,
 ) -> None:
-    """Publish a notice about `incident`, then mark it `close_notified` and audit `sent_action`.
-    A failed publish is audited as `notification_failed` and not raised: the incident is
-    recorded either way, and the flag stays false so a retry sends the notice again."""
-    try:
-        request_id = step.deps.notifier.publish(
+    """Publish a notice about `incident` (`deliver`: retried with backoff), then mark it
+    `close_notified` and audit `sent_action`. A notice that could not be delivered is audited
+    as `notification_failed` and not raised: the incident is recorded either way, and the flag
+    stays false so a retry sends the notice again."""
+    delivered, request_id = deliver(
+        step,
+        incident.incident_id,
+        kind,
+        lambda: step.deps.notifier.publish(
             subject,
             text,
             {"incident_id": incident.incident_id, "kind": kind, "state": incident.state.value},
-        )
-    except Exception as err:
-        step.audit(incident.incident_id, "notification_failed", error_details(err, kind=kind))
+        ),
+    )
+    if not delivered:
         return
 
     def mark(found: Incident) -> bool:

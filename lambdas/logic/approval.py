@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from lambdas.logic import cards, evidence, guard, ids, lifecycle, proceeding, telemetry
-from lambdas.logic._steps import Step, error_details
+from lambdas.logic._steps import Step, deliver, error_details
 from lambdas.logic.decisions import (
     ValidDecision,
     approval_binding,
@@ -19,7 +19,7 @@ from lambdas.logic.decisions import (
 from lambdas.logic.history import past_incidents
 from lambdas.logic.measures import elapsed, report_waiting
 from lambdas.logic.ports import Deps
-from lambdas.logic.recommendation import recommend
+from lambdas.logic.recommendation import Recommendation, recommend
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.approvals import ApprovalRecord, Delivery, Principal, PrincipalSource
 from lambdas.models.audit import AuditEntry
@@ -31,6 +31,7 @@ from lambdas.models.errors import (
     InvalidTransition,
     TaskNotWaiting,
 )
+from lambdas.models.guard import PastIncident
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import (
     ApprovalRequest,
@@ -79,31 +80,9 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             return True
 
         incident = step.update(request.incident_id, wait, incident)
-        health = incident.health_check.result if incident.health_check else None
-        history = past_incidents(step, incident)
-        advice = recommend(
-            evidence.reports(incident),
-            health,
-            [p.incident_id for p in history if p.counts_as_history],
-            job_level=incident.is_job,
-            rebooted=lifecycle.reboots_done(incident) > 0,
-            unconfirmed=bool(incident.unconfirmed),
-        )
-        card = cards.approval_card(incident, deps.settings, advice, history)
+        card, advice, history = _card(step, incident)
         approve = dict(card.inputs[Decision.APPROVE])  # the input the card that goes out offers
-        try:
-            request_id = deps.notifier.publish(
-                card.subject,
-                card.text,
-                {"incident_id": incident.incident_id, "kind": "approval_request"},
-            )
-        except Exception as err:
-            request_id = None
-            step.audit(
-                incident.incident_id,
-                "notification_failed",
-                error_details(err, kind="approval_request"),
-            )
+        delivered, request_id = send_card(step, incident, card)
         step.audit(
             incident.incident_id,
             "approval_requested",
@@ -114,7 +93,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
                 "approval_input": approve,
                 "approval_state_machine_arn": deps.settings.approval_state_machine_arn,
                 "subject": card.subject,
-                "notified": request_id is not None,
+                "notified": delivered,
                 "telemetry": {"state": hardware.state, "summary": hardware.summary},
             },
             [request_id],
@@ -123,6 +102,64 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
         report_waiting(step, incident)
         logger.info("approval requested", incident_id=incident.incident_id, advice=advice.advice)
         return {"incident_id": incident.incident_id, "approval_input": approve}
+
+
+def _card(
+    step: Step, incident: Incident
+) -> tuple[cards.ApprovalCard, Recommendation, list[PastIncident]]:
+    """The approval card for an incident waiting for a decision, with the advice and history it
+    shows."""
+    health = incident.health_check.result if incident.health_check else None
+    history = past_incidents(step, incident)
+    advice = recommend(
+        evidence.reports(incident),
+        health,
+        [p.incident_id for p in history if p.counts_as_history],
+        job_level=incident.is_job,
+        rebooted=lifecycle.reboots_done(incident) > 0,
+        unconfirmed=bool(incident.unconfirmed),
+    )
+    return cards.approval_card(incident, step.deps.settings, advice, history), advice, history
+
+
+def send_card(step: Step, incident: Incident, card: cards.ApprovalCard) -> tuple[bool, str | None]:
+    """Publish the approval card, retried with backoff (`deliver`). Delivered: the request id,
+    and a `card_undelivered` mark from an earlier attempt is cleared. Not delivered: the
+    incident is marked `card_undelivered` (shown by `sdc status`), the `CardsUndelivered`
+    metric (it has an alarm) counts it, and reconciliation sends it again. Returns (delivered,
+    the request id)."""
+    delivered, request_id = deliver(
+        step,
+        incident.incident_id,
+        "approval_request",
+        lambda: step.deps.notifier.publish(
+            card.subject,
+            card.text,
+            {"incident_id": incident.incident_id, "kind": "approval_request"},
+        ),
+    )
+    at = step.now()
+
+    def mark(current: Incident) -> bool:
+        if delivered == (current.card_undelivered is None):
+            return False
+        current.card_undelivered = None if delivered else at
+        return True
+
+    step.update(incident.incident_id, mark, incident)
+    if not delivered:
+        count(M.CARDS_UNDELIVERED)
+    return delivered, request_id
+
+
+def resend_card(step: Step, incident: Incident) -> bool:
+    """Send the card of an incident still waiting for a decision whose card never went out
+    (reconciliation); audited `card_delivered`. Returns whether it went out this time."""
+    card, _, _ = _card(step, incident)
+    delivered, request_id = send_card(step, incident, card)
+    if delivered:
+        step.audit(incident.incident_id, "card_delivered", {"subject": card.subject}, [request_id])
+    return delivered
 
 
 def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:

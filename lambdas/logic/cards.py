@@ -443,6 +443,7 @@ def close_notice(incident: Incident) -> Card:
         *card_lines.reboot_lines(incident),
         *card_lines.node_lines(incident),
         *card_lines.release_lines(incident),
+        *_kept_lines(incident),
     ]
     if incident.is_job:
         lines.append(
@@ -472,6 +473,16 @@ def close_notice(incident: Incident) -> Card:
         lines.append(f"Error: {json.dumps(incident.error.to_record(), sort_keys=True)[:2000]}")
     lines.append("The audit log holds every step of this incident.")
     return Card(subject, (Section(None, lines),))
+
+
+def _kept_lines(incident: Incident) -> list[str]:
+    if not incident.recovery_unknown:
+        return []
+    return [
+        "Node kept: a reboot or replacement may still be running, so the node stays cordoned and "
+        "its lock and guard slot are kept. Reconciliation releases it once HyperPod reports it "
+        "Running again (or gone), and raises an alarm if it cannot."
+    ]
 
 
 def _subject(text: str) -> str:

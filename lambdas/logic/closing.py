@@ -51,11 +51,12 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
         audited = born_closed or any(
             e.action == "incident_closed" for e in deps.audit.entries(incident.incident_id)
         )
-    # Before the lock goes: the next incident on this node must not find our cordon.
-    incident = isolation.release(step, incident)
-    for instance_id in incident.locked_instances:
-        deps.incidents.release_lock(incident.cluster_name, instance_id, incident.incident_id)
-    deps.guard.release_slot(incident.cluster_name, incident.incident_id)
+    if incident.state is S.FAILED and lifecycle.recovery_in_flight(incident):
+        # Never release a node mid-recovery: isolation, lock and slot stay until
+        # reconciliation sees HyperPod's own answer (lambdas.logic.reconcile).
+        incident = _hand_to_reconciliation(step, incident)
+    elif not lifecycle.awaiting_reconciliation(incident):
+        release_node(step, incident)
     if not audited:
         replacement = incident.replacement
         step.audit(
@@ -81,6 +82,46 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
     ):
         _notify_close(step, incident)
     return {"incident_id": incident.incident_id, "state": incident.state.value}
+
+
+def release_node(step: Step, incident: Incident) -> Incident:
+    """Lift the incident's isolation, then give back its locks and its guard slot (each
+    idempotent): before the lock goes, so the next incident on this node never finds our
+    cordon."""
+    deps = step.deps
+    incident = isolation.release(step, incident)
+    for instance_id in incident.locked_instances:
+        deps.incidents.release_lock(incident.cluster_name, instance_id, incident.incident_id)
+    deps.guard.release_slot(incident.cluster_name, incident.incident_id)
+    return incident
+
+
+def _hand_to_reconciliation(step: Step, incident: Incident) -> Incident:
+    """A failure close while a reboot or replacement may be running: keep the node isolated
+    (and its lock and guard slot), record `recovery_unknown`, audit it once; reconciliation
+    releases the node when HyperPod reports it Running again, or gone."""
+    if incident.recovery_unknown:
+        return incident
+    at = step.now()
+
+    def note(current: Incident) -> bool:
+        current.recovery_unknown = at
+        return True
+
+    incident = step.update(incident.incident_id, note, incident)
+    step.audit(
+        incident.incident_id,
+        "recovery_unknown",
+        {
+            "instance_id": incident.instance_id,
+            "reboot": incident.reboot.to_record() if incident.reboot else None,
+            "replacement": incident.replacement.to_record() if incident.replacement else None,
+            "kept": "isolation, open lock and guard slot, until reconciliation",
+        },
+    )
+    count(M.RECOVERIES_UNKNOWN)
+    logger.warning("recovery may be running: node kept", incident_id=incident.incident_id)
+    return incident
 
 
 def _measure_close(step: Step, incident: Incident) -> None:

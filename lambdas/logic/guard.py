@@ -36,7 +36,7 @@ from datetime import timedelta
 from typing import Any
 
 from lambdas.logic import cards, ids
-from lambdas.logic._steps import Step, error_details
+from lambdas.logic._steps import Step, deliver
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import ConditionFailed
@@ -223,15 +223,19 @@ def _publish(
     step: Step, hold: ClusterHold, notice: cards.Card, kind: str, action: str, **details: Any
 ) -> bool:
     """Publish a notice about the hold and audit it as `action`; a failed publish is audited
-    (`notification_failed`), never raised. Returns whether it went out."""
-    try:
-        request_id = step.deps.notifier.publish(
+    (`notification_failed`), never raised; it is retried with backoff first (`deliver`).
+    Returns whether it went out."""
+    delivered, request_id = deliver(
+        step,
+        hold.hold_id,
+        kind,
+        lambda: step.deps.notifier.publish(
             notice.subject,
             notice.text,
             {"incident_id": hold.hold_id, "kind": kind, "cluster": hold.cluster_name},
-        )
-    except Exception as err:
-        step.audit(hold.hold_id, "notification_failed", error_details(err, kind=kind))
+        ),
+    )
+    if not delivered:
         return False
     step.audit(hold.hold_id, action, {"subject": notice.subject, **details}, [request_id])
     return True

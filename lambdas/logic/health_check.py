@@ -9,6 +9,7 @@ instance, one StartClusterHealthCheck per instance group.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from lambdas.logic import guard, lifecycle
 from lambdas.logic._steps import Step, node_status_of
@@ -53,6 +54,7 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
         if incident.state is S.HEALTH_CHECK and incident.health_check:
+            _audit_if_unaudited(step, incident, incident.health_check)
             return {
                 "status": str(incident.health_check.status),
                 "started": incident.health_check.started,
@@ -93,19 +95,43 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
             return True
 
         step.update(ref.incident_id, advance)
-        step.audit(
-            ref.incident_id,
-            "health_check_started" if started else "health_check_not_started",
-            {
-                **record.to_record(),
-                "instance_group": incident.instance_group,
-                "automatic_recovery": incident.node_recovery == NodeRecovery.AUTOMATIC,
-            },
-            request_ids,
-        )
+        _audit_start(step, incident, record, request_ids)
         count(M.HEALTH_CHECKS_STARTED if started else M.HEALTH_CHECKS_NOT_STARTED)
         logger.info("health check", incident_id=ref.incident_id, started=started, status=status)
         return {"status": status, "started": started, "held": False, "scope": incident.scope}
+
+
+_START_ACTIONS = ("health_check_started", "health_check_not_started")
+
+
+def _audit_start(
+    step: Step,
+    incident: Incident,
+    record: HealthCheckRecord,
+    request_ids: list[str | None],
+    **extra: Any,
+) -> None:
+    step.audit(
+        incident.incident_id,
+        _START_ACTIONS[0] if record.started else _START_ACTIONS[1],
+        {
+            **record.to_record(),
+            "instance_group": incident.instance_group,
+            "automatic_recovery": incident.node_recovery == NodeRecovery.AUTOMATIC,
+            **extra,
+        },
+        request_ids,
+    )
+
+
+def _audit_if_unaudited(step: Step, incident: Incident, record: HealthCheckRecord) -> None:
+    """A retry finding the check started and recorded: an earlier attempt died after saving it,
+    perhaps before its audit entry. The audit must name every check that was started, so the
+    entry is written now if it is missing (one per check: two after a reboot)."""
+    checks = 2 if record.after_reboot else 1
+    audited = sum(e.action in _START_ACTIONS for e in step.deps.audit.entries(incident.incident_id))
+    if audited < checks:
+        _audit_start(step, incident, record, [], recorded_late=True)
 
 
 def _set_aside_health_check(current: Incident) -> bool:

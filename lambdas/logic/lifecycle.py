@@ -19,7 +19,7 @@ from typing import Final
 
 from lambdas.models.errors import InvalidTransition
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import Decision, Outcome
+from lambdas.models.payloads import Decision, Outcome, ReplaceStatus
 
 S = IncidentState
 
@@ -53,6 +53,25 @@ def reboots_done(incident: Incident) -> int:
 def reboot_requested(incident: Incident) -> bool:
     """Whether this pipeline asked HyperPod to reboot the node (or may have)."""
     return incident.reboot is not None and incident.reboot.asked
+
+
+def recovery_in_flight(incident: Incident) -> bool:
+    """Whether a reboot or replacement this pipeline asked for (or may have asked for: written
+    ahead, answer never recorded) can still be running: asked, not seen done, not a dry run,
+    the node not found gone."""
+    for record in (incident.reboot, incident.replacement):
+        if record is None or not record.asked or record.done or record.dry_run:
+            continue
+        if record.status == ReplaceStatus.GONE:
+            continue
+        return True
+    return False
+
+
+def awaiting_reconciliation(incident: Incident) -> bool:
+    """A closed incident that kept its node's isolation, lock and guard slot because a recovery
+    may have been running (`recovery_unknown`), and that reconciliation has not settled yet."""
+    return bool(incident.recovery_unknown) and not incident.reconciled_at
 
 
 def passed_after_reboot(incident: Incident) -> bool:

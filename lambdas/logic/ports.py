@@ -6,7 +6,8 @@ for a logic call. Nothing here imports boto3.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -401,5 +402,7 @@ class Deps:
     switch: PauseSwitch = field(default_factory=NoPauseSwitch)
     kubernetes: KubernetesNodes = field(default_factory=NoKubernetes)
     prometheus: PrometheusQueries = field(default_factory=NoPrometheus)
+    sleep: Callable[[float], None] = time.sleep
+    """How a step waits between the attempts of a notice (tests pass one that does not)."""
     identity: IdentityVerifier = field(default_factory=NoIdentityVerifier)
     anchor: AuditAnchor = field(default_factory=NoAuditAnchor)

@@ -24,7 +24,7 @@ from lambdas.models.errors import (
     ReplacementRejected,
     SdcError,
 )
-from lambdas.models.hyperpod import BatchErrorCode
+from lambdas.models.hyperpod import BatchErrorCode, NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import PENDING_REBOOT, PENDING_REPLACEMENT
 from lambdas.models.payloads import Decision, ReplaceNodeResult, ReplaceStatus
@@ -135,9 +135,12 @@ def carry_out(
     begun = _begin(step, incident, kind, ours=ours, on_enter=on_enter)
     if not isinstance(begun, Incident):
         return begun
+    answered = _answered_before(step, begun, kind)
+    if answered is not None:
+        return answered
     status_now, check_id = node_status_of(step.deps, begun)
     found = Found(begun, status_now, ours, step.deps.settings.dry_run)
-    instead = unasked(found)
+    instead = unasked(found) or _resumed(begun, kind, status_now)
     if instead is not None:
         return _record(
             step,
@@ -151,6 +154,65 @@ def carry_out(
         )
     pending = step.update(begun.incident_id, _write_ahead(kind, step.now()), begun)
     return _send(step, pending, kind, status_now, check_id, ours=ours)
+
+
+UNDER_WAY_STATUSES: Final = frozenset(
+    {NodeStatus.RUNNING.value, NodeStatus.FAILURE.value, NodeStatus.NOT_FOUND.value}
+)
+"""Node statuses in which a request may still have to be sent; in any other (Pending,
+ShuttingDown, ...) a recovery is under way."""
+
+
+def _answered_before(step: Step, incident: Incident, kind: Kind) -> ReplaceNodeResult | None:
+    """An earlier attempt sent the request and saved HyperPod's answer, then died (or its
+    answer was lost on the way back): the saved answer is the result, nothing is sent again.
+    A `requested` answer whose audit entry the earlier attempt did not write gets it now, so
+    the audit names every request that was sent."""
+    record = getattr(incident, kind.field)
+    if record is None or record.pending or record.status not in _SETTLED_ANSWERS:
+        return None
+    action = f"{kind.name}_requested"
+    if record.status == ReplaceStatus.REQUESTED and not any(
+        entry.action == action for entry in step.deps.audit.entries(incident.incident_id)
+    ):
+        step.audit(
+            incident.incident_id,
+            action,
+            {
+                "status": record.status,
+                "instance_id": incident.instance_id,
+                "attempt": record.attempts,
+                "recorded_late": True,
+                **(record.last or {}),
+            },
+        )
+    return {"status": str(record.status)}
+
+
+_SETTLED_ANSWERS: Final = frozenset(
+    {ReplaceStatus.REQUESTED.value, ReplaceStatus.IN_PROGRESS.value}
+)
+
+
+def _resumed(incident: Incident, kind: Kind, status_now: str) -> Unasked | None:
+    """The request was written ahead but its answer never recorded (the step died around the
+    call), and the node shows a recovery under way: that is the request's effect. It is
+    recorded as requested by us, and not sent a second time."""
+    record = getattr(incident, kind.field)
+    if record is None or not record.pending or status_now in UNDER_WAY_STATUSES:
+        return None
+    return Unasked(
+        ReplaceStatus.REQUESTED,
+        f"{kind.name}_requested",
+        {
+            "node_status": status_now,
+            "resumed": True,
+            "sent_at": record.sent_at,
+            "reason": f"the {kind.name} request written ahead is under way (the node is "
+            f"{status_now}): not sent again",
+        },
+        ours=True,
+    )
 
 
 def _begin(

@@ -125,6 +125,15 @@ class Incident:
     """Instances a report named that the checks did not confirm (HyperPod does not know them
     as nodes of the cluster, or Kubernetes names another node), each with why: never acted on,
     shown in their own section of the card."""
+    card_undelivered: str | None = None
+    """When the approval card last failed to go out (the notice was refused after its retries);
+    None once it went out. Reconciliation sends it again (`lambdas.logic.reconcile`)."""
+    recovery_unknown: str | None = None
+    """When a failure close found a reboot or replacement that may still be running: the node
+    keeps its isolation, lock and guard slot until reconciliation settles it from HyperPod's
+    own state (`reconciled_at`)."""
+    reconciled_at: str | None = None
+    """When reconciliation settled what the incident had left (`recovery_unknown`)."""
     version: int = 0
 
     @property

@@ -9,10 +9,12 @@ from datetime import datetime
 
 import pytest
 
+from infra.local import grants
 from infra.local.drill import __main__ as drill_cli
 from infra.local.drill.render import Style, render
 from infra.local.drill.runner import Outcome, run_scenario
 from infra.local.drill.scenarios import DASHBOARD, MUTE_RULE, NODES, RANK_MAP, SCENARIOS
+from tests.conftest import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.synth]
 
@@ -348,6 +350,15 @@ def test_a_muted_alarm_is_held_naming_its_mute_rule_and_nothing_acts(outcomes):
     assert "delete-alarm-mute-rule" in (outcome.notification or "")
     assert outcome.replace_calls == []
     assert any("actions muted by" in line.what for line in outcome.timeline)
+
+
+def test_the_calls_per_function_table_in_the_deploy_doc_is_the_drill_s(outcomes):
+    ran = [outcomes(name) for name in sorted(n for n in SCENARIOS if SCENARIOS[n].job is None)]
+
+    table = grants.calls_table(grants.merged(outcome.calls for outcome in ran))
+
+    doc = (REPO / grants.DOC).read_text(encoding="utf-8")
+    assert grants.documented(doc) == table, "run: python -m infra.local.grants --write"
 
 
 def test_two_people_must_approve_and_the_same_one_twice_counts_once(outcomes):

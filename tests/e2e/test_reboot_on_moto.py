@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from infra.local.run import CLUSTER, LocalRun, default_cluster
+from tests.e2e.kills import Kill, killing
 from tests.e2e.test_pipeline_on_moto import CULPRIT_INSTANCE, in_order, open_from_fixture, trail
 
 pytestmark = [pytest.mark.slow, pytest.mark.synth]
@@ -49,7 +50,7 @@ def test_a_reboot_refused_once_with_invalid_instance_status_is_retried_and_compl
         )
 
 
-def test_a_node_that_never_comes_back_fails_the_incident_visibly_within_the_bound():
+def test_a_node_that_never_comes_back_fails_the_incident_visibly_and_stays_cordoned():
     hyperpod = default_cluster()
     with LocalRun.open(hyperpod=hyperpod) as run:
         hyperpod.set_reboot_returns(CLUSTER, CULPRIT_INSTANCE, returns=False)
@@ -63,9 +64,13 @@ def test_a_node_that_never_comes_back_fails_the_incident_visibly_within_the_boun
         assert run.hyperpod.calls_to(REPLACE) == []
         actions = [action for _, action in trail(run, incident_id)]
         assert actions.count("reboot_done") == 0
-        assert actions[-3:] == ["node_released", "incident_closed", "closed_notified"]
+        # the reboot may still be running: the node stays cordoned for reconciliation
+        assert actions[-3:] == ["recovery_unknown", "incident_closed", "closed_notified"]
+        assert "node_released" not in actions
+        assert incident.recovery_unknown is not None
         notice = run.wait_for_notification("closed: failed")
         assert "RebootTimedOut" in notice["message"]
+        assert "Node kept" in notice["message"]
 
 
 def test_a_health_check_that_fails_after_the_reboot_asks_again_and_only_then_replaces():
@@ -106,3 +111,33 @@ def test_a_health_check_that_fails_after_the_reboot_asks_again_and_only_then_rep
                 ("close_incident", "incident_closed"),
             ],
         )
+
+
+def test_a_reboot_killed_right_after_its_request_keeps_the_node_cordoned_and_ends_rebooted():
+    with (
+        LocalRun.open() as run,
+        killing(Kill("reboot_node", "hyperpod", "reboot_nodes", "timeout")) as kill,
+    ):
+        incident_id = rebooted_on_decision(run)
+
+        incident = run.wait_for(incident_id, "rebooted", timeout=90)
+
+        assert kill.fired == ["timed out in the call"]
+        assert len(run.hyperpod.calls_to(REBOOT)) == 1
+        assert incident.reboot.requested_by_us and incident.reboot.done
+        steps = trail(run, incident_id)
+        actions = [action for _, action in steps]
+        assert actions.count("reboot_requested") == 1
+        # released once, and only after the node was back and had passed its check again
+        assert actions.count("node_released") == 1
+        assert in_order(
+            steps,
+            [
+                ("reboot_node", "reboot_requested"),
+                ("check_reboot", "reboot_done"),
+                ("start_health_check", "health_check_started"),
+                ("close_incident", "node_released"),
+                ("close_incident", "incident_closed"),
+            ],
+        )
+        assert "recovery_unknown" not in actions

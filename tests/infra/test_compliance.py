@@ -12,6 +12,8 @@ pytestmark = pytest.mark.synth  # every test reads a template, some through getf
 
 ACKNOWLEDGED = {
     "AwsSolutions-IAM5[Resource::*]",
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+    "execution:SdcRemediation-remediation:*]",
     "AwsSolutions-IAM5[Resource::<AuditAnchorLogGroup.Arn>:log-stream:*]",
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
     "execution:SdcRemediation-approval:*]",

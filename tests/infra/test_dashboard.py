@@ -189,5 +189,6 @@ def test_the_pipeline_alarms_are_on_the_dashboard(template):
     widget = widget_titled(template, "The pipeline's own alarms")
 
     assert set(widget["properties"]["alarms"]) == alarms
-    # two dead-letter queues, failed executions, two function-errors, broken audit chains
-    assert len(alarms) == 6
+    # two dead-letter queues, failed executions, two function-errors, broken audit chains,
+    # cards undelivered, reconciliation needing a person
+    assert len(alarms) == 8

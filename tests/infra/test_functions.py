@@ -6,10 +6,13 @@ import re
 from pathlib import Path
 
 import pytest
+from botocore.config import Config
 
 from infra import asset
-from infra.functions import SPECS
+from infra.asl import TASK_TIMEOUT_SECONDS
+from infra.functions import SPECS, time_budget_seconds
 from infra.synth import function_handlers, resources_of_type
+from lambdas.adapters._aws import CLIENT_CONFIG, worst_call_seconds
 from tests.infra.conftest import CONTEXT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,3 +125,34 @@ def test_environment_follows_the_context(variant_template):
     assert env["DRY_RUN"] == "true"
     assert env["NAMESPACE"] == "ML/SDC"
     assert env["HEALTH_CHECKS"] == "InstanceStress,MultiNodeTrainingValidation"
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.module)
+def test_each_function_timeout_holds_a_hung_call_and_recording_it(template, spec):
+    deployed = template["Resources"][spec.logical_id]["Properties"]["Timeout"]
+
+    assert deployed == spec.timeout_seconds
+    assert deployed >= time_budget_seconds(spec), (spec.module, time_budget_seconds(spec))
+
+
+@pytest.mark.parametrize(
+    "spec", [s for s in SPECS if not (s.reconciles or s.verifies_audit)], ids=lambda s: s.module
+)
+def test_each_function_ends_before_its_state_machine_task_gives_up_on_it(spec):
+    assert spec.timeout_seconds < TASK_TIMEOUT_SECONDS
+
+
+def test_one_aws_call_with_every_attempt_and_backoff_ends_well_inside_the_shortest_timeout():
+    worst = worst_call_seconds(CLIENT_CONFIG)
+
+    assert CLIENT_CONFIG.connect_timeout <= 5 and CLIENT_CONFIG.read_timeout <= 10
+    assert worst <= min(spec.timeout_seconds for spec in SPECS) / 2
+
+
+def test_the_worst_call_counts_every_attempt_timing_out_and_the_longest_backoffs():
+    config = CLIENT_CONFIG.merge(
+        Config(connect_timeout=1, read_timeout=2, retries={"mode": "standard", "max_attempts": 3})
+    )
+
+    # 3 attempts x (1 + 2) s, backoffs min(2**0, 20) + 5 and min(2**1, 20) + 5
+    assert worst_call_seconds(config) == 9 + 6 + 7

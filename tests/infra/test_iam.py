@@ -59,10 +59,11 @@ SUFFIX_WILDCARDS = {
     "AuditAnchorAppendOnly": ":log-stream:*",
     "BindDecisionToApproval": "-approval:*",
     "FollowApproval": "-approval:*",
+    "ReadRemediationExecutions": "-remediation:*",
 }
 """Statements whose resources end in a wildcard below one named parent: the anchor group's own
-log streams (named when first written) and the approval state machine's executions (named by
-whoever approves)."""
+log streams (named when first written), the approval state machine's executions (named by
+whoever approves) and the remediation machine's (named after incidents; reconcile reads them)."""
 
 
 def _without_suffix_wildcards(statement: dict[str, Any]) -> Any:
@@ -154,6 +155,7 @@ def test_only_start_health_check_starts_health_checks_only_replace_node_replaces
         "CheckReplacementFunction",
         "RebootNodeFunction",
         "CheckRebootFunction",
+        "ReconcileFunction",
     }
 
 
@@ -179,6 +181,21 @@ def test_only_decide_answers_the_waiting_task_and_only_on_the_remediation_machin
     assert resolved(template, statement["Resource"]) == REMEDIATION_ARN
 
 
+def test_only_reconcile_reads_the_remediation_machine_s_executions(template):
+    readers = {
+        fn
+        for fn in FUNCTIONS
+        for s in statements_of_function(template, fn)
+        if "states:DescribeExecution" in actions(s) and "-remediation:" in json.dumps(s["Resource"])
+    }
+    assert readers == {"ReconcileFunction"}
+    (statement,) = _granting(statements_of_function(template, "ReconcileFunction"), "states:")
+
+    assert actions(statement) == {"states:DescribeExecution"}
+    execution_prefix = REMEDIATION_ARN.replace(":stateMachine:", ":execution:")
+    assert resolved(template, statement["Resource"]) == f"{execution_prefix}:*"
+
+
 def test_the_state_machine_arns_granted_are_the_deployed_ones(template):
     name = template["Resources"]["RemediationStateMachine"]["Properties"]["StateMachineName"]
 
@@ -193,6 +210,7 @@ def test_publishing_is_limited_to_the_topic_and_its_key(template):
         "RequestApprovalFunction",
         "CloseIncidentFunction",
         "DecideFunction",
+        "ReconcileFunction",
     }
     for fn in publishers:
         statements = statements_of_function(template, fn)

@@ -29,8 +29,10 @@ def _entries(template):
     return [r["Properties"] for r in resources_of_type(template, "AWS::EKS::AccessEntry").values()]
 
 
-def test_the_functions_that_patch_nodes_are_isolate_node_and_close_incident():
-    assert {"IsolateNodeFunction", "CloseIncidentFunction"} == KUBERNETES_FUNCTIONS
+def test_the_functions_that_patch_nodes_are_isolate_node_close_incident_and_reconcile():
+    assert {"IsolateNodeFunction", "CloseIncidentFunction", "ReconcileFunction"} == (
+        KUBERNETES_FUNCTIONS
+    )
 
 
 def test_each_patching_function_role_gets_an_access_entry_mapped_to_the_rbac_group(template):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from infra.synth import resources_of_type
 from infra.workflow import REMEDIATION_LOGICAL_ID
 from tests.conftest import REPO
@@ -100,11 +102,33 @@ def test_the_pipeline_alarms_say_where_to_look_and_which_docs_section(template):
         assert len(description) <= 1024
 
 
+@pytest.mark.parametrize(
+    ("suffix", "metric"),
+    [("cards-undelivered", "CardsUndelivered"), ("reconcile-needs-person", "ReconcileNeedsPerson")],
+)
+def test_a_card_nobody_received_and_a_stuck_incident_nobody_settled_alarm_on_the_topic(
+    template, suffix, metric
+):
+    alarm = alarm_named(template, suffix)
+    operate = (REPO / "docs" / "operate.md").read_text()
+
+    (query,) = alarm["Metrics"]
+    assert query["MetricStat"]["Metric"]["MetricName"] == metric
+    assert query["MetricStat"]["Stat"] == "Sum"
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert alarm["AlarmActions"] == [f"<{TOPIC}>"]
+    assert "`sdc status`" in alarm["AlarmDescription"]
+    (section,) = re.findall(r'docs/operate\.md, "([^"]+)"', alarm["AlarmDescription"])
+    assert f"## {section}" in operate
+    assert f"`{alarm['AlarmName']}`".replace("SdcRemediation", "<stack>") in operate
+
+
 def test_the_audit_check_runs_hourly_and_alarms_on_a_broken_chain(template):
     (rule,) = [
         r["Properties"]
         for r in resources_of_type(template, "AWS::Events::Rule").values()
         if "ScheduleExpression" in r["Properties"]
+        and r["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": ["VerifyAuditFunction", "Arn"]}
     ]
     alarm = alarm_named(template, "audit-chains-broken")
 

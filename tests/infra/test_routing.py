@@ -134,3 +134,11 @@ def _assert_encrypted_tls_only(template: dict[str, Any], queue_id: str) -> None:
     assert any(d["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for d in denies), (
         f"{queue_id} accepts plain HTTP"
     )
+
+
+def test_the_reconcile_function_runs_every_fifteen_minutes_on_a_schedule(template):
+    rule = _rule_targeting(template, "ReconcileFunction")
+
+    assert rule["ScheduleExpression"] == "rate(15 minutes)"
+    assert "EventPattern" not in rule
+    assert rule["Targets"][0]["RetryPolicy"]["MaximumRetryAttempts"] == 0

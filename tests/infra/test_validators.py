@@ -98,6 +98,7 @@ def test_the_functions_that_act_on_nodes_have_a_concurrency_cap_and_no_other_doe
         "isolate_node",
         "start_health_check",
         "replace_node",
+        "reconcile",
         "reboot_node",
         "close_incident",
     }

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.asl import LAMBDA_INVOKE, LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN
+from infra.asl import LAMBDA_INVOKE, LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN, TASK_TIMEOUT_SECONDS
 from infra.settings import Settings
 from infra.synth import function_handlers, placeholder_arns, state_machine_definitions
 from lambdas.logic.lifecycle import MAX_REBOOTS
@@ -392,3 +392,25 @@ def test_definitions_can_be_resolved_with_any_arns(template):
     assert remediation["States"]["CheckHealth"]["Parameters"]["FunctionName"] == (
         "arn:aws:lambda:eu-west-1:111122223333:function:checkhealthfunction"
     )
+
+
+def test_every_task_retries_an_invocation_that_ran_out_of_time(remediation, approval):
+    for asl in (remediation, approval):
+        for name, state in _tasks(asl).items():
+            retried = {e for r in state["Retry"] for e in r["ErrorEquals"]}
+            assert {"Sandbox.Timedout", "Runtime.ExitError", "Lambda.Unknown"} <= retried, name
+            if name != "RequestApproval":
+                assert "States.Timeout" in retried, name
+                assert state["TimeoutSeconds"] == TASK_TIMEOUT_SECONDS, name
+
+
+def test_the_approval_task_never_retries_its_own_timeout_which_expires_the_incident(remediation):
+    state = remediation["States"]["RequestApproval"]
+
+    retried = {e for r in state["Retry"] for e in r["ErrorEquals"]}
+    assert "States.Timeout" not in retried
+    assert state["Catch"][0] == {
+        "ErrorEquals": ["States.Timeout"],
+        "ResultPath": "$.error",
+        "Next": "CloseExpired",
+    }

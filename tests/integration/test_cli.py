@@ -1090,6 +1090,40 @@ def test_status_lists_the_approvals_waiting_with_their_age(deployed, capsys):
     assert 12 * 60 <= report["approvals_waiting"][0]["waiting_seconds"] < 13 * 60
 
 
+def test_status_names_an_approval_whose_card_nobody_received(deployed, capsys):
+    unseen = deployed.incident(
+        "awaiting_approval",
+        instance="i-0aa00000000000001",
+        approval_requested_at=ago(minutes=5),
+        card_undelivered=ago(minutes=5),
+    )
+
+    deployed.sdc("status")
+    out = capsys.readouterr().out
+    report = status_json(deployed, capsys)
+
+    assert f"{unseen}  waiting 5m  card_undelivered: nobody was notified" in out
+    assert report["cards_undelivered"] == [unseen]
+
+
+def test_status_lists_the_nodes_kept_for_reconciliation(deployed, capsys):
+    kept = deployed.incident(
+        "failed",
+        instance="i-0aa00000000000001",
+        closed_at=ago(minutes=3),
+        recovery_unknown=ago(minutes=3),
+    )
+    deployed.incident("failed", instance="i-0bb00000000000002", closed_at=ago(minutes=2))
+
+    deployed.sdc("status")
+    out = capsys.readouterr().out
+    report = status_json(deployed, capsys)
+
+    assert "NODES KEPT FOR RECONCILIATION (1)" in out
+    assert f"{kept}  i-0aa00000000000001 cordoned since" in out
+    assert [k["incident_id"] for k in report["kept_for_reconciliation"]] == [kept]
+
+
 def test_status_says_when_the_pipeline_is_paused(deployed, capsys):
     pause_switch(deployed, "true")
 
@@ -1259,3 +1293,32 @@ def test_status_against_the_local_run_shows_the_incident_waiting(tmp_path, capsy
         assert report["pause_switch"]["paused"] is False
         assert report["dry_run"] == "false"
         assert report["dead_letter_queues"] == {"undelivered events": 0, "failed invocations": 0}
+
+
+def test_reconcile_prints_what_was_settled_what_waits_and_what_needs_a_person():
+    from infra.cli.reconcile import render_reconcile
+
+    text = render_reconcile(
+        {
+            "settled": [{"incident_id": "sdc-a", "finding": "orphan_slot", "why": "closed"}],
+            "waiting": [],
+            "needs_person": [
+                {"incident_id": "sdc-b", "finding": "recovery_unknown", "why": "Pending 7 h"}
+            ],
+            "unfinished": True,
+        }
+    )
+
+    assert text.splitlines() == [
+        "Settled: 1",
+        "  sdc-a  orphan_slot: closed",
+        "Waiting (within their patience): 0",
+        "Needs a person: 1",
+        "  sdc-b  recovery_unknown: Pending 7 h",
+        "The run stopped for time; the next one goes on.",
+    ]
+
+
+def test_reconcile_against_a_deployment_without_the_function_says_to_deploy_it(deployed, capsys):
+    assert deployed.sdc("reconcile") == 2
+    assert "has no output ReconcileFunctionName" in capsys.readouterr().err

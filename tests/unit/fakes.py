@@ -271,8 +271,14 @@ class RecordingNotifier:
     def __init__(self) -> None:
         self.published: list[Published] = []
         self.fail_next: Exception | None = None
+        self.outage: Exception | None = None
+        """Raised by every publish while set (the topic is down)."""
+        self.attempts = 0
 
     def publish(self, subject: str, message: str, attributes: Mapping[str, str]) -> str | None:
+        self.attempts += 1
+        if self.outage is not None:
+            raise self.outage
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None
             raise error
@@ -294,6 +300,8 @@ class FakeWorkflow:
         self.answers: list[tuple[str, dict[str, Any]]] = []
         self.fail_next_start: Exception | None = None
         self.fail_next_send: Exception | None = None
+        self.ended: dict[str, str] = {}
+        """Execution name → how it ended (FAILED, ABORTED, ...); started ones run until then."""
         self._ids = itertools.count(1)
 
     def start_execution(self, name: str, payload: Mapping[str, Any]) -> ExecutionStarted:
@@ -326,6 +334,10 @@ class FakeWorkflow:
 
     def describe_execution(self, execution_arn: str) -> ExecutionRecord:
         found = self.described.get(execution_arn)
+        name = execution_arn.rpartition(":")[2]
+        if found is None and name in self.executions:  # a remediation this fake started
+            status = self.ended.get(name, "RUNNING")
+            return ExecutionRecord(execution_arn, "remediation", status, self.executions[name])
         if found is None:
             raise ExecutionNotFound(
                 f"DescribeExecution failed: ExecutionDoesNotExist: {execution_arn}",

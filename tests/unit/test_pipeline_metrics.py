@@ -120,7 +120,7 @@ def test_a_refused_decision_records_no_latency(world):
     metrics.clear_metrics()
 
     with pytest.raises(Exception, match="already decided"):
-        approval.decide(world.decision(incident_id, "approve"), world.deps)
+        approval.decide(world.decision(incident_id, "approve", execution="arn:second"), world.deps)
 
     assert values(M.DECISION_LATENCY) == []
 

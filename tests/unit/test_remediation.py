@@ -449,7 +449,7 @@ def test_closing_twice_changes_nothing_and_notifies_once(world):
 
 def test_a_close_whose_notification_fails_still_closes_and_says_so(world):
     incident_id = world.awaiting_approval()
-    world.notifier.fail_next = Throttled("sns throttled")
+    world.notifier.outage = Throttled("sns throttled")
 
     result = close(world, incident_id, Outcome.EXPIRED)
 
@@ -460,13 +460,52 @@ def test_a_close_whose_notification_fails_still_closes_and_says_so(world):
 
 def test_a_close_whose_notification_failed_notifies_when_closed_again(world):
     incident_id = world.awaiting_approval()
-    world.notifier.fail_next = Throttled("sns throttled")
+    world.notifier.outage = Throttled("sns throttled")
     close(world, incident_id, Outcome.EXPIRED)
+    world.notifier.outage = None
 
     close(world, incident_id, Outcome.FAILED)
 
     assert "closed: expired" in world.notifier.published[-1].subject
     assert world.incident(incident_id).close_notified
+
+
+def test_a_notice_refused_once_is_retried_with_backoff_and_goes_out(world):
+    incident_id = world.awaiting_approval()
+    world.slept.clear()
+    world.notifier.fail_next = Throttled("sns throttled")
+
+    close(world, incident_id, Outcome.EXPIRED)
+
+    assert world.incident(incident_id).close_notified
+    assert world.slept == [0.5]
+    actions = world.audit.actions(incident_id)
+    assert "closed_notified" in actions and "notification_failed" not in actions
+
+
+def test_a_notice_during_an_outage_is_tried_with_growing_waits_then_recorded_undelivered(world):
+    incident_id = world.awaiting_approval()
+    world.slept.clear()
+    world.notifier.attempts = 0
+    world.notifier.outage = Throttled("sns throttled")
+
+    close(world, incident_id, Outcome.EXPIRED)
+
+    assert world.slept == [0.5, 1.0, 2.0, 4.0]
+    assert world.notifier.attempts == 5
+    (entry,) = [e for e in world.audit.entries(incident_id) if e.action == "notification_failed"]
+    assert entry.details["attempts"] == 5
+
+
+def test_a_notice_refused_for_good_is_not_retried(world):
+    incident_id = world.awaiting_approval()
+    world.slept.clear()
+    world.notifier.attempts = 0
+    world.notifier.outage = DependencyFailed("AuthorizationError: not allowed")
+
+    close(world, incident_id, Outcome.EXPIRED)
+
+    assert (world.notifier.attempts, world.slept) == (1, [])
 
 
 def test_after_closing_a_new_alarm_can_open_a_new_incident(world):

@@ -81,6 +81,8 @@ class World:
     settings: Settings = field(default_factory=settings)
     kube: FakeKubernetesNodes = field(default_factory=FakeKubernetesNodes)
     prometheus: FakePrometheus = field(default_factory=FakePrometheus)
+    slept: list[float] = field(default_factory=list)
+    """The waits a step asked for (between the attempts of a notice): recorded, not slept."""
     identity: FakeIdentityVerifier = field(default_factory=FakeIdentityVerifier)
     anchor: InMemoryAuditAnchor = field(default_factory=InMemoryAuditAnchor)
     eks_cluster: str | None = None
@@ -108,6 +110,7 @@ class World:
             switch=self.switch,
             kubernetes=self.kube,
             prometheus=self.prometheus,
+            sleep=self.slept.append,
             identity=self.identity,
             anchor=self.anchor,
         )

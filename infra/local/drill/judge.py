@@ -127,6 +127,16 @@ def _judge_recovery(
     return problems
 
 
+def stuck(reconciled: dict[str, Any]) -> list[str]:
+    """What the reconciliation after a scenario had to settle or could not: a finished scenario
+    leaves nothing stuck."""
+    return [
+        f"reconciliation found {entry['incident_id']} stuck ({entry['finding']}): {entry['why']}"
+        for key in ("settled", "needs_person")
+        for entry in reconciled.get(key) or []
+    ]
+
+
 def check_dashboard(
     run: Any, entries: Sequence[Any], sdc: set[tuple[str, str]]
 ) -> tuple[list[str], list[str]]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from infra.local.drill import judge, stage
 from infra.local.drill.scenarios import RANK_MAP, WORKSPACE_ID, Scenario
+from infra.local.grants import GrantsInsufficient, calls_per_function
 
 Note = Callable[..., None]
 """`note(who, what, at=None, **ids)`: a timeline line; `at` (monotonic) if earlier than now."""
@@ -49,6 +50,9 @@ class Outcome:
     dashboard: list[str] = field(default_factory=list)
     """The metrics this run's incidents put on the deployed dashboard, each checked against
     what the run published (`infra.local.dashboard_check`)."""
+    calls: dict[str, list[str]] = field(default_factory=dict)
+    """Function → the AWS actions its calls needed, each checked against its role in the
+    synthesized template (`infra.local.grants`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +67,7 @@ class Outcome:
             "replace_calls": self.replace_calls,
             "seconds": round(self.seconds, 2),
             "dashboard": self.dashboard,
+            "calls": self.calls,
         }
 
 
@@ -96,68 +101,88 @@ def run_scenario(
             note("training", what, **ids)
     progress("synthesizing the stack and standing it up in a local account")
     hyperpod = stage.cluster(scenario, alarm, rank_map)
-    with ExitStack() as stack:
-        endpoints = None
-        if scenario.hardware:
-            progress("a local Prometheus with dcgm-exporter's series of every GPU")
-            workspace = stage.prometheus_workspace(alarm, rank_map, note)
-            endpoints = {WORKSPACE_ID: stack.enter_context(workspace)}
-        run = stack.enter_context(
-            LocalRun.open(
-                context=scenario.context, hyperpod=hyperpod, telemetry_endpoints=endpoints
+    grant_problems: list[str] = []
+    try:
+        with ExitStack() as stack:
+            endpoints = None
+            if scenario.hardware:
+                progress("a local Prometheus with dcgm-exporter's series of every GPU")
+                workspace = stage.prometheus_workspace(alarm, rank_map, note)
+                endpoints = {WORKSPACE_ID: stack.enter_context(workspace)}
+            run = stack.enter_context(
+                LocalRun.open(
+                    context=scenario.context, hyperpod=hyperpod, telemetry_endpoints=endpoints
+                )
             )
-        )
-        note("local", "stack deployed into the local account (moto) from the synthesized template")
-        if scenario.muted:
-            stage.mute_alarms(run, note)
-        reported_at = time.monotonic()  # the report event is handled before report() returns
-        emitter = run.emitter(rank_map, report_events=not scenario.muted)
-        result = emitter.report(alarm)
-        published = ", ".join(f"{d.metric.value} on {d.instance_id}" for d in result.datapoints)
-        note(
-            "rank 0",
-            f"step {alarm['step']}: {alarm['check']} check fired; "
-            f"report {result.report_id[:8]} published ({published})",
-            at=reported_at,
-            report_id=result.report_id,
-        )
-        incident_ids = _deliver_alarms(run, scenario, note)
-        card: str | None = None
-        holds: list[Any] = []
-        if scenario.storm:
-            card, hold = _reset_storm(run, scenario, note)
-            holds.append(hold)
-        if scenario.approval:
-            card = _approve(run, scenario, incident_ids, ask, note) or card
-        finals = [run.wait_for(i, scenario.expect, *CLOSED, timeout=90) for i in incident_ids]
-        subjects = [i.incident_id for i in finals] + [h.hold_id for h in holds]
-        audit, chain_ok, every_entry = _read_audit(run, subjects, wall_start, timeline)
-        replace_calls = run.hyperpod.calls_to("BatchReplaceClusterNodes")
-        reboot_calls = run.hyperpod.calls_to("BatchRebootClusterNodes")
-        health_checks = run.hyperpod.calls_to("StartClusterHealthCheck")
-        received = run.inbox + run.notifications()
-        held_texts = [n["message"] for n in received if n["attributes"].get("kind") == "held"]
-        if scenario.muted and held_texts:
-            card = held_texts[0]
-        seen = judge.Observed(
-            finals=finals,
-            holds=[run.deps.guard.get_hold(h.hold_id) or h for h in holds],
-            chain_ok=chain_ok,
-            card=card,
-            notices=[n["attributes"].get("kind") for n in received],
-            held_texts=held_texts,
-            replace_calls=replace_calls,
-            reboot_calls=reboot_calls,
-            health_checks=health_checks,
-            isolated=_still_isolated(run),
-            alarm=alarm,
-            rank_map=rank_map,
-            interactive=ask is not None,
-        )
-        sdc = {(emitter.config.namespace, d.metric.value) for d in result.datapoints}
-        dashboard, dashboard_problems = judge.check_dashboard(run, every_entry, sdc)
+            note(
+                "local",
+                "stack deployed into the local account (moto) from the synthesized template",
+            )
+            if scenario.muted:
+                stage.mute_alarms(run, note)
+            reported_at = time.monotonic()  # the report event is handled before report() returns
+            emitter = run.emitter(rank_map, report_events=not scenario.muted)
+            result = emitter.report(alarm)
+            published = ", ".join(f"{d.metric.value} on {d.instance_id}" for d in result.datapoints)
+            note(
+                "rank 0",
+                f"step {alarm['step']}: {alarm['check']} check fired; "
+                f"report {result.report_id[:8]} published ({published})",
+                at=reported_at,
+                report_id=result.report_id,
+            )
+            incident_ids = _deliver_alarms(run, scenario, note)
+            card: str | None = None
+            holds: list[Any] = []
+            if scenario.storm:
+                card, hold = _reset_storm(run, scenario, note)
+                holds.append(hold)
+            if scenario.approval:
+                card = _approve(run, scenario, incident_ids, ask, note) or card
+            finals = [run.wait_for(i, scenario.expect, *CLOSED, timeout=90) for i in incident_ids]
+            subjects = [i.incident_id for i in finals] + [h.hold_id for h in holds]
+            audit, chain_ok, every_entry = _read_audit(run, subjects, wall_start, timeline)
+            replace_calls = run.hyperpod.calls_to("BatchReplaceClusterNodes")
+            reboot_calls = run.hyperpod.calls_to("BatchRebootClusterNodes")
+            health_checks = run.hyperpod.calls_to("StartClusterHealthCheck")
+            received = run.inbox + run.notifications()
+            held_texts = [n["message"] for n in received if n["attributes"].get("kind") == "held"]
+            if scenario.muted and held_texts:
+                card = held_texts[0]
+            seen = judge.Observed(
+                finals=finals,
+                holds=[run.deps.guard.get_hold(h.hold_id) or h for h in holds],
+                chain_ok=chain_ok,
+                card=card,
+                notices=[n["attributes"].get("kind") for n in received],
+                held_texts=held_texts,
+                replace_calls=replace_calls,
+                reboot_calls=reboot_calls,
+                health_checks=health_checks,
+                isolated=_still_isolated(run),
+                alarm=alarm,
+                rank_map=rank_map,
+                interactive=ask is not None,
+            )
+            sdc = {(emitter.config.namespace, d.metric.value) for d in result.datapoints}
+            dashboard, dashboard_problems = judge.check_dashboard(run, every_entry, sdc)
+            # The scheduled reconciliation, after the scenario: nothing may be left stuck.
+            reconciled = run.reconcile()
+            note(
+                "reconcile",
+                f"the scheduled reconciliation ran: {len(reconciled['settled'])} settled, "
+                f"{len(reconciled['needs_person'])} needing a person",
+            )
+            calls = calls_per_function(run.recorder.calls, run.cluster_arns)
+    except GrantsInsufficient as err:
+        grant_problems = [str(denied) for denied in err.denied]
     timeline.sort(key=lambda line: line.at)
-    problems = judge.problems(scenario, seen) + dashboard_problems
+    problems = (
+        judge.problems(scenario, seen)
+        + dashboard_problems
+        + judge.stuck(reconciled)
+        + grant_problems
+    )
     return Outcome(
         scenario=scenario.name,
         passed=not problems,
@@ -179,6 +204,7 @@ def run_scenario(
         replace_calls=replace_calls,
         seconds=time.monotonic() - started,
         dashboard=dashboard,
+        calls=calls,
     )
 
 

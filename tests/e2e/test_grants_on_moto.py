@@ -1,0 +1,128 @@
+"""Grants proven sufficient: every AWS call a function makes on moto is checked against its
+role in the synthesized template (every LocalRun does it when it ends); here, on the template
+with clusters, node isolation, node-label recovery and telemetry, and proof that the check
+fails when a needed action is taken away."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from infra.local.drill.scenarios import TELEMETRY_CONTEXT, WORKSPACE_ID
+from infra.local.grants import Denial
+from infra.local.run import CLUSTER, LocalRun, default_cluster
+from tests.e2e.test_pipeline_on_moto import CULPRIT_INSTANCE, open_from_fixture
+from tests.e2e.test_stuck_on_moto import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.synth]
+
+FULL_CONTEXT = {**TELEMETRY_CONTEXT, "sdc:recoveryThroughNodeLabel": [CLUSTER]}
+"""Clusters and node isolation (the local run's own), node-label recovery and telemetry."""
+
+
+@pytest.fixture(scope="module")
+def full_run() -> LocalRun:
+    """Two incidents on the full template: one replaced (through HyperPod's node label: the
+    cluster's NodeRecovery is Automatic), one rejected; and a reconciliation."""
+    hyperpod = default_cluster(node_recovery="Automatic")
+    with LocalRun.open(
+        context=FULL_CONTEXT,
+        hyperpod=hyperpod,
+        # nothing listens there: the telemetry query fails fast, the card says so
+        telemetry_endpoints={WORKSPACE_ID: "http://127.0.0.1:9"},
+    ) as run:
+        replaced = open_from_fixture(run)
+        run.wait_for(replaced, "awaiting_approval")
+        run.decide(replaced, "approve", "culprit twice")
+        handed_over = wait_until(
+            lambda: (
+                (run.incident(replaced).replacement or None)
+                and run.incident(replaced).replacement.path == "node_label"
+            )
+        )
+        hyperpod.replace_nodes(CLUSTER, [CULPRIT_INSTANCE])  # HyperPod acting on its label
+        run.wait_for(replaced, "replaced", timeout=90)
+        rejected = open_from_fixture(run, "i-0cc00000000000003")
+        run.wait_for(rejected, "awaiting_approval")
+        run.decide(rejected, "reject", "not the GPU")
+        run.wait_for(rejected, "rejected")
+        run.reconcile()
+    assert handed_over
+    return run  # the grant check ran as the run ended: it did not raise
+
+
+def without(template: dict[str, Any], function: str, action: str) -> dict[str, Any]:
+    """`template` with `action` taken out of every policy statement of `function`'s role."""
+    changed = copy.deepcopy(template)
+    resources = changed["Resources"]
+    (role,) = [
+        r["Properties"]["Role"]["Fn::GetAtt"][0]
+        for r in resources.values()
+        if r["Type"] == "AWS::Lambda::Function"
+        and r["Properties"]["Handler"] == f"lambdas.handlers.{function}.handler"
+    ]
+    for resource in resources.values():
+        if resource["Type"] != "AWS::IAM::Policy":
+            continue
+        if {"Ref": role} not in resource["Properties"]["Roles"]:
+            continue
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+            listed = statement["Action"]
+            kept = [a for a in (listed if isinstance(listed, list) else [listed]) if a != action]
+            statement["Action"] = kept or ["none:NothingAtAll"]
+    return changed
+
+
+def test_every_call_of_the_full_template_run_is_allowed_by_the_functions_roles(full_run):
+    assert full_run.recorder.calls
+    assert full_run.grant_denials() == []
+
+
+def test_the_node_label_path_asked_eks_itself_and_the_reconciliation_ran(full_run):
+    made = {(c.function, c.service, c.operation) for c in full_run.recorder.calls}
+
+    assert ("replace_node", "eks", "DescribeCluster") in made  # the label path's EKS access
+    assert ("reconcile", "dynamodb", "Query") in made
+
+
+@pytest.mark.parametrize(
+    ("function", "action"),
+    [
+        ("open_incident", "states:StartExecution"),
+        ("open_incident", "sagemaker:DescribeClusterNode"),
+        ("isolate_node", "eks:DescribeCluster"),
+        ("start_health_check", "sagemaker:StartClusterHealthCheck"),
+        ("request_approval", "sns:Publish"),
+        ("request_approval", "kms:GenerateDataKey"),
+        ("replace_node", "eks:DescribeCluster"),
+        ("decide", "states:SendTaskSuccess"),
+        ("close_incident", "dynamodb:DeleteItem"),
+        ("reconcile", "dynamodb:Query"),
+    ],
+)
+def test_taking_a_needed_action_away_fails_the_check_naming_function_action_and_resource(
+    full_run, function, action
+):
+    weaker = without(full_run.stack.template, function, action)
+
+    denied = full_run.grant_denials(weaker)
+
+    assert denied, f"{function} without {action} still passed"
+    assert {(d.function, d.action) for d in denied} == {(function, action)}
+    assert all(isinstance(d, Denial) and d.resource.startswith("arn:aws:") for d in denied)
+    assert f"{function}: {action} on arn:aws:" in str(denied[0])
+
+
+def test_without_node_isolation_every_call_is_allowed_and_nobody_asks_eks():
+    with LocalRun.open(context={"sdc:nodeIsolation": {}}) as run:
+        incident_id = open_from_fixture(run)
+        run.wait_for(incident_id, "awaiting_approval")
+        run.decide(incident_id, "reject", "not the GPU")
+        run.wait_for(incident_id, "rejected")
+        calls = list(run.recorder.calls)
+        denied = run.grant_denials()
+
+    assert calls and denied == []
+    assert not [c for c in calls if c.service == "eks"]

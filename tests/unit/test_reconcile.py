@@ -1,0 +1,204 @@
+"""Reconciliation settles what nothing else will: a node kept by a failure close, a close that
+never finished, an execution that ended under an open incident, an undelivered card, a guard
+slot nobody holds; what it cannot settle is audited and counted for a person."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+
+from lambdas.logic import approval, closing, reboot
+from lambdas.logic._steps import Step
+from lambdas.logic.reconcile import RECOVERY_PATIENCE_SECONDS, reconcile
+from lambdas.metric_names import PipelineMetric
+from lambdas.models.errors import ServiceUnavailable
+from lambdas.models.incident import IncidentState
+from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from lambdas.observability import metrics
+from tests.unit.test_recovery_in_flight import (
+    close_failed,
+    decided_isolated,
+    eks_world,
+    killed_reboot,
+)
+from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, World
+
+S = IncidentState
+
+
+def counted(metric: PipelineMetric) -> float:
+    return sum(metrics.provider.metric_set.get(metric, {}).get("Value", []))
+
+
+def kept_by_a_failure_close(world: World) -> str:
+    incident_id = decided_isolated(world, "reboot")
+    killed_reboot(world, incident_id, before=False)
+    close_failed(world, incident_id)
+    return incident_id
+
+
+def test_a_node_kept_for_a_reboot_is_released_once_hyperpod_reports_it_running():
+    world = eks_world()
+    incident_id = kept_by_a_failure_close(world)
+    world.hyperpod.advance(5)  # the reboot ends: the node is Running again
+
+    result = reconcile(world.deps)
+
+    assert [s["incident_id"] for s in result["settled"]] == [incident_id]
+    node = world.kube.node(EKS, NODE)
+    assert node["unschedulable"] is False and node["taints"] == []
+    assert world.store.open_incident_id(CLUSTER, INSTANCE) is None
+    assert world.store.guard_state(CLUSTER).open_ids == ()
+    incident = world.incident(incident_id)
+    assert incident.reconciled_at is not None
+    assert world.audit.actions(incident_id)[-1] == "reconciled"
+
+
+def test_a_node_kept_for_a_reboot_that_is_still_running_stays_cordoned_and_waits():
+    world = eks_world()
+    incident_id = kept_by_a_failure_close(world)
+
+    result = reconcile(world.deps)
+
+    assert result["waiting"][0]["incident_id"] == incident_id
+    assert world.kube.count("uncordon") == 0
+    assert world.store.open_incident_id(CLUSTER, INSTANCE) == incident_id
+
+
+def test_a_recovery_with_no_outcome_past_its_patience_needs_a_person_audited_once():
+    world = eks_world()
+    world.hyperpod.set_reboot_returns(CLUSTER, INSTANCE, returns=False)
+    incident_id = kept_by_a_failure_close(world)
+    world.clock.current += timedelta(seconds=RECOVERY_PATIENCE_SECONDS + 1)
+
+    first = reconcile(world.deps)
+    reconcile(world.deps)
+
+    assert first["needs_person"][0]["finding"] == "recovery_unknown"
+    assert world.audit.actions(incident_id).count("reconcile_needs_person") == 1
+    assert counted(PipelineMetric.RECONCILE_NEEDS_PERSON) == 2
+    assert world.kube.count("uncordon") == 0
+
+
+def test_a_node_gone_after_the_close_kept_it_gives_back_its_lock_and_slot():
+    world = eks_world()
+    kept_by_a_failure_close(world)
+    del world.hyperpod.clusters[CLUSTER].nodes[INSTANCE]
+
+    result = reconcile(world.deps)
+
+    assert result["settled"][0]["finding"] == "recovery_unknown"
+    assert world.store.open_incident_id(CLUSTER, INSTANCE) is None
+    assert world.store.guard_state(CLUSTER).open_ids == ()
+
+
+def test_an_incident_marked_failed_whose_close_never_ran_is_closed_and_its_node_released():
+    world = eks_world()
+    incident_id = decided_isolated(world, "reject")
+    step = Step(world.deps, "check_health")
+    step.fail(incident_id, RuntimeError("the close never ran"))
+    world.workflow.ended[incident_id] = "FAILED"
+
+    result = reconcile(world.deps)
+
+    assert result["settled"][0]["finding"] == "close_failed"
+    incident = world.incident(incident_id)
+    assert incident.closed_at is not None
+    assert world.kube.node(EKS, NODE)["unschedulable"] is False
+    assert world.store.open_incident_id(CLUSTER, INSTANCE) is None
+
+
+def test_an_open_incident_whose_execution_ended_is_closed_as_failed_with_the_reason():
+    world = World()
+    incident_id = world.health_checked()
+    world.workflow.ended[incident_id] = "ABORTED"
+
+    result = reconcile(world.deps)
+
+    assert result["settled"][0]["finding"] == "execution_ended"
+    incident = world.incident(incident_id)
+    assert incident.state is S.FAILED
+    assert "ABORTED" in incident.error.details["Cause"]
+    assert world.store.guard_state(CLUSTER).open_ids == ()
+
+
+def test_an_undelivered_card_goes_out_on_the_first_run_after_the_topic_is_back():
+    world = World()
+    world.notifier.outage = ServiceUnavailable("Publish failed: could not connect")
+    incident_id = world.awaiting_approval()
+    during = reconcile(world.deps)
+    world.notifier.outage = None
+
+    after = reconcile(world.deps)
+
+    assert during["needs_person"][0]["finding"] == "card_undelivered"
+    assert after["settled"][0]["finding"] == "card_undelivered"
+    assert world.incident(incident_id).card_undelivered is None
+    assert [p.attributes["kind"] for p in world.notifier.published] == ["approval_request"]
+
+
+def test_a_guard_slot_of_a_closed_incident_is_given_back():
+    world = World()
+    incident_id = world.health_checked()
+    incident = world.incident(incident_id)
+    world.store.save(
+        dataclasses.replace(
+            incident, state=S.REJECTED, closed_at=incident.updated_at, version=incident.version
+        )
+    )  # closed, but the close died before it released anything
+
+    result = reconcile(world.deps)
+
+    assert result["settled"][0]["finding"] == "orphan_slot"
+    assert world.store.guard_state(CLUSTER).open_ids == ()
+    assert world.store.open_incident_id(CLUSTER, INSTANCE) is None
+
+
+def test_nothing_stuck_means_nothing_done():
+    world = World()
+    world.awaiting_approval()
+
+    result = reconcile(world.deps)
+
+    assert result == {"settled": [], "waiting": [], "needs_person": [], "unfinished": False}
+
+
+@pytest.mark.parametrize("left", [0.0, 89.0])
+def test_a_run_short_of_time_stops_before_the_next_incident_and_says_so(left):
+    world = World()
+    incident_id = world.health_checked()
+    world.workflow.ended[incident_id] = "ABORTED"
+
+    result = reconcile(world.deps, lambda: left)
+
+    assert result["unfinished"] is True and result["settled"] == []
+    assert world.incident(incident_id).state is S.HEALTH_CHECK
+
+
+def test_the_reboot_step_after_a_kept_close_is_not_run_again():
+    world = eks_world()
+    incident_id = kept_by_a_failure_close(world)
+    world.hyperpod.advance(5)
+    reconcile(world.deps)
+
+    with pytest.raises(Exception, match="cannot reboot"):
+        reboot.reboot_node(IncidentRef(incident_id), world.deps)
+    assert len(world.hyperpod.calls_to("BatchRebootClusterNodes")) == 1
+
+
+def test_an_incident_the_lagging_index_still_lists_as_open_is_left_alone_once_closed():
+    world = World()
+    incident_id = world.awaiting_approval()
+    stale = world.incident(incident_id)  # what the index still says
+    approval.decide(world.decision(incident_id, "reject"), world.deps)
+    closing.close_incident(CloseRequest(incident_id, Outcome.REJECTED, None), world.deps)
+    world.workflow.ended[incident_id] = "SUCCEEDED"
+    listed = world.store.in_state
+    world.store.in_state = lambda state: [stale] if state is S.AWAITING_APPROVAL else listed(state)
+
+    result = reconcile(world.deps)
+
+    assert result == {"settled": [], "waiting": [], "needs_person": [], "unfinished": False}
+    assert "reconciled" not in world.audit.actions(incident_id)
