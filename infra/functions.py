@@ -116,6 +116,10 @@ class FunctionSpec:
     kubernetes: bool = False
     """Cordons or uncordons nodes through the EKS clusters of `sdc:nodeIsolation`: gets
     eks:DescribeCluster on them, `NODE_ISOLATION`, and an access entry (node_isolation.py)."""
+    checks_claims: bool = False
+    """Checks the node names a report claims against the Kubernetes API of the clusters of
+    `sdc:nodeIsolation`, read only (lambdas/logic/claims.py): gets eks:DescribeCluster on them,
+    `NODE_ISOLATION`, and an access entry in the read-only group (node_isolation.py)."""
     asynchronous: bool = False
     """Invoked by EventBridge (asynchronously): failures after retries go to the failure queue."""
     recovers: bool = False
@@ -156,6 +160,7 @@ SPECS: Final = (
         publishes=True,
         starts_remediation=True,
         reads_pause_switch=True,
+        checks_claims=True,
         asynchronous=True,
         timeout_seconds=90,
     ),
@@ -166,6 +171,7 @@ SPECS: Final = (
         publishes=True,
         starts_remediation=True,
         reads_pause_switch=True,
+        checks_claims=True,
         asynchronous=True,
         timeout_seconds=90,
     ),
@@ -412,14 +418,14 @@ class Functions(Construct):
         workspace_arns = sorted({workspace_arn(self, source) for source in settings.telemetry})
         self.by_module: dict[str, lambda_.Function] = {}
         self.kubernetes_roles: list[iam.IRole] = []
-        self.node_reader_roles: list[iam.IRole] = []
+        self.kubernetes_readers: list[iam.IRole] = []
         for spec in SPECS:
             env = dict(common_env)
             kubernetes = spec.kubernetes or (
                 spec.recovers and bool(settings.recovery_label_clusters)
             )
-            reads_nodes = spec.reads_nodes and not kubernetes
-            if (kubernetes or reads_nodes) and settings.node_isolation:
+            reads_kubernetes = (spec.checks_claims or spec.reads_nodes) and not kubernetes
+            if (kubernetes or reads_kubernetes) and settings.node_isolation:
                 env["NODE_ISOLATION"] = settings.node_isolation_env()
             if spec.starts_remediation:
                 env["STATE_MACHINE_ARN"] = remediation_arn
@@ -464,7 +470,7 @@ class Functions(Construct):
                         resources=cluster_arns,
                     )
                 )
-            if (kubernetes or reads_nodes) and eks_arns:
+            if (kubernetes or reads_kubernetes) and eks_arns:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(
                         sid="EksIsolationClusters",
@@ -473,7 +479,7 @@ class Functions(Construct):
                     )
                 )
                 assert fn.role is not None
-                (self.kubernetes_roles if kubernetes else self.node_reader_roles).append(fn.role)
+                (self.kubernetes_roles if kubernetes else self.kubernetes_readers).append(fn.role)
             if spec.queries_telemetry and workspace_arns:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(

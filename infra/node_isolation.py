@@ -1,5 +1,7 @@
 """EKS access entries for node isolation: the roles of the functions that cordon and uncordon
-nodes (isolate_node, close_incident) may call each configured EKS cluster's Kubernetes API.
+nodes (isolate_node, close_incident) may call each configured EKS cluster's Kubernetes API, and
+the roles of the functions that check a report's node names against it (open_incident,
+store_report) may read its nodes.
 
 Default (`sdc:nodeIsolationAccess` = `group`): each role is mapped to the Kubernetes group
 `sdc-remediation`, which has no rights until the cluster's operator applies the RBAC manifest of
@@ -8,9 +10,9 @@ privilege, since EKS's managed access policies that can patch nodes amount to cl
 `clusterAdminPolicy` associates AmazonEKSClusterAdminPolicy instead: no manifest to apply, but
 the functions' roles become cluster admins; an explicit opt-in.
 
-Roles that only read nodes (`request_approval`, which shows the node's HyperPod labels on the
-card) get entries of their own: the group `sdc-remediation-readers` (get and list nodes, in the
-same manifest), or with `clusterAdminPolicy` the read-only `AmazonEKSAdminViewPolicy`.
+The readers are mapped to the group `sdc-remediation-readers` (get and list on nodes, in the same
+manifest); with `clusterAdminPolicy` they get AmazonEKSAdminViewPolicy instead, never more: the
+functions that take input from training pods never hold a right to patch a node.
 """
 
 from __future__ import annotations
@@ -43,50 +45,31 @@ class NodeIsolationAccess(Construct):
         super().__init__(scope, construct_id)
         self.entries: list[eks.CfnAccessEntry] = []
         admin = settings.node_isolation_access == "clusterAdminPolicy"
-        for cluster in settings.eks_clusters:
-            for index, role in enumerate(roles):
-                self.entries.append(
-                    self._entry(
-                        f"{_logical(cluster)}Entry{index}",
-                        cluster,
-                        role,
-                        CLUSTER_ADMIN_POLICY if admin else None,
-                        KUBERNETES_GROUP,
-                    )
-                )
-            for index, role in enumerate(readers):
-                self.entries.append(
-                    self._entry(
-                        f"{_logical(cluster)}Reader{index}",
-                        cluster,
-                        role,
-                        ADMIN_VIEW_POLICY if admin else None,
-                        READER_GROUP,
-                    )
-                )
-
-    def _entry(
-        self, logical_id: str, cluster: str, role: iam.IRole, policy: str | None, group: str
-    ) -> eks.CfnAccessEntry:
-        """An access entry: the managed `policy` (cluster scope) if given, else `group`."""
-        return eks.CfnAccessEntry(
-            self,
-            logical_id,
-            cluster_name=cluster,
-            principal_arn=role.role_arn,
-            type="STANDARD",
-            kubernetes_groups=None if policy else [group],
-            access_policies=(
-                [
-                    eks.CfnAccessEntry.AccessPolicyProperty(
-                        policy_arn=policy,
-                        access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster"),
-                    )
-                ]
-                if policy
-                else None
-            ),
+        kinds = (
+            ("Entry", roles, KUBERNETES_GROUP, CLUSTER_ADMIN_POLICY),
+            ("Reader", readers, READER_GROUP, ADMIN_VIEW_POLICY),
         )
+        for cluster in settings.eks_clusters:
+            for name, principals, group, policy in kinds:
+                for index, role in enumerate(principals):
+                    entry = eks.CfnAccessEntry(
+                        self,
+                        f"{_logical(cluster)}{name}{index}",
+                        cluster_name=cluster,
+                        principal_arn=role.role_arn,
+                        type="STANDARD",
+                        kubernetes_groups=None if admin else [group],
+                        access_policies=_policy(policy) if admin else None,
+                    )
+                    self.entries.append(entry)
+
+
+def _policy(arn: str) -> list[eks.CfnAccessEntry.AccessPolicyProperty]:
+    return [
+        eks.CfnAccessEntry.AccessPolicyProperty(
+            policy_arn=arn, access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster")
+        )
+    ]
 
 
 def _logical(name: str) -> str:

@@ -30,6 +30,7 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 | `sdc:stormWindowSeconds` | integer, 60 .. 86400 | `900` | storm hold: the window (`STORM_WINDOW_SECONDS`) |
 | `sdc:nodeIsolation` | object: HyperPod cluster name (one of `sdc:clusters`) → EKS cluster name | `{}` | clusters whose suspect node is cordoned and tainted (`sdc.remediation/incident=<incident id>:NoSchedule`) while the incident is open, through that EKS cluster's Kubernetes API (`NODE_ISOLATION`); the stack adds an EKS access entry per cluster for the two functions that do it. Not listed: no isolation, and the approval card says so |
 | `sdc:nodeIsolationAccess` | `group` or `clusterAdminPolicy` | `group` | what the access entries grant: `group` maps the functions' roles to the Kubernetes group `sdc-remediation` (apply the RBAC manifest of docs/deploy.md: nodes get/list/patch only); `clusterAdminPolicy` associates `AmazonEKSClusterAdminPolicy` instead (no manifest, but full cluster admin: opt in knowingly) |
+| `sdc:jobPods` | object: HyperPod cluster name (one of `sdc:nodeIsolation`) → pod label key naming the job (such as `training.kubeflow.org/job-name`) | `{}` | clusters whose reports are checked against the job's pods: the pods labelled `<key>=<the report's job name>` are listed (any namespace) and an instance whose node runs none of them is acted on for nothing, named in the card under `CLAIMS NOT CONFIRMED`. `open_incident` and `store_report` then also need `get`/`list` on pods (the reader RBAC of docs/deploy.md) |
 | `sdc:recoveryThroughNodeLabel` | list of HyperPod cluster names (each one of `sdc:nodeIsolation`) | `[]` | clusters whose approved reboot or replacement is handed to HyperPod's own recovery by setting the node's `sagemaker.amazonaws.com/node-health-status` label (`UnschedulablePendingReboot` / `UnschedulablePendingReplacement`) instead of calling BatchRebootClusterNodes / BatchReplaceClusterNodes; used only while the cluster's NodeRecovery is `Automatic` (otherwise the API acts); the audit records the path. `reboot_node` and `replace_node` then get the EKS access `close_incident` has |
 | `sdc:nodeActionConcurrency` | integer, 1 .. 100 | `5` | reserved concurrency of each function that acts on a node (isolate, start the health check, replace, reboot, close and release): at most this many run at once, whatever the guard lets through; it is reserved out of the account's Lambda concurrency (five functions at this value each must leave the account its 100 unreserved) |
 | `sdc:pauseParameterName` | SSM parameter name or null | `/<stackName>/paused` | the pause switch: a String parameter the stack creates with value `false`; `aws ssm put-parameter --overwrite --name <it> --value true` pauses without a deploy (`PAUSE_PARAMETER`) |
@@ -51,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lambdas.logic.lifecycle import MAX_REBOOTS
+from lambdas.models.kubernetes import LABEL_KEY_RE
 from trainer_emitter.contract import NAMESPACE
 
 PREFIX: Final = "sdc:"
@@ -184,6 +186,9 @@ class Settings:
     node_action_concurrency: int = 5
     recovery_label_clusters: tuple[str, ...] = ()
     """HyperPod clusters whose approved recoveries go through the node health label."""
+    job_pods: tuple[tuple[str, str], ...] = ()
+    """(HyperPod cluster name, pod label key naming the job) pairs whose reports are checked
+    against the nodes the job's pods run on."""
     telemetry: tuple[TelemetrySource, ...] = ()
     """Clusters whose approval card shows the suspect GPU's hardware counters."""
     approvals_required: int = 1
@@ -198,12 +203,14 @@ class Settings:
 
     def node_isolation_env(self) -> str:
         """`NODE_ISOLATION` for the functions: the lambdas' settings format."""
+        labels = dict(self.job_pods)
         return json.dumps(
             {
                 name: {
                     "isolate": True,
                     "eks_cluster": eks,
                     **({"recovery": "node_label"} if name in self.recovery_label_clusters else {}),
+                    **({"job_pods": labels[name]} if name in labels else {}),
                 }
                 for name, eks in self.node_isolation
             },
@@ -246,6 +253,12 @@ class Settings:
                 f"sdc:recoveryThroughNodeLabel names {', '.join(unlabelled)}, not in "
                 "sdc:nodeIsolation: the node health label is set through the EKS cluster that "
                 "isolation uses"
+            )
+        unlisted = [name for name, _ in self.job_pods if name not in isolated]
+        if unlisted:
+            raise SettingsError(
+                f"sdc:jobPods names {', '.join(unlisted)}, not in sdc:nodeIsolation: the job's "
+                "pods are listed through the EKS cluster that isolation uses"
             )
         unknown = [name for name, _ in self.node_isolation if name not in self.cluster_names]
         if unknown:
@@ -412,6 +425,21 @@ def _node_isolation(key: str, value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(pairs))
 
 
+def _job_pods(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    expected = 'an object {"<HyperPod cluster name>": "<pod label key naming the job>"}'
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, expected)
+    pairs = []
+    for name, label in value.items():
+        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
+            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+        if not isinstance(label, str) or not LABEL_KEY_RE.match(label):
+            raise _fail(key, value, f"{expected}; {label!r} for {name!r} is not a label key")
+        pairs.append((name, label))
+    return tuple(sorted(pairs))
+
+
 def _cluster_names(key: str, value: Any) -> tuple[str, ...]:
     expected = "a list of HyperPod cluster names"
     value = _json_if_string(key, value, expected)
@@ -547,6 +575,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:nodeActionConcurrency": ("node_action_concurrency", _integer(1, 100)),
     "sdc:recoveryThroughNodeLabel": ("recovery_label_clusters", _cluster_names),
     "sdc:nodeIsolation": ("node_isolation", _node_isolation),
+    "sdc:jobPods": ("job_pods", _job_pods),
     "sdc:nodeIsolationAccess": (
         "node_isolation_access",
         _string(re.compile(r"^(group|clusterAdminPolicy)$"), "group or clusterAdminPolicy"),

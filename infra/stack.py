@@ -92,7 +92,7 @@ class SdcRemediationStack(Stack):
                 "NodeIsolation",
                 settings=settings,
                 roles=functions.kubernetes_roles,
-                readers=functions.node_reader_roles,
+                readers=functions.kubernetes_readers,
             )
         remediation = RemediationWorkflow(
             self,

@@ -35,6 +35,12 @@ REPORT_SCHEMA_VERSION: Final = "1"
 MAX_REPORT_CHECKPOINTS: Final = 16
 """A report carries at most this many checkpoints (the newest steps): the event stays small
 (EventBridge takes at most 256 KB per entry)."""
+MAX_REPORT_DEPTH: Final = 32
+"""How deep a report's detail may nest (objects and arrays, the detail itself level 1): the
+`alarm` it carries is the training loop's dict, free in shape but not in depth."""
+MAX_EXACT_INTEGER: Final = 2**53 - 1
+"""The largest integer a report may carry anywhere: JSON readers hold integers exactly up to
+here (DynamoDB, which stores the report, holds 38 digits)."""
 MAX_CHECKPOINT_LOCATION: Final = 1024
 """The longest checkpoint location a report carries, in characters (an S3 key is at most 1024
 bytes); a longer one is left out, the checkpoint kept."""

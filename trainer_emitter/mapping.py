@@ -42,7 +42,9 @@ from typing import Any, TypeGuard
 
 from trainer_emitter.contract import (
     MAX_CHECKPOINT_LOCATION,
+    MAX_EXACT_INTEGER,
     MAX_REPORT_CHECKPOINTS,
+    MAX_REPORT_DEPTH,
     REPORT_SCHEMA_VERSION,
     UNIT,
     VALUE,
@@ -486,15 +488,21 @@ def _show(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _finite_copy(value: Any) -> Any:
-    """The alarm as JSON can carry it: NaN and infinities become None (EventBridge and
-    PutMetricData refuse them), anything not JSON-like becomes its repr."""
+def _finite_copy(value: Any, depth: int = 2) -> Any:
+    """The alarm as JSON and the report schema can carry it: NaN and infinities become None
+    (EventBridge and PutMetricData refuse them), an integer beyond +-MAX_EXACT_INTEGER its
+    decimal text, anything not JSON-like its repr, and a container nested deeper than
+    MAX_REPORT_DEPTH (the alarm is level 2 of the detail) its repr cut short."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_EXACT_INTEGER:
+        return str(value)
     if isinstance(value, bool | int | str) or value is None:
         return value
+    if isinstance(value, Mapping | list | tuple) and depth >= MAX_REPORT_DEPTH:
+        return _show(value)
     if isinstance(value, Mapping):
-        return {str(k): _finite_copy(v) for k, v in value.items()}
+        return {str(k): _finite_copy(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite_copy(v) for v in value]
+        return [_finite_copy(v, depth + 1) for v in value]
     return repr(value)

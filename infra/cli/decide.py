@@ -1,4 +1,5 @@
-"""`sdc approve`, `reboot`, `reject` and `reset`: a decision given the way the console gives it,
+"""`sdc approve`, `reboot`, `reject`, `reset` and `proceed`: a decision given the way the console
+gives it,
 as an execution of the approval state machine, so its checks and its audit entry are the same."""
 
 from __future__ import annotations

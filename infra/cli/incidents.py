@@ -98,6 +98,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
         incident.health_check.result if incident.health_check else None,
         job_level=incident.is_job,
         rebooted=reboots_done(incident) > 0,
+        unconfirmed=bool(incident.unconfirmed),
     )
     if args.json:
         print_json(
@@ -113,7 +114,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
             }
         )
     else:
-        card = cards.approval_card(incident, op.deployment.settings(), advice)
+        card = cards.approval_card(incident, op.deployment.settings(), advice, max_bytes=None)
         print(render_incident(incident, card, op.deployment, entries, verdict))
     return EXIT_OK
 

@@ -159,6 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
         ("reboot", "reboot the incident's node, then health-check it again", "INCIDENT"),
         ("reject", "reject: close the incident, replace nothing", "INCIDENT"),
         ("reset", "reset a storm hold: new alarms of its cluster act again", "HOLD"),
+        (
+            "proceed",
+            "let a job-level incident the blast-radius guard held health-check its nodes",
+            "INCIDENT",
+        ),
     ):
         command = commands.add_parser(
             decision,

@@ -297,6 +297,8 @@ def render_decision(
             "passes (if not, you are asked again)",
             Decision.REJECT: "the incident closes as rejected; nothing is replaced",
             Decision.RESET: "the storm hold is lifted; new alarms act again",
+            Decision.PROCEED: "a new job-level incident health-checks its nodes (sdc incidents "
+            "lists it)",
         }[decision]
         headline = f"{decision} accepted for {incident_id}: {after}"
         output = ended.output if isinstance(ended.output, dict) else {}

@@ -11,6 +11,9 @@ adapter may point there):
   `labelSelector` and `fieldSelector` (`metadata.name`, `spec.unschedulable`). `watch` is not
   served (400 saying so). A page after the first reads the nodes as they are now, where a real
   server reads them as they were at the first page.
+- `GET /api/v1/pods` (all namespaces): a `PodList` of the pods added with `add_pod` (metadata
+  with name, namespace and labels; `spec.nodeName`), filtered by `labelSelector`, paged with
+  `limit` / `continue` as nodes are.
 - `GET /api/v1/nodes/<name>`: the `Node` (kind, apiVersion, metadata with uid, resourceVersion,
   creationTimestamp and labels, spec, status).
 - `PATCH /api/v1/nodes/<name>` as JSON patch, JSON merge patch or strategic merge patch
@@ -73,6 +76,7 @@ from lambdas.adapters.eks_token import CLUSTER_HEADER, decode_token
 
 TOKEN_LIFETIME = timedelta(minutes=15)
 NODES = "/api/v1/nodes"
+PODS = "/api/v1/pods"
 OPTIMISTIC_LOCK = (
     "the object has been modified; please apply your changes to the latest version and try again"
 )
@@ -107,6 +111,8 @@ class KubeApi:
     trusted: Mapping[str, str]
     """Access key id → secret access key: the callers STS would recognise."""
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """`<namespace>/<name>` → Pod."""
     requests: list[Request] = field(default_factory=list)
     forbid: bool = False
     _conflicts: int = 0
@@ -162,6 +168,21 @@ class KubeApi:
     def node(self, name: str) -> dict[str, Any]:
         return copy.deepcopy(self.nodes[name])
 
+    def add_pod(
+        self, name: str, node_name: str, labels: Mapping[str, str], *, namespace: str = "default"
+    ) -> None:
+        self.pods[f"{namespace}/{name}"] = {
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": str(uuid.uuid4()),
+                "resourceVersion": self._next_version(),
+                "labels": dict(labels),
+            },
+            "spec": {"nodeName": node_name},
+            "status": {"phase": "Running"},
+        }
+
     def spec(self, name: str) -> dict[str, Any]:
         return dict(self.node(name)["spec"])
 
@@ -203,6 +224,10 @@ class KubeApi:
             raise StatusError(401, "Unauthorized", "Unauthorized")
         query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
         path = parts.path
+        if path == PODS and method == "GET" and not _param(query, "watch"):
+            if self.forbid:
+                raise _forbidden(request.user or "", "list", "")
+            return Answer(200, self._list_pods(query))
         name = urllib.parse.unquote(path[len(NODES) + 1 :]) if path.startswith(NODES + "/") else ""
         if path != NODES and (not name or "/" in name):
             raise StatusError(
@@ -227,6 +252,23 @@ class KubeApi:
             f'{verb} is not supported by the stand-in on resources of kind "nodes"',
             {"kind": "nodes"},
         )
+
+    def _list_pods(self, query: Mapping[str, list[str]]) -> dict[str, Any]:
+        limit = _int_param(query, "limit")
+        text = _param(query, "labelSelector")
+        matches = kube_node.label_selector(text) if text else (lambda pod: True)
+        keys = sorted(k for k in self.pods if matches(self.pods[k]))
+        revision = self._revision
+        token = _param(query, "continue")
+        if token:
+            start, revision = _decode_continue(token)
+            keys = [k for k in keys if k >= start]
+        page = keys[:limit] if limit > 0 else keys
+        metadata: dict[str, Any] = {"resourceVersion": str(revision)}
+        if len(page) < len(keys):
+            metadata["continue"] = _encode_continue(page[-1] + "\x00", revision)
+        items = [copy.deepcopy(self.pods[k]) for k in page]
+        return {"kind": "PodList", "apiVersion": "v1", "metadata": metadata, "items": items}
 
     def _list(self, query: Mapping[str, list[str]]) -> dict[str, Any]:
         limit = _int_param(query, "limit")

@@ -2,7 +2,7 @@
 real Prometheus (Debian's `prometheus` package: the series are backfilled with `promtool tsdb
 create-blocks-from openmetrics`) or, where none is installed, by a small stand-in.
 
-    series = gpu_series(host="ip-10-1-0-2", gpu="1", uuid="GPU-…", start=t0, end=t1,
+    series = gpu_series(host="hyperpod-i-0bb00000000000002", gpu="1", uuid="GPU-…", start=t0, end=t1,
                         changes={"DCGM_FI_DEV_XID_ERRORS": [(t0 + 600, 79)]})
     with real_prometheus(series) as server:        # needs /usr/bin/prometheus and promtool
         server.base_url                              # http://127.0.0.1:<port>

@@ -619,8 +619,8 @@ def _stop(client: Any, execution_arn: str, patience: float = 10.0) -> None:
 
 def _kubernetes(session: Any, hyperpod: FakeHyperPod) -> KubeApi:
     """The EKS cluster in moto and its Kubernetes API stand-in, trusting the local account's
-    credentials: one node per HyperPod node of CLUSTER, named like EC2 private DNS names (not
-    after the instance id: the pipeline must find them by providerID)."""
+    credentials: one node per HyperPod node of CLUSTER, named as HyperPod EKS names them (the
+    pipeline still finds them by providerID, and checks a report's node name against it)."""
     session.client("eks").create_cluster(
         name=EKS_CLUSTER,
         roleArn=f"arn:aws:iam::{ACCOUNT}:role/local-eks",
@@ -635,12 +635,10 @@ def _kubernetes(session: Any, hyperpod: FakeHyperPod) -> KubeApi:
 
 
 def kube_node_names(instance_ids: Sequence[str]) -> dict[str, str]:
-    """The Kubernetes node name of each instance in the local EKS stand-in (as EC2 private DNS
-    names go: not derived from the instance id), in sorted order of the instance ids."""
-    return {
-        instance_id: f"ip-10-1-0-{index}.{REGION}.compute.internal"
-        for index, instance_id in enumerate(sorted(instance_ids), start=1)
-    }
+    """The Kubernetes node name of each instance in the local EKS stand-in: `hyperpod-<instance
+    id>`, as HyperPod EKS names its nodes and as the local training job's NODE_NAME says (a
+    report naming any other node for an instance is a claim the pipeline does not act on)."""
+    return {instance_id: f"hyperpod-{instance_id}" for instance_id in sorted(instance_ids)}
 
 
 def _route_lifecycle(session: Any) -> str:

@@ -1,5 +1,5 @@
 """The Kubernetes API of a HyperPod EKS cluster, over plain HTTPS (no client library): list and
-read nodes, cordon and taint one, undo that.
+read nodes, cordon and taint one, undo that; list the nodes a job's pods run on.
 
 The endpoint and its CA come from eks:DescribeCluster; TLS verifies the server against that CA
 only. The bearer token is EKS's presigned STS request (`eks_token`). Patches are JSON merge
@@ -42,7 +42,8 @@ MERGE_PATCH = "application/merge-patch+json"
 RBAC_HINT = (
     "the function's role needs an EKS access entry on this cluster mapped to the Kubernetes "
     "group sdc-remediation, and that group a ClusterRole allowing get, list and patch on nodes "
-    "(docs/deploy.md, 'Node isolation')"
+    "(or, for the functions that check report claims, the group sdc-remediation-readers with "
+    "get and list on nodes, and on pods with sdc:jobPods) (docs/deploy.md, 'Node isolation')"
 )
 
 
@@ -97,6 +98,26 @@ class EksKubernetesNodes:
             f"no node of EKS cluster {eks_cluster} has a providerID naming {instance_id}",
             status=404,
         )
+
+    def pod_nodes(self, eks_cluster: str, label_selector: str) -> set[str]:
+        """Every page of `GET /api/v1/pods?labelSelector=…` (all namespaces): the nodes the
+        matching pods are scheduled on."""
+        found: set[str] = set()
+        cursor: str | None = None
+        while True:
+            query = {
+                "labelSelector": label_selector,
+                "limit": str(LIST_PAGE),
+                **({"continue": cursor} if cursor else {}),
+            }
+            page = self._call(eks_cluster, "GET", "/api/v1/pods", query=query)
+            for raw in page.get("items") or []:
+                node = (raw.get("spec") or {}).get("nodeName")
+                if isinstance(node, str) and node:
+                    found.add(node)
+            cursor = (page.get("metadata") or {}).get("continue") or None
+            if not cursor:
+                return found
 
     def get_node(self, eks_cluster: str, node_name: str) -> KubeNode:
         return KubeNode.from_json(self._call(eks_cluster, "GET", _node_path(node_name)))

@@ -7,7 +7,17 @@ import fnmatch
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
-from lambdas.logic import cards, chat, evidence, guard, hyperpod_view, ids, lifecycle, telemetry
+from lambdas.logic import (
+    cards,
+    chat,
+    evidence,
+    guard,
+    hyperpod_view,
+    ids,
+    lifecycle,
+    proceeding,
+    telemetry,
+)
 from lambdas.logic._steps import Step, deliver, error_details
 from lambdas.logic.decisions import (
     ValidDecision,
@@ -127,6 +137,7 @@ def _card(
         [p.incident_id for p in history if p.counts_as_history],
         job_level=incident.is_job,
         rebooted=lifecycle.reboots_done(incident) > 0,
+        unconfirmed=bool(incident.unconfirmed),
     )
     return cards.approval_card(incident, step.deps.settings, advice, history), advice, history
 
@@ -197,7 +208,8 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     a retry (or a later approval of the same decision) resumes the delivery and never sends a
     second, contradicting answer.
 
-    Decision `reset` names a storm hold (its id as `incident_id`) and lifts it.
+    Decision `reset` names a storm hold (its id as `incident_id`) and lifts it; decision
+    `proceed` names a job-level incident the guard held and lets its nodes be health-checked.
     """
     step = Step(deps, "decide")
     actor = f"approver:{request.approval_execution_arn}"
@@ -211,6 +223,8 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
         actor = f"approver:{principal.arn}"
     if valid.decision is Decision.RESET:
         return _reset(step, valid, actor, request)
+    if valid.decision is Decision.PROCEED:
+        return _proceed(step, valid, actor, request)
     incident = deps.incidents.get(valid.incident_id)
     if incident is None:
         if deps.guard.get_hold(valid.incident_id) is not None:
@@ -754,6 +768,29 @@ def _reset(
     count(M.DECISIONS_ACCEPTED)
     logger.info("storm hold reset", hold_id=hold.hold_id)
     return {"incident_id": hold.hold_id, "decision": Decision.RESET.value, "accepted": True}
+
+
+def _proceed(
+    step: Step, valid: ValidDecision, actor: str, request: DecisionRequest
+) -> DecisionAccepted:
+    """Let a job-level incident the guard held proceed (`lambdas.logic.proceeding`)."""
+    held = step.deps.incidents.get(valid.incident_id)
+    if held is None:
+        _refuse(
+            step,
+            ids.decision_subject(request.approval_execution_arn),
+            actor,
+            request,
+            DecisionRefused(f"no incident {valid.incident_id}"),
+        )
+    logger.set_correlation_id(held.incident_id)
+    try:
+        opened = proceeding.proceed(step, held, actor, valid.comment)
+    except DecisionRefused as refused:
+        _refuse(step, held.incident_id, actor, request, refused)
+    count(M.DECISIONS_ACCEPTED)
+    logger.info("held job incident proceeds", incident_id=held.incident_id, opened=opened)
+    return {"incident_id": held.incident_id, "decision": Decision.PROCEED.value, "accepted": True}
 
 
 def _refuse(

@@ -16,6 +16,7 @@ from lambdas.models.health_check import CheckSummary, HealthCheckRecord
 from lambdas.models.hyperpod import NodeRecovery
 from lambdas.models.incident import Incident
 from lambdas.models.isolation import GONE, ISOLATED, KEPT, PENDING, RELEASE_FAILED, RELEASED
+from lambdas.models.reporter_text import quoted
 from trainer_emitter.contract import Metric
 
 _RESULTS: dict[Any, str] = {
@@ -28,6 +29,26 @@ _RESULTS: dict[Any, str] = {
 
 
 # -- the node ---------------------------------------------------------------------------------
+
+
+def job_node_lines(incident: Incident) -> list[str]:
+    """A job-level incident's nodes, and the instances its report named that no check
+    confirmed (never acted on)."""
+    if not incident.is_job:
+        return []
+    lines = [f"Nodes ({len(incident.instance_ids)}): {', '.join(incident.instance_ids)}"]
+    lines += unconfirmed_lines(incident)
+    return lines
+
+
+def unconfirmed_lines(incident: Incident) -> list[str]:
+    """Instances the report named that the checks did not confirm: never acted on."""
+    if not incident.unconfirmed:
+        return []
+    return [
+        f"Not confirmed, never acted on ({len(incident.unconfirmed)}):",
+        *(f"  {i}: {why}" for i, why in sorted(incident.unconfirmed.items())),
+    ]
 
 
 def recovery_lines(incident: Incident) -> list[str]:
@@ -186,15 +207,31 @@ def alarm_lines(incident: Incident) -> list[str]:
     ]
 
 
-def report_lines(incident: Incident) -> list[str]:
-    found = evidence.reports(incident)
+def shown_reports(incident: Incident) -> list[dict[str, Any]]:
+    """The reports a card can show: the incident's report evidence, in the order received."""
+    return evidence.reports(incident)
+
+
+def report_lines(incident: Incident, shown: int | None = None) -> list[str]:
+    """Each report's summary; with `shown`, only the newest `shown` of them and how many more
+    there are (`sdc show` lists every one)."""
+    found = shown_reports(incident)
     if not found:
         return ["  no SDC report stored for this instance (the metric alone names no rank)"]
     lines = []
+    hidden = 0 if shown is None else max(len(found) - shown, 0)
+    if hidden:
+        found = found[hidden:]
+        lines.append(f"  {hidden} more reports: `sdc show {incident.incident_id}`")
+    if incident.evidence_dropped:
+        lines.append(
+            f"  {incident.evidence_dropped} more evidence items were not kept on the incident "
+            "(its record is full); the reports are stored whole under their instance"
+        )
     for report in found:
         lines += [
-            f"  report {report.get('report_id')} (job {report.get('job_name') or 'unknown'}, "
-            f"emitted {report.get('emitted_at')})",
+            f"  report {report.get('report_id')} (job {_q(report.get('job_name'))}, "
+            f"emitted {report.get('emitted_at')}{_received(report)})",
             f"    step {_v(report.get('step'))}, check {_v(report.get('check'))}, "
             f"ambiguous: {'yes' if report.get('ambiguous') else 'no'}",
             f"    ranks on this instance: {_v(report.get('ranks'))} "
@@ -210,7 +247,10 @@ def report_lines(incident: Incident) -> list[str]:
             f"last weight check pass: {_v(report.get('last_weight_check_pass'))}",
         ]
         if report.get("errors"):
-            lines.append(f"    report errors: {'; '.join(report['errors'])}")
+            lines.append(f"    report errors: {'; '.join(_q(e) for e in report['errors'])}")
+        if report.get("left_out"):
+            counts = ", ".join(f"{n} {name}" for name, n in sorted(report["left_out"].items()))
+            lines.append(f"    left out of this summary (about other ranks): {counts}")
     return lines
 
 
@@ -229,7 +269,7 @@ def resume_lines(incident: Incident) -> list[str]:
     resume, window = report["resume"], report.get("suspect_window") or ["?", "?"]
     checkpoint = resume.get("checkpoint")
     if checkpoint:
-        where = checkpoint.get("location") or "location not reported"
+        where = _q(checkpoint.get("location"), "location not reported")
         return [
             f"  Resume from: checkpoint at step {checkpoint.get('step')} ({where}), saved before "
             f"the suspect window [{window[0]}, {window[1]}]; tags: "
@@ -252,9 +292,9 @@ def resume_lines(incident: Incident) -> list[str]:
 
 def _suspect_lines(report: dict[str, Any]) -> list[str]:
     return [
-        f"    rank {s.get('rank')}: {s.get('role')}, GPU {_v(s.get('gpu_uuid'))}, "
-        f"node {_v(s.get('node_name'))}"
-        + (f" ({'; '.join(s['reasons'])})" if s.get("reasons") else "")
+        f"    rank {s.get('rank')}: {s.get('role')}, GPU {_q(s.get('gpu_uuid'), 'none')}, "
+        f"node {_q(s.get('node_name'), 'none')}"
+        + (f" ({'; '.join(_q(r) for r in s['reasons'])})" if s.get("reasons") else "")
         for s in report.get("suspects") or []
     ]
 
@@ -270,10 +310,28 @@ def _verdict_lines(report: dict[str, Any]) -> list[str]:
     ]
 
 
+def _received(report: dict[str, Any]) -> str:
+    """When the pipeline received the report, and whether it came stale."""
+    received = report.get("received_at")
+    if not received:
+        return ""
+    stale = (
+        "; STALE: emitted longer before it arrived than the storm window, it moved no window"
+        if report.get("stale")
+        else ""
+    )
+    return f", received {received}{stale}"
+
+
 def _window(window: Any) -> str:
     if not window:
         return "unknown"
     return f"{window[0]}-{window[1]}"
+
+
+def _q(value: Any, missing: str = "unknown") -> str:
+    """A reporter's text as the card shows it: cleaned, clipped and quoted."""
+    return missing if value is None or value == "" else quoted(value)
 
 
 def _v(value: Any) -> str:

@@ -13,6 +13,7 @@ lambdas/logic/card_lines.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ from lambdas.models.payloads import Decision
 from lambdas.models.settings import Settings
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
+MESSAGE_MAX_BYTES = 200_000
+"""The most text a card or notice carries: SNS takes at most 256 KB per message, and the
+protocols that wrap it (e-mail JSON, HTTPS, chat) need room of their own."""
 COMMENT_PLACEHOLDER = "<why>"
 """The same placeholder the waiting state's `approval_input` hint shows."""
 
@@ -69,6 +73,8 @@ class ApprovalCard:
     node: Section
     isolation: Section
     evidence: Section
+    claims: Section | None
+    """What the reports claim that the checks did not confirm (None: all confirmed)."""
     health_check: Section
     hyperpod: Section
     """HyperPod's own events for the instance, and its node's HyperPod labels."""
@@ -88,6 +94,7 @@ class ApprovalCard:
             self.node,
             self.isolation,
             self.evidence,
+            *([self.claims] if self.claims else []),
             self.health_check,
             self.hyperpod,
             self.telemetry,
@@ -130,6 +137,74 @@ def approval_card(
     settings: Settings,
     advice: Recommendation,
     history: Sequence[PastIncident] = (),
+    *,
+    max_bytes: int | None = MESSAGE_MAX_BYTES,
+) -> ApprovalCard:
+    """The approval card, at most `max_bytes` of text (None: unbounded, as `sdc show` prints
+    it). A card too large shows the newest reports that fit and names how many more there are
+    (`sdc show` lists them all); if even the fixed parts leave too little room, its variable
+    sections are cut to fit. The opening, recommendation and WHAT TO DO are never cut."""
+    card = _approval_card(incident, settings, advice, history, None)
+    if max_bytes is None or _size(card) <= max_bytes:
+        return card
+    shown = len(card_lines.shown_reports(incident))
+    while shown > 0 and _size(card) > max_bytes:
+        shown -= 1
+        card = _approval_card(incident, settings, advice, history, shown)
+    if _size(card) <= max_bytes:
+        return card
+    return _cut_to_fit(card, max_bytes, incident.incident_id)
+
+
+def _size(card: ApprovalCard | Card) -> int:
+    return len(card.text.encode())
+
+
+def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> ApprovalCard:
+    """Every variable section cut to an equal share of what the fixed parts leave."""
+    empty = Section(None)
+    fixed = dataclasses.replace(
+        card,
+        node=empty,
+        isolation=empty,
+        evidence=empty,
+        claims=None,
+        health_check=empty,
+        telemetry=empty,
+        history=empty,
+    )
+    share = max((max_bytes - _size(fixed)) // 7 - 200, 0)
+    see = f"  ... cut to fit a notification: `sdc show {incident_id}`"
+
+    def cut(section: Section) -> Section:
+        kept: list[str] = []
+        used = len((section.heading or "").encode())
+        for line in section.lines:
+            used += len(line.encode()) + 1
+            if used > share:
+                kept.append(see)
+                break
+            kept.append(line)
+        return Section(section.heading, tuple(kept))
+
+    return dataclasses.replace(
+        card,
+        node=cut(card.node),
+        isolation=cut(card.isolation),
+        evidence=cut(card.evidence),
+        claims=cut(card.claims) if card.claims else None,
+        health_check=cut(card.health_check),
+        telemetry=cut(card.telemetry),
+        history=cut(card.history),
+    )
+
+
+def _approval_card(
+    incident: Incident,
+    settings: Settings,
+    advice: Recommendation,
+    history: Sequence[PastIncident],
+    shown_reports: int | None,
 ) -> ApprovalCard:
     rebooted = reboots_done(incident) > 0
     verb = "replacing" if rebooted else "rebooting or replacing"
@@ -163,8 +238,17 @@ def approval_card(
             (
                 *card_lines.metric_lines(incident),
                 *card_lines.alarm_lines(incident),
-                *card_lines.report_lines(incident),
+                *card_lines.report_lines(incident, shown_reports),
             ),
+        ),
+        claims=(
+            Section(
+                "CLAIMS NOT CONFIRMED (never acted on; the reports propose nothing beyond a "
+                "health check)",
+                card_lines.unconfirmed_lines(incident)[1:],
+            )
+            if incident.unconfirmed
+            else None
         ),
         health_check=Section("DEEP HEALTH CHECK", card_lines.health_lines(incident)),
         hyperpod=Section(
@@ -245,6 +329,10 @@ def _reboot_choice(reboot_input: Mapping[str, str] | None) -> tuple[str, ...]:
     )
 
 
+HELD_NOTICE_REPORTS = 3
+"""A held notice shows the newest reports only; `sdc show` lists them all."""
+
+
 def held_notice(incident: Incident) -> Card:
     """A new incident recorded as held (paused, muted, or the blast-radius guard is full)."""
     hold = incident.hold
@@ -256,7 +344,12 @@ def held_notice(incident: Incident) -> Card:
         "HELD: no health check, no approval request, no replacement.",
         f"Why: {(hold and hold.reason) or incident.reason}",
         f"Metrics: {', '.join(incident.metrics) or 'none'}",
-        *card_lines.report_lines(incident),
+        *(
+            card_lines.job_node_lines(incident)
+            if incident.is_job
+            else card_lines.unconfirmed_lines(incident)
+        ),
+        *card_lines.report_lines(incident, HELD_NOTICE_REPORTS),
     )
     next_steps: tuple[str, ...]
     if incident.hold_kind == HoldKind.PAUSED:
@@ -270,6 +363,22 @@ def held_notice(incident: Incident) -> Card:
             "This incident stays held; after the mute window the next alarm on this node acts.",
             "If the mute is wrong, end it: CloudWatch console, Alarms, Mute rules, or",
             f"  aws cloudwatch delete-alarm-mute-rule --alarm-mute-rule-name {rule}",
+        )
+    elif incident.is_job and incident.hold_kind == HoldKind.GUARD:
+        proceed = json.dumps(approval_input(incident.incident_id, Decision.PROCEED))
+        next_steps = (
+            "Every node a job-level incident would cordon or health-check counts against the "
+            "blast-radius guard (sdc:guardMaxOpenIncidents, sdc:guardMaxOpenPercent); these do "
+            "not fit.",
+            "Nothing was cordoned or health-checked. An alarm on one of these nodes is not "
+            "absorbed by this incident: it opens its own (within the guard).",
+            "If the report is genuine and these nodes are to be health-checked all at once, let "
+            "it proceed (audited, as a storm reset is): start an execution of the approval state "
+            "machine with",
+            f"    {proceed}",
+            f'or from a shell: sdc proceed {incident.incident_id} -m "<why>"',
+            "A new job-level incident then health-checks the nodes HyperPod still knows; they "
+            "count against the guard until it closes.",
         )
     else:
         next_steps = (

@@ -48,7 +48,8 @@ def validate_decision(request: DecisionRequest) -> ValidDecision:
     }:
         raise DecisionRefused(
             "decision must be 'approve' (replace), 'reboot' or 'reject' (or 'reset' for a storm "
-            f"hold), got {str(request.decision)[:100]!r}"
+            "hold, 'proceed' for a job-level incident the guard held), "
+            f"got {str(request.decision)[:100]!r}"
         )
     comment = request.comment if request.comment is not None else ""
     if not isinstance(comment, str):

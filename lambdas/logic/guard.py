@@ -7,15 +7,19 @@
 - Alarm mute rules: a contributor alarm that arrives with `muteDetail` (a CloudWatch alarm mute
   rule mutes the alarm's actions, and this pipeline is one) is held as if paused, the rule
   named; only the incident that alarm would open, for as long as the mute window lasts.
-- Storm hold: every new node-level incident flags its instance. When `STORM_THRESHOLD` distinct
-  instances of one cluster are flagged within `STORM_WINDOW_SECONDS`, that is a software or
+- Storm hold: every new node-level incident flags its instance, a job-level one every node it
+  names (only nodes HyperPod confirms, at the pipeline's own clock). When `STORM_THRESHOLD`
+  distinct instances of one cluster are flagged within `STORM_WINDOW_SECONDS`, that is a software or
   recipe problem, not hardware: the cluster gets one storm hold (a conditional write, so one
   hold and one notification however many alarms race), every new incident is held without a
   notification of its own, and in-flight incidents hold at their next acting step. Only an
   audited reset lifts it: the approval state machine with `{"incident_id": "<hold id>",
   "decision": "reset"}`; flags from before the reset no longer count.
-- Blast-radius guard: at most `open_limit(nodes)` incidents per cluster hold a guard slot (taken
-  atomically with the incident); beyond it a new incident is recorded as `held` and notified.
+- Blast-radius guard: it counts nodes. At most `open_limit(nodes)` guard slots per cluster are
+  taken, one per node an open incident acts on (a job-level incident one per node it would
+  cordon and health-check), atomically with the incident; beyond it a new incident is recorded
+  as `held` and notified, and a job-level incident that names more nodes than the limit is held
+  before anything acts (`too_many_nodes`).
 
     open_limit(N) = max(1, min(GUARD_MAX_OPEN, ceil(N * GUARD_MAX_OPEN_PERCENT / 100), N - 1))
 
@@ -28,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from lambdas.logic import cards, chat, ids
@@ -61,8 +65,19 @@ class Blocker:
         return HoldRecord(self.kind, self.reason, self.hold_id, **(self.mute or {}))
 
 
+def too_many_nodes(incident: Incident, limit: int, node_count: int | None) -> Blocker:
+    """A job-level incident that would act on more nodes than the guard allows at all: held
+    before anything is cordoned or health-checked."""
+    return Blocker(
+        HoldKind.GUARD,
+        f"blast-radius guard: the job-level incident names {len(incident.instance_ids)} nodes, "
+        f"at most {limit} may be acted on at once on {incident.cluster_name} "
+        f"({node_count or 'an unknown number of'} nodes); every node counts",
+    )
+
+
 def open_limit(node_count: int | None, settings: Settings) -> int:
-    """How many incidents of a cluster with `node_count` nodes may be open at once."""
+    """How many nodes of a cluster with `node_count` nodes open incidents may act on at once."""
     if not node_count or node_count < 1:
         return settings.guard_max_open
     by_share = math.ceil(node_count * settings.guard_max_open_percent / 100)
@@ -115,14 +130,17 @@ def blocker(deps: Deps, cluster_name: str) -> Blocker | None:
     return storm_blocker(deps, cluster_name) or pause_blocker(deps)
 
 
-def flag(
-    step: Step, cluster_name: str, instance_ids: Sequence[str], at: datetime
-) -> ClusterHold | None:
+def flag(step: Step, cluster_name: str, instance_ids: Sequence[str]) -> ClusterHold | None:
     """Flag the instances for storm detection; returns the cluster's active storm hold, started
-    here when these flags reach the threshold. The hold's one notification goes out here."""
+    here when these flags reach the threshold. The hold's one notification goes out here.
+
+    Flagged at the pipeline's own clock, never a time the event carries (a reporter sets its
+    report's `emitted_at`, and `PutEvents` lets it set the event's time): a report dated ahead
+    cannot keep its flags inside every future window, nor one dated back stay out of all.
+    Callers flag only instances HyperPod confirmed are nodes of the cluster."""
     deps = step.deps
     settings = deps.settings
-    flagged_at = int(at.timestamp())
+    flagged_at = int(deps.clock.now().timestamp())
     for instance_id in instance_ids:
         deps.guard.flag_instance(
             cluster_name, instance_id, flagged_at, flagged_at + int(FLAG_TTL.total_seconds())

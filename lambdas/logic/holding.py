@@ -1,10 +1,11 @@
 """Held incidents: recorded closed at birth, while a storm hold, a muted alarm, the pause switch
 or a full blast-radius guard keeps anything from acting.
 
-A held incident takes no open lock and no guard slot; it takes the held lock of its
-instance(s), valid for STORM_WINDOW_SECONDS, so that whatever else arrives for the instance in
+A held incident takes no open lock and no guard slot; a node-level one takes the held lock of
+its instance, valid for STORM_WINDOW_SECONDS, so that whatever else arrives for the instance in
 that window joins it (`arrivals.attach_held`) instead of opening another: one held incident and
-at most one notice per instance and window. Once what held it no longer holds (`still_held`),
+at most one notice per instance and window. A held job-level incident takes none: an alarm on
+one of its nodes is that node's own incident. Once what held it no longer holds (`still_held`),
 a new trigger is judged afresh.
 """
 
@@ -26,7 +27,7 @@ def hold(
     step: Step, incident: Incident, trigger: Trigger, blocker: guard.Blocker
 ) -> OpenIncidentResult:
     """Record the incident as held: closed at once, no open lock, no guard slot, nothing acts;
-    it takes the held lock of its instance(s) for the hold window.
+    a node-level one takes the held lock of its instance for the hold window.
 
     Notified on its own unless it is held by a storm (the storm hold's one notification covers
     every incident it holds)."""
@@ -48,11 +49,9 @@ def hold(
                 if replacing is not None or still_held(step, holder):
                     return arrivals.attach_held(step, holder, trigger)
                 replacing = holder  # its hold has ended: this hold takes the lock over
-    if incident.is_job:
-        for instance_id in incident.instance_ids:
-            step.deps.incidents.claim_held(
-                incident.cluster_name, instance_id, incident.incident_id, until=until, now=now
-            )
+    # A held job-level incident takes no held lock of its instances: an alarm on one of them,
+    # or a report naming it as the culprit, is its own incident (opened, or held on its own),
+    # never absorbed by a job incident that nothing checks.
     logger.set_correlation_id(incident.incident_id)
     step.audit(
         incident.incident_id,

@@ -7,14 +7,18 @@ report (no strict majority, a reduced gradient, nothing attributable) opens one 
 incident that holds the locks of the involved instances, so their alarms attach to it instead
 of opening one incident per node. Without a report, the alarm opens the incident itself.
 
-Before a node-level incident acts, the guards of `lambdas.logic.guard` apply: its instance is
-flagged for storm detection, and a storm hold, a muted alarm (`muteDetail`: an alarm mute rule
-mutes the alarm's actions), the pause switch or a full blast-radius guard record it as `held`
-(nothing acts) instead. A report flags every instance it names before it
-opens any, so a report naming a storm's worth of culprits holds them all under one storm hold.
+A report is a claim: only the instances HyperPod confirms are nodes of the cluster count or
+act (`lambdas.logic.claims`), and it is placed by the time the pipeline received it; one dated
+more than MAX_AHEAD ahead of that is refused. Before an incident acts, the guards of
+`lambdas.logic.guard` apply: its nodes are flagged for storm detection, and a storm hold, a muted
+alarm (`muteDetail`: an alarm mute rule mutes the alarm's actions), the pause switch or a
+blast-radius guard without room for its nodes record it as `held` (nothing acts) instead. A
+report flags every confirmed instance it names before it opens any, so a report naming a
+storm's worth of culprits holds them all under one storm hold.
 
-A held incident is closed at birth, so it takes no open lock; it takes a held lock on its
-instance instead, valid for STORM_WINDOW_SECONDS. Whatever else arrives for the instance in that
+A held incident is closed at birth, so it takes no open lock; a node-level one takes a held
+lock on its instance instead, valid for STORM_WINDOW_SECONDS (a held job-level one takes none:
+an alarm on one of its nodes is that node's own incident). Whatever else arrives for the instance in that
 window (the alarm after the report, a redelivery, the next report) is attached to the held
 incident: one held incident and at most one notice per instance and window, whichever channel
 comes first. After the window, or once the storm hold is reset or the pause switch is back to
@@ -28,20 +32,26 @@ gets here: its handler refuses it (`refusal`).
 
 from __future__ import annotations
 
-from datetime import timedelta
+import dataclasses
+from datetime import datetime, timedelta
+from typing import NoReturn
 
-from lambdas.logic import arrivals, evidence, guard, ids, opening
-from lambdas.logic._steps import Step
+from lambdas.logic import arrivals, claims, evidence, guard, ids, opening
+from lambdas.logic._steps import Step, error_details
 from lambdas.logic.arrivals import Trigger
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.errors import ClusterNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
 from lambdas.models.payloads import OpenIncidentResult, StoreReportResult
 from lambdas.models.report import ReportEvent
 from lambdas.observability import count, logger
-from trainer_emitter.contract import Role
+from trainer_emitter.contract import REPORT_SOURCE, Role
 
 REPORT_TTL = timedelta(days=14)
+MAX_AHEAD = timedelta(minutes=5)
+"""How far ahead of the pipeline's clock a report's `emitted_at` may be (clock skew between
+nodes); a report dated further ahead is refused."""
 OPENING_ROLES = frozenset({Role.CULPRIT, Role.CONFIRMED_SUSPECT})
 """The roles for which a report opens a node-level incident by itself."""
 
@@ -99,8 +109,17 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
     open what it names: a node-level incident per culprit or confirmed suspect without one, or,
     for an ambiguous report, one job-level incident for the involved instances without one."""
     step = Step(deps, "store_report")
-    report = event.report
     subject = ids.event_subject(event.event_id)
+    received = deps.clock.now()
+    if event.report.emitted > received + MAX_AHEAD:
+        _refuse_ahead(step, event, received)
+    report = dataclasses.replace(
+        event.report,
+        received_at=received.isoformat(),
+        stale=received - event.report.emitted
+        > timedelta(seconds=deps.settings.storm_window_seconds),
+    )
+    event = dataclasses.replace(event, report=report)
     reason = None
     if report.cluster_name not in deps.settings.allowed_clusters:
         reason = f"cluster {report.cluster_name} is not in ALLOWED_CLUSTERS"
@@ -146,6 +165,27 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
     return {"report_id": report.report_id, "stored": bool(stored), "incidents": results}
 
 
+def _refuse_ahead(step: Step, event: ReportEvent, received: datetime) -> NoReturn:
+    """A report dated ahead of the pipeline's clock by more than MAX_AHEAD: refused (audited
+    under the event, counted) and raised, so that the event is retried and then kept in the
+    dead-letter queue (a node whose clock ran ahead loses nothing); nothing stored, flagged or
+    opened."""
+    report = event.report
+    err = MalformedEvent(
+        "detail.emitted_at",
+        f"{report.emitted_at} is more than {int(MAX_AHEAD.total_seconds())} s ahead of the "
+        f"time the pipeline received the report ({received.isoformat()})",
+    )
+    step.audit(
+        ids.event_subject(event.event_id),
+        "event_refused",
+        error_details(err, source=REPORT_SOURCE, report_id=report.report_id),
+    )
+    count(M.EVENTS_REFUSED)
+    logger.warning("report refused", report_id=report.report_id, field=err.field)
+    raise err
+
+
 def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     report = event.report
     results: list[OpenIncidentResult] = []
@@ -154,7 +194,8 @@ def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     if opening_ids:
         step.deps.settings.require_state_machine_arn()
         # All at once, before any opens: a report naming a storm's worth of nodes is a storm.
-        guard.flag(step, report.cluster_name, opening_ids, at)
+        # Only nodes HyperPod confirms: made-up instance ids flag nothing.
+        guard.flag(step, report.cluster_name, _confirmed(step, event, opening_ids))
     for instance in report.instances:
         trigger = Trigger(
             cluster_name=report.cluster_name,
@@ -174,6 +215,15 @@ def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
             arrivals.attach_items(step, holder, [trigger.item], event.event_id, "report")
             results.append({"incident_id": holder, "action": "attached"})
     return results
+
+
+def _confirmed(step: Step, event: ReportEvent, instance_ids: list[str]) -> list[str]:
+    """The instances HyperPod confirms are nodes of the report's cluster; a cluster it does not
+    know has none (each opening is then skipped, audited)."""
+    try:
+        return claims.hyperpod_nodes(step, event.report.cluster_name, instance_ids)[0]
+    except ClusterNotFound:
+        return []
 
 
 def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from lambdas.logic import arrivals, evidence, guard, holding, ids
+from lambdas.logic import arrivals, claims, evidence, guard, holding, ids
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.arrivals import Trigger
+from lambdas.logic.evidence import MAX_NAME
 from lambdas.logic.execution import ensure_execution
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import ClusterNotFound, NodeNotFound, SdcError
@@ -26,6 +27,7 @@ from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope
 from lambdas.models.payloads import OpenIncidentResult
+from lambdas.models.reporter_text import clean_or_none
 from lambdas.models.writes import Created, GuardFull, IncidentExists, LockHeld
 from lambdas.observability import count, logger
 
@@ -40,6 +42,8 @@ class _Draft:
     details: Callable[[Incident], dict[str, Any]]
     """The `incident_opened` audit details of the incident as created."""
     request_ids: list[str | None]
+    flag: tuple[str, ...] = ()
+    """The instances to flag for storm detection (HyperPod confirmed them)."""
 
 
 def open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIncidentResult:
@@ -57,8 +61,7 @@ def open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenInc
     if held_by and holding.still_held(step, held_by):
         return arrivals.attach_held(step, held_by, trigger)
     incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
-    flag = () if flagged else (trigger.instance_id,)
-    return _open(step, incident_id, trigger, _node_draft, flag=flag)
+    return _open(step, incident_id, trigger, partial(_node_draft, flag=not flagged))
 
 
 def open_job(step: Step, trigger: Trigger, free: list[str]) -> OpenIncidentResult:
@@ -74,11 +77,8 @@ def _open(
     incident_id: str,
     trigger: Trigger,
     draft: Callable[[Step, str, Trigger], _Draft | OpenIncidentResult],
-    *,
-    flag: Sequence[str] = (),
 ) -> OpenIncidentResult:
-    """The one way an incident opens (see the module docstring). `flag`: the instances to flag
-    for storm detection first."""
+    """The one way an incident opens (see the module docstring)."""
     deps = step.deps
     if deps.incidents.get(incident_id) is not None:
         return arrivals.redelivered(step, incident_id, trigger)
@@ -86,10 +86,13 @@ def _open(
     if not isinstance(drafted, _Draft):
         return drafted
     incident = drafted.incident
-    blocker = _blocker(step, trigger, flag)
+    blocker = _blocker(step, trigger, drafted.flag)
     if blocker is not None:
         return holding.hold(step, incident, trigger, blocker)
     limit = guard.open_limit(drafted.node_count, deps.settings)
+    if len(incident.guard_slots) > limit:
+        too_many = guard.too_many_nodes(incident, limit, drafted.node_count)
+        return holding.hold(step, incident, trigger, too_many)
     match deps.incidents.create(incident, slot_limit=limit):
         case Created():
             return _opened(step, drafted, trigger, limit)
@@ -99,9 +102,10 @@ def _open(
             return arrivals.redelivered(step, incident_id, trigger)
         case GuardFull() as full:
             reason = (
-                f"blast-radius guard: {len(full.open_ids)} incident(s) open on "
-                f"{trigger.cluster_name} ({', '.join(full.open_ids)}), at most {full.limit} for "
-                f"{drafted.node_count or 'an unknown number of'} nodes"
+                f"blast-radius guard: {len(full.slots)} node(s) taken by "
+                f"{len(full.open_ids)} open incident(s) on {trigger.cluster_name} "
+                f"({', '.join(full.open_ids)}), this one needs {len(incident.guard_slots)}, "
+                f"at most {full.limit} for {drafted.node_count or 'an unknown number of'} nodes"
             )
             return holding.hold(step, incident, trigger, guard.Blocker(HoldKind.GUARD, reason))
 
@@ -110,7 +114,7 @@ def _blocker(step: Step, trigger: Trigger, flag: Sequence[str]) -> guard.Blocker
     """What holds the incident: the cluster's storm hold (these flags may start it), the
     trigger's alarm mute rule, or the pause switch."""
     if flag:
-        storm = guard.flag(step, trigger.cluster_name, flag, trigger.at)
+        storm = guard.flag(step, trigger.cluster_name, flag)
     else:
         storm = step.deps.guard.active_hold(trigger.cluster_name)
     if storm is not None:
@@ -145,9 +149,12 @@ def _opened(step: Step, drafted: _Draft, trigger: Trigger, limit: int) -> OpenIn
     return {"incident_id": incident.incident_id, "action": "opened"}
 
 
-def _node_draft(step: Step, incident_id: str, trigger: Trigger) -> _Draft | OpenIncidentResult:
+def _node_draft(
+    step: Step, incident_id: str, trigger: Trigger, *, flag: bool
+) -> _Draft | OpenIncidentResult:
     """The node as HyperPod describes it, with the report that named it (for an alarm: the
-    instance's latest stored report); skipped when HyperPod does not know the node."""
+    instance's latest stored report); skipped when HyperPod does not know the node. `flag`: the
+    node is to be flagged for storm detection (the caller has not yet)."""
     deps = step.deps
     try:
         cluster = deps.hyperpod.describe_cluster(trigger.cluster_name)
@@ -163,6 +170,11 @@ def _node_draft(step: Step, incident_id: str, trigger: Trigger) -> _Draft | Open
     report = trigger.report
     if report is None and trigger.source == "alarm":
         report = deps.reports.latest_report(trigger.cluster_name, trigger.instance_id)
+    try:
+        mismatched = claims.kubernetes_mismatches(step, cluster, report, [trigger.instance_id])
+    except Exception as err:
+        _open_failed(step, trigger, err)
+        raise
     now = step.now()
     incident = Incident(
         incident_id=incident_id,
@@ -175,7 +187,8 @@ def _node_draft(step: Step, incident_id: str, trigger: Trigger) -> _Draft | Open
         node_logical_id=node.logical_id,
         node_status=node.status,
         node_recovery=cluster.node_recovery,
-        job_name=report.job_name if report else None,
+        job_name=clean_or_none(report.job_name, MAX_NAME) if report else None,
+        unconfirmed=mismatched,
     )
     evidence.add_evidence(incident, trigger.item)
     if report is not None:
@@ -196,29 +209,41 @@ def _node_draft(step: Step, incident_id: str, trigger: Trigger) -> _Draft | Open
             "node_count": cluster.node_count,
         }
 
-    return _Draft(incident, cluster.node_count, details, [cluster.request_id, node.request_id])
+    return _Draft(
+        incident,
+        cluster.node_count,
+        details,
+        [cluster.request_id, node.request_id],
+        flag=(trigger.instance_id,) if flag else (),
+    )
 
 
 def _job_draft(
     step: Step, incident_id: str, trigger: Trigger, *, free: list[str]
 ) -> _Draft | OpenIncidentResult:
-    """The job of an ambiguous report, over the `free` instances; skipped (audited under the
-    event, nothing recorded) when HyperPod does not know the cluster."""
+    """The job of an ambiguous report, over the `free` instances HyperPod confirms are nodes of
+    the cluster (the others are kept as `unconfirmed`, never acted on); skipped (audited under
+    the event, nothing recorded) when HyperPod knows neither the cluster nor any of them."""
     report = trigger.report
     assert report is not None
     try:
         cluster = step.deps.hyperpod.describe_cluster(trigger.cluster_name)
+        nodes, unconfirmed = claims.hyperpod_nodes(step, trigger.cluster_name, free)
+        # More nodes than the guard allows hold the incident whatever Kubernetes says.
+        within = len(nodes) <= guard.open_limit(cluster.node_count, step.deps.settings)
+        mismatched = claims.kubernetes_mismatches(step, cluster, report, nodes) if within else {}
     except ClusterNotFound as err:
-        step.audit(
-            ids.event_subject(trigger.event_id),
-            "job_incident_skipped",
-            {"report_id": report.report_id, "reason": str(err), "instances": free},
-            [err.request_id],
-        )
-        return {"incident_id": None, "action": "skipped"}
+        return _skip_job(step, trigger, free, str(err), err.request_id)
     except Exception as err:
         _open_failed(step, trigger, err)
         raise
+    unconfirmed.update(mismatched)
+    nodes = [i for i in nodes if i not in mismatched]
+    if not nodes:
+        reason = (
+            f"no instance the report names is a confirmed node of cluster {trigger.cluster_name}"
+        )
+        return _skip_job(step, trigger, free, reason, cluster.request_id, unconfirmed)
     now = step.now()
     incident = Incident(
         incident_id=incident_id,
@@ -229,8 +254,9 @@ def _job_draft(
         updated_at=now,
         node_recovery=cluster.node_recovery,
         scope=Scope.JOB.value,
-        instance_ids=free,
-        job_name=report.job_name,
+        instance_ids=nodes,
+        job_name=clean_or_none(report.job_name, MAX_NAME),
+        unconfirmed=unconfirmed,
     )
     evidence.add_evidence(incident, trigger.item)
 
@@ -239,15 +265,39 @@ def _job_draft(
             "scope": Scope.JOB.value,
             "cluster_name": opened.cluster_name,
             "instance_ids": opened.instance_ids,
-            "job_name": report.job_name,
+            "job_name": opened.job_name,
             "report_id": report.report_id,
             "check": report.check,
             "node_recovery": opened.node_recovery,
             "source": trigger.source,
             "event_id": trigger.event_id,
+            "unconfirmed": opened.unconfirmed,
         }
 
-    return _Draft(incident, cluster.node_count, details, [cluster.request_id])
+    return _Draft(incident, cluster.node_count, details, [cluster.request_id], flag=tuple(nodes))
+
+
+def _skip_job(
+    step: Step,
+    trigger: Trigger,
+    instances: list[str],
+    reason: str,
+    request_id: str | None,
+    unconfirmed: dict[str, str] | None = None,
+) -> OpenIncidentResult:
+    assert trigger.report is not None
+    step.audit(
+        ids.event_subject(trigger.event_id),
+        "job_incident_skipped",
+        {
+            "report_id": trigger.report.report_id,
+            "reason": reason,
+            "instances": instances,
+            "unconfirmed": unconfirmed or {},
+        },
+        [request_id],
+    )
+    return {"incident_id": None, "action": "skipped"}
 
 
 def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> OpenIncidentResult:

@@ -229,6 +229,11 @@ class KubernetesNodes(Protocol):
         node's resourceVersion after it."""
         ...
 
+    def pod_nodes(self, eks_cluster: str, label_selector: str) -> set[str]:
+        """The names of the nodes the pods matching `label_selector` (`key=value`, any
+        namespace) are scheduled on."""
+        ...
+
 
 class NoKubernetes:
     """No Kubernetes access configured: every call says so."""
@@ -248,6 +253,9 @@ class NoKubernetes:
         raise self._refuse()
 
     def label(self, eks_cluster: str, node_name: str, key: str, value: str) -> str:
+        raise self._refuse()
+
+    def pod_nodes(self, eks_cluster: str, label_selector: str) -> set[str]:
         raise self._refuse()
 
 

@@ -98,11 +98,14 @@ def recommend(
     *,
     job_level: bool = False,
     rebooted: bool = False,
+    unconfirmed: bool = False,
 ) -> Recommendation:
     """The advice for an incident from all its report evidence, the health check result,
     `history` (ids of past incidents of the same instance or GPU that count as history) and
     whether the node was already rebooted in this incident (then the check was the one after
-    the reboot, and a reboot is not offered again)."""
+    the reboot, and a reboot is not offered again). `unconfirmed`: the checks did not confirm
+    what the reports claim about the node, so they propose nothing beyond a health check (a
+    failed deep health check, HyperPod's own finding, still does)."""
     if job_level:
         return Recommendation(
             Advice.HEALTH_CHECK_ONLY,
@@ -124,6 +127,12 @@ def recommend(
         reasons.append(
             f"transient fault on a node with history: {len(history)} past incident(s) "
             f"({', '.join(history[:5])})"
+        )
+    if unconfirmed and advice is not Advice.HEALTH_CHECK_ONLY:
+        advice = Advice.HEALTH_CHECK_ONLY
+        reasons.append(
+            "what the reports claim about this node was not confirmed (CLAIMS NOT CONFIRMED): "
+            "they propose nothing beyond a health check"
         )
     if health_result == "failed":
         advice = Advice.REPLACE

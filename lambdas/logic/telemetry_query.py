@@ -43,16 +43,18 @@ class Window:
 
 
 def target_of(incident: Incident) -> Target:
-    """The node's Kubernetes names the incident knows (node isolation's, found by providerID;
-    the reports' `node_name`) and the GPU UUIDs the reports name for it."""
+    """The node's Kubernetes names the incident knows and the GPU UUIDs the reports name for
+    it. The node found by providerID (node isolation) is the truth about its name; only without
+    it do the reports' `node_name` claims serve, as hints beside the instance id."""
     names: list[str] = []
     node = incident.isolation.node(incident.instance_id) if incident.isolation else None
     if node and isinstance(node.node_name, str):
         names.append(node.node_name)
-    for report in evidence.reports(incident):
-        for suspect in report.get("suspects") or []:
-            if isinstance(suspect.get("node_name"), str):
-                names.append(suspect["node_name"])
+    else:
+        for report in evidence.reports(incident):
+            for suspect in report.get("suspects") or []:
+                if isinstance(suspect.get("node_name"), str):
+                    names.append(suspect["node_name"])
     return Target(
         instance_id=incident.instance_id,
         node_names=tuple(dict.fromkeys(n for n in names if n)),
@@ -81,7 +83,10 @@ def evidence_times(incident: Incident) -> list[datetime]:
     """When each alarm changed state and each report was emitted (unreadable times left out)."""
     found = []
     for item in incident.evidence:
-        raw = item.get("state_at") if item.get("kind") == "alarm" else item.get("emitted_at")
+        # A report's time is when the pipeline received it (its emitted_at is the reporter's).
+        kind = item.get("kind")
+        raw = item.get("state_at") if kind == "alarm" else item.get("received_at")
+        raw = raw or (item.get("emitted_at") if kind == "report" else None)
         if isinstance(raw, str):
             try:
                 found.append(parse_time(raw, "evidence"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -72,13 +73,46 @@ def reads_as_paused(value: str | None) -> bool:
     return value is not None and value.strip().lower() != "false"
 
 
+SLOT_SEPARATOR = "#"
+"""Between a job-level incident's id and the instance in each of its slots (incident ids are
+made of [A-Za-z0-9_-] only, so a slot names its incident unambiguously)."""
+
+
+def slot_names(incident_id: str, instance_ids: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The guard slots an incident takes: one per node it acts on. A node-level incident's one
+    slot is its id; a job-level incident (`instance_ids`) takes `<id>#<instance>` for each."""
+    if instance_ids is None:
+        return (incident_id,)
+    return tuple(f"{incident_id}{SLOT_SEPARATOR}{i}" for i in instance_ids)
+
+
+def slot_incident(slot: str) -> str:
+    """The incident a slot belongs to."""
+    return slot.split(SLOT_SEPARATOR, 1)[0]
+
+
+def slots_of(slots: Iterable[str], incident_id: str) -> list[str]:
+    """The slots of `slots` that `incident_id` holds."""
+    return sorted(s for s in slots if slot_incident(s) == incident_id)
+
+
 @dataclass(frozen=True, slots=True)
 class GuardState:
-    """`GUARD#<cluster>`: the incidents holding a slot, and when the last storm hold was reset
-    (flags before it no longer count towards a storm)."""
+    """`GUARD#<cluster>`: the guard slots taken (one per node an open incident acts on), and
+    when the last storm hold was reset (flags before it no longer count towards a storm)."""
 
-    open_ids: tuple[str, ...] = ()
+    slots: tuple[str, ...] = ()
     storm_reset_at: int | None = None
+
+    @property
+    def open_ids(self) -> tuple[str, ...]:
+        """The incidents holding slots."""
+        return tuple(sorted({slot_incident(s) for s in self.slots}))
+
+    @property
+    def open_nodes(self) -> int:
+        """The nodes open incidents act on: what the blast-radius guard counts."""
+        return len(self.slots)
 
 
 def check_slot_limit(slot_limit: int | None) -> None:
@@ -86,6 +120,14 @@ def check_slot_limit(slot_limit: int | None) -> None:
     guarded); anything less is the caller's mistake, refused before a write."""
     if slot_limit is not None and slot_limit < 1:
         raise ValueError(f"a guard slot limit is at least 1, got {slot_limit}")
+
+
+def check_slot_room(slots: Sequence[str], slot_limit: int | None) -> None:
+    """An incident that needs more slots than the guard has at all is held before it is
+    created (`lambdas.logic.opening`); asking the store for them is the caller's mistake."""
+    check_slot_limit(slot_limit)
+    if slot_limit is not None and len(slots) > slot_limit:
+        raise ValueError(f"{len(slots)} guard slots asked of a guard of {slot_limit}")
 
 
 @dataclass

@@ -9,12 +9,13 @@ from enum import StrEnum
 from typing import Any
 
 from lambdas.models.errors import ErrorRecord
-from lambdas.models.guard import HoldRecord
+from lambdas.models.guard import HoldRecord, slot_names
 from lambdas.models.health_check import HealthCheckRecord
 from lambdas.models.hyperpod import HyperPodView
 from lambdas.models.isolation import IsolationRecord
 from lambdas.models.payloads import Decision
 from lambdas.models.recovery import DecisionRecord, RebootRecord, ReplacementRecord
+from lambdas.models.reporter_text import quoted
 from lambdas.models.telemetry import TelemetryRecord
 
 
@@ -124,6 +125,10 @@ class Incident:
     hyperpod: HyperPodView | None = None
     """HyperPod's own events for the instance and the node's HyperPod labels when the approval
     was requested (`lambdas.logic.hyperpod_view`)."""
+    unconfirmed: dict[str, str] = field(default_factory=dict)
+    """Instances a report named that the checks did not confirm (HyperPod does not know them
+    as nodes of the cluster, or Kubernetes names another node), each with why: never acted on,
+    shown in their own section of the card."""
     card_undelivered: str | None = None
     """When the approval card last failed to go out (the notice was refused after its retries);
     None once it went out. Reconciliation sends it again (`lambdas.logic.reconcile`)."""
@@ -186,6 +191,11 @@ class Incident:
         return self.scope == Scope.JOB
 
     @property
+    def guard_slots(self) -> tuple[str, ...]:
+        """The blast-radius guard slots it takes: one per node it acts on."""
+        return slot_names(self.incident_id, self.instance_ids if self.is_job else None)
+
+    @property
     def locked_instances(self) -> list[str]:
         """The instances whose open lock this incident may hold."""
         return list(self.instance_ids) if self.is_job else [self.instance_id]
@@ -194,7 +204,8 @@ class Incident:
     def target(self) -> str:
         """What the incident is about, for people: `i-…`, or `job <name> (N instances)`."""
         if self.is_job:
-            return f"job {self.job_name or 'unknown'} ({len(self.instance_ids)} instances)"
+            name = quoted(self.job_name, 60) if self.job_name else "unknown"
+            return f"job {name} ({len(self.instance_ids)} instances)"
         return self.instance_id
 
     def to_record(self) -> dict[str, Any]:

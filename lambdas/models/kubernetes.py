@@ -31,6 +31,13 @@ TAINT_KEY: Final = "sdc.remediation/incident"
 TAINT_EFFECT: Final = "NoSchedule"
 LABEL_VALUE_LIMIT: Final = 63
 
+LABEL_KEY_RE: Final = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+"""A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63."""
+LABEL_VALUE_RE: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+"""A non-empty Kubernetes label value."""
+
 _INSTANCE_ID_RE: Final = re.compile(r"^i-[0-9a-f]{8,17}$")
 _LABEL_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]")
 

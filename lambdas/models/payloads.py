@@ -44,6 +44,10 @@ class Decision(StrEnum):
     RESET = "reset"
     """Lifts a cluster's storm hold (its `incident_id` is the hold id); never reaches a waiting
     remediation."""
+    PROCEED = "proceed"
+    """Lets a job-level incident held by the blast-radius guard (more nodes than it allows)
+    health-check its nodes anyway, as a new job-level incident (`lambdas.logic.proceeding`);
+    never reaches a waiting remediation."""
 
 
 class ReplaceStatus(StrEnum):

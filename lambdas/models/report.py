@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from lambdas.models.errors import MalformedEvent
 from lambdas.models.events import envelope, hyperpod_cluster_name, parse_time
 from trainer_emitter.contract import (
+    MAX_EXACT_INTEGER,
     MAX_REPORT_CHECKPOINTS,
+    MAX_REPORT_DEPTH,
     REPORT_DETAIL_TYPE,
     REPORT_SOURCE,
     Check,
@@ -112,6 +114,16 @@ class SdcReport:
     """The detail as received, stored unchanged."""
     checkpoints: tuple[ReportCheckpoint, ...] = ()
     """Oldest first; empty when the report names none (older emitters)."""
+    received_at: str | None = None
+    """When the pipeline received it, by its own clock (ISO 8601): what orders reports and
+    moves windows. `emitted_at` is the reporter's claim, kept as data. None until received."""
+    stale: bool = False
+    """Emitted longer before it was received than the storm window: shown as such."""
+
+    @property
+    def order_key(self) -> str:
+        """What orders reports: the pipeline's receive time, then the report id."""
+        return f"{self.received_at or self.emitted_at}#{self.report_id}"
 
     def instance(self, instance_id: str) -> ReportInstance | None:
         return next((i for i in self.instances if i.instance_id == instance_id), None)
@@ -133,6 +145,7 @@ def parse_report(detail: Any) -> SdcReport:
     checkpoints are read leniently (`_checkpoints`)."""
     schema = _report_schema()
     schema.check(schema.report, detail, "detail")
+    check_bounds(detail, "detail")
     checkpoints, dropped = _checkpoints(schema, detail.get("checkpoints"))
     return SdcReport(
         report_id=detail["report_id"],
@@ -158,6 +171,47 @@ def parse_report(detail: Any) -> SdcReport:
         detail=detail,
         checkpoints=checkpoints,
     )
+
+
+DYNAMODB_MAX_NUMBER = 9.9999999999999999999999999999999999999e125
+DYNAMODB_MIN_NUMBER = 1e-130
+"""The magnitudes a DynamoDB number holds (besides zero)."""
+
+
+def check_bounds(value: Any, path: str) -> None:
+    """What a JSON Schema cannot say of the free parts of a report (its `alarm`): nested at most
+    MAX_REPORT_DEPTH levels, every integer within +-MAX_EXACT_INTEGER and every other number
+    finite and within DynamoDB's range. Walked without recursion, so no nesting crashes it.
+    Raises MalformedEvent naming the first field outside them."""
+    pending: list[tuple[Any, str, int]] = [(value, path, 1)]
+    while pending:
+        node, where, depth = pending.pop()
+        if isinstance(node, Mapping | list):
+            if depth > MAX_REPORT_DEPTH:
+                raise MalformedEvent(_clip(where), f"nested deeper than {MAX_REPORT_DEPTH} levels")
+            items = node.items() if isinstance(node, Mapping) else enumerate(node)
+            for key, child in items:
+                step = f"{where}[{key}]" if isinstance(node, list) else f"{where}.{key}"
+                pending.append((child, step, depth + 1))
+        elif isinstance(node, bool) or node is None or isinstance(node, str):
+            continue
+        elif isinstance(node, int) and abs(node) > MAX_EXACT_INTEGER:
+            raise MalformedEvent(
+                _clip(where),
+                f"an integer beyond +-{MAX_EXACT_INTEGER} (2^53 - 1, what JSON readers hold "
+                f"exactly), got {_shown(node)}",
+            )
+        elif isinstance(node, float) and not (
+            node == 0 or DYNAMODB_MIN_NUMBER <= abs(node) <= DYNAMODB_MAX_NUMBER
+        ):
+            raise MalformedEvent(
+                _clip(where), f"a number outside what DynamoDB holds, got {_shown(node)}"
+            )
+
+
+def _clip(path: str) -> str:
+    """A field path in an error, cut to a readable length."""
+    return path if len(path) <= 200 else f"{path[:200]}..."
 
 
 @dataclass(frozen=True, slots=True)

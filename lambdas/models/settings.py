@@ -16,6 +16,7 @@ from typing import Any
 
 from lambdas.models.errors import SettingsError
 from lambdas.models.hyperpod import HealthCheck
+from lambdas.models.kubernetes import LABEL_KEY_RE
 from trainer_emitter.contract import NAMESPACE
 
 DEFAULT_HEALTH_CHECKS = (HealthCheck.INSTANCE_STRESS.value, HealthCheck.INSTANCE_CONNECTIVITY.value)
@@ -57,6 +58,10 @@ class IsolationConfig:
     """How an approved reboot or replacement is carried out: "api" (BatchRebootClusterNodes /
     BatchReplaceClusterNodes) or "node_label" (HyperPod's node health label, acted on by HyperPod
     itself when the cluster's NodeRecovery is Automatic)."""
+    job_pods: str | None = None
+    """A pod label key naming the job (such as the training operator's job-name label): a
+    report's instances are checked against the nodes the pods labelled with its job name run
+    on (None: not checked)."""
 
 
 RECOVERY_PATHS = ("api", "node_label")
@@ -225,7 +230,8 @@ def _json_object(raw: str, expected: str, problems: list[str]) -> dict[str, Any]
 def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]:
     """`NODE_ISOLATION`: a JSON object, HyperPod cluster name → {"isolate": bool,
     "eks_cluster": "<EKS cluster name>" (optional), "recovery": "api" | "node_label" (optional,
-    default api)}; empty = no cluster isolated."""
+    default api), "job_pods": "<pod label key naming the job>" (optional)}; empty = no cluster
+    isolated."""
     if not raw.strip():
         return {}
     expected = (
@@ -240,9 +246,10 @@ def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]
         if not isinstance(value, dict) or not isinstance(value.get("isolate"), bool):
             problems.append(f'{expected}; {cluster!r} needs "isolate": true or false')
             continue
-        unknown = sorted(set(value) - {"isolate", "eks_cluster", "recovery"})
+        unknown = sorted(set(value) - {"isolate", "eks_cluster", "recovery", "job_pods"})
         eks = value.get("eks_cluster")
         recovery = value.get("recovery", "api")
+        job_pods = value.get("job_pods")
         if unknown:
             problems.append(f"{expected}; {cluster!r} has unknown keys {unknown}")
         elif eks is not None and (not isinstance(eks, str) or not EKS_CLUSTER_NAME_RE.match(eks)):
@@ -251,8 +258,12 @@ def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]
             problems.append(
                 f"{expected}; {cluster!r} has recovery {recovery!r}, not one of {RECOVERY_PATHS}"
             )
+        elif job_pods is not None and (
+            not isinstance(job_pods, str) or not LABEL_KEY_RE.match(job_pods)
+        ):
+            problems.append(f"{expected}; {cluster!r} has a bad job_pods label key {job_pods!r}")
         else:
-            configs[cluster] = IsolationConfig(value["isolate"], eks, recovery)
+            configs[cluster] = IsolationConfig(value["isolate"], eks, recovery, job_pods)
     return configs
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lambdas.models.guard import GuardState
+
 
 @dataclass(frozen=True, slots=True)
 class Created:
@@ -45,11 +47,16 @@ class HeldBy:
 
 @dataclass(frozen=True, slots=True)
 class GuardFull:
-    """The cluster's blast-radius guard has no free slot: `open_ids` hold the `limit` slots
-    there are. Nothing written."""
+    """The cluster's blast-radius guard has too few free slots: `slots` (one per node an open
+    incident acts on) are taken of the `limit` there are. Nothing written."""
 
-    open_ids: tuple[str, ...]
+    slots: tuple[str, ...]
     limit: int
+
+    @property
+    def open_ids(self) -> tuple[str, ...]:
+        """The incidents holding the slots."""
+        return GuardState(self.slots).open_ids
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from lambdas.logic.audit import GENESIS, seal
@@ -79,12 +80,12 @@ def past(
     )
 
 
-def report(**changes: Any) -> SdcReport:
+def report(received_at: str = "2026-11-30T08:14:32+00:00", **changes: Any) -> SdcReport:
     """The fixture report (cluster ml-cluster-1, node i-0abc1234def567890) with `changes` to
-    its detail."""
+    its detail, as the pipeline received it at `received_at`."""
     detail = copy.deepcopy(load_fixture("events", "sdc_report")["detail"])
     detail.update(changes)
-    return parse_report(detail)
+    return dataclasses.replace(parse_report(detail), received_at=received_at)
 
 
 REPORTED_INSTANCE = "i-0abc1234def567890"

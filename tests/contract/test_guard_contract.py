@@ -10,8 +10,9 @@ import pytest
 from lambdas.logic.ports import GuardStore, IncidentStore
 from lambdas.models.errors import ConditionFailed
 from lambdas.models.guard import ClusterHold, GuardState
-from lambdas.models.writes import Created, HoldExists
-from tests.contract.records import CLUSTER, OTHER_CLUSTER, hold, incident
+from lambdas.models.incident import Incident
+from lambdas.models.writes import Created, GuardFull, HoldExists
+from tests.contract.records import CLUSTER, OTHER_CLUSTER, hold, incident, instance
 
 LIFTED_AT = "2026-11-30T09:00:00+00:00"
 
@@ -44,6 +45,54 @@ def test_releasing_a_slot_that_was_never_taken_is_harmless(
 
     assert guard.guard_state(CLUSTER).open_ids == (incident(1).incident_id,)
     assert guard.guard_state(OTHER_CLUSTER).open_ids == ()
+
+
+def job(n: int, nodes: int) -> Incident:
+    """A job-level incident over `nodes` instances."""
+    return incident(
+        n, instance_id="", scope="job", instance_ids=[instance(100 + k) for k in range(nodes)]
+    )
+
+
+def test_a_job_level_incident_takes_one_slot_per_node(incidents: IncidentStore, guard: GuardStore):
+    incidents.create(job(1, 3), slot_limit=4)
+
+    state = guard.guard_state(CLUSTER)
+    assert (state.open_ids, state.open_nodes) == ((job(1, 3).incident_id,), 3)
+
+
+def test_a_job_level_incident_whose_nodes_do_not_fit_is_refused_and_nothing_is_written(
+    incidents: IncidentStore, guard: GuardStore
+):
+    incidents.create(incident(1), slot_limit=4)
+
+    full = incidents.create(job(2, 4), slot_limit=4)
+
+    assert isinstance(full, GuardFull)
+    assert full.open_ids == (incident(1).incident_id,)
+    assert incidents.get(job(2, 4).incident_id) is None
+    assert guard.guard_state(CLUSTER).open_nodes == 1
+
+
+def test_releasing_a_job_level_incidents_slots_frees_every_node_and_only_them(
+    incidents: IncidentStore, guard: GuardStore
+):
+    incidents.create(incident(1), slot_limit=5)
+    incidents.create(job(2, 3), slot_limit=5)
+
+    guard.release_slot(CLUSTER, job(2, 3).incident_id)
+
+    state = guard.guard_state(CLUSTER)
+    assert (state.open_ids, state.open_nodes) == ((incident(1).incident_id,), 1)
+
+
+def test_asking_for_more_slots_than_the_guard_has_is_refused_before_a_write(
+    incidents: IncidentStore, guard: GuardStore
+):
+    with pytest.raises(ValueError, match="4 guard slots asked of a guard of 3"):
+        incidents.create(job(1, 4), slot_limit=3)
+
+    assert incidents.get(job(1, 4).incident_id) is None
 
 
 # -- storm flags ----------------------------------------------------------------------------------

@@ -29,24 +29,49 @@ def test_the_same_report_again_is_not_stored_twice_and_the_first_copy_stays(repo
 @pytest.mark.parametrize(
     "newest_first", [True, False], ids=["newest-put-first", "oldest-put-first"]
 )
-def test_the_latest_report_is_the_one_emitted_last_whatever_the_order_they_came_in(
+def test_the_latest_report_is_the_one_received_last_whatever_the_order_they_were_put(
     reports: ReportStore, newest_first: bool
 ):
-    older = report(report_id="r-older-000001", emitted_at="2026-11-30T08:00:00Z")
-    newer = report(report_id="r-newer-000002", emitted_at="2026-11-30T08:14:31.207Z")
+    older = report(report_id="r-older-000001", received_at="2026-11-30T08:00:00+00:00")
+    newer = report(report_id="r-newer-000002", received_at="2026-11-30T08:14:31.207+00:00")
     for sent in [newer, older] if newest_first else [older, newer]:
         assert reports.put_report(sent, REPORTED_INSTANCE, EXPIRES) is True
 
     assert reports.latest_report(newer.cluster_name, REPORTED_INSTANCE) == newer
 
 
-def test_reports_emitted_at_the_same_time_are_ordered_by_report_id(reports: ReportStore):
+def test_a_report_claiming_a_later_emission_is_not_the_latest_when_received_earlier(
+    reports: ReportStore,
+):
+    dated_ahead = report(
+        report_id="r-dated-2099",
+        emitted_at="2099-01-01T00:00:00Z",
+        received_at="2026-11-30T08:00:00+00:00",
+    )
+    received_last = report(report_id="r-received-last", received_at="2026-11-30T08:20:00+00:00")
+    reports.put_report(dated_ahead, REPORTED_INSTANCE, EXPIRES)
+    reports.put_report(received_last, REPORTED_INSTANCE, EXPIRES)
+
+    assert reports.latest_report(received_last.cluster_name, REPORTED_INSTANCE) == received_last
+
+
+def test_reports_received_at_the_same_time_are_ordered_by_report_id(reports: ReportStore):
     a = report(report_id="r-aaaaaaaa")
     b = report(report_id="r-bbbbbbbb")
     reports.put_report(b, REPORTED_INSTANCE, EXPIRES)
     reports.put_report(a, REPORTED_INSTANCE, EXPIRES)
 
     assert reports.latest_report(a.cluster_name, REPORTED_INSTANCE) == b
+
+
+def test_the_same_report_received_again_later_is_not_stored_twice(reports: ReportStore):
+    first = report()
+    reports.put_report(first, REPORTED_INSTANCE, EXPIRES)
+
+    again = report(received_at="2026-11-30T09:00:00+00:00")
+
+    assert reports.put_report(again, REPORTED_INSTANCE, EXPIRES) is False
+    assert reports.latest_report(first.cluster_name, REPORTED_INSTANCE) == first
 
 
 def test_reports_are_kept_per_cluster_and_instance(reports: ReportStore):

@@ -237,7 +237,7 @@ def test_the_drills_card_names_the_checkpoint_to_resume_from(outcomes):
     card = outcomes("replay-culprit").notification or ""
 
     assert (
-        "Resume from: checkpoint at step 20 (s3://ckpt/step-20), saved before the suspect window "
+        'Resume from: checkpoint at step 20 ("s3://ckpt/step-20"), saved before the suspect window '
         "[21, 30]; tags: last_audit_pass 20, last_weight_check_pass 20"
     ) in card
 

@@ -219,6 +219,64 @@ def test_a_bad_event_is_refused_and_audited_or_skipped_cleanly_in_its_handler(aw
         assert refusals and refusals[-1].details["field"], subject
 
 
+def _nested(levels: int) -> dict[str, Any]:
+    alarm: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        alarm = {"a": alarm}
+    return alarm
+
+
+def _rank_of_first_suspect(value: int) -> Callable[[dict[str, Any]], None]:
+    def change(event: dict[str, Any]) -> None:
+        event["detail"]["suspects"][0]["rank"] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (_set("detail.step", 10**40), "detail.step"),
+        (_rank_of_first_suspect(2**200), "detail.suspects[0].rank"),
+        (_set("detail.alarm", _nested(900)), "detail.alarm" + ".a" * 31),
+        (_set("detail.alarm", {"loss": 2**200}), "detail.alarm.loss"),
+        (_set("detail.alarm", {"loss": 1e300}), "detail.alarm.loss"),
+        (
+            _set(
+                "detail.instances",
+                [load_fixture("events", "sdc_report")["detail"]["instances"][0]] * 2049,
+            ),
+            "detail.instances",
+        ),
+        (_set("detail.job_name", "j" * 256), "detail.job_name"),
+    ],
+    ids=[
+        "step 10^40",
+        "rank 2^200",
+        "900 levels",
+        "alarm integer 2^200",
+        "alarm 1e300",
+        "2049 instances",
+        "long job name",
+    ],
+)
+def test_a_report_outside_the_bounds_is_refused_naming_the_field_and_nothing_is_stored(
+    aws, change, field
+):
+    case = Case("bounds", "report", change, REFUSED)
+    event = case.event()
+
+    outcome = outcome_of(aws, case, event)
+
+    assert outcome == REFUSED
+    (refusal,) = [
+        e for e in aws.audit(ids.event_subject(event["id"])) if e.action == "event_refused"
+    ]
+    assert refusal.details["field"] == field
+    assert aws.items("REPORT#") == []
+    assert aws.items("INCIDENT#") == []
+
+
 # -- through the deployed rules: what EventBridge delivers, and where failures land -----------
 
 

@@ -86,7 +86,11 @@ def test_environment_per_the_pipeline_doc(template, spec):
         COMMON_ENV
         | ({"STATE_MACHINE_ARN"} if spec.starts_remediation else set())
         | ({"PAUSE_PARAMETER"} if spec.reads_pause_switch else set())
-        | ({"NODE_ISOLATION"} if spec.kubernetes or spec.reads_nodes else set())
+        | (
+            {"NODE_ISOLATION"}
+            if spec.kubernetes or spec.checks_claims or spec.reads_nodes
+            else set()
+        )
         | ({"TELEMETRY"} if spec.queries_telemetry else set())
     )
     assert set(env) == expected

@@ -22,7 +22,8 @@ from infra.synth import resources_of_type
 from tests.infra.template_tools import actions, resolved, statements_of_function
 
 KUBERNETES_FUNCTIONS = {s.logical_id for s in SPECS if s.kubernetes}
-READING_FUNCTIONS = {s.logical_id for s in SPECS if s.reads_nodes and not s.kubernetes}
+CLAIM_CHECKERS = {s.logical_id for s in SPECS if s.checks_claims}
+READERS = {s.logical_id for s in SPECS if (s.checks_claims or s.reads_nodes) and not s.kubernetes}
 
 
 def _entries(template, group: str = KUBERNETES_GROUP):
@@ -47,37 +48,39 @@ def test_each_patching_function_role_gets_an_access_entry_mapped_to_the_rbac_gro
         template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0]
         for fn in KUBERNETES_FUNCTIONS
     }
-    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in entries} == roles
-    for entry in entries:
+    patching = [e for e in entries if e["KubernetesGroups"] == [KUBERNETES_GROUP]]
+    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in patching} == roles
+    for entry in patching:
         assert entry["ClusterName"] == "ml-eks-1"
-        assert entry["KubernetesGroups"] == [KUBERNETES_GROUP]
         assert "AccessPolicies" not in entry
         assert entry["Type"] == "STANDARD"
 
 
-def test_the_only_function_that_reads_nodes_without_patching_is_request_approval():
-    assert {"RequestApprovalFunction"} == READING_FUNCTIONS
+def test_the_functions_that_read_nodes_without_patching_them():
+    assert {"OpenIncidentFunction", "StoreReportFunction", "RequestApprovalFunction"} == READERS
 
 
-def test_the_reading_function_gets_its_own_access_entry_mapped_to_the_readers_group(template):
-    entries = _entries(template, READER_GROUP)
-
-    roles = {
-        template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0] for fn in READING_FUNCTIONS
-    }
-    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in entries} == roles
-    assert all(e["KubernetesGroups"] == [READER_GROUP] for e in entries)
-    env = template["Resources"]["RequestApprovalFunction"]["Properties"]["Environment"]
-    assert json.loads(env["Variables"]["NODE_ISOLATION"]) == {
-        "ml-cluster-1": {"isolate": True, "eks_cluster": "ml-eks-1"}
-    }
+def test_the_functions_that_check_report_claims_are_open_incident_and_store_report():
+    assert {"OpenIncidentFunction", "StoreReportFunction"} == CLAIM_CHECKERS
 
 
-def test_only_the_node_functions_may_describe_the_eks_cluster_and_only_that_one(template):
+def test_the_claim_checking_functions_get_read_only_access_entries_and_no_patching_group(
+    template,
+):
+    readers = [e for e in _entries(template) if e["KubernetesGroups"] == [READER_GROUP]]
+
+    roles = {template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0] for fn in READERS}
+    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in readers} == roles
+    patching = [e for e in _entries(template) if e["KubernetesGroups"] == [KUBERNETES_GROUP]]
+    assert not roles & {e["PrincipalArn"]["Fn::GetAtt"][0] for e in patching}
+    assert {len(e["KubernetesGroups"]) for e in _entries(template)} == {1}
+
+
+def test_only_the_functions_with_kubernetes_access_may_describe_the_eks_cluster(template):
     for logical_id in [s.logical_id for s in SPECS]:
         statements = statements_of_function(template, logical_id)
         eks = [s for s in statements if any(a.startswith("eks:") for a in actions(s))]
-        if logical_id not in KUBERNETES_FUNCTIONS | READING_FUNCTIONS:
+        if logical_id not in KUBERNETES_FUNCTIONS | READERS:
             assert eks == [], logical_id
             continue
         (statement,) = eks
@@ -87,19 +90,19 @@ def test_only_the_node_functions_may_describe_the_eks_cluster_and_only_that_one(
         assert resource.endswith(":cluster/ml-eks-1")
 
 
-def test_the_patching_functions_are_told_which_clusters_to_isolate(template):
-    for logical_id in KUBERNETES_FUNCTIONS:
+def test_the_functions_with_kubernetes_access_are_told_which_clusters_to_isolate(template):
+    for logical_id in KUBERNETES_FUNCTIONS | CLAIM_CHECKERS:
         env = template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
         assert json.loads(env["NODE_ISOLATION"]) == {
             "ml-cluster-1": {"isolate": True, "eks_cluster": "ml-eks-1"}
         }
-    env = template["Resources"]["OpenIncidentFunction"]["Properties"]["Environment"]["Variables"]
+    env = template["Resources"]["CheckHealthFunction"]["Properties"]["Environment"]["Variables"]
     assert "NODE_ISOLATION" not in env
 
 
 def test_without_node_isolation_there_is_no_access_entry_and_no_eks_permission(variant_template):
     assert _entries(variant_template) == []
-    for logical_id in KUBERNETES_FUNCTIONS:
+    for logical_id in KUBERNETES_FUNCTIONS | CLAIM_CHECKERS:
         statements = statements_of_function(variant_template, logical_id)
         assert not [s for s in statements if any(a.startswith("eks:") for a in actions(s))]
 
@@ -120,12 +123,14 @@ def test_the_cluster_admin_policy_is_only_associated_when_opted_in():
     NodeIsolationAccess(stack, "Access", settings=settings, roles=[role], readers=[reader])
 
     template = app.synth().get_stack_by_name("Probe").template
-    entries = _entries(template)
-    assert all("KubernetesGroups" not in entry for entry in entries)
-    assert sorted(e["AccessPolicies"][0]["PolicyArn"] for e in entries) == sorted(
-        [CLUSTER_ADMIN_POLICY, ADMIN_VIEW_POLICY]
-    )
-    assert all(e["AccessPolicies"][0]["AccessScope"] == {"Type": "cluster"} for e in entries)
+    entry, reads = _entries(template)
+    assert "KubernetesGroups" not in entry and "KubernetesGroups" not in reads
+    assert entry["AccessPolicies"] == [
+        {"PolicyArn": CLUSTER_ADMIN_POLICY, "AccessScope": {"Type": "cluster"}}
+    ]
+    assert reads["AccessPolicies"] == [
+        {"PolicyArn": ADMIN_VIEW_POLICY, "AccessScope": {"Type": "cluster"}}
+    ]
 
 
 @pytest.mark.parametrize(
@@ -172,7 +177,10 @@ def test_label_recovery_gives_the_recovering_functions_the_patching_functions_ac
         labelled_template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0] for fn in patching
     }
 
-    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in _entries(labelled_template)} == roles
+    entries = [
+        e for e in _entries(labelled_template) if e["KubernetesGroups"] == [KUBERNETES_GROUP]
+    ]
+    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in entries} == roles
     for logical_id in patching:
         env = labelled_template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
         assert json.loads(env["NODE_ISOLATION"]) == {
@@ -201,5 +209,41 @@ def test_label_recovery_for_a_cluster_without_isolation_is_refused():
                 "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56", "ml-cluster-2": "0123456789ab"},
                 "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
                 "sdc:recoveryThroughNodeLabel": ["ml-cluster-2"],
+            }
+        )
+
+
+def test_job_pods_reach_the_functions_with_the_clusters_node_isolation():
+    settings = Settings.from_context(
+        {
+            "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56"},
+            "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
+            "sdc:jobPods": {"ml-cluster-1": "training.kubeflow.org/job-name"},
+        }
+    )
+
+    assert json.loads(settings.node_isolation_env()) == {
+        "ml-cluster-1": {
+            "isolate": True,
+            "eks_cluster": "ml-eks-1",
+            "job_pods": "training.kubeflow.org/job-name",
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("job_pods", "says"),
+    [
+        ({"ml-cluster-2": "training.kubeflow.org/job-name"}, "not in sdc:nodeIsolation"),
+        ({"ml-cluster-1": "job name"}, "is not a label key"),
+    ],
+)
+def test_bad_job_pods_context_is_refused_naming_why(job_pods, says):
+    with pytest.raises(SettingsError, match=says):
+        Settings.from_context(
+            {
+                "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56", "ml-cluster-2": "ab12cd34ef57"},
+                "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
+                "sdc:jobPods": job_pods,
             }
         )

@@ -393,7 +393,7 @@ def test_show_prints_the_checkpoint_to_resume_from(deployed, capsys):
     deployed.sdc("show", incident_id)
 
     assert (
-        "Resume from: checkpoint at step 20 (s3://ckpt/llama/step-20), saved before the suspect "
+        'Resume from: checkpoint at step 20 ("s3://ckpt/llama/step-20"), saved before the suspect '
         "window [21, 30]; tags: last_audit_pass 20, last_weight_check_pass 20"
     ) in capsys.readouterr().out
 

@@ -13,6 +13,7 @@ from lambdas.models.errors import MalformedEvent
 from lambdas.observability import logger
 from tests.conftest import load_fixture
 from tests.integration.conftest import CLUSTER, INSTANCE, invoke
+from tests.unit.reports import large_report
 
 
 def alarm():
@@ -109,8 +110,12 @@ def test_a_report_is_stored_under_its_instance_with_an_expiry(aws):
     result = invoke(store_report, load_fixture("events", "sdc_report"))
 
     assert (result["report_id"], result["stored"]) == ("r-5f3c9a1e2b7d4c60", True)
-    (item,) = aws.items(f"REPORT#{CLUSTER}#{INSTANCE}")
-    assert item["sk"]["S"] == "2026-11-30T08:14:31.207Z#r-5f3c9a1e2b7d4c60"
+    items = {i["sk"]["S"].split("#", 1)[0]: i for i in aws.items(f"REPORT#{CLUSTER}#{INSTANCE}")}
+    assert set(items) == {"id", "at"}  # the first-copy marker, and the report by receive time
+    item = items["at"]
+    received = datetime.fromisoformat(item["received_at"]["S"])
+    assert item["sk"]["S"] == f"at#{item['received_at']['S']}#r-5f3c9a1e2b7d4c60"
+    assert abs(received - datetime.now(UTC)) < timedelta(minutes=1)
     expires = datetime.fromtimestamp(int(item["expires_at"]["N"]), UTC)
     assert timedelta(days=13) < expires - datetime.now(UTC) < timedelta(days=15)
 
@@ -168,3 +173,28 @@ def test_a_malformed_mute_detail_is_refused_audited_under_the_event_and_raised(a
     (refused,) = aws.audit(f"event#{event['id']}")
     assert refused.action == "event_refused"
     assert aws.items("INCIDENT#") == []
+
+
+def test_many_large_reports_keep_the_incident_item_well_under_dynamodbs_limit(aws):
+    results = [
+        invoke(store_report, large_report(f"r-large-{n:07d}"))["incidents"] for n in range(14)
+    ]
+
+    incident_ids = {r["incident_id"] for (r,) in results}
+    (incident_id,) = incident_ids
+    (item,) = aws.items(f"INCIDENT#{incident_id}")
+    assert len(json.dumps(item).encode()) < 200_000
+    assert aws.incident(incident_id).evidence_dropped > 0
+
+
+def test_a_report_dated_a_year_ahead_is_refused_into_the_dead_letter_queue_and_audited(aws):
+    event = copy.deepcopy(load_fixture("events", "sdc_report"))
+    event["detail"]["emitted_at"] = (datetime.now(UTC) + timedelta(days=365)).isoformat()
+
+    with pytest.raises(MalformedEvent, match=r"detail\.emitted_at"):
+        invoke(store_report, event)
+
+    (refusal,) = aws.audit(f"event#{event['id']}")
+    assert (refusal.action, refusal.details["field"]) == ("event_refused", "detail.emitted_at")
+    assert aws.items("REPORT#") == []
+    assert aws.items("FLAG#") == []

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from infra.local.kube_api import KubeApi
+from lambdas.adapters import kubernetes
 from lambdas.adapters._aws import client_factory
 from lambdas.adapters.eks_token import EksTokens, sts_factory
 from lambdas.adapters.kubernetes import EksKubernetesNodes
@@ -118,6 +119,22 @@ def test_nodes_are_listed_page_by_page(kube):
     found = adapter.find_node(EKS, "i-0ee0000000000006")
 
     assert found.name == "zz-6"
+
+
+def test_the_nodes_a_jobs_pods_run_on_are_listed_by_label_in_every_namespace_page_by_page(
+    kube, monkeypatch
+):
+    monkeypatch.setattr(kubernetes, "LIST_PAGE", 2)
+    job = {"training.kubeflow.org/job-name": "llama"}
+    kube.api.add_pod("llama-worker-0", NODE, job, namespace="team-a")
+    kube.api.add_pod("llama-worker-1", NODE, job, namespace="team-b")
+    kube.api.add_pod("llama-worker-2", "ip-10-1-99-1.us-west-2.compute.internal", job)
+    kube.api.add_pod("other-0", f"hyperpod-{INSTANCE}", {"training.kubeflow.org/job-name": "x"})
+
+    nodes = kube.adapter().pod_nodes(EKS, "training.kubeflow.org/job-name=llama")
+
+    assert nodes == {NODE, "ip-10-1-99-1.us-west-2.compute.internal"}
+    assert len([r for r in kube.api.requests if r.path == "/api/v1/pods"]) == 2
 
 
 def test_cordon_adds_our_taint_and_keeps_every_other_one(kube):

@@ -29,6 +29,8 @@ from lambdas.models.guard import (
     GuardState,
     PastIncident,
     check_slot_limit,
+    check_slot_room,
+    slots_of,
 )
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
@@ -76,10 +78,12 @@ class InMemoryIncidentStore:
         if incident.holds_lock and key in self.locks:
             return LockHeld(self.locks[key])
         taken = self.slots.setdefault(incident.cluster_name, set())
-        if slot_limit is not None and incident.incident_id not in taken:
-            if len(taken) >= slot_limit:
+        wanted = incident.guard_slots
+        check_slot_room(wanted, slot_limit)
+        if slot_limit is not None and wanted[0] not in taken:
+            if len(taken) + len(wanted) > slot_limit:
                 return GuardFull(tuple(sorted(taken)), slot_limit)
-            taken.add(incident.incident_id)
+            taken.update(wanted)
         if incident.holds_lock:
             self.locks[key] = incident.incident_id
         self.incidents[incident.incident_id] = copy.deepcopy(incident)
@@ -143,10 +147,9 @@ class InMemoryIncidentStore:
 
     def put_report(self, report: SdcReport, instance_id: str, expires_at: int) -> bool:
         stored = self.reports.setdefault((report.cluster_name, instance_id), {})
-        sort_key = f"{report.emitted_at}#{report.report_id}"
-        if sort_key in stored:
+        if any(r.report_id == report.report_id for r in stored.values()):
             return False
-        stored[sort_key] = copy.deepcopy(report)
+        stored[report.order_key] = copy.deepcopy(report)
         return True
 
     def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None:
@@ -161,7 +164,9 @@ class InMemoryIncidentStore:
         )
 
     def release_slot(self, cluster_name: str, incident_id: str) -> None:
-        self.slots.get(cluster_name, set()).discard(incident_id)
+        self.slots.get(cluster_name, set()).difference_update(
+            slots_of(self.slots.get(cluster_name, set()), incident_id)
+        )
 
     def flag_instance(self, cluster_name: str, instance_id: str, at: int, expires_at: int) -> None:
         self.flags.setdefault(cluster_name, {})[instance_id] = at
@@ -419,6 +424,8 @@ class FakeKubernetesNodes:
 
     def __init__(self) -> None:
         self.nodes: dict[str, dict[str, dict[str, Any]]] = {}
+        self.pods: dict[str, list[tuple[str, dict[str, str]]]] = {}
+        """Per EKS cluster: (node name, labels) of each pod."""
         self.calls: list[tuple[str, str, str]] = []
         self._failures: dict[str, list[Exception]] = {}
         self._versions = itertools.count(1)
@@ -443,6 +450,14 @@ class FakeKubernetesNodes:
 
     def node(self, eks_cluster: str, name: str) -> dict[str, Any]:
         return copy.deepcopy(self.nodes[eks_cluster][name])
+
+    def add_pod(self, eks_cluster: str, node_name: str, labels: dict[str, str]) -> None:
+        self.pods.setdefault(eks_cluster, []).append((node_name, dict(labels)))
+
+    def pod_nodes(self, eks_cluster: str, label_selector: str) -> set[str]:
+        self._enter("pod_nodes", eks_cluster, label_selector)
+        key, value = label_selector.split("=", 1)
+        return {node for node, labels in self.pods.get(eks_cluster, []) if labels.get(key) == value}
 
     def fail_next(self, method: str, error: Exception, *, times: int = 1) -> None:
         self._failures.setdefault(method, []).extend([error] * times)

@@ -3,11 +3,13 @@ alarm fixtures and rank map (tests/events/alarms): 4 nodes of 8 GPUs, rank r on 
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from tests.conftest import load_fixture
+from tests.unit.world import INSTANCE
 from trainer_emitter.contract import NAMESPACE, REPORT_DETAIL_TYPE, REPORT_SOURCE
 from trainer_emitter.mapping import build_report
 from trainer_emitter.rankmap import RankMap
@@ -52,3 +54,55 @@ def report_event(
         "resources": [],
         "detail": report.detail,
     }
+
+
+def forged_event(
+    instance_ids: list[str],
+    *,
+    ambiguous: bool = True,
+    role: str = "involved",
+    at: datetime = REPORT_TIME,
+    **detail_changes: Any,
+) -> dict[str, Any]:
+    """A report a training pod could send with the training policy alone: valid by the schema,
+    naming `instance_ids` (each with one rank) in `role`, nothing else checked."""
+    event = report_event("weights_no_majority", at=at)
+    event["detail"].update(
+        ambiguous=ambiguous,
+        suspects=[],
+        instances=[
+            {"instance_id": i, "metrics": ["sdc_divergent_tensors"], "ranks": [n], "role": role}
+            for n, i in enumerate(instance_ids)
+        ],
+    )
+    event["detail"].update(detail_changes)
+    return event
+
+
+def suspect(**text: Any) -> dict[str, Any]:
+    """One suspect entry on INSTANCE, with `text` changed."""
+    return {
+        "rank": 0,
+        "role": "culprit",
+        "mapped": True,
+        "instance_id": INSTANCE,
+        "node_name": "hyperpod-" + INSTANCE,
+        "gpu_uuid": "GPU-00000000-5a1e-4c1d-9e7b-000000000000",
+        "metrics": ["sdc_divergent_tensors"],
+        "reasons": ["replica outside the strict majority"],
+        **text,
+    }
+
+
+def large_report(report_id: str) -> dict[str, Any]:
+    """About 190 KB: within the schema's bounds and under EventBridge's 256 KB."""
+    suspects = [
+        suspect(rank=rank, reasons=[f"{rank}:{n}:" + "x" * 470 for n in range(16)])
+        for rank in range(24)
+    ]
+    event = forged_event(
+        [INSTANCE], ambiguous=False, role="culprit", suspects=suspects, report_id=report_id
+    )
+    event["detail"]["instances"][0]["ranks"] = list(range(24))
+    assert 180_000 < len(json.dumps(event["detail"])) < 256_000
+    return event

@@ -152,7 +152,7 @@ def test_the_card_names_the_newest_verified_checkpoint_before_the_window(world):
     card = card_for_report(world, checkpoints=[ckpt(10), ckpt(20), ckpt(30)])
 
     assert (
-        "  Resume from: checkpoint at step 20 (s3://ckpt/llama/step-20), saved before the "
+        '  Resume from: checkpoint at step 20 ("s3://ckpt/llama/step-20"), saved before the '
         "suspect window [21, 30]; tags: last_audit_pass 20, last_weight_check_pass 20"
     ) in card.splitlines()
 

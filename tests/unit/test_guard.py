@@ -27,6 +27,7 @@ def alarm_for(world: World, instance_id: str, *, seconds: int = 0, event_id: str
     event["detail"]["alarmContributor"]["attributes"]["InstanceId"] = instance_id
     at = BASE + timedelta(seconds=seconds)
     event["detail"]["state"]["timestamp"] = at.strftime("%Y-%m-%dT%H:%M:%S.000+0000")
+    world.clock.current = max(world.clock.current, at)  # received as it fires
     return intake.open_incident(parse_contributor_event(event), world.deps)
 
 

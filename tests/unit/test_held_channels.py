@@ -18,7 +18,7 @@ from lambdas.models.incident import IncidentState
 from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.reports import NODES, REPORT_TIME, report_event
-from tests.unit.world import CLUSTER, GROUP, INSTANCE, World
+from tests.unit.world import CLUSTER, GROUP, INSTANCE, World, room_for_a_job
 
 S = IncidentState
 
@@ -137,19 +137,31 @@ def test_after_the_hold_window_a_new_trigger_is_judged_afresh(world):
     assert later["incident_id"] != first["incident_id"]
 
 
-def test_alarms_for_the_nodes_of_a_held_job_incident_attach_to_it(world):
+def test_an_alarm_on_a_node_of_a_held_job_incident_is_held_as_its_own_incident(world):
     four_nodes(world)
     world.switch.value = "true"
     (job,) = store(world, "weights_no_majority")["incidents"]
     assert job["action"] == "held"
-    involved = world.incident(job["incident_id"]).instance_ids
-    assert len(involved) == 4
 
-    results = [alarm_on(world, node) for node in involved]
+    result = alarm_on(world, NODES[1])
 
-    assert {r["incident_id"] for r in results} == {job["incident_id"]}
-    assert len(world.store.incidents) == 1
-    assert len(notices(world, "held")) == 1
+    assert result["action"] == "held"
+    assert result["incident_id"] != job["incident_id"]
+    assert world.incident(result["incident_id"]).instance_id == NODES[1]
+
+
+def test_once_the_hold_ends_an_alarm_on_a_node_of_the_held_job_incident_opens_its_own(world):
+    four_nodes(world)
+    world.settings = room_for_a_job()
+    world.switch.value = "true"
+    (job,) = store(world, "weights_no_majority")["incidents"]
+    world.switch.value = "false"
+
+    result = alarm_on(world, NODES[1])
+
+    assert result["action"] == "opened"
+    assert world.incident(result["incident_id"]).instance_id == NODES[1]
+    assert world.incident(job["incident_id"]).state is IncidentState.HELD
 
 
 def test_an_alarm_in_the_same_second_as_the_held_report_still_attaches_its_evidence(world):

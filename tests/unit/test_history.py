@@ -4,6 +4,7 @@ and turn a transient verdict into a proposed replacement."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime, timedelta
 
 from lambdas.logic import approval, closing, health_check, intake
 from lambdas.models.events import parse_contributor_event
@@ -24,7 +25,9 @@ def cluster_of_rank_map(world: World) -> None:
 
 def incident_from(world: World, alarm: str, minute: int) -> str:
     event = report_event(alarm, report_id=f"r-{alarm[:8]}-{minute:08d}")
-    event["detail"]["emitted_at"] = f"2026-11-30T{8 + minute // 60:02d}:{minute % 60:02d}:00+00:00"
+    emitted = datetime(2026, 11, 30, 8, tzinfo=UTC) + timedelta(minutes=minute)
+    event["detail"]["emitted_at"] = emitted.isoformat()
+    world.clock.current = max(world.clock.current, emitted)  # received as it is emitted
     (opened,) = intake.store_report(parse_report_event(event), world.deps)["incidents"]
     return opened["incident_id"]
 

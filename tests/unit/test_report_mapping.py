@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import jsonschema
 import pytest
 
+from lambdas.models.report import parse_report
 from tests.conftest import load_fixture
 from trainer_emitter.contract import (
     MAX_CHECKPOINT_LOCATION,
@@ -420,3 +421,16 @@ def test_an_event_over_the_size_limit_drops_the_raw_alarm_copy_and_still_matches
     assert "raw alarm copy dropped: event over 256 KB" in detail["errors"]
     assert detail["culprits"] == report.detail["culprits"]  # the parsed evidence stays
     assert_valid(detail)
+
+
+def test_an_alarm_too_deep_or_with_huge_integers_is_carried_within_the_schema_bounds():
+    deep: dict = {}
+    for _ in range(100):
+        deep = {"a": deep}
+    alarm = {**load_fixture("alarms", "replay_culprit"), "trace": deep, "seed": 2**70}
+
+    detail = build(alarm).detail
+
+    assert detail["alarm"]["seed"] == str(2**70)
+    assert_valid(detail)
+    parse_report(detail)  # the pipeline's own bounds: raises where it would refuse the report

@@ -14,16 +14,18 @@ from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.reports import NODES, report_event
-from tests.unit.world import CLUSTER, GROUP, World, alarm_event, settings
+from tests.unit.world import CLUSTER, GROUP, INSTANCE, World, alarm_event, room_for_a_job
 
 S = IncidentState
 
 
 @pytest.fixture
 def job_world(world: World) -> World:
-    """The fixture rank map's four nodes in the fake cluster."""
+    """The fixture rank map's four nodes in the fake cluster, whose guard and storm rule leave
+    room for a job-level incident over all four (every node counts against both)."""
     for node in NODES:
         world.hyperpod.add_node(CLUSTER, GROUP, node)
+    world.settings = room_for_a_job()
     return world
 
 
@@ -118,7 +120,7 @@ def test_the_involved_nodes_alarms_attach_to_the_job_level_incident(job_world):
 
 
 def test_a_node_with_an_open_incident_stays_with_it_and_gets_the_report_attached(job_world):
-    job_world.settings = settings(guard_max_open_percent=100)  # room for two open incidents
+    job_world.settings = room_for_a_job(5)
     earlier = alarm_on(job_world, NODES[0])["incident_id"]
 
     result = store(job_world, report_event("weights_no_majority"))
@@ -178,14 +180,33 @@ def test_closing_the_job_level_incident_frees_every_involved_node(job_world):
     assert job_world.store.guard_state(CLUSTER).open_ids == ()
 
 
-def test_a_job_level_incident_beyond_the_guard_is_held(job_world):
-    alarm_on(job_world, NODES[0])  # 5 nodes: one open incident is the limit
+def test_a_job_level_incident_whose_nodes_do_not_fit_beside_the_open_ones_is_held(job_world):
+    alarm_on(job_world, INSTANCE)  # one node taken of the guard's four
 
+    result = store(job_world, report_event("weights_no_majority"))  # four more nodes
+
+    (held,) = [r for r in result["incidents"] if r["action"] == "held"]
+    incident = job_world.incident(held["incident_id"])
+    assert incident.hold.kind == "guard"
+    assert "this one needs 4" in incident.hold.reason
+    assert job_world.store.guard_state(CLUSTER).open_nodes == 1
+
+
+def test_a_job_level_incident_takes_one_guard_slot_per_node(job_world):
     result = store(job_world, report_event("weights_no_majority"))
 
-    held = [r for r in result["incidents"] if r["action"] == "held"]
-    assert len(held) == 1
-    assert job_world.incident(held[0]["incident_id"]).hold.kind == "guard"
+    state = job_world.store.guard_state(CLUSTER)
+    assert state.open_ids == (result["incidents"][0]["incident_id"],)
+    assert state.open_nodes == 4
+
+
+def test_a_node_alarm_beside_a_job_that_fills_the_guard_is_held(job_world):
+    store(job_world, report_event("weights_no_majority"))  # four nodes of the guard's four
+
+    result = alarm_on(job_world, INSTANCE)
+
+    assert result["action"] == "held"
+    assert job_world.incident(result["incident_id"]).hold.kind == "guard"
 
 
 def test_the_job_level_close_notice_names_the_checkpoint_to_resume_from(job_world):
@@ -207,6 +228,6 @@ def test_the_job_level_close_notice_names_the_checkpoint_to_resume_from(job_worl
     notice = job_world.notifier.published[-1].message
     assert "no replacement is proposed" in notice
     assert (
-        "Resume from: checkpoint at step 30 (c/30), saved before the suspect window [31, 40]; "
+        'Resume from: checkpoint at step 30 ("c/30"), saved before the suspect window [31, 40]; '
         "tags: last_audit_pass 30, last_weight_check_pass 30"
     ) in notice

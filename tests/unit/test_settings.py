@@ -159,6 +159,23 @@ def test_telemetry_that_is_not_an_object_of_objects_fails_fast(raw):
         Settings.from_env({**BASE, "TELEMETRY": raw})
 
 
+def isolation_env(**changes: object) -> dict[str, str]:
+    config = {"isolate": True, "eks_cluster": "ml-eks-1", **changes}
+    return {**BASE, "NODE_ISOLATION": json.dumps({"ml-cluster-1": config})}
+
+
+def test_node_isolation_may_name_the_pod_label_that_names_a_job():
+    settings = Settings.from_env(isolation_env(job_pods="training.kubeflow.org/job-name"))
+
+    assert settings.isolation_for("ml-cluster-1").job_pods == "training.kubeflow.org/job-name"
+
+
+@pytest.mark.parametrize("key", ["job name", "a/b/c", "", "-x", 7])
+def test_a_job_pods_value_that_is_no_label_key_is_refused_naming_it(key):
+    with pytest.raises(SettingsError, match="bad job_pods label key"):
+        Settings.from_env(isolation_env(job_pods=key))
+
+
 def test_approval_rules_are_read_from_the_environment():
     settings = Settings.from_env(
         {

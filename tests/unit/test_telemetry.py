@@ -172,11 +172,17 @@ def test_a_configured_node_label_replaces_dcgm_exporters_own():
     assert all("kubernetes_node=~" in s for s in selectors) and "ostname" not in query
 
 
-def test_the_node_is_known_by_isolations_node_name_and_the_reports_node_name():
+def test_the_node_found_by_provider_id_is_its_only_name_whatever_the_reports_claim():
     target = telemetry_query.target_of(incident(node="ip-10-1-17-42.us-west-2.compute.internal"))
 
-    assert target.node_names == ("ip-10-1-17-42.us-west-2.compute.internal", NODE_NAME)
+    assert target.node_names == ("ip-10-1-17-42.us-west-2.compute.internal",)
     assert target.gpu_uuids == (UUID,)
+
+
+def test_without_node_isolation_the_reports_node_name_serves_as_a_hint():
+    target = telemetry_query.target_of(incident())
+
+    assert target.node_names == (NODE_NAME,)
 
 
 @pytest.mark.parametrize(

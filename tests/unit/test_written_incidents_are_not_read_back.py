@@ -17,7 +17,15 @@ from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.report import parse_report_event
 from lambdas.models.settings import IsolationConfig
 from tests.unit.reports import NODES, report_event
-from tests.unit.world import CLUSTER, EKS, GROUP, World, alarm_event, settings
+from tests.unit.world import (
+    CLUSTER,
+    EKS,
+    GROUP,
+    World,
+    alarm_event,
+    room_for_a_job,
+    settings,
+)
 
 
 class Ops(list[tuple[str, str]]):
@@ -72,6 +80,7 @@ def test_a_job_level_incident_claims_its_locks_and_starts_from_what_was_created(
 ):
     for node in NODES:
         world.hyperpod.add_node(CLUSTER, GROUP, node)
+    world.settings = room_for_a_job()
 
     result = intake.store_report(
         parse_report_event(report_event("weights_no_majority")), world.deps

@@ -58,6 +58,12 @@ def settings(**changes: Any) -> Settings:
     return dataclasses.replace(base, **changes)
 
 
+def room_for_a_job(nodes: int = 4) -> Settings:
+    """Settings whose blast-radius guard and storm rule leave room for a job-level incident over
+    `nodes` nodes of a cluster of more than that (every node counts against both)."""
+    return settings(guard_max_open=nodes, guard_max_open_percent=100, storm_threshold=2 * nodes)
+
+
 def alarm_event(**detail_changes: Any) -> dict[str, Any]:
     event = copy.deepcopy(load_fixture("events", "contributor_alarm"))
     event["detail"].update(detail_changes)

@@ -101,6 +101,13 @@ TELEMETRY_CONTEXT = {
     "sdc:telemetry": {CLUSTER: {"workspace": WORKSPACE_ID, "dashboard": DASHBOARD}}
 }
 """The cluster's Amazon Managed Service for Prometheus workspace, played by a local Prometheus."""
+ROOM_FOR_A_JOB = {
+    "sdc:guardMaxOpenIncidents": 4,
+    "sdc:guardMaxOpenPercent": 100,
+    "sdc:stormThreshold": 8,
+}
+"""A guard and storm rule with room for a job-level incident over the job's four nodes: every
+node a job-level incident health-checks counts against both."""
 XID = 79
 DECOY_XIDS = {"other GPU of the suspect node": 31, "a GPU of another node": 48}
 
@@ -150,6 +157,9 @@ class Scenario:
     muted: bool = False
     """Whether an alarm mute rule (MUTE_RULE) mutes the detection alarms; the job then
     publishes metrics only, so the muted alarm is what opens the incident."""
+    spare_nodes: int = 0
+    """Nodes of the cluster beyond the job's four (the guard keeps one node of a cluster out
+    of remediation: a job-level incident over all four needs a fifth)."""
     approvers: tuple[str, ...] = ()
     """IAM users of the local account who each give `decision` in turn, as `sdc approve` does
     (an identity proof signed with their key); empty: one unsigned, console-like decision."""
@@ -206,11 +216,14 @@ SCENARIOS = {
         Scenario(
             "weight-no-majority",
             "replicas disagree with no strict majority: one job-level incident, health checks "
-            "only, nothing proposed for replacement",
+            "only, nothing proposed for replacement (its four nodes count four against the "
+            "guard and the storm rule, which this deployment leaves room for)",
             WEIGHTS_NO_MAJORITY,
             None,
             "checked",
             approval=False,
+            context=ROOM_FOR_A_JOB,
+            spare_nodes=1,
         ),
         Scenario(
             "hyperpod-replaces",

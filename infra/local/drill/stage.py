@@ -22,11 +22,12 @@ from infra.local.drill.scenarios import (
 
 
 def cluster(scenario: Scenario, alarm: dict[str, Any], rank_map: Sequence[dict[str, Any]]) -> Any:
-    """The fake HyperPod cluster of the job's nodes; the culprits' nodes fail their deep health
-    check when the scenario says so."""
+    """The fake HyperPod cluster of the job's nodes (and the scenario's spare nodes); the
+    culprits' nodes fail their deep health check when the scenario says so."""
     from infra.local.run import default_cluster  # heavy: moto
 
-    hyperpod = default_cluster(NODES, node_recovery=scenario.node_recovery)
+    spares = tuple(f"i-0ee{n:014x}" for n in range(1, scenario.spare_nodes + 1))
+    hyperpod = default_cluster((*NODES, *spares), node_recovery=scenario.node_recovery)
     if scenario.health_check_fails:
         culprits = alarm.get("culprits", [])
         suspects = {str(d["instance_id"]) for d in rank_map if d["rank"] in culprits}

@@ -3,36 +3,39 @@ reset), storm flags, and storm holds with the pointer to the cluster's active on
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lambdas.adapters._aws import aws_call, pages, to_item
 from lambdas.adapters.dynamodb._table import ItemTable, Write, versioned_put
 from lambdas.adapters.dynamodb.keys import flag_pk, guard_key, held_key, hold_key
 from lambdas.models.errors import ConditionFailed
-from lambdas.models.guard import ClusterHold, GuardState
+from lambdas.models.guard import ClusterHold, GuardState, slots_of
 from lambdas.models.writes import Created, CreateHoldResult, HoldExists
 
 
-def take_slot(table_name: str, cluster_name: str, incident_id: str, limit: int) -> dict[str, Any]:
-    """The update that gives `incident_id` a slot of the cluster's guard while fewer than
-    `limit` are taken (its own slot counts once): a write of the creating transaction."""
+def take_slots(
+    table_name: str, cluster_name: str, slots: Sequence[str], limit: int
+) -> dict[str, Any]:
+    """The update that gives an incident its `slots` of the cluster's guard (one per node it
+    acts on) while at most `limit` are then taken (a retry whose slots are taken already passes):
+    a write of the creating transaction."""
     return {
         "TableName": table_name,
         "Key": to_item(guard_key(cluster_name)),
         "UpdateExpression": "ADD open_ids :ids",
         "ConditionExpression": "attribute_not_exists(open_ids) "
-        "OR size(open_ids) < :limit OR contains(open_ids, :id)",
+        "OR size(open_ids) <= :room OR contains(open_ids, :id)",
         "ExpressionAttributeValues": {
-            ":ids": {"SS": [incident_id]},
-            ":id": {"S": incident_id},
-            ":limit": {"N": str(limit)},
+            ":ids": {"SS": list(slots)},
+            ":id": {"S": slots[0]},
+            ":room": {"N": str(limit - len(slots))},
         },
     }
 
 
-def open_ids_of(guard: Mapping[str, Any]) -> tuple[str, ...]:
-    """The incidents holding a slot, from the guard item (plain values)."""
+def slots_in(guard: Mapping[str, Any]) -> tuple[str, ...]:
+    """The guard slots taken, from the guard item (plain values)."""
     return tuple(sorted(guard.get("open_ids") or []))
 
 
@@ -43,17 +46,22 @@ class DynamoGuardStore(ItemTable):
         item = self.read(guard_key(cluster_name)) or {}
         reset_at = item.get("storm_reset_at")
         return GuardState(
-            open_ids=open_ids_of(item),
+            slots=slots_in(item),
             storm_reset_at=int(reset_at) if reset_at is not None else None,
         )
 
     def release_slot(self, cluster_name: str, incident_id: str) -> None:
+        """Deletes the incident's slots as read now: a slot another incident adds meanwhile is
+        not one of them, and deleting an element already gone is a no-op."""
+        mine = slots_of(self.guard_state(cluster_name).slots, incident_id)
+        if not mine:
+            return
         with aws_call("UpdateItem"):
             self.client.update_item(
                 TableName=self.table_name,
                 Key=to_item(guard_key(cluster_name)),
                 UpdateExpression="DELETE open_ids :ids",
-                ExpressionAttributeValues={":ids": {"SS": [incident_id]}},
+                ExpressionAttributeValues={":ids": {"SS": mine}},
             )
 
     def flag_instance(self, cluster_name: str, instance_id: str, at: int, expires_at: int) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from lambdas.adapters._aws import DynamoTable, aws_call, pages, to_item
 from lambdas.adapters.dynamodb._table import ItemTable, Write
-from lambdas.adapters.dynamodb.guard import open_ids_of, take_slot
+from lambdas.adapters.dynamodb.guard import slots_in, take_slots
 from lambdas.adapters.dynamodb.keys import (
     BY_STATE_INDEX,
     held_lock_key,
@@ -15,7 +15,7 @@ from lambdas.adapters.dynamodb.keys import (
     lock_key,
 )
 from lambdas.models.errors import ConditionFailed
-from lambdas.models.guard import check_slot_limit
+from lambdas.models.guard import check_slot_room
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.writes import (
     Claimed,
@@ -39,7 +39,7 @@ class DynamoIncidentStore(ItemTable):
     refused it, read in the same request."""
 
     def create(self, incident: Incident, *, slot_limit: int | None = None) -> CreateResult:
-        check_slot_limit(slot_limit)
+        check_slot_room(incident.guard_slots, slot_limit)
         record = self._record(incident)
         if not incident.holds_lock and slot_limit is None:
             written = self.put_if(self.new(record)) is None
@@ -54,8 +54,8 @@ class DynamoIncidentStore(ItemTable):
             writes.append(("lock", {"Put": self.new(lock)}))
         writes.append(("incident", {"Put": self.new(record)}))
         if slot_limit is not None:
-            slot = take_slot(
-                self.table_name, incident.cluster_name, incident.incident_id, slot_limit
+            slot = take_slots(
+                self.table_name, incident.cluster_name, incident.guard_slots, slot_limit
             )
             writes.append(("slot", {"Update": slot}))
         cancelled = self.transact(writes)
@@ -67,7 +67,7 @@ class DynamoIncidentStore(ItemTable):
         if "lock" in failed:
             return LockHeld(str(failed["lock"]["incident_id"]))
         if "slot" in failed and slot_limit is not None:
-            return GuardFull(open_ids_of(failed["slot"]), slot_limit)
+            return GuardFull(slots_in(failed["slot"]), slot_limit)
         raise cancelled.error
 
     def create_held(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from lambdas.adapters._aws import aws_call, from_item, to_item
@@ -11,34 +12,60 @@ from lambdas.models.report import SdcReport, parse_report
 
 
 class DynamoReportStore(ItemTable):
-    """Implements ReportStore: one item per (cluster, instance, emitted_at, report id), the
-    first copy kept."""
+    """Implements ReportStore: per (cluster, instance) and report, one marker item
+    (`id#<report id>`, the first copy wins) and one item holding the report under the time the
+    pipeline received it (`at#<received_at>#<report id>`), written together. The latest report
+    is the one received last, never the one whose reporter claims the latest `emitted_at`."""
 
     def put_report(self, report: SdcReport, instance_id: str, expires_at: int) -> bool:
+        pk = report_pk(report.cluster_name, instance_id)
+        marker = {"pk": pk, "sk": f"{_MARKER}{report.report_id}", "expires_at": expires_at}
         item = {
-            "pk": report_pk(report.cluster_name, instance_id),
-            "sk": f"{report.emitted_at}#{report.report_id}",
+            "pk": pk,
+            "sk": f"{_RECEIVED}{report.order_key}",
             "report_id": report.report_id,
             "cluster_name": report.cluster_name,
             "instance_id": instance_id,
             "emitted_at": report.emitted_at,
+            "received_at": report.received_at,
+            "stale": report.stale,
             "detail": dict(report.detail),
             "expires_at": expires_at,
         }
-        return self.put_if(self.new(item)) is None
+        cancelled = self.transact(
+            [("marker", {"Put": self.new(marker)}), ("report", {"Put": self.new(item)})]
+        )
+        if cancelled is None:
+            return True
+        if "marker" in cancelled.failed:
+            return False
+        raise cancelled.error
 
     def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None:
         with aws_call("Query"):
             response = self.client.query(
                 TableName=self.table_name,
-                KeyConditionExpression="pk = :pk",
-                ExpressionAttributeValues=to_item({":pk": report_pk(cluster_name, instance_id)}),
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :received)",
+                ExpressionAttributeValues=to_item(
+                    {":pk": report_pk(cluster_name, instance_id), ":received": _RECEIVED}
+                ),
                 ScanIndexForward=False,
                 Limit=1,
                 ConsistentRead=True,
             )
         items = response.get("Items", [])
-        return parse_report(from_item(items[0])["detail"]) if items else None
+        if not items:
+            return None
+        item = from_item(items[0])
+        return dataclasses.replace(
+            parse_report(item["detail"]),
+            received_at=item.get("received_at"),
+            stale=bool(item.get("stale")),
+        )
+
+
+_MARKER = "id#"
+_RECEIVED = "at#"
 
 
 if TYPE_CHECKING:
