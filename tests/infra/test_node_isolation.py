@@ -26,13 +26,8 @@ CLAIM_CHECKERS = {s.logical_id for s in SPECS if s.checks_claims}
 READERS = {s.logical_id for s in SPECS if (s.checks_claims or s.reads_nodes) and not s.kubernetes}
 
 
-def _entries(template, group: str = KUBERNETES_GROUP):
-    """The access entries mapped to `group` (or, with a managed policy, to none)."""
-    return [
-        r["Properties"]
-        for r in resources_of_type(template, "AWS::EKS::AccessEntry").values()
-        if group in r["Properties"].get("KubernetesGroups", [group])
-    ]
+def _entries(template):
+    return [r["Properties"] for r in resources_of_type(template, "AWS::EKS::AccessEntry").values()]
 
 
 def test_the_functions_that_patch_nodes_are_isolate_node_close_incident_and_reconcile():
