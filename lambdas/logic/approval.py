@@ -237,13 +237,7 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
                     f"{valid.incident_id} is a storm hold: only decision 'reset' lifts it"
                 ),
             )
-        _refuse(
-            step,
-            ids.decision_subject(request.approval_execution_arn),
-            actor,
-            request,
-            DecisionRefused(f"no incident {valid.incident_id}"),
-        )
+        _refuse_unknown(step, valid, actor, request)
     logger.set_correlation_id(valid.incident_id)
     held = incident.decision
     if held is not None and held.delivery == Delivery.PENDING and held.decision is valid.decision:
@@ -776,13 +770,7 @@ def _proceed(
     """Let a job-level incident the guard held proceed (`lambdas.logic.proceeding`)."""
     held = step.deps.incidents.get(valid.incident_id)
     if held is None:
-        _refuse(
-            step,
-            ids.decision_subject(request.approval_execution_arn),
-            actor,
-            request,
-            DecisionRefused(f"no incident {valid.incident_id}"),
-        )
+        _refuse_unknown(step, valid, actor, request)
     logger.set_correlation_id(held.incident_id)
     try:
         opened = proceeding.proceed(step, held, actor, valid.comment)
@@ -791,6 +779,19 @@ def _proceed(
     count(M.DECISIONS_ACCEPTED)
     logger.info("held job incident proceeds", incident_id=held.incident_id, opened=opened)
     return {"incident_id": held.incident_id, "decision": Decision.PROCEED.value, "accepted": True}
+
+
+def _refuse_unknown(
+    step: Step, valid: ValidDecision, actor: str, request: DecisionRequest
+) -> NoReturn:
+    """No incident or hold has the id: audited under the approval execution's own subject."""
+    _refuse(
+        step,
+        ids.decision_subject(request.approval_execution_arn),
+        actor,
+        request,
+        DecisionRefused(f"no incident {valid.incident_id}"),
+    )
 
 
 def _refuse(
