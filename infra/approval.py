@@ -4,7 +4,8 @@ decide.
 Starting an execution of it is the approval: a console action or `sdc approve`, guarded by IAM
 (`states:StartExecution` on this one ARN = who may approve) and recorded (execution history,
 CloudTrail). `decide` reads the execution back (DescribeExecution on this state machine's
-executions only) to bind the decision to it. See DESIGN.md §2 for why a second state machine.
+executions only) to bind the decision to it. A second state machine, because the console has no
+button that completes a waiting callback task, and starting an execution is one IAM can guard.
 
 Step Functions has no resource-based policy, so who may start it is decided by the approvers'
 own IAM policies: the stack offers one, `ApproverPolicy`, to attach to approvers. With

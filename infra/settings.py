@@ -22,7 +22,7 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 | `sdc:replaceMaxRetries` | integer, 0 .. 100 | `6` | retries of the replacement request before the incident closes as `failed` |
 | `sdc:rebootPollSeconds` | integer, 1 .. 86400 | `60` | wait between two polls of a node an approver chose to reboot (the first poll comes one wait after the request) |
 | `sdc:rebootMaxPolls` | integer, 1 .. 1000 | `30` | polls before a reboot that never brings the node back to `Running` closes the incident as `failed` (30 min at the default interval); `BatchRebootClusterNodes` is retried like the replacement (`sdc:replaceRetrySeconds`, `sdc:replaceMaxRetries`) |
-| `sdc:dryRun` | boolean | `false` | everything runs, but the replacement is only recorded as "would replace" (`DRY_RUN`) |
+| `sdc:dryRun` | boolean | `false` | everything runs, but a replacement or reboot is only recorded as "would replace" / "would reboot" (`DRY_RUN`) |
 | `sdc:logRetentionDays` | one of CloudWatch Logs' retention values (1, 3, 5, 7, 14, 30, 60, 90, ...) | `90` | retention of the function and state machine log groups |
 | `sdc:guardMaxOpenIncidents` | integer, 1 .. 1000 | `3` | blast-radius guard: at most this many open incidents per cluster (`GUARD_MAX_OPEN`); beyond it a new incident is recorded as `held` and notified |
 | `sdc:guardMaxOpenPercent` | integer, 1 .. 100 | `10` | blast-radius guard: at most this share of the cluster's nodes, rounded up, and never more than nodes - 1 (`GUARD_MAX_OPEN_PERCENT`): a 3-node cluster allows 1 |
@@ -75,7 +75,6 @@ CLUSTER_ARN_RE: Final = re.compile(
 )
 CLUSTER_ID_RE: Final = re.compile(r"^[a-z0-9]{12}$")
 EKS_CLUSTER_NAME_RE: Final = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
-NODE_ISOLATION_ACCESS: Final = ("group", "clusterAdminPolicy")
 STACK_NAME_RE: Final = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,59}$")
 SSM_PARAMETER_RE: Final = re.compile(r"^/?[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 ALARM_PREFIX_RE: Final = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,62}[A-Za-z0-9]|[A-Za-z0-9])?$")

@@ -30,13 +30,10 @@ from aws_cdk import App
 from infra.app import build_app
 from infra.asset import REPO_ROOT, LambdaAsset, build_lambda_asset, locked
 from infra.settings import Settings
-from infra.workflow import APPROVAL_LOGICAL_ID, REMEDIATION_LOGICAL_ID
 
 DEFAULT_PARTITION: Final = "aws"
 DEFAULT_REGION: Final = "us-east-1"
 DEFAULT_ACCOUNT: Final = "123456789012"
-
-STATE_MACHINE_LOGICAL_IDS: Final = (REMEDIATION_LOGICAL_ID, APPROVAL_LOGICAL_ID)
 
 DISABLE_ASSET_STAGING: Final = "aws:cdk:disable-asset-staging"
 """CDK context: reference the asset directory in place instead of copying ~50 MB per synth."""

@@ -357,10 +357,6 @@ class KubeApi:
 
     # -- authentication ---------------------------------------------------------------------
 
-    def authenticate(self, header: str) -> str | None:
-        """None when the bearer token is a valid EKS token for this cluster, else why not."""
-        return self.identify(header)[1]
-
     def identify(self, header: str) -> tuple[str | None, str | None]:
         """(the access key that signed the bearer token, None) when it is a valid EKS token for
         this cluster, else (None, why not)."""

@@ -1,4 +1,4 @@
-"""The decision table carried into the approval card (DESIGN.md, sections 4 and 8), with the
+"""The decision table carried into the approval card (README, "Approve a replacement"), with the
 recovery tier it recommends: health check only, reboot, or replace.
 
 Each report is read for the ranks on the incident's instance:

@@ -1,4 +1,4 @@
-"""The decision table of DESIGN.md section 4, driven by the training-loop alarm fixtures.
+"""The decision table (lambdas/logic/recommendation.py), driven by the training-loop alarm fixtures.
 
 Ranks live on node r // 8 (tests/events/README.md): node 0 holds ranks 0-7, node 1 ranks 8-15.
 """

@@ -64,11 +64,6 @@ def snapshot_buffers(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: buffer.detach().clone() for name, buffer in module.named_buffers()}
 
 
-def record_length(parameter_count: int) -> int:
-    """A result record: the loss fingerprint, then one fingerprint per parameter gradient."""
-    return 2 + 2 * parameter_count
-
-
 def make_record(
     loss: torch.Tensor,
     grad_fingerprints: torch.Tensor | None,
