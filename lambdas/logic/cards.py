@@ -120,15 +120,19 @@ def approval_input(incident_id: str, decision: Decision) -> dict[str, str]:
     return {"incident_id": incident_id, "decision": decision.value, "comment": COMMENT_PLACEHOLDER}
 
 
-def console_link(state_machine_arn: str | None) -> str | None:
-    """The Step Functions console page of a state machine, from its ARN."""
-    parts = (state_machine_arn or "").split(":")
-    if len(parts) < 7 or parts[2] != "states":
+CONSOLE_PAGES = {"stateMachine": "statemachines/view", "execution": "v2/executions/details"}
+"""The Step Functions console's page of each kind of ARN."""
+
+
+def console_link(arn: str | None) -> str | None:
+    """The Step Functions console page of a state machine or an execution, from its ARN."""
+    parts = (arn or "").split(":")
+    if len(parts) < 7 or parts[2] != "states" or parts[5] not in CONSOLE_PAGES:
         return None
     region = parts[3]
     return (
         f"https://{region}.console.aws.amazon.com/states/home?region={region}"
-        f"#/statemachines/view/{state_machine_arn}"
+        f"#/{CONSOLE_PAGES[parts[5]]}/{arn}"
     )
 
 

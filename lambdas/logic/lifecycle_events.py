@@ -47,7 +47,7 @@ def state_change(
         reason=incident.reason,
         links={
             "show": f"sdc show {incident.incident_id}",
-            "execution": _execution_link(incident.execution_arn),
+            "execution": console_link(incident.execution_arn),
             "approval": console_link(approval_arn),
         },
     )
@@ -71,14 +71,3 @@ def publish(step: Step, incident: Incident, old_state: IncidentState | None) -> 
             )
         except Exception:
             logger.exception("could not audit the failed event", incident_id=incident.incident_id)
-
-
-def _execution_link(execution_arn: str | None) -> str | None:
-    parts = (execution_arn or "").split(":")
-    if len(parts) < 8 or parts[2] != "states":
-        return None
-    region = parts[3]
-    return (
-        f"https://{region}.console.aws.amazon.com/states/home?region={region}"
-        f"#/v2/executions/details/{execution_arn}"
-    )

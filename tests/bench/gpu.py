@@ -121,28 +121,16 @@ def parity(device: Any, sizes: list[int]) -> list[dict[str, Any]]:
     against the definition computed on the host: rows of how many tensors differ."""
     import torch
 
+    from tests.torch.test_fingerprint import SUPPORTED_DTYPES, random_bits
     from trainer_emitter.checks import fused
     from trainer_emitter.checks.fingerprint import chunked_sums, raw_words
 
-    dtypes = [
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.float16,
-        torch.bfloat16,
-        torch.int32,
-        torch.float32,
-        torch.int64,
-        torch.float64,
-        torch.complex64,
-    ]
     cases = [
-        _random_bits(dtype, size, seed=index * 1000 + size % 997)
-        for index, dtype in enumerate(dtypes)
+        random_bits(dtype, size, seed=index * 1000 + size % 997)
+        for index, dtype in enumerate(SUPPORTED_DTYPES)
         for size in sizes
     ]
-    matrix = _random_bits(torch.float16, 65 * 9, seed=4).reshape(65, 9)
+    matrix = random_bits(torch.float16, 65 * 9, seed=4).reshape(65, 9)
     expected = [tuple(chunked_sums(raw_words(t)).tolist()) for t in [*cases, *_views(matrix)]]
     words = [raw_words(t.to(device)) for t in cases] + [
         raw_words(view) for view in _views(matrix.to(device))
@@ -309,17 +297,6 @@ def run_tests() -> int:
         "tests/torch/test_fingerprint.py",
     ]
     return subprocess.run(command, cwd=ROOT, env={**os.environ}, check=False).returncode
-
-
-def _random_bits(dtype: Any, count: int, seed: int) -> Any:
-    import torch
-
-    size = torch.tensor([], dtype=dtype).element_size()
-    generator = torch.Generator().manual_seed(seed)
-    raw = torch.randint(0, 256, (count * size,), generator=generator, dtype=torch.uint8)
-    if dtype is torch.bool:
-        return raw.remainder(2).view(torch.bool)
-    return raw.view(dtype)
 
 
 def _row(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from botocore.stub import Stubber
@@ -325,7 +326,8 @@ def test_starting_without_a_state_machine_arn_is_a_settings_error():
 # -- SNS ----------------------------------------------------------------------------------------
 
 
-def test_a_notification_reaches_subscribers_with_subject_and_attributes(aws_env):
+def topic_with_inbox() -> tuple[Any, Any, str, str]:
+    """`(sns, sqs, topic ARN, queue URL)`: a topic with an SQS queue subscribed, as a reader."""
     sns, sqs = SESSION.client("sns"), SESSION.client("sqs")
     topic = sns.create_topic(Name="sdc")["TopicArn"]
     queue = sqs.create_queue(QueueName="inbox")["QueueUrl"]
@@ -333,6 +335,11 @@ def test_a_notification_reaches_subscribers_with_subject_and_attributes(aws_env)
         "QueueArn"
     ]
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    return sns, sqs, topic, queue
+
+
+def test_a_notification_reaches_subscribers_with_subject_and_attributes(aws_env):
+    sns, sqs, topic, queue = topic_with_inbox()
 
     request_id = SnsNotifier(topic, lambda: sns).publish(
         "SDC: subject", "body", {"incident_id": "sdc-1", "kind": "closed"}
@@ -376,13 +383,7 @@ def test_with_a_chat_notification_the_email_text_stays_the_text_and_https_gets_t
 
 
 def test_an_sqs_subscriber_of_a_structured_notice_gets_the_text(aws_env):
-    sns, sqs = SESSION.client("sns"), SESSION.client("sqs")
-    topic = sns.create_topic(Name="sdc")["TopicArn"]
-    queue = sqs.create_queue(QueueName="inbox")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    sns, sqs, topic, queue = topic_with_inbox()
 
     SnsNotifier(topic, lambda: sns).publish("SDC: subject", "the card", {"kind": "closed"}, CHAT)
 

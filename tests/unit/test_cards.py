@@ -218,3 +218,13 @@ def test_the_card_without_a_report_has_no_resume_line(world):
     world.awaiting_approval()
 
     assert "Resume from" not in world.notifier.published[-1].message
+
+
+def test_console_link_opens_the_page_of_a_state_machine_or_of_an_execution():
+    machine = "arn:aws:states:us-west-2:123456789012:stateMachine:SdcRemediation-approval"
+    execution = "arn:aws:states:us-west-2:123456789012:execution:SdcRemediation-remediation:sdc-1"
+    console = "https://us-west-2.console.aws.amazon.com/states/home?region=us-west-2#/"
+
+    assert cards.console_link(machine) == f"{console}statemachines/view/{machine}"
+    assert cards.console_link(execution) == f"{console}v2/executions/details/{execution}"
+    assert cards.console_link("arn:aws:states:us-west-2:123456789012:activity:x") is None

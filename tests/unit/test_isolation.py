@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import approval, cards, closing, health_check, isolation, replacement
+from lambdas.logic import approval, cards, closing, isolation, replacement
 from lambdas.logic.ports import Deps
 from lambdas.logic.recommendation import recommend
 from lambdas.models.errors import (
@@ -22,7 +22,7 @@ from lambdas.models.kubernetes import (
     instance_of_provider_id,
     label_value,
 )
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome, parse_approval_request
+from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.settings import IsolationConfig, Settings
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, World, settings
 
@@ -238,20 +238,6 @@ def test_another_teams_taints_are_kept_on_cordon_and_on_release():
 # -- releasing ----------------------------------------------------------------------------------
 
 
-def isolated_awaiting_approval(world: World) -> str:
-    incident_id = world.opened()
-    isolate(world, incident_id)
-    ref = IncidentRef(incident_id)
-    health_check.start_health_check(ref, world.deps)
-    while health_check.check_health(ref, world.deps)["in_progress"]:
-        pass
-    world.workflow.waiting_tokens.add("token")
-    approval.request_approval(
-        parse_approval_request({"incident_id": incident_id, "task_token": "token"}), world.deps
-    )
-    return incident_id
-
-
 @pytest.mark.parametrize(
     ("decision", "outcome"),
     [("reject", Outcome.REJECTED), (None, Outcome.EXPIRED), (None, Outcome.FAILED)],
@@ -259,7 +245,7 @@ def isolated_awaiting_approval(world: World) -> str:
 )
 def test_closing_without_a_replacement_uncordons_and_removes_only_our_taint(decision, outcome):
     world = eks_world()
-    incident_id = isolated_awaiting_approval(world)
+    incident_id = world.awaiting_approval(isolated=True)
     if decision:
         approval.decide(world.decision(incident_id, decision), world.deps)
 
@@ -277,7 +263,7 @@ def test_closing_without_a_replacement_uncordons_and_removes_only_our_taint(deci
 
 def test_a_replaced_node_is_not_released_and_the_record_says_it_is_gone():
     world = eks_world()
-    incident_id = isolated_awaiting_approval(world)
+    incident_id = world.awaiting_approval(isolated=True)
     approval.decide(world.decision(incident_id, "approve"), world.deps)
     ref = IncidentRef(incident_id)
     replacement.replace_node(ref, world.deps)
@@ -294,7 +280,7 @@ def test_a_replaced_node_is_not_released_and_the_record_says_it_is_gone():
 
 def test_a_dry_run_replacement_leaves_the_node_in_place_so_it_is_released():
     world = eks_world(dry_run=True)
-    incident_id = isolated_awaiting_approval(world)
+    incident_id = world.awaiting_approval(isolated=True)
     approval.decide(world.decision(incident_id, "approve"), world.deps)
     ref = IncidentRef(incident_id)
     replacement.replace_node(ref, world.deps)
@@ -308,7 +294,7 @@ def test_a_dry_run_replacement_leaves_the_node_in_place_so_it_is_released():
 
 def test_a_release_the_api_refuses_is_recorded_the_notice_warns_and_closing_again_retries():
     world = eks_world()
-    incident_id = isolated_awaiting_approval(world)
+    incident_id = world.awaiting_approval(isolated=True)
     approval.decide(world.decision(incident_id, "reject"), world.deps)
     world.kube.fail_next("uncordon", KubernetesUnreachable("timed out"))
 
@@ -327,7 +313,7 @@ def test_a_release_the_api_refuses_is_recorded_the_notice_warns_and_closing_agai
 
 def test_a_node_gone_from_kubernetes_at_release_is_recorded_as_gone():
     world = eks_world()
-    incident_id = isolated_awaiting_approval(world)
+    incident_id = world.awaiting_approval(isolated=True)
     world.kube.fail_next("uncordon", KubernetesNotFound("nodes not found", status=404))
 
     close(world, incident_id, Outcome.FAILED)

@@ -19,7 +19,6 @@ from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.observability import metrics
 from tests.unit.test_recovery_in_flight import (
     close_failed,
-    decided_isolated,
     eks_world,
     killed_reboot,
 )
@@ -33,7 +32,7 @@ def counted(metric: PipelineMetric) -> float:
 
 
 def kept_by_a_failure_close(world: World) -> str:
-    incident_id = decided_isolated(world, "reboot")
+    incident_id = world.decided("reboot", isolated=True)
     killed_reboot(world, incident_id, before=False)
     close_failed(world, incident_id)
     return incident_id
@@ -96,7 +95,7 @@ def test_a_node_gone_after_the_close_kept_it_gives_back_its_lock_and_slot():
 
 def test_an_incident_marked_failed_whose_close_never_ran_is_closed_and_its_node_released():
     world = eks_world()
-    incident_id = decided_isolated(world, "reject")
+    incident_id = world.decided("reject", isolated=True)
     step = Step(world.deps, "check_health")
     step.fail(incident_id, RuntimeError("the close never ran"))
     world.workflow.ended[incident_id] = "FAILED"

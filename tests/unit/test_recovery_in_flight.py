@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import approval, closing, health_check, isolation, reboot, replacement
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome, parse_approval_request
+from lambdas.logic import closing, health_check, reboot, replacement
+from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.settings import IsolationConfig
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, World, settings
 
@@ -47,21 +47,6 @@ def eks_world() -> World:
     return World(eks_cluster=EKS, settings=settings(node_isolation=on))
 
 
-def decided_isolated(world: World, decision: str) -> str:
-    incident_id = world.opened()
-    isolation.isolate_node(IncidentRef(incident_id), world.deps)
-    ref = IncidentRef(incident_id)
-    health_check.start_health_check(ref, world.deps)
-    while health_check.check_health(ref, world.deps)["in_progress"]:
-        pass
-    world.workflow.waiting_tokens.add("token")
-    approval.request_approval(
-        parse_approval_request({"incident_id": incident_id, "task_token": "token"}), world.deps
-    )
-    approval.decide(world.decision(incident_id, decision), world.deps)
-    return incident_id
-
-
 def killed_reboot(world: World, incident_id: str, *, before: bool) -> None:
     deps = dataclasses.replace(
         world.deps, hyperpod=Killing(world.hyperpod, "reboot_nodes", before=before)
@@ -80,7 +65,7 @@ def close_failed(world: World, incident_id: str) -> dict:
 
 def test_a_reboot_killed_after_its_request_is_not_sent_again_and_is_recorded_as_ours():
     world = eks_world()
-    incident_id = decided_isolated(world, "reboot")
+    incident_id = world.decided("reboot", isolated=True)
     killed_reboot(world, incident_id, before=False)
 
     result = reboot.reboot_node(IncidentRef(incident_id), world.deps)
@@ -95,7 +80,7 @@ def test_a_reboot_killed_after_its_request_is_not_sent_again_and_is_recorded_as_
 
 def test_a_reboot_killed_before_its_request_sends_it_once_on_the_retry():
     world = eks_world()
-    incident_id = decided_isolated(world, "reboot")
+    incident_id = world.decided("reboot", isolated=True)
     killed_reboot(world, incident_id, before=True)
 
     result = reboot.reboot_node(IncidentRef(incident_id), world.deps)
@@ -107,7 +92,7 @@ def test_a_reboot_killed_before_its_request_sends_it_once_on_the_retry():
 
 def test_a_reboot_whose_answer_was_saved_but_not_audited_is_audited_on_the_retry_not_resent():
     world = eks_world()
-    incident_id = decided_isolated(world, "reboot")
+    incident_id = world.decided("reboot", isolated=True)
     dying_audit = dataclasses.replace(world.deps, audit=Killing(world.audit, "append", before=True))
     # the request goes out, its answer is saved, the audit entry is not written
     with pytest.raises(Killed):
@@ -122,7 +107,7 @@ def test_a_reboot_whose_answer_was_saved_but_not_audited_is_audited_on_the_retry
 
 def test_a_replacement_killed_after_its_request_is_not_sent_again():
     world = eks_world()
-    incident_id = decided_isolated(world, "approve")
+    incident_id = world.decided("approve", isolated=True)
     deps = dataclasses.replace(
         world.deps, hyperpod=Killing(world.hyperpod, "replace_nodes", before=False)
     )
@@ -140,7 +125,7 @@ def test_a_replacement_killed_after_its_request_is_not_sent_again():
 
 def test_a_failure_close_during_a_reboot_keeps_the_node_cordoned_and_records_recovery_unknown():
     world = eks_world()
-    incident_id = decided_isolated(world, "reboot")
+    incident_id = world.decided("reboot", isolated=True)
     killed_reboot(world, incident_id, before=False)
 
     closed = close_failed(world, incident_id)
@@ -162,7 +147,7 @@ def test_a_failure_close_during_a_reboot_keeps_the_node_cordoned_and_records_rec
 
 def test_closing_again_while_the_recovery_is_unknown_audits_it_once_and_still_keeps_the_node():
     world = eks_world()
-    incident_id = decided_isolated(world, "reboot")
+    incident_id = world.decided("reboot", isolated=True)
     killed_reboot(world, incident_id, before=False)
     close_failed(world, incident_id)
 
@@ -174,7 +159,7 @@ def test_closing_again_while_the_recovery_is_unknown_audits_it_once_and_still_ke
 
 def test_a_failure_close_after_the_reboot_was_done_releases_the_node():
     world = eks_world()
-    incident_id = decided_isolated(world, "reboot")
+    incident_id = world.decided("reboot", isolated=True)
     reboot.reboot_node(IncidentRef(incident_id), world.deps)
     while not reboot.check_reboot(IncidentRef(incident_id), world.deps)["done"]:
         pass

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.local.fake_hyperpod import FakeHyperPod
-from lambdas.logic import approval, health_check, intake
+from lambdas.logic import approval, health_check, intake, isolation
 from lambdas.logic.decisions import approval_binding
 from lambdas.logic.ports import Deps
 from lambdas.models.events import parse_contributor_event
@@ -136,24 +136,28 @@ class World:
         assert result["incident_id"] is not None
         return result["incident_id"]
 
-    def health_checked(self) -> str:
+    def health_checked(self, *, isolated: bool = False) -> str:
+        """Opened and health-checked; `isolated`: the node cordoned first, as the state machine
+        does where node isolation is on."""
         incident_id = self.opened()
         ref = IncidentRef(incident_id)
+        if isolated:
+            isolation.isolate_node(ref, self.deps)
         health_check.start_health_check(ref, self.deps)
         while health_check.check_health(ref, self.deps)["in_progress"]:
             pass
         return incident_id
 
-    def awaiting_approval(self) -> str:
-        incident_id = self.health_checked()
+    def awaiting_approval(self, *, isolated: bool = False) -> str:
+        incident_id = self.health_checked(isolated=isolated)
         self.workflow.waiting_tokens.add(TOKEN)
         approval.request_approval(
             parse_approval_request({"incident_id": incident_id, "task_token": TOKEN}), self.deps
         )
         return incident_id
 
-    def decided(self, decision: str = "approve") -> str:
-        incident_id = self.awaiting_approval()
+    def decided(self, decision: str = "approve", *, isolated: bool = False) -> str:
+        incident_id = self.awaiting_approval(isolated=isolated)
         approval.decide(self.decision(incident_id, decision), self.deps)
         return incident_id
 
