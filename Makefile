@@ -86,7 +86,7 @@ lint: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy trainer_emitter lambdas infra tests/unit/fakes.py tests/contract
-	$(PY) -m infra.validate
+	$(PY) -m infra.stack.validate
 
 format: $(STAMP)
 	$(PY) -m ruff format .

@@ -1,7 +1,7 @@
 """The pipeline's own CloudWatch metrics: one namespace, one service dimension, one list of names.
 
 The functions emit them through `lambdas.observability` (Powertools EMF), the stack's dashboard
-(`infra/dashboard.py`) plots them and the drill's judge checks that what the dashboard plots is
+(`infra/stack/dashboard.py`) plots them and the drill's judge checks that what the dashboard plots is
 what a run published: a metric name exists here once and nowhere else.
 
 Deliberately not the SDC metric namespace (`trainer_emitter.contract.NAMESPACE`): Powertools
@@ -74,7 +74,7 @@ class PipelineMetric(StrEnum):
     STEP_RETRYABLE_ERRORS = "StepRetryableErrors"
     # reconciliation
     INCIDENTS_RECONCILED = "IncidentsReconciled"
-    """Stuck incidents a reconciliation run settled (lambdas.logic.reconcile)."""
+    """Stuck incidents a reconciliation run settled (lambdas.logic.safety.reconcile)."""
     RECONCILE_NEEDS_PERSON = "ReconcileNeedsPerson"
     """Stuck incidents a reconciliation run could not settle, each run: has an alarm."""
     STEP_FAILURES = "StepFailures"

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from infra.cli.exits import EXIT_FAILED, EXIT_OK
 from infra.cli.render import describe, print_json, verdict_record
 from infra.cli.wiring import Operator
-from lambdas.logic.audit import ChainVerdict, verify_subjects
+from lambdas.logic.core.audit import ChainVerdict, verify_subjects
 from lambdas.models.audit import AnchorRecord, AuditEntry
 from lambdas.models.incident import IncidentState
 

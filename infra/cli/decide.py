@@ -16,8 +16,8 @@ from infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
 from infra.cli.render import print_json, render_decision
 from infra.cli.wiring import Operator
 from lambdas.adapters.identity import sign_identity_proof
-from lambdas.logic import cards
-from lambdas.logic.decisions import approval_binding
+from lambdas.logic.evidence import cards
+from lambdas.logic.safety.decisions import approval_binding
 from lambdas.models.payloads import Decision
 
 

@@ -51,7 +51,7 @@ OUTPUT_NAMES: Final = frozenset(
         "TrainingPolicyArn",
     }
 )
-"""The stack's CfnOutput ids (infra/stack.py)."""
+"""The stack's CfnOutput ids (infra/stack/stack.py)."""
 
 
 class DeploymentError(Exception):

@@ -20,14 +20,14 @@ from infra.cli.render import (
     when,
 )
 from infra.cli.wiring import Operator
-from lambdas.logic import cards, evidence
-from lambdas.logic.decisions import approvals_line
-from lambdas.logic.lifecycle import reboots_done
-from lambdas.logic.recommendation import recommend
+from lambdas.logic.core.lifecycle import reboots_done
+from lambdas.logic.evidence import attached, cards
+from lambdas.logic.evidence.recommendation import recommend
+from lambdas.logic.safety.decisions import approvals_line
 from lambdas.models.incident import IncidentState
 
 HOLD_PREFIX: Final = "hold-"
-"""Storm hold ids start with it (`lambdas.logic.ids.hold_id`); `show` takes either kind of id."""
+"""Storm hold ids start with it (`lambdas.logic.core.ids.hold_id`); `show` takes either kind of id."""
 
 
 def cmd_incidents(op: Operator, args: argparse.Namespace) -> int:
@@ -94,7 +94,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
         op, incident.incident_id, entries, closed=incident.closed_at is not None
     )
     advice = recommend(
-        evidence.reports(incident),
+        attached.reports(incident),
         incident.health_check.result if incident.health_check else None,
         job_level=incident.is_job,
         rebooted=reboots_done(incident) > 0,

@@ -1,5 +1,5 @@
 """`sdc reconcile`: run the deployed reconcile function now and show what it did (the same run
-its schedule makes; lambdas.logic.reconcile)."""
+its schedule makes; lambdas.logic.safety.reconcile)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What the commands print. Each page is a list of sections put into text by the one renderer
-the approval card uses (`lambdas.logic.cards.render`): `show` prints some of the card's own
+the approval card uses (`lambdas.logic.evidence.cards.render`): `show` prints some of the card's own
 sections between its pages' sections. `--json` prints the same facts as data."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 from infra.cli.approvals import ExecutionEnded
 from infra.cli.deployment import Deployment
-from lambdas.logic.audit import ChainVerdict
-from lambdas.logic.cards import ApprovalCard, Section, render
-from lambdas.logic.decisions import approvals_line
+from lambdas.logic.core.audit import ChainVerdict
+from lambdas.logic.evidence.cards import ApprovalCard, Section, render
+from lambdas.logic.safety.decisions import approvals_line
 from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold, HoldKind
 from lambdas.models.incident import Incident, IncidentState

@@ -13,7 +13,7 @@ from infra.cli.exits import EXIT_OK
 from infra.cli.queries import OPEN_STATES
 from infra.cli.render import print_json, render_status
 from infra.cli.wiring import Operator
-from lambdas.logic.lifecycle import awaiting_reconciliation
+from lambdas.logic.core.lifecycle import awaiting_reconciliation
 from lambdas.models.errors import AwsError
 from lambdas.models.guard import reads_as_paused
 from lambdas.models.incident import Incident, IncidentState

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.dashboard import Series, plotted
 from infra.local.evaluator import InsightsQuery
+from infra.stack.dashboard import Series, plotted
 from lambdas.metric_names import PIPELINE_NAMESPACE, PipelineMetric, closed_metric
 from lambdas.models.audit import AuditEntry
 from lambdas.models.incident import IncidentState

@@ -56,7 +56,8 @@ from infra.local.routing import (
     invocation_handler,
     new_event,
 )
-from infra.local.template import ACCOUNT, REGION, LocalStack, stand_up
+from infra.local.template import LocalStack, stand_up
+from infra.stack.template import ACCOUNT, REGION
 from lambdas.adapters._aws import client_factory
 from lambdas.adapters.eks_token import EksTokens, sts_factory
 from lambdas.adapters.identity import sign_identity_proof
@@ -64,8 +65,8 @@ from lambdas.adapters.kubernetes import EksKubernetesNodes
 from lambdas.adapters.prometheus import AmpPrometheus
 from lambdas.handlers import _deps
 from lambdas.handlers._deps import build_deps
-from lambdas.logic.decisions import approval_binding
 from lambdas.logic.ports import Deps
+from lambdas.logic.safety.decisions import approval_binding
 from lambdas.models.audit import AuditEntry
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.lifecycle_event import LIFECYCLE_DETAIL_TYPE, LIFECYCLE_SOURCE
@@ -116,8 +117,8 @@ _MOTO_CONFIG: Any = {
 
 def synthesized_template(context: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The template `cdk synth` writes for the local context (plus `context`), synthesized
-    once per context and kept (`infra.synth.synthesize_once`)."""
-    from infra.synth import synthesize_once  # CDK and jsii load only when a run needs them
+    once per context and kept (`infra.stack.synth.synthesize_once`)."""
+    from infra.stack.synth import synthesize_once  # CDK and jsii load only when a run needs them
 
     return synthesize_once({**LOCAL_CONTEXT, **(context or {})}).template
 
@@ -497,7 +498,7 @@ class LocalRun:
 
     def reconcile(self) -> dict[str, Any]:
         """One run of the reconcile function, as its schedule starts it: what it settled, what
-        waits, what needs a person (lambdas.logic.reconcile)."""
+        waits, what needs a person (lambdas.logic.safety.reconcile)."""
         function = self.stack.function_by_handler("reconcile")
         event = new_event("Scheduled Event", "aws.events", {}, region=REGION, account=ACCOUNT)
         response = self.session.client("lambda").invoke(
@@ -576,7 +577,7 @@ class LocalRun:
 
 def _cluster_arns(context: Mapping[str, Any]) -> dict[str, str]:
     """Cluster name → the ARN the roles name (`sdc:clusters` gives the id or the ARN)."""
-    from infra.settings import Settings as InfraSettings
+    from infra.stack.settings import Settings as InfraSettings
 
     arns = {}
     for cluster in InfraSettings.from_context(context).clusters:

@@ -13,27 +13,13 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import zipfile
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-ACCOUNT = "123456789012"
-REGION = "us-west-2"
-PSEUDO = {
-    "AWS::AccountId": ACCOUNT,
-    "AWS::Region": REGION,
-    "AWS::Partition": "aws",
-    "AWS::URLSuffix": "amazonaws.com",
-    "AWS::StackName": "SdcRemediation",
-    "AWS::NoValue": None,
-}
-
-
-class TemplateError(Exception):
-    """The template holds something the local run cannot stand up; the message says what."""
+from infra.stack.template import ACCOUNT, REGION, Resolver, TemplateError
 
 
 @dataclass
@@ -100,66 +86,6 @@ class LocalStack:
             names = sorted(self.state_machines)
             raise TemplateError(f"{len(found)} state machines match {fragment!r} among {names}")
         return found[0]
-
-
-class Resolver:
-    """Evaluates the intrinsic functions CDK emits, against the physical ids known so far."""
-
-    def __init__(self, template: Mapping[str, Any]) -> None:
-        self.template = template
-        self.refs: dict[str, Any] = {}
-        self.attrs: dict[tuple[str, str], Any] = {}
-
-    def __call__(self, node: Any) -> Any:
-        if isinstance(node, list):
-            return [self(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        if len(node) == 1:
-            ((key, value),) = node.items()
-            if key == "Ref":
-                return self._ref(value)
-            if key == "Fn::GetAtt":
-                logical, attr = value if isinstance(value, list) else value.split(".", 1)
-                if (logical, attr) not in self.attrs:
-                    raise TemplateError(f"Fn::GetAtt {logical}.{attr} is not known locally")
-                return self.attrs[(logical, attr)]
-            if key == "Fn::Join":
-                sep, parts = value
-                return sep.join(str(self(p)) for p in self(parts))
-            if key == "Fn::Sub":
-                return self._sub(value)
-            if key == "Fn::Select":
-                index, items = value
-                return self(items)[int(self(index))]
-            if key == "Fn::Split":
-                sep, text = value
-                return str(self(text)).split(sep)
-        return {k: self(v) for k, v in node.items()}
-
-    def _ref(self, name: str) -> Any:
-        if name in PSEUDO:
-            return PSEUDO[name]
-        if name in self.refs:
-            return self.refs[name]
-        parameters = self.template.get("Parameters", {})
-        if name in parameters and "Default" in parameters[name]:
-            return parameters[name]["Default"]
-        raise TemplateError(f"Ref {name} is not known locally")
-
-    def _sub(self, value: Any) -> str:
-        text, variables = (value, {}) if isinstance(value, str) else (value[0], self(value[1]))
-
-        def replace(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name in variables:
-                return str(variables[name])
-            if "." in name:
-                logical, attr = name.split(".", 1)
-                return str(self.attrs[(logical, attr)])
-            return str(self._ref(name))
-
-        return re.sub(r"\$\{([^}!]+)\}", replace, text)
 
 
 def stand_up(template: dict[str, Any], session: Any) -> LocalStack:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.handlers._deps import deps
-from lambdas.logic.intake import open_incident
-from lambdas.logic.refusal import refuse
+from lambdas.logic.intake import open_incident, refuse
 from lambdas.models.errors import MalformedEvent
 from lambdas.models.events import parse_contributor_event
 from lambdas.observability import logger, metrics, traced

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.handlers._deps import deps
-from lambdas.logic.intake import store_report
-from lambdas.logic.refusal import refuse
+from lambdas.logic.intake import refuse, store_report
 from lambdas.models.errors import MalformedEvent
 from lambdas.models.report import parse_report_event
 from lambdas.observability import logger, metrics, traced

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.handlers._deps import deps
-from lambdas.logic.audit_check import check_audit
+from lambdas.logic.core.audit_check import check_audit
 from lambdas.observability import logger, metrics, traced
 
 

@@ -1,0 +1,77 @@
+"""The pipeline's logic, stage by stage: no AWS SDK, only the ports (`ports.py`).
+
+On top, one module per stage of the pipeline, holding what the Lambda handlers call; `ports.py`
+says what the logic needs from the outside world. The machinery the stages share is in four
+folders, each saying what it holds:
+
+- `core/`: the step every handler runs as, identifiers, states and transitions, the audit log;
+- `opening/`: how a claim becomes an incident (or is held);
+- `safety/`: what keeps the pipeline from acting wrongly, widely or twice;
+- `evidence/`: what an approver weighs, and the cards and notices that word it.
+
+`STAGES` below is the map from each handler to the function it calls and the state-machine
+states that invoke it (a test holds it against the handlers and the synthesized definitions):
+
+| handler                | function                           | invoked by                      |
+|------------------------|------------------------------------|---------------------------------|
+| `store_report`         | `intake.store_report`              | an SDC report (EventBridge)     |
+| `open_incident`        | `intake.open_incident`             | a contributor alarm             |
+| `isolate_node`         | `isolation.isolate_node`           | IsolateNode                     |
+| `start_health_check`   | `health_check.start_health_check`  | StartHealthCheck                |
+| `check_health`         | `health_check.check_health`        | CheckHealth                     |
+| `request_approval`     | `approval.request_approval`        | RequestApproval (task token)    |
+| `decide`               | `approval.decide`                  | Decide (approval state machine) |
+| `reboot_node`          | `reboot.reboot_node`               | RebootNode                      |
+| `check_reboot`         | `reboot.check_reboot`              | CheckReboot                     |
+| `replace_node`         | `replacement.replace_node`         | ReplaceNode                     |
+| `check_replacement`    | `replacement.check_replacement`    | CheckReplacement                |
+| `close_incident`       | `closing.close_incident`           | every Close* state              |
+| `reconcile`            | `safety.reconcile.reconcile`       | a schedule, `sdc reconcile`     |
+| `verify_audit`         | `core.audit_check.check_audit`     | a schedule                      |
+
+A malformed event is refused by the intake handlers with `intake.refuse`.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+
+class Stage(NamedTuple):
+    handler: str
+    """The module under `lambdas/handlers/` (also the function's name in the stack)."""
+    function: str
+    """`module:function`, the module relative to `lambdas.logic`."""
+    states: tuple[str, ...]
+    """The state-machine states that invoke the handler; empty: an event or a schedule does."""
+
+
+STAGES: Final = (
+    Stage("store_report", "intake:store_report", ()),
+    Stage("open_incident", "intake:open_incident", ()),
+    Stage("isolate_node", "isolation:isolate_node", ("IsolateNode",)),
+    Stage("start_health_check", "health_check:start_health_check", ("StartHealthCheck",)),
+    Stage("check_health", "health_check:check_health", ("CheckHealth",)),
+    Stage("request_approval", "approval:request_approval", ("RequestApproval",)),
+    Stage("decide", "approval:decide", ("Decide",)),
+    Stage("reboot_node", "reboot:reboot_node", ("RebootNode",)),
+    Stage("check_reboot", "reboot:check_reboot", ("CheckReboot",)),
+    Stage("replace_node", "replacement:replace_node", ("ReplaceNode",)),
+    Stage("check_replacement", "replacement:check_replacement", ("CheckReplacement",)),
+    Stage(
+        "close_incident",
+        "closing:close_incident",
+        (
+            "CloseReplaced",
+            "CloseRebooted",
+            "CloseRejected",
+            "CloseExpired",
+            "CloseHeld",
+            "CloseChecked",
+            "CloseReplacedByHyperPod",
+            "CloseFailed",
+        ),
+    ),
+    Stage("reconcile", "safety.reconcile:reconcile", ()),
+    Stage("verify_audit", "core.audit_check:check_audit", ()),
+)

@@ -7,29 +7,22 @@ import fnmatch
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
-from lambdas.logic import (
-    cards,
-    chat,
-    evidence,
-    guard,
-    hyperpod_view,
-    ids,
-    lifecycle,
-    proceeding,
-    telemetry,
-)
-from lambdas.logic._steps import Step, deliver, error_details
-from lambdas.logic.decisions import (
+from lambdas.logic.core import ids, lifecycle
+from lambdas.logic.core.measures import elapsed, report_waiting
+from lambdas.logic.core.steps import Step, deliver, error_details
+from lambdas.logic.evidence import attached, cards, chat, hyperpod_view, telemetry
+from lambdas.logic.evidence.history import past_incidents
+from lambdas.logic.evidence.recommendation import Recommendation, recommend
+from lambdas.logic.opening import proceeding
+from lambdas.logic.ports import Deps
+from lambdas.logic.safety import guard
+from lambdas.logic.safety.decisions import (
     ValidDecision,
     approval_binding,
     approvals_line,
     check_accepts_decision,
     validate_decision,
 )
-from lambdas.logic.history import past_incidents
-from lambdas.logic.measures import elapsed, report_waiting
-from lambdas.logic.ports import Deps
-from lambdas.logic.recommendation import Recommendation, recommend
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.approvals import ApprovalRecord, Delivery, Principal, PrincipalSource
 from lambdas.models.audit import AuditEntry
@@ -67,9 +60,9 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
     console still shows the approval input to paste.
 
     Before the card is built, the GPU's hardware counters are read from the cluster's
-    Prometheus workspace (`lambdas.logic.telemetry`, bounded in time, never failing), and
+    Prometheus workspace (`lambdas.logic.evidence.telemetry`, bounded in time, never failing), and
     HyperPod's own events for the instance and its node's HyperPod labels
-    (`lambdas.logic.hyperpod_view`, never failing); both are kept on the incident with the
+    (`lambdas.logic.evidence.hyperpod_view`, never failing); both are kept on the incident with the
     token: the card says what they showed.
     """
     step = Step(deps, "request_approval")
@@ -132,7 +125,7 @@ def _card(
     health = incident.health_check.result if incident.health_check else None
     history = past_incidents(step, incident)
     advice = recommend(
-        evidence.reports(incident),
+        attached.reports(incident),
         health,
         [p.incident_id for p in history if p.counts_as_history],
         job_level=incident.is_job,
@@ -767,7 +760,7 @@ def _reset(
 def _proceed(
     step: Step, valid: ValidDecision, actor: str, request: DecisionRequest
 ) -> DecisionAccepted:
-    """Let a job-level incident the guard held proceed (`lambdas.logic.proceeding`)."""
+    """Let a job-level incident the guard held proceed (`lambdas.logic.opening.proceeding`)."""
     held = step.deps.incidents.get(valid.incident_id)
     if held is None:
         _refuse_unknown(step, valid, actor, request)

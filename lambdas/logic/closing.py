@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from lambdas.logic import cards, isolation, lifecycle
-from lambdas.logic._steps import Step, send_notice
-from lambdas.logic.history import record_history
-from lambdas.logic.measures import elapsed, report_waiting
+from lambdas.logic import isolation
+from lambdas.logic.core import lifecycle
+from lambdas.logic.core.measures import elapsed, report_waiting
+from lambdas.logic.core.steps import Step, send_notice
+from lambdas.logic.evidence import cards
+from lambdas.logic.evidence.history import record_history
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.metric_names import closed_metric
@@ -54,7 +56,7 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
         )
     if incident.state is S.FAILED and lifecycle.recovery_in_flight(incident):
         # Never release a node mid-recovery: isolation, lock and slot stay until
-        # reconciliation sees HyperPod's own answer (lambdas.logic.reconcile).
+        # reconciliation sees HyperPod's own answer (lambdas.logic.safety.reconcile).
         incident = _hand_to_reconciliation(step, incident)
     elif not lifecycle.awaiting_reconciliation(incident):
         release_node(step, incident)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from lambdas.logic import guard, lifecycle
-from lambdas.logic._steps import Step, node_status_of
+from lambdas.logic.core import lifecycle
+from lambdas.logic.core.steps import Step, node_status_of
 from lambdas.logic.ports import Deps
+from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import InvalidTransition, NodeNotFound
 from lambdas.models.health_check import CheckSummary, HealthCheckRecord, NodeCheck

@@ -8,9 +8,9 @@ incident that holds the locks of the involved instances, so their alarms attach 
 of opening one incident per node. Without a report, the alarm opens the incident itself.
 
 A report is a claim: only the instances HyperPod confirms are nodes of the cluster count or
-act (`lambdas.logic.claims`), and it is placed by the time the pipeline received it; one dated
+act (`lambdas.logic.opening.claims`), and it is placed by the time the pipeline received it; one dated
 more than MAX_AHEAD ahead of that is refused. Before an incident acts, the guards of
-`lambdas.logic.guard` apply: its nodes are flagged for storm detection, and a storm hold, a muted
+`lambdas.logic.safety.guard` apply: its nodes are flagged for storm detection, and a storm hold, a muted
 alarm (`muteDetail`: an alarm mute rule mutes the alarm's actions), the pause switch or a
 blast-radius guard without room for its nodes record it as `held` (nothing acts) instead. A
 report flags every confirmed instance it names before it opens any, so a report naming a
@@ -26,20 +26,28 @@ false, a new trigger is judged afresh.
 
 This module is where the two events come in; `opening` opens an incident (node- or
 job-level), `holding` records a held one, `arrivals` attaches what comes for an instance an
-incident speaks for, `execution` starts the remediation execution. A malformed event never
-gets here: its handler refuses it (`refusal`).
+incident speaks for, `execution` starts the remediation execution (all in
+`lambdas.logic.opening`).
+
+An event without the documented shape never gets that far: its handler fails to parse it and
+calls `refuse`, then raises the error again, so the event lands in the function's dead-letter
+queue with the error, and the audit log names the bad field under the event's id.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from lambdas.logic import arrivals, claims, evidence, guard, ids, opening
-from lambdas.logic._steps import Step, error_details
-from lambdas.logic.arrivals import Trigger
+from lambdas.logic.core import ids
+from lambdas.logic.core.steps import Step, error_details
+from lambdas.logic.evidence import attached
+from lambdas.logic.opening import arrivals, claims, incidents
+from lambdas.logic.opening.arrivals import Trigger
 from lambdas.logic.ports import Deps
+from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import ClusterNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
@@ -78,11 +86,11 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
         at=alarm.state_at,
         event_id=alarm.event_id,
         source="alarm",
-        item=evidence.alarm_evidence(alarm),
+        item=attached.alarm_evidence(alarm),
         metric=alarm.metric.value,
         mute=guard.mute_blocker(alarm.alarm_name, alarm.mute) if alarm.mute else None,
     )
-    return opening.open_node(step, trigger)
+    return incidents.open_node(step, trigger)
 
 
 def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentResult:
@@ -93,7 +101,7 @@ def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentRes
             "reason": reason,
             "cluster_name": alarm.cluster_name,
             "instance_id": alarm.instance_id,
-            "alarm": evidence.alarm_evidence(alarm),
+            "alarm": attached.alarm_evidence(alarm),
         },
     )
     count(M.EVENTS_IGNORED)
@@ -203,12 +211,12 @@ def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
             at=at,
             event_id=event.event_id,
             source="report",
-            item=evidence.report_evidence(report, instance.instance_id),
+            item=attached.report_evidence(report, instance.instance_id),
             report=report,
             metric=instance.metrics[0].value if instance.metrics else None,
         )
         if instance.role in OPENING_ROLES:
-            results.append(opening.open_node(step, trigger, flagged=True))
+            results.append(incidents.open_node(step, trigger, flagged=True))
             continue
         holder = step.deps.incidents.open_incident_id(report.cluster_name, instance.instance_id)
         if holder:
@@ -235,7 +243,7 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     free: list[str] = []
     for instance in report.instances:
         holder = deps.incidents.open_incident_id(report.cluster_name, instance.instance_id)
-        item = evidence.report_evidence(report, instance.instance_id)
+        item = attached.report_evidence(report, instance.instance_id)
         if holder:
             arrivals.attach_items(step, holder, [item], event.event_id, "report")
             if not any(r["incident_id"] == holder for r in results):
@@ -251,7 +259,28 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
         at=report.emitted,
         event_id=event.event_id,
         source="report",
-        item=evidence.report_evidence(report, None),
+        item=attached.report_evidence(report, None),
         report=report,
     )
-    return [*results, opening.open_job(step, trigger, free)]
+    return [*results, incidents.open_job(step, trigger, free)]
+
+
+def refuse(event: Any, err: MalformedEvent, actor: str, deps: Deps) -> None:
+    """An `event_refused` audit entry under the event's id naming the bad field, and the
+    EventsRefused count."""
+    raw = event if isinstance(event, Mapping) else {}
+    event_id = raw.get("id")
+    Step(deps, actor).audit(
+        ids.event_subject(str(event_id)[:200] if event_id else "without-id"),
+        "event_refused",
+        error_details(
+            err,
+            source=_short(raw.get("source")),
+            detail_type=_short(raw.get("detail-type")),
+        ),
+    )
+    count(M.EVENTS_REFUSED)
+
+
+def _short(value: Any) -> Any:
+    return value[:200] if isinstance(value, str) else value

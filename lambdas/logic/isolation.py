@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from lambdas.logic import guard
-from lambdas.logic._steps import Step
+from lambdas.logic.core.steps import Step
 from lambdas.logic.ports import Deps
+from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import KubernetesError, KubernetesNotFound, SdcError
 from lambdas.models.incident import Incident, IncidentState

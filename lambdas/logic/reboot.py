@@ -14,7 +14,7 @@ takes tens of minutes. When an approver decides `reboot`:
                   `lifecycle.MAX_REBOOTS` times.
 
 Dry run: the reboot is recorded as "would reboot" and nothing is called. A cluster that hands
-its recoveries to HyperPod (`lambdas.logic.recovery_path`) gets the node health label instead of
+its recoveries to HyperPod (`lambdas.logic.safety.recovery_path`) gets the node health label instead of
 the API call; the audit says which path acted.
 """
 
@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from lambdas.logic import lifecycle, recovery
-from lambdas.logic._steps import Step, node_status_of
+from lambdas.logic.core import lifecycle
+from lambdas.logic.core.steps import Step, node_status_of
 from lambdas.logic.ports import Deps
+from lambdas.logic.safety import carrying_out
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import InvalidTransition
 from lambdas.models.hyperpod import NodeStatus
@@ -51,19 +52,19 @@ def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
         ours = lifecycle.reboot_requested(incident)
-        return recovery.carry_out(
-            step, incident, recovery.REBOOT, _unasked, ours=ours, on_enter=_start_reboot_record
+        return carrying_out.carry_out(
+            step, incident, carrying_out.REBOOT, _unasked, ours=ours, on_enter=_start_reboot_record
         )
 
 
-def _unasked(found: recovery.Found) -> recovery.Unasked | None:
+def _unasked(found: carrying_out.Found) -> carrying_out.Unasked | None:
     """Why no reboot is asked for (the node is gone; a dry run), or None to ask."""
     if found.node_status == NodeStatus.NOT_FOUND:
-        return recovery.Unasked(
+        return carrying_out.Unasked(
             ReplaceStatus.GONE, "node_gone", {"reason": "the node is gone: nothing to reboot"}
         )
     if found.dry_run:
-        return recovery.Unasked(
+        return carrying_out.Unasked(
             ReplaceStatus.DRY_RUN,
             "reboot_would_reboot",
             {"would_reboot": found.incident.instance_id, "node_status": found.node_status},

@@ -1,8 +1,8 @@
 """The approved replacement: `replace_node` asks for it, `check_replacement` polls it.
 
-Both run inside `Step.failing_visibly` (see `lambdas.logic._steps`). The request itself, its
+Both run inside `Step.failing_visibly` (see `lambdas.logic.core.steps`). The request itself, its
 write-ahead and the reading of every `Failed[]` code are shared with the reboot
-(`lambdas.logic.recovery`); what is particular to a replacement is when nothing is asked
+(`lambdas.logic.safety.carrying_out`); what is particular to a replacement is when nothing is asked
 (`_unasked`) and how its end is recognised (the old instance is gone).
 """
 
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from lambdas.logic import lifecycle, recovery
-from lambdas.logic._steps import Step, node_status_of
+from lambdas.logic.core import lifecycle
+from lambdas.logic.core.steps import Step, node_status_of
 from lambdas.logic.ports import Deps
+from lambdas.logic.safety import carrying_out
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.errors import InvalidTransition, NodeNotFound
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
@@ -43,10 +44,10 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
         ours = lifecycle.requested_by_us(incident)
-        return recovery.carry_out(step, incident, recovery.REPLACEMENT, _unasked, ours=ours)
+        return carrying_out.carry_out(step, incident, carrying_out.REPLACEMENT, _unasked, ours=ours)
 
 
-def _unasked(found: recovery.Found) -> recovery.Unasked | None:
+def _unasked(found: carrying_out.Found) -> carrying_out.Unasked | None:
     """Why no replacement is asked for, or None to ask:
 
     - the node is gone → gone (HyperPod replaced it: closes as replaced_by_hyperpod unless
@@ -57,14 +58,14 @@ def _unasked(found: recovery.Found) -> recovery.Unasked | None:
     """
     incident, status = found.incident, found.node_status
     if status == NodeStatus.NOT_FOUND:
-        return recovery.Unasked(
+        return carrying_out.Unasked(
             ReplaceStatus.GONE,
             "node_gone",
             {"reason": "the node is already gone: nothing to replace", "by_us": found.ours},
             ours=found.ours,
         )
     if found.dry_run:
-        return recovery.Unasked(
+        return carrying_out.Unasked(
             ReplaceStatus.DRY_RUN,
             "replacement_would_replace",
             {"would_replace": incident.instance_id, "node_status": status},
@@ -74,7 +75,7 @@ def _unasked(found: recovery.Found) -> recovery.Unasked | None:
         and incident.node_recovery == NodeRecovery.AUTOMATIC
         and status == NodeStatus.SHUTTING_DOWN
     ):
-        return recovery.Unasked(
+        return carrying_out.Unasked(
             ReplaceStatus.IN_PROGRESS,
             "replacement_by_hyperpod",
             {

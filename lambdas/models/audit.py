@@ -1,4 +1,4 @@
-"""One audit log entry. The hash chain itself lives in `lambdas.logic.audit`."""
+"""One audit log entry. The hash chain itself lives in `lambdas.logic.core.audit`."""
 
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ def check_slot_limit(slot_limit: int | None) -> None:
 
 def check_slot_room(slots: Sequence[str], slot_limit: int | None) -> None:
     """An incident that needs more slots than the guard has at all is held before it is
-    created (`lambdas.logic.opening`); asking the store for them is the caller's mistake."""
+    created (`lambdas.logic.opening.incidents`); asking the store for them is the caller's mistake."""
     check_slot_limit(slot_limit)
     if slot_limit is not None and len(slots) > slot_limit:
         raise ValueError(f"{len(slots)} guard slots asked of a guard of {slot_limit}")

@@ -75,7 +75,7 @@ class Incident:
     """Plain JSON-able fields and small records, so the record round-trips through DynamoDB
     unchanged.
 
-    `evidence` holds alarm and report summaries (see `lambdas.logic.evidence`); `health_check`,
+    `evidence` holds alarm and report summaries (see `lambdas.logic.evidence.attached`); `health_check`,
     `decision`, `replacement`, `reboot`, `isolation`, `hold` and `error` are records written by
     the step that owns them. `version` is the optimistic lock: every save is conditional on it.
 
@@ -121,17 +121,17 @@ class Incident:
     its answer, the node's status until it was Running again, and the path that acted."""
     telemetry: TelemetryRecord | None = None
     """What the GPU's hardware counters showed when the approval was requested
-    (`lambdas.logic.telemetry`)."""
+    (`lambdas.logic.evidence.telemetry`)."""
     hyperpod: HyperPodView | None = None
     """HyperPod's own events for the instance and the node's HyperPod labels when the approval
-    was requested (`lambdas.logic.hyperpod_view`)."""
+    was requested (`lambdas.logic.evidence.hyperpod_view`)."""
     unconfirmed: dict[str, str] = field(default_factory=dict)
     """Instances a report named that the checks did not confirm (HyperPod does not know them
     as nodes of the cluster, or Kubernetes names another node), each with why: never acted on,
     shown in their own section of the card."""
     card_undelivered: str | None = None
     """When the approval card last failed to go out (the notice was refused after its retries);
-    None once it went out. Reconciliation sends it again (`lambdas.logic.reconcile`)."""
+    None once it went out. Reconciliation sends it again (`lambdas.logic.safety.reconcile`)."""
     recovery_unknown: str | None = None
     """When a failure close found a reboot or replacement that may still be running: the node
     keeps its isolation, lock and guard slot until reconciliation settles it from HyperPod's
@@ -143,7 +143,7 @@ class Incident:
     @property
     def metrics(self) -> list[str]:
         """The alarm metrics its evidence names, in the order they first arrived (an item
-        dropped beyond `lambdas.logic.evidence.MAX_EVIDENCE` is not counted)."""
+        dropped beyond `lambdas.logic.evidence.attached.MAX_EVIDENCE` is not counted)."""
         seen: dict[str, None] = {}
         for item in self.evidence:
             for metric in [item.get("metric"), *item.get("metrics", [])]:

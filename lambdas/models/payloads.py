@@ -46,7 +46,7 @@ class Decision(StrEnum):
     remediation."""
     PROCEED = "proceed"
     """Lets a job-level incident held by the blast-radius guard (more nodes than it allows)
-    health-check its nodes anyway, as a new job-level incident (`lambdas.logic.proceeding`);
+    health-check its nodes anyway, as a new job-level incident (`lambdas.logic.opening.proceeding`);
     never reaches a waiting remediation."""
 
 

@@ -1,6 +1,6 @@
 """The approver's decision (`Incident.decision`) and what carried it out: the replacement
 (`Incident.replacement`) or the reboot (`Incident.reboot`), written by `lambdas.logic.approval`,
-`lambdas.logic.recovery`, `lambdas.logic.replacement` and `lambdas.logic.reboot`.
+`lambdas.logic.safety.carrying_out`, `lambdas.logic.replacement` and `lambdas.logic.reboot`.
 
 Stored as the steps write them: a key a step has not written yet is absent, except the ones
 each request writes even when it has no value (`path`, `requested_at`; the replacement's
@@ -73,7 +73,7 @@ class Recovery:
     """Written ahead (True) before the batch call is sent; False once its answer is recorded."""
     sent_at: str | None = None
     path: str | None = None
-    """`api` or `node_label` (`lambdas.logic.recovery_path`)."""
+    """`api` or `node_label` (`lambdas.logic.safety.recovery_path`)."""
     status: str | None = None
     """The last request's `ReplaceStatus`, then `done`."""
     attempts: int | None = None
@@ -145,7 +145,7 @@ class RebootRecord(Recovery):
     decision: DecisionRecord | None = None
     """The reboot decision, kept here when the approval asks again after the reboot."""
     count: int | None = None
-    """Which reboot of the incident this is (`lambdas.logic.lifecycle.MAX_REBOOTS`)."""
+    """Which reboot of the incident this is (`lambdas.logic.core.lifecycle.MAX_REBOOTS`)."""
     polls: int = 0
     seen_down: bool = False
     """A poll saw the node in a status other than Running since the request."""

@@ -52,7 +52,7 @@ class TelemetryFinding:
     """One thing a counter showed, in plain words (`text`), with what it rests on."""
 
     kind: str
-    """The counter family (`lambdas.logic.dcgm.FAMILIES`), e.g. `xid`, `row_remap_failed`."""
+    """The counter family (`lambdas.logic.evidence.dcgm.FAMILIES`), e.g. `xid`, `row_remap_failed`."""
     severity: str
     text: str
     gpu_uuid: str | None = None
@@ -64,7 +64,7 @@ class TelemetryFinding:
     metric: str | None = None
     """The series name it was read from, exactly as stored."""
     cause: str | None = None
-    """For an XID in the catalog (`lambdas.logic.xids`): what usually lies behind it
+    """For an XID in the catalog (`lambdas.logic.evidence.xids`): what usually lies behind it
     (`hardware`, `application`, `driver_or_hardware`, `follow_on`)."""
 
     @classmethod

@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from infra.asset import build_lambda_asset
+from infra.stack.asset import build_lambda_asset
 
 PROJECT_PACKAGES = ("lambdas", "trainer_emitter")
 

@@ -44,7 +44,7 @@ from infra.local.evaluator import InsightsAlarm, _contributor_id, _event
 from infra.local.fake_hyperpod import FakeHyperPod
 from infra.local.run import CLUSTER, TERMINAL, LocalRun
 from lambdas.adapters._aws import from_item
-from lambdas.logic.guard import open_limit
+from lambdas.logic.safety.guard import open_limit
 from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings
 from lambdas.observability import SERVICE

@@ -37,7 +37,7 @@ from tests.unit.fakes import InMemoryAuditLog, InMemoryIncidentStore
 REGION = "us-west-2"
 INCIDENTS_TABLE = "IncidentsTable"
 AUDIT_TABLE = "AuditTable"
-"""Logical ids of the template's tables (infra/storage.py fixes them)."""
+"""Logical ids of the template's tables (infra/stack/storage.py fixes them)."""
 
 T = TypeVar("T", bound=DynamoTable)
 

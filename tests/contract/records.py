@@ -6,7 +6,7 @@ import copy
 import dataclasses
 from typing import Any
 
-from lambdas.logic.audit import GENESIS, seal
+from lambdas.logic.core.audit import GENESIS, seal
 from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold, PastIncident
 from lambdas.models.incident import Incident, IncidentState, Scope

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.settings import Settings
+from infra.stack.settings import Settings
 from tests.conftest import REPO
 from tests.docs.blocks import Block, blocks_of
 
@@ -99,14 +99,14 @@ def parsed(block: Block) -> Any:
 
 
 def default_template() -> dict[str, Any]:
-    from infra.asset import build_lambda_asset
-    from infra.synth import synthesize_once
+    from infra.stack.asset import build_lambda_asset
+    from infra.stack.synth import synthesize_once
 
     return synthesize_once({}, code_asset=build_lambda_asset()).template
 
 
 def check_training_policy(block: Block) -> None:
-    from infra.synth import placeholder_arns, resolve, resources_of_type
+    from infra.stack.template import Resolver, placeholder_arns, resources_of_type
 
     template = default_template()
     (policy,) = (
@@ -114,12 +114,9 @@ def check_training_policy(block: Block) -> None:
         for logical_id, policy in resources_of_type(template, "AWS::IAM::ManagedPolicy").items()
         if logical_id.startswith("TrainingAccess")
     )
-    deployed = resolve(
-        policy["Properties"]["PolicyDocument"],
-        placeholder_arns(template),
-        region="<region>",
-        account="<account>",
-    )
+    where = {"region": "<region>", "account": "<account>"}
+    resolve = Resolver.of_arns(template, placeholder_arns(template, **where), **where)
+    deployed = resolve(policy["Properties"]["PolicyDocument"])
     documented = parsed(block)
     assert documented["Statement"] == deployed["Statement"], block.id
     assert documented["Version"] == deployed["Version"]
@@ -135,7 +132,7 @@ def check_decision(block: Block) -> None:
 
 
 def check_approval_input(block: Block) -> None:
-    from infra.definitions import _approval_states
+    from infra.stack.definitions import _approval_states
 
     arn = "arn:aws:states:us-west-2:123456789012:stateMachine:SdcRemediation-approval"
     states = _approval_states({"request_approval": "fn"}, Settings(), arn)
@@ -236,7 +233,7 @@ def check_pod_env(block: Block) -> None:
 
 def check_rbac(block: Block) -> None:
     """The manifest grants the stack's Kubernetes group what the adapter's error hint names."""
-    from infra.node_isolation import KUBERNETES_GROUP
+    from infra.stack.node_isolation import KUBERNETES_GROUP
     from lambdas.adapters.kubernetes import RBAC_HINT
 
     role, binding = yaml.safe_load_all(block.text)
@@ -253,7 +250,7 @@ def check_rbac(block: Block) -> None:
 def check_rbac_readers(block: Block) -> None:
     """The readers' manifest grants the stack's read-only group get and list on nodes only (the
     pods rule, for sdc:jobPods, is shown commented out), as the adapter's error hint names."""
-    from infra.node_isolation import READER_GROUP
+    from infra.stack.node_isolation import READER_GROUP
     from lambdas.adapters.kubernetes import RBAC_HINT
 
     role, binding = yaml.safe_load_all(block.text)
@@ -294,7 +291,7 @@ NOT_STATES = {"TimeoutSeconds", "NodeRecovery", "HyperPod", "NotFound"}
 
 
 def remediation_states() -> set[str]:
-    from infra.synth import state_machine_definitions
+    from infra.stack.template import state_machine_definitions
 
     definition = json.loads(
         state_machine_definitions(default_template())["RemediationStateMachine"]

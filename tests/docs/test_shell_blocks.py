@@ -104,7 +104,7 @@ class Served:
         return self.incident_id
 
     def storm_hold(self) -> str:
-        from lambdas.logic.audit import Auditor
+        from lambdas.logic.core.audit import Auditor
         from lambdas.logic.ports import SystemClock
         from lambdas.models.guard import ClusterHold
 

@@ -9,8 +9,8 @@ from datetime import datetime
 
 import pytest
 
-from infra.local import grants
 from infra.local.drill import __main__ as drill_cli
+from infra.local.drill import calls
 from infra.local.drill.render import Style, render
 from infra.local.drill.runner import Outcome, run_scenario
 from infra.local.drill.scenarios import DASHBOARD, MUTE_RULE, NODES, RANK_MAP, SCENARIOS
@@ -410,10 +410,10 @@ def test_a_drill_prints_the_lifecycle_events_of_its_incident_in_order(outcomes):
 def test_the_calls_per_function_table_in_the_deploy_doc_is_the_drill_s(outcomes):
     ran = [outcomes(name) for name in sorted(n for n in SCENARIOS if SCENARIOS[n].job is None)]
 
-    table = grants.calls_table(grants.merged(outcome.calls for outcome in ran))
+    table = calls.calls_table(calls.merged(outcome.calls for outcome in ran))
 
-    doc = (REPO / grants.DOC).read_text(encoding="utf-8")
-    assert grants.documented(doc) == table, "run: python -m infra.local.grants --write"
+    doc = (REPO / calls.DOC).read_text(encoding="utf-8")
+    assert calls.documented(doc) == table, "run: python -m infra.local.drill.calls --write"
 
 
 def test_two_people_must_approve_and_the_same_one_twice_counts_once(outcomes):

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from infra.local.run import LocalRun, default_cluster
-from infra.synth import state_machine_definitions
+from infra.stack.template import state_machine_definitions
 from tests.conftest import load_fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.synth]

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from infra.asl import RETRYABLE_STEP_ERRORS
 from infra.local.run import LocalRun
+from infra.stack.asl import RETRYABLE_STEP_ERRORS
 from lambdas.adapters.hyperpod import SageMakerHyperPod
 from lambdas.handlers import (
     check_health,

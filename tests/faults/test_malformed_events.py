@@ -18,7 +18,7 @@ import pytest
 
 from infra.local.run import LocalRun
 from lambdas.handlers import open_incident, store_report
-from lambdas.logic import ids
+from lambdas.logic.core import ids
 from lambdas.models.errors import MalformedEvent
 from tests.conftest import load_fixture
 from tests.faults.figures import record

@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra.synth import placeholder_arns, resolve, resources_of_type, state_machine_definitions
+from infra.stack.template import (
+    Resolver,
+    placeholder_arns,
+    resources_of_type,
+    state_machine_definitions,
+)
 
 
 def only(template: dict[str, Any], resource_type: str) -> tuple[str, dict[str, Any]]:
@@ -55,7 +60,7 @@ def resolved(template: dict[str, Any], value: Any) -> Any:
         for logical_id in template["Resources"]
         for attribute in ("QueueName", "TopicName")
     }
-    return resolve(value, {**everything, **attributes, **arns})
+    return Resolver.of_arns(template, {**everything, **attributes, **arns})(value)
 
 
 def definition(template: dict[str, Any], logical_id: str) -> dict[str, Any]:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from infra import asset
-from infra.asset import LambdaAsset, build_lambda_asset
 from infra.local.fake_hyperpod import FakeHyperPod
 from infra.local.lambda_context import LocalContext
+from infra.stack import asset
+from infra.stack.asset import LambdaAsset, build_lambda_asset
 from tests.conftest import REPO
 
 

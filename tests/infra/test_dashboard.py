@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.dashboard import Series, plotted
-from infra.synth import resources_of_type
+from infra.stack.dashboard import Series, plotted
+from infra.stack.template import resources_of_type
 from lambdas.metric_names import (
     CLOSE_OUTCOMES,
     PIPELINE_NAMESPACE,
@@ -51,7 +51,7 @@ def test_the_stack_has_one_dashboard_named_after_the_stack_and_region(template):
     _, dashboard = only(template, "AWS::CloudWatch::Dashboard")
 
     assert resolved(template, dashboard["Properties"]["DashboardName"]) == (
-        "SdcRemediation-us-east-1"
+        "SdcRemediation-us-west-2"
     )
 
 
@@ -62,7 +62,7 @@ def test_the_dashboard_url_output_opens_that_dashboard(template):
     url = resolved(template, template["Outputs"]["DashboardUrl"]["Value"])
 
     assert url == (
-        "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1"
+        "https://us-west-2.console.aws.amazon.com/cloudwatch/home?region=us-west-2"
         f"#dashboards/dashboard/{name}"
     )
 

@@ -20,11 +20,11 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 
 from infra.local.interpreter import local_interpreter
 from infra.local.run import WAIT_SCALE
-from infra.synth import function_handlers, placeholder_arns, state_machine_definitions
+from infra.stack.template import function_handlers, placeholder_arns, state_machine_definitions
 
 pytestmark = pytest.mark.slow
 
-REGION = "us-east-1"
+REGION = "us-west-2"
 Stub = Callable[[dict[str, Any]], Any]
 
 

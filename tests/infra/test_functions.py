@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from botocore.config import Config
 
-from infra import asset
-from infra.asl import TASK_TIMEOUT_SECONDS
-from infra.functions import PUT_EVENTS, SPECS, time_budget_seconds
-from infra.synth import function_handlers, resources_of_type
+from infra.stack import asset
+from infra.stack.asl import TASK_TIMEOUT_SECONDS
+from infra.stack.functions import PUT_EVENTS, SPECS, time_budget_seconds
+from infra.stack.template import function_handlers, resources_of_type
 from lambdas.adapters._aws import CLIENT_CONFIG, worst_call_seconds
 from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
 from tests.infra.conftest import CONTEXT

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from infra.functions import SPECS
-from infra.synth import resources_of_type
+from infra.stack.functions import SPECS
+from infra.stack.template import resources_of_type
 from tests.infra.conftest import CLUSTER_ARN, CLUSTER_ID
 from tests.infra.template_tools import (
     actions,
@@ -20,8 +20,8 @@ from tests.infra.template_tools import (
 )
 
 FUNCTIONS = [spec.logical_id for spec in SPECS]
-REMEDIATION_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:SdcRemediation-remediation"
-APPROVAL_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:SdcRemediation-approval"
+REMEDIATION_ARN = "arn:aws:states:us-west-2:123456789012:stateMachine:SdcRemediation-remediation"
+APPROVAL_ARN = "arn:aws:states:us-west-2:123456789012:stateMachine:SdcRemediation-approval"
 
 UNSCOPABLE = {
     # X-Ray: no resource-level permissions.
@@ -132,7 +132,7 @@ def test_incidents_grants_name_the_table_and_its_index_and_never_scan(template):
 
 
 def test_hyperpod_actions_are_scoped_to_the_configured_clusters(template):
-    expected = [CLUSTER_ARN, f"arn:aws:sagemaker:us-east-1:123456789012:cluster/{CLUSTER_ID}"]
+    expected = [CLUSTER_ARN, f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER_ID}"]
     statements = _granting(all_statements(template), "sagemaker:")
 
     assert statements
@@ -240,7 +240,7 @@ def test_the_pause_switch_is_read_only_with_get_parameter_on_its_one_arn(templat
         assert actions(statement) == {"ssm:GetParameter"}
         # `parameter` + the parameter's own name, which starts with "/"
         arn = resolved(template, statement["Resource"])
-        assert arn == "arn:aws:ssm:us-east-1:123456789012:parameter<PauseSwitchParameter>"
+        assert arn == "arn:aws:ssm:us-west-2:123456789012:parameter<PauseSwitchParameter>"
 
 
 def test_no_function_may_change_the_pause_switch(template):
@@ -297,7 +297,7 @@ def test_the_training_policy_allows_only_sdc_metrics_and_sdc_reports(template):
     assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "SDC/Training"}}
     assert actions(events) == {"events:PutEvents"}
     assert resolved(template, events["Resource"]) == (
-        "arn:aws:events:us-east-1:123456789012:event-bus/default"
+        "arn:aws:events:us-west-2:123456789012:event-bus/default"
     )
     assert events["Condition"] == {"StringEquals": {"events:source": "sdc.trainer"}}
 
@@ -327,7 +327,7 @@ def test_the_approver_policy_starts_only_the_approval_machine(template):
 
 
 def test_the_approver_policy_is_limited_to_the_approver_patterns(lambda_asset):
-    from infra.synth import synthesize_once
+    from infra.stack.synth import synthesize_once
 
     patterns = ["arn:aws:iam::111122223333:role/SdcApprover*"]
     template = synthesize_once(

@@ -9,16 +9,16 @@ import pytest
 from aws_cdk import App, Stack
 from aws_cdk import aws_iam as iam
 
-from infra.functions import SPECS
-from infra.node_isolation import (
+from infra.stack.functions import SPECS
+from infra.stack.node_isolation import (
     ADMIN_VIEW_POLICY,
     CLUSTER_ADMIN_POLICY,
     KUBERNETES_GROUP,
     READER_GROUP,
     NodeIsolationAccess,
 )
-from infra.settings import Settings, SettingsError
-from infra.synth import resources_of_type
+from infra.stack.settings import Settings, SettingsError
+from infra.stack.template import resources_of_type
 from tests.infra.template_tools import actions, resolved, statements_of_function
 
 KUBERNETES_FUNCTIONS = {s.logical_id for s in SPECS if s.kubernetes}
@@ -153,7 +153,7 @@ RECOVERING_FUNCTIONS = {s.logical_id for s in SPECS if s.recovers}
 
 @pytest.fixture(scope="module")
 def labelled_template(lambda_asset):
-    from infra.synth import synthesize_once
+    from infra.stack.synth import synthesize_once
     from tests.infra.conftest import CONTEXT
 
     context = {**CONTEXT, "sdc:recoveryThroughNodeLabel": ["ml-cluster-1"]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.infra.template_tools import resolved
 
 CONSOLE = (
-    "https://us-east-1.console.aws.amazon.com/states/home?region=us-east-1#/statemachines/view/"
+    "https://us-west-2.console.aws.amazon.com/states/home?region=us-west-2#/statemachines/view/"
 )
 
 
@@ -16,7 +16,7 @@ def test_console_links_to_both_state_machines(template):
         ("ApprovalStateMachineConsole", "SdcRemediation-approval"),
     ]:
         assert resolved(template, outputs[output]["Value"]) == (
-            f"{CONSOLE}arn:aws:states:us-east-1:123456789012:stateMachine:{name}"
+            f"{CONSOLE}arn:aws:states:us-west-2:123456789012:stateMachine:{name}"
         )
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.synth import resources_of_type
-from infra.workflow import REMEDIATION_LOGICAL_ID
+from infra.stack.template import resources_of_type
+from infra.stack.workflow import REMEDIATION_LOGICAL_ID
 from tests.conftest import REPO
 from tests.infra.template_tools import resolved
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import log_groups
-from infra.settings import CONTEXT_KEYS, LOG_RETENTION_DAYS, Cluster, Settings, SettingsError
+from infra.stack import log_groups
+from infra.stack.settings import CONTEXT_KEYS, LOG_RETENTION_DAYS, Cluster, Settings, SettingsError
 from trainer_emitter.contract import NAMESPACE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,11 +25,11 @@ def test_the_default_namespace_is_the_contracts():
 
 
 def test_every_context_key_is_documented_in_the_settings_docstring_and_deploy_doc():
-    import infra.settings
+    import infra.stack.settings
 
     deploy_doc = (REPO / "docs" / "deploy.md").read_text()
     for key in CONTEXT_KEYS:
-        assert f"`{key}`" in (infra.settings.__doc__ or ""), key
+        assert f"`{key}`" in (infra.stack.settings.__doc__ or ""), key
         assert f"`{key}`" in deploy_doc, key
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from infra.synth import resources_of_type
+from infra.stack.template import resources_of_type
 from tests.infra.template_tools import only
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from infra import synth
-from infra.asset import LambdaAsset
-from infra.synth import Synthesized, inputs_key, synthesize_once
+from infra.stack import synth
+from infra.stack.asset import LambdaAsset
+from infra.stack.synth import Synthesized, inputs_key, synthesize_once
 
 
 @pytest.fixture
@@ -62,7 +62,8 @@ def test_another_asset_synthesizes_again_and_what_the_old_inputs_made_is_dropped
 
 def _infra(root: Path, app: str, local_run: str) -> None:
     (root / "infra" / "local").mkdir(parents=True, exist_ok=True)
-    (root / "infra" / "stack.py").write_text(app)
+    (root / "infra" / "stack").mkdir(parents=True, exist_ok=True)
+    (root / "infra" / "stack" / "stack.py").write_text(app)
     (root / "infra" / "local" / "run.py").write_text(local_run)
 
 

@@ -26,7 +26,7 @@ def test_only_request_approval_may_query_and_only_the_configured_workspaces(temp
     assert statement in statements_of_function(template, "RequestApprovalFunction")
     assert actions(statement) == {"aps:QueryMetrics"}
     assert sorted(resolved(template, statement["Resource"])) == sorted(
-        [WORKSPACE_ARN, f"arn:aws:aps:us-east-1:123456789012:workspace/{WORKSPACE_ID}"]
+        [WORKSPACE_ARN, f"arn:aws:aps:us-west-2:123456789012:workspace/{WORKSPACE_ID}"]
     )
 
 
@@ -60,9 +60,9 @@ def test_the_environment_names_each_workspaces_query_url_region_dashboard_and_no
     # an id is in the stack's own region (the resolver's placeholder region)
     assert (
         by_id.query_url
-        == f"https://aps-workspaces.us-east-1.amazonaws.com/workspaces/{WORKSPACE_ID}"
+        == f"https://aps-workspaces.us-west-2.amazonaws.com/workspaces/{WORKSPACE_ID}"
     )
-    assert (by_id.region, by_id.dashboard, by_id.node_label) == ("us-east-1", None, "node")
+    assert (by_id.region, by_id.dashboard, by_id.node_label) == ("us-west-2", None, "node")
     assert json.loads(variables["TELEMETRY"]).keys() == {"ml-cluster-1", "ml-cluster-2"}
 
 

@@ -1,4 +1,4 @@
-"""The outside validators of `make lint` (infra/validate.py) on the synthesized templates: each
+"""The outside validators of `make lint` (infra/stack/validate.py) on the synthesized templates: each
 finds nothing unacknowledged, each can find something, and every acknowledgement is narrow,
 reasoned and true."""
 
@@ -12,9 +12,9 @@ from typing import Any
 import botocore.session
 import pytest
 
-from infra.functions import ACTIONS_NEWER_THAN_IAM_LINT, SPECS
-from infra.synth import resources_of_type
-from infra.validate import (
+from infra.stack.functions import ACTIONS_NEWER_THAN_IAM_LINT, SPECS
+from infra.stack.template import resources_of_type
+from infra.stack.validate import (
     Finding,
     IamAcknowledgement,
     iam_acknowledgements,
@@ -202,11 +202,11 @@ def test_a_new_unknown_action_in_an_acknowledged_policy_is_still_a_finding(templ
 
 
 def test_a_missing_validator_fails_loudly_instead_of_passing(monkeypatch, template):
-    import infra.validate
+    import infra.stack.validate
 
-    monkeypatch.setattr(infra.validate, "CHECKOV", Path("/nonexistent/checkov"))
+    monkeypatch.setattr(infra.stack.validate, "CHECKOV", Path("/nonexistent/checkov"))
 
-    with pytest.raises(infra.validate.ToolFailed, match="not installed"):
+    with pytest.raises(infra.stack.validate.ToolFailed, match="not installed"):
         validate({"clusters": template}, ["checkov"])
 
 

@@ -30,9 +30,9 @@ from lambdas.adapters.dynamodb.guard import DynamoGuardStore
 from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
 from lambdas.adapters.dynamodb.keys import hold_key
 from lambdas.adapters.identity import PROOF_PREFIX, checked_request
-from lambdas.logic.audit import GENESIS, Auditor, seal
-from lambdas.logic.decisions import BINDING_HEADER
+from lambdas.logic.core.audit import GENESIS, Auditor, seal
 from lambdas.logic.ports import SystemClock
+from lambdas.logic.safety.decisions import BINDING_HEADER
 from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident
 from tests.conftest import load_fixture

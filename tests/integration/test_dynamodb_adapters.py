@@ -10,7 +10,7 @@ import pytest
 
 from lambdas.adapters.dynamodb.audit import DynamoAuditLog
 from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
-from lambdas.logic.audit import GENESIS, seal, verify_chain
+from lambdas.logic.core.audit import GENESIS, seal, verify_chain
 from lambdas.models.incident import Incident, IncidentState
 from tests.integration.conftest import (
     AUDIT_TABLE,

@@ -21,8 +21,8 @@ from lambdas.adapters.identity import (
     encode_proof,
     sign_identity_proof,
 )
-from lambdas.logic.audit import GENESIS, seal
-from lambdas.logic.decisions import BINDING_HEADER
+from lambdas.logic.core.audit import GENESIS, seal
+from lambdas.logic.safety.decisions import BINDING_HEADER
 from lambdas.models.errors import IdentityRefused
 
 REGION = "us-west-2"

@@ -14,8 +14,9 @@ from lambdas.adapters import kubernetes
 from lambdas.adapters._aws import client_factory
 from lambdas.adapters.eks_token import EksTokens, sts_factory
 from lambdas.adapters.kubernetes import EksKubernetesNodes
-from lambdas.logic import approval, cards, closing, health_check, isolation
-from lambdas.logic.recommendation import recommend
+from lambdas.logic import approval, closing, health_check, isolation
+from lambdas.logic.evidence import cards
+from lambdas.logic.evidence.recommendation import recommend
 from lambdas.models.errors import (
     KubernetesConflict,
     KubernetesNotFound,

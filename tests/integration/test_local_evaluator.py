@@ -9,7 +9,8 @@ import pytest
 from moto import mock_aws
 
 from infra.local.evaluator import Evaluator, MuteRule
-from infra.local.template import REGION, LocalStack
+from infra.local.template import LocalStack
+from infra.stack.template import REGION
 from lambdas.models.events import parse_mute_detail
 from tests.conftest import load_fixture
 from trainer_emitter.contract import NAMESPACE, Metric, metrics_insights_query

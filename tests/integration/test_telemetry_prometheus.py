@@ -10,7 +10,8 @@ import pytest
 from botocore.credentials import Credentials
 
 from lambdas.adapters.prometheus import AmpPrometheus
-from lambdas.logic import approval, telemetry, telemetry_query
+from lambdas.logic import approval
+from lambdas.logic.evidence import telemetry, telemetry_query
 from lambdas.models.payloads import ApprovalRequest
 from lambdas.models.telemetry import TelemetryState
 from tests.integration.prometheus_server import (

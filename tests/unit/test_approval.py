@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from lambdas.logic import approval, ids
+from lambdas.logic import approval
+from lambdas.logic.core import ids
 from lambdas.models.errors import DecisionRefused, DependencyFailed
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import ApprovalRequest, Decision

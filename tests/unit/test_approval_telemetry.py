@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import approval, cards
-from lambdas.logic.recommendation import recommend
+from lambdas.logic import approval
+from lambdas.logic.evidence import cards
+from lambdas.logic.evidence.recommendation import recommend
 from lambdas.models.errors import TelemetryRefused, TelemetrySlow, TelemetryUnreachable
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import ApprovalRequest

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import approval, ids
-from lambdas.logic.audit import GENESIS, seal, verify_anchored, verify_chain
-from lambdas.logic.audit_check import check_audit
+from lambdas.logic import approval
+from lambdas.logic.core import ids
+from lambdas.logic.core.audit import GENESIS, seal, verify_anchored, verify_chain
+from lambdas.logic.core.audit_check import check_audit
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import DecisionRefused, ServiceUnavailable
 from lambdas.models.payloads import DecisionRequest

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from lambdas.logic.audit import (
+from lambdas.logic.core.audit import (
     GENESIS,
     Auditor,
     canonical_json,

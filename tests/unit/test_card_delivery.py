@@ -4,7 +4,7 @@ incident and counted (the metric has an alarm); sent again once the topic is bac
 from __future__ import annotations
 
 from lambdas.logic import approval
-from lambdas.logic._steps import Step
+from lambdas.logic.core.steps import Step
 from lambdas.metric_names import PipelineMetric
 from lambdas.models.errors import ServiceUnavailable
 from lambdas.observability import metrics

@@ -3,8 +3,9 @@ from __future__ import annotations
 import json
 import re
 
-from lambdas.logic import cards, closing, evidence, intake, replacement
-from lambdas.logic.recommendation import Advice, Recommendation
+from lambdas.logic import closing, intake, replacement
+from lambdas.logic.evidence import attached, cards
+from lambdas.logic.evidence.recommendation import Advice, Recommendation
 from lambdas.models.payloads import CloseRequest, Decision, IncidentRef, Outcome
 from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
@@ -206,7 +207,7 @@ def test_of_two_reports_the_earlier_window_decides_the_resume_point(world):
     incident_id = next(iter(world.store.incidents))
     intake.store_report(parse_report_event(later), world.deps)
     incident = world.incident(incident_id)
-    assert len(evidence.reports(incident)) == 2
+    assert len(attached.reports(incident)) == 2
 
     text = cards.approval_card(incident, world.settings, Recommendation(Advice.REPLACE, ())).text
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from lambdas.logic import approval, cards, closing, evidence, intake
-from lambdas.logic.recommendation import recommend
+from lambdas.logic import approval, closing, intake
+from lambdas.logic.evidence import attached, cards
+from lambdas.logic.evidence.recommendation import recommend
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.notices import DESCRIPTION_LIMIT, ChatNotification, NoticeKind
 from lambdas.models.payloads import CloseRequest, Outcome
@@ -63,7 +64,7 @@ def test_the_approval_requests_email_text_is_the_card_unchanged():
     incident_id = world.awaiting_approval()
     incident = world.incident(incident_id)
     advice = recommend(
-        evidence.reports(incident),
+        attached.reports(incident),
         incident.health_check.result if incident.health_check else None,
     )
 

@@ -8,8 +8,9 @@ import dataclasses
 
 import pytest
 
-from lambdas.logic import approval, ids
-from lambdas.logic.decisions import approvals_line
+from lambdas.logic import approval
+from lambdas.logic.core import ids
+from lambdas.logic.safety.decisions import approvals_line
 from lambdas.models.errors import DecisionRefused, ServiceUnavailable, Throttled
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import DecisionRequest

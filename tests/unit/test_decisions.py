@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic.decisions import MAX_COMMENT, check_accepts_decision, validate_decision
+from lambdas.logic.safety.decisions import MAX_COMMENT, check_accepts_decision, validate_decision
 from lambdas.models.errors import DecisionRefused
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import Decision, DecisionRequest

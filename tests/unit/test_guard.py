@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lambdas.logic import approval, closing, guard, health_check, intake, replacement
+from lambdas.logic import approval, closing, health_check, intake, replacement
+from lambdas.logic.safety import guard
 from lambdas.models.errors import DecisionRefused, DependencyFailed
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState

@@ -10,8 +10,10 @@ from datetime import timedelta
 
 import pytest
 
-from lambdas.logic import approval, cards, claims, evidence, health_check, intake
-from lambdas.logic.recommendation import recommend
+from lambdas.logic import approval, health_check, intake
+from lambdas.logic.evidence import attached, cards
+from lambdas.logic.evidence.recommendation import recommend
+from lambdas.logic.opening import claims
 from lambdas.models.errors import DecisionRefused, MalformedEvent
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
@@ -272,7 +274,7 @@ def test_two_190_kb_reports_on_a_genuine_incident_still_get_the_approval_card_ou
     assert len(card.encode()) <= cards.MESSAGE_MAX_BYTES
     assert "WHAT TO DO" in card
     (incident,) = world.store.incidents.values()
-    assert len(evidence.reports(incident)) == 2
+    assert len(attached.reports(incident)) == 2
 
 
 def test_what_sdc_show_prints_lists_every_report_of_the_incident(world):
@@ -280,7 +282,7 @@ def test_what_sdc_show_prints_lists_every_report_of_the_incident(world):
     for n in range(3):
         store(world, large_report(f"r-large-{n:07d}"))
     (incident,) = world.store.incidents.values()
-    advice = recommend(evidence.reports(incident), None)
+    advice = recommend(attached.reports(incident), None)
 
     shown = cards.approval_card(incident, world.settings, advice, max_bytes=None).text
 
@@ -291,7 +293,7 @@ def test_a_card_too_large_shows_the_newest_reports_and_names_how_many_more(world
     for n in range(3):
         store(world, large_report(f"r-large-{n:07d}"))
     (incident,) = world.store.incidents.values()
-    advice = recommend(evidence.reports(incident), None)
+    advice = recommend(attached.reports(incident), None)
     full = cards.approval_card(incident, world.settings, advice, max_bytes=None).text
 
     card = cards.approval_card(
@@ -305,7 +307,7 @@ def test_a_card_too_large_shows_the_newest_reports_and_names_how_many_more(world
 def test_even_a_tiny_budget_keeps_the_recommendation_and_decision_trailer_whole(world):
     store(world, large_report("r-large-0000001"))
     (incident,) = world.store.incidents.values()
-    advice = recommend(evidence.reports(incident), None)
+    advice = recommend(attached.reports(incident), None)
     full = cards.approval_card(incident, world.settings, advice, max_bytes=None)
 
     card = cards.approval_card(incident, world.settings, advice, max_bytes=3_000)
@@ -319,7 +321,7 @@ def test_the_evidence_on_an_incident_stays_bounded_in_bytes_however_many_reports
         store(world, large_report(f"r-large-{n:07d}"))
 
     (incident,) = world.store.incidents.values()
-    assert evidence.size_of(incident.evidence) <= evidence.MAX_EVIDENCE_BYTES
+    assert attached.size_of(incident.evidence) <= attached.MAX_EVIDENCE_BYTES
     assert incident.evidence_dropped > 0
 
 
@@ -331,9 +333,9 @@ def test_a_large_report_keeps_every_entry_about_its_own_instance(world):
     store(world, event)
 
     (incident,) = world.store.incidents.values()
-    (summary,) = evidence.reports(incident)
+    (summary,) = attached.reports(incident)
     assert {0, 1} <= set(summary["culprits"])
-    assert summary["left_out"]["culprits"] == 100 - evidence.KEPT_OTHERS
+    assert summary["left_out"]["culprits"] == 100 - attached.KEPT_OTHERS
 
 
 # -- claims checked against Kubernetes --------------------------------------------------------

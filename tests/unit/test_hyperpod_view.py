@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from lambdas.logic import approval, health_check, hyperpod_view, isolation
+from lambdas.logic import approval, health_check, isolation
+from lambdas.logic.evidence import hyperpod_view
 from lambdas.models.errors import DependencyFailed, KubernetesUnreachable, Throttled
 from lambdas.models.hyperpod import MAX_EVENTS, HyperPodView
 from lambdas.models.incident import Incident

@@ -4,7 +4,8 @@ import copy
 
 import pytest
 
-from lambdas.logic import ids, intake, refusal
+from lambdas.logic import intake
+from lambdas.logic.core import ids
 from lambdas.models.errors import MalformedEvent, SettingsError, Throttled
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
@@ -279,7 +280,7 @@ def test_a_refused_event_is_audited_under_its_id_naming_the_field(world):
     with pytest.raises(MalformedEvent, match="InstanceId") as err:
         parse_contributor_event(event)
 
-    refusal.refuse(event, err.value, "open_incident", world.deps)
+    intake.refuse(event, err.value, "open_incident", world.deps)
 
     (entry,) = world.deps.audit.entries(ids.event_subject(event["id"]))
     assert entry.action == "event_refused"

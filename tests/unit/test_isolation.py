@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import approval, cards, closing, isolation, replacement
+from lambdas.logic import approval, closing, isolation, replacement
+from lambdas.logic.evidence import cards
+from lambdas.logic.evidence.recommendation import recommend
 from lambdas.logic.ports import Deps
-from lambdas.logic.recommendation import recommend
 from lambdas.models.errors import (
     KubernetesConflict,
     KubernetesNotConfigured,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import lifecycle
+from lambdas.logic.core import lifecycle
 from lambdas.models.errors import InvalidTransition
 from lambdas.models.guard import HoldRecord
 from lambdas.models.incident import Incident, IncidentState

@@ -75,7 +75,7 @@ def _names_the_logic_uses() -> set[str]:
     reboot_metric."""
     used: set[str] = set()
     calls: set[str] = set()
-    for path in (REPO / "lambdas" / "logic").glob("*.py"):
+    for path in (REPO / "lambdas" / "logic").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             name = node.value if isinstance(node, ast.Attribute) else None
             if isinstance(name, ast.Name) and name.id == "M":

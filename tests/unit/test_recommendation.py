@@ -1,4 +1,4 @@
-"""The decision table (lambdas/logic/recommendation.py), driven by the training-loop alarm fixtures.
+"""The decision table (lambdas/logic/evidence/recommendation.py), driven by the training-loop alarm fixtures.
 
 Ranks live on node r // 8 (tests/events/README.md): node 0 holds ranks 0-7, node 1 ranks 8-15.
 """
@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from lambdas.logic.recommendation import Advice, recommend
+from lambdas.logic.evidence.recommendation import Advice, recommend
 from tests.conftest import load_fixture
 
 NODE_0 = list(range(0, 8))

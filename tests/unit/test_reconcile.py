@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 
 from lambdas.logic import approval, closing, reboot
-from lambdas.logic._steps import Step
-from lambdas.logic.reconcile import RECOVERY_PATIENCE_SECONDS, reconcile
+from lambdas.logic.core.steps import Step
+from lambdas.logic.safety.reconcile import RECOVERY_PATIENCE_SECONDS, reconcile
 from lambdas.metric_names import PipelineMetric
 from lambdas.models.errors import ServiceUnavailable
 from lambdas.models.incident import IncidentState

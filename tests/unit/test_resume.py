@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lambdas.logic.resume import choose_resume, resume_of
+from lambdas.logic.evidence.resume import choose_resume, resume_of
 from lambdas.models.report import ReportCheckpoint, parse_report_event
 from tests.unit.reports import report_event
 from trainer_emitter.checks.alarms import Passes

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import dcgm, telemetry, telemetry_findings, telemetry_query, xids
-from lambdas.logic.evidence import report_evidence
+from lambdas.logic.evidence import dcgm, telemetry, telemetry_findings, telemetry_query, xids
+from lambdas.logic.evidence.attached import report_evidence
 from lambdas.models.errors import TelemetryBadAnswer, TelemetryRefused, TelemetrySlow
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.isolation import ISOLATED, IsolatedNode, IsolationRecord

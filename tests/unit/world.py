@@ -11,8 +11,8 @@ from typing import Any
 
 from infra.local.fake_hyperpod import FakeHyperPod
 from lambdas.logic import approval, health_check, intake, isolation
-from lambdas.logic.decisions import approval_binding
 from lambdas.logic.ports import Deps
+from lambdas.logic.safety.decisions import approval_binding
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import Incident
 from lambdas.models.payloads import DecisionRequest, IncidentRef, parse_approval_request

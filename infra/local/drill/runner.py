@@ -352,7 +352,7 @@ def _read_audit(
 ) -> tuple[dict[str, list[dict[str, Any]]], bool, list[Any]]:
     """Each subject's audit entries (shortened for the outcome), whether every chain verifies,
     and every entry; the entries join the timeline."""
-    from lambdas.logic.audit import verify_chain
+    from lambdas.logic.core.audit import verify_chain
 
     audit: dict[str, list[dict[str, Any]]] = {}
     chain_ok = True

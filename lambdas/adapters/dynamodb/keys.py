@@ -8,7 +8,7 @@ from typing import Any, Final
 from lambdas.models.guard import PastIncident
 
 BY_STATE_INDEX: Final = "by_state"
-"""infra/storage.py's index (pk `state`, sk `created_at`); retyped because the Lambda asset
+"""infra/stack/storage.py's index (pk `state`, sk `created_at`); retyped because the Lambda asset
 holds `lambdas/` only, not `infra/`."""
 
 META = "META"

@@ -1,0 +1,133 @@
+"""The approval state machine (Standard): `{incident_id, decision, comment, identity_proof}` →
+decide.
+
+Starting an execution of it is the approval: a console action or `sdc approve`, guarded by IAM
+(`states:StartExecution` on this one ARN = who may approve) and recorded (execution history,
+CloudTrail). `decide` reads the execution back (DescribeExecution on this state machine's
+executions only) to bind the decision to it. A second state machine, because the console has no
+button that completes a waiting callback task, and starting an execution is one IAM can guard.
+
+Step Functions has no resource-based policy, so who may start it is decided by the approvers'
+own IAM policies: the stack offers one, `ApproverPolicy`, to attach to approvers. With
+`sdc:approvers` set, its allow holds only for principals whose `aws:PrincipalArn` matches one
+of the patterns, and `decide` checks the same patterns against the principal STS names.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.stack.definitions import approval_definition
+from infra.stack.nag import acknowledge, acknowledge_iam_lint
+from infra.stack.settings import Settings
+from infra.stack.workflow import APPROVAL_LOGICAL_ID, approval_name, standard_state_machine
+
+DESCRIBE_EXECUTION = (
+    "DescribeExecution takes a Standard execution (arn:...:execution:<machine>:<name>) or an "
+    "Express one; the linter expects the Express format too. The approval state machine is "
+    "Standard, so its executions are the only resource type that applies, and naming them "
+    "keeps the grant to this one state machine."
+)
+
+
+def approval_executions_arn(scope: Construct, settings: Settings) -> str:
+    """Every execution of the approval state machine."""
+    return Stack.of(scope).format_arn(
+        service="states",
+        resource="execution",
+        resource_name=f"{approval_name(settings)}:*",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+class ApprovalWorkflow(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        decide: lambda_.IFunction,
+        incidents_table_arn: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.state_machine = standard_state_machine(
+            self,
+            "StateMachine",
+            logical_id=APPROVAL_LOGICAL_ID,
+            name=approval_name(settings),
+            definition=approval_definition(decide.function_arn),
+            invokes=[decide],
+            settings=settings,
+        )
+        executions = approval_executions_arn(self, settings)
+        every_execution = (
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+            f"<AWS::AccountId>:execution:{approval_name(settings)}:*]"
+        )
+        decide.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="BindDecisionToApproval",
+                actions=["states:DescribeExecution"],
+                resources=[executions],
+            )
+        )
+        assert decide.role is not None
+        decide_policy = decide.role.node.try_find_child("DefaultPolicy")
+        assert isinstance(decide_policy, iam.Policy)
+        acknowledge_iam_lint(
+            decide_policy, "RESOURCE_MISMATCH", ["states:DescribeExecution"], DESCRIBE_EXECUTION
+        )
+        acknowledge(
+            decide.role,
+            every_execution,
+            "decide describes the approval execution that invoked it, whose name the approver "
+            "chose; the grant is every execution of the approval state machine, and nothing "
+            "else (another state machine's execution is refused as AccessDenied).",
+        )
+        conditions = (
+            {"StringLike": {"aws:PrincipalArn": list(settings.approvers)}}
+            if settings.approvers
+            else None
+        )
+        self.approver_policy = iam.ManagedPolicy(
+            self,
+            "ApproverPolicy",
+            description="Attach to approvers: start the SDC approval state machine (approve, "
+            "reboot, reject, reset) and follow the approval execution",
+            statements=[
+                iam.PolicyStatement(
+                    sid="StartApproval",
+                    actions=["states:StartExecution"],
+                    resources=[self.state_machine.state_machine_arn],
+                    conditions=conditions,
+                ),
+                iam.PolicyStatement(
+                    sid="FollowApproval",
+                    actions=["states:DescribeExecution"],
+                    resources=[executions],
+                    conditions=conditions,
+                ),
+                iam.PolicyStatement(
+                    sid="ReadTheIncidentFirst",
+                    actions=["dynamodb:GetItem"],
+                    resources=[incidents_table_arn],
+                    conditions=conditions,
+                ),
+            ],
+        )
+        acknowledge(
+            self.approver_policy,
+            every_execution,
+            "An approver follows the approval execution they started, whose name they chose; "
+            "the grant is the executions of the approval state machine only.",
+        )
+        acknowledge_iam_lint(
+            self.approver_policy,
+            "RESOURCE_MISMATCH",
+            ["states:DescribeExecution"],
+            DESCRIBE_EXECUTION,
+        )

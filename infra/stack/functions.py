@@ -1,0 +1,641 @@
+"""The Lambda functions of docs/pipeline.md: one per handler module, each with its own role, log
+group and least-privilege grants.
+
+The permission matrix lives in `SPECS` below, one line per function, so that a reviewer reads
+who may do what in one place (and docs/deploy.md repeats it as a table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from aws_cdk import AssetHashType, Aws, Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.stack import asset as asset_build
+from infra.stack.audit_anchor import AuditAnchorLog
+from infra.stack.dependencies import depend_on_role_policy_only
+from infra.stack.log_groups import retained_log_group
+from infra.stack.nag import (
+    SQS_MANAGED_ENCRYPTION,
+    acknowledge,
+    acknowledge_checkov,
+    acknowledge_iam_lint,
+)
+from infra.stack.notifications import Notifications
+from infra.stack.pause import PauseSwitch
+from infra.stack.settings import Cluster, Settings, TelemetrySource
+from infra.stack.storage import Storage
+from infra.stack.workflow import executions_arn
+from lambdas.adapters._aws import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS, worst_call_seconds
+from lambdas.adapters.kubernetes import TIMEOUT_SECONDS as KUBERNETES_TIMEOUT_SECONDS
+from lambdas.adapters.prometheus import TIMEOUT_SECONDS as TELEMETRY_TIMEOUT_SECONDS
+from lambdas.logic.core.steps import NOTICE_RETRY_WINDOW_SECONDS
+from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
+from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
+
+RUNTIME: Final = {
+    "3.12": lambda_.Runtime.PYTHON_3_12,
+    "3.13": lambda_.Runtime.PYTHON_3_13,
+}[asset_build.PYTHON_VERSION]
+"""The runtime the asset's binary wheels are built for (asset.PYTHON_VERSION)."""
+
+HYPERPOD_READ: Final = (
+    "sagemaker:DescribeCluster",
+    "sagemaker:DescribeClusterNode",
+    "sagemaker:ListClusterNodes",
+)
+HYPERPOD_EVENTS: Final = ("sagemaker:ListClusterEvents", "sagemaker:DescribeClusterEvent")
+"""HyperPod's own events about a node, for the approval card."""
+START_HEALTH_CHECK: Final = "sagemaker:StartClusterHealthCheck"
+REPLACE_NODES: Final = "sagemaker:BatchReplaceClusterNodes"
+REBOOT_NODES: Final = "sagemaker:BatchRebootClusterNodes"
+TASK_RESPONSE: Final = ("states:SendTaskSuccess", "states:SendTaskFailure")
+QUERY_TELEMETRY: Final = "aps:QueryMetrics"
+PUT_EVENTS: Final = "events:PutEvents"
+LIFECYCLE_BUS: Final = "default"
+"""Where every function puts the incident lifecycle events (source `sdc.remediation`): the
+account's default bus, where a team's own rules already live."""
+EVENT_SUBJECTS: Final = "event#"
+"""Audit subjects of events tied to no incident: only the intake functions write them."""
+DECISION_SUBJECTS: Final = "decision#"
+"""Audit subjects of decisions naming no incident: only decide writes them."""
+
+ACTIONS_NEWER_THAN_IAM_LINT: Final = (
+    START_HEALTH_CHECK,
+    REPLACE_NODES,
+    REBOOT_NODES,
+    *HYPERPOD_EVENTS,
+)
+"""HyperPod actions the IAM linter's database does not know yet (acknowledged where granted)."""
+
+CHECKOV_FUNCTION_ACKNOWLEDGEMENTS: Final = {
+    "CKV_AWS_116": "No dead-letter queue setting, by design: the two functions EventBridge invokes "
+    "asynchronously send a failed event to an on-failure destination queue (EventInvokeConfig), "
+    "which keeps the event and the error, more than a DLQ does; the state machines invoke the "
+    "others synchronously, where a DLQ never applies and the execution catches the error.",
+    "CKV_AWS_117": "Not in a VPC, by design: the functions reach only AWS APIs and, for node "
+    "isolation, the EKS cluster's public API endpoint; they hold no network-reachable resource. "
+    "A VPC would need a NAT gateway or eight interface endpoints for no gain in isolation "
+    "(docs/deploy.md says what a private-only EKS endpoint needs).",
+    "CKV_AWS_173": "The environment holds only table, topic and state machine names and ARNs and "
+    "numeric settings, no secret; Lambda encrypts it at rest with an AWS managed key. A customer "
+    "managed key would add a standing cost and a key policy to keep for nothing secret.",
+}
+"""checkov's Lambda checks that every function acknowledges, with the reason."""
+
+NO_CONCURRENCY_CAP: Final = (
+    "No reserved concurrency, by design, on the functions that act on no node: the intake "
+    "functions must absorb a burst (every node of a cluster in a minute) and the guard and storm "
+    "hold bound what they open; the others only read, poll or record a human's decision. Only "
+    "the five functions that change a node get the sdc:nodeActionConcurrency cap."
+)
+
+ASYNC_RETRY_ATTEMPTS: Final = 2
+ASYNC_MAX_EVENT_AGE: Final = Duration.hours(6)
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One Lambda function: its handler module and exactly what it may do besides the tables."""
+
+    module: str
+    description: str
+    hyperpod: tuple[str, ...] = ()
+    publishes: bool = False
+    starts_remediation: bool = False
+    answers_approval: bool = False
+    reads_pause_switch: bool = False
+    """Acts on a cluster (opens incidents, starts health checks, replaces nodes): reads the pause
+    switch first."""
+    kubernetes: bool = False
+    """Cordons or uncordons nodes through the EKS clusters of `sdc:nodeIsolation`: gets
+    eks:DescribeCluster on them, `NODE_ISOLATION`, and an access entry (node_isolation.py)."""
+    checks_claims: bool = False
+    """Checks the node names a report claims against the Kubernetes API of the clusters of
+    `sdc:nodeIsolation`, read only (lambdas/logic/opening/claims.py): gets eks:DescribeCluster on them,
+    `NODE_ISOLATION`, and an access entry in the read-only group (node_isolation.py)."""
+    asynchronous: bool = False
+    """Invoked by EventBridge (asynchronously): failures after retries go to the failure queue."""
+    recovers: bool = False
+    """Carries out an approved reboot or replacement: with `sdc:recoveryThroughNodeLabel` it
+    sets HyperPod's node health label, so it gets the Kubernetes access `kubernetes` gives."""
+    reads_nodes: bool = False
+    """Reads the suspect node's HyperPod labels where node isolation is on (get and list nodes
+    only): gets `NODE_ISOLATION`, eks:DescribeCluster and a read-only access entry."""
+    queries_telemetry: bool = False
+    """Reads the suspect GPU's hardware counters from the clusters' Prometheus workspaces
+    (`sdc:telemetry`): gets aps:QueryMetrics on exactly those and `TELEMETRY`."""
+    acts_on_nodes: bool = False
+    """Changes a node (cordon, deep health check, replacement, release): its concurrency is
+    capped at `sdc:nodeActionConcurrency`, a limit beyond the guard's."""
+    reconciles: bool = False
+    """Settles stuck incidents (scheduled): reads the remediation executions' status
+    (states:DescribeExecution on them)."""
+    verifies_audit: bool = False
+    """The scheduled audit check: scans the audit table and reads the audit anchor."""
+    timeout_seconds: int = 60
+
+    @property
+    def handler(self) -> str:
+        return f"lambdas.handlers.{self.module}.handler"
+
+    @property
+    def logical_id(self) -> str:
+        """`open_incident` → `OpenIncidentFunction`: stable, so tests and the local run can map
+        the state machine definitions' references to handlers."""
+        return "".join(part.title() for part in self.module.split("_")) + "Function"
+
+
+SPECS: Final = (
+    FunctionSpec(
+        "open_incident",
+        "Opens an incident for a contributor ALARM and starts the remediation execution",
+        hyperpod=HYPERPOD_READ,
+        publishes=True,
+        starts_remediation=True,
+        reads_pause_switch=True,
+        checks_claims=True,
+        asynchronous=True,
+        timeout_seconds=90,
+    ),
+    FunctionSpec(
+        "store_report",
+        "Stores an SDC Report event as evidence; opens the incidents it names",
+        hyperpod=HYPERPOD_READ,
+        publishes=True,
+        starts_remediation=True,
+        reads_pause_switch=True,
+        checks_claims=True,
+        asynchronous=True,
+        timeout_seconds=90,
+    ),
+    FunctionSpec(
+        "isolate_node",
+        "Cordons and taints the suspect node through the EKS cluster's Kubernetes API",
+        hyperpod=("sagemaker:DescribeCluster",),
+        reads_pause_switch=True,
+        kubernetes=True,
+        timeout_seconds=90,
+        acts_on_nodes=True,
+    ),
+    FunctionSpec(
+        "start_health_check",
+        "Starts the HyperPod deep health check on the suspect node",
+        hyperpod=(*HYPERPOD_READ, START_HEALTH_CHECK),
+        reads_pause_switch=True,
+        timeout_seconds=60,
+        acts_on_nodes=True,
+    ),
+    FunctionSpec(
+        "check_health",
+        "Polls the deep health check; its last poll holds the incident if the cluster is held",
+        hyperpod=HYPERPOD_READ,
+        reads_pause_switch=True,
+    ),
+    FunctionSpec(
+        "request_approval",
+        "Stores the task token and asks a human to approve the replacement",
+        hyperpod=HYPERPOD_EVENTS,
+        publishes=True,
+        reads_nodes=True,
+        queries_telemetry=True,
+        timeout_seconds=90,
+    ),
+    FunctionSpec(
+        "replace_node",
+        "Re-checks the node and requests its replacement",
+        hyperpod=(*HYPERPOD_READ, REPLACE_NODES),
+        reads_pause_switch=True,
+        timeout_seconds=90,
+        acts_on_nodes=True,
+        recovers=True,
+    ),
+    FunctionSpec("check_replacement", "Polls the node replacement", hyperpod=HYPERPOD_READ),
+    FunctionSpec(
+        "reboot_node",
+        "Re-checks the node and requests its reboot (an approver chose reboot)",
+        hyperpod=(*HYPERPOD_READ, REBOOT_NODES),
+        reads_pause_switch=True,
+        timeout_seconds=90,
+        acts_on_nodes=True,
+        recovers=True,
+    ),
+    FunctionSpec(
+        "check_reboot", "Polls the rebooted node until it is Running again", hyperpod=HYPERPOD_READ
+    ),
+    FunctionSpec(
+        "close_incident",
+        "Closes the incident with its outcome, lifts the node's isolation and notifies",
+        publishes=True,
+        kubernetes=True,
+        timeout_seconds=90,
+        acts_on_nodes=True,
+    ),
+    FunctionSpec(
+        "decide",
+        "Validates an approval decision and completes the waiting remediation task",
+        publishes=True,
+        answers_approval=True,
+        timeout_seconds=90,
+    ),
+    FunctionSpec(
+        "reconcile",
+        "Settles stuck incidents from HyperPod's and Step Functions' state (scheduled)",
+        hyperpod=HYPERPOD_READ,
+        publishes=True,
+        kubernetes=True,
+        reconciles=True,
+        acts_on_nodes=True,
+        timeout_seconds=300,
+    ),
+    FunctionSpec(
+        "verify_audit",
+        "Checks every audit chain against the audit anchor on a schedule",
+        verifies_audit=True,
+        timeout_seconds=300,
+    ),
+)
+
+
+RECORD_CALLS: Final = 3
+"""The AWS calls that record a failed step (read the incident, save it, append the audit entry),
+each given one attempt's connect and read timeouts."""
+KUBERNETES_REQUESTS: Final = 3
+"""The Kubernetes API requests one node's cordon or release makes (find, read, patch)."""
+ROOM_SECONDS: Final = 5
+"""What is left over for the function's own work and the runtime."""
+
+
+def time_budget_seconds(spec: FunctionSpec) -> float:
+    """The longest an invocation of `spec` can need when one call hangs: that AWS call with all
+    its attempts (`lambdas.adapters._aws.worst_call_seconds`), the calls that record its
+    failure, the Kubernetes requests (each bounded by its timeout), the telemetry query, a
+    notice with its retries, and `ROOM_SECONDS`. Every function's timeout is at least this
+    (tests/infra/test_functions.py), so a hung call ends as a recorded, retryable error rather
+    than a killed function."""
+    per_attempt = CONNECT_TIMEOUT_SECONDS + READ_TIMEOUT_SECONDS
+    budget = worst_call_seconds() + RECORD_CALLS * per_attempt + ROOM_SECONDS
+    if spec.kubernetes or spec.recovers:
+        budget += KUBERNETES_REQUESTS * KUBERNETES_TIMEOUT_SECONDS
+    if spec.queries_telemetry:
+        budget += TELEMETRY_TIMEOUT_SECONDS
+    if spec.publishes:
+        budget += NOTICE_RETRY_WINDOW_SECONDS + worst_call_seconds()
+    return budget
+
+
+def cluster_arn(scope: Construct, cluster: Cluster) -> str:
+    """The configured ARN, or `arn:<partition>:sagemaker:<region>:<account>:cluster/<id>` for
+    the stack's own account and region when the context gave the cluster id."""
+    return cluster.arn or Stack.of(scope).format_arn(
+        service="sagemaker", resource="cluster", resource_name=cluster.cluster_id
+    )
+
+
+def eks_cluster_arn(scope: Construct, name: str) -> str:
+    """`arn:<partition>:eks:<region>:<account>:cluster/<name>` in the stack's account and region."""
+    return Stack.of(scope).format_arn(service="eks", resource="cluster", resource_name=name)
+
+
+def workspace_arn(scope: Construct, source: TelemetrySource) -> str:
+    """The configured ARN, or `arn:<partition>:aps:<region>:<account>:workspace/<id>` for the
+    stack's own account and region when the context gave the workspace id."""
+    return source.arn or Stack.of(scope).format_arn(
+        service="aps", resource="workspace", resource_name=source.workspace_id
+    )
+
+
+def telemetry_env(scope: Construct, settings: Settings) -> str:
+    """`TELEMETRY` for the functions: cluster → its workspace's id, query URL (the Prometheus
+    HTTP API is under it), signing region, dashboard and node label (the lambdas' format)."""
+    stack = Stack.of(scope)
+    config = {}
+    for source in settings.telemetry:
+        region = source.region or stack.region
+        suffix = source.url_suffix or stack.url_suffix
+        config[source.cluster] = {
+            "workspace_id": source.workspace_id,
+            "query_url": f"https://aps-workspaces.{region}.{suffix}/workspaces/{source.workspace_id}",
+            "region": region,
+            "dashboard": source.dashboard,
+            "node_label": source.node_label,
+        }
+    return stack.to_json_string(config)
+
+
+def _default_policy(fn: lambda_.Function) -> iam.Policy:
+    """The function role's default policy, where `add_to_role_policy` puts statements."""
+    assert fn.role is not None
+    policy = fn.role.node.try_find_child("DefaultPolicy")
+    if not isinstance(policy, iam.Policy):
+        raise TypeError(f"{fn.node.path}: the role has no default policy yet")
+    return policy
+
+
+def decision_env(settings: Settings) -> dict[str, str]:
+    """Who may decide and how many must agree: decide enforces it, request_approval's card and
+    the CLI say it."""
+    return {
+        "APPROVALS_REQUIRED": str(settings.approvals_required),
+        "APPROVERS": ",".join(settings.approvers),
+        "REQUIRE_IDENTITY_PROOF": "true" if settings.require_identity_proof else "false",
+    }
+
+
+class Functions(Construct):
+    """All functions. `remediation_arn` / `approval_arn` are the state machines' ARNs, known
+    before the state machines exist because their names are fixed (see workflow.py);
+    `remediation_name` is the remediation machine's name (its executions' ARNs start with it)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        code_asset: asset_build.LambdaAsset,
+        storage: Storage,
+        audit_anchor: AuditAnchorLog,
+        notifications: Notifications,
+        pause_switch: PauseSwitch,
+        remediation_arn: str,
+        approval_arn: str,
+        remediation_name: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        cluster_arns = [cluster_arn(self, cluster) for cluster in settings.clusters]
+
+        self.failure_queue = sqs.Queue(
+            self,
+            "FailedInvocationsQueue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.failure_queue,
+            "AwsSolutions-SQS3",
+            "This queue is itself the dead-letter target: the on-failure "
+            "destination of the asynchronously invoked functions (open_incident, "
+            "store_report). cdk-nag only recognises SQS redrive policies and Lambda "
+            "DeadLetterConfig as DLQ use; a DLQ of a DLQ would only move the problem.",
+        )
+        acknowledge_checkov(self.failure_queue, "CKV_AWS_27", SQS_MANAGED_ENCRYPTION)
+
+        code = lambda_.Code.from_asset(
+            str(code_asset.path),
+            asset_hash=code_asset.key,
+            asset_hash_type=AssetHashType.CUSTOM,
+        )
+        common_env = {
+            "INCIDENTS_TABLE": storage.incidents.table_name,
+            "AUDIT_TABLE": storage.audit.table_name,
+            "TOPIC_ARN": notifications.topic.topic_arn,
+            "ALLOWED_CLUSTERS": ",".join(settings.cluster_names),
+            "HEALTH_CHECKS": ",".join(settings.health_checks),
+            "NAMESPACE": settings.namespace,
+            "DRY_RUN": "true" if settings.dry_run else "false",
+            "APPROVAL_STATE_MACHINE_ARN": approval_arn,
+            "APPROVAL_TIMEOUT_SECONDS": str(settings.approval_timeout_seconds),
+            "GUARD_MAX_OPEN": str(settings.guard_max_open_incidents),
+            "GUARD_MAX_OPEN_PERCENT": str(settings.guard_max_open_percent),
+            "STORM_THRESHOLD": str(settings.storm_threshold),
+            "STORM_WINDOW_SECONDS": str(settings.storm_window_seconds),
+            "EVENT_BUS_NAME": LIFECYCLE_BUS,
+            **decision_env(settings),
+            "AUDIT_ANCHOR_LOG_GROUP": audit_anchor.name,
+            "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+            "POWERTOOLS_METRICS_NAMESPACE": PIPELINE_NAMESPACE,
+        }
+
+        eks_arns = [eks_cluster_arn(self, name) for name in settings.eks_clusters]
+        workspace_arns = sorted({workspace_arn(self, source) for source in settings.telemetry})
+        self.by_module: dict[str, lambda_.Function] = {}
+        self.kubernetes_roles: list[iam.IRole] = []
+        self.kubernetes_readers: list[iam.IRole] = []
+        for spec in SPECS:
+            env = dict(common_env)
+            kubernetes = spec.kubernetes or (
+                spec.recovers and bool(settings.recovery_label_clusters)
+            )
+            reads_kubernetes = (spec.checks_claims or spec.reads_nodes) and not kubernetes
+            if (kubernetes or reads_kubernetes) and settings.node_isolation:
+                env["NODE_ISOLATION"] = settings.node_isolation_env()
+            if spec.starts_remediation:
+                env["STATE_MACHINE_ARN"] = remediation_arn
+            if spec.reads_pause_switch:
+                env["PAUSE_PARAMETER"] = pause_switch.name
+            if spec.queries_telemetry and settings.telemetry:
+                env["TELEMETRY"] = telemetry_env(self, settings)
+            fn = self._function(spec, code, env, settings)
+            if spec.reads_pause_switch:
+                pause_switch.grant_read(fn)
+            storage.grant_incidents(fn)
+            storage.grant_audit_append(fn)
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    sid="IncidentLifecycleEvents",
+                    actions=[PUT_EVENTS],
+                    resources=[
+                        f"arn:{Aws.PARTITION}:events:{Aws.REGION}:{Aws.ACCOUNT_ID}"
+                        f":event-bus/{LIFECYCLE_BUS}"
+                    ],
+                    conditions={"StringEquals": {"events:source": LIFECYCLE_SOURCE}},
+                )
+            )
+            storage.deny_audit_subjects(
+                fn,
+                [
+                    *([] if spec.asynchronous else [EVENT_SUBJECTS]),
+                    *([] if spec.answers_approval else [DECISION_SUBJECTS]),
+                ],
+            )
+            audit_anchor.grant_append(fn)
+            if spec.verifies_audit:
+                storage.grant_audit_scan(fn)
+                audit_anchor.grant_read(fn)
+            if spec.publishes:
+                notifications.grant_publish(fn)
+            if spec.hyperpod and cluster_arns:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="HyperPodConfiguredClusters",
+                        actions=list(spec.hyperpod),
+                        resources=cluster_arns,
+                    )
+                )
+            if (kubernetes or reads_kubernetes) and eks_arns:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="EksIsolationClusters",
+                        actions=["eks:DescribeCluster"],
+                        resources=eks_arns,
+                    )
+                )
+                assert fn.role is not None
+                (self.kubernetes_roles if kubernetes else self.kubernetes_readers).append(fn.role)
+            if spec.queries_telemetry and workspace_arns:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="QueryHardwareTelemetry",
+                        actions=[QUERY_TELEMETRY],
+                        resources=workspace_arns,
+                    )
+                )
+            if spec.starts_remediation:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="StartRemediation",
+                        actions=["states:StartExecution"],
+                        resources=[remediation_arn],
+                    )
+                )
+            if spec.reconciles:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="ReadRemediationExecutions",
+                        actions=["states:DescribeExecution"],
+                        resources=[executions_arn(self, remediation_name)],
+                    )
+                )
+                assert fn.role is not None
+                acknowledge(
+                    fn.role,
+                    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+                    f"<AWS::AccountId>:execution:{remediation_name}:*]",
+                    "Reconciliation reads the status of the remediation execution of any stuck "
+                    "incident; execution names are the incident ids, known only at run time, so "
+                    "the resource is every execution of the remediation state machine (one "
+                    "machine, read only: states:DescribeExecution).",
+                )
+                acknowledge_iam_lint(
+                    _default_policy(fn),
+                    "RESOURCE_MISMATCH",
+                    ["states:DescribeExecution"],
+                    "DescribeExecution takes a Standard execution's ARN "
+                    "(arn:...:execution:<machine>:<name>, the resource type the service "
+                    "authorization reference lists first); the linter matches it only against "
+                    "the Express form. The remediation state machine is Standard.",
+                )
+            if spec.answers_approval:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="AnswerApprovalTask",
+                        actions=list(TASK_RESPONSE),
+                        resources=[remediation_arn],
+                    )
+                )
+                acknowledge_iam_lint(
+                    _default_policy(fn),
+                    "RESOURCE_MISMATCH",
+                    list(TASK_RESPONSE),
+                    "The service authorization reference lists no resource type for "
+                    "SendTaskSuccess/SendTaskFailure, but IAM evaluates them against the state "
+                    "machine whose task token is answered (AccessDenied for them names that "
+                    "state machine's ARN; CDK's grantTaskResponse scopes them the same way). "
+                    "Scoping to the remediation machine keeps decide from answering any other "
+                    "workflow's tokens; '*' would allow every task token in the account.",
+                )
+            for action in spec.hyperpod:
+                if action in ACTIONS_NEWER_THAN_IAM_LINT and cluster_arns:
+                    acknowledge_iam_lint(
+                        _default_policy(fn),
+                        "UNKNOWN_ACTION",
+                        [action],
+                        f"{action} is a SageMaker HyperPod API operation (in botocore's "
+                        "sagemaker model, which tests/infra/test_validators.py checks) newer "
+                        "than the IAM linter's action database; IAM names actions after the "
+                        "operations, with the cluster as their resource type.",
+                    )
+            assert fn.role is not None
+            depend_on_role_policy_only(fn, fn.role)
+            self.by_module[spec.module] = fn
+
+    def _function(
+        self,
+        spec: FunctionSpec,
+        code: lambda_.Code,
+        env: dict[str, str],
+        settings: Settings,
+    ) -> lambda_.Function:
+        name = spec.logical_id.removesuffix("Function")
+        log_group = retained_log_group(self, f"{name}Logs", settings)
+        role = iam.Role(
+            self,
+            f"{name}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{spec.module}: {spec.description}"[:1000],
+        )
+        log_group.grant_write(role)
+        fn = lambda_.Function(
+            self,
+            name,
+            runtime=RUNTIME,
+            handler=spec.handler,
+            code=code,
+            description=spec.description,
+            role=role,
+            environment=env,
+            timeout=Duration.seconds(spec.timeout_seconds),
+            memory_size=256,
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            # Asynchronous invocations (EventBridge): retry, then keep the failed event.
+            on_failure=(
+                destinations.SqsDestination(self.failure_queue) if spec.asynchronous else None
+            ),
+            retry_attempts=ASYNC_RETRY_ATTEMPTS if spec.asynchronous else None,
+            max_event_age=ASYNC_MAX_EVENT_AGE if spec.asynchronous else None,
+            reserved_concurrent_executions=(
+                settings.node_action_concurrency if spec.acts_on_nodes else None
+            ),
+        )
+        cfn = fn.node.default_child
+        assert isinstance(cfn, lambda_.CfnFunction)
+        cfn.override_logical_id(spec.logical_id)
+
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "X-Ray tracing (Tracing.ACTIVE) adds xray:PutTraceSegments and "
+            "xray:PutTelemetryRecords, which support no resource-level permissions, so "
+            "their resource must be '*'. Every other statement names its resources.",
+        )
+        acknowledge(
+            fn,
+            "AwsSolutions-L1",
+            f"Pinned to python{asset_build.PYTHON_VERSION} on purpose: the asset "
+            "ships binary wheels (wrapt, via the Powertools tracer) built by pip for "
+            "exactly this CPython. Moving to a newer runtime is a one-line change of "
+            "PYTHON_VERSION in infra/stack/asset.py (the wheels follow it).",
+        )
+        for check_id, reason in CHECKOV_FUNCTION_ACKNOWLEDGEMENTS.items():
+            acknowledge_checkov(fn, check_id, reason)
+        if not spec.acts_on_nodes:
+            acknowledge_checkov(fn, "CKV_AWS_115", NO_CONCURRENCY_CAP)
+        return fn
+
+    @property
+    def open_incident(self) -> lambda_.Function:
+        return self.by_module["open_incident"]
+
+    @property
+    def store_report(self) -> lambda_.Function:
+        return self.by_module["store_report"]
+
+    @property
+    def decide(self) -> lambda_.Function:
+        return self.by_module["decide"]
+
+    @property
+    def verify_audit(self) -> lambda_.Function:
+        return self.by_module["verify_audit"]

@@ -1,0 +1,76 @@
+"""EKS access entries for node isolation: the roles of the functions that cordon and uncordon
+nodes (isolate_node, close_incident) may call each configured EKS cluster's Kubernetes API, and
+the roles of the functions that check a report's node names against it (open_incident,
+store_report) may read its nodes.
+
+Default (`sdc:nodeIsolationAccess` = `group`): each role is mapped to the Kubernetes group
+`sdc-remediation`, which has no rights until the cluster's operator applies the RBAC manifest of
+docs/deploy.md (a ClusterRole with get, list and patch on nodes, bound to the group): least
+privilege, since EKS's managed access policies that can patch nodes amount to cluster admin.
+`clusterAdminPolicy` associates AmazonEKSClusterAdminPolicy instead: no manifest to apply, but
+the functions' roles become cluster admins; an explicit opt-in.
+
+The readers are mapped to the group `sdc-remediation-readers` (get and list on nodes, in the same
+manifest); with `clusterAdminPolicy` they get AmazonEKSAdminViewPolicy instead, never more: the
+functions that take input from training pods never hold a right to patch a node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from aws_cdk import aws_eks as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from infra.stack.settings import Settings
+
+KUBERNETES_GROUP: Final = "sdc-remediation"
+READER_GROUP: Final = "sdc-remediation-readers"
+CLUSTER_ADMIN_POLICY: Final = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+ADMIN_VIEW_POLICY: Final = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
+
+
+class NodeIsolationAccess(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        roles: Sequence[iam.IRole],
+        readers: Sequence[iam.IRole] = (),
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.entries: list[eks.CfnAccessEntry] = []
+        admin = settings.node_isolation_access == "clusterAdminPolicy"
+        kinds = (
+            ("Entry", roles, KUBERNETES_GROUP, CLUSTER_ADMIN_POLICY),
+            ("Reader", readers, READER_GROUP, ADMIN_VIEW_POLICY),
+        )
+        for cluster in settings.eks_clusters:
+            for name, principals, group, policy in kinds:
+                for index, role in enumerate(principals):
+                    entry = eks.CfnAccessEntry(
+                        self,
+                        f"{_logical(cluster)}{name}{index}",
+                        cluster_name=cluster,
+                        principal_arn=role.role_arn,
+                        type="STANDARD",
+                        kubernetes_groups=None if admin else [group],
+                        access_policies=_policy(policy) if admin else None,
+                    )
+                    self.entries.append(entry)
+
+
+def _policy(arn: str) -> list[eks.CfnAccessEntry.AccessPolicyProperty]:
+    return [
+        eks.CfnAccessEntry.AccessPolicyProperty(
+            policy_arn=arn, access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster")
+        )
+    ]
+
+
+def _logical(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.replace("_", "-").split("-"))

@@ -1,0 +1,588 @@
+"""Deployment settings: the `sdc:*` context keys of `cdk.json`, parsed once and checked early.
+
+Every key has a documented default, so `cdk synth` works on a fresh clone. Override a key in
+`cdk.json` or on the command line (`-c` values arrive as strings; lists and objects as JSON):
+
+    npx cdk deploy -c 'sdc:clusters={"ml-cluster-1": "ab12cd34ef56"}' -c sdc:approvalTimeoutSeconds=7200
+
+| key | type | default | meaning |
+|---|---|---|---|
+| `sdc:stackName` | string | `SdcRemediation` | CloudFormation stack name; also prefixes the two state machine names |
+| `sdc:clusters` | object: cluster name → cluster ARN or 12-character cluster id | `{}` | HyperPod clusters this deployment may act on. The name goes into `ALLOWED_CLUSTERS`; the ARN scopes the SageMaker IAM permissions (HyperPod cluster ARNs end in the cluster *id*, not the name: `arn:aws:sagemaker:<region>:<account>:cluster/<id>`, so the name alone cannot scope IAM). Empty = the functions may act on no cluster and get no SageMaker permission at all |
+| `sdc:approvalTimeoutSeconds` | integer, 1 .. 31536000 | `86400` | how long `RequestApproval` waits for a decision before the incident closes as `expired` (never auto-approved) |
+| `sdc:notificationEmail` | string or null | `null` | optional e-mail address subscribed to the notification topic (confirm the subscription mail) |
+| `sdc:namespace` | string | `SDC/Training` (the contract's `NAMESPACE`) | CloudWatch namespace of the SDC metrics; the emitter must use the same one |
+| `sdc:alarmNamePrefix` | string or empty | `""` | prefix for the three alarm names (`<prefix>-sdc-replay-mismatch`), for several deployments in one account and region |
+| `sdc:healthChecks` | list of `InstanceStress`, `InstanceConnectivity`, `MultiNodeTrainingValidation` | `["InstanceStress", "InstanceConnectivity"]` | HyperPod deep health checks to run (`HEALTH_CHECKS`) |
+| `sdc:healthCheckPollSeconds` | integer, 1 .. 86400 | `300` | wait between two health-check status polls |
+| `sdc:healthCheckMaxPolls` | integer, 1 .. 1000 | `48` | polls before asking for approval anyway (4 h at the default interval) |
+| `sdc:replacementPollSeconds` | integer, 1 .. 86400 | `120` | wait between two replacement status polls |
+| `sdc:replacementMaxPolls` | integer, 1 .. 1000 | `60` | polls before the incident closes as `failed` (2 h at the default interval) |
+| `sdc:replaceRetrySeconds` | integer, 1 .. 86400 | `300` | wait before retrying `BatchReplaceClusterNodes` after `InvalidInstanceStatus` |
+| `sdc:replaceMaxRetries` | integer, 0 .. 100 | `6` | retries of the replacement request before the incident closes as `failed` |
+| `sdc:rebootPollSeconds` | integer, 1 .. 86400 | `60` | wait between two polls of a node an approver chose to reboot (the first poll comes one wait after the request) |
+| `sdc:rebootMaxPolls` | integer, 1 .. 1000 | `30` | polls before a reboot that never brings the node back to `Running` closes the incident as `failed` (30 min at the default interval); `BatchRebootClusterNodes` is retried like the replacement (`sdc:replaceRetrySeconds`, `sdc:replaceMaxRetries`) |
+| `sdc:dryRun` | boolean | `false` | everything runs, but a replacement or reboot is only recorded as "would replace" / "would reboot" (`DRY_RUN`) |
+| `sdc:logRetentionDays` | one of CloudWatch Logs' retention values (1, 3, 5, 7, 14, 30, 60, 90, ...) | `90` | retention of the function and state machine log groups |
+| `sdc:guardMaxOpenIncidents` | integer, 1 .. 1000 | `3` | blast-radius guard: at most this many open incidents per cluster (`GUARD_MAX_OPEN`); beyond it a new incident is recorded as `held` and notified |
+| `sdc:guardMaxOpenPercent` | integer, 1 .. 100 | `10` | blast-radius guard: at most this share of the cluster's nodes, rounded up, and never more than nodes - 1 (`GUARD_MAX_OPEN_PERCENT`): a 3-node cluster allows 1 |
+| `sdc:stormThreshold` | integer, 2 .. 10000 | `4` | storm hold: this many distinct instances of one cluster flagged within the window hold the whole cluster (`STORM_THRESHOLD`) |
+| `sdc:stormWindowSeconds` | integer, 60 .. 86400 | `900` | storm hold: the window (`STORM_WINDOW_SECONDS`) |
+| `sdc:nodeIsolation` | object: HyperPod cluster name (one of `sdc:clusters`) → EKS cluster name | `{}` | clusters whose suspect node is cordoned and tainted (`sdc.remediation/incident=<incident id>:NoSchedule`) while the incident is open, through that EKS cluster's Kubernetes API (`NODE_ISOLATION`); the stack adds an EKS access entry per cluster for the two functions that do it. Not listed: no isolation, and the approval card says so |
+| `sdc:nodeIsolationAccess` | `group` or `clusterAdminPolicy` | `group` | what the access entries grant: `group` maps the functions' roles to the Kubernetes group `sdc-remediation` (apply the RBAC manifest of docs/deploy.md: nodes get/list/patch only); `clusterAdminPolicy` associates `AmazonEKSClusterAdminPolicy` instead (no manifest, but full cluster admin: opt in knowingly) |
+| `sdc:jobPods` | object: HyperPod cluster name (one of `sdc:nodeIsolation`) → pod label key naming the job (such as `training.kubeflow.org/job-name`) | `{}` | clusters whose reports are checked against the job's pods: the pods labelled `<key>=<the report's job name>` are listed (any namespace) and an instance whose node runs none of them is acted on for nothing, named in the card under `CLAIMS NOT CONFIRMED`. `open_incident` and `store_report` then also need `get`/`list` on pods (the reader RBAC of docs/deploy.md) |
+| `sdc:recoveryThroughNodeLabel` | list of HyperPod cluster names (each one of `sdc:nodeIsolation`) | `[]` | clusters whose approved reboot or replacement is handed to HyperPod's own recovery by setting the node's `sagemaker.amazonaws.com/node-health-status` label (`UnschedulablePendingReboot` / `UnschedulablePendingReplacement`) instead of calling BatchRebootClusterNodes / BatchReplaceClusterNodes; used only while the cluster's NodeRecovery is `Automatic` (otherwise the API acts); the audit records the path. `reboot_node` and `replace_node` then get the EKS access `close_incident` has |
+| `sdc:nodeActionConcurrency` | integer, 1 .. 100 | `5` | reserved concurrency of each function that acts on a node (isolate, start the health check, replace, reboot, close and release): at most this many run at once, whatever the guard lets through; it is reserved out of the account's Lambda concurrency (five functions at this value each must leave the account its 100 unreserved) |
+| `sdc:pauseParameterName` | SSM parameter name or null | `/<stackName>/paused` | the pause switch: a String parameter the stack creates with value `false`; `aws ssm put-parameter --overwrite --name <it> --value true` pauses without a deploy (`PAUSE_PARAMETER`) |
+| `sdc:telemetry` | object: HyperPod cluster name (one of `sdc:clusters`) → `{"workspace": "<AMP workspace id ws-… or ARN>", "dashboard": "<https URL>" or null, "nodeLabel": "<label>" (optional)}` | `{}` | hardware telemetry in the approval card: the Amazon Managed Service for Prometheus workspace the cluster's HyperPod observability add-on writes dcgm-exporter's series to. `request_approval` gets `aps:QueryMetrics` on exactly these workspaces and their query URLs (`TELEMETRY`); the card names any XID, row remap failure, retired pages, rising ECC, PCIe or NVLink errors and hardware throttling of the suspect GPU, and links the dashboard. `nodeLabel`: the label that names the node in the series when it is not dcgm-exporter's `Hostname`/`hostname`. Not listed: the card says telemetry is not configured |
+| `sdc:approvalsRequired` | integer, 1 .. 10 | `1` | distinct verified principals whose `approve` (or `reboot`) a replacement or reboot needs (`APPROVALS_REQUIRED`); above 1 every decision must carry an identity proof (`sdc approve` signs one); the card and `sdc show` say "1 of 2: <principal> at <time>"; the same principal twice counts once; a `reject` by any allowed approver ends the approval |
+| `sdc:approvers` | list of IAM or STS ARN patterns (`*`, `?`) | `[]` | who may decide (`APPROVERS`): `decide` refuses a principal that matches none (an assumed-role session matches by its session ARN or by its role's IAM ARN), and the approver policy the stack creates allows `states:StartExecution` on the approval state machine only to principals whose `aws:PrincipalArn` matches. Set: every decision must carry an identity proof. Empty: anyone allowed to start the approval state machine |
+| `sdc:requireIdentityProof` | boolean | `false` | refuse decisions without an identity proof (`REQUIRE_IDENTITY_PROOF`): console approvals are then refused and only `sdc approve|reboot|reject|reset` (which signs one) decides. Implied by `sdc:approvers` and `sdc:approvalsRequired` > 1 |
+
+Unknown `sdc:*` keys are an error (a typo must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from lambdas.logic.core.lifecycle import MAX_REBOOTS
+from lambdas.models.kubernetes import LABEL_KEY_RE
+from trainer_emitter.contract import NAMESPACE
+
+PREFIX: Final = "sdc:"
+
+HEALTH_CHECK_TYPES: Final = (
+    "InstanceStress",
+    "InstanceConnectivity",
+    "MultiNodeTrainingValidation",
+)
+"""`DeepHealthCheckType` of the SageMaker API (botocore 1.44)."""
+
+LOG_RETENTION_DAYS: Final = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+    2922, 3288, 3653,
+)  # fmt: skip
+
+CLUSTER_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+CLUSTER_ARN_RE: Final = re.compile(
+    r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}$"
+)
+CLUSTER_ID_RE: Final = re.compile(r"^[a-z0-9]{12}$")
+EKS_CLUSTER_NAME_RE: Final = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+STACK_NAME_RE: Final = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,59}$")
+SSM_PARAMETER_RE: Final = re.compile(r"^/?[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
+ALARM_PREFIX_RE: Final = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,62}[A-Za-z0-9]|[A-Za-z0-9])?$")
+EMAIL_RE: Final = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+WORKSPACE_ID_RE: Final = re.compile(r"^ws-[0-9A-Za-z-]{1,61}$")
+WORKSPACE_ARN_RE: Final = re.compile(
+    r"^arn:(?P<partition>aws|aws-cn|aws-us-gov):aps:(?P<region>[a-z]{2}(-[a-z]+)+-[0-9]+):"
+    r"[0-9]{12}:workspace/(?P<id>ws-[0-9A-Za-z-]{1,61})$"
+)
+"""An Amazon Managed Service for Prometheus workspace ARN (its id starts with `ws-`)."""
+LABEL_NAME_RE: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+URL_SUFFIX: Final = {
+    "aws": "amazonaws.com",
+    "aws-cn": "amazonaws.com.cn",
+    "aws-us-gov": "amazonaws.com",
+}
+
+MAX_TASK_SECONDS: Final = 31_536_000
+"""One year: a Standard execution's maximum duration."""
+
+MAX_LOOP_ITERATIONS: Final = 1500
+"""Each poll iteration writes about 12 history events; a Standard execution holds 25,000."""
+
+
+class SettingsError(ValueError):
+    """A context value that cannot be used; the message names the key and what is expected."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A HyperPod cluster the deployment may act on."""
+
+    name: str
+    arn_or_id: str
+
+    @property
+    def arn(self) -> str | None:
+        """The full ARN when the context gave one; None when it gave the id only."""
+        return self.arn_or_id if self.arn_or_id.startswith("arn:") else None
+
+    @property
+    def cluster_id(self) -> str:
+        return self.arn_or_id.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class TelemetrySource:
+    """A cluster's hardware telemetry: its Amazon Managed Service for Prometheus workspace."""
+
+    cluster: str
+    workspace: str
+    """The workspace id (`ws-…`, in the stack's own account and region) or its ARN."""
+    dashboard: str | None = None
+    node_label: str | None = None
+
+    @property
+    def workspace_id(self) -> str:
+        return self.workspace.rsplit("/", 1)[-1]
+
+    @property
+    def arn(self) -> str | None:
+        """The full ARN when the context gave one; None when it gave the id only."""
+        return self.workspace if self.workspace.startswith("arn:") else None
+
+    @property
+    def region(self) -> str | None:
+        """The workspace's region when its ARN names it (None: the stack's own)."""
+        match = WORKSPACE_ARN_RE.match(self.workspace)
+        return match.group("region") if match else None
+
+    @property
+    def url_suffix(self) -> str | None:
+        """The DNS suffix of its partition when its ARN names it (None: the stack's own)."""
+        match = WORKSPACE_ARN_RE.match(self.workspace)
+        return URL_SUFFIX[match.group("partition")] if match else None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The typed form of the `sdc:*` context keys (see the module docstring for the table)."""
+
+    stack_name: str = "SdcRemediation"
+    clusters: tuple[Cluster, ...] = ()
+    approval_timeout_seconds: int = 86_400
+    notification_email: str | None = None
+    namespace: str = NAMESPACE
+    alarm_name_prefix: str = ""
+    health_checks: tuple[str, ...] = ("InstanceStress", "InstanceConnectivity")
+    health_check_poll_seconds: int = 300
+    health_check_max_polls: int = 48
+    replacement_poll_seconds: int = 120
+    replacement_max_polls: int = 60
+    replace_retry_seconds: int = 300
+    replace_max_retries: int = 6
+    reboot_poll_seconds: int = 60
+    reboot_max_polls: int = 30
+    dry_run: bool = False
+    log_retention_days: int = 90
+    guard_max_open_incidents: int = 3
+    guard_max_open_percent: int = 10
+    storm_threshold: int = 4
+    storm_window_seconds: int = 900
+    pause_parameter: str | None = None
+    """None: `/<stack name>/paused` (see `pause_parameter_name`)."""
+    node_isolation: tuple[tuple[str, str], ...] = ()
+    """(HyperPod cluster name, EKS cluster name) pairs whose suspect nodes are isolated."""
+    node_isolation_access: str = "group"
+    node_action_concurrency: int = 5
+    recovery_label_clusters: tuple[str, ...] = ()
+    """HyperPod clusters whose approved recoveries go through the node health label."""
+    job_pods: tuple[tuple[str, str], ...] = ()
+    """(HyperPod cluster name, pod label key naming the job) pairs whose reports are checked
+    against the nodes the job's pods run on."""
+    telemetry: tuple[TelemetrySource, ...] = ()
+    """Clusters whose approval card shows the suspect GPU's hardware counters."""
+    approvals_required: int = 1
+    approvers: tuple[str, ...] = ()
+    """ARN patterns of who may decide; empty: whoever may start the approval state machine."""
+    require_identity_proof: bool = False
+
+    @property
+    def eks_clusters(self) -> tuple[str, ...]:
+        """The EKS clusters whose Kubernetes API the functions use (sorted, distinct)."""
+        return tuple(sorted({eks for _, eks in self.node_isolation}))
+
+    def node_isolation_env(self) -> str:
+        """`NODE_ISOLATION` for the functions: the lambdas' settings format."""
+        labels = dict(self.job_pods)
+        return json.dumps(
+            {
+                name: {
+                    "isolate": True,
+                    "eks_cluster": eks,
+                    **({"recovery": "node_label"} if name in self.recovery_label_clusters else {}),
+                    **({"job_pods": labels[name]} if name in labels else {}),
+                }
+                for name, eks in self.node_isolation
+            },
+            sort_keys=True,
+        )
+
+    @property
+    def cluster_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.clusters)
+
+    @property
+    def pause_parameter_name(self) -> str:
+        """The pause switch's SSM parameter name (always starting with `/`)."""
+        name = self.pause_parameter or f"/{self.stack_name}/paused"
+        return name if name.startswith("/") else f"/{name}"
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> Settings:
+        """Parse the whole context (other keys, e.g. CDK feature flags, are ignored)."""
+        own = {k: v for k, v in context.items() if k.startswith(PREFIX)}
+        unknown = sorted(set(own) - set(_PARSERS))
+        if unknown:
+            raise SettingsError(
+                f"unknown context key(s) {', '.join(unknown)}; known keys: "
+                + ", ".join(sorted(_PARSERS))
+            )
+        values: dict[str, Any] = {}
+        for key, (attr, parse) in _PARSERS.items():
+            if own.get(key) is not None:
+                values[attr] = parse(key, own[key])
+        settings = cls(**values)
+        settings._check_totals()
+        return settings
+
+    def _check_totals(self) -> None:
+        isolated = {name for name, _ in self.node_isolation}
+        unlabelled = [name for name in self.recovery_label_clusters if name not in isolated]
+        if unlabelled:
+            raise SettingsError(
+                f"sdc:recoveryThroughNodeLabel names {', '.join(unlabelled)}, not in "
+                "sdc:nodeIsolation: the node health label is set through the EKS cluster that "
+                "isolation uses"
+            )
+        unlisted = [name for name, _ in self.job_pods if name not in isolated]
+        if unlisted:
+            raise SettingsError(
+                f"sdc:jobPods names {', '.join(unlisted)}, not in sdc:nodeIsolation: the job's "
+                "pods are listed through the EKS cluster that isolation uses"
+            )
+        unknown = [name for name, _ in self.node_isolation if name not in self.cluster_names]
+        if unknown:
+            raise SettingsError(
+                f"sdc:nodeIsolation names {', '.join(unknown)}, not in sdc:clusters: isolation is "
+                "only for clusters this deployment acts on"
+            )
+        unknown = [t.cluster for t in self.telemetry if t.cluster not in self.cluster_names]
+        if unknown:
+            raise SettingsError(
+                f"sdc:telemetry names {', '.join(unknown)}, not in sdc:clusters: telemetry is "
+                "only for clusters this deployment acts on"
+            )
+        # The longest path: a health check, a reboot, the health check again, a second
+        # approval, the replacement.
+        checks = 1 + MAX_REBOOTS
+        loops = (
+            self.health_check_max_polls * checks
+            + self.reboot_max_polls * MAX_REBOOTS
+            + self.replacement_max_polls
+            + self.replace_max_retries * (1 + MAX_REBOOTS)
+        )
+        if loops > MAX_LOOP_ITERATIONS:
+            raise SettingsError(
+                f"{checks} x sdc:healthCheckMaxPolls + sdc:rebootMaxPolls + "
+                f"sdc:replacementMaxPolls + {checks} x sdc:replaceMaxRetries = "
+                f"{loops} exceeds {MAX_LOOP_ITERATIONS}: the execution history (25,000 events) "
+                "would overflow"
+            )
+        worst = (
+            self.health_check_poll_seconds * self.health_check_max_polls * checks
+            + self.approval_timeout_seconds * checks
+            + self.reboot_poll_seconds * self.reboot_max_polls * MAX_REBOOTS
+            + self.replacement_poll_seconds * self.replacement_max_polls
+            + self.replace_retry_seconds * self.replace_max_retries * checks
+        )
+        if worst > MAX_TASK_SECONDS:
+            raise SettingsError(
+                f"the worst-case execution takes {worst} s, longer than a Standard execution's "
+                f"one year ({MAX_TASK_SECONDS} s): lower the poll counts, intervals or the "
+                "approval timeout"
+            )
+
+
+# --- parsers: each takes (key, raw value) and returns the typed value or raises SettingsError ---
+
+
+def _fail(key: str, value: Any, expected: str) -> SettingsError:
+    return SettingsError(f"context key {key}={value!r}: expected {expected}")
+
+
+def _json_if_string(key: str, value: Any, expected: str) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as err:
+            raise _fail(key, value, expected + " (as JSON)") from err
+    return value
+
+
+def _string(pattern: re.Pattern[str], expected: str) -> Callable[[str, Any], str]:
+    def parse(key: str, value: Any) -> str:
+        if not isinstance(value, str) or not pattern.match(value):
+            raise _fail(key, value, expected)
+        return value
+
+    return parse
+
+
+def _integer(low: int, high: int) -> Callable[[str, Any], int]:
+    def parse(key: str, value: Any) -> int:
+        parsed: int
+        if isinstance(value, bool):
+            raise _fail(key, value, f"an integer in {low}..{high}")
+        if isinstance(value, int):
+            parsed = value
+        elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+            parsed = int(value)
+        else:
+            raise _fail(key, value, f"an integer in {low}..{high}")
+        if not low <= parsed <= high:
+            raise _fail(key, value, f"an integer in {low}..{high}")
+        return parsed
+
+    return parse
+
+
+def _boolean(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise _fail(key, value, "true or false")
+
+
+def _namespace(key: str, value: Any) -> str:
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= 255
+        or value.startswith(":")
+        or value.startswith("AWS/")
+        or '"' in value
+        or not value.isprintable()
+    ):
+        raise _fail(key, value, 'a CloudWatch namespace (1-255 characters, not "AWS/...")')
+    return value
+
+
+def _email(key: str, value: Any) -> str | None:
+    if value in ("", "null", "none"):
+        return None
+    if not isinstance(value, str) or not EMAIL_RE.match(value):
+        raise _fail(key, value, "an e-mail address or null")
+    return value
+
+
+def _health_checks(key: str, value: Any) -> tuple[str, ...]:
+    expected = "a non-empty list of " + ", ".join(HEALTH_CHECK_TYPES)
+    if isinstance(value, str) and not value.strip().startswith("["):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    value = _json_if_string(key, value, expected)
+    if (
+        not isinstance(value, list)
+        or not value
+        or any(v not in HEALTH_CHECK_TYPES for v in value)
+        or len(set(value)) != len(value)
+    ):
+        raise _fail(key, value, expected + " (no duplicates)")
+    return tuple(value)
+
+
+def _clusters(key: str, value: Any) -> tuple[Cluster, ...]:
+    expected = (
+        'an object {"<cluster name>": "<cluster ARN or 12-character cluster id>"}; HyperPod '
+        "cluster ARNs end in the cluster id (DescribeCluster shows it), which IAM needs"
+    )
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, expected)
+    clusters = []
+    for name, target in value.items():
+        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
+            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+        if not isinstance(target, str) or not (
+            CLUSTER_ARN_RE.match(target) or CLUSTER_ID_RE.match(target)
+        ):
+            raise _fail(key, value, f"{expected}; {target!r} for {name!r} is neither")
+        clusters.append(Cluster(name=name, arn_or_id=target))
+    return tuple(sorted(clusters, key=lambda c: c.name))
+
+
+def _node_isolation(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    expected = 'an object {"<HyperPod cluster name>": "<EKS cluster name>"}'
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, expected)
+    pairs = []
+    for name, eks in value.items():
+        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
+            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+        if not isinstance(eks, str) or not EKS_CLUSTER_NAME_RE.match(eks):
+            raise _fail(key, value, f"{expected}; {eks!r} for {name!r} is not an EKS cluster name")
+        pairs.append((name, eks))
+    return tuple(sorted(pairs))
+
+
+def _job_pods(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    expected = 'an object {"<HyperPod cluster name>": "<pod label key naming the job>"}'
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, expected)
+    pairs = []
+    for name, label in value.items():
+        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
+            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+        if not isinstance(label, str) or not LABEL_KEY_RE.match(label):
+            raise _fail(key, value, f"{expected}; {label!r} for {name!r} is not a label key")
+        pairs.append((name, label))
+    return tuple(sorted(pairs))
+
+
+def _cluster_names(key: str, value: Any) -> tuple[str, ...]:
+    expected = "a list of HyperPod cluster names"
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, list) or any(
+        not isinstance(v, str) or not CLUSTER_NAME_RE.match(v) for v in value
+    ):
+        raise _fail(key, value, expected)
+    return tuple(sorted(set(value)))
+
+
+def _telemetry(key: str, value: Any) -> tuple[TelemetrySource, ...]:
+    expected = (
+        'an object {"<HyperPod cluster name>": {"workspace": "<AMP workspace id ws-... or '
+        'workspace ARN>", "dashboard": "<https URL>" or null, "nodeLabel": "<label>" '
+        "(optional)}}"
+    )
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, expected)
+    sources = []
+    for name, config in value.items():
+        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
+            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+        if not isinstance(config, Mapping):
+            raise _fail(key, value, f"{expected}; {name!r} needs an object")
+        unknown = sorted(set(config) - {"workspace", "dashboard", "nodeLabel"})
+        if unknown:
+            raise _fail(key, value, f"{expected}; {name!r} has unknown keys {unknown}")
+        workspace = config.get("workspace")
+        if not isinstance(workspace, str) or not (
+            WORKSPACE_ID_RE.match(workspace) or WORKSPACE_ARN_RE.match(workspace)
+        ):
+            raise _fail(
+                key,
+                value,
+                f"{expected}; {name!r} has workspace {workspace!r}, neither a workspace id "
+                "(ws-...) nor a workspace ARN (arn:aws:aps:<region>:<account>:workspace/ws-...)",
+            )
+        dashboard = config.get("dashboard")
+        if dashboard is not None and not _https_url(dashboard):
+            raise _fail(
+                key, value, f"{expected}; {name!r} has dashboard {dashboard!r}, not an https URL"
+            )
+        label = config.get("nodeLabel")
+        if label is not None and (
+            not isinstance(label, str) or not LABEL_NAME_RE.match(label) or label.startswith("__")
+        ):
+            raise _fail(
+                key,
+                value,
+                f"{expected}; {name!r} has nodeLabel {label!r}, not a Prometheus label name",
+            )
+        sources.append(TelemetrySource(name, workspace, dashboard, label))
+    return tuple(sorted(sources, key=lambda t: t.cluster))
+
+
+def _https_url(value: Any) -> bool:
+    if not isinstance(value, str) or len(value) > 2048 or any(c.isspace() for c in value):
+        return False
+    parts = urllib.parse.urlsplit(value)
+    return parts.scheme == "https" and bool(parts.hostname)
+
+
+def _parameter_name(key: str, value: Any) -> str | None:
+    if value in ("", "null", "none"):
+        return None
+    if (
+        not isinstance(value, str)
+        or len(value) > 1011
+        or not SSM_PARAMETER_RE.match(value)
+        or value.lower().lstrip("/").startswith(("aws", "ssm"))
+    ):
+        raise _fail(
+            key,
+            value,
+            "an SSM parameter name (letters, digits, '_', '.', '-', '/'; not starting with "
+            "aws or ssm) or null",
+        )
+    return value
+
+
+APPROVER_PATTERN_RE: Final = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::[0-9*?]{1,12}:[!-~]{1,200}$")
+
+
+def _approvers(key: str, value: Any) -> tuple[str, ...]:
+    expected = (
+        'a list of IAM or STS ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Approver*"]'
+    )
+    parsed = _json_if_string(key, value, expected)
+    if not isinstance(parsed, list) or not all(
+        isinstance(p, str) and APPROVER_PATTERN_RE.match(p) and "," not in p for p in parsed
+    ):
+        raise _fail(key, value, expected)
+    return tuple(parsed)
+
+
+def _retention(key: str, value: Any) -> int:
+    days = _integer(1, 3653)(key, value)
+    if days not in LOG_RETENTION_DAYS:
+        raise _fail(key, value, "one of " + ", ".join(map(str, LOG_RETENTION_DAYS)))
+    return days
+
+
+_PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
+    "sdc:stackName": (
+        "stack_name",
+        _string(STACK_NAME_RE, "a stack name: a letter, then letters, digits or '-' (<= 60)"),
+    ),
+    "sdc:clusters": ("clusters", _clusters),
+    "sdc:approvalTimeoutSeconds": ("approval_timeout_seconds", _integer(1, MAX_TASK_SECONDS)),
+    "sdc:notificationEmail": ("notification_email", _email),
+    "sdc:namespace": ("namespace", _namespace),
+    "sdc:alarmNamePrefix": (
+        "alarm_name_prefix",
+        _string(ALARM_PREFIX_RE, "letters, digits, '_', '.', '-' (not at either end), or empty"),
+    ),
+    "sdc:healthChecks": ("health_checks", _health_checks),
+    "sdc:healthCheckPollSeconds": ("health_check_poll_seconds", _integer(1, 86_400)),
+    "sdc:healthCheckMaxPolls": ("health_check_max_polls", _integer(1, 1000)),
+    "sdc:replacementPollSeconds": ("replacement_poll_seconds", _integer(1, 86_400)),
+    "sdc:replacementMaxPolls": ("replacement_max_polls", _integer(1, 1000)),
+    "sdc:replaceRetrySeconds": ("replace_retry_seconds", _integer(1, 86_400)),
+    "sdc:replaceMaxRetries": ("replace_max_retries", _integer(0, 100)),
+    "sdc:rebootPollSeconds": ("reboot_poll_seconds", _integer(1, 86_400)),
+    "sdc:rebootMaxPolls": ("reboot_max_polls", _integer(1, 1000)),
+    "sdc:dryRun": ("dry_run", _boolean),
+    "sdc:logRetentionDays": ("log_retention_days", _retention),
+    "sdc:guardMaxOpenIncidents": ("guard_max_open_incidents", _integer(1, 1000)),
+    "sdc:guardMaxOpenPercent": ("guard_max_open_percent", _integer(1, 100)),
+    "sdc:stormThreshold": ("storm_threshold", _integer(2, 10_000)),
+    "sdc:stormWindowSeconds": ("storm_window_seconds", _integer(60, 86_400)),
+    "sdc:pauseParameterName": ("pause_parameter", _parameter_name),
+    "sdc:nodeActionConcurrency": ("node_action_concurrency", _integer(1, 100)),
+    "sdc:recoveryThroughNodeLabel": ("recovery_label_clusters", _cluster_names),
+    "sdc:nodeIsolation": ("node_isolation", _node_isolation),
+    "sdc:jobPods": ("job_pods", _job_pods),
+    "sdc:nodeIsolationAccess": (
+        "node_isolation_access",
+        _string(re.compile(r"^(group|clusterAdminPolicy)$"), "group or clusterAdminPolicy"),
+    ),
+    "sdc:telemetry": ("telemetry", _telemetry),
+    "sdc:approvalsRequired": ("approvals_required", _integer(1, 10)),
+    "sdc:approvers": ("approvers", _approvers),
+    "sdc:requireIdentityProof": ("require_identity_proof", _boolean),
+}
+
+CONTEXT_KEYS: Final = tuple(_PARSERS)

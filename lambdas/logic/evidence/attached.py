@@ -1,0 +1,208 @@
+"""Evidence attached to an incident: alarm events and SDC report summaries, deduplicated.
+
+EventBridge delivers at least once and several metrics can fire for one node, so the same
+evidence can arrive more than once: each item has a `key` (`alarm:<event id>`,
+`report:<report id>`) and is attached once. The list is capped so the incident record stays far
+below DynamoDB's item size limit; what is dropped is counted. Of a report's checkpoints only the
+one chosen to resume from is kept (`resume`, lambdas.logic.evidence.resume), not the whole list.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lambdas.logic.evidence.resume import resume_of
+from lambdas.models.events import ContributorEvent
+from lambdas.models.incident import Incident
+from lambdas.models.report import ReportSuspect, SdcReport
+from lambdas.models.reporter_text import clean, clean_or_none
+
+MAX_EVIDENCE = 50
+MAX_REASON = 1000
+MAX_NAME = 100
+MAX_NODE_NAME = 253
+MAX_GPU_UUID = 64
+MAX_TEXT = 200
+MAX_REASONS = 4
+MAX_ERRORS = 8
+MAX_LOCATION = 300
+"""What a report's text keeps on an incident: the reporter's strings, cleaned and clipped
+(`lambdas.models.reporter_text`); the report itself is stored whole under its instance."""
+MAX_ITEM_BYTES = 8_000
+"""A report summary larger than this keeps only what concerns its instance (`_bounded`)."""
+KEPT_OTHERS = 16
+MAX_EVIDENCE_BYTES = 120_000
+"""All evidence on one incident: the item stays well under DynamoDB's 400 KB with the rest of
+the record (a job's per-node health check, the telemetry, the decision)."""
+
+
+def alarm_evidence(alarm: ContributorEvent) -> dict[str, Any]:
+    return {
+        "kind": "alarm",
+        "key": f"alarm:{alarm.event_id}",
+        "event_id": alarm.event_id,
+        "alarm_name": alarm.alarm_name,
+        "metric": alarm.metric.value,
+        "state_at": alarm.state_timestamp,
+        "reason": alarm.reason[:MAX_REASON],
+        **(alarm.mute.to_json() if alarm.mute else {}),
+    }
+
+
+def report_evidence(report: SdcReport, instance_id: str | None) -> dict[str, Any]:
+    """What the approval card needs from a report, for the ranks on `instance_id` (None: the
+    whole report, for a job-level incident)."""
+    if instance_id is None:
+        role = None
+        metrics = sorted({m.value for i in report.instances for m in i.metrics})
+        ranks = sorted(r for i in report.instances for r in i.ranks)
+        suspects = list(report.suspects)
+    else:
+        on_instance = report.instance(instance_id)
+        role = on_instance.role.value if on_instance else None
+        metrics = [m.value for m in on_instance.metrics] if on_instance else []
+        ranks = list(on_instance.ranks) if on_instance else []
+        suspects = [s for s in report.suspects if s.instance_id == instance_id]
+    return _bounded(
+        {
+            "kind": "report",
+            "key": f"report:{report.report_id}",
+            "report_id": report.report_id,
+            "emitted_at": report.emitted_at,
+            "received_at": report.received_at,
+            "stale": report.stale,
+            "job_name": clean_or_none(report.job_name, MAX_NAME),
+            "step": report.step,
+            "check": report.check.value if report.check else None,
+            "ambiguous": report.ambiguous,
+            "role": role,
+            "metrics": metrics,
+            "ranks": ranks,
+            "suspects": [_suspect(s) for s in suspects],
+            **_findings(report),
+        },
+        set(ranks) if instance_id is not None else set(),
+    )
+
+
+def _bounded(item: dict[str, Any], ranks: set[int]) -> dict[str, Any]:
+    """A report summary within MAX_ITEM_BYTES: a larger one keeps, of each list, every entry
+    about the instance's own `ranks` (all the recommendation reads) and the first
+    KEPT_OTHERS others; what it leaves out is counted under `left_out`."""
+    if size_of(item) <= MAX_ITEM_BYTES:
+        return item
+    left_out: dict[str, int] = {}
+
+    def keep(name: str, mine: Callable[[Any], bool]) -> None:
+        values = item.get(name)
+        if not isinstance(values, list):
+            return
+        kept, others = [], 0
+        for value in values:
+            if mine(value):
+                kept.append(value)
+            elif others < KEPT_OTHERS:
+                kept.append(value)
+                others += 1
+        if len(kept) < len(values):
+            left_out[name] = len(values) - len(kept)
+            item[name] = kept
+
+    for name in ("nonfinite", "culprits", "weight_suspects"):
+        keep(name, lambda rank: rank in ranks)
+    keep("mismatched_pairs", lambda pair: bool(ranks & set(pair)))
+    keep("verdicts", lambda verdict: verdict.get("suspect") in ranks)
+    keep("suspects", lambda suspect: False)
+    item["left_out"] = left_out
+    return item
+
+
+def size_of(value: Any) -> int:
+    """Bytes of `value` as JSON: what it weighs in a DynamoDB item or a message, near enough."""
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode())
+
+
+def _suspect(suspect: ReportSuspect) -> dict[str, Any]:
+    """A suspect as the card shows it: the reporter's text cleaned and clipped."""
+    return {
+        "rank": suspect.rank,
+        "role": suspect.role.value,
+        "node_name": clean_or_none(suspect.node_name, MAX_NODE_NAME),
+        "gpu_uuid": clean_or_none(suspect.gpu_uuid, MAX_GPU_UUID),
+        "reasons": _texts(suspect.reasons, MAX_REASONS, MAX_TEXT),
+    }
+
+
+def _texts(values: Sequence[str], count: int, limit: int) -> list[str]:
+    """At most `count` of the reporter's texts, each cleaned and clipped to `limit`; what is
+    left out is counted in a last entry."""
+    kept = [clean(v, limit) for v in values[:count]]
+    if len(values) > count:
+        kept.append(f"({len(values) - count} more left out)")
+    return kept
+
+
+def _resume(report: SdcReport) -> dict[str, Any]:
+    resume = resume_of(report).to_evidence()
+    checkpoint = resume.get("checkpoint")
+    if checkpoint and checkpoint.get("location") is not None:
+        checkpoint["location"] = clean(checkpoint["location"], MAX_LOCATION)
+    return resume
+
+
+def _findings(report: SdcReport) -> dict[str, Any]:
+    return {
+        "nonfinite": list(report.nonfinite),
+        "mismatched_pairs": [list(p) for p in report.mismatched_pairs],
+        "culprits": list(report.culprits),
+        "verdicts": [
+            {"pair": list(v.pair), "third": v.third, "suspect": v.suspect, "kind": v.kind.value}
+            for v in report.verdicts
+        ],
+        "weight_suspects": (
+            None if report.weight_suspects is None else list(report.weight_suspects)
+        ),
+        "suspect_window": list(report.suspect_window) if report.suspect_window else None,
+        "last_audit_pass": report.last_audit_pass,
+        "last_weight_check_pass": report.last_weight_check_pass,
+        "resume": _resume(report),
+        "errors": _texts(report.errors, MAX_ERRORS, MAX_TEXT),
+    }
+
+
+def gpu_uuids(incident: Incident) -> list[str]:
+    """The GPU UUIDs the incident's reports name for its instance (repeat-offender history)."""
+    found = {
+        s["gpu_uuid"]
+        for r in reports(incident)
+        for s in r.get("suspects") or []
+        if s.get("gpu_uuid")
+    }
+    return sorted(found)
+
+
+def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:
+    """Attach `item` unless the same key is already there; True when the incident changed.
+    Beyond MAX_EVIDENCE items or MAX_EVIDENCE_BYTES it is counted, not kept (reports stay
+    stored whole under their instance)."""
+    if any(existing.get("key") == item["key"] for existing in incident.evidence):
+        return False
+    full = size_of(incident.evidence) + size_of(item) > MAX_EVIDENCE_BYTES
+    if len(incident.evidence) >= MAX_EVIDENCE or full:
+        incident.evidence_dropped += 1
+    else:
+        incident.evidence.append(item)
+    return True
+
+
+def reports(incident: Incident) -> list[dict[str, Any]]:
+    """Report evidence, in the order the pipeline received it (the reporter's `emitted_at`
+    orders only reports received before receive times were kept)."""
+    found = [e for e in incident.evidence if e.get("kind") == "report"]
+    return sorted(found, key=lambda e: str(e.get("received_at") or e.get("emitted_at") or ""))
+
+
+def alarms(incident: Incident) -> list[dict[str, Any]]:
+    return [e for e in incident.evidence if e.get("kind") == "alarm"]

@@ -1,0 +1,340 @@
+"""The lines cards and notices are made of (lambdas/logic/evidence/cards.py puts them in order).
+
+Each function words one recorded part of an incident (the evidence, the deep health check, the
+node's isolation, the checkpoint to resume from, the history), so that part reads the same in
+every message that shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lambdas.logic.evidence import attached, telemetry
+from lambdas.models.guard import PastIncident
+from lambdas.models.health_check import CheckSummary, HealthCheckRecord
+from lambdas.models.hyperpod import NodeRecovery
+from lambdas.models.incident import Incident
+from lambdas.models.isolation import GONE, ISOLATED, KEPT, PENDING, RELEASE_FAILED, RELEASED
+from lambdas.models.reporter_text import quoted
+from trainer_emitter.contract import Metric
+
+_RESULTS: dict[Any, str] = {
+    None: "still running",
+    "passed": "PASSED",
+    "failed": "FAILED",
+    "node_gone": "ended with the node gone (HyperPod may have replaced it)",
+    "not_run": "not run",
+}
+
+
+# -- the node ---------------------------------------------------------------------------------
+
+
+def job_node_lines(incident: Incident) -> list[str]:
+    """A job-level incident's nodes, and the instances its report named that no check
+    confirmed (never acted on)."""
+    if not incident.is_job:
+        return []
+    lines = [f"Nodes ({len(incident.instance_ids)}): {', '.join(incident.instance_ids)}"]
+    lines += unconfirmed_lines(incident)
+    return lines
+
+
+def unconfirmed_lines(incident: Incident) -> list[str]:
+    """Instances the report named that the checks did not confirm: never acted on."""
+    if not incident.unconfirmed:
+        return []
+    return [
+        f"Not confirmed, never acted on ({len(incident.unconfirmed)}):",
+        *(f"  {i}: {why}" for i, why in sorted(incident.unconfirmed.items())),
+    ]
+
+
+def recovery_lines(incident: Incident) -> list[str]:
+    """What HyperPod's own node recovery may do before anyone decides."""
+    if incident.node_recovery != NodeRecovery.AUTOMATIC:
+        return []
+    return [
+        "  NodeRecovery is Automatic: a failed deep health check makes HyperPod replace this",
+        "  node by itself. Before any replacement the pipeline re-checks the instance; if it",
+        "  is already gone the incident closes as replaced_by_hyperpod.",
+    ]
+
+
+def isolation_lines(incident: Incident) -> list[str]:
+    """Whether the suspect node is kept free of new work while the approval is pending."""
+    record = incident.isolation
+    nodes = record.nodes if record else {}
+    isolated = [
+        f"  cordoned and tainted {record.taint} on node {node.node_name} "
+        f"(instance {instance_id}, EKS cluster {record.eks_cluster})"
+        + (f"; {node.reason}" if node.reason else "")
+        for instance_id, node in sorted(nodes.items())
+        if record and node.state == ISOLATED
+    ]
+    if record and record.state == ISOLATED:
+        return isolated
+    reason = (record and record.reason) or "no isolation was recorded for this incident"
+    return [
+        f"  WARNING: the node is NOT isolated: {reason}.",
+        "  A restarted job may be scheduled onto it while this approval is pending.",
+        *isolated,
+    ]
+
+
+def release_lines(incident: Incident) -> list[str]:
+    """The closing notice: what became of the node's cordon and taint."""
+    record = incident.isolation
+    if record is None:
+        return []
+    lines = []
+    for instance_id, node in sorted(record.nodes.items()):
+        name = node.node_name
+        if node.state == RELEASED:
+            lines.append(f"Isolation: {name} ({instance_id}) uncordoned, taint removed.")
+        elif node.state in (GONE, KEPT):
+            lines.append(f"Isolation: {name or instance_id}: {node.reason}.")
+        elif node.state in (ISOLATED, PENDING, RELEASE_FAILED):
+            lines.append(
+                f"WARNING: {name} ({instance_id}) is still cordoned and tainted "
+                f"{record.taint}: {node.reason or 'not released'}. Lift it by "
+                f"hand (EKS cluster {record.eks_cluster}): kubectl taint node {name} "
+                f"{(record.taint or '').split('=')[0]}:NoSchedule- && "
+                + (f"kubectl uncordon {name}" if node.cordoned_by_us else "leave the cordon")
+            )
+    return lines
+
+
+def telemetry_lines(incident: Incident) -> list[str]:
+    """What the GPU's hardware counters showed when the approval was requested: each signal,
+    or one line saying the panel was clean (which does not clear the node) or why it could not
+    be read; and the dashboard."""
+    return [f"  {line}" for line in telemetry.card_lines(incident.telemetry)]
+
+
+def history_lines(history: Sequence[PastIncident]) -> list[str]:
+    if not history:
+        return ["  none: no earlier incident for this instance or these GPUs"]
+    lines = []
+    for past in history:
+        gpus = f", GPUs {', '.join(past.gpu_uuids)}" if past.gpu_uuids else ""
+        held = f", held ({past.hold_kind})" if past.hold_kind else ""
+        lines.append(
+            f"  {past.incident_id}: {past.state}{held}, closed {past.closed_at}, "
+            f"instance {past.instance_id}{gpus}"
+        )
+    return lines
+
+
+# -- the deep health check and the reboot -----------------------------------------------------
+
+
+def health_lines(incident: Incident) -> list[str]:
+    """The deep health check; after a reboot, the check after it and the one before."""
+    lines = [f"  {health_summary(incident)}"]
+    check = incident.health_check
+    before = check.before_reboot if check else None
+    if check and check.after_reboot:
+        lines = [f"  after the reboot: {health_summary(incident)}"]
+        if before:
+            lines.append(f"  before the reboot: {_check_summary(before)}")
+    return lines
+
+
+def health_summary(incident: Incident) -> str:
+    check = incident.health_check
+    if not check:
+        return "not run"
+    if incident.is_job:
+        return str(check.status or "unknown")
+    return _check_summary(check)
+
+
+def node_lines(incident: Incident) -> list[str]:
+    """Each checked node's result (a job-level incident checks several)."""
+    nodes = (incident.health_check.nodes if incident.health_check else None) or {}
+    return [
+        f"  {instance_id}: {_RESULTS.get(node.result, str(node.result))}; "
+        f"status {node.status}" + (f" ({node.reason})" if node.reason else "")
+        for instance_id, node in sorted(nodes.items())
+    ]
+
+
+def reboot_lines(incident: Incident) -> list[str]:
+    """The reboot: how it went, who decided it, and the health check before it."""
+    reboot = incident.reboot
+    if not reboot:
+        return []
+    decision = reboot.decision
+    before = incident.health_check.before_reboot if incident.health_check else None
+    return [
+        f"Reboot: {reboot.status} (through {reboot.path}), decided by "
+        f"{decision.who if decision else None} "
+        f"({(decision and decision.comment) or 'no comment'}); "
+        f"node status after it: {reboot.node_status or 'unknown'}",
+        *([f"Deep health check before the reboot: {_check_summary(before)}"] if before else []),
+    ]
+
+
+def _check_summary(check: HealthCheckRecord | CheckSummary) -> str:
+    checks = ", ".join(check.checks or ()) or "none"
+    if not check.started:
+        reason = check.reason or "no reason recorded"
+        return f"not started ({reason}); node status {check.status}"
+    state = _RESULTS.get(check.result, str(check.result))
+    return f"{checks}: {state}; node status {check.status}"
+
+
+# -- the evidence -----------------------------------------------------------------------------
+
+
+def metric_lines(incident: Incident) -> list[str]:
+    lines = []
+    for name in incident.metrics:
+        try:
+            description = Metric(name).description
+        except ValueError:
+            description = ""
+        lines.append(f"  metric {name}: {description}".rstrip())
+    return lines or ["  metric: none recorded"]
+
+
+def alarm_lines(incident: Incident) -> list[str]:
+    return [
+        f"  alarm {a.get('alarm_name')} at {a.get('state_at')}: {a.get('reason')}"
+        for a in attached.alarms(incident)
+    ]
+
+
+def shown_reports(incident: Incident) -> list[dict[str, Any]]:
+    """The reports a card can show: the incident's report evidence, in the order received."""
+    return attached.reports(incident)
+
+
+def report_lines(incident: Incident, shown: int | None = None) -> list[str]:
+    """Each report's summary; with `shown`, only the newest `shown` of them and how many more
+    there are (`sdc show` lists every one)."""
+    found = shown_reports(incident)
+    if not found:
+        return ["  no SDC report stored for this instance (the metric alone names no rank)"]
+    lines = []
+    hidden = 0 if shown is None else max(len(found) - shown, 0)
+    if hidden:
+        found = found[hidden:]
+        lines.append(f"  {hidden} more reports: `sdc show {incident.incident_id}`")
+    if incident.evidence_dropped:
+        lines.append(
+            f"  {incident.evidence_dropped} more evidence items were not kept on the incident "
+            "(its record is full); the reports are stored whole under their instance"
+        )
+    for report in found:
+        lines += [
+            f"  report {report.get('report_id')} (job {_q(report.get('job_name'))}, "
+            f"emitted {report.get('emitted_at')}{_received(report)})",
+            f"    step {_v(report.get('step'))}, check {_v(report.get('check'))}, "
+            f"ambiguous: {'yes' if report.get('ambiguous') else 'no'}",
+            f"    ranks on this instance: {_v(report.get('ranks'))} "
+            f"(role {_v(report.get('role'))})",
+            *_suspect_lines(report),
+            f"    mismatched pairs: {_v(report.get('mismatched_pairs'))}; "
+            f"culprits: {_v(report.get('culprits'))}; "
+            f"non-finite: {_v(report.get('nonfinite'))}; "
+            f"weight suspects: {_v(report.get('weight_suspects'))}",
+            *_verdict_lines(report),
+            f"    suspect window: steps {_window(report.get('suspect_window'))}; "
+            f"last audit pass: {_v(report.get('last_audit_pass'))}; "
+            f"last weight check pass: {_v(report.get('last_weight_check_pass'))}",
+        ]
+        if report.get("errors"):
+            lines.append(f"    report errors: {'; '.join(_q(e) for e in report['errors'])}")
+        if report.get("left_out"):
+            counts = ", ".join(f"{n} {name}" for name, n in sorted(report["left_out"].items()))
+            lines.append(f"    left out of this summary (about other ranks): {counts}")
+    return lines
+
+
+def resume_lines(incident: Incident) -> list[str]:
+    """One line: the checkpoint to resume the job from (lambdas.logic.evidence.resume chose it when the
+    report arrived). Of several reports, the one whose suspect window starts first decides: a
+    checkpoint before it is before every other window too."""
+    found = [r for r in attached.reports(incident) if isinstance(r.get("resume"), dict)]
+    if not found:
+        return []
+    if any(r["resume"].get("before_step") is None for r in found):
+        return [
+            "  Resume from: unknown: a report has no suspect window to place a checkpoint before"
+        ]
+    report = min(found, key=lambda r: r["resume"]["before_step"])
+    resume, window = report["resume"], report.get("suspect_window") or ["?", "?"]
+    checkpoint = resume.get("checkpoint")
+    if checkpoint:
+        where = _q(checkpoint.get("location"), "location not reported")
+        return [
+            f"  Resume from: checkpoint at step {checkpoint.get('step')} ({where}), saved before "
+            f"the suspect window [{window[0]}, {window[1]}]; tags: "
+            f"last_audit_pass {_v(checkpoint.get('last_audit_pass'))}, "
+            f"last_weight_check_pass {_v(checkpoint.get('last_weight_check_pass'))}"
+        ]
+    skipped = resume.get("unverified") or []
+    verified = "verified " if skipped else ""
+    why = (
+        f" (skipped, their tags do not show them verified: steps {', '.join(map(str, skipped))})"
+        if skipped
+        else ""
+    )
+    return [
+        f"  Resume from: no {verified}checkpoint saved before step {resume['before_step']} is "
+        f"known{why}: resume from an earlier verified checkpoint outside this job's report, or "
+        "from the start"
+    ]
+
+
+def _suspect_lines(report: dict[str, Any]) -> list[str]:
+    return [
+        f"    rank {s.get('rank')}: {s.get('role')}, GPU {_q(s.get('gpu_uuid'), 'none')}, "
+        f"node {_q(s.get('node_name'), 'none')}"
+        + (f" ({'; '.join(_q(r) for r in s['reasons'])})" if s.get("reasons") else "")
+        for s in report.get("suspects") or []
+    ]
+
+
+def _verdict_lines(report: dict[str, Any]) -> list[str]:
+    verdicts = report.get("verdicts") or []
+    if not verdicts:
+        return ["    verdicts: none"]
+    return [
+        f"    verdict: pair {v.get('pair')}, third rank {_v(v.get('third'))} "
+        f"-> suspect {_v(v.get('suspect'))}: {v.get('kind')}"
+        for v in verdicts
+    ]
+
+
+def _received(report: dict[str, Any]) -> str:
+    """When the pipeline received the report, and whether it came stale."""
+    received = report.get("received_at")
+    if not received:
+        return ""
+    stale = (
+        "; STALE: emitted longer before it arrived than the storm window, it moved no window"
+        if report.get("stale")
+        else ""
+    )
+    return f", received {received}{stale}"
+
+
+def _window(window: Any) -> str:
+    if not window:
+        return "unknown"
+    return f"{window[0]}-{window[1]}"
+
+
+def _q(value: Any, missing: str = "unknown") -> str:
+    """A reporter's text as the card shows it: cleaned, clipped and quoted."""
+    return missing if value is None or value == "" else quoted(value)
+
+
+def _v(value: Any) -> str:
+    if value is None or value == []:
+        return "none"
+    return str(value)

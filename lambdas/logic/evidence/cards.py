@@ -1,0 +1,503 @@
+"""What people read: the approval card and the notices (plain text for SNS e-mail).
+
+Each message is built as data, a subject and its sections, and `render` is the one place that
+turns sections into the text that goes out. The approval card names its sections, so `sdc show`
+prints the ones it needs without reading the text back.
+
+The approval card carries the evidence (metric, step, ranks, verdicts, suspect window), the deep
+health check status, the advice from the decision table, what to do, and the exact JSON to paste
+into the approval state machine. It never carries the task token: that stays in the incident
+record, readable only by the functions. How each recorded part of an incident reads:
+lambdas/logic/evidence/card_lines.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from lambdas.logic.core.lifecycle import MAX_REBOOTS, reboots_done
+from lambdas.logic.evidence import card_lines, hyperpod_view
+from lambdas.logic.evidence.recommendation import Recommendation
+from lambdas.logic.safety.decisions import approval_rule_lines
+from lambdas.models.guard import ClusterHold, HoldKind, PastIncident
+from lambdas.models.incident import Incident
+from lambdas.models.payloads import Decision
+from lambdas.models.settings import Settings
+
+SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
+MESSAGE_MAX_BYTES = 200_000
+"""The most text a card or notice carries: SNS takes at most 256 KB per message, and the
+protocols that wrap it (e-mail JSON, HTTPS, chat) need room of their own."""
+COMMENT_PLACEHOLDER = "<why>"
+"""The same placeholder the waiting state's `approval_input` hint shows."""
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One paragraph: its heading (`NODE`, `EVIDENCE`...; None when the paragraph has none)
+    and the lines under it. An empty line is a blank line inside the paragraph."""
+
+    heading: str | None
+    lines: Sequence[str] = ()
+
+
+def render(sections: Iterable[Section]) -> str:
+    """The text that goes out: each section's heading and lines, a blank line between them."""
+    return "\n\n".join(
+        "\n".join(s.lines if s.heading is None else (s.heading, *s.lines)) for s in sections
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """A notice: its subject and sections."""
+
+    subject: str
+    sections: tuple[Section, ...]
+
+    @property
+    def text(self) -> str:
+        return render(self.sections)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalCard:
+    """The approval request, section by section, in the order the text shows them."""
+
+    subject: str
+    opening: Section
+    """What is suspected on which instance, and the incident id."""
+    node: Section
+    isolation: Section
+    evidence: Section
+    claims: Section | None
+    """What the reports claim that the checks did not confirm (None: all confirmed)."""
+    health_check: Section
+    hyperpod: Section
+    """HyperPod's own events for the instance, and its node's HyperPod labels."""
+    telemetry: Section
+    history: Section
+    recommendation: Section
+    """The advice, its reasons and the checkpoint to resume from."""
+    what_to_do: Section
+    dry_run: Section | None
+    inputs: Mapping[Decision, Mapping[str, str]]
+    """The approval state machine inputs the card offers, by decision, in the card's order."""
+
+    @property
+    def sections(self) -> tuple[Section, ...]:
+        return (
+            self.opening,
+            self.node,
+            self.isolation,
+            self.evidence,
+            *([self.claims] if self.claims else []),
+            self.health_check,
+            self.hyperpod,
+            self.telemetry,
+            self.history,
+            self.recommendation,
+            self.what_to_do,
+            *([self.dry_run] if self.dry_run else []),
+        )
+
+    @property
+    def text(self) -> str:
+        return render(self.sections)
+
+
+HYPERPOD_HEADING = "HYPERPOD (its own events for this instance, and the node's labels)"
+
+DRY_RUN = Section("DRY RUN: an approval is recorded as 'would replace'; no node is replaced.")
+"""The card's last section when the deployment is a dry run."""
+
+
+def approval_input(incident_id: str, decision: Decision) -> dict[str, str]:
+    """The approval state machine's input, exactly as it is to be pasted."""
+    return {"incident_id": incident_id, "decision": decision.value, "comment": COMMENT_PLACEHOLDER}
+
+
+CONSOLE_PAGES = {"stateMachine": "statemachines/view", "execution": "v2/executions/details"}
+"""The Step Functions console's page of each kind of ARN."""
+
+
+def console_link(arn: str | None) -> str | None:
+    """The Step Functions console page of a state machine or an execution, from its ARN."""
+    parts = (arn or "").split(":")
+    if len(parts) < 7 or parts[2] != "states" or parts[5] not in CONSOLE_PAGES:
+        return None
+    region = parts[3]
+    return (
+        f"https://{region}.console.aws.amazon.com/states/home?region={region}"
+        f"#/{CONSOLE_PAGES[parts[5]]}/{arn}"
+    )
+
+
+def approval_card(
+    incident: Incident,
+    settings: Settings,
+    advice: Recommendation,
+    history: Sequence[PastIncident] = (),
+    *,
+    max_bytes: int | None = MESSAGE_MAX_BYTES,
+) -> ApprovalCard:
+    """The approval card, at most `max_bytes` of text (None: unbounded, as `sdc show` prints
+    it). A card too large shows the newest reports that fit and names how many more there are
+    (`sdc show` lists them all); if even the fixed parts leave too little room, its variable
+    sections are cut to fit. The opening, recommendation and WHAT TO DO are never cut."""
+    card = _approval_card(incident, settings, advice, history, None)
+    if max_bytes is None or _size(card) <= max_bytes:
+        return card
+    shown = len(card_lines.shown_reports(incident))
+    while shown > 0 and _size(card) > max_bytes:
+        shown -= 1
+        card = _approval_card(incident, settings, advice, history, shown)
+    if _size(card) <= max_bytes:
+        return card
+    return _cut_to_fit(card, max_bytes, incident.incident_id)
+
+
+def _size(card: ApprovalCard | Card) -> int:
+    return len(card.text.encode())
+
+
+def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> ApprovalCard:
+    """Every variable section cut to an equal share of what the fixed parts leave."""
+    empty = Section(None)
+    fixed = dataclasses.replace(
+        card,
+        node=empty,
+        isolation=empty,
+        evidence=empty,
+        claims=None,
+        health_check=empty,
+        telemetry=empty,
+        history=empty,
+    )
+    share = max((max_bytes - _size(fixed)) // 7 - 200, 0)
+    see = f"  ... cut to fit a notification: `sdc show {incident_id}`"
+
+    def cut(section: Section) -> Section:
+        kept: list[str] = []
+        used = len((section.heading or "").encode())
+        for line in section.lines:
+            used += len(line.encode()) + 1
+            if used > share:
+                kept.append(see)
+                break
+            kept.append(line)
+        return Section(section.heading, tuple(kept))
+
+    return dataclasses.replace(
+        card,
+        node=cut(card.node),
+        isolation=cut(card.isolation),
+        evidence=cut(card.evidence),
+        claims=cut(card.claims) if card.claims else None,
+        health_check=cut(card.health_check),
+        telemetry=cut(card.telemetry),
+        history=cut(card.history),
+    )
+
+
+def _approval_card(
+    incident: Incident,
+    settings: Settings,
+    advice: Recommendation,
+    history: Sequence[PastIncident],
+    shown_reports: int | None,
+) -> ApprovalCard:
+    rebooted = reboots_done(incident) > 0
+    verb = "replacing" if rebooted else "rebooting or replacing"
+    reboot = (Decision.REBOOT,) if reboots_done(incident) < MAX_REBOOTS else ()
+    inputs = {
+        decision: approval_input(incident.incident_id, decision)
+        for decision in (*reboot, Decision.APPROVE, Decision.REJECT)
+    }
+    return ApprovalCard(
+        subject=_subject(f"SDC: approve {verb} {incident.instance_id} on {incident.cluster_name}?"),
+        opening=Section(
+            None,
+            (
+                f"Silent data corruption suspected on {incident.instance_id} "
+                f"(cluster {incident.cluster_name}).",
+                f"Incident: {incident.incident_id}",
+            ),
+        ),
+        node=Section(
+            "NODE",
+            (
+                f"  instance group: {incident.instance_group or 'unknown'}; "
+                f"status when opened: {incident.node_status or 'unknown'}; "
+                f"NodeRecovery: {incident.node_recovery or 'unknown'}",
+                *card_lines.recovery_lines(incident),
+            ),
+        ),
+        isolation=Section("ISOLATION", card_lines.isolation_lines(incident)),
+        evidence=Section(
+            "EVIDENCE",
+            (
+                *card_lines.metric_lines(incident),
+                *card_lines.alarm_lines(incident),
+                *card_lines.report_lines(incident, shown_reports),
+            ),
+        ),
+        claims=(
+            Section(
+                "CLAIMS NOT CONFIRMED (never acted on; the reports propose nothing beyond a "
+                "health check)",
+                card_lines.unconfirmed_lines(incident)[1:],
+            )
+            if incident.unconfirmed
+            else None
+        ),
+        health_check=Section("DEEP HEALTH CHECK", card_lines.health_lines(incident)),
+        hyperpod=Section(
+            HYPERPOD_HEADING,
+            tuple(f"  {line}" for line in hyperpod_view.card_lines(incident.hyperpod)),
+        ),
+        telemetry=Section(
+            "HARDWARE TELEMETRY (the GPU's own counters, from dcgm-exporter)",
+            card_lines.telemetry_lines(incident),
+        ),
+        history=Section(
+            "HISTORY (past incidents of this instance and of its GPUs)",
+            card_lines.history_lines(history),
+        ),
+        recommendation=Section(
+            f"RECOMMENDATION: {advice.advice.value.upper()}",
+            (
+                *(f"  - {reason}" for reason in advice.reasons),
+                *card_lines.resume_lines(incident),
+            ),
+        ),
+        what_to_do=_what_to_do(
+            settings.approval_state_machine_arn, inputs, approval_rule_lines(settings, incident)
+        ),
+        dry_run=DRY_RUN if settings.dry_run else None,
+        inputs=inputs,
+    )
+
+
+def _what_to_do(
+    arn: str | None,
+    inputs: Mapping[Decision, Mapping[str, str]],
+    rules: tuple[str, ...] = (),
+) -> Section:
+    """Where to decide, the input of each decision the card offers, and who may decide."""
+    approve = json.dumps(inputs[Decision.APPROVE])
+    return Section(
+        "WHAT TO DO",
+        (
+            "  Review the evidence, then start an execution of the approval state machine",
+            f"  {arn or '(APPROVAL_STATE_MACHINE_ARN not configured)'}",
+            *([f"  console: {link}"] if (link := console_link(arn)) else []),
+            "  with one of these inputs (replace the comment with your reason):",
+            "",
+            *_reboot_choice(inputs.get(Decision.REBOOT)),
+            "  To approve replacing the node (a new instance; "
+            "this one's volumes are destroyed, tens",
+            "  of minutes):",
+            f"    {approve}",
+            "",
+            "  To reject (nothing is replaced):",
+            f"    {json.dumps(inputs[Decision.REJECT])}",
+            "",
+            "  From a shell:",
+            f"    aws stepfunctions start-execution --state-machine-arn {arn or '<approval arn>'} "
+            f"--input '{approve}'",
+            "",
+            "  Without a decision before the approval timeout the incident closes as expired and",
+            "  nothing is replaced.",
+            *rules,
+        ),
+    )
+
+
+def _reboot_choice(reboot_input: Mapping[str, str] | None) -> tuple[str, ...]:
+    """The reboot choice, or why it is no longer offered."""
+    if reboot_input is None:
+        return (
+            "  A reboot is no longer offered: the node was rebooted in this incident and its",
+            "  deep health check ran again (above).",
+            "",
+        )
+    return (
+        "  To reboot the node (same instance and volumes, minutes; it stays isolated, is",
+        "  health-checked again and released if that passes; if not, you are asked again):",
+        f"    {json.dumps(reboot_input)}",
+        "",
+    )
+
+
+HELD_NOTICE_REPORTS = 3
+"""A held notice shows the newest reports only; `sdc show` lists them all."""
+
+
+def held_notice(incident: Incident) -> Card:
+    """A new incident recorded as held (paused, muted, or the blast-radius guard is full)."""
+    hold = incident.hold
+    subject = _subject(
+        f"SDC: incident on {incident.target} held ({incident.hold_kind}), nothing acts"
+    )
+    what = (
+        f"Incident {incident.incident_id} on cluster {incident.cluster_name} was recorded as "
+        "HELD: no health check, no approval request, no replacement.",
+        f"Why: {(hold and hold.reason) or incident.reason}",
+        f"Metrics: {', '.join(incident.metrics) or 'none'}",
+        *(
+            card_lines.job_node_lines(incident)
+            if incident.is_job
+            else card_lines.unconfirmed_lines(incident)
+        ),
+        *card_lines.report_lines(incident, HELD_NOTICE_REPORTS),
+    )
+    next_steps: tuple[str, ...]
+    if incident.hold_kind == HoldKind.PAUSED:
+        next_steps = ("Unpause (set the pause switch to false); the next alarm acts again.",)
+    elif hold is not None and hold.kind == HoldKind.MUTED:
+        rule = hold.mute_rule
+        next_steps = (
+            f"The alarm's actions are muted by CloudWatch alarm mute rule {rule} "
+            f"({hold.mute_rule_arn}) until {hold.mute_window_end}.",
+            "This pipeline is one of those actions: a muted alarm is held, as if paused.",
+            "This incident stays held; after the mute window the next alarm on this node acts.",
+            "If the mute is wrong, end it: CloudWatch console, Alarms, Mute rules, or",
+            f"  aws cloudwatch delete-alarm-mute-rule --alarm-mute-rule-name {rule}",
+        )
+    elif incident.is_job and incident.hold_kind == HoldKind.GUARD:
+        proceed = json.dumps(approval_input(incident.incident_id, Decision.PROCEED))
+        next_steps = (
+            "Every node a job-level incident would cordon or health-check counts against the "
+            "blast-radius guard (sdc:guardMaxOpenIncidents, sdc:guardMaxOpenPercent); these do "
+            "not fit.",
+            "Nothing was cordoned or health-checked. An alarm on one of these nodes is not "
+            "absorbed by this incident: it opens its own (within the guard).",
+            "If the report is genuine and these nodes are to be health-checked all at once, let "
+            "it proceed (audited, as a storm reset is): start an execution of the approval state "
+            "machine with",
+            f"    {proceed}",
+            f'or from a shell: sdc proceed {incident.incident_id} -m "<why>"',
+            "A new job-level incident then health-checks the nodes HyperPod still knows; they "
+            "count against the guard until it closes.",
+        )
+    else:
+        next_steps = (
+            "The cluster already has as many open incidents as its blast-radius guard allows. "
+            "When they close, the next alarm on this node opens an incident that acts.",
+        )
+    return Card(
+        subject,
+        (
+            Section(None, what),
+            Section(None, (*next_steps, "The audit log holds this incident's record.")),
+        ),
+    )
+
+
+def storm_notice(hold: ClusterHold, settings: Settings, open_ids: Sequence[str]) -> Card:
+    """The one notification of a storm hold: why, what is held, how to reset it."""
+    reset = json.dumps(
+        {"incident_id": hold.hold_id, "decision": "reset", "comment": COMMENT_PLACEHOLDER}
+    )
+    arn = settings.approval_state_machine_arn
+    subject = _subject(f"SDC: storm on {hold.cluster_name}: every incident held")
+    why = (
+        f"Storm hold {hold.hold_id} on cluster {hold.cluster_name}.",
+        f"Why: {hold.reason}.",
+        f"Instances flagged: {', '.join(hold.instances)}",
+    )
+    held = (
+        "Everything in this cluster is held: new incidents are recorded as held (without a",
+        "notification each), open incidents stop before their next health check, approval",
+        "request or replacement.",
+        f"Incidents open now: {', '.join(open_ids) or 'none'}",
+    )
+    how_to_reset = (
+        "Fix the job or recipe first. Then reset the hold, the same way as an approval: start an",
+        f"execution of the approval state machine {arn or '(APPROVAL_STATE_MACHINE_ARN not set)'}",
+        *([f"  console: {link}"] if (link := console_link(arn)) else []),
+        "with this input (replace the comment with your reason):",
+        f"    {reset}",
+        f'or from a shell: sdc reset {hold.hold_id} -m "<why>"',
+        "The reset is audited; flags from before it no longer count towards a storm.",
+    )
+    return Card(subject, (Section(None, why), Section(None, held), Section(None, how_to_reset)))
+
+
+def hold_lifted_notice(hold: ClusterHold) -> Card:
+    subject = _subject(f"SDC: storm hold on {hold.cluster_name} reset")
+    lines = (
+        f"Storm hold {hold.hold_id} on cluster {hold.cluster_name} was reset at {hold.lifted_at}",
+        f"by {hold.lifted_by}: {hold.comment or 'no comment'}.",
+        "New alarms on this cluster open incidents that act again.",
+    )
+    return Card(subject, (Section(None, lines),))
+
+
+def close_notice(incident: Incident) -> Card:
+    dry_run = incident.dry_run
+    label = f"{incident.state}{' (dry run)' if dry_run else ''}"
+    subject = _subject(f"SDC: incident on {incident.target} closed: {label}")
+    replacement = incident.replacement
+    where = (
+        f"instances {', '.join(incident.instance_ids) or 'none'}"
+        if incident.is_job
+        else f"instance {incident.instance_id}"
+    )
+    lines = [
+        f"Incident {incident.incident_id} closed as {label}.",
+        f"Cluster {incident.cluster_name}, {where}.",
+        f"Metrics: {', '.join(incident.metrics) or 'none'}",
+        f"Deep health check: {card_lines.health_summary(incident)}",
+        *card_lines.reboot_lines(incident),
+        *card_lines.node_lines(incident),
+        *card_lines.release_lines(incident),
+        *_kept_lines(incident),
+    ]
+    if incident.is_job:
+        lines.append(
+            "Ambiguous alarm (no rank named for certain): the involved nodes were health-checked; "
+            "no replacement is proposed. A node that failed its check is named above."
+        )
+    lines += card_lines.resume_lines(incident)
+    if incident.hold:
+        lines.append(f"Held: {incident.hold.reason}")
+    if incident.decision:
+        lines.append(
+            f"Decision: {incident.decision.decision} "
+            f"({incident.decision.comment or 'no comment'}) "
+            f"by {incident.decision.who}"
+        )
+    if replacement:
+        lines.append(
+            f"Replacement: {replacement.status}; "
+            f"new instance: {replacement.new_instance_id or 'unknown'}"
+        )
+    if dry_run:
+        verb = "rebooted" if incident.reboot and not replacement else "replaced"
+        lines.append(f"DRY RUN: would have {verb} {incident.instance_id}; nothing was {verb}.")
+    if incident.reason:
+        lines.append(f"Reason: {incident.reason}")
+    if incident.error:
+        lines.append(f"Error: {json.dumps(incident.error.to_record(), sort_keys=True)[:2000]}")
+    lines.append("The audit log holds every step of this incident.")
+    return Card(subject, (Section(None, lines),))
+
+
+def _kept_lines(incident: Incident) -> list[str]:
+    if not incident.recovery_unknown:
+        return []
+    return [
+        "Node kept: a reboot or replacement may still be running, so the node stays cordoned and "
+        "its lock and guard slot are kept. Reconciliation releases it once HyperPod reports it "
+        "Running again (or gone), and raises an alarm if it cannot."
+    ]
+
+
+def _subject(text: str) -> str:
+    ascii_only = text.encode("ascii", "replace").decode("ascii")
+    return ascii_only[:SUBJECT_LIMIT]

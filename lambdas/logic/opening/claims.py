@@ -1,0 +1,123 @@
+"""What a report claims about nodes, checked against what the reporter cannot forge.
+
+Every training pod holds the training policy, so a report is a claim by a party the pipeline
+cannot authenticate. Before anything acts on an instance a report names:
+
+- HyperPod must know it as a node of the report's cluster (`hyperpod_nodes`); what it does not
+  know is never flagged for the storm rule, counted, cordoned or health-checked.
+- Where node isolation is configured for the cluster (it gives the pipeline the Kubernetes API),
+  the node Kubernetes finds by `spec.providerID` is the truth about the node's name: a report
+  naming another node for the instance does not match (`kubernetes_mismatches`).
+- Where the cluster also names a pod label for jobs (`job_pods`, such as the training
+  operator's job-name label), the job's pods are listed (`<label>=<the report's job name>`, any
+  namespace): an instance whose node runs none of them does not match either.
+
+What does not match is kept on the incident (`Incident.unconfirmed`, with why), shown in the
+card's own section, and never acted on: a job-level incident leaves it out, a node-level
+incident's reports then propose nothing beyond a health check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lambdas.logic.core.steps import Step
+from lambdas.models.errors import KubernetesError, NodeNotFound
+from lambdas.models.hyperpod import ClusterInfo, NodeStatus
+from lambdas.models.kubernetes import LABEL_VALUE_RE
+from lambdas.models.report import SdcReport
+from lambdas.models.reporter_text import quoted
+
+MAX_CHECKED = 256
+"""The most instances of one report asked of HyperPod (one DescribeClusterNode each); the rest
+are unconfirmed, never acted on."""
+
+
+def hyperpod_nodes(
+    step: Step, cluster_name: str, instance_ids: Sequence[str]
+) -> tuple[list[str], dict[str, str]]:
+    """Which of the instances HyperPod knows as nodes of the cluster (in the given order), and
+    why each other one is not. Raises ClusterNotFound, and what HyperPod raises beyond
+    NodeNotFound."""
+    nodes: list[str] = []
+    unconfirmed: dict[str, str] = {}
+    for index, instance_id in enumerate(instance_ids):
+        if index >= MAX_CHECKED:
+            unconfirmed[instance_id] = (
+                f"not checked: the report names more than {MAX_CHECKED} instances"
+            )
+            continue
+        try:
+            node = step.deps.hyperpod.describe_node(cluster_name, instance_id)
+        except NodeNotFound as err:
+            unconfirmed[instance_id] = f"not a node of cluster {cluster_name} ({err})"
+            continue
+        if node.status == NodeStatus.NOT_FOUND:
+            unconfirmed[instance_id] = f"not a node of cluster {cluster_name} (status NotFound)"
+        else:
+            nodes.append(instance_id)
+    return nodes, unconfirmed
+
+
+def kubernetes_mismatches(
+    step: Step, cluster: ClusterInfo, report: SdcReport | None, instance_ids: Sequence[str]
+) -> dict[str, str]:
+    """The instances whose claims Kubernetes does not confirm, each with why: the report names
+    another node for it than Kubernetes finds by providerID, or (with `job_pods` configured for
+    the cluster) the report's job runs no pod on its node, or it could not be checked. Nothing
+    is checked without node isolation for the cluster, on a cluster not orchestrated by EKS, or
+    for an instance whose node the report does not name when no job pods are listed."""
+    config = step.deps.settings.isolation_for(cluster.name)
+    eks = config.eks_cluster or cluster.eks_cluster_name
+    if report is None or not config.isolate or eks is None:
+        return {}
+    job = _job_nodes(step, eks, config.job_pods, report)
+    mismatches: dict[str, str] = {}
+    for instance_id in instance_ids:
+        claimed = sorted(
+            {s.node_name for s in report.suspects if s.instance_id == instance_id and s.node_name}
+        )
+        if not claimed and job is None:
+            continue
+        try:
+            node = step.deps.kubernetes.find_node(eks, instance_id)
+        except KubernetesError as err:
+            mismatches[instance_id] = (
+                f"its node could not be checked against Kubernetes ({type(err).__name__})"
+            )
+            continue
+        reasons = []
+        if claimed and claimed != [node.name]:
+            reasons.append(
+                f"the report names node {', '.join(quoted(n) for n in claimed)}; Kubernetes "
+                f"finds {instance_id} by providerID as node {node.name}"
+            )
+        if isinstance(job, str):
+            reasons.append(job)
+        elif job is not None and node.name not in job:
+            reasons.append(
+                f"the job {quoted(report.job_name)} runs no pod on node {node.name} "
+                f"(pods labelled {config.job_pods}={report.job_name})"
+            )
+        if reasons:
+            mismatches[instance_id] = "; ".join(reasons)
+    return mismatches
+
+
+def _job_nodes(
+    step: Step, eks: str, label_key: str | None, report: SdcReport
+) -> set[str] | str | None:
+    """The nodes the report's job runs pods on (`label_key`=<job name>, any namespace); a
+    sentence saying why they cannot be known; or None when the cluster lists no job pods."""
+    if label_key is None:
+        return None
+    job = report.job_name
+    if not job or not LABEL_VALUE_RE.match(job):
+        return (
+            f"the report's job name {quoted(job) if job else '(none)'} is no pod label value: "
+            "the job's pods cannot be listed"
+        )
+    try:
+        return step.deps.kubernetes.pod_nodes(eks, f"{label_key}={job}")
+    except KubernetesError as err:
+        return f"the job's pods could not be listed ({type(err).__name__})"

@@ -1,0 +1,101 @@
+"""Held incidents: recorded closed at birth, while a storm hold, a muted alarm, the pause switch
+or a full blast-radius guard keeps anything from acting.
+
+A held incident takes no open lock and no guard slot; a node-level one takes the held lock of
+its instance, valid for STORM_WINDOW_SECONDS, so that whatever else arrives for the instance in
+that window joins it (`arrivals.attach_held`) instead of opening another: one held incident and
+at most one notice per instance and window. A held job-level incident takes none: an alarm on
+one of its nodes is that node's own incident. Once what held it no longer holds (`still_held`),
+a new trigger is judged afresh.
+"""
+
+from __future__ import annotations
+
+from lambdas.logic.core.steps import Step
+from lambdas.logic.evidence.history import record_history
+from lambdas.logic.opening import arrivals
+from lambdas.logic.opening.arrivals import Trigger
+from lambdas.logic.safety import guard
+from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.guard import HoldKind
+from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.payloads import OpenIncidentResult
+from lambdas.models.writes import Created, HeldBy, IncidentExists
+from lambdas.observability import count, logger
+
+
+def hold(
+    step: Step, incident: Incident, trigger: Trigger, blocker: guard.Blocker
+) -> OpenIncidentResult:
+    """Record the incident as held: closed at once, no open lock, no guard slot, nothing acts;
+    a node-level one takes the held lock of its instance for the hold window.
+
+    Notified on its own unless it is held by a storm (the storm hold's one notification covers
+    every incident it holds)."""
+    at = step.now()
+    incident.state = IncidentState.HELD
+    incident.hold = blocker.record()
+    incident.reason = blocker.reason
+    incident.closed_at = at
+    now = epoch(step)
+    until = now + step.deps.settings.storm_window_seconds
+    replacing: str | None = None
+    while True:
+        match step.deps.incidents.create_held(incident, until=until, now=now, replacing=replacing):
+            case Created():
+                break
+            case IncidentExists():
+                return arrivals.redelivered(step, incident.incident_id, trigger)
+            case HeldBy(holder=holder):
+                if replacing is not None or still_held(step, holder):
+                    return arrivals.attach_held(step, holder, trigger)
+                replacing = holder  # its hold has ended: this hold takes the lock over
+    # A held job-level incident takes no held lock of its instances: an alarm on one of them,
+    # or a report naming it as the culprit, is its own incident (opened, or held on its own),
+    # never absorbed by a job incident that nothing checks.
+    logger.set_correlation_id(incident.incident_id)
+    step.audit(
+        incident.incident_id,
+        "incident_held",
+        {
+            **blocker.record().to_record(),
+            "cluster_name": incident.cluster_name,
+            "instance_id": incident.instance_id or None,
+            "instance_ids": incident.instance_ids,
+            "source": trigger.source,
+            "event_id": trigger.event_id,
+        },
+    )
+    step.created(incident)
+    count(M.INCIDENTS_HELD)
+    logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)
+    record_history(step, incident)
+    arrivals.notify_held(step, incident)
+    return {"incident_id": incident.incident_id, "action": "held"}
+
+
+def still_held(step: Step, incident_id: str) -> bool:
+    """Whether what held the incident still holds: a reset storm hold, a pause switch flipped
+    back or an ended mute window lets the next trigger be judged afresh (the recipe was fixed; a
+    GPU that still fails is not to be swallowed by the old hold). A guard hold keeps its window:
+    judging afresh would only hold again, with a second notice."""
+    incident = step.deps.incidents.get(incident_id)
+    if incident is None:
+        return False
+    hold = incident.hold
+    if hold is None:
+        return True
+    if hold.kind == HoldKind.STORM:
+        active = step.deps.guard.active_hold(incident.cluster_name)
+        return active is not None and active.hold_id == hold.hold_id
+    if hold.kind == HoldKind.PAUSED:
+        return guard.pause_blocker(step.deps) is not None
+    if hold.kind == HoldKind.MUTED:
+        until = hold.muted_until
+        return until is not None and step.deps.clock.now() < until
+    return True
+
+
+def epoch(step: Step) -> int:
+    """Now, in the epoch seconds the held locks' windows are kept in."""
+    return int(step.deps.clock.now().timestamp())

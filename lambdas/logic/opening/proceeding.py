@@ -1,0 +1,122 @@
+"""Letting a held job-level incident proceed: the decision `proceed`.
+
+A job-level incident naming more nodes than the blast-radius guard allows is held before
+anything is cordoned or health-checked. If the report is genuine, a person may let its nodes be
+health-checked anyway, the same way a storm hold is reset: an execution of the approval state
+machine with `{"incident_id": "<held incident>", "decision": "proceed", "comment": "<why>"}`,
+audited under both incidents with the approval execution as actor.
+
+The held incident stays closed as it was; a new job-level incident
+(`sdc-<cluster>-job-go-<digest>-<stamp>`, the same id however often the decision is given) opens
+over the nodes HyperPod still knows, with the held incident's evidence. Its nodes count against
+the guard like any others (it takes one slot per node, beyond the limit: the person decided so),
+so nothing else opens in the cluster until it closes. Refused, audited: an incident that is not
+a held job-level one, one held for another reason than the guard, a cluster under a storm hold
+or paused, a second `proceed`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from lambdas.logic.core import ids
+from lambdas.logic.core.steps import Step
+from lambdas.logic.opening import arrivals, claims
+from lambdas.logic.opening.execution import ensure_execution
+from lambdas.logic.safety import guard
+from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.errors import ClusterNotFound, DecisionRefused
+from lambdas.models.guard import HoldKind
+from lambdas.models.incident import Incident, IncidentState, Scope
+from lambdas.models.writes import Created, GuardFull
+from lambdas.observability import count, logger
+
+
+def proceed_id(held: Incident) -> str:
+    """The incident a `proceed` opens for `held`: the same id every time."""
+    digest = hashlib.sha256(held.incident_id.encode()).hexdigest()[:10]
+    return ids.incident_id(
+        held.cluster_name, f"job-go-{digest}", datetime.fromisoformat(held.created_at)
+    )
+
+
+def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
+    """Open the job-level incident that health-checks `held`'s nodes; returns its id. Raises
+    DecisionRefused (the caller audits it) when `held` may not proceed."""
+    deps = step.deps
+    why_not = _why_not(step, held)
+    if why_not:
+        raise DecisionRefused(f"incident {held.incident_id} cannot proceed: {why_not}")
+    try:
+        nodes, unconfirmed = claims.hyperpod_nodes(step, held.cluster_name, held.instance_ids)
+    except ClusterNotFound as err:
+        raise DecisionRefused(f"incident {held.incident_id} cannot proceed: {err}") from err
+    if not nodes:
+        raise DecisionRefused(
+            f"incident {held.incident_id} cannot proceed: none of its instances is a node of "
+            f"cluster {held.cluster_name} any more"
+        )
+    now = step.now()
+    incident = Incident(
+        incident_id=proceed_id(held),
+        cluster_name=held.cluster_name,
+        instance_id="",
+        state=IncidentState.OPENED,
+        created_at=now,
+        updated_at=now,
+        node_recovery=held.node_recovery,
+        evidence=copy.deepcopy(held.evidence),
+        evidence_dropped=held.evidence_dropped,
+        scope=Scope.JOB.value,
+        instance_ids=nodes,
+        job_name=held.job_name,
+        unconfirmed={**held.unconfirmed, **unconfirmed},
+    )
+    taken = len(deps.guard.guard_state(held.cluster_name).slots)
+    match deps.incidents.create(incident, slot_limit=taken + len(incident.guard_slots)):
+        case Created():
+            pass
+        case GuardFull():
+            raise DecisionRefused(
+                f"incident {held.incident_id} cannot proceed now: the cluster's guard changed "
+                "meanwhile; decide again"
+            )
+        case _:
+            raise DecisionRefused(
+                f"incident {held.incident_id} already proceeded as {incident.incident_id}"
+            )
+    logger.set_correlation_id(incident.incident_id)
+    incident = arrivals.claim_locks(step, incident)
+    details: dict[str, Any] = {
+        "scope": Scope.JOB.value,
+        "cluster_name": incident.cluster_name,
+        "instance_ids": incident.instance_ids,
+        "job_name": incident.job_name,
+        "proceeded_from": held.incident_id,
+        "comment": comment,
+        "unconfirmed": incident.unconfirmed,
+    }
+    step.audit(incident.incident_id, "incident_opened", details, actor=actor)
+    step.audit(
+        held.incident_id,
+        "proceeded",
+        {"incident_id": incident.incident_id, "instance_ids": nodes, "comment": comment},
+        actor=actor,
+    )
+    count(M.JOB_INCIDENTS_OPENED)
+    ensure_execution(step, incident.incident_id, incident)
+    return incident.incident_id
+
+
+def _why_not(step: Step, held: Incident) -> str | None:
+    if not held.is_job or held.state is not IncidentState.HELD:
+        return "only a held job-level incident proceeds (an incident awaiting approval is decided)"
+    if held.hold_kind != HoldKind.GUARD:
+        return f"it is held by {held.hold_kind}, not by the blast-radius guard"
+    blocker = guard.blocker(step.deps, held.cluster_name)
+    if blocker is not None:
+        return f"nothing acts on cluster {held.cluster_name} now: {blocker.reason}"
+    return None
