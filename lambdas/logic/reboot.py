@@ -32,8 +32,8 @@ from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import (
     IncidentRef,
     RebootStatus,
-    ReplaceNodeResult,
-    ReplaceStatus,
+    RecoveryResult,
+    RecoveryStatus,
 )
 from lambdas.models.recovery import RebootRecord
 from lambdas.observability import count
@@ -45,7 +45,7 @@ RUNNING_POLLS_WITHOUT_DOWN = 2
 Running (the first one a poll interval after the request), the reboot counts as done."""
 
 
-def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
+def reboot_node(ref: IncidentRef, deps: Deps) -> RecoveryResult:
     """Re-check the node, then BatchRebootClusterNodes (see the module docstring)."""
     step = Step(deps, "reboot_node")
     with step.failing_visibly(ref.incident_id):
@@ -60,11 +60,11 @@ def _unasked(found: recovery.Found) -> recovery.Unasked | None:
     """Why no reboot is asked for (the node is gone; a dry run), or None to ask."""
     if found.node_status == NodeStatus.NOT_FOUND:
         return recovery.Unasked(
-            ReplaceStatus.GONE, "node_gone", {"reason": "the node is gone: nothing to reboot"}
+            RecoveryStatus.GONE, "node_gone", {"reason": "the node is gone: nothing to reboot"}
         )
     if found.dry_run:
         return recovery.Unasked(
-            ReplaceStatus.DRY_RUN,
+            RecoveryStatus.DRY_RUN,
             "reboot_would_reboot",
             {"would_reboot": found.incident.instance_id, "node_status": found.node_status},
         )

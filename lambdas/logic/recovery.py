@@ -27,7 +27,7 @@ from lambdas.models.errors import (
 from lambdas.models.hyperpod import BatchErrorCode, NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import PENDING_REBOOT, PENDING_REPLACEMENT
-from lambdas.models.payloads import Decision, ReplaceNodeResult, ReplaceStatus
+from lambdas.models.payloads import Decision, RecoveryResult, RecoveryStatus
 from lambdas.models.recovery import RebootRecord, ReplacementRecord
 from lambdas.observability import count, logger
 
@@ -54,7 +54,7 @@ class Kind:
     """The incident's state while it runs."""
     verb: str
     not_approved: type[SdcError]
-    metric: Callable[[ReplaceStatus], PipelineMetric]
+    metric: Callable[[RecoveryStatus], PipelineMetric]
     """The pipeline counter of each result (`ReplaceRequested`, `RebootRetry`, ...)."""
 
 
@@ -87,11 +87,11 @@ REBOOT: Final = Kind(
     not_approved=RebootNotApproved,
 )
 
-FAILED_CODES: Final[dict[str, tuple[ReplaceStatus, str | None]]] = {
-    BatchErrorCode.INSTANCE_ID_IN_USE: (ReplaceStatus.IN_PROGRESS, "in_progress"),
-    BatchErrorCode.INVALID_INSTANCE_STATUS: (ReplaceStatus.RETRY, "retry"),
-    BatchErrorCode.INTERNAL_SERVER_ERROR: (ReplaceStatus.RETRY, "retry"),
-    BatchErrorCode.INSTANCE_ID_NOT_FOUND: (ReplaceStatus.GONE, None),
+FAILED_CODES: Final[dict[str, tuple[RecoveryStatus, str | None]]] = {
+    BatchErrorCode.INSTANCE_ID_IN_USE: (RecoveryStatus.IN_PROGRESS, "in_progress"),
+    BatchErrorCode.INVALID_INSTANCE_STATUS: (RecoveryStatus.RETRY, "retry"),
+    BatchErrorCode.INTERNAL_SERVER_ERROR: (RecoveryStatus.RETRY, "retry"),
+    BatchErrorCode.INSTANCE_ID_NOT_FOUND: (RecoveryStatus.GONE, None),
 }
 """A `Failed[]` code of either batch call → what it means: in use (our earlier request after a
 crash, or HyperPod's own recovery) → in progress; a status or server error → retry later
@@ -113,7 +113,7 @@ class Found:
 class Unasked:
     """What is recorded instead of a request (the node is gone, a dry run, ...)."""
 
-    status: ReplaceStatus
+    status: RecoveryStatus
     action: str
     details: dict[str, Any]
     ours: bool = False
@@ -128,7 +128,7 @@ def carry_out(
     *,
     ours: bool,
     on_enter: Callable[[Incident], None] | None = None,
-) -> ReplaceNodeResult:
+) -> RecoveryResult:
     """An approved reboot or replacement from start to end: `_begin`; the node re-checked;
     either `unasked` says why nothing is asked, and that is recorded, or the request is written
     ahead and sent."""
@@ -163,7 +163,7 @@ UNDER_WAY_STATUSES: Final = frozenset(
 ShuttingDown, ...) a recovery is under way."""
 
 
-def _answered_before(step: Step, incident: Incident, kind: Kind) -> ReplaceNodeResult | None:
+def _answered_before(step: Step, incident: Incident, kind: Kind) -> RecoveryResult | None:
     """An earlier attempt sent the request and saved HyperPod's answer, then died (or its
     answer was lost on the way back): the saved answer is the result, nothing is sent again.
     A `requested` answer whose audit entry the earlier attempt did not write gets it now, so
@@ -172,7 +172,7 @@ def _answered_before(step: Step, incident: Incident, kind: Kind) -> ReplaceNodeR
     if record is None or record.pending or record.status not in _SETTLED_ANSWERS:
         return None
     action = f"{kind.name}_requested"
-    if record.status == ReplaceStatus.REQUESTED and not any(
+    if record.status == RecoveryStatus.REQUESTED and not any(
         entry.action == action for entry in step.deps.audit.entries(incident.incident_id)
     ):
         step.audit(
@@ -190,7 +190,7 @@ def _answered_before(step: Step, incident: Incident, kind: Kind) -> ReplaceNodeR
 
 
 _SETTLED_ANSWERS: Final = frozenset(
-    {ReplaceStatus.REQUESTED.value, ReplaceStatus.IN_PROGRESS.value}
+    {RecoveryStatus.REQUESTED.value, RecoveryStatus.IN_PROGRESS.value}
 )
 
 
@@ -202,7 +202,7 @@ def _resumed(incident: Incident, kind: Kind, status_now: str) -> Unasked | None:
     if record is None or not record.pending or status_now in UNDER_WAY_STATUSES:
         return None
     return Unasked(
-        ReplaceStatus.REQUESTED,
+        RecoveryStatus.REQUESTED,
         f"{kind.name}_requested",
         {
             "node_status": status_now,
@@ -222,7 +222,7 @@ def _begin(
     *,
     ours: bool,
     on_enter: Callable[[Incident], None] | None = None,
-) -> Incident | ReplaceNodeResult:
+) -> Incident | RecoveryResult:
     """What every reboot or replacement checks first: the approver decided it (never act
     without), the incident waits for it or is already in it; a storm hold or the pause switch
     holds it while nothing was asked yet (`ours`: an earlier attempt may have asked); the first
@@ -240,7 +240,7 @@ def _begin(
         blocker = guard.blocker(step.deps, incident.cluster_name)
         if blocker is not None:
             guard.hold_in_flight(step, incident, blocker)
-            return {"status": ReplaceStatus.HELD.value}
+            return {"status": RecoveryStatus.HELD.value}
     if incident.state is not IncidentState.AWAITING_APPROVAL:
         return incident
     at = step.now()
@@ -274,7 +274,7 @@ def _send(
     check_id: str | None,
     *,
     ours: bool,
-) -> ReplaceNodeResult:
+) -> RecoveryResult:
     """Carry out `kind` for the incident's node, after its request was written ahead: through
     the node health label where the cluster hands recoveries to HyperPod, else the batch call,
     reading its per-node `Failed[]` code (`FAILED_CODES`). `ours`: whether an earlier attempt
@@ -287,7 +287,7 @@ def _send(
             step,
             incident,
             kind,
-            ReplaceStatus.REQUESTED,
+            RecoveryStatus.REQUESTED,
             f"{kind.name}_requested",
             {"node_status": status_now, **recovery_path.details(chosen, kind.label)},
             [check_id],
@@ -301,7 +301,7 @@ def _send(
             step,
             incident,
             kind,
-            ReplaceStatus.REQUESTED,
+            RecoveryStatus.REQUESTED,
             f"{kind.name}_requested",
             {"node_status": status_now, **recovery_path.details(chosen)},
             request_ids,
@@ -338,13 +338,13 @@ def _record(
     step: Step,
     incident: Incident,
     kind: Kind,
-    status: ReplaceStatus,
+    status: RecoveryStatus,
     action: str,
     details: dict[str, Any],
     request_ids: list[str | None],
     *,
     ours: bool = False,
-) -> ReplaceNodeResult:
+) -> RecoveryResult:
     """Keep what a request of `kind` did on the incident (`incident.<kind.field>`) and in the
     audit log; the step's result."""
     attempts = (getattr(incident, kind.field) or kind.record()).attempts or 0
@@ -353,7 +353,7 @@ def _record(
 
     def write(current: Incident) -> bool:
         previous = getattr(current, kind.field) or kind.record()
-        requested = status is ReplaceStatus.REQUESTED
+        requested = status is RecoveryStatus.REQUESTED
         setattr(
             current,
             kind.field,
@@ -362,7 +362,7 @@ def _record(
                 path=details.get("path", previous.path),
                 status=status.value,
                 attempts=attempts,
-                dry_run=status is ReplaceStatus.DRY_RUN,
+                dry_run=status is RecoveryStatus.DRY_RUN,
                 pending=False,
                 requested_by_us=bool(previous.requested_by_us or ours),
                 requested_at=at if requested else previous.requested_at,

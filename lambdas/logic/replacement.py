@@ -19,9 +19,9 @@ from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import (
     IncidentRef,
+    RecoveryResult,
+    RecoveryStatus,
     ReplacementStatus,
-    ReplaceNodeResult,
-    ReplaceStatus,
 )
 from lambdas.models.recovery import ReplacementRecord
 from lambdas.observability import count
@@ -29,7 +29,7 @@ from lambdas.observability import count
 S = IncidentState
 
 
-def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
+def replace_node(ref: IncidentRef, deps: Deps) -> RecoveryResult:
     """Re-check the node, then BatchReplaceClusterNodes, reading every `Failed[]` code.
 
     - storm hold or paused, and nothing requested yet → held (nothing is called);
@@ -58,14 +58,14 @@ def _unasked(found: recovery.Found) -> recovery.Unasked | None:
     incident, status = found.incident, found.node_status
     if status == NodeStatus.NOT_FOUND:
         return recovery.Unasked(
-            ReplaceStatus.GONE,
+            RecoveryStatus.GONE,
             "node_gone",
             {"reason": "the node is already gone: nothing to replace", "by_us": found.ours},
             ours=found.ours,
         )
     if found.dry_run:
         return recovery.Unasked(
-            ReplaceStatus.DRY_RUN,
+            RecoveryStatus.DRY_RUN,
             "replacement_would_replace",
             {"would_replace": incident.instance_id, "node_status": status},
         )
@@ -75,7 +75,7 @@ def _unasked(found: recovery.Found) -> recovery.Unasked | None:
         and status == NodeStatus.SHUTTING_DOWN
     ):
         return recovery.Unasked(
-            ReplaceStatus.IN_PROGRESS,
+            RecoveryStatus.IN_PROGRESS,
             "replacement_by_hyperpod",
             {
                 "reason": "NodeRecovery is Automatic and HyperPod is already replacing the "
