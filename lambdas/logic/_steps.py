@@ -13,7 +13,7 @@ from lambdas.logic import chat, lifecycle_events
 from lambdas.logic.audit import Auditor
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditEntry
+from lambdas.models.audit import AuditAction, AuditEntry
 from lambdas.models.errors import (
     ConditionFailed,
     ErrorRecord,
@@ -81,7 +81,7 @@ class Step:
     def audit(
         self,
         subject: str,
-        action: str,
+        action: AuditAction,
         details: Mapping[str, Any] | None = None,
         request_ids: Iterable[str | None] = (),
         *,
@@ -122,7 +122,9 @@ class Step:
         count(M.STEP_RETRYABLE_ERRORS)
         logger.warning("step will be retried", incident_id=incident_id, step=self.actor)
         try:
-            self.audit(incident_id, "step_error_retryable", details, [details.get("request_id")])
+            self.audit(
+                incident_id, AuditAction.STEP_ERROR_RETRYABLE, details, [details.get("request_id")]
+            )
         except Exception:
             logger.exception("could not audit the retryable error", incident_id=incident_id)
 
@@ -142,7 +144,7 @@ class Step:
                 return True
 
             self.update(incident_id, mark)
-            self.audit(incident_id, "step_failed", details, [details.get("request_id")])
+            self.audit(incident_id, AuditAction.STEP_FAILED, details, [details.get("request_id")])
         except Exception:
             logger.exception("could not record the failure", incident_id=incident_id)
 
@@ -205,7 +207,9 @@ def deliver(
     count(M.NOTICES_UNDELIVERED)
     logger.error("notice not delivered", incident_id=subject_id, kind=kind, attempts=attempt)
     step.audit(
-        subject_id, "notification_failed", error_details(failure, kind=kind, attempts=attempt)
+        subject_id,
+        AuditAction.NOTIFICATION_FAILED,
+        error_details(failure, kind=kind, attempts=attempt),
     )
     return False, None
 
@@ -216,7 +220,7 @@ def send_notice(
     subject: str,
     text: str,
     kind: NoticeKind,
-    sent_action: str,
+    sent_action: AuditAction,
     current: Incident | None = None,
 ) -> None:
     """Publish a notice about `incident` (`deliver`: retried with backoff), then mark it

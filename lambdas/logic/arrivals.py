@@ -18,6 +18,7 @@ from lambdas.logic import cards, evidence, guard
 from lambdas.logic._steps import Step, send_notice
 from lambdas.logic.execution import ensure_execution
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.notices import NoticeKind
@@ -84,7 +85,7 @@ def attach_items(
     if added:
         step.audit(
             holder,
-            "evidence_attached",
+            AuditAction.EVIDENCE_ATTACHED,
             {"kind": kind, "keys": added, "event_id": event_id},
         )
         count(M.EVIDENCE_ATTACHED)
@@ -140,5 +141,11 @@ def notify_held(step: Step, incident: Incident) -> None:
         return
     notice = cards.held_notice(incident)
     send_notice(
-        step, incident, notice.subject, notice.text, NoticeKind.HELD, "held_notified", incident
+        step,
+        incident,
+        notice.subject,
+        notice.text,
+        NoticeKind.HELD,
+        AuditAction.HELD_NOTIFIED,
+        incident,
     )

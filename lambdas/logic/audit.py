@@ -23,12 +23,14 @@ from enum import Enum
 from typing import Any
 
 from lambdas.logic.ports import AuditAnchor, AuditLog, Clock, Deps, NoAuditAnchor
-from lambdas.models.audit import AnchorRecord, AuditEntry
+from lambdas.models.audit import AnchorRecord, AuditAction, AuditEntry
 from lambdas.models.errors import ConditionFailed
 
 GENESIS = "0" * 64
 APPEND_ATTEMPTS = 5
-CLOSING_ACTIONS = frozenset({"incident_closed", "incident_skipped", "incident_held"})
+CLOSING_ACTIONS = frozenset(
+    {AuditAction.INCIDENT_CLOSED, AuditAction.INCIDENT_SKIPPED, AuditAction.INCIDENT_HELD}
+)
 """The entries that close an incident's chain: a closed incident's chain must hold one."""
 
 
@@ -74,7 +76,7 @@ def seal(
         seq=seq,
         at=at,
         actor=actor,
-        action=action,
+        action=str(action),
         details=plain(dict(details)),
         request_ids=[r for r in request_ids if r],
         prev_hash=prev_hash,

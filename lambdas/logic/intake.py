@@ -41,6 +41,7 @@ from lambdas.logic._steps import Step, error_details
 from lambdas.logic.arrivals import Trigger
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ClusterNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
 from lambdas.models.payloads import OpenIncidentResult, StoreReportResult
@@ -88,7 +89,7 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
 def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentResult:
     step.audit(
         ids.event_subject(alarm.event_id),
-        "event_ignored",
+        AuditAction.EVENT_IGNORED,
         {
             "reason": reason,
             "cluster_name": alarm.cluster_name,
@@ -128,7 +129,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
     if reason:
         step.audit(
             subject,
-            "report_ignored",
+            AuditAction.REPORT_IGNORED,
             {"report_id": report.report_id, "cluster_name": report.cluster_name, "reason": reason},
         )
         count(M.REPORTS_IGNORED)
@@ -143,7 +144,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
     if stored:
         step.audit(
             subject,
-            "report_stored",
+            AuditAction.REPORT_STORED,
             {
                 "report_id": report.report_id,
                 "cluster_name": report.cluster_name,
@@ -178,7 +179,7 @@ def _refuse_ahead(step: Step, event: ReportEvent, received: datetime) -> NoRetur
     )
     step.audit(
         ids.event_subject(event.event_id),
-        "event_refused",
+        AuditAction.EVENT_REFUSED,
         error_details(err, source=REPORT_SOURCE, report_id=report.report_id),
     )
     count(M.EVENTS_REFUSED)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from lambdas.logic import evidence
 from lambdas.logic.recommendation import recommend
+from lambdas.models.audit import AuditAction
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.lifecycle_event import IncidentStateChange
 
@@ -66,7 +67,7 @@ def publish(step: Step, incident: Incident, old_state: IncidentState | None) -> 
         try:
             step.audit(
                 incident.incident_id,
-                "lifecycle_event_failed",
+                AuditAction.LIFECYCLE_EVENT_FAILED,
                 error_details(err, old_state=change.old_state, new_state=change.new_state),
             )
         except Exception:

@@ -22,6 +22,7 @@ from lambdas.logic.arrivals import Trigger
 from lambdas.logic.evidence import MAX_NAME
 from lambdas.logic.execution import ensure_execution
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ClusterNotFound, NodeNotFound, SdcError
 from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
@@ -133,7 +134,7 @@ def _opened(step: Step, drafted: _Draft, trigger: Trigger, limit: int) -> OpenIn
         incident = arrivals.claim_locks(step, incident)
     step.audit(
         incident.incident_id,
-        "incident_opened",
+        AuditAction.INCIDENT_OPENED,
         {**drafted.details(incident), "guard_limit": limit},
         drafted.request_ids,
     )
@@ -288,7 +289,7 @@ def _skip_job(
     assert trigger.report is not None
     step.audit(
         ids.event_subject(trigger.event_id),
-        "job_incident_skipped",
+        AuditAction.JOB_INCIDENT_SKIPPED,
         {
             "report_id": trigger.report.report_id,
             "reason": reason,
@@ -322,7 +323,7 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
     logger.set_correlation_id(incident_id)
     step.audit(
         incident_id,
-        "incident_skipped",
+        AuditAction.INCIDENT_SKIPPED,
         {"reason": reason, "error": error_details(err), "event_id": trigger.event_id},
         [getattr(err, "request_id", None)],
     )
@@ -335,7 +336,7 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
 def _open_failed(step: Step, trigger: Trigger, err: Exception) -> None:
     step.audit(
         ids.event_subject(trigger.event_id),
-        "open_failed",
+        AuditAction.OPEN_FAILED,
         error_details(
             err,
             source=trigger.source,

@@ -26,6 +26,7 @@ from lambdas.logic import arrivals, claims, guard, ids
 from lambdas.logic._steps import Step
 from lambdas.logic.execution import ensure_execution
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ClusterNotFound, DecisionRefused
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState, Scope
@@ -97,10 +98,10 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
         "comment": comment,
         "unconfirmed": incident.unconfirmed,
     }
-    step.audit(incident.incident_id, "incident_opened", details, actor=actor)
+    step.audit(incident.incident_id, AuditAction.INCIDENT_OPENED, details, actor=actor)
     step.audit(
         held.incident_id,
-        "proceeded",
+        AuditAction.PROCEEDED,
         {"incident_id": incident.incident_id, "instance_ids": nodes, "comment": comment},
         actor=actor,
     )

@@ -26,6 +26,7 @@ from lambdas.logic import lifecycle, recovery
 from lambdas.logic._steps import Step, node_status_of
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import InvalidTransition
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
@@ -52,7 +53,13 @@ def reboot_node(ref: IncidentRef, deps: Deps) -> RecoveryResult:
         incident = step.load(ref.incident_id)
         ours = lifecycle.reboot_requested(incident)
         return recovery.carry_out(
-            step, incident, recovery.REBOOT, _unasked, ours=ours, on_enter=_start_reboot_record
+            step,
+            incident,
+            recovery.REBOOT,
+            deps.hyperpod.reboot_nodes,
+            _unasked,
+            ours=ours,
+            on_enter=_start_reboot_record,
         )
 
 
@@ -60,12 +67,14 @@ def _unasked(found: recovery.Found) -> recovery.Unasked | None:
     """Why no reboot is asked for (the node is gone; a dry run), or None to ask."""
     if found.node_status == NodeStatus.NOT_FOUND:
         return recovery.Unasked(
-            RecoveryStatus.GONE, "node_gone", {"reason": "the node is gone: nothing to reboot"}
+            RecoveryStatus.GONE,
+            AuditAction.NODE_GONE,
+            {"reason": "the node is gone: nothing to reboot"},
         )
     if found.dry_run:
         return recovery.Unasked(
             RecoveryStatus.DRY_RUN,
-            "reboot_would_reboot",
+            AuditAction.REBOOT_WOULD_REBOOT,
             {"would_reboot": found.incident.instance_id, "node_status": found.node_status},
         )
     return None
@@ -88,7 +97,9 @@ def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
 
         status, request_id = node_status_of(deps, incident)
         if status == NodeStatus.NOT_FOUND:
-            step.audit(ref.incident_id, "reboot_node_gone", {"node_status": status}, [request_id])
+            step.audit(
+                ref.incident_id, AuditAction.REBOOT_NODE_GONE, {"node_status": status}, [request_id]
+            )
             return {"done": False, "gone": True, "status": status}
         polls = reboot.polls + 1
         seen_down = reboot.seen_down or status != NodeStatus.RUNNING
@@ -111,7 +122,7 @@ def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
         if changed:
             step.audit(
                 ref.incident_id,
-                "reboot_status",
+                AuditAction.REBOOT_STATUS,
                 {"node_status": status, "polls": polls},
                 [request_id],
             )
@@ -156,7 +167,7 @@ def _finish(
     step.update(incident.incident_id, record, incident)
     step.audit(
         incident.incident_id,
-        "reboot_done",
+        AuditAction.REBOOT_DONE,
         {"instance_id": incident.instance_id, "node_status": status, "dry_run": dry_run},
         request_ids,
     )

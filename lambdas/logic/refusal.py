@@ -14,6 +14,7 @@ from lambdas.logic import ids
 from lambdas.logic._steps import Step, error_details
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import MalformedEvent
 from lambdas.observability import count
 
@@ -25,7 +26,7 @@ def refuse(event: Any, err: MalformedEvent, actor: str, deps: Deps) -> None:
     event_id = raw.get("id")
     Step(deps, actor).audit(
         ids.event_subject(str(event_id)[:200] if event_id else "without-id"),
-        "event_refused",
+        AuditAction.EVENT_REFUSED,
         error_details(
             err,
             source=_short(raw.get("source")),

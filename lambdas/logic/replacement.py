@@ -14,6 +14,7 @@ from lambdas.logic import lifecycle, recovery
 from lambdas.logic._steps import Step, node_status_of
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import InvalidTransition, NodeNotFound
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState
@@ -43,7 +44,9 @@ def replace_node(ref: IncidentRef, deps: Deps) -> RecoveryResult:
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
         ours = lifecycle.requested_by_us(incident)
-        return recovery.carry_out(step, incident, recovery.REPLACEMENT, _unasked, ours=ours)
+        return recovery.carry_out(
+            step, incident, recovery.REPLACEMENT, deps.hyperpod.replace_nodes, _unasked, ours=ours
+        )
 
 
 def _unasked(found: recovery.Found) -> recovery.Unasked | None:
@@ -59,14 +62,14 @@ def _unasked(found: recovery.Found) -> recovery.Unasked | None:
     if status == NodeStatus.NOT_FOUND:
         return recovery.Unasked(
             RecoveryStatus.GONE,
-            "node_gone",
+            AuditAction.NODE_GONE,
             {"reason": "the node is already gone: nothing to replace", "by_us": found.ours},
             ours=found.ours,
         )
     if found.dry_run:
         return recovery.Unasked(
             RecoveryStatus.DRY_RUN,
-            "replacement_would_replace",
+            AuditAction.REPLACEMENT_WOULD_REPLACE,
             {"would_replace": incident.instance_id, "node_status": status},
         )
     if (
@@ -76,7 +79,7 @@ def _unasked(found: recovery.Found) -> recovery.Unasked | None:
     ):
         return recovery.Unasked(
             RecoveryStatus.IN_PROGRESS,
-            "replacement_by_hyperpod",
+            AuditAction.REPLACEMENT_BY_HYPERPOD,
             {
                 "reason": "NodeRecovery is Automatic and HyperPod is already replacing the "
                 "node: nothing requested",
@@ -114,7 +117,10 @@ def check_replacement(ref: IncidentRef, deps: Deps) -> ReplacementStatus:
 
                 step.update(ref.incident_id, note, incident)
                 step.audit(
-                    ref.incident_id, "replacement_status", {"node_status": status}, [request_id]
+                    ref.incident_id,
+                    AuditAction.REPLACEMENT_STATUS,
+                    {"node_status": status},
+                    [request_id],
                 )
             return {"done": False, "new_instance_id": None}
 
@@ -159,7 +165,7 @@ def _finish_replacement(
     step.update(incident.incident_id, record, incident)
     step.audit(
         incident.incident_id,
-        "replacement_done",
+        AuditAction.REPLACEMENT_DONE,
         {
             "old_instance_id": incident.instance_id,
             "new_instance_id": new_instance_id,
