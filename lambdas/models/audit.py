@@ -1,4 +1,5 @@
-"""One audit log entry. The hash chain itself lives in `lambdas.logic.audit`."""
+"""One audit log entry, and the actions the pipeline writes (`AuditAction`). The hash chain
+itself lives in `lambdas.logic.audit`."""
 
 from __future__ import annotations
 
