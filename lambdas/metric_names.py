@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Final
 
 from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import ReplaceStatus
+from lambdas.models.payloads import RecoveryStatus
 
 PIPELINE_NAMESPACE: Final = "SDC/Remediation"
 """`POWERTOOLS_METRICS_NAMESPACE` of every function, and the default without it."""
@@ -135,11 +135,11 @@ def closed_metric(state: IncidentState) -> PipelineMetric:
     return PipelineMetric(f"Closed{_camel(state.value)}")
 
 
-def replace_metric(status: ReplaceStatus) -> PipelineMetric:
+def replace_metric(status: RecoveryStatus) -> PipelineMetric:
     """`ReplaceRequested`, ...: the counter of replace_node results."""
     return PipelineMetric(f"Replace{_camel(status.value)}")
 
 
-def reboot_metric(status: ReplaceStatus) -> PipelineMetric:
+def reboot_metric(status: RecoveryStatus) -> PipelineMetric:
     """`RebootRequested`, ...: the counter of reboot_node results."""
     return PipelineMetric(f"Reboot{_camel(status.value)}")

@@ -25,7 +25,7 @@ from typing import Any
 from infra.local.evaluator import InsightsQuery
 from infra.stack.dashboard import Series, plotted
 from lambdas.metric_names import PIPELINE_NAMESPACE, PipelineMetric, closed_metric
-from lambdas.models.audit import AuditEntry
+from lambdas.models.audit import AuditAction, AuditEntry
 from lambdas.models.incident import IncidentState
 from trainer_emitter.contract import Metric
 
@@ -69,30 +69,30 @@ def expected_pipeline_metrics(entries: Iterable[AuditEntry]) -> set[PipelineMetr
     expected: set[PipelineMetric] = set()
     for entry in entries:
         details = entry.details
-        if entry.action == "incident_opened":
+        if entry.action == AuditAction.INCIDENT_OPENED:
             expected.add(
                 M.JOB_INCIDENTS_OPENED if details.get("scope") == "job" else M.INCIDENTS_OPENED
             )
-        elif entry.action == "incident_held":
+        elif entry.action == AuditAction.INCIDENT_HELD:
             expected.add(M.INCIDENTS_HELD)
-        elif entry.action == "approval_requested":
+        elif entry.action == AuditAction.APPROVAL_REQUESTED:
             expected |= {M.APPROVALS_REQUESTED, M.APPROVALS_WAITING}
             if details.get("notified") is False:
                 expected.add(M.CARDS_UNDELIVERED)
-        elif entry.action == "notification_failed":
+        elif entry.action == AuditAction.NOTIFICATION_FAILED:
             expected.add(M.NOTICES_UNDELIVERED)
-        elif entry.action == "recovery_unknown":
+        elif entry.action == AuditAction.RECOVERY_UNKNOWN:
             expected.add(M.RECOVERIES_UNKNOWN)
-        elif entry.action == "reconciled":
+        elif entry.action == AuditAction.RECONCILED:
             expected.add(M.INCIDENTS_RECONCILED)
-        elif entry.action == "reconcile_needs_person":
+        elif entry.action == AuditAction.RECONCILE_NEEDS_PERSON:
             expected.add(M.RECONCILE_NEEDS_PERSON)
-        elif entry.action == "decision_accepted" and details.get("decision") in (
+        elif entry.action == AuditAction.DECISION_ACCEPTED and details.get("decision") in (
             "approve",
             "reject",
         ):
             expected |= {M.DECISIONS_ACCEPTED, M.DECISION_LATENCY}
-        elif entry.action == "incident_closed":
+        elif entry.action == AuditAction.INCIDENT_CLOSED:
             expected.add(closed_metric(IncidentState(details["state"])))
             if details["state"] in RECOVERED and not details.get("dry_run"):
                 expected.add(M.RECOVERY_LATENCY)

@@ -25,7 +25,7 @@ from lambdas.logic.safety.decisions import (
 )
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.approvals import ApprovalRecord, Delivery, Principal, PrincipalSource
-from lambdas.models.audit import AuditEntry
+from lambdas.models.audit import AuditAction, AuditEntry
 from lambdas.models.errors import (
     ConditionFailed,
     DecisionRefused,
@@ -93,7 +93,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
         delivered, request_id = send_card(step, incident, card)
         step.audit(
             incident.incident_id,
-            "approval_requested",
+            AuditAction.APPROVAL_REQUESTED,
             {
                 "advice": advice.advice.value,
                 "reasons": list(advice.reasons),
@@ -172,7 +172,12 @@ def resend_card(step: Step, incident: Incident) -> bool:
     card, _, _ = _card(step, incident)
     delivered, request_id = send_card(step, incident, card)
     if delivered:
-        step.audit(incident.incident_id, "card_delivered", {"subject": card.subject}, [request_id])
+        step.audit(
+            incident.incident_id,
+            AuditAction.CARD_DELIVERED,
+            {"subject": card.subject},
+            [request_id],
+        )
     return delivered
 
 
@@ -403,7 +408,7 @@ def _counted(
         _notify_counted(step, incident, required)
     step.audit(
         valid.incident_id,
-        "approval_repeated" if repeated else "approval_recorded",
+        AuditAction.APPROVAL_REPEATED if repeated else AuditAction.APPROVAL_RECORDED,
         {
             "decision": valid.decision.value,
             "comment": valid.comment,
@@ -446,7 +451,7 @@ def _notify_counted(step: Step, incident: Incident, required: int) -> None:
     except Exception as err:
         step.audit(
             incident.incident_id,
-            "notification_failed",
+            AuditAction.NOTIFICATION_FAILED,
             error_details(err, kind="approval_counted"),
         )
 
@@ -455,7 +460,7 @@ def _write_ahead(step: Step, valid: ValidDecision, actor: str, decision: Decisio
     """`decision_accepted` with delivery pending, before anything is sent."""
     step.audit(
         valid.incident_id,
-        "decision_accepted",
+        AuditAction.DECISION_ACCEPTED,
         {
             "decision": valid.decision.value,
             "comment": decision.comment,
@@ -482,11 +487,11 @@ def _resume(
     entries = step.deps.audit.entries(valid.incident_id)
     claimed_by = held.approval_execution_arn
     acted = incident.state in _ACTED_ON.get(held.decision, frozenset())
-    if acted and not _logged(entries, "decision_delivered", claimed_by):
+    if acted and not _logged(entries, AuditAction.DECISION_DELIVERED, claimed_by):
         # The remediation moved on with this decision: an earlier answer landed.
         step.audit(
             valid.incident_id,
-            "decision_delivered",
+            AuditAction.DECISION_DELIVERED,
             {
                 "decision": held.decision.value,
                 "approval_execution_arn": claimed_by,
@@ -497,7 +502,9 @@ def _resume(
             actor=actor,
         )
         _settle(step, valid.incident_id, incident)
-    elif incident.state.terminal and not _logged(entries, "decision_delivered", claimed_by):
+    elif incident.state.terminal and not _logged(
+        entries, AuditAction.DECISION_DELIVERED, claimed_by
+    ):
         # Closed (expired, failed...) without acting on it: the decision never took effect.
         refused = DecisionRefused(
             f"incident {valid.incident_id} closed as {incident.state} before its pending "
@@ -505,7 +512,7 @@ def _resume(
         )
         step.audit(
             valid.incident_id,
-            "decision_refused",
+            AuditAction.DECISION_REFUSED,
             {
                 "reason": str(refused),
                 "decision": held.decision.value,
@@ -516,8 +523,8 @@ def _resume(
         )
         count(M.DECISIONS_REFUSED)
         raise refused
-    elif not _logged(entries, "decision_delivered", claimed_by):
-        if not _logged(entries, "decision_accepted", claimed_by):
+    elif not _logged(entries, AuditAction.DECISION_DELIVERED, claimed_by):
+        if not _logged(entries, AuditAction.DECISION_ACCEPTED, claimed_by):
             _write_ahead(step, valid, actor, held)
         token = incident.task_token or ""
         _deliver(step, valid, token, actor, incident, resumed=True)
@@ -540,7 +547,7 @@ _ACTED_ON: dict[Decision, frozenset[S]] = {
 """The states the remediation reaches only after it received each decision."""
 
 
-def _logged(entries: list[AuditEntry], action: str, execution_arn: str | None) -> bool:
+def _logged(entries: list[AuditEntry], action: AuditAction, execution_arn: str | None) -> bool:
     return any(
         e.action == action and e.details.get("approval_execution_arn") == execution_arn
         for e in entries
@@ -624,7 +631,7 @@ def _deliver(
             )
             step.audit(
                 valid.incident_id,
-                "decision_refused",
+                AuditAction.DECISION_REFUSED,
                 {
                     "reason": str(refused),
                     "decision": valid.decision.value,
@@ -644,7 +651,7 @@ def _deliver(
     except Exception as err:
         step.audit(
             valid.incident_id,
-            "decision_delivery_unknown",
+            AuditAction.DECISION_DELIVERY_UNKNOWN,
             error_details(
                 err,
                 decision=valid.decision.value,
@@ -658,7 +665,7 @@ def _deliver(
         raise
     step.audit(
         valid.incident_id,
-        "decision_delivered",
+        AuditAction.DECISION_DELIVERED,
         {
             "decision": recorded.decision.value,
             "approval_execution_arn": recorded.approval_execution_arn,
@@ -792,7 +799,7 @@ def _refuse(
 ) -> NoReturn:
     step.audit(
         subject,
-        "decision_refused",
+        AuditAction.DECISION_REFUSED,
         {
             "reason": str(refused),
             "incident_id": _printable(request.incident_id),

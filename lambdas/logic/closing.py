@@ -11,6 +11,7 @@ from lambdas.logic.evidence.history import record_history
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.metric_names import closed_metric
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ErrorRecord
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState
@@ -52,7 +53,8 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
             incident.state is S.HELD and not incident.execution_arn
         )  # recorded closed when opened: audited then (incident_skipped / incident_held)
         audited = born_closed or any(
-            e.action == "incident_closed" for e in deps.audit.entries(incident.incident_id)
+            e.action == AuditAction.INCIDENT_CLOSED
+            for e in deps.audit.entries(incident.incident_id)
         )
     if incident.state is S.FAILED and lifecycle.recovery_in_flight(incident):
         # Never release a node mid-recovery: isolation, lock and slot stay until
@@ -64,7 +66,7 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
         replacement = incident.replacement
         step.audit(
             incident.incident_id,
-            "incident_closed",
+            AuditAction.INCIDENT_CLOSED,
             {
                 "state": incident.state.value,
                 "outcome": request.outcome.value,
@@ -114,7 +116,7 @@ def _hand_to_reconciliation(step: Step, incident: Incident) -> Incident:
     incident = step.update(incident.incident_id, note, incident)
     step.audit(
         incident.incident_id,
-        "recovery_unknown",
+        AuditAction.RECOVERY_UNKNOWN,
         {
             "instance_id": incident.instance_id,
             "reboot": incident.reboot.to_record() if incident.reboot else None,
@@ -152,5 +154,11 @@ def _notify_close(step: Step, incident: Incident) -> None:
     notice = cards.close_notice(incident)
     # Not raised on failure: the execution must not end red for a notice.
     send_notice(
-        step, incident, notice.subject, notice.text, NoticeKind.CLOSED, "closed_notified", incident
+        step,
+        incident,
+        notice.subject,
+        notice.text,
+        NoticeKind.CLOSED,
+        AuditAction.CLOSED_NOTIFIED,
+        incident,
     )

@@ -16,6 +16,7 @@ from lambdas.logic.core.steps import Step, node_status_of
 from lambdas.logic.ports import Deps
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import InvalidTransition, NodeNotFound
 from lambdas.models.health_check import CheckSummary, HealthCheckRecord, NodeCheck
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
@@ -102,7 +103,7 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
         return {"status": status, "started": started, "held": False, "scope": incident.scope}
 
 
-_START_ACTIONS = ("health_check_started", "health_check_not_started")
+_START_ACTIONS = (AuditAction.HEALTH_CHECK_STARTED, AuditAction.HEALTH_CHECK_NOT_STARTED)
 
 
 def _audit_start(
@@ -283,7 +284,7 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
         if changed:
             step.audit(
                 ref.incident_id,
-                "health_check_status",
+                AuditAction.HEALTH_CHECK_STATUS,
                 {"status": status, "result": result, "in_progress": result is None, "polls": polls},
                 [request_id],
             )
@@ -338,7 +339,7 @@ def _check_job(step: Step, incident: Incident) -> HealthStatus:
     if summary != previous.status:
         step.audit(
             incident.incident_id,
-            "health_check_status",
+            AuditAction.HEALTH_CHECK_STATUS,
             {"status": summary, "in_progress": in_progress, "polls": polls},
             request_ids,
         )

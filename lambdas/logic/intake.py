@@ -27,7 +27,7 @@ false, a new trigger is judged afresh.
 This module is where the two events come in; `opening` opens an incident (node- or
 job-level), `holding` records a held one, `arrivals` attaches what comes for an instance an
 incident speaks for, `execution` starts the remediation execution (all in
-`lambdas.logic.opening`).
+`lambdas.logic.opening.incidents`).
 
 An event without the documented shape never gets that far: its handler fails to parse it and
 calls `refuse`, then raises the error again, so the event lands in the function's dead-letter
@@ -49,6 +49,7 @@ from lambdas.logic.opening.arrivals import Trigger
 from lambdas.logic.ports import Deps
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ClusterNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
 from lambdas.models.payloads import OpenIncidentResult, StoreReportResult
@@ -96,7 +97,7 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
 def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentResult:
     step.audit(
         ids.event_subject(alarm.event_id),
-        "event_ignored",
+        AuditAction.EVENT_IGNORED,
         {
             "reason": reason,
             "cluster_name": alarm.cluster_name,
@@ -136,7 +137,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
     if reason:
         step.audit(
             subject,
-            "report_ignored",
+            AuditAction.REPORT_IGNORED,
             {"report_id": report.report_id, "cluster_name": report.cluster_name, "reason": reason},
         )
         count(M.REPORTS_IGNORED)
@@ -151,7 +152,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
     if stored:
         step.audit(
             subject,
-            "report_stored",
+            AuditAction.REPORT_STORED,
             {
                 "report_id": report.report_id,
                 "cluster_name": report.cluster_name,
@@ -186,7 +187,7 @@ def _refuse_ahead(step: Step, event: ReportEvent, received: datetime) -> NoRetur
     )
     step.audit(
         ids.event_subject(event.event_id),
-        "event_refused",
+        AuditAction.EVENT_REFUSED,
         error_details(err, source=REPORT_SOURCE, report_id=report.report_id),
     )
     count(M.EVENTS_REFUSED)
@@ -272,7 +273,7 @@ def refuse(event: Any, err: MalformedEvent, actor: str, deps: Deps) -> None:
     event_id = raw.get("id")
     Step(deps, actor).audit(
         ids.event_subject(str(event_id)[:200] if event_id else "without-id"),
-        "event_refused",
+        AuditAction.EVENT_REFUSED,
         error_details(
             err,
             source=_short(raw.get("source")),

@@ -20,6 +20,7 @@ from lambdas.logic.core.steps import Step
 from lambdas.logic.ports import Deps
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import KubernetesError, KubernetesNotFound, SdcError
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.isolation import (
@@ -139,7 +140,7 @@ def _isolate_one(
         record = _failed(err, earlier.node_name if earlier else None)
         step.audit(
             incident.incident_id,
-            "node_not_isolated",
+            AuditAction.NODE_NOT_ISOLATED,
             {"instance_id": instance_id, "eks_cluster": eks, **record.to_record()},
         )
         count(M.NODES_NOT_ISOLATED)
@@ -161,7 +162,7 @@ def _isolate_one(
     )
     step.audit(
         incident.incident_id,
-        "node_isolated",
+        AuditAction.NODE_ISOLATED,
         {
             "instance_id": instance_id,
             "eks_cluster": eks,
@@ -219,7 +220,7 @@ def _settle(
     if state != ISOLATED:
         step.audit(
             incident.incident_id,
-            "isolation_skipped" if not record.nodes else "isolation_incomplete",
+            AuditAction.ISOLATION_SKIPPED if not record.nodes else AuditAction.ISOLATION_INCOMPLETE,
             {"cause": cause, "reason": reason},
         )
         count(M.ISOLATION_SKIPPED)
@@ -269,7 +270,7 @@ def _release_one(
         )
         step.audit(
             incident.incident_id,
-            "node_release_skipped",
+            AuditAction.NODE_RELEASE_SKIPPED,
             {"instance_id": instance_id, "node_name": name, "reason": outcome.reason},
         )
         return outcome
@@ -281,7 +282,7 @@ def _release_one(
         outcome = dataclasses.replace(node, state=GONE, reason=f"the node is gone: {err}")
         step.audit(
             incident.incident_id,
-            "node_release_skipped",
+            AuditAction.NODE_RELEASE_SKIPPED,
             {"instance_id": instance_id, "node_name": name, "reason": outcome.reason},
         )
         return outcome
@@ -289,14 +290,14 @@ def _release_one(
         outcome = dataclasses.replace(node, state=RELEASE_FAILED, cause=err.cause, reason=str(err))
         step.audit(
             incident.incident_id,
-            "node_release_failed",
+            AuditAction.NODE_RELEASE_FAILED,
             {"instance_id": instance_id, "node_name": name, **err.details()},
         )
         count(M.NODE_RELEASES_FAILED)
         return outcome
     step.audit(
         incident.incident_id,
-        "node_released",
+        AuditAction.NODE_RELEASED,
         {"instance_id": instance_id, "eks_cluster": eks, "taint": str(taint), **change.to_record()},
     )
     count(M.NODES_RELEASED)

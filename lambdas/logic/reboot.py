@@ -27,14 +27,15 @@ from lambdas.logic.core.steps import Step, node_status_of
 from lambdas.logic.ports import Deps
 from lambdas.logic.safety import carrying_out
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import InvalidTransition
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import (
     IncidentRef,
     RebootStatus,
-    ReplaceNodeResult,
-    ReplaceStatus,
+    RecoveryResult,
+    RecoveryStatus,
 )
 from lambdas.models.recovery import RebootRecord
 from lambdas.observability import count
@@ -46,14 +47,20 @@ RUNNING_POLLS_WITHOUT_DOWN = 2
 Running (the first one a poll interval after the request), the reboot counts as done."""
 
 
-def reboot_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
+def reboot_node(ref: IncidentRef, deps: Deps) -> RecoveryResult:
     """Re-check the node, then BatchRebootClusterNodes (see the module docstring)."""
     step = Step(deps, "reboot_node")
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
         ours = lifecycle.reboot_requested(incident)
         return carrying_out.carry_out(
-            step, incident, carrying_out.REBOOT, _unasked, ours=ours, on_enter=_start_reboot_record
+            step,
+            incident,
+            carrying_out.REBOOT,
+            deps.hyperpod.reboot_nodes,
+            _unasked,
+            ours=ours,
+            on_enter=_start_reboot_record,
         )
 
 
@@ -61,12 +68,14 @@ def _unasked(found: carrying_out.Found) -> carrying_out.Unasked | None:
     """Why no reboot is asked for (the node is gone; a dry run), or None to ask."""
     if found.node_status == NodeStatus.NOT_FOUND:
         return carrying_out.Unasked(
-            ReplaceStatus.GONE, "node_gone", {"reason": "the node is gone: nothing to reboot"}
+            RecoveryStatus.GONE,
+            AuditAction.NODE_GONE,
+            {"reason": "the node is gone: nothing to reboot"},
         )
     if found.dry_run:
         return carrying_out.Unasked(
-            ReplaceStatus.DRY_RUN,
-            "reboot_would_reboot",
+            RecoveryStatus.DRY_RUN,
+            AuditAction.REBOOT_WOULD_REBOOT,
             {"would_reboot": found.incident.instance_id, "node_status": found.node_status},
         )
     return None
@@ -89,7 +98,9 @@ def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
 
         status, request_id = node_status_of(deps, incident)
         if status == NodeStatus.NOT_FOUND:
-            step.audit(ref.incident_id, "reboot_node_gone", {"node_status": status}, [request_id])
+            step.audit(
+                ref.incident_id, AuditAction.REBOOT_NODE_GONE, {"node_status": status}, [request_id]
+            )
             return {"done": False, "gone": True, "status": status}
         polls = reboot.polls + 1
         seen_down = reboot.seen_down or status != NodeStatus.RUNNING
@@ -112,7 +123,7 @@ def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
         if changed:
             step.audit(
                 ref.incident_id,
-                "reboot_status",
+                AuditAction.REBOOT_STATUS,
                 {"node_status": status, "polls": polls},
                 [request_id],
             )
@@ -157,7 +168,7 @@ def _finish(
     step.update(incident.incident_id, record, incident)
     step.audit(
         incident.incident_id,
-        "reboot_done",
+        AuditAction.REBOOT_DONE,
         {"instance_id": incident.instance_id, "node_status": status, "dry_run": dry_run},
         request_ids,
     )

@@ -15,14 +15,15 @@ from lambdas.logic.core.steps import Step, node_status_of
 from lambdas.logic.ports import Deps
 from lambdas.logic.safety import carrying_out
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import InvalidTransition, NodeNotFound
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import (
     IncidentRef,
+    RecoveryResult,
+    RecoveryStatus,
     ReplacementStatus,
-    ReplaceNodeResult,
-    ReplaceStatus,
 )
 from lambdas.models.recovery import ReplacementRecord
 from lambdas.observability import count
@@ -30,7 +31,7 @@ from lambdas.observability import count
 S = IncidentState
 
 
-def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
+def replace_node(ref: IncidentRef, deps: Deps) -> RecoveryResult:
     """Re-check the node, then BatchReplaceClusterNodes, reading every `Failed[]` code.
 
     - storm hold or paused, and nothing requested yet → held (nothing is called);
@@ -44,7 +45,14 @@ def replace_node(ref: IncidentRef, deps: Deps) -> ReplaceNodeResult:
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
         ours = lifecycle.requested_by_us(incident)
-        return carrying_out.carry_out(step, incident, carrying_out.REPLACEMENT, _unasked, ours=ours)
+        return carrying_out.carry_out(
+            step,
+            incident,
+            carrying_out.REPLACEMENT,
+            deps.hyperpod.replace_nodes,
+            _unasked,
+            ours=ours,
+        )
 
 
 def _unasked(found: carrying_out.Found) -> carrying_out.Unasked | None:
@@ -59,15 +67,15 @@ def _unasked(found: carrying_out.Found) -> carrying_out.Unasked | None:
     incident, status = found.incident, found.node_status
     if status == NodeStatus.NOT_FOUND:
         return carrying_out.Unasked(
-            ReplaceStatus.GONE,
-            "node_gone",
+            RecoveryStatus.GONE,
+            AuditAction.NODE_GONE,
             {"reason": "the node is already gone: nothing to replace", "by_us": found.ours},
             ours=found.ours,
         )
     if found.dry_run:
         return carrying_out.Unasked(
-            ReplaceStatus.DRY_RUN,
-            "replacement_would_replace",
+            RecoveryStatus.DRY_RUN,
+            AuditAction.REPLACEMENT_WOULD_REPLACE,
             {"would_replace": incident.instance_id, "node_status": status},
         )
     if (
@@ -76,8 +84,8 @@ def _unasked(found: carrying_out.Found) -> carrying_out.Unasked | None:
         and status == NodeStatus.SHUTTING_DOWN
     ):
         return carrying_out.Unasked(
-            ReplaceStatus.IN_PROGRESS,
-            "replacement_by_hyperpod",
+            RecoveryStatus.IN_PROGRESS,
+            AuditAction.REPLACEMENT_BY_HYPERPOD,
             {
                 "reason": "NodeRecovery is Automatic and HyperPod is already replacing the "
                 "node: nothing requested",
@@ -115,7 +123,10 @@ def check_replacement(ref: IncidentRef, deps: Deps) -> ReplacementStatus:
 
                 step.update(ref.incident_id, note, incident)
                 step.audit(
-                    ref.incident_id, "replacement_status", {"node_status": status}, [request_id]
+                    ref.incident_id,
+                    AuditAction.REPLACEMENT_STATUS,
+                    {"node_status": status},
+                    [request_id],
                 )
             return {"done": False, "new_instance_id": None}
 
@@ -160,7 +171,7 @@ def _finish_replacement(
     step.update(incident.incident_id, record, incident)
     step.audit(
         incident.incident_id,
-        "replacement_done",
+        AuditAction.REPLACEMENT_DONE,
         {
             "old_instance_id": incident.instance_id,
             "new_instance_id": new_instance_id,

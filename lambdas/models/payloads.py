@@ -50,7 +50,7 @@ class Decision(StrEnum):
     never reaches a waiting remediation."""
 
 
-class ReplaceStatus(StrEnum):
+class RecoveryStatus(StrEnum):
     """`replace_node` and `reboot_node` result: what the state machine does next."""
 
     REQUESTED = "requested"
@@ -178,7 +178,9 @@ class ApprovalRequested(TypedDict):
     approval_input: dict[str, str]
 
 
-class ReplaceNodeResult(TypedDict):
+class RecoveryResult(TypedDict):
+    """`replace_node` and `reboot_node`: the `RecoveryStatus` the state machine branches on."""
+
     status: str
 
 

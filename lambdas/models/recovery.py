@@ -75,7 +75,7 @@ class Recovery:
     path: str | None = None
     """`api` or `node_label` (`lambdas.logic.safety.recovery_path`)."""
     status: str | None = None
-    """The last request's `ReplaceStatus`, then `done`."""
+    """The last request's `RecoveryStatus`, then `done`."""
     attempts: int | None = None
     dry_run: bool | None = None
     requested_by_us: bool | None = None

@@ -20,7 +20,11 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 
 from infra.local.interpreter import local_interpreter
 from infra.local.run import WAIT_SCALE
-from infra.stack.template import function_handlers, placeholder_arns, state_machine_definitions
+from infra.stack.template import (
+    function_handlers,
+    placeholder_arns,
+    state_machine_definitions,
+)
 
 pytestmark = pytest.mark.slow
 

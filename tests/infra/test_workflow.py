@@ -9,7 +9,11 @@ import pytest
 
 from infra.stack.asl import LAMBDA_INVOKE, LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN, TASK_TIMEOUT_SECONDS
 from infra.stack.settings import Settings
-from infra.stack.template import function_handlers, placeholder_arns, state_machine_definitions
+from infra.stack.template import (
+    function_handlers,
+    placeholder_arns,
+    state_machine_definitions,
+)
 from lambdas.logic.core.lifecycle import MAX_REBOOTS
 from tests.infra.conftest import CONTEXT, VARIANT_CONTEXT
 from tests.infra.template_tools import definition

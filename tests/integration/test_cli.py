@@ -23,6 +23,7 @@ from moto import mock_aws
 from infra.cli import decide
 from infra.cli.decide import execution_name
 from infra.cli.main import main
+from infra.cli.render import describe
 from lambdas.adapters._aws import to_item
 from lambdas.adapters.audit_anchor import LogsAuditAnchor
 from lambdas.adapters.dynamodb.audit import DynamoAuditLog
@@ -30,7 +31,7 @@ from lambdas.adapters.dynamodb.guard import DynamoGuardStore
 from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
 from lambdas.adapters.dynamodb.keys import hold_key
 from lambdas.adapters.identity import PROOF_PREFIX, checked_request
-from lambdas.logic.core.audit import GENESIS, Auditor, seal
+from lambdas.logic.core.audit import GENESIS, Auditor, empty_chain, seal
 from lambdas.logic.ports import SystemClock
 from lambdas.logic.safety.decisions import BINDING_HEADER
 from lambdas.models.guard import ClusterHold
@@ -846,6 +847,21 @@ def test_audit_verify_all_flags_an_incident_without_any_audit_entry(deployed, ca
 
     assert status == 1
     assert f"BROKEN    {incident_id}  at seq 1: no audit entries at all" in capsys.readouterr().out
+
+
+def test_audit_verify_and_show_give_an_incident_without_entries_the_logic_s_verdict(
+    deployed, capsys
+):
+    incident_id = deployed.incident("opened", audited=0)
+    expected = describe(empty_chain())
+
+    status = deployed.sdc("audit", "verify", incident_id)
+    deployed.sdc("show", incident_id)
+
+    out = capsys.readouterr().out
+    assert status == 1
+    assert f"BROKEN    {incident_id}  {expected}" in out
+    assert f"CHAIN: BROKEN, {expected}" in out
 
 
 def test_audit_verify_json_gives_a_verdict_per_chain(deployed, capsys):

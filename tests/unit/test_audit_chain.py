@@ -8,9 +8,12 @@ from lambdas.logic.core.audit import (
     GENESIS,
     Auditor,
     canonical_json,
+    empty_chain,
     entry_hash,
+    verify_anchored,
     verify_chain,
     verify_incident,
+    verify_subjects,
 )
 from lambdas.models.errors import ConditionFailed
 from tests.unit.fakes import InMemoryAuditLog, SteppingClock
@@ -164,3 +167,16 @@ def test_an_incident_without_audit_entries_does_not_verify():
 
     assert not verdict.ok
     assert "no audit entries" in verdict.reason
+
+
+def test_no_entries_at_all_get_one_verdict_whoever_checks_them():
+    verdicts = {
+        "verify_chain": verify_chain([]),
+        "verify_incident": verify_incident("sdc-1", _deps_with(InMemoryAuditLog())),
+        "verify_anchored": verify_anchored([], []),
+        "verify_subjects, no anchor": verify_subjects({"sdc-1": []}, None)["sdc-1"],
+        "verify_subjects, anchored": verify_subjects({"sdc-1": []}, [])["sdc-1"],
+    }
+
+    assert {name: verdict for name, verdict in verdicts.items() if verdict != empty_chain()} == {}
+    assert (empty_chain().ok, empty_chain().broken_seq) == (False, 1)

@@ -22,7 +22,7 @@ from lambdas.models.payloads import (
     CloseRequest,
     IncidentRef,
     Outcome,
-    ReplaceStatus,
+    RecoveryStatus,
 )
 from lambdas.observability import metrics
 from tests.conftest import REPO
@@ -60,7 +60,7 @@ def test_every_closing_state_has_its_counter(state):
     assert closed_metric(state).value == "Closed" + state.value.title().replace("_", "")
 
 
-@pytest.mark.parametrize("status", list(ReplaceStatus))
+@pytest.mark.parametrize("status", list(RecoveryStatus))
 def test_every_replace_result_has_its_counter(status):
     assert replace_metric(status).value.startswith("Replace")
 
@@ -85,9 +85,9 @@ def _names_the_logic_uses() -> set[str]:
     if "closed_metric" in calls:
         used |= {closed_metric(s).name for s in CLOSE_OUTCOMES}
     if "replace_metric" in calls:
-        used |= {replace_metric(s).name for s in ReplaceStatus}
+        used |= {replace_metric(s).name for s in RecoveryStatus}
     if "reboot_metric" in calls:
-        used |= {reboot_metric(s).name for s in ReplaceStatus}
+        used |= {reboot_metric(s).name for s in RecoveryStatus}
     return used
 
 

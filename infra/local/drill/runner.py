@@ -19,6 +19,7 @@ from typing import Any
 from infra.local.drill import judge, stage
 from infra.local.drill.scenarios import RANK_MAP, WORKSPACE_ID, Scenario
 from infra.local.grants import GrantsInsufficient, calls_per_function
+from lambdas.models.audit import AuditAction
 
 Note = Callable[..., None]
 """`note(who, what, at=None, **ids)`: a timeline line; `at` (monotonic) if earlier than now."""
@@ -385,7 +386,10 @@ def _audit_lines(entries: Sequence[Any], wall_start: float) -> list[Line]:
 
     lines = []
     for entry in entries:
-        if entry.action in ("incident_opened", "execution_started") and entry.seq > 2:
+        if (
+            entry.action in (AuditAction.INCIDENT_OPENED, AuditAction.EXECUTION_STARTED)
+            and entry.seq > 2
+        ):
             continue
         shown = {
             k: str(entry.details[k]) for k in _SHOWN if isinstance(entry.details.get(k), str | int)

@@ -9,7 +9,8 @@ entry and recompute every hash after it, drop the tail, or delete a subject. So 
 once stored, is also appended to the anchor (`AuditAnchor`: a log the writers may append to
 but never change or delete from), and `verify_anchored` checks a chain against it: each entry
 must be the one anchored for its seq, the chain must reach the last anchored seq, and a subject
-the anchor knows must still have entries.
+the anchor knows must still have entries. A subject without entries never verifies, whoever
+checks it (`empty_chain`).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from enum import Enum
 from typing import Any
 
 from lambdas.logic.ports import AuditAnchor, AuditLog, Clock, Deps, NoAuditAnchor
-from lambdas.models.audit import AnchorRecord, AuditEntry
+from lambdas.models.audit import AnchorRecord, AuditAction, AuditEntry
 from lambdas.models.errors import ConditionFailed
 
 GENESIS = "0" * 64
 APPEND_ATTEMPTS = 5
-CLOSING_ACTIONS = frozenset({"incident_closed", "incident_skipped", "incident_held"})
+CLOSING_ACTIONS = frozenset(
+    {AuditAction.INCIDENT_CLOSED, AuditAction.INCIDENT_SKIPPED, AuditAction.INCIDENT_HELD}
+)
 """The entries that close an incident's chain: a closed incident's chain must hold one."""
 
 
@@ -74,7 +77,7 @@ def seal(
         seq=seq,
         at=at,
         actor=actor,
-        action=action,
+        action=str(action),
         details=plain(dict(details)),
         request_ids=[r for r in request_ids if r],
         prev_hash=prev_hash,
@@ -90,8 +93,25 @@ class ChainVerdict:
     reason: str | None = None
 
 
+def empty_chain(anchored: Sequence[AnchorRecord] = ()) -> ChainVerdict:
+    """The one rule for a subject without a single audit entry: it never verifies, whoever
+    asks (`verify_chain`, `verify_incident`, `verify_anchored`, `sdc audit verify`, `sdc show`):
+    nothing proves it was ever audited, and an incident that exists was audited when it was
+    opened. The first entry is the one missing (seq 1); when the anchor holds entries of the
+    subject, the subject was removed from the table."""
+    if anchored:
+        top = max(a.seq for a in anchored)
+        return ChainVerdict(
+            False, 0, 1, f"no audit entries, but the anchor holds {top}: the subject was removed"
+        )
+    return ChainVerdict(False, 0, 1, "no audit entries at all")
+
+
 def verify_chain(entries: Sequence[AuditEntry]) -> ChainVerdict:
-    """Check seq numbering (1, 2, ...), every prev_hash link and every hash."""
+    """Check seq numbering (1, 2, ...), every prev_hash link and every hash; no entries at all
+    do not verify (`empty_chain`)."""
+    if not entries:
+        return empty_chain()
     prev_hash = GENESIS
     for expected_seq, entry in enumerate(sorted(entries, key=lambda e: e.seq), start=1):
         if entry.seq != expected_seq:
@@ -113,11 +133,8 @@ def verify_chain(entries: Sequence[AuditEntry]) -> ChainVerdict:
 def verify_incident(incident_id: str, deps: Deps) -> ChainVerdict:
     """Walk the audit chain of one incident (or storm hold, or `event#…` subject) and name the
     first broken link: the entry point for a `verify` command. A subject with no entries at all
-    does not verify (nothing proves it was ever audited)."""
-    entries = deps.audit.entries(incident_id)
-    if not entries:
-        return ChainVerdict(False, 0, None, f"no audit entries for {incident_id}")
-    return verify_chain(entries)
+    does not verify (`empty_chain`)."""
+    return verify_chain(deps.audit.entries(incident_id))
 
 
 def verify_anchored(
@@ -132,15 +149,7 @@ def verify_anchored(
     a closing entry. Entries written at or after `settled_before` (ISO time) may not be
     anchored yet: they are not required to be (the anchor is written just after the entry)."""
     if not entries:
-        if anchored:
-            top = max(a.seq for a in anchored)
-            return ChainVerdict(
-                False,
-                0,
-                1,
-                f"no audit entries, but the anchor holds {top}: the subject was removed",
-            )
-        return ChainVerdict(False, 0, 1, "no audit entries at all")
+        return empty_chain(anchored)
     chain = verify_chain(entries)
     if not chain.ok:
         return chain
@@ -203,12 +212,7 @@ def verify_subjects(
     one (`anchored` None: the chains alone, which prove order only). A subject only the anchor
     knows was removed from the table; a `closed` one must hold its closing entry."""
     if anchored is None:
-        return {
-            subject: verify_chain(entries)
-            if entries
-            else ChainVerdict(False, 0, 1, "no audit entries at all")
-            for subject, entries in sorted(chains.items())
-        }
+        return {subject: verify_chain(entries) for subject, entries in sorted(chains.items())}
     by_subject: dict[str, list[AnchorRecord]] = {}
     for record in anchored:
         by_subject.setdefault(record.subject, []).append(record)

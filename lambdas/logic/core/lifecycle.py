@@ -19,7 +19,7 @@ from typing import Final
 
 from lambdas.models.errors import InvalidTransition
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import Decision, Outcome, ReplaceStatus
+from lambdas.models.payloads import Decision, Outcome, RecoveryStatus
 
 S = IncidentState
 
@@ -62,7 +62,7 @@ def recovery_in_flight(incident: Incident) -> bool:
     for record in (incident.reboot, incident.replacement):
         if record is None or not record.asked or record.done or record.dry_run:
             continue
-        if record.status == ReplaceStatus.GONE:
+        if record.status == RecoveryStatus.GONE:
             continue
         return True
     return False

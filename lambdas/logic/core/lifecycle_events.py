@@ -13,6 +13,7 @@ from lambdas.logic.evidence.recommendation import recommend
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.lifecycle_event import IncidentStateChange
 
+
 def state_change(
     incident: Incident, old_state: IncidentState | None, approval_arn: str | None
 ) -> IncidentStateChange:

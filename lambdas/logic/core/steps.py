@@ -14,7 +14,7 @@ from lambdas.logic.core.audit import Auditor
 from lambdas.logic.evidence import chat
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditEntry
+from lambdas.models.audit import AuditAction, AuditEntry
 from lambdas.models.errors import (
     ConditionFailed,
     ErrorRecord,
@@ -91,7 +91,7 @@ class Step:
             try:
                 self.audit(
                     incident.incident_id,
-                    "lifecycle_event_failed",
+                    AuditAction.LIFECYCLE_EVENT_FAILED,
                     error_details(err, old_state=change.old_state, new_state=change.new_state),
                 )
             except Exception:
@@ -102,7 +102,7 @@ class Step:
     def audit(
         self,
         subject: str,
-        action: str,
+        action: AuditAction,
         details: Mapping[str, Any] | None = None,
         request_ids: Iterable[str | None] = (),
         *,
@@ -143,7 +143,9 @@ class Step:
         count(M.STEP_RETRYABLE_ERRORS)
         logger.warning("step will be retried", incident_id=incident_id, step=self.actor)
         try:
-            self.audit(incident_id, "step_error_retryable", details, [details.get("request_id")])
+            self.audit(
+                incident_id, AuditAction.STEP_ERROR_RETRYABLE, details, [details.get("request_id")]
+            )
         except Exception:
             logger.exception("could not audit the retryable error", incident_id=incident_id)
 
@@ -163,7 +165,7 @@ class Step:
                 return True
 
             self.update(incident_id, mark)
-            self.audit(incident_id, "step_failed", details, [details.get("request_id")])
+            self.audit(incident_id, AuditAction.STEP_FAILED, details, [details.get("request_id")])
         except Exception:
             logger.exception("could not record the failure", incident_id=incident_id)
 
@@ -226,7 +228,9 @@ def deliver(
     count(M.NOTICES_UNDELIVERED)
     logger.error("notice not delivered", incident_id=subject_id, kind=kind, attempts=attempt)
     step.audit(
-        subject_id, "notification_failed", error_details(failure, kind=kind, attempts=attempt)
+        subject_id,
+        AuditAction.NOTIFICATION_FAILED,
+        error_details(failure, kind=kind, attempts=attempt),
     )
     return False, None
 
@@ -237,7 +241,7 @@ def send_notice(
     subject: str,
     text: str,
     kind: NoticeKind,
-    sent_action: str,
+    sent_action: AuditAction,
     current: Incident | None = None,
 ) -> None:
     """Publish a notice about `incident` (`deliver`: retried with backoff), then mark it

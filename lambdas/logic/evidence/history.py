@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from lambdas.logic.core.steps import Step, error_details
 from lambdas.logic.evidence import attached
+from lambdas.models.audit import AuditAction
 from lambdas.models.guard import PastIncident
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.observability import logger
@@ -33,7 +34,7 @@ def record_history(step: Step, incident: Incident) -> None:
         step.deps.history.record_past(past)
     except Exception as err:
         logger.exception("history not recorded", incident_id=incident.incident_id)
-        step.audit(incident.incident_id, "history_not_recorded", error_details(err))
+        step.audit(incident.incident_id, AuditAction.HISTORY_NOT_RECORDED, error_details(err))
 
 
 def past_incidents(step: Step, incident: Incident) -> list[PastIncident]:

@@ -19,6 +19,7 @@ from lambdas.logic.evidence import attached, cards
 from lambdas.logic.opening.execution import ensure_execution
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.notices import NoticeKind
@@ -85,7 +86,7 @@ def attach_items(
     if added:
         step.audit(
             holder,
-            "evidence_attached",
+            AuditAction.EVIDENCE_ATTACHED,
             {"kind": kind, "keys": added, "event_id": event_id},
         )
         count(M.EVIDENCE_ATTACHED)
@@ -141,5 +142,11 @@ def notify_held(step: Step, incident: Incident) -> None:
         return
     notice = cards.held_notice(incident)
     send_notice(
-        step, incident, notice.subject, notice.text, NoticeKind.HELD, "held_notified", incident
+        step,
+        incident,
+        notice.subject,
+        notice.text,
+        NoticeKind.HELD,
+        AuditAction.HELD_NOTIFIED,
+        incident,
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from lambdas.logic.core.steps import Step, error_details
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ErrorRecord
 from lambdas.models.incident import Incident
 from lambdas.observability import count
@@ -42,7 +43,9 @@ def ensure_execution(step: Step, incident_id: str, current: Incident | None = No
             return True
 
         step.update(incident_id, record_error, incident)
-        step.audit(incident_id, "execution_start_failed", details, [details.get("request_id")])
+        step.audit(
+            incident_id, AuditAction.EXECUTION_START_FAILED, details, [details.get("request_id")]
+        )
         raise
 
     def record(current: Incident) -> bool:
@@ -53,7 +56,7 @@ def ensure_execution(step: Step, incident_id: str, current: Incident | None = No
     step.update(incident_id, record, incident)
     step.audit(
         incident_id,
-        "execution_started",
+        AuditAction.EXECUTION_STARTED,
         {"execution_arn": started.arn, "already_existed": started.already_existed},
         [started.request_id],
     )

@@ -17,6 +17,7 @@ from lambdas.logic.opening import arrivals
 from lambdas.logic.opening.arrivals import Trigger
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import OpenIncidentResult
@@ -56,7 +57,7 @@ def hold(
     logger.set_correlation_id(incident.incident_id)
     step.audit(
         incident.incident_id,
-        "incident_held",
+        AuditAction.INCIDENT_HELD,
         {
             **blocker.record().to_record(),
             "cluster_name": incident.cluster_name,

@@ -25,6 +25,7 @@ from lambdas.logic.opening.arrivals import Trigger
 from lambdas.logic.opening.execution import ensure_execution
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ClusterNotFound, NodeNotFound, SdcError
 from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
@@ -136,7 +137,7 @@ def _opened(step: Step, drafted: _Draft, trigger: Trigger, limit: int) -> OpenIn
         incident = arrivals.claim_locks(step, incident)
     step.audit(
         incident.incident_id,
-        "incident_opened",
+        AuditAction.INCIDENT_OPENED,
         {**drafted.details(incident), "guard_limit": limit},
         drafted.request_ids,
     )
@@ -291,7 +292,7 @@ def _skip_job(
     assert trigger.report is not None
     step.audit(
         ids.event_subject(trigger.event_id),
-        "job_incident_skipped",
+        AuditAction.JOB_INCIDENT_SKIPPED,
         {
             "report_id": trigger.report.report_id,
             "reason": reason,
@@ -325,7 +326,7 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
     logger.set_correlation_id(incident_id)
     step.audit(
         incident_id,
-        "incident_skipped",
+        AuditAction.INCIDENT_SKIPPED,
         {"reason": reason, "error": error_details(err), "event_id": trigger.event_id},
         [getattr(err, "request_id", None)],
     )
@@ -338,7 +339,7 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
 def _open_failed(step: Step, trigger: Trigger, err: Exception) -> None:
     step.audit(
         ids.event_subject(trigger.event_id),
-        "open_failed",
+        AuditAction.OPEN_FAILED,
         error_details(
             err,
             source=trigger.source,

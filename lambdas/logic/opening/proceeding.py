@@ -28,6 +28,7 @@ from lambdas.logic.opening import arrivals, claims
 from lambdas.logic.opening.execution import ensure_execution
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ClusterNotFound, DecisionRefused
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState, Scope
@@ -99,10 +100,10 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
         "comment": comment,
         "unconfirmed": incident.unconfirmed,
     }
-    step.audit(incident.incident_id, "incident_opened", details, actor=actor)
+    step.audit(incident.incident_id, AuditAction.INCIDENT_OPENED, details, actor=actor)
     step.audit(
         held.incident_id,
-        "proceeded",
+        AuditAction.PROCEEDED,
         {"incident_id": incident.incident_id, "instance_ids": nodes, "comment": comment},
         actor=actor,
     )

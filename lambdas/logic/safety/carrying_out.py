@@ -8,14 +8,15 @@ are its two kinds.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from lambdas.logic.core import lifecycle
 from lambdas.logic.core.steps import Step, node_status_of
 from lambdas.logic.safety import guard, recovery_path
 from lambdas.metric_names import PipelineMetric, reboot_metric, replace_metric
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import (
     AwsError,
     InvalidTransition,
@@ -25,48 +26,76 @@ from lambdas.models.errors import (
     ReplacementRejected,
     SdcError,
 )
-from lambdas.models.hyperpod import BatchErrorCode, NodeStatus
+from lambdas.models.hyperpod import BatchErrorCode, BatchResult, NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import PENDING_REBOOT, PENDING_REPLACEMENT
-from lambdas.models.payloads import Decision, ReplaceNodeResult, ReplaceStatus
+from lambdas.models.payloads import Decision, RecoveryResult, RecoveryStatus
 from lambdas.models.recovery import RebootRecord, ReplacementRecord
 from lambdas.observability import count, logger
 
+Record = TypeVar("Record", ReplacementRecord, RebootRecord)
+
 
 @dataclass(frozen=True, slots=True)
-class Kind:
-    """A recovery the approver can choose: how it is asked for and how it is audited."""
+class Kind(Generic[Record]):
+    """A recovery the approver can choose: how it is asked for, where the incident keeps it
+    and how it is audited."""
 
     name: str
-    """The audit actions' prefix: `<name>_requested`, `<name>_in_progress`, `<name>_retry`."""
+    """The recovery in words (`replacement`, `reboot`)."""
     operation: str
-    method: str
-    """The HyperPod port's method for `operation`."""
+    """The HyperPod call that asks for it (named in errors)."""
     label: str
     """The node health label value that hands it to HyperPod."""
     rejected: type[AwsError]
-    field: str
-    """The incident's record of it (`replacement` or `reboot`)."""
-    record: type[ReplacementRecord] | type[RebootRecord]
-    """That record's type: an empty one starts it."""
+    record: type[Record]
+    """The incident's record of it: an empty one starts it."""
+    record_of: Callable[[Incident], Record | None]
+    """That record as the incident holds it (None before the first request)."""
+    keep: Callable[[Incident, Record], None]
+    """Store a new version of that record on the incident."""
+    actions: Mapping[RecoveryStatus, AuditAction]
+    """The audit action of each answer to the request (requested, in progress, retry, gone)."""
     decision: Decision
     """The approver's decision that asks for it."""
     state: IncidentState
     """The incident's state while it runs."""
     verb: str
     not_approved: type[SdcError]
-    metric: Callable[[ReplaceStatus], PipelineMetric]
+    metric: Callable[[RecoveryStatus], PipelineMetric]
     """The pipeline counter of each result (`ReplaceRequested`, `RebootRetry`, ...)."""
 
 
+def _replacement_of(incident: Incident) -> ReplacementRecord | None:
+    return incident.replacement
+
+
+def _keep_replacement(incident: Incident, record: ReplacementRecord) -> None:
+    incident.replacement = record
+
+
+def _reboot_of(incident: Incident) -> RebootRecord | None:
+    return incident.reboot
+
+
+def _keep_reboot(incident: Incident, record: RebootRecord) -> None:
+    incident.reboot = record
+
+
 REPLACEMENT: Final = Kind(
-    "replacement",
-    "BatchReplaceClusterNodes",
-    "replace_nodes",
-    PENDING_REPLACEMENT,
-    ReplacementRejected,
-    field="replacement",
+    name="replacement",
+    operation="BatchReplaceClusterNodes",
+    label=PENDING_REPLACEMENT,
+    rejected=ReplacementRejected,
     record=ReplacementRecord,
+    record_of=_replacement_of,
+    keep=_keep_replacement,
+    actions={
+        RecoveryStatus.REQUESTED: AuditAction.REPLACEMENT_REQUESTED,
+        RecoveryStatus.IN_PROGRESS: AuditAction.REPLACEMENT_IN_PROGRESS,
+        RecoveryStatus.RETRY: AuditAction.REPLACEMENT_RETRY,
+        RecoveryStatus.GONE: AuditAction.NODE_GONE,
+    },
     metric=replace_metric,
     decision=Decision.APPROVE,
     state=IncidentState.REPLACING,
@@ -74,13 +103,19 @@ REPLACEMENT: Final = Kind(
     not_approved=ReplacementNotApproved,
 )
 REBOOT: Final = Kind(
-    "reboot",
-    "BatchRebootClusterNodes",
-    "reboot_nodes",
-    PENDING_REBOOT,
-    RebootRejected,
-    field="reboot",
+    name="reboot",
+    operation="BatchRebootClusterNodes",
+    label=PENDING_REBOOT,
+    rejected=RebootRejected,
     record=RebootRecord,
+    record_of=_reboot_of,
+    keep=_keep_reboot,
+    actions={
+        RecoveryStatus.REQUESTED: AuditAction.REBOOT_REQUESTED,
+        RecoveryStatus.IN_PROGRESS: AuditAction.REBOOT_IN_PROGRESS,
+        RecoveryStatus.RETRY: AuditAction.REBOOT_RETRY,
+        RecoveryStatus.GONE: AuditAction.NODE_GONE,
+    },
     metric=reboot_metric,
     decision=Decision.REBOOT,
     state=IncidentState.REBOOTING,
@@ -88,15 +123,20 @@ REBOOT: Final = Kind(
     not_approved=RebootNotApproved,
 )
 
-FAILED_CODES: Final[dict[str, tuple[ReplaceStatus, str | None]]] = {
-    BatchErrorCode.INSTANCE_ID_IN_USE: (ReplaceStatus.IN_PROGRESS, "in_progress"),
-    BatchErrorCode.INVALID_INSTANCE_STATUS: (ReplaceStatus.RETRY, "retry"),
-    BatchErrorCode.INTERNAL_SERVER_ERROR: (ReplaceStatus.RETRY, "retry"),
-    BatchErrorCode.INSTANCE_ID_NOT_FOUND: (ReplaceStatus.GONE, None),
+Request = Callable[[str, Sequence[str]], BatchResult]
+"""The HyperPod port's batch call for one kind (`deps.hyperpod.replace_nodes`,
+`deps.hyperpod.reboot_nodes`): cluster name, instance ids."""
+
+FAILED_CODES: Final[dict[str, RecoveryStatus]] = {
+    BatchErrorCode.INSTANCE_ID_IN_USE: RecoveryStatus.IN_PROGRESS,
+    BatchErrorCode.INVALID_INSTANCE_STATUS: RecoveryStatus.RETRY,
+    BatchErrorCode.INTERNAL_SERVER_ERROR: RecoveryStatus.RETRY,
+    BatchErrorCode.INSTANCE_ID_NOT_FOUND: RecoveryStatus.GONE,
 }
 """A `Failed[]` code of either batch call → what it means: in use (our earlier request after a
 crash, or HyperPod's own recovery) → in progress; a status or server error → retry later
-(bounded by the state machine); not found → the node is gone; anything else fails the step."""
+(bounded by the state machine); not found → the node is gone; anything else fails the step.
+Each is audited as the kind's action for it (`Kind.actions`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +154,8 @@ class Found:
 class Unasked:
     """What is recorded instead of a request (the node is gone, a dry run, ...)."""
 
-    status: ReplaceStatus
-    action: str
+    status: RecoveryStatus
+    action: AuditAction
     details: dict[str, Any]
     ours: bool = False
     """Recorded as asked by this pipeline (`requested_by_us`): an earlier attempt had asked."""
@@ -124,15 +164,17 @@ class Unasked:
 def carry_out(
     step: Step,
     incident: Incident,
-    kind: Kind,
+    kind: Kind[Record],
+    request: Request,
     unasked: Callable[[Found], Unasked | None],
     *,
     ours: bool,
     on_enter: Callable[[Incident], None] | None = None,
-) -> ReplaceNodeResult:
+) -> RecoveryResult:
     """An approved reboot or replacement from start to end: `_begin`; the node re-checked;
     either `unasked` says why nothing is asked, and that is recorded, or the request is written
-    ahead and sent."""
+    ahead and sent (`request`, the HyperPod call of `kind`, unless the cluster takes the node
+    health label instead)."""
     begun = _begin(step, incident, kind, ours=ours, on_enter=on_enter)
     if not isinstance(begun, Incident):
         return begun
@@ -154,7 +196,7 @@ def carry_out(
             ours=instead.ours,
         )
     pending = step.update(begun.incident_id, _write_ahead(kind, step.now()), begun)
-    return _send(step, pending, kind, status_now, check_id, ours=ours)
+    return _send(step, pending, kind, request, status_now, check_id, ours=ours)
 
 
 UNDER_WAY_STATUSES: Final = frozenset(
@@ -164,16 +206,16 @@ UNDER_WAY_STATUSES: Final = frozenset(
 ShuttingDown, ...) a recovery is under way."""
 
 
-def _answered_before(step: Step, incident: Incident, kind: Kind) -> ReplaceNodeResult | None:
+def _answered_before(step: Step, incident: Incident, kind: Kind[Record]) -> RecoveryResult | None:
     """An earlier attempt sent the request and saved HyperPod's answer, then died (or its
     answer was lost on the way back): the saved answer is the result, nothing is sent again.
     A `requested` answer whose audit entry the earlier attempt did not write gets it now, so
     the audit names every request that was sent."""
-    record = getattr(incident, kind.field)
+    record = kind.record_of(incident)
     if record is None or record.pending or record.status not in _SETTLED_ANSWERS:
         return None
-    action = f"{kind.name}_requested"
-    if record.status == ReplaceStatus.REQUESTED and not any(
+    action = kind.actions[RecoveryStatus.REQUESTED]
+    if record.status == RecoveryStatus.REQUESTED and not any(
         entry.action == action for entry in step.deps.audit.entries(incident.incident_id)
     ):
         step.audit(
@@ -191,20 +233,20 @@ def _answered_before(step: Step, incident: Incident, kind: Kind) -> ReplaceNodeR
 
 
 _SETTLED_ANSWERS: Final = frozenset(
-    {ReplaceStatus.REQUESTED.value, ReplaceStatus.IN_PROGRESS.value}
+    {RecoveryStatus.REQUESTED.value, RecoveryStatus.IN_PROGRESS.value}
 )
 
 
-def _resumed(incident: Incident, kind: Kind, status_now: str) -> Unasked | None:
+def _resumed(incident: Incident, kind: Kind[Record], status_now: str) -> Unasked | None:
     """The request was written ahead but its answer never recorded (the step died around the
     call), and the node shows a recovery under way: that is the request's effect. It is
     recorded as requested by us, and not sent a second time."""
-    record = getattr(incident, kind.field)
+    record = kind.record_of(incident)
     if record is None or not record.pending or status_now in UNDER_WAY_STATUSES:
         return None
     return Unasked(
-        ReplaceStatus.REQUESTED,
-        f"{kind.name}_requested",
+        RecoveryStatus.REQUESTED,
+        kind.actions[RecoveryStatus.REQUESTED],
         {
             "node_status": status_now,
             "resumed": True,
@@ -219,11 +261,11 @@ def _resumed(incident: Incident, kind: Kind, status_now: str) -> Unasked | None:
 def _begin(
     step: Step,
     incident: Incident,
-    kind: Kind,
+    kind: Kind[Record],
     *,
     ours: bool,
     on_enter: Callable[[Incident], None] | None = None,
-) -> Incident | ReplaceNodeResult:
+) -> Incident | RecoveryResult:
     """What every reboot or replacement checks first: the approver decided it (never act
     without), the incident waits for it or is already in it; a storm hold or the pause switch
     holds it while nothing was asked yet (`ours`: an earlier attempt may have asked); the first
@@ -241,7 +283,7 @@ def _begin(
         blocker = guard.blocker(step.deps, incident.cluster_name)
         if blocker is not None:
             guard.hold_in_flight(step, incident, blocker)
-            return {"status": ReplaceStatus.HELD.value}
+            return {"status": RecoveryStatus.HELD.value}
     if incident.state is not IncidentState.AWAITING_APPROVAL:
         return incident
     at = step.now()
@@ -255,13 +297,13 @@ def _begin(
     return step.update(incident.incident_id, enter, incident)
 
 
-def _write_ahead(kind: Kind, at: str) -> Callable[[Incident], bool]:
+def _write_ahead(kind: Kind[Record], at: str) -> Callable[[Incident], bool]:
     """The batch call is about to be sent: noted first, so a retry after the handler died
     counts what it finds (the node rebooting, the node replaced) as ours."""
 
     def note(current: Incident) -> bool:
-        earlier = getattr(current, kind.field) or kind.record()
-        setattr(current, kind.field, dataclasses.replace(earlier, pending=True, sent_at=at))
+        earlier = kind.record_of(current) or kind.record()
+        kind.keep(current, dataclasses.replace(earlier, pending=True, sent_at=at))
         return True
 
     return note
@@ -270,15 +312,16 @@ def _write_ahead(kind: Kind, at: str) -> Callable[[Incident], bool]:
 def _send(
     step: Step,
     incident: Incident,
-    kind: Kind,
+    kind: Kind[Record],
+    request: Request,
     status_now: str,
     check_id: str | None,
     *,
     ours: bool,
-) -> ReplaceNodeResult:
+) -> RecoveryResult:
     """Carry out `kind` for the incident's node, after its request was written ahead: through
-    the node health label where the cluster hands recoveries to HyperPod, else the batch call,
-    reading its per-node `Failed[]` code (`FAILED_CODES`). `ours`: whether an earlier attempt
+    the node health label where the cluster hands recoveries to HyperPod, else the batch call
+    (`request`), reading its per-node `Failed[]` code (`FAILED_CODES`). `ours`: whether an earlier attempt
     of this incident may already have asked (a retry after a crash)."""
     chosen = recovery_path.route(step, incident)
     if chosen.path == recovery_path.NODE_LABEL:
@@ -288,22 +331,21 @@ def _send(
             step,
             incident,
             kind,
-            ReplaceStatus.REQUESTED,
-            f"{kind.name}_requested",
+            RecoveryStatus.REQUESTED,
+            kind.actions[RecoveryStatus.REQUESTED],
             {"node_status": status_now, **recovery_path.details(chosen, kind.label)},
             [check_id],
             ours=True,
         )
-    call = getattr(step.deps.hyperpod, kind.method)
-    result = call(incident.cluster_name, [incident.instance_id])
+    result = request(incident.cluster_name, [incident.instance_id])
     request_ids = [check_id, result.request_id]
     if incident.instance_id in result.successful:
         return _record(
             step,
             incident,
             kind,
-            ReplaceStatus.REQUESTED,
-            f"{kind.name}_requested",
+            RecoveryStatus.REQUESTED,
+            kind.actions[RecoveryStatus.REQUESTED],
             {"node_status": status_now, **recovery_path.details(chosen)},
             request_ids,
             ours=True,
@@ -315,8 +357,8 @@ def _send(
             operation=kind.operation,
             request_id=result.request_id,
         )
-    answer = FAILED_CODES.get(failure.code)
-    if answer is None:
+    status = FAILED_CODES.get(failure.code)
+    if status is None:
         raise kind.rejected(
             f"{kind.operation} refused {failure.node_id}: {failure.code} "
             f"{failure.message or ''}".strip(),
@@ -324,46 +366,45 @@ def _send(
             code=failure.code,
             request_id=result.request_id,
         )
-    status, suffix = answer
     failed = {
         "code": failure.code,
         "message": failure.message,
         "node_status": status_now,
         **recovery_path.details(chosen),
     }
-    action = f"{kind.name}_{suffix}" if suffix else "node_gone"
-    return _record(step, incident, kind, status, action, failed, request_ids, ours=ours)
+    return _record(
+        step, incident, kind, status, kind.actions[status], failed, request_ids, ours=ours
+    )
 
 
 def _record(
     step: Step,
     incident: Incident,
-    kind: Kind,
-    status: ReplaceStatus,
-    action: str,
+    kind: Kind[Record],
+    status: RecoveryStatus,
+    action: AuditAction,
     details: dict[str, Any],
     request_ids: list[str | None],
     *,
     ours: bool = False,
-) -> ReplaceNodeResult:
-    """Keep what a request of `kind` did on the incident (`incident.<kind.field>`) and in the
+) -> RecoveryResult:
+    """Keep what a request of `kind` did on the incident (`kind.keep`) and in the
     audit log; the step's result."""
-    attempts = (getattr(incident, kind.field) or kind.record()).attempts or 0
+    attempts = (kind.record_of(incident) or kind.record()).attempts or 0
     attempts += 1
     at = step.now()
 
     def write(current: Incident) -> bool:
-        previous = getattr(current, kind.field) or kind.record()
-        requested = status is ReplaceStatus.REQUESTED
-        setattr(
+        previous = kind.record_of(current) or kind.record()
+        requested = status is RecoveryStatus.REQUESTED
+        kind.keep(
             current,
-            kind.field,
             dataclasses.replace(
                 previous,
                 path=details.get("path", previous.path),
                 status=status.value,
                 attempts=attempts,
-                dry_run=status is ReplaceStatus.DRY_RUN,
+                dry_run=status is RecoveryStatus.DRY_RUN,
                 pending=False,
                 requested_by_us=bool(previous.requested_by_us or ours),
                 requested_at=at if requested else previous.requested_at,
@@ -385,5 +426,11 @@ def _record(
         request_ids,
     )
     count(kind.metric(status))
-    logger.info(f"{kind.name} of the node", incident_id=incident.incident_id, status=status.value)
+    logger.info(
+        "node recovery recorded",
+        incident_id=incident.incident_id,
+        kind=kind.name,
+        action=action,
+        status=status.value,
+    )
     return {"status": status.value}

@@ -40,6 +40,7 @@ from lambdas.logic.core.steps import Step, deliver
 from lambdas.logic.evidence import cards, chat
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ConditionFailed
 from lambdas.models.events import MuteDetail
 from lambdas.models.guard import ClusterHold, HoldKind, HoldRecord, reads_as_paused
@@ -188,7 +189,7 @@ def _start_hold(
 def _started(step: Step, hold: ClusterHold, flagged: list[str], open_ids: list[str]) -> ClusterHold:
     step.audit(
         hold.hold_id,
-        "storm_hold_started",
+        AuditAction.STORM_HOLD_STARTED,
         {
             "cluster_name": hold.cluster_name,
             "reason": hold.reason,
@@ -217,7 +218,12 @@ def notify_storm(step: Step, hold: ClusterHold) -> None:
     open_ids = list(step.deps.guard.guard_state(hold.cluster_name).open_ids)
     notice = cards.storm_notice(hold, step.deps.settings, open_ids)
     if not _publish(
-        step, hold, notice, NoticeKind.STORM_HOLD, "storm_notified", open_incidents=open_ids
+        step,
+        hold,
+        notice,
+        NoticeKind.STORM_HOLD,
+        AuditAction.STORM_NOTIFIED,
+        open_incidents=open_ids,
     ):
         hold.notified = False
         step.deps.guard.save_hold(hold)
@@ -228,7 +234,7 @@ def _publish(
     hold: ClusterHold,
     notice: cards.Card,
     kind: NoticeKind,
-    action: str,
+    action: AuditAction,
     **details: Any,
 ) -> bool:
     """Publish a notice about the hold and audit it as `action`; a failed publish is audited
@@ -260,13 +266,17 @@ def lift(step: Step, hold: ClusterHold, actor: str, comment: str) -> ClusterHold
     step.deps.guard.lift_hold(hold, int(step.deps.clock.now().timestamp()))
     step.audit(
         hold.hold_id,
-        "storm_hold_reset",
+        AuditAction.STORM_HOLD_RESET,
         {"cluster_name": hold.cluster_name, "comment": comment},
         actor=actor,
     )
     count(M.STORM_HOLDS_RESET)
     _publish(
-        step, hold, cards.hold_lifted_notice(hold), NoticeKind.STORM_HOLD_RESET, "reset_notified"
+        step,
+        hold,
+        cards.hold_lifted_notice(hold),
+        NoticeKind.STORM_HOLD_RESET,
+        AuditAction.RESET_NOTIFIED,
     )
     return hold
 
@@ -280,6 +290,8 @@ def hold_in_flight(step: Step, incident: Incident, blocker: Blocker) -> None:
         return True
 
     step.update(incident.incident_id, note, incident)
-    step.audit(incident.incident_id, "held", {**blocker.record().to_record(), "step": step.actor})
+    step.audit(
+        incident.incident_id, AuditAction.HELD, {**blocker.record().to_record(), "step": step.actor}
+    )
     count(M.INCIDENTS_HELD_IN_FLIGHT)
     logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)

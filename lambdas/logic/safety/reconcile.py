@@ -31,6 +31,7 @@ from lambdas.logic.core.measures import elapsed
 from lambdas.logic.core.steps import Step, node_status_of
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ExecutionNotFound
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
@@ -306,12 +307,12 @@ def _overdue(step: Step, incident: Incident, grace: int = APPROVAL_GRACE_SECONDS
 def _record(step: Step, incident_id: str, finding: Finding, verdict: Verdict, why: str) -> None:
     details = {"finding": finding.value, "verdict": verdict.value, "why": why}
     if verdict is Verdict.SETTLED:
-        step.audit(incident_id, "reconciled", details)
+        step.audit(incident_id, AuditAction.RECONCILED, details)
         count(M.INCIDENTS_RECONCILED)
         return
     if verdict is Verdict.NEEDS_PERSON:
         count(M.RECONCILE_NEEDS_PERSON)
         entries = step.deps.audit.entries(incident_id)
-        if not entries or entries[-1].action != "reconcile_needs_person":
-            step.audit(incident_id, "reconcile_needs_person", details)
+        if not entries or entries[-1].action != AuditAction.RECONCILE_NEEDS_PERSON:
+            step.audit(incident_id, AuditAction.RECONCILE_NEEDS_PERSON, details)
         logger.warning("needs a person", incident_id=incident_id, finding=finding.value)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from lambdas.logic.core.steps import Step, error_details
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import KubernetesError
 from lambdas.models.hyperpod import NodeRecovery
 from lambdas.models.incident import Incident
@@ -65,7 +66,7 @@ def hand_over(step: Step, incident: Incident, chosen: Route, value: str) -> Rout
     except KubernetesError as err:
         step.audit(
             incident.incident_id,
-            "node_label_failed",
+            AuditAction.NODE_LABEL_FAILED,
             error_details(err, label=f"{NODE_HEALTH_LABEL}={value}", node_name=chosen.node_name),
         )
         return Route(API, f"the node health label could not be set ({err}): through the API")
