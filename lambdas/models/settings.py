@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lambdas.models.environment import EnvVar
 from lambdas.models.errors import SettingsError
 from lambdas.models.hyperpod import HealthCheck
 from lambdas.models.kubernetes import LABEL_KEY_RE
 from trainer_emitter.contract import NAMESPACE
 
 DEFAULT_HEALTH_CHECKS = (HealthCheck.INSTANCE_STRESS.value, HealthCheck.INSTANCE_CONNECTIVITY.value)
-REQUIRED = ("INCIDENTS_TABLE", "AUDIT_TABLE", "TOPIC_ARN")
+REQUIRED = (EnvVar.INCIDENTS_TABLE, EnvVar.AUDIT_TABLE, EnvVar.TOPIC_ARN)
 
 DEFAULT_GUARD_MAX_OPEN = 3
 DEFAULT_GUARD_MAX_OPEN_PERCENT = 10
@@ -28,12 +29,12 @@ DEFAULT_STORM_THRESHOLD = 4
 DEFAULT_STORM_WINDOW_SECONDS = 900
 _POSITIVE = {
     # variable: (attribute, lowest, highest)
-    "GUARD_MAX_OPEN": ("guard_max_open", 1, 100_000),
-    "GUARD_MAX_OPEN_PERCENT": ("guard_max_open_percent", 1, 100),
-    "STORM_THRESHOLD": ("storm_threshold", 2, 100_000),
-    "STORM_WINDOW_SECONDS": ("storm_window_seconds", 1, 7 * 86_400),
-    "APPROVAL_TIMEOUT_SECONDS": ("approval_timeout_seconds", 1, 31_536_000),
-    "APPROVALS_REQUIRED": ("approvals_required", 1, 10),
+    EnvVar.GUARD_MAX_OPEN: ("guard_max_open", 1, 100_000),
+    EnvVar.GUARD_MAX_OPEN_PERCENT: ("guard_max_open_percent", 1, 100),
+    EnvVar.STORM_THRESHOLD: ("storm_threshold", 2, 100_000),
+    EnvVar.STORM_WINDOW_SECONDS: ("storm_window_seconds", 1, 7 * 86_400),
+    EnvVar.APPROVAL_TIMEOUT_SECONDS: ("approval_timeout_seconds", 1, 31_536_000),
+    EnvVar.APPROVALS_REQUIRED: ("approvals_required", 1, 10),
 }
 APPROVER_PATTERN_RE = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::[0-9*?]{1,12}:[!-~]{1,200}$")
 """An `APPROVERS` entry: an IAM user/role or STS assumed-role ARN, `*` and `?` as wildcards."""
@@ -147,15 +148,19 @@ class Settings:
         env = os.environ if env is None else env
         problems = [f"{name} is not set" for name in REQUIRED if not env.get(name, "").strip()]
 
-        checks = _split(env.get("HEALTH_CHECKS", "")) or DEFAULT_HEALTH_CHECKS
+        checks = _split(env.get(EnvVar.HEALTH_CHECKS, "")) or DEFAULT_HEALTH_CHECKS
         known = {c.value for c in HealthCheck}
         unknown = [c for c in checks if c not in known]
         if unknown:
-            problems.append(f"HEALTH_CHECKS has unknown checks {unknown} (known: {sorted(known)})")
+            problems.append(
+                f"{EnvVar.HEALTH_CHECKS} has unknown checks {unknown} (known: {sorted(known)})"
+            )
 
-        raw_dry_run = env.get("DRY_RUN", "").strip().lower()
+        raw_dry_run = env.get(EnvVar.DRY_RUN, "").strip().lower()
         if raw_dry_run not in ("", "true", "false"):
-            problems.append(f"DRY_RUN must be 'true' or 'false', got {env['DRY_RUN']!r}")
+            problems.append(
+                f"{EnvVar.DRY_RUN} must be 'true' or 'false', got {env[EnvVar.DRY_RUN]!r}"
+            )
 
         numbers: dict[str, int] = {}
         for name, (attr, low, high) in _POSITIVE.items():
@@ -167,46 +172,50 @@ class Settings:
             else:
                 numbers[attr] = int(raw)
 
-        raw_proof = env.get("REQUIRE_IDENTITY_PROOF", "").strip().lower()
+        raw_proof = env.get(EnvVar.REQUIRE_IDENTITY_PROOF, "").strip().lower()
         if raw_proof not in ("", "true", "false"):
             problems.append(
-                f"REQUIRE_IDENTITY_PROOF must be 'true' or 'false', got {env['REQUIRE_IDENTITY_PROOF']!r}"
+                f"{EnvVar.REQUIRE_IDENTITY_PROOF} must be 'true' or 'false', "
+                f"got {env[EnvVar.REQUIRE_IDENTITY_PROOF]!r}"
             )
-        approvers = _split(env.get("APPROVERS", ""))
+        approvers = _split(env.get(EnvVar.APPROVERS, ""))
         bad_approvers = [a for a in approvers if not APPROVER_PATTERN_RE.match(a)]
         if bad_approvers:
             problems.append(
-                f"APPROVERS must be IAM or STS ARN patterns (comma-separated), got {bad_approvers}"
+                f"{EnvVar.APPROVERS} must be IAM or STS ARN patterns (comma-separated), got {bad_approvers}"
             )
 
-        isolation = _node_isolation(env.get("NODE_ISOLATION", ""), problems)
-        telemetry = _telemetry(env.get("TELEMETRY", ""), problems)
+        isolation = _node_isolation(env.get(EnvVar.NODE_ISOLATION, ""), problems)
+        telemetry = _telemetry(env.get(EnvVar.TELEMETRY, ""), problems)
 
         if problems:
             raise SettingsError("bad function environment: " + "; ".join(problems))
         return cls(
-            incidents_table=env["INCIDENTS_TABLE"].strip(),
-            audit_table=env["AUDIT_TABLE"].strip(),
-            topic_arn=env["TOPIC_ARN"].strip(),
-            allowed_clusters=frozenset(_split(env.get("ALLOWED_CLUSTERS", ""))),
+            incidents_table=env[EnvVar.INCIDENTS_TABLE].strip(),
+            audit_table=env[EnvVar.AUDIT_TABLE].strip(),
+            topic_arn=env[EnvVar.TOPIC_ARN].strip(),
+            allowed_clusters=frozenset(_split(env.get(EnvVar.ALLOWED_CLUSTERS, ""))),
             health_checks=checks,
-            namespace=env.get("NAMESPACE", "").strip() or NAMESPACE,
+            namespace=env.get(EnvVar.NAMESPACE, "").strip() or NAMESPACE,
             dry_run=raw_dry_run == "true",
-            state_machine_arn=env.get("STATE_MACHINE_ARN", "").strip() or None,
-            approval_state_machine_arn=env.get("APPROVAL_STATE_MACHINE_ARN", "").strip() or None,
-            pause_parameter=env.get("PAUSE_PARAMETER", "").strip() or None,
-            event_bus_name=env.get("EVENT_BUS_NAME", "").strip() or None,
+            state_machine_arn=env.get(EnvVar.STATE_MACHINE_ARN, "").strip() or None,
+            approval_state_machine_arn=env.get(EnvVar.APPROVAL_STATE_MACHINE_ARN, "").strip()
+            or None,
+            pause_parameter=env.get(EnvVar.PAUSE_PARAMETER, "").strip() or None,
+            event_bus_name=env.get(EnvVar.EVENT_BUS_NAME, "").strip() or None,
             node_isolation=isolation,
             telemetry=telemetry,
             approvers=approvers,
             require_identity_proof=raw_proof == "true",
-            audit_anchor_log_group=env.get("AUDIT_ANCHOR_LOG_GROUP", "").strip() or None,
+            audit_anchor_log_group=env.get(EnvVar.AUDIT_ANCHOR_LOG_GROUP, "").strip() or None,
             **numbers,
         )
 
     def require_state_machine_arn(self) -> str:
         if not self.state_machine_arn:
-            raise SettingsError("STATE_MACHINE_ARN is not set: open_incident cannot start work")
+            raise SettingsError(
+                f"{EnvVar.STATE_MACHINE_ARN} is not set: open_incident cannot start work"
+            )
         return self.state_machine_arn
 
 
@@ -235,7 +244,8 @@ def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]
     if not raw.strip():
         return {}
     expected = (
-        'NODE_ISOLATION must be a JSON object {"<HyperPod cluster>": {"isolate": true|false, '
+        f"{EnvVar.NODE_ISOLATION} must be a JSON object "
+        '{"<HyperPod cluster>": {"isolate": true|false, '
         '"eks_cluster": "<EKS cluster name>"}}'
     )
     parsed = _json_object(raw, expected, problems)
@@ -273,7 +283,8 @@ def _telemetry(raw: str, problems: list[str]) -> dict[str, TelemetryWorkspace]:
     if not raw.strip():
         return {}
     expected = (
-        'TELEMETRY must be a JSON object {"<HyperPod cluster>": {"workspace_id": "ws-...", '
+        f"{EnvVar.TELEMETRY} must be a JSON object "
+        '{"<HyperPod cluster>": {"workspace_id": "ws-...", '
         '"query_url": "https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-...", '
         '"region": "<region>", "dashboard": "<https URL>" | null, "node_label": "<label>" | null}}'
     )

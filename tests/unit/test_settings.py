@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
+from lambdas.models.environment import EnvVar
 from lambdas.models.errors import SettingsError
 from lambdas.models.settings import DEFAULT_HEALTH_CHECKS, Settings
 from trainer_emitter.contract import NAMESPACE
@@ -203,3 +205,17 @@ def test_an_approver_that_is_no_arn_is_refused_by_name():
         Settings.from_env(
             {"INCIDENTS_TABLE": "i", "AUDIT_TABLE": "a", "TOPIC_ARN": "t", "APPROVERS": "alice"}
         )
+
+
+def test_every_environment_variable_the_stack_may_set_is_read_by_the_functions():
+    # Given the functions' code outside the list of names itself
+    lambdas = Path(__file__).resolve().parents[2] / "lambdas"
+    code = "\n".join(
+        path.read_text()
+        for path in lambdas.rglob("*.py")
+        if path != lambdas / "models" / "environment.py"
+    )
+
+    # Then every name is read through its member somewhere (an unread variable is dead)
+    unread = [name.name for name in EnvVar if f"EnvVar.{name.name}" not in code]
+    assert unread == []
