@@ -7,7 +7,7 @@ who may do what in one place (and docs/deploy.md repeats it as a table).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Final
 
 from aws_cdk import AssetHashType, Aws, Duration, Stack
@@ -39,6 +39,7 @@ from lambdas.logic._steps import NOTICE_RETRY_WINDOW_SECONDS
 from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
 from lambdas.models.environment import EnvVar
 from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
+from lambdas.models.settings import TelemetryWorkspace
 
 RUNTIME: Final = {
     "3.12": lambda_.Runtime.PYTHON_3_12,
@@ -320,13 +321,15 @@ def telemetry_env(scope: Construct, settings: Settings) -> str:
     for source in settings.telemetry:
         region = source.region or stack.region
         suffix = source.url_suffix or stack.url_suffix
-        config[source.cluster] = {
-            "workspace_id": source.workspace_id,
-            "query_url": f"https://aps-workspaces.{region}.{suffix}/workspaces/{source.workspace_id}",
-            "region": region,
-            "dashboard": source.dashboard,
-            "node_label": source.node_label,
-        }
+        config[source.cluster] = asdict(
+            TelemetryWorkspace(
+                workspace_id=source.workspace_id,
+                query_url=f"https://aps-workspaces.{region}.{suffix}/workspaces/{source.workspace_id}",
+                region=region,
+                dashboard=source.dashboard,
+                node_label=source.node_label,
+            )
+        )
     return stack.to_json_string(config)
 
 

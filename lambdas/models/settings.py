@@ -12,7 +12,7 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from lambdas.models.environment import EnvVar
 from lambdas.models.errors import SettingsError
@@ -27,6 +27,7 @@ DEFAULT_GUARD_MAX_OPEN = 3
 DEFAULT_GUARD_MAX_OPEN_PERCENT = 10
 DEFAULT_STORM_THRESHOLD = 4
 DEFAULT_STORM_WINDOW_SECONDS = 900
+DEFAULT_APPROVALS_REQUIRED = 1
 _POSITIVE = {
     # variable: (attribute, lowest, highest)
     EnvVar.GUARD_MAX_OPEN: ("guard_max_open", 1, 100_000),
@@ -47,6 +48,12 @@ LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 """A Prometheus label name."""
 
 
+RECOVERY_API: Final = "api"
+RECOVERY_NODE_LABEL: Final = "node_label"
+RECOVERY_PATHS: Final = (RECOVERY_API, RECOVERY_NODE_LABEL)
+"""How an approved reboot or replacement is carried out (`IsolationConfig.recovery`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class IsolationConfig:
     """Node isolation for one HyperPod cluster (`NODE_ISOLATION`): whether to cordon and taint
@@ -55,7 +62,7 @@ class IsolationConfig:
 
     isolate: bool
     eks_cluster: str | None = None
-    recovery: str = "api"
+    recovery: str = RECOVERY_API
     """How an approved reboot or replacement is carried out: "api" (BatchRebootClusterNodes /
     BatchReplaceClusterNodes) or "node_label" (HyperPod's node health label, acted on by HyperPod
     itself when the cluster's NodeRecovery is Automatic)."""
@@ -65,8 +72,24 @@ class IsolationConfig:
     on (None: not checked)."""
 
 
-RECOVERY_PATHS = ("api", "node_label")
 ISOLATION_OFF = IsolationConfig(isolate=False)
+
+
+def node_isolation_env(configs: Mapping[str, IsolationConfig]) -> str:
+    """`NODE_ISOLATION` as `Settings.from_env` reads it back (the stack sets it with this): per
+    cluster, "isolate", then only what differs from the defaults."""
+    return json.dumps(
+        {
+            cluster: {
+                "isolate": config.isolate,
+                **({"eks_cluster": config.eks_cluster} if config.eks_cluster else {}),
+                **({"recovery": config.recovery} if config.recovery != RECOVERY_API else {}),
+                **({"job_pods": config.job_pods} if config.job_pods else {}),
+            }
+            for cluster, config in configs.items()
+        },
+        sort_keys=True,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +143,7 @@ class Settings:
     """Per HyperPod cluster name; a cluster not listed is not isolated."""
     telemetry: Mapping[str, TelemetryWorkspace] = field(default_factory=dict)
     """Per HyperPod cluster name; a cluster not listed has no hardware telemetry."""
-    approvals_required: int = 1
+    approvals_required: int = DEFAULT_APPROVALS_REQUIRED
     """Distinct verified principals whose approve (or reboot) it takes; a reject by any
     allowed approver ends the approval."""
     approvers: tuple[str, ...] = ()
