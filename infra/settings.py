@@ -34,6 +34,8 @@ from lambdas.models.settings import (
     DEFAULT_STORM_WINDOW_SECONDS,
     EKS_CLUSTER_NAME_RE,
     LABEL_NAME_RE,
+    MAX_APPROVAL_TIMEOUT_SECONDS,
+    MAX_APPROVALS_REQUIRED,
     RECOVERY_API,
     RECOVERY_NODE_LABEL,
     REGION_RE,
@@ -75,7 +77,7 @@ URL_SUFFIX: Final = {
     "aws-us-gov": "amazonaws.com",
 }
 
-MAX_TASK_SECONDS: Final = 31_536_000
+MAX_TASK_SECONDS: Final = MAX_APPROVAL_TIMEOUT_SECONDS
 """One year: a Standard execution's maximum duration."""
 
 MAX_LOOP_ITERATIONS: Final = 1500
@@ -559,7 +561,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
         _string(re.compile(r"^(group|clusterAdminPolicy)$"), "group or clusterAdminPolicy"),
     ),
     "sdc:telemetry": ("telemetry", _telemetry),
-    "sdc:approvalsRequired": ("approvals_required", _integer(1, 10)),
+    "sdc:approvalsRequired": ("approvals_required", _integer(1, MAX_APPROVALS_REQUIRED)),
     "sdc:approvers": ("approvers", _approvers),
     "sdc:requireIdentityProof": ("require_identity_proof", _boolean),
 }

@@ -28,14 +28,17 @@ DEFAULT_GUARD_MAX_OPEN_PERCENT = 10
 DEFAULT_STORM_THRESHOLD = 4
 DEFAULT_STORM_WINDOW_SECONDS = 900
 DEFAULT_APPROVALS_REQUIRED = 1
+MAX_APPROVALS_REQUIRED = 10
+MAX_APPROVAL_TIMEOUT_SECONDS = 31_536_000
+"""One year: a Standard execution's maximum duration, so the longest a task may wait."""
 _POSITIVE = {
     # variable: (attribute, lowest, highest)
     EnvVar.GUARD_MAX_OPEN: ("guard_max_open", 1, 100_000),
     EnvVar.GUARD_MAX_OPEN_PERCENT: ("guard_max_open_percent", 1, 100),
     EnvVar.STORM_THRESHOLD: ("storm_threshold", 2, 100_000),
     EnvVar.STORM_WINDOW_SECONDS: ("storm_window_seconds", 1, 7 * 86_400),
-    EnvVar.APPROVAL_TIMEOUT_SECONDS: ("approval_timeout_seconds", 1, 31_536_000),
-    EnvVar.APPROVALS_REQUIRED: ("approvals_required", 1, 10),
+    EnvVar.APPROVAL_TIMEOUT_SECONDS: ("approval_timeout_seconds", 1, MAX_APPROVAL_TIMEOUT_SECONDS),
+    EnvVar.APPROVALS_REQUIRED: ("approvals_required", 1, MAX_APPROVALS_REQUIRED),
 }
 APPROVER_PATTERN_RE = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::[0-9*?]{1,12}:[!-~]{1,200}$")
 """An `APPROVERS` entry: an IAM user/role or STS assumed-role ARN, `*` and `?` as wildcards."""
