@@ -229,3 +229,12 @@ def test_telemetry_for_a_cluster_the_deployment_does_not_act_on_fails_the_synth(
         SettingsError, match="sdc:telemetry names ml-cluster-9, not in sdc:clusters"
     ):
         Settings.from_context(with_telemetry({"ml-cluster-9": {"workspace": "ws-1234abcd"}}))
+
+
+def test_a_bad_context_value_raises_the_one_settings_error_the_functions_raise_too():
+    from lambdas.models.errors import SettingsError as FunctionsSettingsError
+
+    with pytest.raises(FunctionsSettingsError, match="sdc:dryRun") as raised:
+        Settings.from_context({"sdc:dryRun": "maybe"})
+
+    assert isinstance(raised.value, ValueError)
