@@ -39,7 +39,7 @@ from lambdas.logic._steps import NOTICE_RETRY_WINDOW_SECONDS
 from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
 from lambdas.models.environment import EnvVar
 from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
-from lambdas.models.settings import TelemetryWorkspace
+from lambdas.models.settings import TelemetryWorkspace, flag_env, list_env
 
 RUNTIME: Final = {
     "3.12": lambda_.Runtime.PYTHON_3_12,
@@ -347,8 +347,8 @@ def decision_env(settings: Settings) -> dict[EnvVar, str]:
     the CLI say it."""
     return {
         EnvVar.APPROVALS_REQUIRED: str(settings.approvals_required),
-        EnvVar.APPROVERS: ",".join(settings.approvers),
-        EnvVar.REQUIRE_IDENTITY_PROOF: "true" if settings.require_identity_proof else "false",
+        EnvVar.APPROVERS: list_env(settings.approvers),
+        EnvVar.REQUIRE_IDENTITY_PROOF: flag_env(settings.require_identity_proof),
     }
 
 
@@ -435,10 +435,10 @@ class Functions(Construct):
             EnvVar.AUDIT_TABLE: storage.audit.table_name,
             EnvVar.TOPIC_ARN: notifications.topic.topic_arn,
             EnvVar.STATE_MACHINE_ARN: remediation_arn,
-            EnvVar.ALLOWED_CLUSTERS: ",".join(settings.cluster_names),
-            EnvVar.HEALTH_CHECKS: ",".join(settings.health_checks),
+            EnvVar.ALLOWED_CLUSTERS: list_env(settings.cluster_names),
+            EnvVar.HEALTH_CHECKS: list_env(settings.health_checks),
             EnvVar.NAMESPACE: settings.namespace,
-            EnvVar.DRY_RUN: "true" if settings.dry_run else "false",
+            EnvVar.DRY_RUN: flag_env(settings.dry_run),
             EnvVar.EVENT_BUS_NAME: LIFECYCLE_BUS,
             EnvVar.APPROVAL_STATE_MACHINE_ARN: approval_arn,
             EnvVar.APPROVAL_TIMEOUT_SECONDS: str(settings.approval_timeout_seconds),

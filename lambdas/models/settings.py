@@ -10,7 +10,7 @@ import json
 import os
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -243,6 +243,17 @@ class Settings:
                 f"{EnvVar.STATE_MACHINE_ARN} is not set: open_incident cannot start work"
             )
         return self.state_machine_arn
+
+
+def flag_env(value: bool) -> str:
+    """A true/false variable (`DRY_RUN`, `REQUIRE_IDENTITY_PROOF`) as `from_env` reads it."""
+    return "true" if value else "false"
+
+
+def list_env(values: Iterable[str]) -> str:
+    """A comma-separated variable (`ALLOWED_CLUSTERS`, `HEALTH_CHECKS`, `APPROVERS`) as
+    `from_env` reads it."""
+    return ",".join(values)
 
 
 def _split(raw: str) -> tuple[str, ...]:
