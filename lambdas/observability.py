@@ -18,13 +18,14 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME, PipelineMetric
+from lambdas.models.environment import EnvVar
 
-SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or SERVICE_NAME
+SERVICE = os.environ.get(EnvVar.POWERTOOLS_SERVICE_NAME) or SERVICE_NAME
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(
     service=SERVICE,
-    namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or PIPELINE_NAMESPACE,
+    namespace=os.environ.get(EnvVar.POWERTOOLS_METRICS_NAMESPACE) or PIPELINE_NAMESPACE,
 )
 
 

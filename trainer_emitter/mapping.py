@@ -3,23 +3,8 @@
 Pure: no AWS, no clock, no randomness (the caller passes the time and the report id), so the
 mapping rules below can be tested exhaustively.
 
-Mapping rules (README, "What a report publishes", documents the same table):
-
-| evidence in the alarm                                  | role              | metric                |
-|--------------------------------------------------------|-------------------|-----------------------|
-| rank in `nonfinite`                                    | involved          | sdc_nonfinite_grad    |
-| rank in `culprits` (two mismatched ring pairs)         | culprit           | sdc_replay_mismatch   |
-| `verdicts[].suspect` of a persistent / transient /     | confirmed_suspect | sdc_replay_mismatch   |
-|   "replayer computed wrong" verdict                    |                   |                       |
-| both ranks of an unattributable verdict, or of a       | involved          | sdc_replay_mismatch   |
-|   mismatched pair that no culprit or verdict resolves  |                   |                       |
-| check "weights", rank in `suspects`                    | culprit           | sdc_divergent_tensors |
-| check "weights", `suspects` None (no strict majority)  | involved: every   | sdc_divergent_tensors |
-|                                                        |   rank in the map |                       |
-|                                                        |   (in `replicas`  |                       |
-|                                                        |   when given)     |                       |
-| check "reduced gradient" naming no rank                | involved: every   | sdc_nonfinite_grad    |
-|                                                        |   rank in the map |                       |
+The mapping rules are `Rule` below, one member per kind of evidence; README.md ("What a report
+publishes") shows them as a table (tests/docs/test_tables_drift.py keeps it to `Rule`).
 
 The alarm's `checkpoints` (optional) are copied as they are read: an entry without a valid step
 or with a tag that is no step number is left out, an invalid location is dropped (the checkpoint
@@ -38,6 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import Any, TypeGuard
 
 from trainer_emitter.contract import (
@@ -56,6 +42,61 @@ from trainer_emitter.contract import (
 from trainer_emitter.rankmap import RankMap
 
 _ROLE_STRENGTH = {Role.INVOLVED: 0, Role.CONFIRMED_SUSPECT: 1, Role.CULPRIT: 2}
+
+
+class Rule(Enum):
+    """Evidence in the alarm → the role of the ranks it names and the metric they publish.
+
+    `evidence` and `scope` are written for people: README.md's table shows every rule in this
+    order (evidence | role, with `: <scope>` when the rule names more ranks than the evidence
+    does | metric)."""
+
+    NONFINITE = ("rank in `nonfinite`", Role.INVOLVED, Metric.NONFINITE_GRAD, "")
+    RING_CULPRIT = (
+        "rank in `culprits` (two mismatched ring pairs)",
+        Role.CULPRIT,
+        Metric.REPLAY_MISMATCH,
+        "",
+    )
+    VERDICT_SUSPECT = (
+        '`suspect` of a persistent, transient or "replayer computed wrong" verdict',
+        Role.CONFIRMED_SUSPECT,
+        Metric.REPLAY_MISMATCH,
+        "",
+    )
+    UNRESOLVED_PAIR = (
+        "both ranks of an unattributable verdict, or of a mismatched pair no culprit or verdict "
+        "resolves",
+        Role.INVOLVED,
+        Metric.REPLAY_MISMATCH,
+        "",
+    )
+    WEIGHTS_SUSPECT = (
+        "check `weights`, rank in `suspects`",
+        Role.CULPRIT,
+        Metric.DIVERGENT_TENSORS,
+        "",
+    )
+    WEIGHTS_NO_MAJORITY = (
+        "check `weights`, `suspects` is None (no strict majority)",
+        Role.INVOLVED,
+        Metric.DIVERGENT_TENSORS,
+        "every rank in the map (every rank in `replicas` when the alarm names the group compared)",
+    )
+    REDUCED_GRADIENT = (
+        "check `reduced gradient` naming no rank",
+        Role.INVOLVED,
+        Metric.NONFINITE_GRAD,
+        "every rank in the map",
+    )
+
+    def __init__(self, evidence: str, role: Role, metric: Metric, scope: str) -> None:
+        self.evidence = evidence
+        self.role = role
+        self.metric = metric
+        self.scope = scope
+
+
 _METRIC_ORDER = list(Metric)
 
 
@@ -322,18 +363,18 @@ def build_report(
 
     evidence: dict[int, _Evidence] = {}
 
-    def add(rank: int, role: Role, metric: Metric, reason: str) -> None:
-        item = evidence.setdefault(rank, _Evidence(role))
-        if _ROLE_STRENGTH[role] > _ROLE_STRENGTH[item.role]:
-            item.role = role
-        item.metrics.add(metric)
+    def add(rank: int, rule: Rule, reason: str) -> None:
+        item = evidence.setdefault(rank, _Evidence(rule.role))
+        if _ROLE_STRENGTH[rule.role] > _ROLE_STRENGTH[item.role]:
+            item.role = rule.role
+        item.metrics.add(rule.metric)
         if reason not in item.reasons:
             item.reasons.append(reason)
 
     for rank in nonfinite or []:
-        add(rank, Role.INVOLVED, Metric.NONFINITE_GRAD, "non-finite local gradient")
+        add(rank, Rule.NONFINITE, "non-finite local gradient")
     for rank in culprits or []:
-        add(rank, Role.CULPRIT, Metric.REPLAY_MISMATCH, "in two mismatched ring-replay pairs")
+        add(rank, Rule.RING_CULPRIT, "in two mismatched ring-replay pairs")
     resolved: set[tuple[int, int]] = set()
     for verdict in verdicts:
         pair = (verdict["pair"][0], verdict["pair"][1])
@@ -342,15 +383,13 @@ def build_report(
             for rank in pair:
                 add(
                     rank,
-                    Role.INVOLVED,
-                    Metric.REPLAY_MISMATCH,
+                    Rule.UNRESOLVED_PAIR,
                     f"pair {list(pair)} mismatched and could not be attributed",
                 )
         else:
             add(
                 verdict["suspect"],
-                Role.CONFIRMED_SUSPECT,
-                Metric.REPLAY_MISMATCH,
+                Rule.VERDICT_SUSPECT,
                 f"{verdict['kind']} verdict on pair {list(pair)}, third rank {verdict['third']}",
             )
     culprit_set = set(culprits or [])
@@ -360,8 +399,7 @@ def build_report(
         for rank in pair:
             add(
                 rank,
-                Role.INVOLVED,
-                Metric.REPLAY_MISMATCH,
+                Rule.UNRESOLVED_PAIR,
                 f"pair {list(pair)} mismatched with no culprit or verdict",
             )
 
@@ -373,18 +411,16 @@ def build_report(
         for rank in rank_map.ranks() if compared is None else compared:
             add(
                 rank,
-                Role.INVOLVED,
-                Metric.DIVERGENT_TENSORS,
+                Rule.WEIGHTS_NO_MAJORITY,
                 "weights differ with no strict majority: every replica is in question",
             )
     for rank in weight_suspects or []:
-        add(rank, Role.CULPRIT, Metric.DIVERGENT_TENSORS, "weights differ from the strict majority")
+        add(rank, Rule.WEIGHTS_SUSPECT, "weights differ from the strict majority")
     if check is Check.REDUCED_GRADIENT and not evidence:
         for rank in rank_map.ranks():
             add(
                 rank,
-                Role.INVOLVED,
-                Metric.NONFINITE_GRAD,
+                Rule.REDUCED_GRADIENT,
                 "the reduced gradient is non-finite and no rank is named",
             )
 

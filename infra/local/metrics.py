@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from lambdas.models.environment import EnvVar
+
 MAX_DATUMS_PER_CALL = 1000
 """PutMetricData's limit of metrics per call."""
 
@@ -91,8 +93,8 @@ class EmfCapture:
         from lambdas.observability import metrics
 
         saved = (metrics.namespace, metrics.service)
-        metrics.namespace = environment.get("POWERTOOLS_METRICS_NAMESPACE") or saved[0]
-        metrics.service = environment.get("POWERTOOLS_SERVICE_NAME") or saved[1]
+        metrics.namespace = environment.get(EnvVar.POWERTOOLS_METRICS_NAMESPACE) or saved[0]
+        metrics.service = environment.get(EnvVar.POWERTOOLS_SERVICE_NAME) or saved[1]
         try:
             yield
         finally:

@@ -7,7 +7,7 @@ who may do what in one place (and docs/deploy.md repeats it as a table).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Final
 
 from aws_cdk import AssetHashType, Aws, Duration, Stack
@@ -37,7 +37,9 @@ from lambdas.adapters.kubernetes import TIMEOUT_SECONDS as KUBERNETES_TIMEOUT_SE
 from lambdas.adapters.prometheus import TIMEOUT_SECONDS as TELEMETRY_TIMEOUT_SECONDS
 from lambdas.logic.core.steps import NOTICE_RETRY_WINDOW_SECONDS
 from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
+from lambdas.models.environment import EnvVar
 from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
+from lambdas.models.settings import TelemetryWorkspace, flag_env, list_env
 
 RUNTIME: Final = {
     "3.12": lambda_.Runtime.PYTHON_3_12,
@@ -319,13 +321,15 @@ def telemetry_env(scope: Construct, settings: Settings) -> str:
     for source in settings.telemetry:
         region = source.region or stack.region
         suffix = source.url_suffix or stack.url_suffix
-        config[source.cluster] = {
-            "workspace_id": source.workspace_id,
-            "query_url": f"https://aps-workspaces.{region}.{suffix}/workspaces/{source.workspace_id}",
-            "region": region,
-            "dashboard": source.dashboard,
-            "node_label": source.node_label,
-        }
+        config[source.cluster] = asdict(
+            TelemetryWorkspace(
+                workspace_id=source.workspace_id,
+                query_url=f"https://aps-workspaces.{region}.{suffix}/workspaces/{source.workspace_id}",
+                region=region,
+                dashboard=source.dashboard,
+                node_label=source.node_label,
+            )
+        )
     return stack.to_json_string(config)
 
 
@@ -338,14 +342,47 @@ def _default_policy(fn: lambda_.Function) -> iam.Policy:
     return policy
 
 
-def decision_env(settings: Settings) -> dict[str, str]:
+def decision_env(settings: Settings) -> dict[EnvVar, str]:
     """Who may decide and how many must agree: decide enforces it, request_approval's card and
     the CLI say it."""
     return {
-        "APPROVALS_REQUIRED": str(settings.approvals_required),
-        "APPROVERS": ",".join(settings.approvers),
-        "REQUIRE_IDENTITY_PROOF": "true" if settings.require_identity_proof else "false",
+        EnvVar.APPROVALS_REQUIRED: str(settings.approvals_required),
+        EnvVar.APPROVERS: list_env(settings.approvers),
+        EnvVar.REQUIRE_IDENTITY_PROOF: flag_env(settings.require_identity_proof),
     }
+
+
+def patches_nodes(spec: FunctionSpec, settings: Settings) -> bool:
+    """Whether the function changes nodes through the Kubernetes API: it cordons or releases
+    them, or sets HyperPod's node health label for a recovery (`sdc:recoveryThroughNodeLabel`)."""
+    return spec.kubernetes or (spec.recovers and bool(settings.recovery_label_clusters))
+
+
+def reads_kubernetes(spec: FunctionSpec, settings: Settings) -> bool:
+    """Whether the function only reads the Kubernetes API (report claims, node labels)."""
+    return (spec.checks_claims or spec.reads_nodes) and not patches_nodes(spec, settings)
+
+
+SET_FOR_SOME: Final = (
+    EnvVar.STATE_MACHINE_ARN,
+    EnvVar.PAUSE_PARAMETER,
+    EnvVar.NODE_ISOLATION,
+    EnvVar.TELEMETRY,
+)
+"""The variables only some functions get (`environment_names`); every function gets the rest."""
+
+
+def environment_names(spec: FunctionSpec, settings: Settings) -> tuple[EnvVar, ...]:
+    """The environment variables the function of `spec` gets under `settings`, in `EnvVar`
+    order: docs/pipeline.md, "Environment", shows them function by function."""
+    kubernetes = patches_nodes(spec, settings) or reads_kubernetes(spec, settings)
+    some = {
+        EnvVar.STATE_MACHINE_ARN: spec.starts_remediation,
+        EnvVar.PAUSE_PARAMETER: spec.reads_pause_switch,
+        EnvVar.NODE_ISOLATION: kubernetes and bool(settings.node_isolation),
+        EnvVar.TELEMETRY: spec.queries_telemetry and bool(settings.telemetry),
+    }
+    return tuple(name for name in EnvVar if some.get(name, True))
 
 
 class Functions(Construct):
@@ -393,26 +430,32 @@ class Functions(Construct):
             asset_hash=code_asset.key,
             asset_hash_type=AssetHashType.CUSTOM,
         )
-        common_env = {
-            "INCIDENTS_TABLE": storage.incidents.table_name,
-            "AUDIT_TABLE": storage.audit.table_name,
-            "TOPIC_ARN": notifications.topic.topic_arn,
-            "ALLOWED_CLUSTERS": ",".join(settings.cluster_names),
-            "HEALTH_CHECKS": ",".join(settings.health_checks),
-            "NAMESPACE": settings.namespace,
-            "DRY_RUN": "true" if settings.dry_run else "false",
-            "APPROVAL_STATE_MACHINE_ARN": approval_arn,
-            "APPROVAL_TIMEOUT_SECONDS": str(settings.approval_timeout_seconds),
-            "GUARD_MAX_OPEN": str(settings.guard_max_open_incidents),
-            "GUARD_MAX_OPEN_PERCENT": str(settings.guard_max_open_percent),
-            "STORM_THRESHOLD": str(settings.storm_threshold),
-            "STORM_WINDOW_SECONDS": str(settings.storm_window_seconds),
-            "EVENT_BUS_NAME": LIFECYCLE_BUS,
+        values: dict[EnvVar, str] = {
+            EnvVar.INCIDENTS_TABLE: storage.incidents.table_name,
+            EnvVar.AUDIT_TABLE: storage.audit.table_name,
+            EnvVar.TOPIC_ARN: notifications.topic.topic_arn,
+            EnvVar.STATE_MACHINE_ARN: remediation_arn,
+            EnvVar.ALLOWED_CLUSTERS: list_env(settings.cluster_names),
+            EnvVar.HEALTH_CHECKS: list_env(settings.health_checks),
+            EnvVar.NAMESPACE: settings.namespace,
+            EnvVar.DRY_RUN: flag_env(settings.dry_run),
+            EnvVar.EVENT_BUS_NAME: LIFECYCLE_BUS,
+            EnvVar.APPROVAL_STATE_MACHINE_ARN: approval_arn,
+            EnvVar.APPROVAL_TIMEOUT_SECONDS: str(settings.approval_timeout_seconds),
+            EnvVar.GUARD_MAX_OPEN: str(settings.guard_max_open_incidents),
+            EnvVar.GUARD_MAX_OPEN_PERCENT: str(settings.guard_max_open_percent),
+            EnvVar.STORM_THRESHOLD: str(settings.storm_threshold),
+            EnvVar.STORM_WINDOW_SECONDS: str(settings.storm_window_seconds),
+            EnvVar.PAUSE_PARAMETER: pause_switch.name,
             **decision_env(settings),
-            "AUDIT_ANCHOR_LOG_GROUP": audit_anchor.name,
-            "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
-            "POWERTOOLS_METRICS_NAMESPACE": PIPELINE_NAMESPACE,
+            EnvVar.AUDIT_ANCHOR_LOG_GROUP: audit_anchor.name,
+            EnvVar.POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
+            EnvVar.POWERTOOLS_METRICS_NAMESPACE: PIPELINE_NAMESPACE,
         }
+        if settings.node_isolation:
+            values[EnvVar.NODE_ISOLATION] = settings.node_isolation_env()
+        if settings.telemetry:
+            values[EnvVar.TELEMETRY] = telemetry_env(self, settings)
 
         eks_arns = [eks_cluster_arn(self, name) for name in settings.eks_clusters]
         workspace_arns = sorted({workspace_arn(self, source) for source in settings.telemetry})
@@ -420,19 +463,9 @@ class Functions(Construct):
         self.kubernetes_roles: list[iam.IRole] = []
         self.kubernetes_readers: list[iam.IRole] = []
         for spec in SPECS:
-            env = dict(common_env)
-            kubernetes = spec.kubernetes or (
-                spec.recovers and bool(settings.recovery_label_clusters)
-            )
-            reads_kubernetes = (spec.checks_claims or spec.reads_nodes) and not kubernetes
-            if (kubernetes or reads_kubernetes) and settings.node_isolation:
-                env["NODE_ISOLATION"] = settings.node_isolation_env()
-            if spec.starts_remediation:
-                env["STATE_MACHINE_ARN"] = remediation_arn
-            if spec.reads_pause_switch:
-                env["PAUSE_PARAMETER"] = pause_switch.name
-            if spec.queries_telemetry and settings.telemetry:
-                env["TELEMETRY"] = telemetry_env(self, settings)
+            env = {name.value: values[name] for name in environment_names(spec, settings)}
+            kubernetes = patches_nodes(spec, settings)
+            reader = reads_kubernetes(spec, settings)
             fn = self._function(spec, code, env, settings)
             if spec.reads_pause_switch:
                 pause_switch.grant_read(fn)
@@ -470,7 +503,7 @@ class Functions(Construct):
                         resources=cluster_arns,
                     )
                 )
-            if (kubernetes or reads_kubernetes) and eks_arns:
+            if (kubernetes or reader) and eks_arns:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(
                         sid="EksIsolationClusters",

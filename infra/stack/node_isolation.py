@@ -1,7 +1,8 @@
-"""EKS access entries for node isolation: the roles of the functions that cordon and uncordon
-nodes (isolate_node, close_incident) may call each configured EKS cluster's Kubernetes API, and
-the roles of the functions that check a report's node names against it (open_incident,
-store_report) may read its nodes.
+"""EKS access entries for node isolation: the roles of the functions that patch nodes
+(isolate_node, close_incident, reconcile; with `sdc:recoveryThroughNodeLabel` also replace_node
+and reboot_node) may call each configured EKS cluster's Kubernetes API, and the roles of the
+functions that only read it (open_incident and store_report check a report's node names,
+request_approval reads the node's labels) may read its nodes.
 
 Default (`sdc:nodeIsolationAccess` = `group`): each role is mapped to the Kubernetes group
 `sdc-remediation`, which has no rights until the cluster's operator applies the RBAC manifest of

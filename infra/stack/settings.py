@@ -5,39 +5,8 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 
     npx cdk deploy -c 'sdc:clusters={"ml-cluster-1": "ab12cd34ef56"}' -c sdc:approvalTimeoutSeconds=7200
 
-| key | type | default | meaning |
-|---|---|---|---|
-| `sdc:stackName` | string | `SdcRemediation` | CloudFormation stack name; also prefixes the two state machine names |
-| `sdc:clusters` | object: cluster name → cluster ARN or 12-character cluster id | `{}` | HyperPod clusters this deployment may act on. The name goes into `ALLOWED_CLUSTERS`; the ARN scopes the SageMaker IAM permissions (HyperPod cluster ARNs end in the cluster *id*, not the name: `arn:aws:sagemaker:<region>:<account>:cluster/<id>`, so the name alone cannot scope IAM). Empty = the functions may act on no cluster and get no SageMaker permission at all |
-| `sdc:approvalTimeoutSeconds` | integer, 1 .. 31536000 | `86400` | how long `RequestApproval` waits for a decision before the incident closes as `expired` (never auto-approved) |
-| `sdc:notificationEmail` | string or null | `null` | optional e-mail address subscribed to the notification topic (confirm the subscription mail) |
-| `sdc:namespace` | string | `SDC/Training` (the contract's `NAMESPACE`) | CloudWatch namespace of the SDC metrics; the emitter must use the same one |
-| `sdc:alarmNamePrefix` | string or empty | `""` | prefix for the three alarm names (`<prefix>-sdc-replay-mismatch`), for several deployments in one account and region |
-| `sdc:healthChecks` | list of `InstanceStress`, `InstanceConnectivity`, `MultiNodeTrainingValidation` | `["InstanceStress", "InstanceConnectivity"]` | HyperPod deep health checks to run (`HEALTH_CHECKS`) |
-| `sdc:healthCheckPollSeconds` | integer, 1 .. 86400 | `300` | wait between two health-check status polls |
-| `sdc:healthCheckMaxPolls` | integer, 1 .. 1000 | `48` | polls before asking for approval anyway (4 h at the default interval) |
-| `sdc:replacementPollSeconds` | integer, 1 .. 86400 | `120` | wait between two replacement status polls |
-| `sdc:replacementMaxPolls` | integer, 1 .. 1000 | `60` | polls before the incident closes as `failed` (2 h at the default interval) |
-| `sdc:replaceRetrySeconds` | integer, 1 .. 86400 | `300` | wait before retrying `BatchReplaceClusterNodes` after `InvalidInstanceStatus` |
-| `sdc:replaceMaxRetries` | integer, 0 .. 100 | `6` | retries of the replacement request before the incident closes as `failed` |
-| `sdc:rebootPollSeconds` | integer, 1 .. 86400 | `60` | wait between two polls of a node an approver chose to reboot (the first poll comes one wait after the request) |
-| `sdc:rebootMaxPolls` | integer, 1 .. 1000 | `30` | polls before a reboot that never brings the node back to `Running` closes the incident as `failed` (30 min at the default interval); `BatchRebootClusterNodes` is retried like the replacement (`sdc:replaceRetrySeconds`, `sdc:replaceMaxRetries`) |
-| `sdc:dryRun` | boolean | `false` | everything runs, but a replacement or reboot is only recorded as "would replace" / "would reboot" (`DRY_RUN`) |
-| `sdc:logRetentionDays` | one of CloudWatch Logs' retention values (1, 3, 5, 7, 14, 30, 60, 90, ...) | `90` | retention of the function and state machine log groups |
-| `sdc:guardMaxOpenIncidents` | integer, 1 .. 1000 | `3` | blast-radius guard: at most this many open incidents per cluster (`GUARD_MAX_OPEN`); beyond it a new incident is recorded as `held` and notified |
-| `sdc:guardMaxOpenPercent` | integer, 1 .. 100 | `10` | blast-radius guard: at most this share of the cluster's nodes, rounded up, and never more than nodes - 1 (`GUARD_MAX_OPEN_PERCENT`): a 3-node cluster allows 1 |
-| `sdc:stormThreshold` | integer, 2 .. 10000 | `4` | storm hold: this many distinct instances of one cluster flagged within the window hold the whole cluster (`STORM_THRESHOLD`) |
-| `sdc:stormWindowSeconds` | integer, 60 .. 86400 | `900` | storm hold: the window (`STORM_WINDOW_SECONDS`) |
-| `sdc:nodeIsolation` | object: HyperPod cluster name (one of `sdc:clusters`) → EKS cluster name | `{}` | clusters whose suspect node is cordoned and tainted (`sdc.remediation/incident=<incident id>:NoSchedule`) while the incident is open, through that EKS cluster's Kubernetes API (`NODE_ISOLATION`); the stack adds an EKS access entry per cluster for the two functions that do it. Not listed: no isolation, and the approval card says so |
-| `sdc:nodeIsolationAccess` | `group` or `clusterAdminPolicy` | `group` | what the access entries grant: `group` maps the functions' roles to the Kubernetes group `sdc-remediation` (apply the RBAC manifest of docs/deploy.md: nodes get/list/patch only); `clusterAdminPolicy` associates `AmazonEKSClusterAdminPolicy` instead (no manifest, but full cluster admin: opt in knowingly) |
-| `sdc:jobPods` | object: HyperPod cluster name (one of `sdc:nodeIsolation`) → pod label key naming the job (such as `training.kubeflow.org/job-name`) | `{}` | clusters whose reports are checked against the job's pods: the pods labelled `<key>=<the report's job name>` are listed (any namespace) and an instance whose node runs none of them is acted on for nothing, named in the card under `CLAIMS NOT CONFIRMED`. `open_incident` and `store_report` then also need `get`/`list` on pods (the reader RBAC of docs/deploy.md) |
-| `sdc:recoveryThroughNodeLabel` | list of HyperPod cluster names (each one of `sdc:nodeIsolation`) | `[]` | clusters whose approved reboot or replacement is handed to HyperPod's own recovery by setting the node's `sagemaker.amazonaws.com/node-health-status` label (`UnschedulablePendingReboot` / `UnschedulablePendingReplacement`) instead of calling BatchRebootClusterNodes / BatchReplaceClusterNodes; used only while the cluster's NodeRecovery is `Automatic` (otherwise the API acts); the audit records the path. `reboot_node` and `replace_node` then get the EKS access `close_incident` has |
-| `sdc:nodeActionConcurrency` | integer, 1 .. 100 | `5` | reserved concurrency of each function that acts on a node (isolate, start the health check, replace, reboot, close and release): at most this many run at once, whatever the guard lets through; it is reserved out of the account's Lambda concurrency (five functions at this value each must leave the account its 100 unreserved) |
-| `sdc:pauseParameterName` | SSM parameter name or null | `/<stackName>/paused` | the pause switch: a String parameter the stack creates with value `false`; `aws ssm put-parameter --overwrite --name <it> --value true` pauses without a deploy (`PAUSE_PARAMETER`) |
-| `sdc:telemetry` | object: HyperPod cluster name (one of `sdc:clusters`) → `{"workspace": "<AMP workspace id ws-… or ARN>", "dashboard": "<https URL>" or null, "nodeLabel": "<label>" (optional)}` | `{}` | hardware telemetry in the approval card: the Amazon Managed Service for Prometheus workspace the cluster's HyperPod observability add-on writes dcgm-exporter's series to. `request_approval` gets `aps:QueryMetrics` on exactly these workspaces and their query URLs (`TELEMETRY`); the card names any XID, row remap failure, retired pages, rising ECC, PCIe or NVLink errors and hardware throttling of the suspect GPU, and links the dashboard. `nodeLabel`: the label that names the node in the series when it is not dcgm-exporter's `Hostname`/`hostname`. Not listed: the card says telemetry is not configured |
-| `sdc:approvalsRequired` | integer, 1 .. 10 | `1` | distinct verified principals whose `approve` (or `reboot`) a replacement or reboot needs (`APPROVALS_REQUIRED`); above 1 every decision must carry an identity proof (`sdc approve` signs one); the card and `sdc show` say "1 of 2: <principal> at <time>"; the same principal twice counts once; a `reject` by any allowed approver ends the approval |
-| `sdc:approvers` | list of IAM or STS ARN patterns (`*`, `?`) | `[]` | who may decide (`APPROVERS`): `decide` refuses a principal that matches none (an assumed-role session matches by its session ARN or by its role's IAM ARN), and the approver policy the stack creates allows `states:StartExecution` on the approval state machine only to principals whose `aws:PrincipalArn` matches. Set: every decision must carry an identity proof. Empty: anyone allowed to start the approval state machine |
-| `sdc:requireIdentityProof` | boolean | `false` | refuse decisions without an identity proof (`REQUIRE_IDENTITY_PROOF`): console approvals are then refused and only `sdc approve|reboot|reject|reset` (which signs one) decides. Implied by `sdc:approvers` and `sdc:approvalsRequired` > 1 |
+The keys, their types, defaults and meaning: docs/deploy.md, "Settings: the `sdc:*` context keys"
+(tests/docs/test_tables_drift.py keeps that table to `_PARSERS` and `Settings` below).
 
 Unknown `sdc:*` keys are an error (a typo must not silently fall back to a default).
 """
@@ -52,16 +21,32 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lambdas.logic.core.lifecycle import MAX_REBOOTS
+from lambdas.models.errors import SettingsError
+from lambdas.models.hyperpod import HealthCheck
 from lambdas.models.kubernetes import LABEL_KEY_RE
+from lambdas.models.settings import (
+    APPROVER_PATTERN_RE,
+    DEFAULT_APPROVALS_REQUIRED,
+    DEFAULT_GUARD_MAX_OPEN,
+    DEFAULT_GUARD_MAX_OPEN_PERCENT,
+    DEFAULT_HEALTH_CHECKS,
+    DEFAULT_STORM_THRESHOLD,
+    DEFAULT_STORM_WINDOW_SECONDS,
+    EKS_CLUSTER_NAME_RE,
+    LABEL_NAME_RE,
+    MAX_APPROVAL_TIMEOUT_SECONDS,
+    MAX_APPROVALS_REQUIRED,
+    RECOVERY_API,
+    RECOVERY_NODE_LABEL,
+    REGION_RE,
+    IsolationConfig,
+    node_isolation_env,
+)
 from trainer_emitter.contract import NAMESPACE
 
 PREFIX: Final = "sdc:"
 
-HEALTH_CHECK_TYPES: Final = (
-    "InstanceStress",
-    "InstanceConnectivity",
-    "MultiNodeTrainingValidation",
-)
+HEALTH_CHECK_TYPES: Final = tuple(check.value for check in HealthCheck)
 """`DeepHealthCheckType` of the SageMaker API (botocore 1.44)."""
 
 LOG_RETENTION_DAYS: Final = (
@@ -74,33 +59,29 @@ CLUSTER_ARN_RE: Final = re.compile(
     r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}$"
 )
 CLUSTER_ID_RE: Final = re.compile(r"^[a-z0-9]{12}$")
-EKS_CLUSTER_NAME_RE: Final = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
 STACK_NAME_RE: Final = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,59}$")
 SSM_PARAMETER_RE: Final = re.compile(r"^/?[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 ALARM_PREFIX_RE: Final = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,62}[A-Za-z0-9]|[A-Za-z0-9])?$")
 EMAIL_RE: Final = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 WORKSPACE_ID_RE: Final = re.compile(r"^ws-[0-9A-Za-z-]{1,61}$")
 WORKSPACE_ARN_RE: Final = re.compile(
-    r"^arn:(?P<partition>aws|aws-cn|aws-us-gov):aps:(?P<region>[a-z]{2}(-[a-z]+)+-[0-9]+):"
+    r"^arn:(?P<partition>aws|aws-cn|aws-us-gov):aps:(?P<region>"
+    + REGION_RE.pattern.removeprefix("^").removesuffix("$")
+    + r"):"
     r"[0-9]{12}:workspace/(?P<id>ws-[0-9A-Za-z-]{1,61})$"
 )
 """An Amazon Managed Service for Prometheus workspace ARN (its id starts with `ws-`)."""
-LABEL_NAME_RE: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 URL_SUFFIX: Final = {
     "aws": "amazonaws.com",
     "aws-cn": "amazonaws.com.cn",
     "aws-us-gov": "amazonaws.com",
 }
 
-MAX_TASK_SECONDS: Final = 31_536_000
+MAX_TASK_SECONDS: Final = MAX_APPROVAL_TIMEOUT_SECONDS
 """One year: a Standard execution's maximum duration."""
 
 MAX_LOOP_ITERATIONS: Final = 1500
 """Each poll iteration writes about 12 history events; a Standard execution holds 25,000."""
-
-
-class SettingsError(ValueError):
-    """A context value that cannot be used; the message names the key and what is expected."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +135,7 @@ class TelemetrySource:
 
 @dataclass(frozen=True)
 class Settings:
-    """The typed form of the `sdc:*` context keys (see the module docstring for the table)."""
+    """The typed form of the `sdc:*` context keys (docs/deploy.md has the table)."""
 
     stack_name: str = "SdcRemediation"
     clusters: tuple[Cluster, ...] = ()
@@ -162,7 +143,7 @@ class Settings:
     notification_email: str | None = None
     namespace: str = NAMESPACE
     alarm_name_prefix: str = ""
-    health_checks: tuple[str, ...] = ("InstanceStress", "InstanceConnectivity")
+    health_checks: tuple[str, ...] = DEFAULT_HEALTH_CHECKS
     health_check_poll_seconds: int = 300
     health_check_max_polls: int = 48
     replacement_poll_seconds: int = 120
@@ -173,10 +154,10 @@ class Settings:
     reboot_max_polls: int = 30
     dry_run: bool = False
     log_retention_days: int = 90
-    guard_max_open_incidents: int = 3
-    guard_max_open_percent: int = 10
-    storm_threshold: int = 4
-    storm_window_seconds: int = 900
+    guard_max_open_incidents: int = DEFAULT_GUARD_MAX_OPEN
+    guard_max_open_percent: int = DEFAULT_GUARD_MAX_OPEN_PERCENT
+    storm_threshold: int = DEFAULT_STORM_THRESHOLD
+    storm_window_seconds: int = DEFAULT_STORM_WINDOW_SECONDS
     pause_parameter: str | None = None
     """None: `/<stack name>/paused` (see `pause_parameter_name`)."""
     node_isolation: tuple[tuple[str, str], ...] = ()
@@ -190,7 +171,7 @@ class Settings:
     against the nodes the job's pods run on."""
     telemetry: tuple[TelemetrySource, ...] = ()
     """Clusters whose approval card shows the suspect GPU's hardware counters."""
-    approvals_required: int = 1
+    approvals_required: int = DEFAULT_APPROVALS_REQUIRED
     approvers: tuple[str, ...] = ()
     """ARN patterns of who may decide; empty: whoever may start the approval state machine."""
     require_identity_proof: bool = False
@@ -203,17 +184,20 @@ class Settings:
     def node_isolation_env(self) -> str:
         """`NODE_ISOLATION` for the functions: the lambdas' settings format."""
         labels = dict(self.job_pods)
-        return json.dumps(
+        return node_isolation_env(
             {
-                name: {
-                    "isolate": True,
-                    "eks_cluster": eks,
-                    **({"recovery": "node_label"} if name in self.recovery_label_clusters else {}),
-                    **({"job_pods": labels[name]} if name in labels else {}),
-                }
+                name: IsolationConfig(
+                    isolate=True,
+                    eks_cluster=eks,
+                    recovery=(
+                        RECOVERY_NODE_LABEL
+                        if name in self.recovery_label_clusters
+                        else RECOVERY_API
+                    ),
+                    job_pods=labels.get(name),
+                )
                 for name, eks in self.node_isolation
-            },
-            sort_keys=True,
+            }
         )
 
     @property
@@ -520,9 +504,6 @@ def _parameter_name(key: str, value: Any) -> str | None:
     return value
 
 
-APPROVER_PATTERN_RE: Final = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::[0-9*?]{1,12}:[!-~]{1,200}$")
-
-
 def _approvers(key: str, value: Any) -> tuple[str, ...]:
     expected = (
         'a list of IAM or STS ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Approver*"]'
@@ -580,7 +561,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
         _string(re.compile(r"^(group|clusterAdminPolicy)$"), "group or clusterAdminPolicy"),
     ),
     "sdc:telemetry": ("telemetry", _telemetry),
-    "sdc:approvalsRequired": ("approvals_required", _integer(1, 10)),
+    "sdc:approvalsRequired": ("approvals_required", _integer(1, MAX_APPROVALS_REQUIRED)),
     "sdc:approvers": ("approvers", _approvers),
     "sdc:requireIdentityProof": ("require_identity_proof", _boolean),
 }

@@ -18,6 +18,7 @@ from lambdas.adapters._aws import (
     request_id,
 )
 from lambdas.logic.ports import ExecutionRecord, ExecutionStarted
+from lambdas.models.environment import EnvVar
 from lambdas.models.errors import AwsError, ExecutionNotFound, SettingsError, TaskNotWaiting
 
 _TASK_ERRORS: Mapping[str, type[AwsError]] = {
@@ -55,7 +56,9 @@ class StepFunctionsWorkflow:
         """Same name again: Step Functions answers with the existing execution (same input) or
         ExecutionAlreadyExists (other input); either way there is one execution."""
         if not self.state_machine_arn:
-            raise SettingsError("STATE_MACHINE_ARN is not set: cannot start the remediation")
+            raise SettingsError(
+                f"{EnvVar.STATE_MACHINE_ARN} is not set: cannot start the remediation"
+            )
         with aws_call("StartExecution"):
             try:
                 response = self.client.start_execution(

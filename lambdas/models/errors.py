@@ -77,8 +77,10 @@ class MalformedEvent(SdcError, ValueError):
         return {**super().details(), "field": self.field, "reason": self.reason}
 
 
-class SettingsError(SdcError):
-    """The function's environment is missing or has a bad value: raised before any work."""
+class SettingsError(SdcError, ValueError):
+    """A setting is missing or has a bad value, raised before any work: a function's environment
+    (`lambdas.models.settings`) or a deployment's `sdc:*` context key (`infra/stack/settings.py`); the
+    message names the variable or key and what is expected."""
 
 
 class AwsError(SdcError):

@@ -10,30 +10,35 @@ import json
 import os
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
+from lambdas.models.environment import EnvVar
 from lambdas.models.errors import SettingsError
 from lambdas.models.hyperpod import HealthCheck
 from lambdas.models.kubernetes import LABEL_KEY_RE
 from trainer_emitter.contract import NAMESPACE
 
 DEFAULT_HEALTH_CHECKS = (HealthCheck.INSTANCE_STRESS.value, HealthCheck.INSTANCE_CONNECTIVITY.value)
-REQUIRED = ("INCIDENTS_TABLE", "AUDIT_TABLE", "TOPIC_ARN")
+REQUIRED = (EnvVar.INCIDENTS_TABLE, EnvVar.AUDIT_TABLE, EnvVar.TOPIC_ARN)
 
 DEFAULT_GUARD_MAX_OPEN = 3
 DEFAULT_GUARD_MAX_OPEN_PERCENT = 10
 DEFAULT_STORM_THRESHOLD = 4
 DEFAULT_STORM_WINDOW_SECONDS = 900
+DEFAULT_APPROVALS_REQUIRED = 1
+MAX_APPROVALS_REQUIRED = 10
+MAX_APPROVAL_TIMEOUT_SECONDS = 31_536_000
+"""One year: a Standard execution's maximum duration, so the longest a task may wait."""
 _POSITIVE = {
     # variable: (attribute, lowest, highest)
-    "GUARD_MAX_OPEN": ("guard_max_open", 1, 100_000),
-    "GUARD_MAX_OPEN_PERCENT": ("guard_max_open_percent", 1, 100),
-    "STORM_THRESHOLD": ("storm_threshold", 2, 100_000),
-    "STORM_WINDOW_SECONDS": ("storm_window_seconds", 1, 7 * 86_400),
-    "APPROVAL_TIMEOUT_SECONDS": ("approval_timeout_seconds", 1, 31_536_000),
-    "APPROVALS_REQUIRED": ("approvals_required", 1, 10),
+    EnvVar.GUARD_MAX_OPEN: ("guard_max_open", 1, 100_000),
+    EnvVar.GUARD_MAX_OPEN_PERCENT: ("guard_max_open_percent", 1, 100),
+    EnvVar.STORM_THRESHOLD: ("storm_threshold", 2, 100_000),
+    EnvVar.STORM_WINDOW_SECONDS: ("storm_window_seconds", 1, 7 * 86_400),
+    EnvVar.APPROVAL_TIMEOUT_SECONDS: ("approval_timeout_seconds", 1, MAX_APPROVAL_TIMEOUT_SECONDS),
+    EnvVar.APPROVALS_REQUIRED: ("approvals_required", 1, MAX_APPROVALS_REQUIRED),
 }
 APPROVER_PATTERN_RE = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::[0-9*?]{1,12}:[!-~]{1,200}$")
 """An `APPROVERS` entry: an IAM user/role or STS assumed-role ARN, `*` and `?` as wildcards."""
@@ -46,6 +51,12 @@ LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 """A Prometheus label name."""
 
 
+RECOVERY_API: Final = "api"
+RECOVERY_NODE_LABEL: Final = "node_label"
+RECOVERY_PATHS: Final = (RECOVERY_API, RECOVERY_NODE_LABEL)
+"""How an approved reboot or replacement is carried out (`IsolationConfig.recovery`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class IsolationConfig:
     """Node isolation for one HyperPod cluster (`NODE_ISOLATION`): whether to cordon and taint
@@ -54,7 +65,7 @@ class IsolationConfig:
 
     isolate: bool
     eks_cluster: str | None = None
-    recovery: str = "api"
+    recovery: str = RECOVERY_API
     """How an approved reboot or replacement is carried out: "api" (BatchRebootClusterNodes /
     BatchReplaceClusterNodes) or "node_label" (HyperPod's node health label, acted on by HyperPod
     itself when the cluster's NodeRecovery is Automatic)."""
@@ -64,8 +75,24 @@ class IsolationConfig:
     on (None: not checked)."""
 
 
-RECOVERY_PATHS = ("api", "node_label")
 ISOLATION_OFF = IsolationConfig(isolate=False)
+
+
+def node_isolation_env(configs: Mapping[str, IsolationConfig]) -> str:
+    """`NODE_ISOLATION` as `Settings.from_env` reads it back (the stack sets it with this): per
+    cluster, "isolate", then only what differs from the defaults."""
+    return json.dumps(
+        {
+            cluster: {
+                "isolate": config.isolate,
+                **({"eks_cluster": config.eks_cluster} if config.eks_cluster else {}),
+                **({"recovery": config.recovery} if config.recovery != RECOVERY_API else {}),
+                **({"job_pods": config.job_pods} if config.job_pods else {}),
+            }
+            for cluster, config in configs.items()
+        },
+        sort_keys=True,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +146,7 @@ class Settings:
     """Per HyperPod cluster name; a cluster not listed is not isolated."""
     telemetry: Mapping[str, TelemetryWorkspace] = field(default_factory=dict)
     """Per HyperPod cluster name; a cluster not listed has no hardware telemetry."""
-    approvals_required: int = 1
+    approvals_required: int = DEFAULT_APPROVALS_REQUIRED
     """Distinct verified principals whose approve (or reboot) it takes; a reject by any
     allowed approver ends the approval."""
     approvers: tuple[str, ...] = ()
@@ -147,15 +174,19 @@ class Settings:
         env = os.environ if env is None else env
         problems = [f"{name} is not set" for name in REQUIRED if not env.get(name, "").strip()]
 
-        checks = _split(env.get("HEALTH_CHECKS", "")) or DEFAULT_HEALTH_CHECKS
+        checks = _split(env.get(EnvVar.HEALTH_CHECKS, "")) or DEFAULT_HEALTH_CHECKS
         known = {c.value for c in HealthCheck}
         unknown = [c for c in checks if c not in known]
         if unknown:
-            problems.append(f"HEALTH_CHECKS has unknown checks {unknown} (known: {sorted(known)})")
+            problems.append(
+                f"{EnvVar.HEALTH_CHECKS} has unknown checks {unknown} (known: {sorted(known)})"
+            )
 
-        raw_dry_run = env.get("DRY_RUN", "").strip().lower()
+        raw_dry_run = env.get(EnvVar.DRY_RUN, "").strip().lower()
         if raw_dry_run not in ("", "true", "false"):
-            problems.append(f"DRY_RUN must be 'true' or 'false', got {env['DRY_RUN']!r}")
+            problems.append(
+                f"{EnvVar.DRY_RUN} must be 'true' or 'false', got {env[EnvVar.DRY_RUN]!r}"
+            )
 
         numbers: dict[str, int] = {}
         for name, (attr, low, high) in _POSITIVE.items():
@@ -167,47 +198,62 @@ class Settings:
             else:
                 numbers[attr] = int(raw)
 
-        raw_proof = env.get("REQUIRE_IDENTITY_PROOF", "").strip().lower()
+        raw_proof = env.get(EnvVar.REQUIRE_IDENTITY_PROOF, "").strip().lower()
         if raw_proof not in ("", "true", "false"):
             problems.append(
-                f"REQUIRE_IDENTITY_PROOF must be 'true' or 'false', got {env['REQUIRE_IDENTITY_PROOF']!r}"
+                f"{EnvVar.REQUIRE_IDENTITY_PROOF} must be 'true' or 'false', "
+                f"got {env[EnvVar.REQUIRE_IDENTITY_PROOF]!r}"
             )
-        approvers = _split(env.get("APPROVERS", ""))
+        approvers = _split(env.get(EnvVar.APPROVERS, ""))
         bad_approvers = [a for a in approvers if not APPROVER_PATTERN_RE.match(a)]
         if bad_approvers:
             problems.append(
-                f"APPROVERS must be IAM or STS ARN patterns (comma-separated), got {bad_approvers}"
+                f"{EnvVar.APPROVERS} must be IAM or STS ARN patterns (comma-separated), got {bad_approvers}"
             )
 
-        isolation = _node_isolation(env.get("NODE_ISOLATION", ""), problems)
-        telemetry = _telemetry(env.get("TELEMETRY", ""), problems)
+        isolation = _node_isolation(env.get(EnvVar.NODE_ISOLATION, ""), problems)
+        telemetry = _telemetry(env.get(EnvVar.TELEMETRY, ""), problems)
 
         if problems:
             raise SettingsError("bad function environment: " + "; ".join(problems))
         return cls(
-            incidents_table=env["INCIDENTS_TABLE"].strip(),
-            audit_table=env["AUDIT_TABLE"].strip(),
-            topic_arn=env["TOPIC_ARN"].strip(),
-            allowed_clusters=frozenset(_split(env.get("ALLOWED_CLUSTERS", ""))),
+            incidents_table=env[EnvVar.INCIDENTS_TABLE].strip(),
+            audit_table=env[EnvVar.AUDIT_TABLE].strip(),
+            topic_arn=env[EnvVar.TOPIC_ARN].strip(),
+            allowed_clusters=frozenset(_split(env.get(EnvVar.ALLOWED_CLUSTERS, ""))),
             health_checks=checks,
-            namespace=env.get("NAMESPACE", "").strip() or NAMESPACE,
+            namespace=env.get(EnvVar.NAMESPACE, "").strip() or NAMESPACE,
             dry_run=raw_dry_run == "true",
-            state_machine_arn=env.get("STATE_MACHINE_ARN", "").strip() or None,
-            approval_state_machine_arn=env.get("APPROVAL_STATE_MACHINE_ARN", "").strip() or None,
-            pause_parameter=env.get("PAUSE_PARAMETER", "").strip() or None,
-            event_bus_name=env.get("EVENT_BUS_NAME", "").strip() or None,
+            state_machine_arn=env.get(EnvVar.STATE_MACHINE_ARN, "").strip() or None,
+            approval_state_machine_arn=env.get(EnvVar.APPROVAL_STATE_MACHINE_ARN, "").strip()
+            or None,
+            pause_parameter=env.get(EnvVar.PAUSE_PARAMETER, "").strip() or None,
+            event_bus_name=env.get(EnvVar.EVENT_BUS_NAME, "").strip() or None,
             node_isolation=isolation,
             telemetry=telemetry,
             approvers=approvers,
             require_identity_proof=raw_proof == "true",
-            audit_anchor_log_group=env.get("AUDIT_ANCHOR_LOG_GROUP", "").strip() or None,
+            audit_anchor_log_group=env.get(EnvVar.AUDIT_ANCHOR_LOG_GROUP, "").strip() or None,
             **numbers,
         )
 
     def require_state_machine_arn(self) -> str:
         if not self.state_machine_arn:
-            raise SettingsError("STATE_MACHINE_ARN is not set: open_incident cannot start work")
+            raise SettingsError(
+                f"{EnvVar.STATE_MACHINE_ARN} is not set: open_incident cannot start work"
+            )
         return self.state_machine_arn
+
+
+def flag_env(value: bool) -> str:
+    """A true/false variable (`DRY_RUN`, `REQUIRE_IDENTITY_PROOF`) as `from_env` reads it."""
+    return "true" if value else "false"
+
+
+def list_env(values: Iterable[str]) -> str:
+    """A comma-separated variable (`ALLOWED_CLUSTERS`, `HEALTH_CHECKS`, `APPROVERS`) as
+    `from_env` reads it."""
+    return ",".join(values)
 
 
 def _split(raw: str) -> tuple[str, ...]:
@@ -235,7 +281,8 @@ def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]
     if not raw.strip():
         return {}
     expected = (
-        'NODE_ISOLATION must be a JSON object {"<HyperPod cluster>": {"isolate": true|false, '
+        f"{EnvVar.NODE_ISOLATION} must be a JSON object "
+        '{"<HyperPod cluster>": {"isolate": true|false, '
         '"eks_cluster": "<EKS cluster name>"}}'
     )
     parsed = _json_object(raw, expected, problems)
@@ -273,7 +320,8 @@ def _telemetry(raw: str, problems: list[str]) -> dict[str, TelemetryWorkspace]:
     if not raw.strip():
         return {}
     expected = (
-        'TELEMETRY must be a JSON object {"<HyperPod cluster>": {"workspace_id": "ws-...", '
+        f"{EnvVar.TELEMETRY} must be a JSON object "
+        '{"<HyperPod cluster>": {"workspace_id": "ws-...", '
         '"query_url": "https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-...", '
         '"region": "<region>", "dashboard": "<https URL>" | null, "node_label": "<label>" | null}}'
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from infra.stack.functions import PUT_EVENTS, SPECS, time_budget_seconds
 from infra.stack.template import function_handlers, resources_of_type
 from lambdas.adapters._aws import CLIENT_CONFIG, worst_call_seconds
 from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
+from tests.docs.tables import table_after
 from tests.infra.conftest import CONTEXT
 from tests.infra.template_tools import actions, resolved, statements_of_function
 
@@ -48,7 +48,7 @@ def _env(template, function_id):
 
 def test_one_function_per_handler_module_of_the_pipeline_doc(template):
     doc = (REPO / "docs" / "pipeline.md").read_text()
-    documented = set(re.findall(r"^\| `(\w+)` \|", doc, flags=re.MULTILINE))
+    documented = {row[0].strip("`") for row in table_after(doc, "## Functions")}
 
     handlers = set(function_handlers(template).values())
     assert handlers == {f"lambdas.handlers.{module}.handler" for module in documented}

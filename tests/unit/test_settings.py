@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
+from lambdas.models.environment import EnvVar
 from lambdas.models.errors import SettingsError
-from lambdas.models.settings import DEFAULT_HEALTH_CHECKS, Settings
+from lambdas.models.settings import DEFAULT_HEALTH_CHECKS, Settings, flag_env, list_env
 from trainer_emitter.contract import NAMESPACE
 
 BASE = {
@@ -203,3 +205,37 @@ def test_an_approver_that_is_no_arn_is_refused_by_name():
         Settings.from_env(
             {"INCIDENTS_TABLE": "i", "AUDIT_TABLE": "a", "TOPIC_ARN": "t", "APPROVERS": "alice"}
         )
+
+
+def test_every_environment_variable_the_stack_may_set_is_read_by_the_functions():
+    # Given the functions' code outside the list of names itself
+    lambdas = Path(__file__).resolve().parents[2] / "lambdas"
+    code = "\n".join(
+        path.read_text()
+        for path in lambdas.rglob("*.py")
+        if path != lambdas / "models" / "environment.py"
+    )
+
+    # Then every name is read through its member somewhere (an unread variable is dead)
+    unread = [name.name for name in EnvVar if f"EnvVar.{name.name}" not in code]
+    assert unread == []
+
+
+def test_flags_and_lists_written_as_the_stack_writes_them_read_back_as_given():
+    # Given values the stack writes with the settings' own writers
+    env = {
+        **BASE,
+        EnvVar.DRY_RUN: flag_env(True),
+        EnvVar.REQUIRE_IDENTITY_PROOF: flag_env(False),
+        EnvVar.ALLOWED_CLUSTERS: list_env(["ml-cluster-1", "ml-cluster-2"]),
+        EnvVar.HEALTH_CHECKS: list_env(["InstanceStress", "MultiNodeTrainingValidation"]),
+    }
+
+    # When the function reads its environment
+    settings = Settings.from_env(env)
+
+    # Then it has what the stack was given
+    assert settings.dry_run is True
+    assert settings.require_identity_proof is False
+    assert settings.allowed_clusters == {"ml-cluster-1", "ml-cluster-2"}
+    assert settings.health_checks == ("InstanceStress", "MultiNodeTrainingValidation")

@@ -1,0 +1,260 @@
+"""The tables the docs show of something the code holds, each compared with its code source.
+
+One function per table, taking the document's text and the code's value, returning what
+differs (empty: in step). tests/docs/test_tables_drift.py runs each on the real pair, and on
+pairs changed on one side only to show that the comparison notices.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from infra.stack.settings import Settings, SettingsError
+from infra.stack.template import resources_of_type
+from trainer_emitter.mapping import Rule
+
+ROW_SPLIT = re.compile(r"(?<!\\)\|")
+TICKED = re.compile(r"`([^`]+)`")
+IAM_ACTION = re.compile(r"^[a-z0-9-]+:[A-Z][A-Za-z]+$")
+RANGE = re.compile(r"integer, (-?\d+) \.\. (-?\d+)")
+EVERY_FUNCTION = "every function"
+FINAL = "final"
+
+
+def table_after(text: str, heading: str) -> list[list[str]]:
+    """The data rows (cells stripped) of the first table after the line that starts with
+    `heading`; AssertionError when there is no such line or no table after it."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(heading)]
+    assert starts, f"no line starts with {heading!r}"
+    rows: list[list[str]] = []
+    for line in lines[starts[0] + 1 :]:
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in ROW_SPLIT.split(line.strip())[1:-1]])
+        elif rows:
+            break
+    assert len(rows) > 2, f"no table after {heading!r}"
+    return rows[2:]  # the header and the |---| line
+
+
+def ticked(cell: str) -> list[str]:
+    return TICKED.findall(cell)
+
+
+def _differences(what: str, documented: Iterable[str], in_code: Iterable[str]) -> list[str]:
+    documented, in_code = set(documented), set(in_code)
+    found = []
+    if in_code - documented:
+        found.append(f"{what}: in the code, not in the doc: {sorted(in_code - documented)}")
+    if documented - in_code:
+        found.append(f"{what}: in the doc, not in the code: {sorted(documented - in_code)}")
+    return found
+
+
+# --- (a) docs/deploy.md, the `sdc:*` context keys vs infra/stack/settings.py -------------------------
+
+SETTINGS_HEADING = "## Settings: the `sdc:*` context keys"
+
+Parsers = Mapping[str, tuple[str, Callable[[str, Any], Any]]]
+
+
+def _in_effect(settings: Settings) -> Settings:
+    """The settings as they take effect (the pause switch's name filled in)."""
+    return replace(settings, pause_parameter=settings.pause_parameter_name)
+
+
+def settings_keys_drift(doc: str, parsers: Parsers, defaults: Settings) -> list[str]:
+    """The keys of the table against the keys the parsers accept; each documented default,
+    given as the value, against the default `Settings` (the same once in effect); each
+    documented integer range against the parser's bounds."""
+    rows = {ticked(row[0])[0]: row for row in table_after(doc, SETTINGS_HEADING)}
+    found = _differences("sdc:* keys", rows, parsers)
+    for key in sorted(rows.keys() & parsers.keys()):
+        _, kind, default, _ = rows[key]
+        attr, parse = parsers[key]
+        raw = ticked(default)[0].replace("<sdc:stackName>", defaults.stack_name)
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        try:
+            documented = (
+                defaults if value is None else replace(defaults, **{attr: parse(key, value)})
+            )
+        except SettingsError as err:
+            found.append(f"{key}: the documented default {raw!r} is refused: {err}")
+            continue
+        if _in_effect(documented) != _in_effect(defaults):
+            found.append(
+                f"{key}: documented default {raw!r}, the code's {getattr(defaults, attr)!r}"
+            )
+        bounds = RANGE.search(kind)
+        if bounds:
+            found.extend(_range_drift(key, parse, int(bounds[1]), int(bounds[2])))
+    return found
+
+
+def _range_drift(key: str, parse: Callable[[str, Any], Any], low: int, high: int) -> list[str]:
+    def accepts(value: int) -> bool:
+        try:
+            parse(key, value)
+        except SettingsError:
+            return False
+        return True
+
+    if [accepts(low - 1), accepts(low), accepts(high), accepts(high + 1)] != [
+        False,
+        True,
+        True,
+        False,
+    ]:
+        return [f"{key}: the documented range {low} .. {high} is not what the code accepts"]
+    return []
+
+
+# --- (b) README.md, "What a report publishes" vs trainer_emitter/mapping.py `Rule` ----------------
+
+MAPPING_HEADING = "### What a report publishes"
+
+
+def rule_row(rule: Rule) -> list[str]:
+    """A rule as the README's table shows it: evidence | role[: scope] | metric."""
+    role = f"{rule.role.value}: {rule.scope}" if rule.scope else rule.role.value
+    return [rule.evidence, role, f"`{rule.metric.value}`"]
+
+
+def report_mapping_drift(readme: str, rules: Iterable[Rule]) -> list[str]:
+    """The README's rows against the rules, row by row in order."""
+    documented = table_after(readme, MAPPING_HEADING)
+    expected = [rule_row(rule) for rule in rules]
+    found = []
+    for position in range(max(len(documented), len(expected))):
+        doc_row = documented[position] if position < len(documented) else None
+        code_row = expected[position] if position < len(expected) else None
+        if doc_row != code_row:
+            found.append(f"row {position + 1}: the doc has {doc_row}, the code {code_row}")
+    return found
+
+
+# --- (c) docs/deploy.md, "IAM, function by function" vs the synthesized roles ---------------------
+
+PERMISSIONS_HEADING = "## IAM, function by function"
+SAME_AS = re.compile(r"^the same as `([a-z_]+)`")
+
+
+def function_modules(template: Mapping[str, Any]) -> dict[str, str]:
+    """Function logical id → its handler module (`lambdas.handlers.<module>.handler`)."""
+    return {
+        logical_id: resource["Properties"]["Handler"].split(".")[2]
+        for logical_id, resource in resources_of_type(template, "AWS::Lambda::Function").items()
+    }
+
+
+def granted_actions(template: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Function module → the IAM actions its role allows beyond what every function's does."""
+    by_role: dict[str, set[str]] = {}
+    for policy in resources_of_type(template, "AWS::IAM::Policy").values():
+        allowed = {
+            action
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+            if statement["Effect"] == "Allow"
+            for action in (
+                statement["Action"]
+                if isinstance(statement["Action"], list)
+                else [statement["Action"]]
+            )
+        }
+        for role in policy["Properties"].get("Roles", []):
+            by_role.setdefault(role["Ref"], set()).update(allowed)
+    granted = {
+        module: by_role.get(
+            template["Resources"][logical_id]["Properties"]["Role"]["Fn::GetAtt"][0], set()
+        )
+        for logical_id, module in function_modules(template).items()
+    }
+    common = set.intersection(*granted.values())
+    return {module: actions - common for module, actions in granted.items()}
+
+
+def permissions_drift(doc: str, granted: Mapping[str, set[str]]) -> list[str]:
+    """Each row's IAM actions (in backticks, `service:Action`; "the same as `<function>`" for
+    another row's) against what the function's role allows beyond the common grants."""
+    rows = {ticked(row[0])[0]: row[1] for row in table_after(doc, PERMISSIONS_HEADING)}
+    found = _differences("functions", rows, granted)
+    for module in sorted(rows.keys() & granted.keys()):
+        text = rows[module]
+        same = SAME_AS.match(text)
+        if same:
+            text = rows.get(same[1], "")
+        documented = {token for token in ticked(text) if IAM_ACTION.match(token)}
+        found.extend(_differences(f"{module}'s actions", documented, granted[module]))
+    return found
+
+
+# --- (d) docs/pipeline.md, the functions' environment vs the synthesized functions ----------------
+
+ENVIRONMENT_HEADING = "Environment: read once"
+
+
+def function_environment(template: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Function module → the names of the environment variables the stack gives it."""
+    functions = resources_of_type(template, "AWS::Lambda::Function")
+    return {
+        module: set(functions[logical_id]["Properties"]["Environment"]["Variables"])
+        for logical_id, module in function_modules(template).items()
+    }
+
+
+def environment_drift(doc: str, environment: Mapping[str, set[str]]) -> list[str]:
+    """Each variable's functions ("every function", or the modules in backticks) against the
+    functions the stack gives it to."""
+    modules = set(environment)
+    getting: dict[str, set[str]] = {}
+    for module, names in environment.items():
+        for name in names:
+            getting.setdefault(name, set()).add(module)
+    rows = {ticked(row[0])[0]: row[1] for row in table_after(doc, ENVIRONMENT_HEADING)}
+    found = _differences("variables", rows, getting)
+    for name in sorted(rows.keys() & getting.keys()):
+        cell = rows[name]
+        documented = modules if cell == EVERY_FUNCTION else set(ticked(cell))
+        found.extend(_differences(f"functions given {name}", documented, getting[name]))
+    return found
+
+
+# --- (e) docs/pipeline.md, the incident states vs lambdas/logic/core/lifecycle.py ---------------------
+
+STATES_HEADING = "Incident states (`IncidentState`"
+
+
+def states_drift(
+    doc: str,
+    transitions: Mapping[Any, Iterable[Any]],
+    terminal: Iterable[Any],
+    states: Iterable[Any],
+) -> list[str]:
+    """Each state's row: where it may go (`TRANSITIONS`) or "final" (a terminal state)."""
+    rows = {ticked(row[0])[0]: row[1] for row in table_after(doc, STATES_HEADING)}
+    names = {str(state) for state in states}
+    final = {str(state) for state in terminal}
+    moves = {
+        str(state): {str(target) for target in targets} for state, targets in transitions.items()
+    }
+    found = _differences("states", rows, names)
+    for state in sorted(rows.keys() & names):
+        cell = rows[state]
+        if cell == FINAL:
+            if state not in final or moves.get(state):
+                found.append(
+                    f"{state}: final in the doc; in the code terminal: {state in final}, "
+                    f"goes to {sorted(moves.get(state, ()))}"
+                )
+        else:
+            found.extend(_differences(f"{state} goes to", ticked(cell), moves.get(state, set())))
+            if state in final:
+                found.append(f"{state}: terminal in the code, the doc moves it on")
+    return found
