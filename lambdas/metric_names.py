@@ -74,7 +74,7 @@ class PipelineMetric(StrEnum):
     STEP_RETRYABLE_ERRORS = "StepRetryableErrors"
     # reconciliation
     INCIDENTS_RECONCILED = "IncidentsReconciled"
-    """Stuck incidents a reconciliation run settled (lambdas.logic.safety.reconcile)."""
+    """Stuck incidents a reconciliation run settled (lambdas.logic.closing)."""
     RECONCILE_NEEDS_PERSON = "ReconcileNeedsPerson"
     """Stuck incidents a reconciliation run could not settle, each run: has an alarm."""
     STEP_FAILURES = "StepFailures"

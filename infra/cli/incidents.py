@@ -20,10 +20,9 @@ from infra.cli.render import (
     when,
 )
 from infra.cli.wiring import Operator
-from lambdas.logic.core.lifecycle import reboots_done
 from lambdas.logic.evidence import attached, cards
+from lambdas.logic.evidence.card_lines import approvals_line
 from lambdas.logic.evidence.recommendation import recommend
-from lambdas.logic.safety.decisions import approvals_line
 from lambdas.models.incident import IncidentState
 
 HOLD_PREFIX: Final = "hold-"
@@ -97,7 +96,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
         attached.reports(incident),
         incident.health_check.result if incident.health_check else None,
         job_level=incident.is_job,
-        rebooted=reboots_done(incident) > 0,
+        rebooted=incident.reboots > 0,
         unconfirmed=bool(incident.unconfirmed),
     )
     if args.json:

@@ -1,5 +1,5 @@
 """`sdc reconcile`: run the deployed reconcile function now and show what it did (the same run
-its schedule makes; lambdas.logic.safety.reconcile)."""
+its schedule makes; lambdas.logic.closing)."""
 
 from __future__ import annotations
 

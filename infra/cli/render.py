@@ -12,8 +12,8 @@ from typing import Any
 from infra.cli.approvals import ExecutionEnded
 from infra.cli.deployment import Deployment
 from lambdas.logic.core.audit import ChainVerdict
+from lambdas.logic.evidence.card_lines import approvals_line
 from lambdas.logic.evidence.cards import ApprovalCard, Section, render
-from lambdas.logic.safety.decisions import approvals_line
 from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold, HoldKind
 from lambdas.models.incident import Incident, IncidentState

@@ -19,8 +19,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from lambdas.adapters.identity import checked_request, principal_from
-from lambdas.logic.safety.decisions import BINDING_HEADER
-from lambdas.models.approvals import Principal
+from lambdas.models.approvals import BINDING_HEADER, Principal
 from lambdas.models.errors import IdentityRefused
 
 

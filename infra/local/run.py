@@ -498,7 +498,7 @@ class LocalRun:
 
     def reconcile(self) -> dict[str, Any]:
         """One run of the reconcile function, as its schedule starts it: what it settled, what
-        waits, what needs a person (lambdas.logic.safety.reconcile)."""
+        waits, what needs a person (lambdas.logic.closing)."""
         function = self.stack.function_by_handler("reconcile")
         event = new_event("Scheduled Event", "aws.events", {}, region=REGION, account=ACCOUNT)
         response = self.session.client("lambda").invoke(

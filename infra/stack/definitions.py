@@ -71,7 +71,7 @@ from infra.stack.asl import (
     when,
 )
 from infra.stack.settings import Settings
-from lambdas.logic.core.lifecycle import MAX_REBOOTS
+from lambdas.models.recovery import MAX_REBOOTS
 
 APPROVAL_TASK_TIMEOUT_ERRORS: Final = tuple(e for e in TIMEOUT_ERRORS if e != "States.Timeout")
 """The approval task retries a killed request_approval, never its own timeout (the approval

@@ -1,5 +1,5 @@
 """Reconciliation: the `reconcile` function on a schedule, and the alarms for what it and the
-notices cannot settle alone (lambdas.logic.safety.reconcile)."""
+notices cannot settle alone (lambdas.logic.closing)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class Reconciliation(Construct):
         self.rule = events.Rule(
             self,
             "Schedule",
-            description="Settle stuck incidents (lambdas.logic.safety.reconcile)",
+            description="Settle stuck incidents (lambdas.logic.closing)",
             schedule=events.Schedule.rate(RECONCILE_EVERY),
             targets=[targets.LambdaFunction(reconcile, retry_attempts=0)],
         )

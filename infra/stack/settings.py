@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from lambdas.logic.core.lifecycle import MAX_REBOOTS
 from lambdas.models.errors import SettingsError
 from lambdas.models.hyperpod import HealthCheck
 from lambdas.models.kubernetes import LABEL_KEY_RE
+from lambdas.models.recovery import MAX_REBOOTS
 from lambdas.models.settings import (
     APPROVER_PATTERN_RE,
     DEFAULT_APPROVALS_REQUIRED,

@@ -1,11 +1,11 @@
-"""Scheduled (and `sdc reconcile`): settle the incidents that are stuck (lambdas.logic.safety.reconcile)."""
+"""Scheduled (and `sdc reconcile`): settle the incidents that are stuck (lambdas.logic.closing)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lambdas.handlers._deps import deps
-from lambdas.logic.safety.reconcile import reconcile
+from lambdas.logic.closing import reconcile
 from lambdas.observability import logger, metrics, traced
 
 

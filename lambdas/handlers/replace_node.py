@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.handlers._deps import deps
-from lambdas.logic.replacement import replace_node
+from lambdas.logic.recovery import replace_node
 from lambdas.models.payloads import parse_incident_ref
 from lambdas.observability import logger, metrics, traced
 

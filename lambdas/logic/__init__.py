@@ -1,13 +1,16 @@
 """The pipeline's logic, stage by stage: no AWS SDK, only the ports (`ports.py`).
 
-On top, one module per stage of the pipeline, holding what the Lambda handlers call; `ports.py`
-says what the logic needs from the outside world. The machinery the stages share is in four
-folders, each saying what it holds:
+On top, one module per stage of the pipeline, in its order, holding what the Lambda handlers
+call: `intake` (reports and alarms in; a malformed event refused), `isolation`, `health_check`,
+`approval`, `recovery` (a reboot or a replacement) and `closing` (with the reconciliation of
+what nothing else moves); `ports.py` says what the logic needs from the outside world. The
+machinery the stages share is in four folders, each saying what it holds. None of it imports a
+stage, and each folder imports only those above it in this list:
 
+- `evidence/`: what an approver weighs, and the cards and notices that word it;
 - `core/`: the step every handler runs as, identifiers, states and transitions, the audit log;
-- `opening/`: how a claim becomes an incident (or is held);
 - `safety/`: what keeps the pipeline from acting wrongly, widely or twice;
-- `evidence/`: what an approver weighs, and the cards and notices that word it.
+- `opening/`: how a claim becomes an incident (or is held).
 
 `STAGES` below is the map from each handler to the function it calls and the state-machine
 states that invoke it (a test holds it against the handlers and the synthesized definitions):
@@ -21,12 +24,12 @@ states that invoke it (a test holds it against the handlers and the synthesized 
 | `check_health`         | `health_check.check_health`        | CheckHealth                     |
 | `request_approval`     | `approval.request_approval`        | RequestApproval (task token)    |
 | `decide`               | `approval.decide`                  | Decide (approval state machine) |
-| `reboot_node`          | `reboot.reboot_node`               | RebootNode                      |
-| `check_reboot`         | `reboot.check_reboot`              | CheckReboot                     |
-| `replace_node`         | `replacement.replace_node`         | ReplaceNode                     |
-| `check_replacement`    | `replacement.check_replacement`    | CheckReplacement                |
+| `reboot_node`          | `recovery.reboot_node`             | RebootNode                      |
+| `check_reboot`         | `recovery.check_reboot`            | CheckReboot                     |
+| `replace_node`         | `recovery.replace_node`            | ReplaceNode                     |
+| `check_replacement`    | `recovery.check_replacement`       | CheckReplacement                |
 | `close_incident`       | `closing.close_incident`           | every Close* state              |
-| `reconcile`            | `safety.reconcile.reconcile`       | a schedule, `sdc reconcile`     |
+| `reconcile`            | `closing.reconcile`                | a schedule, `sdc reconcile`     |
 | `verify_audit`         | `core.audit_check.check_audit`     | a schedule                      |
 
 A malformed event is refused by the intake handlers with `intake.refuse`.
@@ -54,10 +57,10 @@ STAGES: Final = (
     Stage("check_health", "health_check:check_health", ("CheckHealth",)),
     Stage("request_approval", "approval:request_approval", ("RequestApproval",)),
     Stage("decide", "approval:decide", ("Decide",)),
-    Stage("reboot_node", "reboot:reboot_node", ("RebootNode",)),
-    Stage("check_reboot", "reboot:check_reboot", ("CheckReboot",)),
-    Stage("replace_node", "replacement:replace_node", ("ReplaceNode",)),
-    Stage("check_replacement", "replacement:check_replacement", ("CheckReplacement",)),
+    Stage("reboot_node", "recovery:reboot_node", ("RebootNode",)),
+    Stage("check_reboot", "recovery:check_reboot", ("CheckReboot",)),
+    Stage("replace_node", "recovery:replace_node", ("ReplaceNode",)),
+    Stage("check_replacement", "recovery:check_replacement", ("CheckReplacement",)),
     Stage(
         "close_incident",
         "closing:close_incident",
@@ -72,6 +75,6 @@ STAGES: Final = (
             "CloseFailed",
         ),
     ),
-    Stage("reconcile", "safety.reconcile:reconcile", ()),
+    Stage("reconcile", "closing:reconcile", ()),
     Stage("verify_audit", "core.audit_check:check_audit", ()),
 )

@@ -8,10 +8,11 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from lambdas.logic.core import ids, lifecycle
+from lambdas.logic.core.history import past_incidents
 from lambdas.logic.core.measures import elapsed, report_waiting
 from lambdas.logic.core.steps import Step, deliver, error_details
 from lambdas.logic.evidence import attached, cards, chat, hyperpod_view, telemetry
-from lambdas.logic.evidence.history import past_incidents
+from lambdas.logic.evidence.card_lines import approvals_line
 from lambdas.logic.evidence.recommendation import Recommendation, recommend
 from lambdas.logic.opening import proceeding
 from lambdas.logic.ports import Deps
@@ -19,7 +20,6 @@ from lambdas.logic.safety import guard
 from lambdas.logic.safety.decisions import (
     ValidDecision,
     approval_binding,
-    approvals_line,
     check_accepts_decision,
     validate_decision,
 )
@@ -129,7 +129,7 @@ def _card(
         health,
         [p.incident_id for p in history if p.counts_as_history],
         job_level=incident.is_job,
-        rebooted=lifecycle.reboots_done(incident) > 0,
+        rebooted=incident.reboots > 0,
         unconfirmed=bool(incident.unconfirmed),
     )
     return cards.approval_card(incident, step.deps.settings, advice, history), advice, history

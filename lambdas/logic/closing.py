@@ -1,22 +1,52 @@
-"""Closing: the end of every path of the remediation state machine, failed included."""
+"""Closing: the end of every path of the remediation state machine, failed included; and
+reconciliation, which settles the incidents that nothing else will move (closing them, giving
+their node back, or sending their card again).
+
+## Reconciliation
+
+The incidents that nothing else will move, settled from HyperPod's and Step Functions' own
+state.
+
+Run on a schedule (the `reconcile` function) and by operators (`sdc reconcile`). Each run looks
+for what can be stuck and does what it can:
+
+| finding | what is stuck | settled by |
+|---|---|---|
+| `recovery_unknown` | a failure close kept the node (a reboot or replacement may have been running) | HyperPod reports the node Running again after a reboot, or gone: isolation lifted, lock and guard slot given back |
+| `close_failed` | the incident was marked failed but its close never finished | closing it as failed (which keeps the node if a recovery may be running) |
+| `execution_ended` | an open incident whose remediation execution is not running | closing it: `expired` when its approval timed out undecided, else `failed` |
+| `card_undelivered` | the approval card never went out | sending it again |
+| `orphan_slot` | a guard slot (and lock) held by an incident that is closed or unknown | releasing them (and any isolation still due) |
+| `approval_overdue` | an approval still waiting well past its timeout with its execution running | a person (alarm) |
+
+What it cannot settle within `RECOVERY_PATIENCE_SECONDS` (a node still not Running, a
+replacement that never happened) is audited once as `reconcile_needs_person` and counted in
+`ReconcileNeedsPerson`, which has an alarm. Everything it does is audited (`reconciled`).
+"""
 
 from __future__ import annotations
 
-from lambdas.logic import isolation
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+from lambdas.logic import approval, isolation
 from lambdas.logic.core import lifecycle
+from lambdas.logic.core.history import record_history
 from lambdas.logic.core.measures import elapsed, report_waiting
-from lambdas.logic.core.steps import Step, send_notice
+from lambdas.logic.core.steps import Step, node_status_of, send_notice
 from lambdas.logic.evidence import cards
-from lambdas.logic.evidence.history import record_history
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.metric_names import closed_metric
 from lambdas.models.audit import AuditAction
-from lambdas.models.errors import ErrorRecord
+from lambdas.models.errors import ErrorRecord, ExecutionNotFound
 from lambdas.models.guard import HoldKind
+from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.notices import NoticeKind
-from lambdas.models.payloads import CloseRequest, CloseResult
+from lambdas.models.payloads import CloseRequest, CloseResult, Outcome
 from lambdas.observability import count, logger, seconds
 
 S = IncidentState
@@ -58,7 +88,7 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
         )
     if incident.state is S.FAILED and lifecycle.recovery_in_flight(incident):
         # Never release a node mid-recovery: isolation, lock and slot stay until
-        # reconciliation sees HyperPod's own answer (lambdas.logic.safety.reconcile).
+        # reconciliation sees HyperPod's own answer (lambdas.logic.closing).
         incident = _hand_to_reconciliation(step, incident)
     elif not lifecycle.awaiting_reconciliation(incident):
         release_node(step, incident)
@@ -162,3 +192,281 @@ def _notify_close(step: Step, incident: Incident) -> None:
         AuditAction.CLOSED_NOTIFIED,
         incident,
     )
+
+
+# -- reconciliation ----------------------------------------------------------------------------
+
+RECOVERY_PATIENCE_SECONDS: Final = 6 * 3600
+"""A recovery with no outcome this long after the close kept its node needs a person."""
+APPROVAL_GRACE_SECONDS: Final = 3600
+"""An approval still waiting this long past its timeout (its execution should have expired
+it) needs a person."""
+ITEM_SECONDS: Final = 90.0
+"""A run starts another incident only with at least this much time left (what closing one
+may take: the close_incident function's own timeout)."""
+OPEN_STATES: Final = tuple(s for s in IncidentState if not s.terminal)
+
+
+class Finding(StrEnum):
+    RECOVERY_UNKNOWN = "recovery_unknown"
+    CLOSE_FAILED = "close_failed"
+    EXECUTION_ENDED = "execution_ended"
+    CARD_UNDELIVERED = "card_undelivered"
+    ORPHAN_SLOT = "orphan_slot"
+    APPROVAL_OVERDUE = "approval_overdue"
+
+
+class Verdict(StrEnum):
+    SETTLED = "settled"
+    WAITING = "waiting"
+    """Not settled yet, within its patience (a node still rebooting, a topic still down)."""
+    NEEDS_PERSON = "needs_person"
+
+
+@dataclass
+class Result:
+    settled: list[dict[str, Any]] = field(default_factory=list)
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    needs_person: list[dict[str, Any]] = field(default_factory=list)
+    unfinished: bool = False
+    """The run stopped for time before it looked at everything; the next run goes on."""
+
+    def add(self, incident_id: str, finding: Finding, verdict: Verdict, why: str) -> None:
+        entry = {"incident_id": incident_id, "finding": finding.value, "why": why}
+        {
+            Verdict.SETTLED: self.settled,
+            Verdict.WAITING: self.waiting,
+            Verdict.NEEDS_PERSON: self.needs_person,
+        }[verdict].append(entry)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "settled": self.settled,
+            "waiting": self.waiting,
+            "needs_person": self.needs_person,
+            "unfinished": self.unfinished,
+        }
+
+
+def reconcile(deps: Deps, time_left: Callable[[], float] | None = None) -> dict[str, Any]:
+    """One reconciliation run over every stuck incident (the module docstring); `time_left`:
+    seconds left to the run (the function's remaining time)."""
+    step = Step(deps, "reconcile")
+    result = Result()
+    for check in (_failed, _open, _slots):
+        for incident_id, act in check(step):
+            if time_left is not None and time_left() < ITEM_SECONDS:
+                result.unfinished = True
+                break
+            finding, verdict, why = act()
+            _record(step, incident_id, finding, verdict, why)
+            result.add(incident_id, finding, verdict, why)
+    logger.info(
+        "reconciled",
+        settled=len(result.settled),
+        waiting=len(result.waiting),
+        needs_person=len(result.needs_person),
+    )
+    return result.to_record()
+
+
+Act = Callable[[], tuple[Finding, Verdict, str]]
+
+
+def _failed(step: Step) -> list[tuple[str, Act]]:
+    """Failed incidents whose node was kept for a recovery, or whose close never ran."""
+    found: list[tuple[str, Act]] = []
+    for listed in step.deps.incidents.in_state(S.FAILED):
+        if not (lifecycle.awaiting_reconciliation(listed) or listed.closed_at is None):
+            continue
+        incident = _fresh(step, listed)  # the index lags: judge by the record itself
+        if incident is None or incident.state is not S.FAILED:
+            continue
+        if lifecycle.awaiting_reconciliation(incident):
+            found.append((incident.incident_id, _bind(_settle_recovery, step, incident)))
+        elif incident.closed_at is None and not _running(step, incident):
+            found.append((incident.incident_id, _bind(_close_failed, step, incident)))
+    return found
+
+
+def _open(step: Step) -> list[tuple[str, Act]]:
+    """Open incidents whose execution ended, whose card never went out, or whose approval is
+    long overdue."""
+    found: list[tuple[str, Act]] = []
+    for state in OPEN_STATES:
+        for listed in step.deps.incidents.in_state(state):
+            if not listed.execution_arn:
+                continue  # opening starts its execution; the next alarm retries that
+            running = _running(step, listed)
+            waiting = listed.state is S.AWAITING_APPROVAL and not listed.decision
+            if running and not (waiting and (listed.card_undelivered or _overdue(step, listed))):
+                continue
+            incident = _fresh(step, listed)  # the index lags: judge by the record itself
+            if incident is None or incident.state.terminal:
+                continue
+            if not running:
+                found.append((incident.incident_id, _bind(_close_ended, step, incident)))
+            elif incident.state is S.AWAITING_APPROVAL and not incident.decision:
+                if incident.card_undelivered:
+                    found.append((incident.incident_id, _bind(_resend, step, incident)))
+                elif _overdue(step, incident):
+                    found.append((incident.incident_id, _bind(_overdue_approval, incident)))
+    return found
+
+
+def _fresh(step: Step, listed: Incident) -> Incident | None:
+    return step.deps.incidents.get(listed.incident_id)
+
+
+def _slots(step: Step) -> list[tuple[str, Act]]:
+    """Guard slots held by incidents that are closed (and not kept for a recovery) or gone."""
+    found: list[tuple[str, Act]] = []
+    deps = step.deps
+    for cluster in sorted(deps.settings.allowed_clusters):
+        for incident_id in deps.guard.guard_state(cluster).open_ids:
+            incident = deps.incidents.get(incident_id)
+            if incident is None:
+                found.append(
+                    (incident_id, _bind(_release_unknown_slot, step, cluster, incident_id))
+                )
+            elif (
+                incident.state.terminal
+                and incident.closed_at is not None
+                and not lifecycle.awaiting_reconciliation(incident)
+            ):
+                found.append((incident_id, _bind(_release_closed, step, incident)))
+    return found
+
+
+# -- the settlements ---------------------------------------------------------------------------
+
+
+def _settle_recovery(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]:
+    """Release the kept node once HyperPod says the recovery is over: gone (replaced), or
+    Running again after a reboot."""
+    finding = Finding.RECOVERY_UNKNOWN
+    status, _ = node_status_of(step.deps, incident)
+    rebooting = bool(incident.reboot and incident.reboot.asked and not incident.reboot.done)
+    if status == NodeStatus.NOT_FOUND or (rebooting and status == NodeStatus.RUNNING):
+        at = step.now()
+        incident = release_node(step, incident)
+
+        def settled(current: Incident) -> bool:
+            current.reconciled_at = at
+            current.node_status = status
+            return True
+
+        step.update(incident.incident_id, settled, incident)
+        return finding, Verdict.SETTLED, f"HyperPod reports the node {status}: node released"
+    waited = elapsed(incident.recovery_unknown or incident.updated_at, step.deps.clock.now())
+    why = f"the node is {status} {int(waited)} s after the close kept it"
+    if waited >= RECOVERY_PATIENCE_SECONDS:
+        return finding, Verdict.NEEDS_PERSON, why
+    return finding, Verdict.WAITING, why
+
+
+def _close_failed(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]:
+    closed = close_incident(CloseRequest(incident.incident_id, Outcome.FAILED, None), step.deps)
+    return Finding.CLOSE_FAILED, Verdict.SETTLED, f"closed as {closed['state']}"
+
+
+def _close_ended(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]:
+    status = _execution_status(step, incident)
+    expired = (
+        incident.state is S.AWAITING_APPROVAL
+        and not incident.decision
+        and _overdue(step, incident, grace=0)
+    )
+    outcome = Outcome.EXPIRED if expired else Outcome.FAILED
+    error = {
+        "Error": "ExecutionEnded",
+        "Cause": f"the remediation execution is {status or 'unknown to Step Functions'} while "
+        f"the incident was {incident.state}",
+    }
+    closed = close_incident(
+        CloseRequest(incident.incident_id, outcome, None if expired else error), step.deps
+    )
+    return (
+        Finding.EXECUTION_ENDED,
+        Verdict.SETTLED,
+        f"execution {status}: closed as {closed['state']}",
+    )
+
+
+def _resend(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]:
+    if approval.resend_card(step, incident):
+        return Finding.CARD_UNDELIVERED, Verdict.SETTLED, "the approval card went out"
+    return Finding.CARD_UNDELIVERED, Verdict.NEEDS_PERSON, "the approval card still cannot go out"
+
+
+def _overdue_approval(incident: Incident) -> tuple[Finding, Verdict, str]:
+    return (
+        Finding.APPROVAL_OVERDUE,
+        Verdict.NEEDS_PERSON,
+        f"waiting for a decision since {incident.approval_requested_at}, past its timeout, "
+        "with its execution still running",
+    )
+
+
+def _release_unknown_slot(
+    step: Step, cluster: str, incident_id: str
+) -> tuple[Finding, Verdict, str]:
+    step.deps.guard.release_slot(cluster, incident_id)
+    return Finding.ORPHAN_SLOT, Verdict.SETTLED, "no such incident: its guard slot released"
+
+
+def _release_closed(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]:
+    """A close that saved the final state and died before the rest: closing again (with the
+    state it closed in) finishes it: isolation, lock and slot released, audit, notice."""
+    close_incident(
+        CloseRequest(incident.incident_id, Outcome(incident.state.value), None), step.deps
+    )
+    return (
+        Finding.ORPHAN_SLOT,
+        Verdict.SETTLED,
+        f"closed as {incident.state}: its close finished (lock, guard slot, isolation released)",
+    )
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _bind(fn: Callable[..., tuple[Finding, Verdict, str]], *args: Any) -> Act:
+    return lambda: fn(*args)
+
+
+def _running(step: Step, incident: Incident) -> bool:
+    if not incident.execution_arn:
+        return False
+    return _execution_status(step, incident) == "RUNNING"
+
+
+def _execution_status(step: Step, incident: Incident) -> str | None:
+    """The remediation execution's status as Step Functions reports it; None when it does not
+    know the execution."""
+    try:
+        return step.deps.workflow.describe_execution(str(incident.execution_arn)).status
+    except ExecutionNotFound:
+        return None
+
+
+def _overdue(step: Step, incident: Incident, grace: int = APPROVAL_GRACE_SECONDS) -> bool:
+    timeout = step.deps.settings.approval_timeout_seconds
+    if timeout is None or not incident.approval_requested_at:
+        return False
+    waited = elapsed(incident.approval_requested_at, step.deps.clock.now())
+    return waited >= timeout + grace
+
+
+def _record(step: Step, incident_id: str, finding: Finding, verdict: Verdict, why: str) -> None:
+    details = {"finding": finding.value, "verdict": verdict.value, "why": why}
+    if verdict is Verdict.SETTLED:
+        step.audit(incident_id, AuditAction.RECONCILED, details)
+        count(M.INCIDENTS_RECONCILED)
+        return
+    if verdict is Verdict.NEEDS_PERSON:
+        count(M.RECONCILE_NEEDS_PERSON)
+        entries = step.deps.audit.entries(incident_id)
+        if not entries or entries[-1].action != AuditAction.RECONCILE_NEEDS_PERSON:
+            step.audit(incident_id, AuditAction.RECONCILE_NEEDS_PERSON, details)
+        logger.warning("needs a person", incident_id=incident_id, finding=finding.value)

@@ -50,7 +50,7 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
     written ahead (`requesting_at`) so that a retry after a crash does not start a second check
     on a node whose check already runs.
 
-    After an approved reboot (`lambdas.logic.reboot`) it runs once more: the earlier result is
+    After an approved reboot (`lambdas.logic.recovery`) it runs once more: the earlier result is
     kept under `before_reboot` and the new record says `after_reboot`."""
     step = Step(deps, "start_health_check")
     with step.failing_visibly(ref.incident_id):

@@ -6,9 +6,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from lambdas.models._record import known_fields
+
+BINDING_HEADER: Final = "x-sdc-approval"
+"""The signed header that binds an identity proof to one decision (as `x-k8s-aws-id` binds an
+EKS token to one cluster): STS ignores it, but its signature covers it, so the proof is
+accepted for this value only."""
 
 
 class PrincipalSource(StrEnum):

@@ -117,7 +117,7 @@ class Incident:
     """Whether the suspect node is cordoned and tainted while the incident is open, and what
     was changed on it (`lambdas.logic.isolation`)."""
     reboot: RebootRecord | None = None
-    """The reboot an approver chose (`lambdas.logic.reboot`): its decision, the request and
+    """The reboot an approver chose (`lambdas.logic.recovery`): its decision, the request and
     its answer, the node's status until it was Running again, and the path that acted."""
     telemetry: TelemetryRecord | None = None
     """What the GPU's hardware counters showed when the approval was requested
@@ -131,7 +131,7 @@ class Incident:
     shown in their own section of the card."""
     card_undelivered: str | None = None
     """When the approval card last failed to go out (the notice was refused after its retries);
-    None once it went out. Reconciliation sends it again (`lambdas.logic.safety.reconcile`)."""
+    None once it went out. Reconciliation sends it again (`lambdas.logic.closing`)."""
     recovery_unknown: str | None = None
     """When a failure close found a reboot or replacement that may still be running: the node
     keeps its isolation, lock and guard slot until reconciliation settles it from HyperPod's
@@ -160,6 +160,11 @@ class Incident:
     def decided(self) -> Decision | None:
         """The approver's decision, if one is recorded."""
         return self.decision.decision if self.decision else None
+
+    @property
+    def reboots(self) -> int:
+        """How many reboots this pipeline has started for it (at most `MAX_REBOOTS`)."""
+        return (self.reboot.count or 0) if self.reboot else 0
 
     @property
     def reboot_done(self) -> bool:

@@ -1,6 +1,6 @@
 """The approver's decision (`Incident.decision`) and what carried it out: the replacement
 (`Incident.replacement`) or the reboot (`Incident.reboot`), written by `lambdas.logic.approval`,
-`lambdas.logic.safety.carrying_out`, `lambdas.logic.replacement` and `lambdas.logic.reboot`.
+`lambdas.logic.safety.carrying_out`, `lambdas.logic.recovery` and `lambdas.logic.recovery`.
 
 Stored as the steps write them: a key a step has not written yet is absent, except the ones
 each request writes even when it has no value (`path`, `requested_at`; the replacement's
@@ -10,10 +10,13 @@ each request writes even when it has no value (`path`, `requested_at`; the repla
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from lambdas.models._record import known_fields, present
 from lambdas.models.payloads import Decision
+
+MAX_REBOOTS: Final = 1
+"""Reboots per incident: after one, the approver chooses between replacing and rejecting."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +148,7 @@ class RebootRecord(Recovery):
     decision: DecisionRecord | None = None
     """The reboot decision, kept here when the approval asks again after the reboot."""
     count: int | None = None
-    """Which reboot of the incident this is (`lambdas.logic.core.lifecycle.MAX_REBOOTS`)."""
+    """Which reboot of the incident this is (`MAX_REBOOTS`)."""
     polls: int = 0
     seen_down: bool = False
     """A poll saw the node in a status other than Running since the request."""

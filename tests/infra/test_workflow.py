@@ -14,7 +14,7 @@ from infra.stack.template import (
     placeholder_arns,
     state_machine_definitions,
 )
-from lambdas.logic.core.lifecycle import MAX_REBOOTS
+from lambdas.models.recovery import MAX_REBOOTS
 from tests.infra.conftest import CONTEXT, VARIANT_CONTEXT
 from tests.infra.template_tools import definition
 

@@ -33,7 +33,7 @@ from lambdas.adapters.dynamodb.keys import hold_key
 from lambdas.adapters.identity import PROOF_PREFIX, checked_request
 from lambdas.logic.core.audit import GENESIS, Auditor, empty_chain, seal
 from lambdas.logic.ports import SystemClock
-from lambdas.logic.safety.decisions import BINDING_HEADER
+from lambdas.models.approvals import BINDING_HEADER
 from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident
 from tests.conftest import load_fixture

@@ -22,7 +22,7 @@ from lambdas.adapters.identity import (
     sign_identity_proof,
 )
 from lambdas.logic.core.audit import GENESIS, seal
-from lambdas.logic.safety.decisions import BINDING_HEADER
+from lambdas.models.approvals import BINDING_HEADER
 from lambdas.models.errors import IdentityRefused
 
 REGION = "us-west-2"

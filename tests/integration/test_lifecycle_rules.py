@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from lambdas.adapters.events import EventBridgeLifecycleEvents
-from lambdas.logic import closing, replacement
+from lambdas.logic import closing, recovery
 from lambdas.models.errors import DependencyFailed
 from lambdas.models.lifecycle_event import (
     LIFECYCLE_DETAIL_TYPE,
@@ -83,8 +83,8 @@ def replaced_on_eventbridge() -> str:
     )
     incident_id = world.decided("approve")
     ref = IncidentRef(incident_id)
-    replacement.replace_node(ref, world.deps)
-    while not replacement.check_replacement(ref, world.deps)["done"]:
+    recovery.replace_node(ref, world.deps)
+    while not recovery.check_replacement(ref, world.deps)["done"]:
         pass
     closing.close_incident(CloseRequest(incident_id, Outcome.REPLACED, None), world.deps)
     return incident_id

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import re
 
-from lambdas.logic import closing, intake, replacement
+from lambdas.logic import closing, intake, recovery
 from lambdas.logic.evidence import attached, cards
 from lambdas.logic.evidence.recommendation import Advice, Recommendation
 from lambdas.models.payloads import CloseRequest, Decision, IncidentRef, Outcome
@@ -104,8 +104,8 @@ def test_console_link_needs_a_state_machine_arn():
 def test_the_close_notice_of_a_dry_run_says_it_would_have_replaced(world):
     world.settings = settings(dry_run=True)
     incident_id = world.decided("approve")
-    replacement.replace_node(IncidentRef(incident_id), world.deps)
-    replacement.check_replacement(IncidentRef(incident_id), world.deps)
+    recovery.replace_node(IncidentRef(incident_id), world.deps)
+    recovery.check_replacement(IncidentRef(incident_id), world.deps)
 
     closing.close_incident(CloseRequest(incident_id, Outcome.REPLACED, None), world.deps)
 

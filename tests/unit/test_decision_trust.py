@@ -10,7 +10,7 @@ import pytest
 
 from lambdas.logic import approval
 from lambdas.logic.core import ids
-from lambdas.logic.safety.decisions import approvals_line
+from lambdas.logic.evidence.card_lines import approvals_line
 from lambdas.models.errors import DecisionRefused, ServiceUnavailable, Throttled
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import DecisionRequest

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lambdas.logic import approval, closing, health_check, intake, replacement
+from lambdas.logic import approval, closing, health_check, intake, recovery
 from lambdas.logic.safety import guard
 from lambdas.models.errors import DecisionRefused, DependencyFailed
 from lambdas.models.events import parse_contributor_event
@@ -169,7 +169,7 @@ def test_pausing_holds_an_approved_incident_before_the_replacement(world):
     incident_id = world.decided("approve")
     world.switch.value = "true"
 
-    result = replacement.replace_node(IncidentRef(incident_id), world.deps)
+    result = recovery.replace_node(IncidentRef(incident_id), world.deps)
 
     assert result == {"status": "held"}
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []

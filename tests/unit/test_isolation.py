@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import approval, closing, isolation, replacement
+from lambdas.logic import approval, closing, isolation, recovery
 from lambdas.logic.evidence import cards
 from lambdas.logic.evidence.recommendation import recommend
 from lambdas.logic.ports import Deps
@@ -267,8 +267,8 @@ def test_a_replaced_node_is_not_released_and_the_record_says_it_is_gone():
     incident_id = world.awaiting_approval(isolated=True)
     approval.decide(world.decision(incident_id, "approve"), world.deps)
     ref = IncidentRef(incident_id)
-    replacement.replace_node(ref, world.deps)
-    while not replacement.check_replacement(ref, world.deps)["done"]:
+    recovery.replace_node(ref, world.deps)
+    while not recovery.check_replacement(ref, world.deps)["done"]:
         pass
 
     close(world, incident_id, Outcome.REPLACED)
@@ -284,8 +284,8 @@ def test_a_dry_run_replacement_leaves_the_node_in_place_so_it_is_released():
     incident_id = world.awaiting_approval(isolated=True)
     approval.decide(world.decision(incident_id, "approve"), world.deps)
     ref = IncidentRef(incident_id)
-    replacement.replace_node(ref, world.deps)
-    replacement.check_replacement(ref, world.deps)
+    recovery.replace_node(ref, world.deps)
+    recovery.check_replacement(ref, world.deps)
 
     close(world, incident_id, Outcome.REPLACED)
 

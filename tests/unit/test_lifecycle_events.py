@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 
-from lambdas.logic import closing, intake, replacement
+from lambdas.logic import closing, intake, recovery
 from lambdas.models.errors import DependencyFailed
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
@@ -24,8 +24,8 @@ SCHEMA = json.loads((ROOT / SCHEMA_FILE).read_text())
 def replaced(world: World) -> str:
     incident_id = world.decided("approve")
     ref = IncidentRef(incident_id)
-    replacement.replace_node(ref, world.deps)
-    while not replacement.check_replacement(ref, world.deps)["done"]:
+    recovery.replace_node(ref, world.deps)
+    while not recovery.check_replacement(ref, world.deps)["done"]:
         pass
     closing.close_incident(CloseRequest(incident_id, Outcome.REPLACED, None), world.deps)
     return incident_id

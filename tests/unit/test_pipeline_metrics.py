@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from lambdas.logic import approval, closing, replacement
+from lambdas.logic import approval, closing, recovery
 from lambdas.metric_names import (
     CLOSE_OUTCOMES,
     PipelineMetric,
@@ -47,8 +47,8 @@ def close(world: World, incident_id: str, outcome: Outcome) -> None:
 def replaced(world: World) -> str:
     world.hyperpod.replacement_polls = 0
     incident_id = world.decided("approve")
-    replacement.replace_node(IncidentRef(incident_id), world.deps)
-    replacement.check_replacement(IncidentRef(incident_id), world.deps)
+    recovery.replace_node(IncidentRef(incident_id), world.deps)
+    recovery.check_replacement(IncidentRef(incident_id), world.deps)
     return incident_id
 
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from lambdas.logic import approval, closing, health_check, reboot
+from lambdas.logic import approval, closing, health_check, recovery
 from lambdas.models.errors import (
     DecisionRefused,
     InvalidTransition,
@@ -35,13 +35,13 @@ def ref(incident_id: str) -> IncidentRef:
 
 def rebooting(world: World) -> str:
     incident_id = world.decided("reboot")
-    assert reboot.reboot_node(ref(incident_id), world.deps) == {"status": "requested"}
+    assert recovery.reboot_node(ref(incident_id), world.deps) == {"status": "requested"}
     return incident_id
 
 
 def wait_until_back(world: World, incident_id: str, *, limit: int = 10) -> dict:
     for _ in range(limit):
-        status = reboot.check_reboot(ref(incident_id), world.deps)
+        status = recovery.check_reboot(ref(incident_id), world.deps)
         if status["done"] or status["gone"]:
             return status
     raise AssertionError(f"the reboot of {incident_id} did not end in {limit} polls")
@@ -68,7 +68,7 @@ def test_reboot_node_refuses_an_incident_without_a_reboot_decision(world):
     incident_id = world.decided("approve")
 
     with pytest.raises(RebootNotApproved):
-        reboot.reboot_node(ref(incident_id), world.deps)
+        recovery.reboot_node(ref(incident_id), world.deps)
 
     assert world.hyperpod.calls_to(REBOOT) == []
 
@@ -101,7 +101,7 @@ def test_each_failed_code_of_the_reboot_is_read_as_for_the_replacement(world, co
     incident_id = world.decided("reboot")
     world.hyperpod.inject_batch_failure(REBOOT, INSTANCE, code)
 
-    result = reboot.reboot_node(ref(incident_id), world.deps)
+    result = recovery.reboot_node(ref(incident_id), world.deps)
 
     assert result == {"status": status}
     entry = world.audit.entries(incident_id)[-1]
@@ -113,8 +113,8 @@ def test_a_retried_reboot_after_a_retry_code_is_sent_again_and_then_requested(wo
     incident_id = world.decided("reboot")
     world.hyperpod.inject_batch_failure(REBOOT, INSTANCE, "InvalidInstanceStatus")
 
-    first = reboot.reboot_node(ref(incident_id), world.deps)
-    second = reboot.reboot_node(ref(incident_id), world.deps)
+    first = recovery.reboot_node(ref(incident_id), world.deps)
+    second = recovery.reboot_node(ref(incident_id), world.deps)
 
     assert (first, second) == ({"status": "retry"}, {"status": "requested"})
     assert len(world.hyperpod.calls_to(REBOOT)) == 2
@@ -125,7 +125,7 @@ def test_a_node_that_is_gone_before_the_reboot_is_not_rebooted(world):
     incident_id = world.decided("reboot")
     del world.hyperpod.clusters[CLUSTER].nodes[INSTANCE]
 
-    assert reboot.reboot_node(ref(incident_id), world.deps) == {"status": "gone"}
+    assert recovery.reboot_node(ref(incident_id), world.deps) == {"status": "gone"}
     assert world.hyperpod.calls_to(REBOOT) == []
 
 
@@ -133,7 +133,7 @@ def test_a_dry_run_reboot_calls_nothing_and_is_recorded_as_would_reboot():
     world = World(settings=settings(dry_run=True))
     incident_id = world.decided("reboot")
 
-    assert reboot.reboot_node(ref(incident_id), world.deps) == {"status": "dry_run"}
+    assert recovery.reboot_node(ref(incident_id), world.deps) == {"status": "dry_run"}
     assert world.hyperpod.calls_to(REBOOT) == []
     assert "reboot_would_reboot" in world.audit.actions(incident_id)
     assert wait_until_back(world, incident_id)["done"] is True
@@ -143,7 +143,7 @@ def test_a_paused_pipeline_holds_the_reboot_before_anything_is_called(world):
     incident_id = world.decided("reboot")
     world.switch.value = "true"
 
-    assert reboot.reboot_node(ref(incident_id), world.deps) == {"status": "held"}
+    assert recovery.reboot_node(ref(incident_id), world.deps) == {"status": "held"}
     assert world.hyperpod.calls_to(REBOOT) == []
     assert world.incident(incident_id).hold.kind == "paused"
 
@@ -166,11 +166,11 @@ def test_the_reboot_is_done_once_the_node_is_running_again(world):
 def test_a_node_that_stays_running_counts_as_rebooted_only_after_two_polls(world):
     incident_id = world.decided("reboot")
     world.hyperpod.reboot_polls = 0
-    reboot.reboot_node(ref(incident_id), world.deps)
+    recovery.reboot_node(ref(incident_id), world.deps)
     world.hyperpod.advance()  # the reboot is over before the first poll sees it
 
-    first = reboot.check_reboot(ref(incident_id), world.deps)
-    second = reboot.check_reboot(ref(incident_id), world.deps)
+    first = recovery.check_reboot(ref(incident_id), world.deps)
+    second = recovery.check_reboot(ref(incident_id), world.deps)
 
     assert (first["done"], second["done"]) == (False, True)
 
@@ -178,9 +178,9 @@ def test_a_node_that_stays_running_counts_as_rebooted_only_after_two_polls(world
 def test_a_node_that_never_comes_back_stays_not_done(world):
     incident_id = world.decided("reboot")
     world.hyperpod.set_reboot_returns(CLUSTER, INSTANCE, returns=False)
-    reboot.reboot_node(ref(incident_id), world.deps)
+    recovery.reboot_node(ref(incident_id), world.deps)
 
-    results = [reboot.check_reboot(ref(incident_id), world.deps) for _ in range(5)]
+    results = [recovery.check_reboot(ref(incident_id), world.deps) for _ in range(5)]
 
     assert {(r["done"], r["gone"], r["status"]) for r in results} == {(False, False, "Pending")}
     assert world.incident(incident_id).state is S.REBOOTING
@@ -190,7 +190,7 @@ def test_a_node_that_disappears_during_the_reboot_is_reported_gone(world):
     incident_id = rebooting(world)
     del world.hyperpod.clusters[CLUSTER].nodes[INSTANCE]
 
-    assert reboot.check_reboot(ref(incident_id), world.deps)["gone"] is True
+    assert recovery.check_reboot(ref(incident_id), world.deps)["gone"] is True
     assert "reboot_node_gone" in world.audit.actions(incident_id)
 
 
@@ -198,7 +198,7 @@ def test_check_reboot_refuses_an_incident_that_is_not_rebooting(world):
     incident_id = world.decided("approve")
 
     with pytest.raises(InvalidTransition):
-        reboot.check_reboot(ref(incident_id), world.deps)
+        recovery.check_reboot(ref(incident_id), world.deps)
 
 
 # -- after the reboot --------------------------------------------------------------------------
@@ -296,6 +296,6 @@ def test_a_reboot_the_api_refuses_for_another_reason_fails_the_step_visibly(worl
     world.hyperpod._batch_failures[(REBOOT, INSTANCE)] = [("SomethingNew", "new code")]
 
     with pytest.raises(RebootRejected, match="SomethingNew"):
-        reboot.reboot_node(ref(incident_id), world.deps)
+        recovery.reboot_node(ref(incident_id), world.deps)
 
     assert world.incident(incident_id).state is S.FAILED

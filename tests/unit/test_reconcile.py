@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-from lambdas.logic import approval, closing, reboot
+from lambdas.logic import approval, closing, recovery
+from lambdas.logic.closing import RECOVERY_PATIENCE_SECONDS, reconcile
 from lambdas.logic.core.steps import Step
-from lambdas.logic.safety.reconcile import RECOVERY_PATIENCE_SECONDS, reconcile
 from lambdas.metric_names import PipelineMetric
 from lambdas.models.errors import ServiceUnavailable
 from lambdas.models.incident import IncidentState
@@ -183,7 +183,7 @@ def test_the_reboot_step_after_a_kept_close_is_not_run_again():
     reconcile(world.deps)
 
     with pytest.raises(Exception, match="cannot reboot"):
-        reboot.reboot_node(IncidentRef(incident_id), world.deps)
+        recovery.reboot_node(IncidentRef(incident_id), world.deps)
     assert len(world.hyperpod.calls_to("BatchRebootClusterNodes")) == 1
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import closing, health_check, reboot, replacement
+from lambdas.logic import closing, health_check, recovery
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.settings import IsolationConfig
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, World, settings
@@ -52,7 +52,7 @@ def killed_reboot(world: World, incident_id: str, *, before: bool) -> None:
         world.deps, hyperpod=Killing(world.hyperpod, "reboot_nodes", before=before)
     )
     with pytest.raises(Killed):
-        reboot.reboot_node(IncidentRef(incident_id), deps)
+        recovery.reboot_node(IncidentRef(incident_id), deps)
 
 
 def close_failed(world: World, incident_id: str) -> dict:
@@ -68,7 +68,7 @@ def test_a_reboot_killed_after_its_request_is_not_sent_again_and_is_recorded_as_
     incident_id = world.decided("reboot", isolated=True)
     killed_reboot(world, incident_id, before=False)
 
-    result = reboot.reboot_node(IncidentRef(incident_id), world.deps)
+    result = recovery.reboot_node(IncidentRef(incident_id), world.deps)
 
     assert result == {"status": "requested"}
     assert len(world.hyperpod.calls_to(REBOOT)) == 1
@@ -83,7 +83,7 @@ def test_a_reboot_killed_before_its_request_sends_it_once_on_the_retry():
     incident_id = world.decided("reboot", isolated=True)
     killed_reboot(world, incident_id, before=True)
 
-    result = reboot.reboot_node(IncidentRef(incident_id), world.deps)
+    result = recovery.reboot_node(IncidentRef(incident_id), world.deps)
 
     assert result == {"status": "requested"}
     assert len(world.hyperpod.calls_to(REBOOT)) == 1
@@ -96,9 +96,9 @@ def test_a_reboot_whose_answer_was_saved_but_not_audited_is_audited_on_the_retry
     dying_audit = dataclasses.replace(world.deps, audit=Killing(world.audit, "append", before=True))
     # the request goes out, its answer is saved, the audit entry is not written
     with pytest.raises(Killed):
-        reboot.reboot_node(IncidentRef(incident_id), dying_audit)
+        recovery.reboot_node(IncidentRef(incident_id), dying_audit)
 
-    result = reboot.reboot_node(IncidentRef(incident_id), world.deps)
+    result = recovery.reboot_node(IncidentRef(incident_id), world.deps)
 
     assert result == {"status": "requested"}
     assert len(world.hyperpod.calls_to(REBOOT)) == 1
@@ -112,9 +112,9 @@ def test_a_replacement_killed_after_its_request_is_not_sent_again():
         world.deps, hyperpod=Killing(world.hyperpod, "replace_nodes", before=False)
     )
     with pytest.raises(Killed):
-        replacement.replace_node(IncidentRef(incident_id), deps)
+        recovery.replace_node(IncidentRef(incident_id), deps)
 
-    result = replacement.replace_node(IncidentRef(incident_id), world.deps)
+    result = recovery.replace_node(IncidentRef(incident_id), world.deps)
 
     assert result == {"status": "requested"}
     assert len(world.hyperpod.calls_to(REPLACE)) == 1
@@ -160,8 +160,8 @@ def test_closing_again_while_the_recovery_is_unknown_audits_it_once_and_still_ke
 def test_a_failure_close_after_the_reboot_was_done_releases_the_node():
     world = eks_world()
     incident_id = world.decided("reboot", isolated=True)
-    reboot.reboot_node(IncidentRef(incident_id), world.deps)
-    while not reboot.check_reboot(IncidentRef(incident_id), world.deps)["done"]:
+    recovery.reboot_node(IncidentRef(incident_id), world.deps)
+    while not recovery.check_reboot(IncidentRef(incident_id), world.deps)["done"]:
         pass
 
     close_failed(world, incident_id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import approval, health_check, isolation, reboot, replacement
+from lambdas.logic import approval, health_check, isolation, recovery
 from lambdas.models.errors import KubernetesUnauthorized
 from lambdas.models.hyperpod import NodeRecovery
 from lambdas.models.kubernetes import NODE_HEALTH_LABEL
@@ -48,7 +48,7 @@ def test_an_opted_in_automatic_cluster_gets_its_reboot_through_the_node_health_l
     world = labelled_world()
     incident_id = decided(world, "reboot")
 
-    assert reboot.reboot_node(IncidentRef(incident_id), world.deps) == {"status": "requested"}
+    assert recovery.reboot_node(IncidentRef(incident_id), world.deps) == {"status": "requested"}
 
     assert world.hyperpod.calls_to("BatchRebootClusterNodes") == []
     labels = world.kube.node(EKS, NODE)["labels"]
@@ -63,7 +63,7 @@ def test_an_opted_in_automatic_cluster_gets_its_replacement_through_the_node_hea
     world = labelled_world()
     incident_id = decided(world, "approve")
 
-    assert replacement.replace_node(IncidentRef(incident_id), world.deps) == {"status": "requested"}
+    assert recovery.replace_node(IncidentRef(incident_id), world.deps) == {"status": "requested"}
 
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
     assert world.kube.node(EKS, NODE)["labels"] == {
@@ -76,7 +76,7 @@ def test_without_automatic_node_recovery_the_label_would_be_ignored_so_the_api_a
     world = labelled_world(NodeRecovery.NONE.value)
     incident_id = decided(world, "reboot")
 
-    reboot.reboot_node(IncidentRef(incident_id), world.deps)
+    recovery.reboot_node(IncidentRef(incident_id), world.deps)
 
     assert len(world.hyperpod.calls_to("BatchRebootClusterNodes")) == 1
     assert "labels" not in world.kube.node(EKS, NODE)
@@ -90,7 +90,7 @@ def test_a_refused_label_is_audited_and_the_api_carries_the_decision_out():
     incident_id = decided(world, "reboot")
     world.kube.fail_next("label", KubernetesUnauthorized("nodes is forbidden", status=403))
 
-    reboot.reboot_node(IncidentRef(incident_id), world.deps)
+    recovery.reboot_node(IncidentRef(incident_id), world.deps)
 
     assert len(world.hyperpod.calls_to("BatchRebootClusterNodes")) == 1
     actions = world.audit.actions(incident_id)
@@ -101,7 +101,7 @@ def test_a_refused_label_is_audited_and_the_api_carries_the_decision_out():
 def test_the_default_path_is_the_api_and_the_audit_says_so(world):
     incident_id = world.decided("reboot")
 
-    reboot.reboot_node(IncidentRef(incident_id), world.deps)
+    recovery.reboot_node(IncidentRef(incident_id), world.deps)
 
     details = last_request(world, incident_id, "reboot_requested")
     assert (details["path"], len(world.hyperpod.calls_to("BatchRebootClusterNodes"))) == ("api", 1)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import closing, health_check, replacement
+from lambdas.logic import closing, health_check, recovery
 from lambdas.models.errors import (
     DependencyFailed,
     InvalidTransition,
@@ -176,7 +176,7 @@ def test_a_node_that_hyperpod_replaces_itself_is_waited_for_not_replaced_again(w
     world.hyperpod.set_health_check_result(CLUSTER, INSTANCE, passes=False)
     incident_id = world.decided("approve")
 
-    result = replacement.replace_node(ref(incident_id), world.deps)
+    result = recovery.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "in_progress"}
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
@@ -187,8 +187,8 @@ def test_a_node_hyperpod_replaced_by_itself_closes_as_replaced_by_hyperpod(world
     world.hyperpod.clusters[CLUSTER].node_recovery = NodeRecovery.AUTOMATIC
     world.hyperpod.set_health_check_result(CLUSTER, INSTANCE, passes=False)
     incident_id = world.decided("approve")
-    replacement.replace_node(ref(incident_id), world.deps)
-    while not replacement.check_replacement(ref(incident_id), world.deps)["done"]:
+    recovery.replace_node(ref(incident_id), world.deps)
+    while not recovery.check_replacement(ref(incident_id), world.deps)["done"]:
         pass
 
     result = close(world, incident_id, Outcome.REPLACED)
@@ -241,7 +241,7 @@ def test_polling_an_incident_that_is_not_in_health_check_fails_it(world):
 def test_an_approved_incident_requests_the_replacement_of_its_node(world):
     incident_id = world.decided("approve")
 
-    result = replacement.replace_node(ref(incident_id), world.deps)
+    result = recovery.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "requested"}
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == [
@@ -255,7 +255,7 @@ def test_the_node_is_rechecked_before_replacing(world):
     incident_id = world.decided("approve")
     calls_before = len(world.hyperpod.calls)
 
-    replacement.replace_node(ref(incident_id), world.deps)
+    recovery.replace_node(ref(incident_id), world.deps)
 
     operations = [c.operation for c in world.hyperpod.calls[calls_before:]]
     assert operations == ["DescribeClusterNode", "BatchReplaceClusterNodes"]
@@ -265,7 +265,7 @@ def test_a_node_already_gone_is_not_replaced(world):
     incident_id = world.decided("approve")
     del world.hyperpod.clusters[CLUSTER].nodes[INSTANCE]
 
-    result = replacement.replace_node(ref(incident_id), world.deps)
+    result = recovery.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "gone"}
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
@@ -284,7 +284,7 @@ def test_each_documented_failed_code_maps_to_its_next_step(world, code, status, 
     incident_id = world.decided("approve")
     world.hyperpod.inject_replace_failure(INSTANCE, code, "from the test")
 
-    result = replacement.replace_node(ref(incident_id), world.deps)
+    result = recovery.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": status}
     entry = world.audit.entries(incident_id)[-1]
@@ -295,7 +295,7 @@ def test_an_internal_server_error_in_failed_is_retried_later(world):
     incident_id = world.decided("approve")
     world.hyperpod.inject_replace_failure(INSTANCE, "InternalServerError", "boom")
 
-    result = replacement.replace_node(ref(incident_id), world.deps)
+    result = recovery.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "retry"}
     assert world.incident(incident_id).state is S.REPLACING
@@ -305,9 +305,9 @@ def test_an_internal_server_error_in_failed_is_retried_later(world):
 def test_a_retry_after_invalid_status_requests_the_replacement(world):
     incident_id = world.decided("approve")
     world.hyperpod.inject_replace_failure(INSTANCE, "InvalidInstanceStatus")
-    replacement.replace_node(ref(incident_id), world.deps)
+    recovery.replace_node(ref(incident_id), world.deps)
 
-    result = replacement.replace_node(ref(incident_id), world.deps)
+    result = recovery.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "requested"}
     assert world.incident(incident_id).replacement.attempts == 2
@@ -317,7 +317,7 @@ def test_dry_run_records_would_replace_and_calls_nothing(world):
     world.settings = settings(dry_run=True)
     incident_id = world.decided("approve")
 
-    result = replacement.replace_node(ref(incident_id), world.deps)
+    result = recovery.replace_node(ref(incident_id), world.deps)
 
     assert result == {"status": "dry_run"}
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
@@ -329,7 +329,7 @@ def test_a_rejected_incident_is_never_replaced(world):
     incident_id = world.decided("reject")
 
     with pytest.raises(ReplacementNotApproved):
-        replacement.replace_node(ref(incident_id), world.deps)
+        recovery.replace_node(ref(incident_id), world.deps)
 
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
 
@@ -338,7 +338,7 @@ def test_an_undecided_incident_is_never_replaced(world):
     incident_id = world.awaiting_approval()
 
     with pytest.raises(ReplacementNotApproved):
-        replacement.replace_node(ref(incident_id), world.deps)
+        recovery.replace_node(ref(incident_id), world.deps)
 
     assert world.hyperpod.calls_to("BatchReplaceClusterNodes") == []
 
@@ -348,7 +348,7 @@ def test_an_undecided_incident_is_never_replaced(world):
 
 def replacing(world: World) -> str:
     incident_id = world.decided("approve")
-    replacement.replace_node(ref(incident_id), world.deps)
+    recovery.replace_node(ref(incident_id), world.deps)
     return incident_id
 
 
@@ -356,8 +356,8 @@ def test_replacement_is_done_when_the_old_instance_is_gone_and_names_the_new_one
     world.hyperpod.replacement_polls = 1
     incident_id = replacing(world)
 
-    first = replacement.check_replacement(ref(incident_id), world.deps)
-    second = replacement.check_replacement(ref(incident_id), world.deps)
+    first = recovery.check_replacement(ref(incident_id), world.deps)
+    second = recovery.check_replacement(ref(incident_id), world.deps)
 
     new_id = world.hyperpod.replaced_by[INSTANCE]
     assert first == {"done": False, "new_instance_id": None}
@@ -369,9 +369,9 @@ def test_replacement_is_done_when_the_old_instance_is_gone_and_names_the_new_one
 def test_a_dry_run_replacement_is_done_at_once_without_a_new_node(world):
     world.settings = settings(dry_run=True)
     incident_id = world.decided("approve")
-    replacement.replace_node(ref(incident_id), world.deps)
+    recovery.replace_node(ref(incident_id), world.deps)
 
-    result = replacement.check_replacement(ref(incident_id), world.deps)
+    result = recovery.check_replacement(ref(incident_id), world.deps)
 
     assert result == {"done": True, "new_instance_id": None}
     assert world.hyperpod.node(CLUSTER, INSTANCE) is not None
@@ -382,7 +382,7 @@ def test_a_failed_describe_while_waiting_fails_the_incident(world):
     world.hyperpod.fail_next("DescribeClusterNode", DependencyFailed("AccessDenied"))
 
     with pytest.raises(DependencyFailed):
-        replacement.check_replacement(ref(incident_id), world.deps)
+        recovery.check_replacement(ref(incident_id), world.deps)
 
     assert world.incident(incident_id).state is S.FAILED
 
@@ -393,7 +393,7 @@ def test_a_failed_describe_while_waiting_fails_the_incident(world):
 def test_closing_after_the_replacement_ends_replaced_and_frees_the_lock(world):
     world.hyperpod.replacement_polls = 0
     incident_id = replacing(world)
-    replacement.check_replacement(ref(incident_id), world.deps)
+    recovery.check_replacement(ref(incident_id), world.deps)
 
     result = close(world, incident_id, Outcome.REPLACED)
 

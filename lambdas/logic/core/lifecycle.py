@@ -42,14 +42,6 @@ def requested_by_us(incident: Incident) -> bool:
     return incident.replacement is not None and incident.replacement.asked
 
 
-MAX_REBOOTS: Final = 1
-"""Reboots per incident: after one, the approver chooses between replacing and rejecting."""
-
-
-def reboots_done(incident: Incident) -> int:
-    return (incident.reboot.count or 0) if incident.reboot else 0
-
-
 def reboot_requested(incident: Incident) -> bool:
     """Whether this pipeline asked HyperPod to reboot the node (or may have)."""
     return incident.reboot is not None and incident.reboot.asked

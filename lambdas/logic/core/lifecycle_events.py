@@ -18,14 +18,13 @@ def state_change(
     incident: Incident, old_state: IncidentState | None, approval_arn: str | None
 ) -> IncidentStateChange:
     """The event of `incident` having just moved from `old_state` (None: just created)."""
-    from lambdas.logic.core.lifecycle import reboots_done
     from lambdas.logic.evidence.cards import console_link
 
     advice = recommend(
         attached.reports(incident),
         incident.health_check.result if incident.health_check else None,
         job_level=incident.is_job,
-        rebooted=reboots_done(incident) > 0,
+        rebooted=incident.reboots > 0,
     )
     return IncidentStateChange(
         incident_id=incident.incident_id,

@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from lambdas.logic.evidence import attached, telemetry
+from lambdas.models.approvals import ApprovalRecord
 from lambdas.models.guard import PastIncident
 from lambdas.models.health_check import CheckSummary, HealthCheckRecord
 from lambdas.models.hyperpod import NodeRecovery
 from lambdas.models.incident import Incident
 from lambdas.models.isolation import GONE, ISOLATED, KEPT, PENDING, RELEASE_FAILED, RELEASED
 from lambdas.models.reporter_text import quoted
+from lambdas.models.settings import Settings
 from trainer_emitter.contract import Metric
 
 _RESULTS: dict[Any, str] = {
@@ -338,3 +340,45 @@ def _v(value: Any) -> str:
     if value is None or value == []:
         return "none"
     return str(value)
+
+
+def approvals_line(incident: Incident, required: int | None = None) -> str | None:
+    """ "1 of 2: approve by arn:…/alice at 12:03:00" when more than one approval is (or was)
+    required; None otherwise. `required` defaults to what the recorded approvals say."""
+    decided = incident.decision
+    records = decided.approvals if decided is not None and decided.approvals else incident.approvals
+    approvals = [ApprovalRecord.from_record(a) for a in records or []]
+    if required is None:
+        required = max((a.required for a in approvals), default=1)
+    if required <= 1:
+        return None
+    if not approvals:
+        return f"0 of {required}"
+    who = "; ".join(
+        f"{a.decision} by {a.principal.label()} at {a.at[11:19] or a.at}" for a in approvals
+    )
+    return f"{len(approvals)} of {required}: {who}"
+
+
+def approval_rule_lines(settings: Settings, incident: Incident) -> tuple[str, ...]:
+    """What the card says about who may decide and how many must agree (nothing when one
+    unsigned approval by anyone allowed to start the approval state machine is enough)."""
+    if not settings.needs_identity_proof:
+        return ()
+    required = settings.approvals_required
+    lines = [""]
+    if required > 1:
+        lines.append(
+            f"  Approvals needed: {required} distinct approvers must give the same approve (or "
+            "reboot); the same person twice counts once; a reject by any approver ends it."
+        )
+        so_far = approvals_line(incident, required)
+        if so_far:
+            lines.append(f"  So far: {so_far}")
+    if settings.approvers:
+        lines.append(f"  Allowed approvers: {', '.join(settings.approvers)}")
+    lines.append(
+        "  Decide with `sdc approve|reboot|reject <incident id> -m '<why>'`: it signs a proof of "
+        "who you are. A console or plain start-execution approval carries none and is refused."
+    )
+    return tuple(lines)

@@ -18,13 +18,13 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lambdas.logic.core.lifecycle import MAX_REBOOTS, reboots_done
 from lambdas.logic.evidence import card_lines, hyperpod_view
+from lambdas.logic.evidence.card_lines import approval_rule_lines
 from lambdas.logic.evidence.recommendation import Recommendation
-from lambdas.logic.safety.decisions import approval_rule_lines
 from lambdas.models.guard import ClusterHold, HoldKind, PastIncident
 from lambdas.models.incident import Incident
 from lambdas.models.payloads import Decision
+from lambdas.models.recovery import MAX_REBOOTS
 from lambdas.models.settings import Settings
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
@@ -210,9 +210,9 @@ def _approval_card(
     history: Sequence[PastIncident],
     shown_reports: int | None,
 ) -> ApprovalCard:
-    rebooted = reboots_done(incident) > 0
+    rebooted = incident.reboots > 0
     verb = "replacing" if rebooted else "rebooting or replacing"
-    reboot = (Decision.REBOOT,) if reboots_done(incident) < MAX_REBOOTS else ()
+    reboot = (Decision.REBOOT,) if incident.reboots < MAX_REBOOTS else ()
     inputs = {
         decision: approval_input(incident.incident_id, decision)
         for decision in (*reboot, Decision.APPROVE, Decision.REJECT)

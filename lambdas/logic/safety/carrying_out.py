@@ -1,7 +1,7 @@
 """An approved reboot or replacement, carried out (`carry_out`): what is checked before anything
 is asked, when nothing is asked (each kind's own rule), the request written ahead and sent along
 the path `lambdas.logic.safety.recovery_path` chooses, every `Failed[]` code read, and the record kept
-on the incident and in the audit log. `lambdas.logic.reboot` and `lambdas.logic.replacement`
+on the incident and in the audit log. `lambdas.logic.recovery` and `lambdas.logic.recovery`
 are its two kinds.
 """
 

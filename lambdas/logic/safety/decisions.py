@@ -7,12 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from lambdas.logic.core.lifecycle import MAX_REBOOTS, reboots_done
-from lambdas.models.approvals import ApprovalRecord
 from lambdas.models.errors import DecisionRefused
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import INCIDENT_ID_RE, Decision, DecisionRequest
-from lambdas.models.settings import Settings
+from lambdas.models.recovery import MAX_REBOOTS
 
 MAX_COMMENT = 1000
 
@@ -23,12 +21,6 @@ class ValidDecision:
     decision: Decision
     comment: str
     approval_execution_arn: str
-
-
-BINDING_HEADER = "x-sdc-approval"
-"""The signed header that binds an identity proof to one decision (as `x-k8s-aws-id` binds an
-EKS token to one cluster): STS ignores it, but its signature covers it, so the proof is
-accepted for this value only."""
 
 
 def approval_binding(approval_state_machine_arn: str, incident_id: str, decision: str) -> str:
@@ -85,10 +77,10 @@ def check_accepts_decision(
         )
     if not incident.task_token:
         raise DecisionRefused(f"incident {incident.incident_id} holds no task token")
-    if decision is Decision.REBOOT and reboots_done(incident) >= MAX_REBOOTS:
+    if decision is Decision.REBOOT and incident.reboots >= MAX_REBOOTS:
         raise DecisionRefused(
             f"incident {incident.incident_id} was already rebooted "
-            f"({reboots_done(incident)} of at most {MAX_REBOOTS}) and failed its health check "
+            f"({incident.reboots} of at most {MAX_REBOOTS}) and failed its health check "
             "again: decide 'approve' (replace) or 'reject'"
         )
     if now is not None and timeout_seconds and incident.approval_requested_at:
@@ -101,45 +93,3 @@ def check_accepts_decision(
                 f"{deadline.isoformat()} (it closes as expired; nothing is replaced)"
             )
     return incident.task_token
-
-
-def approvals_line(incident: Incident, required: int | None = None) -> str | None:
-    """ "1 of 2: approve by arn:…/alice at 12:03:00" when more than one approval is (or was)
-    required; None otherwise. `required` defaults to what the recorded approvals say."""
-    decided = incident.decision
-    records = decided.approvals if decided is not None and decided.approvals else incident.approvals
-    approvals = [ApprovalRecord.from_record(a) for a in records or []]
-    if required is None:
-        required = max((a.required for a in approvals), default=1)
-    if required <= 1:
-        return None
-    if not approvals:
-        return f"0 of {required}"
-    who = "; ".join(
-        f"{a.decision} by {a.principal.label()} at {a.at[11:19] or a.at}" for a in approvals
-    )
-    return f"{len(approvals)} of {required}: {who}"
-
-
-def approval_rule_lines(settings: Settings, incident: Incident) -> tuple[str, ...]:
-    """What the card says about who may decide and how many must agree (nothing when one
-    unsigned approval by anyone allowed to start the approval state machine is enough)."""
-    if not settings.needs_identity_proof:
-        return ()
-    required = settings.approvals_required
-    lines = [""]
-    if required > 1:
-        lines.append(
-            f"  Approvals needed: {required} distinct approvers must give the same approve (or "
-            "reboot); the same person twice counts once; a reject by any approver ends it."
-        )
-        so_far = approvals_line(incident, required)
-        if so_far:
-            lines.append(f"  So far: {so_far}")
-    if settings.approvers:
-        lines.append(f"  Allowed approvers: {', '.join(settings.approvers)}")
-    lines.append(
-        "  Decide with `sdc approve|reboot|reject <incident id> -m '<why>'`: it signs a proof of "
-        "who you are. A console or plain start-execution approval carries none and is refused."
-    )
-    return tuple(lines)

@@ -1,0 +1,225 @@
+"""The layout reads as the pipeline: the import graph of the project's code has no cycle and no
+arrow against its layers, `lambdas/logic/` keeps its stages on top and its machinery in folders,
+and `lambdas.logic.STAGES` is the map of what each handler calls."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+
+from lambdas.logic import STAGES
+from tests.conftest import REPO
+
+PACKAGES = ("lambdas", "infra", "trainer_emitter")
+LOGIC = REPO / "lambdas" / "logic"
+FOLDERS = ("evidence", "core", "safety", "opening")
+"""The logic's folders, bottom up: each imports only the ones before it (and no stage)."""
+STAGE_MODULES = frozenset(
+    path.stem for path in LOGIC.glob("*.py") if path.stem not in {"__init__", "ports"}
+)
+
+NEVER: tuple[tuple[str, str, str], ...] = (
+    ("lambdas", "infra", "the functions ship without the stack, the CLI or the local run"),
+    ("trainer_emitter", "lambdas", "training code installs the emitter alone"),
+    ("trainer_emitter", "infra", "training code installs the emitter alone"),
+    ("lambdas.models", "lambdas.logic", "records know no logic"),
+    ("lambdas.models", "lambdas.adapters", "records know no AWS"),
+    ("lambdas.models", "lambdas.handlers", "records know no handler"),
+    ("lambdas.logic", "lambdas.adapters", "the logic reaches AWS through its ports only"),
+    ("lambdas.logic", "lambdas.handlers", "handlers call the logic, not the other way"),
+    ("lambdas.adapters", "lambdas.handlers", "handlers build the adapters"),
+    ("lambdas.adapters", "lambdas.logic.", "adapters implement the ports, nothing more"),
+    ("infra.stack", "infra.cli", "the stack deploys without the operator CLI"),
+    ("infra.stack", "infra.local", "the stack deploys without the local run"),
+    ("infra.cli", "infra.local", "the operator CLI runs against an account, never the simulator"),
+    *(
+        (f"lambdas.logic.{folder}", f"lambdas.logic.{stage}", "machinery never reaches up")
+        for folder in FOLDERS
+        for stage in sorted(STAGE_MODULES)
+    ),
+    *(
+        (f"lambdas.logic.{lower}", f"lambdas.logic.{higher}", "the folders are layered")
+        for i, lower in enumerate(FOLDERS)
+        for higher in FOLDERS[i + 1 :]
+    ),
+)
+"""(importer prefix, imported prefix, why): an import the layers forbid. `lambdas.adapters` may
+import `lambdas.logic.ports` (the Protocols it implements) and nothing else of the logic."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {
+        module_name(path): path
+        for package in PACKAGES
+        for path in sorted((REPO / package).rglob("*.py"))
+        if "__pycache__" not in path.parts
+    }
+
+
+def imports_of(path: Path, modules: Mapping[str, Path]) -> set[str]:
+    """The project modules `path` imports anywhere in it (functions and TYPE_CHECKING blocks
+    included): `from package import name` counts as an import of the submodule where one is
+    named so."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in modules else node.module)
+    return {name for name in found if name in modules}
+
+
+def graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {name: imports_of(path, modules) - {name} for name, path in modules.items()}
+
+
+def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """Every strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in edges.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def violations(edges: Mapping[str, Iterable[str]]) -> list[str]:
+    def under(name: str, prefix: str) -> bool:
+        return name == prefix.rstrip(".") or name.startswith(prefix.rstrip(".") + ".")
+
+    return sorted(
+        f"{importer} -> {imported}: {why}"
+        for importer, targets in edges.items()
+        for imported in targets
+        for source, forbidden, why in NEVER
+        if under(importer, source)
+        and under(imported, forbidden)
+        and not (forbidden == "lambdas.logic." and imported == "lambdas.logic.ports")
+    )
+
+
+def test_the_import_graph_of_the_project_has_no_cycle():
+    assert cycles(graph()) == []
+
+
+def test_a_cycle_is_found_where_two_modules_import_each_other():
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+
+    assert cycles(edges) == [["a", "b", "c"]]
+
+
+def test_no_import_runs_against_the_layers():
+    assert violations(graph()) == []
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported"),
+    [
+        ("lambdas.logic.evidence.cards", "lambdas.logic.approval"),
+        ("lambdas.logic.evidence.cards", "lambdas.logic.core.lifecycle"),
+        ("lambdas.logic.core.steps", "lambdas.logic.safety.guard"),
+        ("lambdas.models.incident", "lambdas.logic.core.lifecycle"),
+        ("lambdas.logic.intake", "lambdas.adapters.dynamodb"),
+        ("infra.stack.functions", "infra.local.run"),
+        ("lambdas.handlers.decide", "infra.stack.settings"),
+    ],
+)
+def test_an_import_against_the_layers_is_reported(importer, imported):
+    assert len(violations({importer: {imported}})) >= 1
+
+
+def test_the_logic_lists_at_most_a_dozen_entries_each_folder_saying_what_it_holds():
+    entries = sorted(p.name for p in LOGIC.iterdir() if p.name != "__pycache__")
+    folders = [p for p in LOGIC.iterdir() if p.is_dir() and p.name != "__pycache__"]
+
+    assert len(entries) <= 12, entries
+    assert folders
+    for folder in folders:
+        assert importlib.import_module(f"lambdas.logic.{folder.name}").__doc__, folder.name
+
+
+def _imported_function(handler: str) -> set[tuple[str, str]]:
+    """(module, name) of each `from lambdas.logic... import name` of a handler module."""
+    tree = ast.parse((REPO / "lambdas" / "handlers" / f"{handler}.py").read_text())
+    return {
+        (node.module.removeprefix("lambdas.logic."), alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lambdas.logic.")
+        for alias in node.names
+    }
+
+
+def test_the_stage_map_names_every_handler_once():
+    handlers = sorted(p.stem for p in (REPO / "lambdas" / "handlers").glob("[a-z]*.py"))
+
+    assert sorted(stage.handler for stage in STAGES) == handlers
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[stage.handler for stage in STAGES])
+def test_each_handler_calls_the_function_the_stage_map_names(stage):
+    module, function = stage.function.split(":")
+
+    assert (module, function) in _imported_function(stage.handler)
+    assert callable(getattr(importlib.import_module(f"lambdas.logic.{module}"), function))
+
+
+def test_the_stage_map_names_the_states_that_invoke_each_handler():
+    from infra.stack.definitions import approval_definition, remediation_definition
+    from infra.stack.settings import Settings
+
+    arns = {stage.handler: f"arn:function:{stage.handler}" for stage in STAGES}
+    definitions = (
+        remediation_definition(arns, Settings.from_context({}), "arn:approval"),
+        approval_definition(arns["decide"]),
+    )
+    invoked_by: dict[str, set[str]] = {}
+
+    def walk(states: Mapping[str, dict]) -> None:
+        for name, state in states.items():
+            target = state.get("Parameters", {}).get("FunctionName")
+            if target:
+                invoked_by.setdefault(target.rpartition(":")[2], set()).add(name)
+            for branch in state.get("Branches", []):
+                walk(branch["States"])
+
+    for definition in definitions:
+        walk(definition["States"])
+
+    assert {stage.handler: set(stage.states) for stage in STAGES if stage.states} == invoked_by
