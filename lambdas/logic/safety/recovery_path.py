@@ -21,9 +21,11 @@ from lambdas.models.errors import KubernetesError
 from lambdas.models.hyperpod import NodeRecovery
 from lambdas.models.incident import Incident
 from lambdas.models.kubernetes import NODE_HEALTH_LABEL
+from lambdas.models.settings import RECOVERY_API, RECOVERY_NODE_LABEL
 
-API: Final = "api"
-NODE_LABEL: Final = "node_label"
+API: Final = RECOVERY_API
+NODE_LABEL: Final = RECOVERY_NODE_LABEL
+"""The two paths (the settings' own names: what `sdc:recoveryThroughNodeLabel` chooses)."""
 
 
 @dataclass(frozen=True, slots=True)
