@@ -363,15 +363,6 @@ def reads_kubernetes(spec: FunctionSpec, settings: Settings) -> bool:
     return (spec.checks_claims or spec.reads_nodes) and not patches_nodes(spec, settings)
 
 
-SET_FOR_SOME: Final = (
-    EnvVar.STATE_MACHINE_ARN,
-    EnvVar.PAUSE_PARAMETER,
-    EnvVar.NODE_ISOLATION,
-    EnvVar.TELEMETRY,
-)
-"""The variables only some functions get (`environment_names`); every function gets the rest."""
-
-
 def environment_names(spec: FunctionSpec, settings: Settings) -> tuple[EnvVar, ...]:
     """The environment variables the function of `spec` gets under `settings`, in `EnvVar`
     order: docs/pipeline.md, "Environment", shows them function by function."""

@@ -4,11 +4,9 @@ their node back, or sending their card again).
 
 ## Reconciliation
 
-The incidents that nothing else will move, settled from HyperPod's and Step Functions' own
-state.
-
-Run on a schedule (the `reconcile` function) and by operators (`sdc reconcile`). Each run looks
-for what can be stuck and does what it can:
+Settled from HyperPod's and Step Functions' own state. Run on a schedule (the `reconcile`
+function) and by operators (`sdc reconcile`). Each run looks for what can be stuck and does
+what it can:
 
 | finding | what is stuck | settled by |
 |---|---|---|

@@ -24,10 +24,10 @@ incident: one held incident and at most one notice per instance and window, whic
 comes first. After the window, or once the storm hold is reset or the pause switch is back to
 false, a new trigger is judged afresh.
 
-This module is where the two events come in; `opening` opens an incident (node- or
-job-level), `holding` records a held one, `arrivals` attaches what comes for an instance an
-incident speaks for, `execution` starts the remediation execution (all in
-`lambdas.logic.opening.incidents`).
+This module is where the two events come in; `opening.incidents` opens an incident (node- or
+job-level), `opening.holding` records a held one, `opening.arrivals` attaches what comes for an
+instance an incident speaks for, `opening.execution` starts the remediation execution (all in
+`lambdas.logic.opening`).
 
 An event without the documented shape never gets that far: its handler fails to parse it and
 calls `refuse`, then raises the error again, so the event lands in the function's dead-letter

@@ -1,6 +1,7 @@
 """The approver's decision (`Incident.decision`) and what carried it out: the replacement
 (`Incident.replacement`) or the reboot (`Incident.reboot`), written by `lambdas.logic.approval`,
-`lambdas.logic.safety.carrying_out`, `lambdas.logic.recovery` and `lambdas.logic.recovery`.
+`lambdas.logic.safety.carrying_out` and `lambdas.logic.recovery` (`reboot_node`,
+`replace_node`).
 
 Stored as the steps write them: a key a step has not written yet is absent, except the ones
 each request writes even when it has no value (`path`, `requested_at`; the replacement's

@@ -295,7 +295,7 @@ def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]
             continue
         unknown = sorted(set(value) - {"isolate", "eks_cluster", "recovery", "job_pods"})
         eks = value.get("eks_cluster")
-        recovery = value.get("recovery", "api")
+        recovery = value.get("recovery", RECOVERY_API)
         job_pods = value.get("job_pods")
         if unknown:
             problems.append(f"{expected}; {cluster!r} has unknown keys {unknown}")

@@ -3,7 +3,7 @@
 Every block is preceded (blank lines aside) by one HTML comment, invisible where the Markdown is
 rendered, that says how the tests run it or why they cannot:
 
-    <!-- check: KIND [ARGUMENT] -->          tests/docs runs it as KIND (see test_code_blocks.py)
+    <!-- check: KIND [ARGUMENT] -->          tests/docs runs it as KIND (see test_markers.py)
     <!-- not run here: REASON -->            it needs what no test here has (an AWS account...)
 
 A block with neither, or with a kind nobody runs, fails `make test`.

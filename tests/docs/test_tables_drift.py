@@ -140,6 +140,9 @@ SETTINGS_CHANGES: dict[str, Callable[[], list[str]]] = {
     "code changes a default": lambda: tables.settings_keys_drift(
         DEPLOY, _PARSERS, replace(Settings(), storm_window_seconds=600)
     ),
+    "code gives a null default a value": lambda: tables.settings_keys_drift(
+        DEPLOY, _PARSERS, replace(Settings(), notification_email="ops@example.com")
+    ),
 }
 
 MAPPING_CHANGES: dict[str, Callable[[], list[str]]] = {

@@ -186,6 +186,20 @@ def _imported_function(handler: str) -> set[tuple[str, str]]:
     }
 
 
+def test_the_map_in_the_docstring_is_the_stage_map():
+    import lambdas.logic
+
+    rows = [
+        [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+        for line in (lambdas.logic.__doc__ or "").splitlines()
+        if line.startswith("| `")
+    ]
+
+    assert [(row[0], row[1]) for row in rows] == [
+        (stage.handler, stage.function.replace(":", ".")) for stage in STAGES
+    ]
+
+
 def test_the_stage_map_names_every_handler_once():
     handlers = sorted(p.stem for p in (REPO / "lambdas" / "handlers").glob("[a-z]*.py"))
 

@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.write:
         print(table)
         return 0
-    path = Path(__file__).resolve().parents[2] / DOC
+    path = Path(__file__).resolve().parents[3] / DOC
     text = path.read_text(encoding="utf-8")
     start = text.index(TABLE_START) + len(TABLE_START)
     path.write_text(text[:start] + "\n" + table + "\n" + text[text.index(TABLE_END) :])

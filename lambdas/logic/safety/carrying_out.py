@@ -1,8 +1,8 @@
 """An approved reboot or replacement, carried out (`carry_out`): what is checked before anything
 is asked, when nothing is asked (each kind's own rule), the request written ahead and sent along
 the path `lambdas.logic.safety.recovery_path` chooses, every `Failed[]` code read, and the record kept
-on the incident and in the audit log. `lambdas.logic.recovery` and `lambdas.logic.recovery`
-are its two kinds.
+on the incident and in the audit log. its two kinds are
+`lambdas.logic.recovery.reboot_node` and `lambdas.logic.recovery.replace_node`.
 """
 
 from __future__ import annotations
