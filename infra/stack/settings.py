@@ -77,9 +77,6 @@ URL_SUFFIX: Final = {
     "aws-us-gov": "amazonaws.com",
 }
 
-MAX_TASK_SECONDS: Final = MAX_APPROVAL_TIMEOUT_SECONDS
-"""One year: a Standard execution's maximum duration."""
-
 MAX_LOOP_ITERATIONS: Final = 1500
 """Each poll iteration writes about 12 history events; a Standard execution holds 25,000."""
 
@@ -278,10 +275,10 @@ class Settings:
             + self.replacement_poll_seconds * self.replacement_max_polls
             + self.replace_retry_seconds * self.replace_max_retries * checks
         )
-        if worst > MAX_TASK_SECONDS:
+        if worst > MAX_APPROVAL_TIMEOUT_SECONDS:
             raise SettingsError(
                 f"the worst-case execution takes {worst} s, longer than a Standard execution's "
-                f"one year ({MAX_TASK_SECONDS} s): lower the poll counts, intervals or the "
+                f"one year ({MAX_APPROVAL_TIMEOUT_SECONDS} s): lower the poll counts, intervals or the "
                 "approval timeout"
             )
 
@@ -529,7 +526,10 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
         _string(STACK_NAME_RE, "a stack name: a letter, then letters, digits or '-' (<= 60)"),
     ),
     "sdc:clusters": ("clusters", _clusters),
-    "sdc:approvalTimeoutSeconds": ("approval_timeout_seconds", _integer(1, MAX_TASK_SECONDS)),
+    "sdc:approvalTimeoutSeconds": (
+        "approval_timeout_seconds",
+        _integer(1, MAX_APPROVAL_TIMEOUT_SECONDS),
+    ),
     "sdc:notificationEmail": ("notification_email", _email),
     "sdc:namespace": ("namespace", _namespace),
     "sdc:alarmNamePrefix": (

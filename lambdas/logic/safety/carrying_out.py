@@ -31,6 +31,7 @@ from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.kubernetes import PENDING_REBOOT, PENDING_REPLACEMENT
 from lambdas.models.payloads import Decision, RecoveryResult, RecoveryStatus
 from lambdas.models.recovery import RebootRecord, ReplacementRecord
+from lambdas.models.settings import RECOVERY_NODE_LABEL
 from lambdas.observability import count, logger
 
 Record = TypeVar("Record", ReplacementRecord, RebootRecord)
@@ -324,9 +325,9 @@ def _send(
     (`request`), reading its per-node `Failed[]` code (`FAILED_CODES`). `ours`: whether an earlier attempt
     of this incident may already have asked (a retry after a crash)."""
     chosen = recovery_path.route(step, incident)
-    if chosen.path == recovery_path.NODE_LABEL:
+    if chosen.path == RECOVERY_NODE_LABEL:
         chosen = recovery_path.hand_over(step, incident, chosen, kind.label)
-    if chosen.path == recovery_path.NODE_LABEL:
+    if chosen.path == RECOVERY_NODE_LABEL:
         return _record(
             step,
             incident,

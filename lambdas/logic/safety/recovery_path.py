@@ -13,7 +13,6 @@ says which path acted and why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
 from lambdas.logic.core.steps import Step, error_details
 from lambdas.models.audit import AuditAction
@@ -23,15 +22,11 @@ from lambdas.models.incident import Incident
 from lambdas.models.kubernetes import NODE_HEALTH_LABEL
 from lambdas.models.settings import RECOVERY_API, RECOVERY_NODE_LABEL
 
-API: Final = RECOVERY_API
-NODE_LABEL: Final = RECOVERY_NODE_LABEL
-"""The two paths (the settings' own names: what `sdc:recoveryThroughNodeLabel` chooses)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Route:
     path: str
-    """API or NODE_LABEL."""
+    """RECOVERY_API or RECOVERY_NODE_LABEL (what `sdc:recoveryThroughNodeLabel` chooses)."""
     reason: str
     eks_cluster: str | None = None
     node_name: str | None = None
@@ -40,11 +35,11 @@ class Route:
 def route(step: Step, incident: Incident) -> Route:
     """The path this incident's recovery takes, and why."""
     config = step.deps.settings.isolation_for(incident.cluster_name)
-    if config.recovery != NODE_LABEL:
-        return Route(API, "the cluster's recovery goes through the HyperPod API")
+    if config.recovery != RECOVERY_NODE_LABEL:
+        return Route(RECOVERY_API, "the cluster's recovery goes through the HyperPod API")
     if incident.node_recovery != NodeRecovery.AUTOMATIC:
         return Route(
-            API,
+            RECOVERY_API,
             f"NodeRecovery is {incident.node_recovery or 'unknown'}, not Automatic: HyperPod "
             "acts on its node health label only with Automatic",
         )
@@ -53,9 +48,12 @@ def route(step: Step, incident: Incident) -> Route:
     eks = isolation.eks_cluster if isolation else None
     name = node.node_name if node else None
     if not eks or not name:
-        return Route(API, "the node's Kubernetes name is unknown (it was not isolated)")
+        return Route(RECOVERY_API, "the node's Kubernetes name is unknown (it was not isolated)")
     return Route(
-        NODE_LABEL, "handed to HyperPod's own recovery through its node health label", eks, name
+        RECOVERY_NODE_LABEL,
+        "handed to HyperPod's own recovery through its node health label",
+        eks,
+        name,
     )
 
 
@@ -71,13 +69,15 @@ def hand_over(step: Step, incident: Incident, chosen: Route, value: str) -> Rout
             AuditAction.NODE_LABEL_FAILED,
             error_details(err, label=f"{NODE_HEALTH_LABEL}={value}", node_name=chosen.node_name),
         )
-        return Route(API, f"the node health label could not be set ({err}): through the API")
+        return Route(
+            RECOVERY_API, f"the node health label could not be set ({err}): through the API"
+        )
     return chosen
 
 
 def details(chosen: Route, value: str | None = None) -> dict[str, str]:
     """What the audit entry of the request records about its path."""
     record = {"path": chosen.path, "path_reason": chosen.reason}
-    if chosen.path == NODE_LABEL and value is not None:
+    if chosen.path == RECOVERY_NODE_LABEL and value is not None:
         record |= {"label": f"{NODE_HEALTH_LABEL}={value}", "node_name": str(chosen.node_name)}
     return record
