@@ -16,9 +16,9 @@ from infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
 from infra.cli.render import print_json, render_decision
 from infra.cli.wiring import Operator
 from lambdas.adapters.identity import sign_identity_proof
-from lambdas.logic.evidence import cards
 from lambdas.logic.safety.decisions import approval_binding
 from lambdas.models.payloads import Decision
+from lambdas.wording import cards
 
 
 def cmd_decide(op: Operator, args: argparse.Namespace) -> int:

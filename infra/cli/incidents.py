@@ -1,5 +1,6 @@
 """The read commands: `sdc incidents` and `sdc holds` list, `sdc show` prints one incident (its
-evidence as the approval card words it, the decision, the audit trail) or one storm hold."""
+evidence and stored recommendation as the approval card words them, the decision, the audit
+trail) or one storm hold."""
 
 from __future__ import annotations
 
@@ -20,10 +21,9 @@ from infra.cli.render import (
     when,
 )
 from infra.cli.wiring import Operator
-from lambdas.logic.evidence import attached, cards
-from lambdas.logic.evidence.card_lines import approvals_line
-from lambdas.logic.evidence.recommendation import recommend
 from lambdas.models.incident import IncidentState
+from lambdas.wording import cards
+from lambdas.wording.card_lines import approvals_line
 
 HOLD_PREFIX: Final = "hold-"
 """Storm hold ids start with it (`lambdas.logic.core.ids.hold_id`); `show` takes either kind of id."""
@@ -92,28 +92,20 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
     verdict = subject_verdict(
         op, incident.incident_id, entries, closed=incident.closed_at is not None
     )
-    advice = recommend(
-        attached.reports(incident),
-        incident.health_check.result if incident.health_check else None,
-        job_level=incident.is_job,
-        rebooted=incident.reboots > 0,
-        unconfirmed=bool(incident.unconfirmed),
-    )
     if args.json:
         print_json(
             {
                 "incident": public_record(incident),
                 "approvals": approvals_line(incident),
-                "recommendation": {
-                    "advice": advice.advice.value,
-                    "reasons": list(advice.reasons),
-                },
+                "recommendation": (
+                    incident.recommendation.to_event() if incident.recommendation else None
+                ),
                 "audit": [e.to_record() for e in entries],
                 "chain": verdict_record(verdict),
             }
         )
     else:
-        card = cards.approval_card(incident, op.deployment.settings(), advice, max_bytes=None)
+        card = cards.approval_card(incident, op.deployment.settings(), max_bytes=None)
         print(render_incident(incident, card, op.deployment, entries, verdict))
     return EXIT_OK
 

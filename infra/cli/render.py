@@ -1,5 +1,5 @@
 """What the commands print. Each page is a list of sections put into text by the one renderer
-the approval card uses (`lambdas.logic.evidence.cards.render`): `show` prints some of the card's own
+the approval card uses (`lambdas.wording.cards.render`): `show` prints some of the card's own
 sections between its pages' sections. `--json` prints the same facts as data."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any
 from infra.cli.approvals import ExecutionEnded
 from infra.cli.deployment import Deployment
 from lambdas.logic.core.audit import ChainVerdict
-from lambdas.logic.evidence.card_lines import approvals_line
-from lambdas.logic.evidence.cards import ApprovalCard, Section, render
 from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold, HoldKind
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import Decision
+from lambdas.wording.card_lines import approvals_line
+from lambdas.wording.cards import ApprovalCard, Section, render
 
 # -- status -----------------------------------------------------------------------------------
 
@@ -69,6 +69,7 @@ def _approvals_waiting(waiting: list[dict[str, Any]]) -> Section:
         f"APPROVALS WAITING ({len(waiting)})",
         [
             f"  {w['incident_id']}  waiting {age(w['waiting_seconds'])}  "
+            + f"recommends: {w.get('tier') or 'not judged yet'}  "
             + ("card_undelivered: nobody was notified  " if w.get("card_undelivered") else "")
             + f"(sdc show {w['incident_id']})"
             for w in waiting

@@ -17,6 +17,7 @@ from lambdas.logic.core.lifecycle import awaiting_reconciliation
 from lambdas.models.errors import AwsError
 from lambdas.models.guard import reads_as_paused
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.wording.card_lines import advice_summary
 
 RECENT_HOLDS: Final = timedelta(hours=24)
 """`status` counts the incidents held on arrival within this window."""
@@ -61,6 +62,8 @@ def status_report(op: Operator, now: datetime) -> dict[str, Any]:
                 "requested_at": i.approval_requested_at,
                 "waiting_seconds": _seconds_since(i.approval_requested_at or i.updated_at, now),
                 "card_undelivered": i.card_undelivered,
+                "advice": i.recommendation.advice.value if i.recommendation else None,
+                "tier": advice_summary(i.recommendation),
             }
             for i in waiting
         ],

@@ -7,10 +7,13 @@ what nothing else moves); `ports.py` says what the logic needs from the outside 
 machinery the stages share is in four folders, each saying what it holds. None of it imports a
 stage, and each folder imports only those above it in this list:
 
-- `evidence/`: what an approver weighs, and the cards and notices that word it;
 - `core/`: the step every handler runs as, identifiers, states and transitions, the audit log;
+- `evidence/`: what an approver weighs, gathered and judged once (the stored recommendation);
 - `safety/`: what keeps the pipeline from acting wrongly, widely or twice;
 - `opening/`: how a claim becomes an incident (or is held).
+
+How it is all put to people (cards, notices, chat) is `lambdas.wording`: it reads the incident
+record only, and `core/` and `evidence/` import none of it.
 
 `STAGES` below is the map from each handler to the function it calls and the state-machine
 states that invoke it (a test holds it against the handlers and the synthesized definitions):

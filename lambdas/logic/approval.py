@@ -8,12 +8,11 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from lambdas.logic.core import ids, lifecycle
-from lambdas.logic.core.history import past_incidents
 from lambdas.logic.core.measures import elapsed, report_waiting
 from lambdas.logic.core.steps import Step, deliver, error_details
-from lambdas.logic.evidence import attached, cards, chat, hyperpod_view, telemetry
-from lambdas.logic.evidence.card_lines import approvals_line
-from lambdas.logic.evidence.recommendation import Recommendation, recommend
+from lambdas.logic.evidence import hyperpod_view, telemetry
+from lambdas.logic.evidence.history import past_incidents
+from lambdas.logic.evidence.recommendation import audit_recommendation, judge
 from lambdas.logic.opening import proceeding
 from lambdas.logic.ports import Deps
 from lambdas.logic.safety import guard
@@ -34,7 +33,6 @@ from lambdas.models.errors import (
     InvalidTransition,
     TaskNotWaiting,
 )
-from lambdas.models.guard import PastIncident
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.notices import NoticeKind
 from lambdas.models.payloads import (
@@ -44,8 +42,11 @@ from lambdas.models.payloads import (
     DecisionAccepted,
     DecisionRequest,
 )
+from lambdas.models.recommendation import Recommendation
 from lambdas.models.recovery import DecisionRecord
 from lambdas.observability import count, logger, seconds
+from lambdas.wording import cards, chat
+from lambdas.wording.card_lines import approvals_line
 
 S = IncidentState
 
@@ -71,8 +72,9 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
         if incident.state is S.AWAITING_APPROVAL and incident.decision:
             raise InvalidTransition(f"incident {incident.incident_id} was already decided")
         at = step.now()
-        hardware = telemetry.check(deps, incident, datetime.fromisoformat(at))
-        seen_by_hyperpod = hyperpod_view.look(deps, incident, datetime.fromisoformat(at))
+        hardware = telemetry.gather(deps, incident, datetime.fromisoformat(at))
+        seen_by_hyperpod = hyperpod_view.gather(deps, incident, datetime.fromisoformat(at))
+        past = past_incidents(step, incident)
 
         def wait(current: Incident) -> bool:
             if current.state is not S.AWAITING_APPROVAL:
@@ -85,10 +87,13 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             current.approval_requested_at = at
             current.telemetry = hardware
             current.hyperpod = seen_by_hyperpod
+            current.recommendation = judge(current, past, at)
             return True
 
         incident = step.update(request.incident_id, wait, incident)
-        card, advice, history = _card(step, incident)
+        audit_recommendation(step, incident, AuditAction.APPROVAL_REQUESTED)
+        advice = _judged(incident)
+        card = _card(step, incident)
         approve = dict(card.inputs[Decision.APPROVE])  # the input the card that goes out offers
         delivered, request_id = send_card(step, incident, card)
         step.audit(
@@ -97,7 +102,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             {
                 "advice": advice.advice.value,
                 "reasons": list(advice.reasons),
-                "history": [p.incident_id for p in history],
+                "history": [p.incident_id for p in advice.past],
                 "approval_input": approve,
                 "approval_state_machine_arn": deps.settings.approval_state_machine_arn,
                 "subject": card.subject,
@@ -117,22 +122,16 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
         return {"incident_id": incident.incident_id, "approval_input": approve}
 
 
-def _card(
-    step: Step, incident: Incident
-) -> tuple[cards.ApprovalCard, Recommendation, list[PastIncident]]:
-    """The approval card for an incident waiting for a decision, with the advice and history it
-    shows."""
-    health = incident.health_check.result if incident.health_check else None
-    history = past_incidents(step, incident)
-    advice = recommend(
-        attached.reports(incident),
-        health,
-        [p.incident_id for p in history if p.counts_as_history],
-        job_level=incident.is_job,
-        rebooted=incident.reboots > 0,
-        unconfirmed=bool(incident.unconfirmed),
-    )
-    return cards.approval_card(incident, step.deps.settings, advice, history), advice, history
+def _card(step: Step, incident: Incident) -> cards.ApprovalCard:
+    """The approval card of an incident waiting for a decision, worded from its record."""
+    return cards.approval_card(incident, step.deps.settings)
+
+
+def _judged(incident: Incident) -> Recommendation:
+    """The stored recommendation of an incident whose approval request judged it."""
+    if incident.recommendation is None:
+        raise InvalidTransition(f"incident {incident.incident_id} was never judged")
+    return incident.recommendation
 
 
 def send_card(step: Step, incident: Incident, card: cards.ApprovalCard) -> tuple[bool, str | None]:
@@ -169,7 +168,7 @@ def send_card(step: Step, incident: Incident, card: cards.ApprovalCard) -> tuple
 def resend_card(step: Step, incident: Incident) -> bool:
     """Send the card of an incident still waiting for a decision whose card never went out
     (reconciliation); audited `card_delivered`. Returns whether it went out this time."""
-    card, _, _ = _card(step, incident)
+    card = _card(step, incident)
     delivered, request_id = send_card(step, incident, card)
     if delivered:
         step.audit(

@@ -31,10 +31,9 @@ from typing import Any, Final
 
 from lambdas.logic import approval, isolation
 from lambdas.logic.core import lifecycle
-from lambdas.logic.core.history import record_history
 from lambdas.logic.core.measures import elapsed, report_waiting
 from lambdas.logic.core.steps import Step, node_status_of, send_notice
-from lambdas.logic.evidence import cards
+from lambdas.logic.evidence.history import record_history
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.metric_names import closed_metric
@@ -46,6 +45,7 @@ from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.notices import NoticeKind
 from lambdas.models.payloads import CloseRequest, CloseResult, Outcome
 from lambdas.observability import count, logger, seconds
+from lambdas.wording import cards, chat
 
 S = IncidentState
 
@@ -186,7 +186,7 @@ def _notify_close(step: Step, incident: Incident) -> None:
         incident,
         notice.subject,
         notice.text,
-        NoticeKind.CLOSED,
+        chat.incident_notice(NoticeKind.CLOSED, incident, notice.subject, notice.text),
         AuditAction.CLOSED_NOTIFIED,
         incident,
     )

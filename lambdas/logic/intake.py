@@ -43,7 +43,7 @@ from typing import Any, NoReturn
 
 from lambdas.logic.core import ids
 from lambdas.logic.core.steps import Step, error_details
-from lambdas.logic.evidence import attached
+from lambdas.logic.evidence import summaries
 from lambdas.logic.opening import arrivals, claims, incidents
 from lambdas.logic.opening.arrivals import Trigger
 from lambdas.logic.ports import Deps
@@ -87,7 +87,7 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
         at=alarm.state_at,
         event_id=alarm.event_id,
         source="alarm",
-        item=attached.alarm_evidence(alarm),
+        item=summaries.alarm_evidence(alarm),
         metric=alarm.metric.value,
         mute=guard.mute_blocker(alarm.alarm_name, alarm.mute) if alarm.mute else None,
     )
@@ -102,7 +102,7 @@ def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentRes
             "reason": reason,
             "cluster_name": alarm.cluster_name,
             "instance_id": alarm.instance_id,
-            "alarm": attached.alarm_evidence(alarm),
+            "alarm": summaries.alarm_evidence(alarm),
         },
     )
     count(M.EVENTS_IGNORED)
@@ -212,7 +212,7 @@ def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
             at=at,
             event_id=event.event_id,
             source="report",
-            item=attached.report_evidence(report, instance.instance_id),
+            item=summaries.report_evidence(report, instance.instance_id),
             report=report,
             metric=instance.metrics[0].value if instance.metrics else None,
         )
@@ -244,7 +244,7 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     free: list[str] = []
     for instance in report.instances:
         holder = deps.incidents.open_incident_id(report.cluster_name, instance.instance_id)
-        item = attached.report_evidence(report, instance.instance_id)
+        item = summaries.report_evidence(report, instance.instance_id)
         if holder:
             arrivals.attach_items(step, holder, [item], event.event_id, "report")
             if not any(r["incident_id"] == holder for r in results):
@@ -260,7 +260,7 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
         at=report.emitted,
         event_id=event.event_id,
         source="report",
-        item=attached.report_evidence(report, None),
+        item=summaries.report_evidence(report, None),
         report=report,
     )
     return [*results, incidents.open_job(step, trigger, free)]

@@ -48,6 +48,9 @@ class AuditAction(StrEnum):
     HEALTH_CHECK_NOT_STARTED = "health_check_not_started"
     HEALTH_CHECK_STATUS = "health_check_status"
     # the approver's card and decision
+    RECOMMENDED = "recommended"
+    """The evidence was judged (at the approval request, or again when later evidence
+    attached and the advice changed): the recommendation every reader words."""
     APPROVAL_REQUESTED = "approval_requested"
     CARD_DELIVERED = "card_delivered"
     APPROVAL_RECORDED = "approval_recorded"

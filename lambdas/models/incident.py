@@ -14,6 +14,7 @@ from lambdas.models.health_check import HealthCheckRecord
 from lambdas.models.hyperpod import HyperPodView
 from lambdas.models.isolation import IsolationRecord
 from lambdas.models.payloads import Decision
+from lambdas.models.recommendation import Recommendation
 from lambdas.models.recovery import DecisionRecord, RebootRecord, ReplacementRecord
 from lambdas.models.reporter_text import quoted
 from lambdas.models.telemetry import TelemetryRecord
@@ -75,7 +76,7 @@ class Incident:
     """Plain JSON-able fields and small records, so the record round-trips through DynamoDB
     unchanged.
 
-    `evidence` holds alarm and report summaries (see `lambdas.logic.evidence.attached`); `health_check`,
+    `evidence` holds alarm and report summaries (see `lambdas.logic.evidence.summaries`); `health_check`,
     `decision`, `replacement`, `reboot`, `isolation`, `hold` and `error` are records written by
     the step that owns them. `version` is the optimistic lock: every save is conditional on it.
 
@@ -125,6 +126,10 @@ class Incident:
     hyperpod: HyperPodView | None = None
     """HyperPod's own events for the instance and the node's HyperPod labels when the approval
     was requested (`lambdas.logic.evidence.hyperpod_view`)."""
+    recommendation: Recommendation | None = None
+    """The advice judged from the evidence (`lambdas.logic.evidence.recommendation.judge`) when
+    the approval was requested, and again when later evidence attached: every card, notice,
+    event and command words this record, none judges again. None until the approval request."""
     unconfirmed: dict[str, str] = field(default_factory=dict)
     """Instances a report named that the checks did not confirm (HyperPod does not know them
     as nodes of the cluster, or Kubernetes names another node), each with why: never acted on,
@@ -143,13 +148,36 @@ class Incident:
     @property
     def metrics(self) -> list[str]:
         """The alarm metrics its evidence names, in the order they first arrived (an item
-        dropped beyond `lambdas.logic.evidence.attached.MAX_EVIDENCE` is not counted)."""
+        dropped beyond `lambdas.logic.evidence.summaries.MAX_EVIDENCE` is not counted)."""
         seen: dict[str, None] = {}
         for item in self.evidence:
             for metric in [item.get("metric"), *item.get("metrics", [])]:
                 if metric:
                     seen.setdefault(metric, None)
         return list(seen)
+
+    @property
+    def reports(self) -> list[dict[str, Any]]:
+        """Report evidence, in the order the pipeline received it (the reporter's `emitted_at`
+        orders only reports received before receive times were kept)."""
+        found = [e for e in self.evidence if e.get("kind") == "report"]
+        return sorted(found, key=lambda e: str(e.get("received_at") or e.get("emitted_at") or ""))
+
+    @property
+    def alarms(self) -> list[dict[str, Any]]:
+        """Alarm evidence, in the order it was attached."""
+        return [e for e in self.evidence if e.get("kind") == "alarm"]
+
+    @property
+    def gpu_uuids(self) -> list[str]:
+        """The GPU UUIDs its reports name for its instance (repeat-offender history)."""
+        found = {
+            s["gpu_uuid"]
+            for r in self.reports
+            for s in r.get("suspects") or []
+            if s.get("gpu_uuid")
+        }
+        return sorted(found)
 
     @property
     def outcome(self) -> str | None:
@@ -253,5 +281,6 @@ _PARTS: dict[str, Any] = {
     "reboot": RebootRecord,
     "telemetry": TelemetryRecord,
     "hyperpod": HyperPodView,
+    "recommendation": Recommendation,
 }
 """The record type of each part stored as a map."""

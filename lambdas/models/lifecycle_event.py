@@ -13,7 +13,12 @@ EventBridge does not promise order, a consumer orders one incident's events by i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+from lambdas.models.console import console_link
+
+if TYPE_CHECKING:
+    from lambdas.models.incident import Incident
 
 LIFECYCLE_SOURCE: Final = "sdc.remediation"
 LIFECYCLE_DETAIL_TYPE: Final = "SDC Incident State Change"
@@ -35,11 +40,42 @@ class IncidentStateChange:
     scope: str = "node"
     instance_ids: tuple[str, ...] = ()
     recommendation: dict[str, Any] | None = None
-    """The decision table's advice and its reasons, from the incident's evidence."""
+    """The incident's stored recommendation (`Incident.recommendation.to_event()`): the advice,
+    its tier and reasons, the history and unconfirmed instances it was judged on. None until
+    the approval request judges the evidence."""
     decision: str | None = None
     reason: str | None = None
     links: dict[str, str | None] = field(default_factory=dict)
     """`show` (the CLI command), `execution` and `approval` (console pages), when known."""
+
+    @classmethod
+    def of(
+        cls, incident: Incident, old_state: str | None, approval_arn: str | None
+    ) -> IncidentStateChange:
+        """The event of `incident` having just moved from `old_state` (None: just created),
+        built from the record as saved: nothing is judged or looked up again."""
+        return cls(
+            incident_id=incident.incident_id,
+            cluster_name=incident.cluster_name,
+            instance_id=incident.instance_id,
+            old_state=old_state,
+            new_state=incident.state.value,
+            terminal=incident.state.terminal,
+            changed_at=incident.updated_at,
+            sequence=incident.version,
+            scope=str(incident.scope),
+            instance_ids=tuple(incident.instance_ids),
+            recommendation=(
+                incident.recommendation.to_event() if incident.recommendation else None
+            ),
+            decision=incident.decision.decision if incident.decision else None,
+            reason=incident.reason,
+            links={
+                "show": f"sdc show {incident.incident_id}",
+                "execution": console_link(incident.execution_arn),
+                "approval": console_link(approval_arn),
+            },
+        )
 
     def to_detail(self) -> dict[str, Any]:
         return {

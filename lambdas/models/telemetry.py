@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -124,3 +125,8 @@ class TelemetryRecord:
         for name in ("gpu_uuids", "context", "read", "not_exported"):
             values[name] = tuple(values.get(name) or ())
         return cls(**values)
+
+
+def span(start: datetime, end: datetime) -> str:
+    """A window as the card and the findings word it: `2026-12-04 17:40:00 to 17:55:00 UTC`."""
+    return f"{start.strftime('%Y-%m-%d %H:%M:%S')} to {end.strftime('%H:%M:%S')} UTC"

@@ -38,6 +38,7 @@ UP_TO_REPLACEMENT = [
     "node_isolated",
     "health_check_started",
     "health_check_status",
+    "recommended",
     "approval_requested",
     "decision_accepted",
     "decision_delivered",

@@ -35,6 +35,7 @@ def test_the_approved_path_ends_replaced_with_every_step_audited_in_order(aws, i
         "execution_started",
         "health_check_started",
         "health_check_status",
+        "recommended",
         "approval_requested",
         "decision_accepted",
         "decision_delivered",
@@ -50,7 +51,7 @@ def test_audit_entries_stored_in_dynamodb_still_verify_as_a_chain(aws, incident_
     verdict = verify_chain(aws.audit(incident_id))
 
     assert verdict.ok, verdict
-    assert verdict.checked == len(aws.actions(incident_id)) == 12
+    assert verdict.checked == len(aws.actions(incident_id)) == 13
 
 
 def test_audit_entries_carry_time_actor_and_aws_request_ids(aws, incident_id):

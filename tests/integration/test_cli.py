@@ -32,10 +32,11 @@ from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
 from lambdas.adapters.dynamodb.keys import hold_key
 from lambdas.adapters.identity import PROOF_PREFIX, checked_request
 from lambdas.logic.core.audit import GENESIS, Auditor, empty_chain, seal
+from lambdas.logic.evidence.recommendation import judge
 from lambdas.logic.ports import SystemClock
 from lambdas.models.approvals import BINDING_HEADER
 from lambdas.models.guard import ClusterHold
-from lambdas.models.incident import Incident
+from lambdas.models.incident import Incident, IncidentState
 from tests.conftest import load_fixture
 from tests.integration.conftest import (
     AUDIT_TABLE,
@@ -184,7 +185,10 @@ class Deployed:
             "evidence": [{"kind": "alarm", "key": "alarm:seed", "metric": "sdc_replay_mismatch"}],
             **fields,
         }
-        self.incidents.create(Incident.from_record(stored))
+        incident = Incident.from_record(stored)
+        if incident.state is IncidentState.AWAITING_APPROVAL and incident.recommendation is None:
+            incident.recommendation = judge(incident, [], created_at)  # as the request judges
+        self.incidents.create(incident)
         auditor = Auditor(self.audit, SystemClock(), self.anchor)
         for n in range(audited):
             auditor.record(incident_id, f"step_{n + 1}", actor="open_incident", details={"n": n})
@@ -1101,7 +1105,7 @@ def test_status_lists_the_approvals_waiting_with_their_age(deployed, capsys):
     out = capsys.readouterr().out
     report = status_json(deployed, capsys)
 
-    assert f"{waiting}  waiting 12m  (sdc show {waiting})" in out
+    assert f"{waiting}  waiting 12m  recommends: health check only  (sdc show {waiting})" in out
     assert [w["incident_id"] for w in report["approvals_waiting"]] == [waiting]
     assert 12 * 60 <= report["approvals_waiting"][0]["waiting_seconds"] < 13 * 60
 
@@ -1118,7 +1122,10 @@ def test_status_names_an_approval_whose_card_nobody_received(deployed, capsys):
     out = capsys.readouterr().out
     report = status_json(deployed, capsys)
 
-    assert f"{unseen}  waiting 5m  card_undelivered: nobody was notified" in out
+    assert (
+        f"{unseen}  waiting 5m  recommends: health check only  "
+        "card_undelivered: nobody was notified"
+    ) in out
     assert report["cards_undelivered"] == [unseen]
 
 

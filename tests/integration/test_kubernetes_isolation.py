@@ -15,8 +15,6 @@ from lambdas.adapters._aws import client_factory
 from lambdas.adapters.eks_token import EksTokens, sts_factory
 from lambdas.adapters.kubernetes import EksKubernetesNodes
 from lambdas.logic import approval, closing, health_check, isolation
-from lambdas.logic.evidence import cards
-from lambdas.logic.evidence.recommendation import recommend
 from lambdas.models.errors import (
     KubernetesConflict,
     KubernetesNotFound,
@@ -26,6 +24,7 @@ from lambdas.models.errors import (
 from lambdas.models.kubernetes import incident_taint
 from lambdas.models.payloads import ApprovalRequest, CloseRequest, IncidentRef, Outcome
 from lambdas.models.settings import IsolationConfig
+from lambdas.wording import cards
 from tests.integration.conftest import REGION, SESSION
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, World, settings
 
@@ -260,7 +259,7 @@ def test_an_unreachable_api_leaves_the_incident_open_saying_not_isolated_and_the
     result = isolation.isolate_node(IncidentRef(incident_id), world.deps)
 
     incident = world.incident(incident_id)
-    text = cards.approval_card(incident, world.settings, recommend([], None, [])).text
+    text = cards.approval_card(incident, world.settings).text
     assert result["isolated"] is False
     assert incident.isolation.cause == "unreachable"
     assert incident.state.value == "opened"

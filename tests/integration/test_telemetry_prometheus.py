@@ -49,7 +49,7 @@ def adapter(prometheus) -> AmpPrometheus:
 def check(prometheus, incident, **workspace):
     world = World(settings=settings(telemetry={CLUSTER: prometheus.workspace(**workspace)}))
     world.prometheus = adapter(prometheus)
-    return telemetry.check(world.deps, incident, prometheus.data.later())
+    return telemetry.gather(world.deps, incident, prometheus.data.later())
 
 
 def test_the_server_is_debians_prometheus(prometheus):

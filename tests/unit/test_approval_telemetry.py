@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 
 from lambdas.logic import approval
-from lambdas.logic.evidence import cards
-from lambdas.logic.evidence.recommendation import recommend
 from lambdas.models.errors import TelemetryRefused, TelemetrySlow, TelemetryUnreachable
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import ApprovalRequest
 from lambdas.models.telemetry import TelemetryState
+from lambdas.wording import cards
 from tests.conftest import load_fixture
 from tests.unit.fakes import FakePrometheus
 from tests.unit.test_telemetry import UUID, WORKSPACE
@@ -75,8 +74,7 @@ def test_the_card_rebuilt_from_the_stored_incident_says_the_same():
     world.prometheus.answer(TelemetryUnreachable("must not be asked"))
 
     incident = world.incident(incident_id)
-    advice = recommend([], None)
-    again = cards.approval_card(incident, world.settings, advice).text
+    again = cards.approval_card(incident, world.settings).text
 
     assert paragraph(again, "HARDWARE TELEMETRY") == sent
     assert len(world.prometheus.calls) == 1

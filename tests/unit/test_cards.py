@@ -4,10 +4,10 @@ import json
 import re
 
 from lambdas.logic import closing, intake, recovery
-from lambdas.logic.evidence import attached, cards
-from lambdas.logic.evidence.recommendation import Advice, Recommendation
 from lambdas.models.payloads import CloseRequest, Decision, IncidentRef, Outcome
+from lambdas.models.recommendation import Advice, Recommendation
 from lambdas.models.report import parse_report_event
+from lambdas.wording import cards
 from tests.conftest import load_fixture
 from tests.unit.world import APPROVAL_ARN, INSTANCE, TOKEN, World, settings
 
@@ -207,9 +207,10 @@ def test_of_two_reports_the_earlier_window_decides_the_resume_point(world):
     incident_id = next(iter(world.store.incidents))
     intake.store_report(parse_report_event(later), world.deps)
     incident = world.incident(incident_id)
-    assert len(attached.reports(incident)) == 2
+    assert len(incident.reports) == 2
 
-    text = cards.approval_card(incident, world.settings, Recommendation(Advice.REPLACE, ())).text
+    incident.recommendation = Recommendation(Advice.REPLACE, ())
+    text = cards.approval_card(incident, world.settings).text
 
     assert "Resume from: checkpoint at step 20" in text
     assert "suspect window [21, 30]" in text

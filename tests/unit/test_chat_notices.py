@@ -9,11 +9,10 @@ import jsonschema
 import pytest
 
 from lambdas.logic import approval, closing, intake
-from lambdas.logic.evidence import attached, cards
-from lambdas.logic.evidence.recommendation import recommend
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.notices import DESCRIPTION_LIMIT, ChatNotification, NoticeKind
 from lambdas.models.payloads import CloseRequest, Outcome
+from lambdas.wording import cards
 from tests.conftest import load_fixture
 from tests.unit.test_guard import alarm_for, instance, nodes
 from tests.unit.world import CLUSTER, World, alarm_event
@@ -63,14 +62,9 @@ def test_the_approval_requests_email_text_is_the_card_unchanged():
     world = World()
     incident_id = world.awaiting_approval()
     incident = world.incident(incident_id)
-    advice = recommend(
-        attached.reports(incident),
-        incident.health_check.result if incident.health_check else None,
-    )
-
     notice = notice_of(world, NoticeKind.APPROVAL_REQUEST)
 
-    assert notice.message == cards.approval_card(incident, world.settings, advice).text
+    assert notice.message == cards.approval_card(incident, world.settings).text
 
 
 def test_the_held_notice_for_chat_matches_the_documented_shape():

@@ -10,10 +10,10 @@ import pytest
 
 from lambdas.logic import approval
 from lambdas.logic.core import ids
-from lambdas.logic.evidence.card_lines import approvals_line
 from lambdas.models.errors import DecisionRefused, ServiceUnavailable, Throttled
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import DecisionRequest
+from lambdas.wording.card_lines import approvals_line
 from tests.unit.world import ALICE, APPROVAL_ARN, APPROVAL_EXECUTION, BOB, World
 
 S = IncidentState

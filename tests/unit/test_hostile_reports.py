@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 
 from lambdas.logic import approval, health_check, intake
-from lambdas.logic.evidence import attached, cards
-from lambdas.logic.evidence.recommendation import recommend
+from lambdas.logic.evidence import summaries
+from lambdas.logic.evidence.recommendation import judge
 from lambdas.logic.opening import claims
 from lambdas.models.errors import DecisionRefused, MalformedEvent
 from lambdas.models.events import parse_contributor_event
@@ -20,6 +20,7 @@ from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import ApprovalRequest, IncidentRef
 from lambdas.models.report import parse_report_event
 from lambdas.models.settings import IsolationConfig
+from lambdas.wording import cards
 from tests.unit.reports import REPORT_TIME, forged_event, large_report, suspect
 from tests.unit.world import (
     CLUSTER,
@@ -274,7 +275,7 @@ def test_two_190_kb_reports_on_a_genuine_incident_still_get_the_approval_card_ou
     assert len(card.encode()) <= cards.MESSAGE_MAX_BYTES
     assert "WHAT TO DO" in card
     (incident,) = world.store.incidents.values()
-    assert len(attached.reports(incident)) == 2
+    assert len(incident.reports) == 2
 
 
 def test_what_sdc_show_prints_lists_every_report_of_the_incident(world):
@@ -282,9 +283,9 @@ def test_what_sdc_show_prints_lists_every_report_of_the_incident(world):
     for n in range(3):
         store(world, large_report(f"r-large-{n:07d}"))
     (incident,) = world.store.incidents.values()
-    advice = recommend(attached.reports(incident), None)
+    incident.recommendation = judge(incident, [], incident.updated_at)
 
-    shown = cards.approval_card(incident, world.settings, advice, max_bytes=None).text
+    shown = cards.approval_card(incident, world.settings, max_bytes=None).text
 
     assert all(f"report r-large-{n:07d}" in shown for n in range(3))
 
@@ -293,12 +294,10 @@ def test_a_card_too_large_shows_the_newest_reports_and_names_how_many_more(world
     for n in range(3):
         store(world, large_report(f"r-large-{n:07d}"))
     (incident,) = world.store.incidents.values()
-    advice = recommend(attached.reports(incident), None)
-    full = cards.approval_card(incident, world.settings, advice, max_bytes=None).text
+    incident.recommendation = judge(incident, [], incident.updated_at)
+    full = cards.approval_card(incident, world.settings, max_bytes=None).text
 
-    card = cards.approval_card(
-        incident, world.settings, advice, max_bytes=len(full.encode()) - 1
-    ).text
+    card = cards.approval_card(incident, world.settings, max_bytes=len(full.encode()) - 1).text
 
     assert f"more reports: `sdc show {incident.incident_id}`" in card
     assert "report r-large-0000002" in card  # the newest is shown
@@ -307,10 +306,10 @@ def test_a_card_too_large_shows_the_newest_reports_and_names_how_many_more(world
 def test_even_a_tiny_budget_keeps_the_recommendation_and_decision_trailer_whole(world):
     store(world, large_report("r-large-0000001"))
     (incident,) = world.store.incidents.values()
-    advice = recommend(attached.reports(incident), None)
-    full = cards.approval_card(incident, world.settings, advice, max_bytes=None)
+    incident.recommendation = judge(incident, [], incident.updated_at)
+    full = cards.approval_card(incident, world.settings, max_bytes=None)
 
-    card = cards.approval_card(incident, world.settings, advice, max_bytes=3_000)
+    card = cards.approval_card(incident, world.settings, max_bytes=3_000)
 
     assert len(card.text.encode()) <= 3_000
     assert (card.recommendation, card.what_to_do) == (full.recommendation, full.what_to_do)
@@ -321,7 +320,7 @@ def test_the_evidence_on_an_incident_stays_bounded_in_bytes_however_many_reports
         store(world, large_report(f"r-large-{n:07d}"))
 
     (incident,) = world.store.incidents.values()
-    assert attached.size_of(incident.evidence) <= attached.MAX_EVIDENCE_BYTES
+    assert summaries.size_of(incident.evidence) <= summaries.MAX_EVIDENCE_BYTES
     assert incident.evidence_dropped > 0
 
 
@@ -333,9 +332,9 @@ def test_a_large_report_keeps_every_entry_about_its_own_instance(world):
     store(world, event)
 
     (incident,) = world.store.incidents.values()
-    (summary,) = attached.reports(incident)
+    (summary,) = incident.reports
     assert {0, 1} <= set(summary["culprits"])
-    assert summary["left_out"]["culprits"] == 100 - attached.KEPT_OTHERS
+    assert summary["left_out"]["culprits"] == 100 - summaries.KEPT_OTHERS
 
 
 # -- claims checked against Kubernetes --------------------------------------------------------

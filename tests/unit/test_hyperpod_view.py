@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from lambdas.logic import approval, health_check, isolation
-from lambdas.logic.evidence import hyperpod_view
 from lambdas.models.errors import DependencyFailed, KubernetesUnreachable, Throttled
 from lambdas.models.hyperpod import MAX_EVENTS, HyperPodView
 from lambdas.models.incident import Incident
 from lambdas.models.payloads import IncidentRef, parse_approval_request
 from lambdas.models.settings import IsolationConfig
+from lambdas.wording import card_lines
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, TOKEN, World, settings
 
 HEADING = "HYPERPOD (its own events for this instance, and the node's labels)"
@@ -193,7 +193,7 @@ def test_the_view_round_trips_through_the_incident_record():
 
 
 def test_an_incident_not_yet_asked_says_so():
-    assert hyperpod_view.card_lines(None) == ["not asked yet (the approval request asks)"]
+    assert card_lines.hyperpod_panel(None) == ["not asked yet (the approval request asks)"]
 
 
 def test_an_empty_window_says_which_window_it_was():
@@ -203,7 +203,7 @@ def test_an_empty_window_says_which_window_it_was():
         window_end="2026-11-30T09:00:00+00:00",
     )
 
-    assert hyperpod_view.card_lines(view) == [
+    assert card_lines.hyperpod_panel(view) == [
         "no events for this instance between 2026-11-30 07:14:31 UTC and 09:00:00 UTC"
     ]
 

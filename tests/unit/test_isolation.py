@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 
 from lambdas.logic import approval, closing, isolation, recovery
-from lambdas.logic.evidence import cards
-from lambdas.logic.evidence.recommendation import recommend
 from lambdas.logic.ports import Deps
 from lambdas.models.errors import (
     KubernetesConflict,
@@ -25,6 +23,7 @@ from lambdas.models.kubernetes import (
 )
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.settings import IsolationConfig, Settings
+from lambdas.wording import cards
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, World, settings
 
 ON = {CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS)}
@@ -44,7 +43,7 @@ def close(world: World, incident_id: str, outcome: Outcome):
 
 def card_of(world: World, incident_id: str) -> str:
     incident = world.incident(incident_id)
-    return cards.approval_card(incident, world.settings, recommend([], None, [])).text
+    return cards.approval_card(incident, world.settings).text
 
 
 # -- isolating ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from tests.conftest import REPO
 
 PACKAGES = ("lambdas", "infra", "trainer_emitter")
 LOGIC = REPO / "lambdas" / "logic"
-FOLDERS = ("evidence", "core", "safety", "opening")
+FOLDERS = ("core", "evidence", "safety", "opening")
 """The logic's folders, bottom up: each imports only the ones before it (and no stage)."""
 STAGE_MODULES = frozenset(
     path.stem for path in LOGIC.glob("*.py") if path.stem not in {"__init__", "ports"}
@@ -29,6 +29,12 @@ NEVER: tuple[tuple[str, str, str], ...] = (
     ("lambdas.models", "lambdas.logic", "records know no logic"),
     ("lambdas.models", "lambdas.adapters", "records know no AWS"),
     ("lambdas.models", "lambdas.handlers", "records know no handler"),
+    ("lambdas.models", "lambdas.wording", "records know no wording"),
+    ("lambdas.wording", "lambdas.logic", "wording reads the incident record only"),
+    ("lambdas.wording", "lambdas.adapters", "wording reads the incident record only"),
+    ("lambdas.wording", "lambdas.handlers", "wording reads the incident record only"),
+    ("lambdas.logic.core", "lambdas.wording", "the step every handler runs as words nothing"),
+    ("lambdas.logic.evidence", "lambdas.wording", "knowing the evidence never words it"),
     ("lambdas.logic", "lambdas.adapters", "the logic reaches AWS through its ports only"),
     ("lambdas.logic", "lambdas.handlers", "handlers call the logic, not the other way"),
     ("lambdas.adapters", "lambdas.handlers", "handlers build the adapters"),
@@ -152,8 +158,13 @@ def test_no_import_runs_against_the_layers():
 @pytest.mark.parametrize(
     ("importer", "imported"),
     [
-        ("lambdas.logic.evidence.cards", "lambdas.logic.approval"),
-        ("lambdas.logic.evidence.cards", "lambdas.logic.core.lifecycle"),
+        ("lambdas.wording.cards", "lambdas.logic.approval"),
+        ("lambdas.wording.cards", "lambdas.logic.core.lifecycle"),
+        ("lambdas.wording.card_lines", "lambdas.logic.evidence.summaries"),
+        ("lambdas.logic.core.steps", "lambdas.wording.chat"),
+        ("lambdas.logic.core.steps", "lambdas.logic.evidence.recommendation"),
+        ("lambdas.logic.evidence.history", "lambdas.wording.cards"),
+        ("lambdas.models.lifecycle_event", "lambdas.wording.cards"),
         ("lambdas.logic.core.steps", "lambdas.logic.safety.guard"),
         ("lambdas.models.incident", "lambdas.logic.core.lifecycle"),
         ("lambdas.logic.intake", "lambdas.adapters.dynamodb"),

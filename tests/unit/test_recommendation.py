@@ -9,7 +9,8 @@ import copy
 
 import pytest
 
-from lambdas.logic.evidence.recommendation import Advice, recommend
+from lambdas.logic.evidence.recommendation import recommend
+from lambdas.models.recommendation import Advice
 from tests.conftest import load_fixture
 
 NODE_0 = list(range(0, 8))

@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 
 from lambdas.logic.evidence import dcgm, telemetry, telemetry_findings, telemetry_query, xids
-from lambdas.logic.evidence.attached import report_evidence
+from lambdas.logic.evidence.summaries import report_evidence
 from lambdas.models.errors import TelemetryBadAnswer, TelemetryRefused, TelemetrySlow
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.isolation import ISOLATED, IsolatedNode, IsolationRecord
 from lambdas.models.report import parse_report_event
 from lambdas.models.settings import TelemetryWorkspace
 from lambdas.models.telemetry import TelemetryRecord, TelemetryState
+from lambdas.wording import card_lines
 from tests.conftest import load_fixture
 from tests.unit.fakes import FakePrometheus
 from tests.unit.world import CLUSTER, INSTANCE, World, settings
@@ -609,7 +610,7 @@ def configured_world(*answers: Any) -> World:
 
 
 def test_a_cluster_without_a_workspace_asks_nothing_and_says_it_is_not_configured(world):
-    found = telemetry.check(world.deps, incident(), LATER)
+    found = telemetry.gather(world.deps, incident(), LATER)
 
     assert world.prometheus.calls == []
     assert found.state == TelemetryState.NOT_CONFIGURED
@@ -619,7 +620,7 @@ def test_a_cluster_without_a_workspace_asks_nothing_and_says_it_is_not_configure
 def test_the_query_goes_to_the_clusters_workspace_over_the_window():
     world = configured_world(answer())
 
-    found = telemetry.check(world.deps, incident(), LATER)
+    found = telemetry.gather(world.deps, incident(), LATER)
 
     (call,) = world.prometheus.calls
     window = telemetry_query.window_of(incident(), LATER)
@@ -646,25 +647,25 @@ def test_the_query_goes_to_the_clusters_workspace_over_the_window():
 def test_a_failed_query_becomes_one_line_that_says_why(error, state):
     world = configured_world(error)
 
-    found = telemetry.check(world.deps, incident(), LATER)
+    found = telemetry.gather(world.deps, incident(), LATER)
 
     assert found.state == state
     assert found.summary == f"not available: {error}; this does not clear the node"
     assert found.error["type"] == type(error).__name__
-    assert telemetry.card_lines(found) == [found.summary, f"dashboard: {WORKSPACE.dashboard}"]
+    assert card_lines.telemetry_panel(found) == [found.summary, f"dashboard: {WORKSPACE.dashboard}"]
 
 
 def test_a_malformed_answer_is_a_failed_query():
     world = configured_world({"resultType": "vector", "result": []})
 
-    assert telemetry.check(world.deps, incident(), LATER).state == TelemetryState.FAILED
+    assert telemetry.gather(world.deps, incident(), LATER).state == TelemetryState.FAILED
 
 
 # -- the card's paragraph ---------------------------------------------------------------------------
 
 
 def test_the_card_lists_every_signal_what_was_looked_at_and_the_dashboard():
-    lines = telemetry.card_lines(record(answer()))
+    lines = card_lines.telemetry_panel(record(answer()))
 
     assert lines[0].startswith(f"XID 79 at 08:03:15 UTC on {UUID} (GPU 5): ")
     assert lines[1].startswith("row remap FAILED")
@@ -681,7 +682,7 @@ def test_the_card_lists_every_signal_what_was_looked_at_and_the_dashboard():
 
 
 def test_an_incident_not_yet_asked_about_says_so():
-    assert telemetry.card_lines(None) == ["not queried yet (the approval request queries it)"]
+    assert card_lines.telemetry_panel(None) == ["not queried yet (the approval request queries it)"]
 
 
 def test_the_record_round_trips_through_the_incident_record():

@@ -20,6 +20,7 @@ from infra.local.drill import judge, stage
 from infra.local.drill.scenarios import RANK_MAP, WORKSPACE_ID, Scenario
 from infra.local.grants import GrantsInsufficient, calls_per_function
 from lambdas.models.audit import AuditAction
+from lambdas.wording.card_lines import advice_summary
 
 Note = Callable[..., None]
 """`note(who, what, at=None, **ids)`: a timeline line; `at` (monotonic) if earlier than now."""
@@ -288,10 +289,15 @@ def _approve(
     the approval state machine. Returns the last card."""
     card = None
     for incident_id in incident_ids:
-        run.wait_for(incident_id, "awaiting_approval", timeout=60)
+        waiting = run.wait_for(incident_id, "awaiting_approval", timeout=60)
         notice = run.wait_for_notification("approve")
         card = notice["message"]
-        note("approver", f"notified: {notice['subject']}", incident_id=incident_id)
+        note(
+            "approver",
+            f"notified: {notice['subject']}",
+            incident_id=incident_id,
+            recommends=advice_summary(waiting.recommendation),
+        )
         decision = ask(run, incident_id, card) if ask else scenario.decision
         if decision is None and ask:
             note("approver", "decided outside the drill")

@@ -1,4 +1,5 @@
 """What every stage stands on: the step (load, save with retries, audit, fail visibly, publish
-each state change, deliver a notice), identifiers, the incident states and their transitions,
-the lifecycle event of a state change, the hash-chained audit log and its scheduled check, the
-node's history of earlier incidents, and the duration metrics."""
+each state change as the record's lifecycle event, deliver a notice), identifiers, the incident
+states and their transitions, the hash-chained audit log and its scheduled check, and the
+duration metrics. It imports no evidence and no wording: what it publishes and delivers is
+built from records."""

@@ -9,9 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
 
-from lambdas.logic.core import lifecycle_events
 from lambdas.logic.core.audit import Auditor
-from lambdas.logic.evidence import chat
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction, AuditEntry
@@ -24,7 +22,8 @@ from lambdas.models.errors import (
 )
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.notices import NoticeKind
+from lambdas.models.lifecycle_event import IncidentStateChange
+from lambdas.models.notices import ChatNotification
 from lambdas.observability import count, logger
 
 SAVE_ATTEMPTS = 5
@@ -81,8 +80,10 @@ class Step:
 
     def _publish(self, incident: Incident, old_state: IncidentState | None) -> None:
         """The lifecycle event of the change; a failure is audited and logged, never raised."""
-        change = lifecycle_events.state_change(
-            incident, old_state, self.deps.settings.approval_state_machine_arn
+        change = IncidentStateChange.of(
+            incident,
+            old_state.value if old_state else None,
+            self.deps.settings.approval_state_machine_arn,
         )
         try:
             self.deps.lifecycle.publish(change)
@@ -240,23 +241,28 @@ def send_notice(
     incident: Incident,
     subject: str,
     text: str,
-    kind: NoticeKind,
+    chat: ChatNotification,
     sent_action: AuditAction,
     current: Incident | None = None,
 ) -> None:
-    """Publish a notice about `incident` (`deliver`: retried with backoff), then mark it
+    """Publish a notice about `incident` (`deliver`: retried with backoff), with `chat` its
+    chat rendering (`lambdas.wording.chat`; its kind is the notice's), then mark it
     `close_notified` and audit `sent_action`. A notice that could not be delivered is audited
     as `notification_failed` and not raised: the incident is recorded either way, and the flag
     stays false so a retry sends the notice again."""
     delivered, request_id = deliver(
         step,
         incident.incident_id,
-        kind,
+        chat.kind,
         lambda: step.deps.notifier.publish(
             subject,
             text,
-            {"incident_id": incident.incident_id, "kind": kind, "state": incident.state.value},
-            chat.incident_notice(kind, incident, subject, text),
+            {
+                "incident_id": incident.incident_id,
+                "kind": chat.kind,
+                "state": incident.state.value,
+            },
+            chat,
         ),
     )
     if not delivered:

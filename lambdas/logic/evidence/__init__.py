@@ -1,5 +1,6 @@
-"""What an approver weighs, and how it is put to people: the alarms and reports attached to an
-incident, HyperPod's own view of the node, the GPUs' hardware telemetry (dcgm-exporter series,
-XIDs), the recommended recovery tier, the checkpoint to resume from, and the approval card and
-notices (plain text and chat) that word it all. It reads records and ports, and writes
-nothing of its own."""
+"""What an approver weighs, gathered and judged: the alarm and report summaries kept on an
+incident (`summaries`), HyperPod's own view of the node (`hyperpod_view`), the GPUs' hardware
+telemetry (dcgm-exporter series, XIDs), the node's earlier incidents (`history`), the checkpoint
+to resume from, and the recommended recovery tier (`recommendation.judge`, the one place an
+incident is judged; the incident stores what it returns). How it is worded for people is
+`lambdas.wording`'s, from the record; nothing here words a card."""

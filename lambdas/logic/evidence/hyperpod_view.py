@@ -15,19 +15,19 @@ the approval request goes on whatever HyperPod answers.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from lambdas.logic.evidence.telemetry_query import LOOKBACK, evidence_times
 from lambdas.logic.ports import Deps
 from lambdas.models.errors import AwsError, KubernetesError
 from lambdas.models.events import parse_time
-from lambdas.models.hyperpod import ClusterEvent, EventLevel, HyperPodView
+from lambdas.models.hyperpod import ClusterEvent, HyperPodView
 from lambdas.models.incident import Incident
 
 ERROR_TEXT_LIMIT = 300
 
 
-def look(deps: Deps, incident: Incident, now: datetime) -> HyperPodView:
+def gather(deps: Deps, incident: Incident, now: datetime) -> HyperPodView:
     """HyperPod's events for the incident's instance and its node's HyperPod labels; never
     raises."""
     from lambdas.observability import logger
@@ -86,48 +86,3 @@ def _labels(
     except KubernetesError as err:
         return None, (), f"not available: {str(err)[:ERROR_TEXT_LIMIT]}"
     return node.name, node.hyperpod_labels, None
-
-
-def card_lines(view: HyperPodView | None) -> list[str]:
-    """The card's HYPERPOD paragraph: each event (time, level, what, the failure), or why
-    there are none; and the node's labels."""
-    if view is None:
-        return ["not asked yet (the approval request asks)"]
-    lines: list[str] = []
-    if view.events_error:
-        lines.append(f"events: {view.events_error}")
-    elif not view.events:
-        lines.append(f"no events for this instance between {_span(view)}")
-    else:
-        if view.more_events:
-            lines.append("(older events left out; the console lists them all)")
-        for event in view.events:
-            level = "" if event.level in (None, EventLevel.INFO) else f" [{event.level}]"
-            failure = f": {event.failure}" if event.failure else ""
-            lines.append(
-                f"{_clock(event.at)}{level} {event.description or '(no description)'}{failure}"
-            )
-    if view.labels:
-        lines.append(
-            f"node {view.node_name} labels: "
-            + ", ".join(f"{key.rsplit('/', 1)[-1]}={value}" for key, value in view.labels)
-        )
-    elif view.node_name:
-        lines.append(f"node {view.node_name} has no HyperPod health labels")
-    if view.labels_error:
-        lines.append(f"node labels: {view.labels_error}")
-    return lines
-
-
-def _span(view: HyperPodView) -> str:
-    if not view.window_start or not view.window_end:
-        return "(unknown)"
-    return f"{_stamp(view.window_start)} and {_clock(view.window_end)}"
-
-
-def _stamp(text: str) -> str:
-    return datetime.fromisoformat(text).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _clock(text: str) -> str:
-    return datetime.fromisoformat(text).astimezone(UTC).strftime("%H:%M:%S UTC")

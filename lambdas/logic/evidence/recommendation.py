@@ -15,35 +15,23 @@ so is a transient verdict on a node with history (a past incident of the same in
 same GPU UUID): both are proposed for replacement. A failed deep health check is reason enough
 to propose replacing, and so is one that failed again after a reboot. A job-level incident (an
 ambiguous report) never proposes a replacement.
+
+`judge` is the one place an incident is judged: at the approval request, and again when later
+evidence attaches to a judged incident. It returns the `Recommendation` record the incident
+stores; every card, notice, event and command words that record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
+from lambdas.logic.core.steps import Step
+from lambdas.models.audit import AuditAction
+from lambdas.models.guard import PastIncident
+from lambdas.models.incident import Incident
+from lambdas.models.recommendation import MAX_PAST, Advice, Recommendation
 from trainer_emitter.contract import Check, VerdictKind
-
-
-class Advice(StrEnum):
-    REPLACE = "replace after review"
-    REBOOT = "reboot, then health-check again (the node stays isolated until it passes)"
-    HEALTH_CHECK_ONLY = "health check only, no replacement proposed"
-
-    @property
-    def strength(self) -> int:
-        return _STRENGTH[self]
-
-
-_STRENGTH = {Advice.HEALTH_CHECK_ONLY: 0, Advice.REBOOT: 1, Advice.REPLACE: 2}
-
-
-@dataclass(frozen=True, slots=True)
-class Recommendation:
-    advice: Advice
-    reasons: tuple[str, ...]
 
 
 def assess_report(report: dict[str, Any]) -> tuple[Advice, str]:
@@ -149,3 +137,56 @@ def recommend(
 
 def _ranks(ranks: Sequence[int]) -> str:
     return ", ".join(str(r) for r in ranks)
+
+
+def judge(
+    incident: Incident,
+    past: Sequence[PastIncident],
+    at: str,
+    *,
+    left_out: int = 0,
+    history: Sequence[str] | None = None,
+) -> Recommendation:
+    """The recommendation for `incident` as recorded now: its report evidence, its deep health
+    check, its reboots and the instances the checks did not confirm, with `past` (the node's
+    earlier incidents, oldest first; those that count as history can turn a transient fault
+    into a replacement). `history`: the ids that count, when `past` was cut (`rejudge`)."""
+    if history is None:
+        history = [p.incident_id for p in past if p.counts_as_history]
+    history = tuple(history)
+    judged = recommend(
+        incident.reports,
+        incident.health_check.result if incident.health_check else None,
+        history,
+        job_level=incident.is_job,
+        rebooted=incident.reboots > 0,
+        unconfirmed=bool(incident.unconfirmed),
+    )
+    return Recommendation(
+        advice=judged.advice,
+        reasons=judged.reasons,
+        history=history,
+        unconfirmed=tuple(sorted(incident.unconfirmed)),
+        past=tuple(past[-MAX_PAST:]),
+        past_left_out=left_out + max(len(past) - MAX_PAST, 0),
+        judged_at=at,
+    )
+
+
+def rejudge(incident: Incident, at: str) -> Recommendation | None:
+    """The recommendation again after evidence attached, on the same past incidents it was
+    judged on (the node's history does not change while the incident is open); None when the
+    incident was never judged (its approval request will judge it)."""
+    before = incident.recommendation
+    if before is None:
+        return None
+    return judge(incident, before.past, at, left_out=before.past_left_out, history=before.history)
+
+
+def audit_recommendation(step: Step, incident: Incident, cause: str) -> None:
+    """The `recommended` entry of a judgement just stored on `incident`: what it advises, why,
+    and what it was judged on; `cause` says what asked for it."""
+    judged = incident.recommendation
+    if judged is None:
+        return
+    step.audit(incident.incident_id, AuditAction.RECOMMENDED, {"cause": cause, **judged.to_event()})

@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 
 from lambdas.logic.evidence.dcgm import parse_matrix
-from lambdas.logic.evidence.telemetry_findings import queried, span, summarize
+from lambdas.logic.evidence.telemetry_findings import queried, summarize
 from lambdas.logic.evidence.telemetry_query import query_for, target_of, window_of
 from lambdas.logic.ports import Deps
 from lambdas.models.errors import TelemetryError
@@ -52,7 +52,7 @@ from lambdas.models.incident import Incident
 from lambdas.models.telemetry import TelemetryRecord, TelemetryState
 
 
-def check(deps: Deps, incident: Incident, now: datetime) -> TelemetryRecord:
+def gather(deps: Deps, incident: Incident, now: datetime) -> TelemetryRecord:
     """Query the cluster's workspace about the incident's node and GPUs; never raises."""
     # Imported here: the cards (and so the CLI) use this module without the Lambda runtime.
     from lambdas.observability import logger
@@ -103,29 +103,3 @@ def check(deps: Deps, incident: Incident, now: datetime) -> TelemetryRecord:
         seconds=record.seconds,
     )
     return record
-
-
-def card_lines(record: TelemetryRecord | None) -> list[str]:
-    """The card's HARDWARE TELEMETRY paragraph: every signal (or the one-line verdict), earlier
-    faults, what was looked at, and the dashboard."""
-    if record is None:
-        return ["not queried yet (the approval request queries it)"]
-    state = TelemetryState(record.state)
-    lines = [f.text for f in record.signals] if state is TelemetryState.SIGNAL else [record.summary]
-    lines += [f"earlier: {f.text}" for f in record.history]
-    lines += list(record.context)
-    if state.queried and record.window_start and record.window_end:
-        lines.append(
-            f"looked at: {record.node}; "
-            f"{span(_parse(record.window_start), _parse(record.window_end))} "
-            f"in {record.step_seconds} s steps; workspace {record.workspace}"
-        )
-    if record.not_exported and state is TelemetryState.SIGNAL:  # the others' summary names them
-        lines.append(f"not exported for this node: {', '.join(record.not_exported)}")
-    if record.dashboard:
-        lines.append(f"dashboard: {record.dashboard}")
-    return lines
-
-
-def _parse(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)

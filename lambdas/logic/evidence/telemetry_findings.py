@@ -6,7 +6,6 @@ import dataclasses
 import itertools
 import re
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any, Final
 
 from lambdas.logic.evidence import xids
@@ -27,6 +26,7 @@ from lambdas.models.telemetry import (
     TelemetryFinding,
     TelemetryRecord,
     TelemetryState,
+    span,
 )
 
 SHOWN_SIGNALS: Final = 3
@@ -319,10 +319,6 @@ def _gpu_text(series: Series) -> str:
 
 def _span_text(window: Window) -> str:
     return span(window.start, window.end)
-
-
-def span(start: datetime, end: datetime) -> str:
-    return f"{start.strftime('%Y-%m-%d %H:%M:%S')} to {end.strftime('%H:%M:%S')} UTC"
 
 
 def _clock(epoch: float) -> str:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from lambdas.logic.evidence import attached
 from lambdas.logic.evidence.dcgm import FAMILIES, GPU_LABELS, NODE_LABELS, TOTAL_SUFFIX
 from lambdas.models.events import parse_time
 from lambdas.models.incident import Incident
@@ -51,14 +50,14 @@ def target_of(incident: Incident) -> Target:
     if node and isinstance(node.node_name, str):
         names.append(node.node_name)
     else:
-        for report in attached.reports(incident):
+        for report in incident.reports:
             for suspect in report.get("suspects") or []:
                 if isinstance(suspect.get("node_name"), str):
                     names.append(suspect["node_name"])
     return Target(
         instance_id=incident.instance_id,
         node_names=tuple(dict.fromkeys(n for n in names if n)),
-        gpu_uuids=tuple(attached.gpu_uuids(incident)),
+        gpu_uuids=tuple(incident.gpu_uuids),
     )
 
 

@@ -2,8 +2,9 @@
 
 A trigger (a contributor alarm, or a report naming the node) for an instance whose open lock an
 incident holds is attached to it, and its remediation execution started if it has none yet
-(`attach`); one for an instance a held incident speaks for joins the held incident and nothing
-acts (`attach_held`). The event that created an incident, delivered again, finds it
+(`attach`); an incident already judged is judged again on the new evidence, and a changed
+recommendation is stored and audited. One for an instance a held incident speaks for joins the
+held incident and nothing acts (`attach_held`). The event that created an incident, delivered again, finds it
 (`redelivered`): what the first delivery did not finish (the execution, a job's locks, the held
 notice) is finished, nothing is done twice.
 """
@@ -15,7 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from lambdas.logic.core.steps import Step, send_notice
-from lambdas.logic.evidence import attached, cards
+from lambdas.logic.evidence import summaries
+from lambdas.logic.evidence.recommendation import audit_recommendation, rejudge
 from lambdas.logic.opening.execution import ensure_execution
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
@@ -27,6 +29,7 @@ from lambdas.models.payloads import OpenIncidentResult
 from lambdas.models.report import SdcReport
 from lambdas.models.writes import Claimed
 from lambdas.observability import count, logger
+from lambdas.wording import cards, chat
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +57,7 @@ def attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
     logger.set_correlation_id(holder)
     items = [trigger.item]
     if trigger.source == "report" and trigger.report is not None:
-        items = [attached.report_evidence(trigger.report, trigger.instance_id)]
+        items = [summaries.report_evidence(trigger.report, trigger.instance_id)]
     incident = attach_items(step, holder, items, trigger.event_id, trigger.source)
     ensure_execution(step, holder, incident)
     return {"incident_id": holder, "action": "attached"}
@@ -75,11 +78,19 @@ def attach_items(
 ) -> Incident:
     added: list[str] = []
 
+    changed: list[bool] = []
+    at = step.now()
+
     def attach(incident: Incident) -> bool:
         added.clear()
+        changed.clear()
         for item in items:
-            if attached.add_evidence(incident, item):
+            if summaries.add_evidence(incident, item):
                 added.append(item["key"])
+        again = rejudge(incident, at) if added else None
+        if again is not None and not again.same_advice(incident.recommendation):
+            incident.recommendation = again
+            changed.append(True)
         return bool(added)
 
     incident = step.update(holder, attach)
@@ -90,6 +101,8 @@ def attach_items(
             {"kind": kind, "keys": added, "event_id": event_id},
         )
         count(M.EVIDENCE_ATTACHED)
+        if changed:
+            audit_recommendation(step, incident, AuditAction.EVIDENCE_ATTACHED)
     else:
         logger.info("duplicate delivery", incident_id=holder, event_id=event_id)
     return incident
@@ -146,7 +159,7 @@ def notify_held(step: Step, incident: Incident) -> None:
         incident,
         notice.subject,
         notice.text,
-        NoticeKind.HELD,
+        chat.incident_notice(NoticeKind.HELD, incident, notice.subject, notice.text),
         AuditAction.HELD_NOTIFIED,
         incident,
     )

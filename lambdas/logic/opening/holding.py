@@ -11,8 +11,8 @@ a new trigger is judged afresh.
 
 from __future__ import annotations
 
-from lambdas.logic.core.history import record_history
 from lambdas.logic.core.steps import Step
+from lambdas.logic.evidence.history import record_history
 from lambdas.logic.opening import arrivals
 from lambdas.logic.opening.arrivals import Trigger
 from lambdas.logic.safety import guard

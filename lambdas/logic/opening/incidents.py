@@ -18,8 +18,8 @@ from typing import Any
 
 from lambdas.logic.core import ids
 from lambdas.logic.core.steps import Step, error_details
-from lambdas.logic.evidence import attached
-from lambdas.logic.evidence.attached import MAX_NAME
+from lambdas.logic.evidence import summaries
+from lambdas.logic.evidence.summaries import MAX_NAME
 from lambdas.logic.opening import arrivals, claims, holding
 from lambdas.logic.opening.arrivals import Trigger
 from lambdas.logic.opening.execution import ensure_execution
@@ -194,9 +194,9 @@ def _node_draft(
         job_name=clean_or_none(report.job_name, MAX_NAME) if report else None,
         unconfirmed=mismatched,
     )
-    attached.add_evidence(incident, trigger.item)
+    summaries.add_evidence(incident, trigger.item)
     if report is not None:
-        attached.add_evidence(incident, attached.report_evidence(report, trigger.instance_id))
+        summaries.add_evidence(incident, summaries.report_evidence(report, trigger.instance_id))
 
     def details(opened: Incident) -> dict[str, Any]:
         return {
@@ -262,7 +262,7 @@ def _job_draft(
         job_name=clean_or_none(report.job_name, MAX_NAME),
         unconfirmed=unconfirmed,
     )
-    attached.add_evidence(incident, trigger.item)
+    summaries.add_evidence(incident, trigger.item)
 
     def details(opened: Incident) -> dict[str, Any]:
         return {
@@ -320,7 +320,7 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
         reason=reason,
         closed_at=now,
     )
-    attached.add_evidence(incident, trigger.item)
+    summaries.add_evidence(incident, trigger.item)
     if isinstance(step.deps.incidents.create(incident), IncidentExists):
         return arrivals.redelivered(step, incident_id, trigger)
     logger.set_correlation_id(incident_id)

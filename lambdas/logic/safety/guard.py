@@ -37,7 +37,6 @@ from typing import Any
 
 from lambdas.logic.core import ids
 from lambdas.logic.core.steps import Step, deliver
-from lambdas.logic.evidence import cards, chat
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
@@ -49,6 +48,7 @@ from lambdas.models.notices import NoticeKind
 from lambdas.models.settings import Settings
 from lambdas.models.writes import Created, HoldExists
 from lambdas.observability import count, logger
+from lambdas.wording import cards, chat
 
 FLAG_TTL = timedelta(days=2)
 

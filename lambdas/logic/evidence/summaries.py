@@ -1,4 +1,5 @@
-"""Evidence attached to an incident: alarm events and SDC report summaries, deduplicated.
+"""The evidence kept on an incident: alarm events and SDC report summaries, deduplicated and
+bounded (read back through `Incident.reports` and `Incident.alarms`).
 
 EventBridge delivers at least once and several metrics can fire for one node, so the same
 evidence can arrive more than once: each item has a `key` (`alarm:<event id>`,
@@ -172,17 +173,6 @@ def _findings(report: SdcReport) -> dict[str, Any]:
     }
 
 
-def gpu_uuids(incident: Incident) -> list[str]:
-    """The GPU UUIDs the incident's reports name for its instance (repeat-offender history)."""
-    found = {
-        s["gpu_uuid"]
-        for r in reports(incident)
-        for s in r.get("suspects") or []
-        if s.get("gpu_uuid")
-    }
-    return sorted(found)
-
-
 def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:
     """Attach `item` unless the same key is already there; True when the incident changed.
     Beyond MAX_EVIDENCE items or MAX_EVIDENCE_BYTES it is counted, not kept (reports stay
@@ -195,14 +185,3 @@ def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:
     else:
         incident.evidence.append(item)
     return True
-
-
-def reports(incident: Incident) -> list[dict[str, Any]]:
-    """Report evidence, in the order the pipeline received it (the reporter's `emitted_at`
-    orders only reports received before receive times were kept)."""
-    found = [e for e in incident.evidence if e.get("kind") == "report"]
-    return sorted(found, key=lambda e: str(e.get("received_at") or e.get("emitted_at") or ""))
-
-
-def alarms(incident: Incident) -> list[dict[str, Any]]:
-    return [e for e in incident.evidence if e.get("kind") == "alarm"]

@@ -25,9 +25,10 @@ from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident
 from lambdas.models.notices import ChatNotification, NoticeKind
 from lambdas.models.payloads import Decision
+from lambdas.wording.card_lines import advice_summary
 
 if TYPE_CHECKING:
-    from lambdas.logic.evidence.cards import ApprovalCard
+    from lambdas.wording.cards import ApprovalCard
 
 TELEMETRY_LINES: Final = 3
 """Lines of the card's hardware telemetry paragraph the chat version carries."""
@@ -43,7 +44,8 @@ def approval_request(incident: Incident, card: ApprovalCard) -> ChatNotification
         f"*{heading}*\n" + "\n".join(lines) if heading else "\n".join(lines)
         for heading, lines in paragraphs
     ]
-    advice = (card.recommendation.heading or "").partition(": ")[2].lower()
+    judged = incident.recommendation
+    advice = judged.advice.value if judged else advice_summary(judged)
     steps = [f"Read the whole card: `sdc show {incident.incident_id}`"]
     steps += [
         f"{_DECISION_WORDS[d]}: `sdc {d.value} {incident.incident_id} -m 'your reason'`"
@@ -58,7 +60,11 @@ def approval_request(incident: Incident, card: ApprovalCard) -> ChatNotification
         keywords=("SDC", incident.cluster_name, incident.instance_id),
         summary=f"Approval needed for {incident.instance_id} on {incident.cluster_name}: {advice}",
         related=(incident.instance_id, incident.execution_arn or ""),
-        context={"cluster": incident.cluster_name, "incident": incident.incident_id},
+        context={
+            "cluster": incident.cluster_name,
+            "incident": incident.incident_id,
+            "advice": advice,
+        },
     )
 
 

@@ -8,7 +8,7 @@ The approval card carries the evidence (metric, step, ranks, verdicts, suspect w
 health check status, the advice from the decision table, what to do, and the exact JSON to paste
 into the approval state machine. It never carries the task token: that stays in the incident
 record, readable only by the functions. How each recorded part of an incident reads:
-lambdas/logic/evidence/card_lines.py.
+lambdas/wording/card_lines.py.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lambdas.logic.evidence import card_lines, hyperpod_view
-from lambdas.logic.evidence.card_lines import approval_rule_lines
-from lambdas.logic.evidence.recommendation import Recommendation
-from lambdas.models.guard import ClusterHold, HoldKind, PastIncident
+from lambdas.models.console import console_link
+from lambdas.models.guard import ClusterHold, HoldKind
 from lambdas.models.incident import Incident
 from lambdas.models.payloads import Decision
 from lambdas.models.recovery import MAX_REBOOTS
 from lambdas.models.settings import Settings
+from lambdas.wording import card_lines
+from lambdas.wording.card_lines import approval_rule_lines
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
 MESSAGE_MAX_BYTES = 200_000
@@ -120,41 +120,24 @@ def approval_input(incident_id: str, decision: Decision) -> dict[str, str]:
     return {"incident_id": incident_id, "decision": decision.value, "comment": COMMENT_PLACEHOLDER}
 
 
-CONSOLE_PAGES = {"stateMachine": "statemachines/view", "execution": "v2/executions/details"}
-"""The Step Functions console's page of each kind of ARN."""
-
-
-def console_link(arn: str | None) -> str | None:
-    """The Step Functions console page of a state machine or an execution, from its ARN."""
-    parts = (arn or "").split(":")
-    if len(parts) < 7 or parts[2] != "states" or parts[5] not in CONSOLE_PAGES:
-        return None
-    region = parts[3]
-    return (
-        f"https://{region}.console.aws.amazon.com/states/home?region={region}"
-        f"#/{CONSOLE_PAGES[parts[5]]}/{arn}"
-    )
-
-
 def approval_card(
     incident: Incident,
     settings: Settings,
-    advice: Recommendation,
-    history: Sequence[PastIncident] = (),
     *,
     max_bytes: int | None = MESSAGE_MAX_BYTES,
 ) -> ApprovalCard:
     """The approval card, at most `max_bytes` of text (None: unbounded, as `sdc show` prints
-    it). A card too large shows the newest reports that fit and names how many more there are
+    it), worded from the record: its recommendation and history are the incident's stored
+    `recommendation`, judged once (`lambdas.logic.evidence.recommendation.judge`). A card too large shows the newest reports that fit and names how many more there are
     (`sdc show` lists them all); if even the fixed parts leave too little room, its variable
     sections are cut to fit. The opening, recommendation and WHAT TO DO are never cut."""
-    card = _approval_card(incident, settings, advice, history, None)
+    card = _approval_card(incident, settings, None)
     if max_bytes is None or _size(card) <= max_bytes:
         return card
     shown = len(card_lines.shown_reports(incident))
     while shown > 0 and _size(card) > max_bytes:
         shown -= 1
-        card = _approval_card(incident, settings, advice, history, shown)
+        card = _approval_card(incident, settings, shown)
     if _size(card) <= max_bytes:
         return card
     return _cut_to_fit(card, max_bytes, incident.incident_id)
@@ -204,11 +187,7 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
 
 
 def _approval_card(
-    incident: Incident,
-    settings: Settings,
-    advice: Recommendation,
-    history: Sequence[PastIncident],
-    shown_reports: int | None,
+    incident: Incident, settings: Settings, shown_reports: int | None
 ) -> ApprovalCard:
     rebooted = incident.reboots > 0
     verb = "replacing" if rebooted else "rebooting or replacing"
@@ -257,7 +236,7 @@ def _approval_card(
         health_check=Section("DEEP HEALTH CHECK", card_lines.health_lines(incident)),
         hyperpod=Section(
             HYPERPOD_HEADING,
-            tuple(f"  {line}" for line in hyperpod_view.card_lines(incident.hyperpod)),
+            tuple(f"  {line}" for line in card_lines.hyperpod_panel(incident.hyperpod)),
         ),
         telemetry=Section(
             "HARDWARE TELEMETRY (the GPU's own counters, from dcgm-exporter)",
@@ -265,12 +244,12 @@ def _approval_card(
         ),
         history=Section(
             "HISTORY (past incidents of this instance and of its GPUs)",
-            card_lines.history_lines(history),
+            card_lines.history_lines(incident.recommendation),
         ),
         recommendation=Section(
-            f"RECOMMENDATION: {advice.advice.value.upper()}",
+            card_lines.recommendation_heading(incident.recommendation),
             (
-                *(f"  - {reason}" for reason in advice.reasons),
+                *card_lines.reason_lines(incident.recommendation),
                 *card_lines.resume_lines(incident),
             ),
         ),

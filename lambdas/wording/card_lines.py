@@ -1,4 +1,5 @@
-"""The lines cards and notices are made of (lambdas/logic/evidence/cards.py puts them in order).
+"""The lines cards and notices are made of (lambdas/wording/cards.py puts them in order).
+They read the incident record only: nothing here queries, judges or writes.
 
 Each function words one recorded part of an incident (the evidence, the deep health check, the
 node's isolation, the checkpoint to resume from, the history), so that part reads the same in
@@ -7,18 +8,18 @@ every message that shows it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-from lambdas.logic.evidence import attached, telemetry
 from lambdas.models.approvals import ApprovalRecord
-from lambdas.models.guard import PastIncident
 from lambdas.models.health_check import CheckSummary, HealthCheckRecord
-from lambdas.models.hyperpod import NodeRecovery
+from lambdas.models.hyperpod import EventLevel, HyperPodView, NodeRecovery
 from lambdas.models.incident import Incident
 from lambdas.models.isolation import GONE, ISOLATED, KEPT, PENDING, RELEASE_FAILED, RELEASED
+from lambdas.models.recommendation import Recommendation
 from lambdas.models.reporter_text import quoted
 from lambdas.models.settings import Settings
+from lambdas.models.telemetry import TelemetryRecord, TelemetryState, span
 from trainer_emitter.contract import Metric
 
 _RESULTS: dict[Any, str] = {
@@ -112,24 +113,116 @@ def telemetry_lines(incident: Incident) -> list[str]:
     """What the GPU's hardware counters showed when the approval was requested: each signal,
     or one line saying the panel was clean (which does not clear the node) or why it could not
     be read; and the dashboard."""
-    return [f"  {line}" for line in telemetry.card_lines(incident.telemetry)]
+    return [f"  {line}" for line in telemetry_panel(incident.telemetry)]
 
 
-def history_lines(history: Sequence[PastIncident]) -> list[str]:
-    if not history:
+def telemetry_panel(record: TelemetryRecord | None) -> list[str]:
+    """The card's HARDWARE TELEMETRY paragraph: every signal (or the one-line verdict), earlier
+    faults, what was looked at, and the dashboard."""
+    if record is None:
+        return ["not queried yet (the approval request queries it)"]
+    state = TelemetryState(record.state)
+    lines = [f.text for f in record.signals] if state is TelemetryState.SIGNAL else [record.summary]
+    lines += [f"earlier: {f.text}" for f in record.history]
+    lines += list(record.context)
+    if state.queried and record.window_start and record.window_end:
+        lines.append(
+            f"looked at: {record.node}; "
+            f"{span(_parse(record.window_start), _parse(record.window_end))} "
+            f"in {record.step_seconds} s steps; workspace {record.workspace}"
+        )
+    if record.not_exported and state is TelemetryState.SIGNAL:  # the others' summary names them
+        lines.append(f"not exported for this node: {', '.join(record.not_exported)}")
+    if record.dashboard:
+        lines.append(f"dashboard: {record.dashboard}")
+    return lines
+
+
+def _parse(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def hyperpod_panel(view: HyperPodView | None) -> list[str]:
+    """The card's HYPERPOD paragraph: each event (time, level, what, the failure), or why
+    there are none; and the node's labels."""
+    if view is None:
+        return ["not asked yet (the approval request asks)"]
+    lines: list[str] = []
+    if view.events_error:
+        lines.append(f"events: {view.events_error}")
+    elif not view.events:
+        lines.append(f"no events for this instance between {_span(view)}")
+    else:
+        if view.more_events:
+            lines.append("(older events left out; the console lists them all)")
+        for event in view.events:
+            level = "" if event.level in (None, EventLevel.INFO) else f" [{event.level}]"
+            failure = f": {event.failure}" if event.failure else ""
+            lines.append(
+                f"{_clock(event.at)}{level} {event.description or '(no description)'}{failure}"
+            )
+    if view.labels:
+        lines.append(
+            f"node {view.node_name} labels: "
+            + ", ".join(f"{key.rsplit('/', 1)[-1]}={value}" for key, value in view.labels)
+        )
+    elif view.node_name:
+        lines.append(f"node {view.node_name} has no HyperPod health labels")
+    if view.labels_error:
+        lines.append(f"node labels: {view.labels_error}")
+    return lines
+
+
+def _span(view: HyperPodView) -> str:
+    if not view.window_start or not view.window_end:
+        return "(unknown)"
+    return f"{_stamp(view.window_start)} and {_clock(view.window_end)}"
+
+
+def _stamp(text: str) -> str:
+    return datetime.fromisoformat(text).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _clock(text: str) -> str:
+    return datetime.fromisoformat(text).astimezone(UTC).strftime("%H:%M:%S UTC")
+
+
+def history_lines(advice: Recommendation | None) -> list[str]:
+    """The node's past incidents, as the recommendation was judged on them."""
+    if advice is None:
+        return ["  not looked up yet (the approval request looks it up)"]
+    if not advice.past:
         return ["  none: no earlier incident for this instance or these GPUs"]
     lines = []
-    for past in history:
+    for past in advice.past:
         gpus = f", GPUs {', '.join(past.gpu_uuids)}" if past.gpu_uuids else ""
         held = f", held ({past.hold_kind})" if past.hold_kind else ""
         lines.append(
             f"  {past.incident_id}: {past.state}{held}, closed {past.closed_at}, "
             f"instance {past.instance_id}{gpus}"
         )
+    if advice.past_left_out:
+        lines.append(f"  ({advice.past_left_out} older incident(s) left out)")
     return lines
 
 
-# -- the deep health check and the reboot -----------------------------------------------------
+def recommendation_heading(advice: Recommendation | None) -> str:
+    """The card's RECOMMENDATION heading: the tier, in capitals."""
+    if advice is None:
+        return "RECOMMENDATION: NOT JUDGED YET"
+    return f"RECOMMENDATION: {advice.advice.value.upper()}"
+
+
+def reason_lines(advice: Recommendation | None) -> list[str]:
+    """Why the recommendation advises what it does."""
+    if advice is None:
+        return ["  - the approval request judges the evidence"]
+    return [f"  - {reason}" for reason in advice.reasons]
+
+
+def advice_summary(advice: Recommendation | None) -> str:
+    """The recommendation in a few words (`sdc status`, the chat summary, the drill)."""
+    return advice.advice.tier if advice else "not judged yet"
 
 
 def health_lines(incident: Incident) -> list[str]:
@@ -205,13 +298,13 @@ def metric_lines(incident: Incident) -> list[str]:
 def alarm_lines(incident: Incident) -> list[str]:
     return [
         f"  alarm {a.get('alarm_name')} at {a.get('state_at')}: {a.get('reason')}"
-        for a in attached.alarms(incident)
+        for a in incident.alarms
     ]
 
 
 def shown_reports(incident: Incident) -> list[dict[str, Any]]:
     """The reports a card can show: the incident's report evidence, in the order received."""
-    return attached.reports(incident)
+    return incident.reports
 
 
 def report_lines(incident: Incident, shown: int | None = None) -> list[str]:
@@ -260,7 +353,7 @@ def resume_lines(incident: Incident) -> list[str]:
     """One line: the checkpoint to resume the job from (lambdas.logic.evidence.resume chose it when the
     report arrived). Of several reports, the one whose suspect window starts first decides: a
     checkpoint before it is before every other window too."""
-    found = [r for r in attached.reports(incident) if isinstance(r.get("resume"), dict)]
+    found = [r for r in incident.reports if isinstance(r.get("resume"), dict)]
     if not found:
         return []
     if any(r["resume"].get("before_step") is None for r in found):

@@ -8,7 +8,6 @@ replacement (`lambdas.logic.evidence.recommendation`).
 from __future__ import annotations
 
 from lambdas.logic.core.steps import Step, error_details
-from lambdas.logic.evidence import attached
 from lambdas.models.audit import AuditAction
 from lambdas.models.guard import PastIncident
 from lambdas.models.incident import Incident, IncidentState
@@ -27,8 +26,9 @@ def record_history(step: Step, incident: Incident) -> None:
         state=incident.state.value,
         created_at=incident.created_at,
         closed_at=incident.closed_at or step.now(),
-        gpu_uuids=tuple(attached.gpu_uuids(incident)),
+        gpu_uuids=tuple(incident.gpu_uuids),
         hold_kind=incident.hold_kind,
+        advice=incident.recommendation.advice.value if incident.recommendation else None,
     )
     try:
         step.deps.history.record_past(past)
@@ -45,7 +45,7 @@ def past_incidents(step: Step, incident: Incident) -> list[PastIncident]:
     try:
         for past in step.deps.history.past_for_instance(incident.instance_id):
             found[past.incident_id] = past
-        for gpu_uuid in attached.gpu_uuids(incident):
+        for gpu_uuid in incident.gpu_uuids:
             for past in step.deps.history.past_for_gpu(gpu_uuid):
                 found[past.incident_id] = past
     except Exception:

@@ -1,0 +1,100 @@
+"""The recommendation as the incident records it: judged once from the evidence
+(`lambdas.logic.evidence.recommendation.judge`), stored on the incident beside `telemetry` and
+`hyperpod`, audited `recommended`, and worded from this record by every reader (the card, the
+chat notice, the lifecycle event, `sdc show`, `sdc status`, the drill), so they cannot advise
+differently."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+from lambdas.models.guard import PastIncident
+
+
+class Advice(StrEnum):
+    """The recovery tier the decision table recommends."""
+
+    REPLACE = "replace after review"
+    REBOOT = "reboot, then health-check again (the node stays isolated until it passes)"
+    HEALTH_CHECK_ONLY = "health check only, no replacement proposed"
+
+    @property
+    def strength(self) -> int:
+        return _STRENGTH[self]
+
+    @property
+    def tier(self) -> str:
+        """The tier in one word, as the card's RECOMMENDATION heading and `sdc status` show it."""
+        return _TIER[self]
+
+
+_STRENGTH: Final = {Advice.HEALTH_CHECK_ONLY: 0, Advice.REBOOT: 1, Advice.REPLACE: 2}
+_TIER: Final = {
+    Advice.HEALTH_CHECK_ONLY: "health check only",
+    Advice.REBOOT: "reboot",
+    Advice.REPLACE: "replace",
+}
+
+MAX_PAST: Final = 20
+"""Past incidents a recommendation keeps for the card's HISTORY (the newest); the rest are
+counted in `past_left_out`. The ids that counted as history are all kept."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """The advice, its reasons, and what it was judged on beyond the evidence on the incident:
+    the past incidents of the node (`past`, as the card lists them; `history`, the ids of those
+    that counted as history) and the instances whose claims the checks did not confirm."""
+
+    advice: Advice
+    reasons: tuple[str, ...]
+    history: tuple[str, ...] = ()
+    """Ids of the past incidents that counted as history (a transient fault on a node with
+    history is proposed for replacement)."""
+    unconfirmed: tuple[str, ...] = ()
+    """Instances the reports named that the checks did not confirm: then the reports propose
+    nothing beyond a health check."""
+    past: tuple[PastIncident, ...] = ()
+    """The node's past incidents as the card's HISTORY lists them (at most `MAX_PAST`)."""
+    past_left_out: int = 0
+    judged_at: str | None = None
+
+    def same_advice(self, other: Recommendation | None) -> bool:
+        """Whether `other` advises the same, for the same reasons."""
+        return other is not None and (other.advice, other.reasons) == (self.advice, self.reasons)
+
+    def to_event(self) -> dict[str, Any]:
+        """What the lifecycle event and `sdc show --json` carry."""
+        return {
+            "advice": self.advice.value,
+            "tier": self.advice.tier,
+            "reasons": list(self.reasons),
+            "history": list(self.history),
+            "unconfirmed": list(self.unconfirmed),
+            "judged_at": self.judged_at,
+        }
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "advice": self.advice.value,
+            "reasons": list(self.reasons),
+            "history": list(self.history),
+            "unconfirmed": list(self.unconfirmed),
+            "past": [p.to_record() for p in self.past],
+            "past_left_out": self.past_left_out,
+            "judged_at": self.judged_at,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Recommendation:
+        return cls(
+            advice=Advice(record["advice"]),
+            reasons=tuple(record.get("reasons") or ()),
+            history=tuple(record.get("history") or ()),
+            unconfirmed=tuple(record.get("unconfirmed") or ()),
+            past=tuple(PastIncident.from_record(p) for p in record.get("past") or ()),
+            past_left_out=int(record.get("past_left_out") or 0),
+            judged_at=record.get("judged_at"),
+        )
