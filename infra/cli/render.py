@@ -172,6 +172,8 @@ def render_incident(
         card.health_check,
         card.hyperpod,
         card.telemetry,
+        *([card.claims] if card.claims else []),
+        card.history,
         card.recommendation,
         Section("DECISION", _decision_lines(incident)),
         *([Section("REBOOT", _reboot_lines(incident))] if incident.reboot else []),

@@ -342,7 +342,7 @@ def test_a_card_without_the_hardware_evidence_fails_the_drill(monkeypatch):
     def nothing(deps, incident, now):
         return TelemetryRecord(TelemetryState.CLEAN, "no hardware signal", now.isoformat())
 
-    monkeypatch.setattr(approval.telemetry, "check", nothing)
+    monkeypatch.setattr(approval.telemetry, "gather", nothing)
 
     outcome = run_scenario(SCENARIOS["hardware-evidence"])
 

@@ -506,6 +506,42 @@ def test_show_never_prints_the_task_token(deployed, capsys):
     assert TOKEN not in capsys.readouterr().out
 
 
+def test_show_words_the_stored_recommendation_and_its_history_never_judging_again(deployed, capsys):
+    """The record says replace, on a node with history; the evidence alone (an alarm, no
+    report) would say health check only: `show` and `status` say what the record says."""
+    past = {
+        "incident_id": "sdc-earlier",
+        "cluster_name": CLUSTER,
+        "instance_id": "i-0bb00000000000002",
+        "state": "rejected",
+        "created_at": "2026-11-29T08:00:00+00:00",
+        "closed_at": "2026-11-29T09:00:00+00:00",
+        "gpu_uuids": [],
+    }
+    stored = {
+        "advice": "replace after review",
+        "reasons": ["transient fault on a node with history: 1 past incident(s) (sdc-earlier)"],
+        "history": ["sdc-earlier"],
+        "unconfirmed": [],
+        "past": [past],
+        "judged_at": "2026-11-30T08:21:12+00:00",
+    }
+    incident_id = deployed.incident("awaiting_approval", recommendation=stored)
+
+    deployed.sdc("show", incident_id)
+    text = capsys.readouterr().out
+    deployed.sdc("show", incident_id, "--json")
+    shown = json.loads(capsys.readouterr().out)
+    deployed.sdc("status", "--json")
+    waiting = json.loads(capsys.readouterr().out)["approvals_waiting"]
+
+    assert "RECOMMENDATION: REPLACE AFTER REVIEW" in text
+    assert "sdc-earlier: rejected, closed 2026-11-29T09:00:00+00:00" in text
+    assert shown["recommendation"]["advice"] == "replace after review"
+    assert shown["recommendation"]["history"] == ["sdc-earlier"]
+    assert [(w["incident_id"], w["tier"]) for w in waiting] == [(incident_id, "replace")]
+
+
 def test_show_json_carries_the_incident_recommendation_audit_and_chain(deployed, capsys):
     incident_id = deployed.incident("awaiting_approval", evidence=[REPORT_EVIDENCE], audited=2)
     deployed.tamper(incident_id, seq=2)
