@@ -43,7 +43,8 @@ def cmd_decide(op: Operator, args: argparse.Namespace) -> int:
     ended = approvals.wait(started.arn, timeout=args.timeout)
     accepted = ended.status == "SUCCEEDED"
     if args.json:
-        shown = {k: v for k, v in payload.items() if k != "identity_proof"}
+        shown = dict(payload)
+        shown.pop("identity_proof", None)
         print_json(
             {
                 **shown,

@@ -433,7 +433,7 @@ class Functions(Construct):
             EnvVar.EVENT_BUS_NAME: LIFECYCLE_BUS,
             EnvVar.APPROVAL_STATE_MACHINE_ARN: approval_arn,
             EnvVar.APPROVAL_TIMEOUT_SECONDS: str(settings.approval_timeout_seconds),
-            EnvVar.GUARD_MAX_OPEN: str(settings.guard_max_open_incidents),
+            EnvVar.GUARD_MAX_OPEN_NODES: str(settings.guard_max_open_nodes),
             EnvVar.GUARD_MAX_OPEN_PERCENT: str(settings.guard_max_open_percent),
             EnvVar.STORM_THRESHOLD: str(settings.storm_threshold),
             EnvVar.STORM_WINDOW_SECONDS: str(settings.storm_window_seconds),

@@ -27,18 +27,20 @@ from lambdas.models.recovery import MAX_REBOOTS
 from lambdas.models.settings import (
     APPROVER_PATTERN_RE,
     DEFAULT_APPROVALS_REQUIRED,
-    DEFAULT_GUARD_MAX_OPEN,
+    DEFAULT_GUARD_MAX_OPEN_NODES,
     DEFAULT_GUARD_MAX_OPEN_PERCENT,
     DEFAULT_HEALTH_CHECKS,
     DEFAULT_STORM_THRESHOLD,
     DEFAULT_STORM_WINDOW_SECONDS,
     EKS_CLUSTER_NAME_RE,
+    GUARD_MAX_OPEN_NODES_RANGE,
     LABEL_NAME_RE,
     MAX_APPROVAL_TIMEOUT_SECONDS,
     MAX_APPROVALS_REQUIRED,
     RECOVERY_API,
     RECOVERY_NODE_LABEL,
     REGION_RE,
+    STORM_THRESHOLD_RANGE,
     IsolationConfig,
     node_isolation_env,
 )
@@ -151,7 +153,7 @@ class Settings:
     reboot_max_polls: int = 30
     dry_run: bool = False
     log_retention_days: int = 90
-    guard_max_open_incidents: int = DEFAULT_GUARD_MAX_OPEN
+    guard_max_open_nodes: int = DEFAULT_GUARD_MAX_OPEN_NODES
     guard_max_open_percent: int = DEFAULT_GUARD_MAX_OPEN_PERCENT
     storm_threshold: int = DEFAULT_STORM_THRESHOLD
     storm_window_seconds: int = DEFAULT_STORM_WINDOW_SECONDS
@@ -211,6 +213,9 @@ class Settings:
     def from_context(cls, context: Mapping[str, Any]) -> Settings:
         """Parse the whole context (other keys, e.g. CDK feature flags, are ignored)."""
         own = {k: v for k, v in context.items() if k.startswith(PREFIX)}
+        renamed = [f"{old} is now {new}" for old, new in RENAMED.items() if old in own]
+        if renamed:
+            raise SettingsError(f"renamed context key(s): {'; '.join(renamed)}")
         unknown = sorted(set(own) - set(_PARSERS))
         if unknown:
             raise SettingsError(
@@ -547,9 +552,9 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:rebootMaxPolls": ("reboot_max_polls", _integer(1, 1000)),
     "sdc:dryRun": ("dry_run", _boolean),
     "sdc:logRetentionDays": ("log_retention_days", _retention),
-    "sdc:guardMaxOpenIncidents": ("guard_max_open_incidents", _integer(1, 1000)),
+    "sdc:guardMaxOpenNodes": ("guard_max_open_nodes", _integer(*GUARD_MAX_OPEN_NODES_RANGE)),
     "sdc:guardMaxOpenPercent": ("guard_max_open_percent", _integer(1, 100)),
-    "sdc:stormThreshold": ("storm_threshold", _integer(2, 10_000)),
+    "sdc:stormThreshold": ("storm_threshold", _integer(*STORM_THRESHOLD_RANGE)),
     "sdc:stormWindowSeconds": ("storm_window_seconds", _integer(60, 86_400)),
     "sdc:pauseParameterName": ("pause_parameter", _parameter_name),
     "sdc:nodeActionConcurrency": ("node_action_concurrency", _integer(1, 100)),
@@ -567,3 +572,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
 }
 
 CONTEXT_KEYS: Final = tuple(_PARSERS)
+
+RENAMED: Final = {"sdc:guardMaxOpenIncidents": "sdc:guardMaxOpenNodes"}
+"""Keys of earlier releases, named in the error so that an upgrade says what to change (the guard
+has always counted nodes, never incidents)."""

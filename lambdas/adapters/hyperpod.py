@@ -15,6 +15,8 @@ from lambdas.models.hyperpod import (
     ClusterInfo,
     EventPage,
     NodeInfo,
+    NodeRecovery,
+    NodeStatus,
     collect_events,
 )
 
@@ -39,7 +41,7 @@ class SageMakerHyperPod:
             name=response.get("ClusterName", cluster_name),
             arn=response.get("ClusterArn"),
             status=response.get("ClusterStatus"),
-            node_recovery=response.get("NodeRecovery"),
+            node_recovery=_node_recovery(response.get("NodeRecovery")),
             instance_groups=tuple(
                 g["InstanceGroupName"] for g in response.get("InstanceGroups", [])
             ),
@@ -148,7 +150,7 @@ def _node(cluster_name: str, response: Mapping[str, Any]) -> NodeInfo:
         cluster_name=cluster_name,
         instance_id=details.get("InstanceId", ""),
         instance_group=details.get("InstanceGroupName"),
-        status=status.get("Status", ""),
+        status=NodeStatus(status.get("Status", "")),
         message=status.get("Message"),
         logical_id=details.get("NodeLogicalId"),
         instance_type=details.get("InstanceType"),
@@ -160,3 +162,7 @@ if TYPE_CHECKING:
     from lambdas.logic.ports import HyperPod
 
     _port: HyperPod = SageMakerHyperPod()
+
+
+def _node_recovery(value: str | None) -> NodeRecovery | None:
+    return NodeRecovery(value) if value else None

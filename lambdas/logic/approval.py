@@ -241,7 +241,7 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
         return _resume(step, valid, principal, actor, incident)
     required = deps.settings.approvals_required
     approval = ApprovalRecord(
-        valid.decision.value,
+        valid.decision,
         principal,
         valid.approval_execution_arn,
         step.now(),
@@ -275,7 +275,7 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
             approval.at,
             principal=principal.to_record(),
             approvals=[a.to_record() for a in approvals],
-            delivery=Delivery.PENDING.value,
+            delivery=Delivery.PENDING,
         )
         outcome.append("decided")
         return True
@@ -363,7 +363,7 @@ def _principal(step: Step, bound: DecisionRequest, valid: ValidDecision, actor: 
         refuse("identity_proof must be a string (the token `sdc` signs)")
     assert settings.approval_state_machine_arn is not None  # checked by _bound_request
     binding = approval_binding(
-        settings.approval_state_machine_arn, valid.incident_id, valid.decision.value
+        settings.approval_state_machine_arn, valid.incident_id, valid.decision
     )
     try:
         principal = deps.identity.redeem(bound.identity_proof, binding)
@@ -409,7 +409,7 @@ def _counted(
         valid.incident_id,
         AuditAction.APPROVAL_REPEATED if repeated else AuditAction.APPROVAL_RECORDED,
         {
-            "decision": valid.decision.value,
+            "decision": valid.decision,
             "comment": valid.comment,
             "approval_execution_arn": valid.approval_execution_arn,
             "principal": principal.to_record(),
@@ -422,7 +422,7 @@ def _counted(
     )
     return {
         "incident_id": valid.incident_id,
-        "decision": valid.decision.value,
+        "decision": valid.decision,
         "accepted": True,
         "approvals": counted,
         "waiting": True,
@@ -431,8 +431,8 @@ def _counted(
 
 
 def _notify_counted(step: Step, incident: Incident, required: int) -> None:
-    """Tell the approvers that an approval was recorded and another is needed (best effort: a
-    failed publish is audited, the approval stands)."""
+    """Tell the approvers that an approval was recorded and another is needed (best effort,
+    retried as every notice is: a failed publish is audited, the approval stands)."""
     line = approvals_line(incident, required) or ""
     subject = f"SDC approval {line.split(':', 1)[0]}: {incident.incident_id}"[:100]
     text = "\n".join(
@@ -443,16 +443,18 @@ def _notify_counted(step: Step, incident: Incident, required: int) -> None:
             f"Decide with: sdc approve {incident.incident_id} -m '<why>'",
         )
     )
-    try:
-        step.deps.notifier.publish(
-            subject, text, {"incident_id": incident.incident_id, "kind": "approval_counted"}
-        )
-    except Exception as err:
-        step.audit(
-            incident.incident_id,
-            AuditAction.NOTIFICATION_FAILED,
-            error_details(err, kind="approval_counted"),
-        )
+    kind = NoticeKind.APPROVAL_COUNTED
+    deliver(
+        step,
+        incident.incident_id,
+        kind,
+        lambda: step.deps.notifier.publish(
+            subject,
+            text,
+            {"incident_id": incident.incident_id, "kind": kind},
+            chat.incident_notice(kind, incident, subject, text),
+        ),
+    )
 
 
 def _write_ahead(step: Step, valid: ValidDecision, actor: str, decision: DecisionRecord) -> None:
@@ -461,7 +463,7 @@ def _write_ahead(step: Step, valid: ValidDecision, actor: str, decision: Decisio
         valid.incident_id,
         AuditAction.DECISION_ACCEPTED,
         {
-            "decision": valid.decision.value,
+            "decision": valid.decision,
             "comment": decision.comment,
             "approval_execution_arn": decision.approval_execution_arn,
             "principal": decision.principal,
@@ -469,7 +471,7 @@ def _write_ahead(step: Step, valid: ValidDecision, actor: str, decision: Decisio
                 {"principal": a["principal"].get("arn"), "at": a["at"]}
                 for a in decision.approvals or []
             ],
-            "delivery": Delivery.PENDING.value,
+            "delivery": Delivery.PENDING,
         },
         actor=actor,
     )
@@ -494,7 +496,7 @@ def _resume(
             {
                 "decision": held.decision.value,
                 "approval_execution_arn": claimed_by,
-                "delivery": Delivery.DELIVERED.value,
+                "delivery": Delivery.DELIVERED,
                 "how": f"the remediation acted on it (the incident is {incident.state}): the "
                 "earlier SendTaskSuccess landed (its answer was lost)",
             },
@@ -569,7 +571,7 @@ def _accepted(step: Step, valid: ValidDecision, decided: Incident) -> DecisionAc
     logger.info("decision accepted", incident_id=valid.incident_id, decision=valid.decision)
     result: DecisionAccepted = {
         "incident_id": valid.incident_id,
-        "decision": valid.decision.value,
+        "decision": valid.decision,
         "accepted": True,
         "principal": decided.decision.who,
     }
@@ -584,7 +586,7 @@ def _settle(step: Step, incident_id: str, current: Incident) -> Incident:
     def delivered(found: Incident) -> bool:
         if found.decision is None or found.decision.delivery != Delivery.PENDING:
             return False
-        found.decision = dataclasses.replace(found.decision, delivery=Delivery.DELIVERED.value)
+        found.decision = dataclasses.replace(found.decision, delivery=Delivery.DELIVERED)
         return True
 
     return step.update(incident_id, delivered, current)
@@ -633,7 +635,7 @@ def _deliver(
                 AuditAction.DECISION_REFUSED,
                 {
                     "reason": str(refused),
-                    "decision": valid.decision.value,
+                    "decision": valid.decision,
                     "comment": valid.comment,
                     "approval_execution_arn": recorded.approval_execution_arn,
                     "delivery": "not_delivered",
@@ -653,9 +655,9 @@ def _deliver(
             AuditAction.DECISION_DELIVERY_UNKNOWN,
             error_details(
                 err,
-                decision=valid.decision.value,
+                decision=valid.decision,
                 approval_execution_arn=recorded.approval_execution_arn,
-                delivery=Delivery.PENDING.value,
+                delivery=Delivery.PENDING,
                 next="a retry (or another approval of the same decision) resumes the delivery",
             ),
             [getattr(err, "request_id", None)],
@@ -668,7 +670,7 @@ def _deliver(
         {
             "decision": recorded.decision.value,
             "approval_execution_arn": recorded.approval_execution_arn,
-            "delivery": Delivery.DELIVERED.value,
+            "delivery": Delivery.DELIVERED,
             "how": settled_by,
         },
         [request_id],
@@ -760,7 +762,7 @@ def _reset(
         )
     count(M.DECISIONS_ACCEPTED)
     logger.info("storm hold reset", hold_id=hold.hold_id)
-    return {"incident_id": hold.hold_id, "decision": Decision.RESET.value, "accepted": True}
+    return {"incident_id": hold.hold_id, "decision": Decision.RESET, "accepted": True}
 
 
 def _proceed(
@@ -777,7 +779,7 @@ def _proceed(
         _refuse(step, held.incident_id, actor, request, refused)
     count(M.DECISIONS_ACCEPTED)
     logger.info("held job incident proceeds", incident_id=held.incident_id, opened=opened)
-    return {"incident_id": held.incident_id, "decision": Decision.PROCEED.value, "accepted": True}
+    return {"incident_id": held.incident_id, "decision": Decision.PROCEED, "accepted": True}
 
 
 def _refuse_unknown(

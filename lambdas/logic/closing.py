@@ -114,7 +114,7 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
         and incident.hold_kind != HoldKind.STORM
     ):
         _notify_close(step, incident)
-    return {"incident_id": incident.incident_id, "state": incident.state.value}
+    return {"incident_id": incident.incident_id, "state": incident.state}
 
 
 def release_node(step: Step, incident: Incident) -> Incident:

@@ -18,7 +18,12 @@ from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.errors import InvalidTransition, NodeNotFound
-from lambdas.models.health_check import CheckSummary, HealthCheckRecord, NodeCheck
+from lambdas.models.health_check import (
+    CheckSummary,
+    HealthCheckRecord,
+    HealthCheckResult,
+    NodeCheck,
+)
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope
 from lambdas.models.payloads import HealthCheckStarted, HealthStatus, IncidentRef
@@ -27,18 +32,18 @@ from lambdas.observability import count, logger
 S = IncidentState
 
 
-def health_result(status: str, started: bool) -> str | None:
+def health_result(status: str, started: bool) -> HealthCheckResult | None:
     """None while a deep health check runs; then node_gone, not_run (we did not start one),
     passed (the node is Running again) or failed (any other status)."""
     if status == NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS:
         return None
     if status == NodeStatus.NOT_FOUND:
-        return "node_gone"
+        return HealthCheckResult.NODE_GONE
     if not started:
-        return "not_run"
+        return HealthCheckResult.NOT_RUN
     if status == NodeStatus.RUNNING:
-        return "passed"
-    return "failed"
+        return HealthCheckResult.PASSED
+    return HealthCheckResult.FAILED
 
 
 def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
@@ -85,7 +90,7 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
             record, request_ids = _start_node_check(step, incident)
         if after_reboot:
             record = dataclasses.replace(record, after_reboot=True)
-        status = str(record.status)
+        status = NodeStatus(str(record.status))
         started = record.started
 
         def advance(current: Incident) -> bool:
@@ -208,7 +213,7 @@ def _start_job_checks(step: Step, incident: Incident) -> tuple[HealthCheckRecord
             info = deps.hyperpod.describe_node(incident.cluster_name, instance_id)
             status, group, request_id = info.status, info.instance_group, info.request_id
         except NodeNotFound as err:
-            status, group, request_id = NodeStatus.NOT_FOUND.value, None, err.request_id
+            status, group, request_id = NodeStatus.NOT_FOUND, None, err.request_id
         request_ids.append(request_id)
         node = NodeCheck(status, group)
         if status == NodeStatus.RUNNING and group:
@@ -239,7 +244,7 @@ def _start_job_checks(step: Step, incident: Incident) -> tuple[HealthCheckRecord
         checks=tuple(checks),
         nodes=nodes,
         status=job_summary(nodes),
-        result=None if any(n.result is None for n in nodes.values()) else "done",
+        result=None if any(n.result is None for n in nodes.values()) else HealthCheckResult.DONE,
         reason=None if nodes else "no involved instance left",
         started_at=step.now(),
     )
@@ -299,7 +304,7 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
         return {
             "status": status,
             "in_progress": result is None,
-            "scope": Scope.NODE.value,
+            "scope": Scope.NODE,
             "held": held,
             "passed_after_reboot": not held and lifecycle.passed_after_reboot(incident),
         }
@@ -316,7 +321,7 @@ def _check_job(step: Step, incident: Incident) -> HealthStatus:
             info = step.deps.hyperpod.describe_node(incident.cluster_name, instance_id)
             status, request_id = info.status, info.request_id
         except NodeNotFound as err:
-            status, request_id = NodeStatus.NOT_FOUND.value, err.request_id
+            status, request_id = NodeStatus.NOT_FOUND, err.request_id
         request_ids.append(request_id)
         nodes[instance_id] = dataclasses.replace(
             node, status=status, result=health_result(status, node.started)
@@ -330,7 +335,7 @@ def _check_job(step: Step, incident: Incident) -> HealthStatus:
             current.health_check or HealthCheckRecord(),
             nodes=nodes,
             status=summary,
-            result=None if in_progress else "done",
+            result=None if in_progress else HealthCheckResult.DONE,
             polls=polls,
         )
         return True
@@ -346,7 +351,7 @@ def _check_job(step: Step, incident: Incident) -> HealthStatus:
     return {
         "status": summary,
         "in_progress": in_progress,
-        "scope": Scope.JOB.value,
+        "scope": Scope.JOB,
         "held": False,
         "passed_after_reboot": False,
     }

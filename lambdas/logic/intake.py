@@ -52,7 +52,8 @@ from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ClusterNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
-from lambdas.models.payloads import OpenIncidentResult, StoreReportResult
+from lambdas.models.incident import TriggerSource
+from lambdas.models.payloads import OpenAction, OpenIncidentResult, StoreReportResult
 from lambdas.models.report import ReportEvent
 from lambdas.observability import count, logger
 from trainer_emitter.contract import REPORT_SOURCE, Role
@@ -86,7 +87,7 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
         instance_id=alarm.instance_id,
         at=alarm.state_at,
         event_id=alarm.event_id,
-        source="alarm",
+        source=TriggerSource.ALARM,
         item=summaries.alarm_evidence(alarm),
         metric=alarm.metric.value,
         mute=guard.mute_blocker(alarm.alarm_name, alarm.mute) if alarm.mute else None,
@@ -107,7 +108,7 @@ def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentRes
     )
     count(M.EVENTS_IGNORED)
     logger.info("event ignored", event_id=alarm.event_id, reason=reason)
-    return {"incident_id": None, "action": "ignored"}
+    return {"incident_id": None, "action": OpenAction.IGNORED}
 
 
 # -- reports -----------------------------------------------------------------------------------
@@ -211,7 +212,7 @@ def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
             instance_id=instance.instance_id,
             at=at,
             event_id=event.event_id,
-            source="report",
+            source=TriggerSource.REPORT,
             item=summaries.report_evidence(report, instance.instance_id),
             report=report,
             metric=instance.metrics[0].value if instance.metrics else None,
@@ -221,8 +222,10 @@ def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
             continue
         holder = step.deps.incidents.open_incident_id(report.cluster_name, instance.instance_id)
         if holder:
-            arrivals.attach_items(step, holder, [trigger.item], event.event_id, "report")
-            results.append({"incident_id": holder, "action": "attached"})
+            arrivals.attach_items(
+                step, holder, [trigger.item], event.event_id, TriggerSource.REPORT
+            )
+            results.append({"incident_id": holder, "action": OpenAction.ATTACHED})
     return results
 
 
@@ -246,9 +249,9 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
         holder = deps.incidents.open_incident_id(report.cluster_name, instance.instance_id)
         item = summaries.report_evidence(report, instance.instance_id)
         if holder:
-            arrivals.attach_items(step, holder, [item], event.event_id, "report")
+            arrivals.attach_items(step, holder, [item], event.event_id, TriggerSource.REPORT)
             if not any(r["incident_id"] == holder for r in results):
-                results.append({"incident_id": holder, "action": "attached"})
+                results.append({"incident_id": holder, "action": OpenAction.ATTACHED})
         else:
             free.append(instance.instance_id)
     if not free:
@@ -259,7 +262,7 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
         instance_id="",
         at=report.emitted,
         event_id=event.event_id,
-        source="report",
+        source=TriggerSource.REPORT,
         item=summaries.report_evidence(report, None),
         report=report,
     )

@@ -22,23 +22,16 @@ from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.errors import KubernetesError, KubernetesNotFound, SdcError
+from lambdas.models.health_check import HealthCheckResult
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.isolation import (
-    GONE,
-    ISOLATED,
-    KEPT,
-    NOT_ISOLATED,
-    PENDING,
-    RELEASE_FAILED,
-    RELEASED,
-    IsolatedNode,
-    IsolationRecord,
-)
+from lambdas.models.isolation import IsolatedNode, IsolationCause, IsolationRecord, IsolationState
 from lambdas.models.kubernetes import Taint, incident_taint
 from lambdas.models.payloads import IncidentRef, IsolationResult
 from lambdas.observability import count, logger
 
-_TO_RELEASE = frozenset({ISOLATED, PENDING, RELEASE_FAILED})
+_TO_RELEASE = frozenset(
+    {IsolationState.ISOLATED, IsolationState.PENDING, IsolationState.RELEASE_FAILED}
+)
 
 
 def isolate_node(ref: IncidentRef, deps: Deps) -> IsolationResult:
@@ -49,7 +42,7 @@ def isolate_node(ref: IncidentRef, deps: Deps) -> IsolationResult:
         incident = isolate(step, step.load(ref.incident_id))
         record = incident.isolation
         return {
-            "isolated": record is not None and record.state == ISOLATED,
+            "isolated": record is not None and record.state == IsolationState.ISOLATED,
             "state": str(record.state if record else None),
             "reason": record.reason if record else None,
         }
@@ -59,39 +52,51 @@ def isolate(step: Step, incident: Incident) -> Incident:
     """Cordon and taint the incident's node(s) if its cluster is configured for it; record and
     audit what was done. A finished earlier attempt is returned as it is."""
     existing = incident.isolation
-    if existing and existing.state in (ISOLATED, NOT_ISOLATED, RELEASED, RELEASE_FAILED, KEPT):
+    if existing and existing.state in (
+        IsolationState.ISOLATED,
+        IsolationState.NOT_ISOLATED,
+        IsolationState.RELEASED,
+        IsolationState.RELEASE_FAILED,
+        IsolationState.KEPT,
+    ):
         return incident
     deps = step.deps
     taint = incident_taint(incident.incident_id)
-    base = IsolationRecord(PENDING, taint=str(taint))
+    base = IsolationRecord(IsolationState.PENDING, taint=str(taint))
     if incident.state is not IncidentState.OPENED:
-        return _settle(step, incident, base, "state", f"the incident is already {incident.state}")
+        return _settle(
+            step, incident, base, IsolationCause.STATE, f"the incident is already {incident.state}"
+        )
     config = deps.settings.isolation_for(incident.cluster_name)
     if not config.isolate:
         return _settle(
             step,
             incident,
             base,
-            "off",
+            IsolationCause.OFF,
             f"node isolation is off for cluster {incident.cluster_name} (sdc:nodeIsolation)",
         )
     blocker = guard.blocker(deps, incident.cluster_name)
     if blocker is not None:
-        return _settle(step, incident, base, "held", f"nothing acts: {blocker.reason}")
+        return _settle(step, incident, base, IsolationCause.HELD, f"nothing acts: {blocker.reason}")
     instances = [i for i in incident.locked_instances if i]
     if not instances:
-        return _settle(step, incident, base, "no_instance", "the incident names no instance")
+        return _settle(
+            step, incident, base, IsolationCause.NO_INSTANCE, "the incident names no instance"
+        )
     try:
         info = deps.hyperpod.describe_cluster(incident.cluster_name)
     except SdcError as err:
-        return _settle(step, incident, base, "hyperpod", f"DescribeCluster failed: {err}")
+        return _settle(
+            step, incident, base, IsolationCause.HYPERPOD, f"DescribeCluster failed: {err}"
+        )
     eks = config.eks_cluster or info.eks_cluster_name
     if info.eks_cluster_name is None:
         return _settle(
             step,
             incident,
             base,
-            "not_eks",
+            IsolationCause.NOT_EKS,
             f"cluster {incident.cluster_name} is not orchestrated by EKS: no Kubernetes node "
             "to cordon",
         )
@@ -100,7 +105,7 @@ def isolate(step: Step, incident: Incident) -> Incident:
             step,
             incident,
             base,
-            "mismatch",
+            IsolationCause.MISMATCH,
             f"configured EKS cluster {eks}, but HyperPod names {info.eks_cluster_name} as the "
             f"orchestrator of {incident.cluster_name}",
         )
@@ -109,9 +114,9 @@ def isolate(step: Step, incident: Incident) -> Incident:
     for instance_id in instances:
         nodes[instance_id], incident = _isolate_one(step, incident, eks, taint, instance_id, nodes)
     done = dataclasses.replace(base, eks_cluster=eks, nodes=nodes)
-    failed = {i: n for i, n in nodes.items() if n.state != ISOLATED}
+    failed = {i: n for i, n in nodes.items() if n.state != IsolationState.ISOLATED}
     if not failed:
-        return _settle(step, incident, done, None, None, state=ISOLATED)
+        return _settle(step, incident, done, None, None, state=IsolationState.ISOLATED)
     causes = sorted({str(n.cause) for n in failed.values()})
     reason = "; ".join(f"{i}: {n.reason}" for i, n in sorted(failed.items()))
     return _settle(step, incident, done, ",".join(causes), reason)
@@ -130,7 +135,7 @@ def _isolate_one(
     earlier = nodes.get(instance_id)
     try:
         node = kube.find_node(eks, instance_id)
-        if earlier and earlier.state == PENDING and earlier.node_name == node.name:
+        if earlier and earlier.state == IsolationState.PENDING and earlier.node_name == node.name:
             was_unschedulable = bool(earlier.was_unschedulable)
         else:
             was_unschedulable = node.unschedulable
@@ -146,7 +151,7 @@ def _isolate_one(
         count(M.NODES_NOT_ISOLATED)
         return record, incident
     record = IsolatedNode(
-        ISOLATED,
+        IsolationState.ISOLATED,
         node_name=change.node_name,
         resource_version=change.resource_version,
         was_unschedulable=was_unschedulable,
@@ -182,9 +187,11 @@ def _write_ahead(
     """Keep the node's state before our patch: a retry after a crash knows the cordon is ours."""
 
     def note(current: Incident) -> bool:
-        record = current.isolation or IsolationRecord(PENDING)
-        nodes = {**record.nodes, instance_id: IsolatedNode(PENDING, node_name, was)}
-        current.isolation = dataclasses.replace(record, state=PENDING, eks_cluster=eks, nodes=nodes)
+        record = current.isolation or IsolationRecord(IsolationState.PENDING)
+        nodes = {**record.nodes, instance_id: IsolatedNode(IsolationState.PENDING, node_name, was)}
+        current.isolation = dataclasses.replace(
+            record, state=IsolationState.PENDING, eks_cluster=eks, nodes=nodes
+        )
         return True
 
     return step.update(incident.incident_id, note, incident)
@@ -192,7 +199,7 @@ def _write_ahead(
 
 def _failed(err: KubernetesError, node_name: str | None) -> IsolatedNode:
     return IsolatedNode(
-        NOT_ISOLATED,
+        IsolationState.NOT_ISOLATED,
         node_name=node_name,
         cause=err.cause,
         reason=f"{err.cause}: {err}",
@@ -207,7 +214,7 @@ def _settle(
     cause: str | None,
     reason: str | None,
     *,
-    state: str = NOT_ISOLATED,
+    state: IsolationState = IsolationState.NOT_ISOLATED,
 ) -> Incident:
     at = step.now()
     final = dataclasses.replace(record, state=state, cause=cause, reason=reason, at=at)
@@ -217,7 +224,7 @@ def _settle(
         return True
 
     incident = step.update(incident.incident_id, keep, incident)
-    if state != ISOLATED:
+    if state != IsolationState.ISOLATED:
         step.audit(
             incident.incident_id,
             AuditAction.ISOLATION_SKIPPED if not record.nodes else AuditAction.ISOLATION_INCOMPLETE,
@@ -246,7 +253,13 @@ def release(step: Step, incident: Incident) -> Incident:
     for instance_id, node in due.items():
         nodes[instance_id] = _release_one(step, incident, eks, taint, instance_id, node)
     states = {n.state for n in nodes.values()}
-    overall = RELEASE_FAILED if RELEASE_FAILED in states else KEPT if KEPT in states else RELEASED
+    overall = (
+        IsolationState.RELEASE_FAILED
+        if IsolationState.RELEASE_FAILED in states
+        else IsolationState.KEPT
+        if IsolationState.KEPT in states
+        else IsolationState.RELEASED
+    )
     at = step.now()
 
     def keep(current: Incident) -> bool:
@@ -265,7 +278,7 @@ def _release_one(
     if gone or kept or not name:
         outcome = dataclasses.replace(
             node,
-            state=GONE if gone or not name else KEPT,
+            state=IsolationState.GONE if gone or not name else IsolationState.KEPT,
             reason=gone or kept or "the node was never found: nothing to release",
         )
         step.audit(
@@ -279,7 +292,9 @@ def _release_one(
             eks, str(name), taint, clear_unschedulable=bool(node.cordoned_by_us)
         )
     except KubernetesNotFound as err:
-        outcome = dataclasses.replace(node, state=GONE, reason=f"the node is gone: {err}")
+        outcome = dataclasses.replace(
+            node, state=IsolationState.GONE, reason=f"the node is gone: {err}"
+        )
         step.audit(
             incident.incident_id,
             AuditAction.NODE_RELEASE_SKIPPED,
@@ -287,7 +302,9 @@ def _release_one(
         )
         return outcome
     except KubernetesError as err:
-        outcome = dataclasses.replace(node, state=RELEASE_FAILED, cause=err.cause, reason=str(err))
+        outcome = dataclasses.replace(
+            node, state=IsolationState.RELEASE_FAILED, cause=err.cause, reason=str(err)
+        )
         step.audit(
             incident.incident_id,
             AuditAction.NODE_RELEASE_FAILED,
@@ -302,7 +319,11 @@ def _release_one(
     )
     count(M.NODES_RELEASED)
     return dataclasses.replace(
-        node, state=RELEASED, resource_version=change.resource_version, reason=None, cause=None
+        node,
+        state=IsolationState.RELEASED,
+        resource_version=change.resource_version,
+        reason=None,
+        cause=None,
     )
 
 
@@ -320,6 +341,6 @@ def _kept_reason(incident: Incident, instance_id: str) -> str | None:
         return None
     nodes = incident.health_check.nodes if incident.health_check else None
     checked = (nodes or {}).get(instance_id)
-    if checked and checked.result == "failed":
+    if checked and checked.result == HealthCheckResult.FAILED:
         return "failed its deep health check: left cordoned for inspection"
     return None

@@ -105,7 +105,7 @@ def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
         if reboot.done:
             return {"done": True, "gone": False, "status": str(incident.node_status)}
         if reboot.dry_run:
-            _finish_reboot(step, incident, str(incident.node_status), [])
+            _finish_reboot(step, incident, NodeStatus(str(incident.node_status)), [])
             return {"done": True, "gone": False, "status": str(incident.node_status)}
 
         status, request_id = node_status_of(deps, incident)
@@ -158,7 +158,7 @@ def _start_reboot_record(current: Incident) -> None:
 def _finish_reboot(
     step: Step,
     incident: Incident,
-    status: str,
+    status: NodeStatus,
     request_ids: list[str | None],
     *,
     polls: int | None = None,
@@ -169,7 +169,7 @@ def _finish_reboot(
         earlier = current.reboot or RebootRecord()
         current.reboot = dataclasses.replace(
             earlier,
-            status="done",
+            status=RecoveryStatus.DONE,
             node_status=status,
             done_at=step.now(),
             polls=earlier.polls if polls is None else polls,
@@ -319,12 +319,12 @@ def _finish_replacement(
     def record(current: Incident) -> bool:
         current.replacement = dataclasses.replace(
             current.replacement or ReplacementRecord(),
-            status="done",
+            status=RecoveryStatus.DONE,
             new_instance_id=new_instance_id,
             done_at=step.now(),
         )
         if not dry_run:
-            current.node_status = NodeStatus.NOT_FOUND.value
+            current.node_status = NodeStatus.NOT_FOUND
         return True
 
     step.update(incident.incident_id, record, incident)

@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from lambdas.models._record import known_fields
+from lambdas.models.payloads import Decision
 
 BINDING_HEADER: Final = "x-sdc-approval"
 """The signed header that binds an identity proof to one decision (as `x-k8s-aws-id` binds an
@@ -94,7 +95,7 @@ class Principal:
 class ApprovalRecord:
     """One approval counted towards `approvals_required`."""
 
-    decision: str
+    decision: Decision
     principal: Principal
     approval_execution_arn: str
     at: str
@@ -115,7 +116,7 @@ class ApprovalRecord:
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ApprovalRecord:
         return cls(
-            decision=str(record["decision"]),
+            decision=Decision(record["decision"]),
             principal=Principal.from_record(dict(record["principal"])),
             approval_execution_arn=str(record["approval_execution_arn"]),
             at=str(record["at"]),

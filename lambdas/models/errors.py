@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lambdas.models.isolation import IsolationCause
+from lambdas.models.telemetry import TelemetryState
+
 
 @dataclass(frozen=True, slots=True)
 class ErrorRecord:
@@ -171,9 +174,9 @@ class DecisionRefused(SdcError):
 
 class KubernetesError(SdcError):
     """A call to a cluster's Kubernetes API failed; `cause` says how, for the incident record
-    and the approval card (unreachable, unauthorized, not_found, conflict, refused, not_configured)."""
+    and the approval card."""
 
-    cause = "refused"
+    cause: IsolationCause = IsolationCause.REFUSED
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
@@ -186,31 +189,31 @@ class KubernetesError(SdcError):
 class KubernetesUnreachable(KubernetesError):
     """No answer: DNS, connection, TLS or timeout (or DescribeCluster of the EKS cluster failed)."""
 
-    cause = "unreachable"
+    cause = IsolationCause.UNREACHABLE
 
 
 class KubernetesUnauthorized(KubernetesError):
     """401 or 403: the token was refused, or RBAC does not let the function's role do this."""
 
-    cause = "unauthorized"
+    cause = IsolationCause.UNAUTHORIZED
 
 
 class KubernetesNotFound(KubernetesError):
     """No node with this name (404), or no node whose providerID names the instance."""
 
-    cause = "not_found"
+    cause = IsolationCause.NOT_FOUND
 
 
 class KubernetesConflict(KubernetesError):
     """409 Conflict on every attempt: the node kept changing under us."""
 
-    cause = "conflict"
+    cause = IsolationCause.CONFLICT
 
 
 class KubernetesNotConfigured(KubernetesError):
     """This deployment has no Kubernetes access for the cluster."""
 
-    cause = "not_configured"
+    cause = IsolationCause.NOT_CONFIGURED
 
 
 class RebootNotApproved(SdcError):
@@ -226,7 +229,7 @@ class TelemetryError(SdcError):
     state the incident's telemetry record takes (`lambdas.models.telemetry.TelemetryState`).
     Never fatal: the approval card says so in one line."""
 
-    cause = "failed"
+    cause: TelemetryState = TelemetryState.FAILED
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
@@ -239,29 +242,29 @@ class TelemetryError(SdcError):
 class TelemetryNotConfigured(TelemetryError):
     """The cluster has no workspace in this deployment's `sdc:telemetry`."""
 
-    cause = "not_configured"
+    cause = TelemetryState.NOT_CONFIGURED
 
 
 class TelemetryUnreachable(TelemetryError):
     """No answer: DNS, connection, TLS, or the service failed on its side (5xx, 429)."""
 
-    cause = "unreachable"
+    cause = TelemetryState.UNREACHABLE
 
 
 class TelemetryRefused(TelemetryError):
     """401 or 403 (the role may not aps:QueryMetrics on the workspace), 404 (no such
     workspace), or no credentials to sign the request with."""
 
-    cause = "refused"
+    cause = TelemetryState.REFUSED
 
 
 class TelemetrySlow(TelemetryError):
     """No complete answer within the time the approval request allows the query."""
 
-    cause = "slow"
+    cause = TelemetryState.SLOW
 
 
 class TelemetryBadAnswer(TelemetryError):
     """An answer the pipeline cannot use: a query error, not JSON, not a matrix, too large."""
 
-    cause = "failed"
+    cause = TelemetryState.FAILED

@@ -6,12 +6,14 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from lambdas.models._record import known_fields
+from lambdas.models.states import IncidentState
 
 
-class HoldKind:
+class HoldKind(StrEnum):
     """Why an incident is held (the `kind` of `Incident.hold`)."""
 
     PAUSED = "paused"
@@ -30,8 +32,7 @@ class HoldRecord:
     """Why an incident is (or is being) held (`Incident.hold`). A muted hold names the alarm
     mute rule and its window (`MuteDetail.to_json`)."""
 
-    kind: str
-    """A `HoldKind`."""
+    kind: HoldKind
     reason: str
     hold_id: str | None = None
     """The storm hold's id (storm holds only)."""
@@ -176,18 +177,18 @@ class PastIncident:
     incident_id: str
     cluster_name: str
     instance_id: str
-    state: str
+    state: IncidentState
     created_at: str
     closed_at: str
     gpu_uuids: tuple[str, ...] = ()
-    hold_kind: str | None = None
+    hold_kind: HoldKind | None = None
     advice: str | None = None
 
     @property
     def counts_as_history(self) -> bool:
         """Skipped incidents (not a node) and storm holds (a software problem) say nothing about
         the hardware."""
-        return self.state != "skipped" and self.hold_kind != HoldKind.STORM
+        return self.state != IncidentState.SKIPPED and self.hold_kind != HoldKind.STORM
 
     def to_record(self) -> dict[str, Any]:
         record = dataclasses.asdict(self)

@@ -12,9 +12,25 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from lambdas.models._record import known_fields, present
+
+
+class HealthCheckResult(StrEnum):
+    """How a deep health check ended (None while it runs)."""
+
+    PASSED = "passed"
+    """The node is Running again after the check."""
+    FAILED = "failed"
+    """Any other status after the check."""
+    NODE_GONE = "node_gone"
+    """HyperPod no longer lists the node (its own recovery may have replaced it)."""
+    NOT_RUN = "not_run"
+    """We did not start one."""
+    DONE = "done"
+    """Job level: every involved node's check ended (each node has its own result)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +41,7 @@ class NodeCheck:
     group: str | None = None
     started: bool = False
     reason: str | None = None
-    result: str | None = None
+    result: HealthCheckResult | None = None
     """None while its check runs; then node_gone, not_run, passed or failed."""
 
     def to_record(self) -> dict[str, Any]:
@@ -43,7 +59,7 @@ class CheckSummary:
     started: bool | None = None
     checks: tuple[str, ...] | None = None
     status: str | None = None
-    result: str | None = None
+    result: HealthCheckResult | None = None
     reason: str | None = None
     started_at: str | None = None
 
@@ -69,7 +85,7 @@ class HealthCheckRecord:
     status: str | None = None
     """The node's status (node level) or `2 running, 1 passed` (job level); None until the
     check is recorded."""
-    result: str | None = None
+    result: HealthCheckResult | None = None
     """None while it runs; node level: node_gone, not_run, passed, failed; job level: done."""
     reason: str | None = None
     started_at: str | None = None

@@ -15,7 +15,22 @@ from enum import StrEnum
 from typing import Any, Final
 
 
-class NodeStatus(StrEnum):
+class AwsVocabulary(StrEnum):
+    """A closed set of values as AWS documents them today. AWS may add values: an unknown one
+    reads as itself (a pseudo-member, no member of the class), never as an error, so a record
+    or an answer that carries it is kept as it is."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> AwsVocabulary | None:
+        if not isinstance(value, str):
+            return None
+        unknown = str.__new__(cls, value)
+        unknown._name_ = value
+        unknown._value_ = value
+        return unknown
+
+
+class NodeStatus(AwsVocabulary):
     """`DescribeClusterNode` → `NodeDetails.InstanceStatus.Status`."""
 
     RUNNING = "Running"
@@ -45,7 +60,7 @@ class BatchErrorCode(StrEnum):
     INTERNAL_SERVER_ERROR = "InternalServerError"
 
 
-class NodeRecovery(StrEnum):
+class NodeRecovery(AwsVocabulary):
     AUTOMATIC = "Automatic"
     NONE = "None"
 
@@ -55,7 +70,7 @@ class ClusterInfo:
     name: str
     arn: str | None
     status: str | None
-    node_recovery: str | None
+    node_recovery: NodeRecovery | None
     instance_groups: tuple[str, ...]
     request_id: str | None = None
     node_count: int | None = None
@@ -73,7 +88,7 @@ class NodeInfo:
     cluster_name: str
     instance_id: str
     instance_group: str | None
-    status: str
+    status: NodeStatus
     message: str | None = None
     logical_id: str | None = None
     instance_type: str | None = None

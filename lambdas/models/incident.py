@@ -9,66 +9,25 @@ from enum import StrEnum
 from typing import Any
 
 from lambdas.models.errors import ErrorRecord
-from lambdas.models.guard import HoldRecord, slot_names
+from lambdas.models.guard import HoldKind, HoldRecord, slot_names
 from lambdas.models.health_check import HealthCheckRecord
-from lambdas.models.hyperpod import HyperPodView
+from lambdas.models.hyperpod import HyperPodView, NodeRecovery, NodeStatus
 from lambdas.models.isolation import IsolationRecord
 from lambdas.models.payloads import Decision
 from lambdas.models.recommendation import Recommendation
 from lambdas.models.recovery import DecisionRecord, RebootRecord, ReplacementRecord
 from lambdas.models.reporter_text import quoted
+from lambdas.models.states import IncidentState, Scope
 from lambdas.models.telemetry import TelemetryRecord
 
 
-class IncidentState(StrEnum):
-    OPENED = "opened"
-    HEALTH_CHECK = "health_check"
-    AWAITING_APPROVAL = "awaiting_approval"
-    REPLACING = "replacing"
-    REBOOTING = "rebooting"
-    """An approver chose a reboot: BatchRebootClusterNodes, then the node is awaited Running."""
-    REPLACED = "replaced"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    HELD = "held"
-    """Recorded, nothing acted: paused, a muted alarm, the cluster's storm hold, or its
-    blast-radius guard."""
-    CHECKED = "checked"
-    """A job-level (ambiguous) incident whose health checks ended: no replacement proposed."""
-    REPLACED_BY_HYPERPOD = "replaced_by_hyperpod"
-    """The node was gone (HyperPod's own NodeRecovery replaced it) before we replaced it."""
-    REBOOTED = "rebooted"
-    """Rebooted on an approver's decision, and the deep health check after the reboot passed:
-    the node is released."""
+class TriggerSource(StrEnum):
+    """What brought evidence to an incident (an evidence item's `kind`, a trigger's `source`)."""
 
-    @property
-    def terminal(self) -> bool:
-        return self in _TERMINAL
-
-
-_TERMINAL = frozenset(
-    {
-        IncidentState.REPLACED,
-        IncidentState.REJECTED,
-        IncidentState.EXPIRED,
-        IncidentState.FAILED,
-        IncidentState.SKIPPED,
-        IncidentState.HELD,
-        IncidentState.CHECKED,
-        IncidentState.REPLACED_BY_HYPERPOD,
-        IncidentState.REBOOTED,
-    }
-)
-
-
-class Scope(StrEnum):
-    NODE = "node"
-    """One suspect instance (`instance_id`): health check, approval, replacement."""
-    JOB = "job"
-    """An ambiguous report: the involved instances (`instance_ids`) are health-checked, nothing
-    is proposed for replacement."""
+    ALARM = "alarm"
+    """A contributor alarm of the metric channel."""
+    REPORT = "report"
+    """An SDC Report event of the emitter's fast path."""
 
 
 @dataclass
@@ -92,8 +51,8 @@ class Incident:
     updated_at: str
     instance_group: str | None = None
     node_logical_id: str | None = None
-    node_status: str | None = None
-    node_recovery: str | None = None
+    node_status: NodeStatus | None = None
+    node_recovery: NodeRecovery | None = None
     evidence: list[dict[str, Any]] = field(default_factory=list)
     evidence_dropped: int = 0
     execution_arn: str | None = None
@@ -109,7 +68,7 @@ class Incident:
     error: ErrorRecord | None = None
     closed_at: str | None = None
     close_notified: bool = False
-    scope: str = Scope.NODE.value
+    scope: Scope = Scope.NODE
     instance_ids: list[str] = field(default_factory=list)
     job_name: str | None = None
     hold: HoldRecord | None = None
@@ -160,13 +119,13 @@ class Incident:
     def reports(self) -> list[dict[str, Any]]:
         """Report evidence, in the order the pipeline received it (the reporter's `emitted_at`
         orders only reports received before receive times were kept)."""
-        found = [e for e in self.evidence if e.get("kind") == "report"]
+        found = [e for e in self.evidence if e.get("kind") == TriggerSource.REPORT]
         return sorted(found, key=lambda e: str(e.get("received_at") or e.get("emitted_at") or ""))
 
     @property
     def alarms(self) -> list[dict[str, Any]]:
         """Alarm evidence, in the order it was attached."""
-        return [e for e in self.evidence if e.get("kind") == "alarm"]
+        return [e for e in self.evidence if e.get("kind") == TriggerSource.ALARM]
 
     @property
     def gpu_uuids(self) -> list[str]:
@@ -205,8 +164,8 @@ class Incident:
         return bool(recovery and recovery.dry_run)
 
     @property
-    def hold_kind(self) -> str | None:
-        """The `HoldKind` of its hold, if held."""
+    def hold_kind(self) -> HoldKind | None:
+        """Why it is held, if held."""
         return self.hold.kind if self.hold else None
 
     @property

@@ -10,22 +10,55 @@ and `at` when isolation settles, and `released_at` when the closing releases it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from lambdas.models._record import known_fields, present
 
-ISOLATED = "isolated"
-NOT_ISOLATED = "not_isolated"
-PENDING = "pending"
-RELEASED = "released"
-RELEASE_FAILED = "release_failed"
-KEPT = "kept"
-GONE = "gone"
+
+class IsolationState(StrEnum):
+    """Where a node's isolation (and the incident's, over its nodes) stands."""
+
+    PENDING = "pending"
+    """Written ahead of the cordon: what the node was is known, the patch may not have landed."""
+    ISOLATED = "isolated"
+    NOT_ISOLATED = "not_isolated"
+    """Never cordoned: the `IsolationCause` says why (off, held, a Kubernetes refusal, ...)."""
+    RELEASED = "released"
+    RELEASE_FAILED = "release_failed"
+    KEPT = "kept"
+    """Not released on purpose: the node stays cordoned (its replacement or a later incident
+    owns it, or it was cordoned before we came)."""
+    GONE = "gone"
+    """The node left the cluster before the release: nothing to lift."""
+
+
+class IsolationCause(StrEnum):
+    """Why a node (or an incident) is not isolated, or its release failed."""
+
+    STATE = "state"
+    """The incident had moved on before isolation ran."""
+    OFF = "off"
+    """`sdc:nodeIsolation` does not name the cluster."""
+    HELD = "held"
+    NO_INSTANCE = "no_instance"
+    HYPERPOD = "hyperpod"
+    """DescribeCluster failed: the orchestrator could not be established."""
+    NOT_EKS = "not_eks"
+    MISMATCH = "mismatch"
+    """The configured EKS cluster is not the one HyperPod names."""
+    REFUSED = "refused"
+    UNREACHABLE = "unreachable"
+    UNAUTHORIZED = "unauthorized"
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    NOT_CONFIGURED = "not_configured"
+    """The Kubernetes answers above: `lambdas.models.errors.KubernetesError.cause`."""
 
 
 @dataclass(frozen=True, slots=True)
 class IsolatedNode:
-    state: str
+    state: IsolationState
     node_name: str | None = None
     was_unschedulable: bool | None = None
     """Its `unschedulable` before our patch (written ahead of the patch)."""
@@ -36,7 +69,7 @@ class IsolatedNode:
     found_taint: str | None = None
     """Another incident's taint that holds the taint slot."""
     reason: str | None = None
-    cause: str | None = None
+    cause: IsolationCause | None = None
     status: int | None = None
     """The Kubernetes API's HTTP status when it refused (not isolated)."""
 
@@ -51,9 +84,9 @@ class IsolatedNode:
                 "taint_added": self.taint_added,
                 "found_taint": self.found_taint,
             }
-        if self.state != PENDING:
+        if self.state != IsolationState.PENDING:
             record |= {"reason": self.reason, "cause": self.cause}
-        if self.state == NOT_ISOLATED:
+        if self.state == IsolationState.NOT_ISOLATED:
             record["status"] = self.status
         return record
 
@@ -64,14 +97,13 @@ class IsolatedNode:
 
 @dataclass(frozen=True, slots=True)
 class IsolationRecord:
-    state: str
-    """isolated, not_isolated, pending, released, release_failed or kept."""
+    state: IsolationState
     eks_cluster: str | None = None
     nodes: dict[str, IsolatedNode] = field(default_factory=dict)
     taint: str | None = None
     """`sdc.remediation/incident=<incident id>:NoSchedule`."""
     cause: str | None = None
-    """Why not isolated: off, not_eks, hyperpod, held, a Kubernetes error's cause, ..."""
+    """Why not isolated: an `IsolationCause`, or several nodes' causes joined by commas."""
     reason: str | None = None
     at: str | None = None
     """When isolation settled (None while a node's isolation is pending)."""

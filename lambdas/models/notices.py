@@ -23,6 +23,8 @@ class NoticeKind(StrEnum):
     """What a notice is about: the SNS message attribute `kind` and the chat `eventType`."""
 
     APPROVAL_REQUEST = "approval_request"
+    APPROVAL_COUNTED = "approval_counted"
+    """One approval of several required was counted: the others are asked for (SNS only)."""
     HELD = "held"
     CLOSED = "closed"
     STORM_HOLD = "storm_hold"

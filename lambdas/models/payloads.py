@@ -13,6 +13,7 @@ from typing import Any, TypedDict
 
 from lambdas.models import _fields as f
 from lambdas.models.errors import MalformedEvent
+from lambdas.models.states import IncidentState, Scope
 
 INCIDENT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
@@ -59,6 +60,14 @@ class RecoveryStatus(StrEnum):
     RETRY = "retry"
     DRY_RUN = "dry_run"
     HELD = "held"
+    DONE = "done"
+    """Never a step's answer: the incident's recovery record says so once the node is back
+    (a reboot) or replaced."""
+
+    @classmethod
+    def answers(cls) -> tuple[RecoveryStatus, ...]:
+        """What `replace_node` and `reboot_node` may answer (each answer has its counter)."""
+        return tuple(status for status in cls if status is not cls.DONE)
 
 
 def incident_id_of(payload: Any) -> str:
@@ -143,9 +152,23 @@ def parse_decision_request(payload: Any) -> DecisionRequest:
     )
 
 
+class OpenAction(StrEnum):
+    """What an alarm or a report did for one incident (`OpenIncidentResult.action`)."""
+
+    OPENED = "opened"
+    ATTACHED = "attached"
+    """Joined the open incident of its instance as more evidence."""
+    SKIPPED = "skipped"
+    """Not a node of the cluster: recorded as a skipped incident, nothing acts."""
+    IGNORED = "ignored"
+    """Nothing to do (an OK state, a duplicate of what is known): audited, no incident."""
+    HELD = "held"
+    """Recorded as (or joined) a held incident: nothing acts."""
+
+
 class OpenIncidentResult(TypedDict):
     incident_id: str | None
-    action: str  # "opened" | "attached" | "skipped" | "ignored" | "held"
+    action: OpenAction
 
 
 class StoreReportResult(TypedDict):
@@ -160,13 +183,13 @@ class HealthCheckStarted(TypedDict):
     status: str
     started: bool
     held: bool
-    scope: str
+    scope: Scope
 
 
 class HealthStatus(TypedDict):
     status: str
     in_progress: bool
-    scope: str
+    scope: Scope
     held: bool
     """The health check is done but the cluster is storm-held or paused: no approval request."""
     passed_after_reboot: bool
@@ -181,7 +204,7 @@ class ApprovalRequested(TypedDict):
 class RecoveryResult(TypedDict):
     """`replace_node` and `reboot_node`: the `RecoveryStatus` the state machine branches on."""
 
-    status: str
+    status: RecoveryStatus
 
 
 class ReplacementStatus(TypedDict):
@@ -199,7 +222,7 @@ class RebootStatus(TypedDict):
 
 class CloseResult(TypedDict):
     incident_id: str
-    state: str
+    state: IncidentState
 
 
 class BrokenChain(TypedDict):
@@ -218,7 +241,7 @@ class AuditCheckResult(TypedDict):
 
 class DecisionAccepted(TypedDict, total=False):
     incident_id: str
-    decision: str
+    decision: Decision
     accepted: bool
     approvals: str
     """"1 of 2": the approvals counted of those required (when more than one is)."""

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lambdas.models._record import known_fields, present
-from lambdas.models.payloads import Decision
+from lambdas.models.approvals import Delivery
+from lambdas.models.hyperpod import NodeStatus
+from lambdas.models.payloads import Decision, RecoveryStatus
 
 MAX_REBOOTS: Final = 1
 """Reboots per incident: after one, the approver chooses between replacing and rejecting."""
@@ -32,8 +34,8 @@ class DecisionRecord:
     approval that completed the decision."""
     approvals: list[dict[str, Any]] | None = None
     """Every approval counted (`ApprovalRecord`s as records) when more than one was required."""
-    delivery: str | None = None
-    """`lambdas.models.approvals.Delivery`: pending (written ahead of SendTaskSuccess) or
+    delivery: Delivery | None = None
+    """Pending (written ahead of SendTaskSuccess) or
     delivered; None on records written before delivery was tracked."""
 
     @property
@@ -78,7 +80,7 @@ class Recovery:
     sent_at: str | None = None
     path: str | None = None
     """`api` or `node_label` (`lambdas.logic.safety.recovery_path`)."""
-    status: str | None = None
+    status: RecoveryStatus | None = None
     """The last request's `RecoveryStatus`, then `done`."""
     attempts: int | None = None
     dry_run: bool | None = None
@@ -86,12 +88,12 @@ class Recovery:
     requested_at: str | None = None
     last: dict[str, Any] | None = None
     """The last request's audit details."""
-    node_status: str | None = None
+    node_status: NodeStatus | None = None
     done_at: str | None = None
 
     @property
     def done(self) -> bool:
-        return self.status == "done"
+        return self.status == RecoveryStatus.DONE
 
     @property
     def asked(self) -> bool:

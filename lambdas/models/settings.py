@@ -23,19 +23,25 @@ from trainer_emitter.contract import NAMESPACE
 DEFAULT_HEALTH_CHECKS = (HealthCheck.INSTANCE_STRESS.value, HealthCheck.INSTANCE_CONNECTIVITY.value)
 REQUIRED = (EnvVar.INCIDENTS_TABLE, EnvVar.AUDIT_TABLE, EnvVar.TOPIC_ARN)
 
-DEFAULT_GUARD_MAX_OPEN = 3
+DEFAULT_GUARD_MAX_OPEN_NODES = 3
 DEFAULT_GUARD_MAX_OPEN_PERCENT = 10
 DEFAULT_STORM_THRESHOLD = 4
 DEFAULT_STORM_WINDOW_SECONDS = 900
 DEFAULT_APPROVALS_REQUIRED = 1
 MAX_APPROVALS_REQUIRED = 10
+GUARD_MAX_OPEN_NODES_RANGE: Final = (1, 10_000)
+"""Nodes in open incidents per cluster the guard allows at most, as `sdc:guardMaxOpenNodes` and
+`GUARD_MAX_OPEN_NODES` may set it: above any HyperPod cluster's size, low enough to catch a
+typo (the percent cap applies as well)."""
+STORM_THRESHOLD_RANGE: Final = (2, 10_000)
+"""Distinct instances within the storm window that make a storm."""
 MAX_APPROVAL_TIMEOUT_SECONDS = 31_536_000
 """One year: a Standard execution's maximum duration, so the longest a task may wait."""
 _POSITIVE = {
     # variable: (attribute, lowest, highest)
-    EnvVar.GUARD_MAX_OPEN: ("guard_max_open", 1, 100_000),
+    EnvVar.GUARD_MAX_OPEN_NODES: ("guard_max_open_nodes", *GUARD_MAX_OPEN_NODES_RANGE),
     EnvVar.GUARD_MAX_OPEN_PERCENT: ("guard_max_open_percent", 1, 100),
-    EnvVar.STORM_THRESHOLD: ("storm_threshold", 2, 100_000),
+    EnvVar.STORM_THRESHOLD: ("storm_threshold", *STORM_THRESHOLD_RANGE),
     EnvVar.STORM_WINDOW_SECONDS: ("storm_window_seconds", 1, 7 * 86_400),
     EnvVar.APPROVAL_TIMEOUT_SECONDS: ("approval_timeout_seconds", 1, MAX_APPROVAL_TIMEOUT_SECONDS),
     EnvVar.APPROVALS_REQUIRED: ("approvals_required", 1, MAX_APPROVALS_REQUIRED),
@@ -127,7 +133,7 @@ class Settings:
     """The remediation state machine; only open_incident needs it."""
     approval_state_machine_arn: str | None = None
     """For the console link and the paste-able input in approval notifications."""
-    guard_max_open: int = DEFAULT_GUARD_MAX_OPEN
+    guard_max_open_nodes: int = DEFAULT_GUARD_MAX_OPEN_NODES
     """Blast-radius guard: open incidents per cluster, at most (absolute)."""
     guard_max_open_percent: int = DEFAULT_GUARD_MAX_OPEN_PERCENT
     """Blast-radius guard: open incidents per cluster, at most this share of its nodes (rounded

@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lambdas.models.approvals import ApprovalRecord
-from lambdas.models.health_check import CheckSummary, HealthCheckRecord
+from lambdas.models.health_check import CheckSummary, HealthCheckRecord, HealthCheckResult
 from lambdas.models.hyperpod import EventLevel, HyperPodView, NodeRecovery
 from lambdas.models.incident import Incident
-from lambdas.models.isolation import GONE, ISOLATED, KEPT, PENDING, RELEASE_FAILED, RELEASED
+from lambdas.models.isolation import IsolationState
 from lambdas.models.recommendation import Recommendation
 from lambdas.models.reporter_text import quoted
 from lambdas.models.settings import Settings
@@ -24,10 +24,11 @@ from trainer_emitter.contract import Metric
 
 _RESULTS: dict[Any, str] = {
     None: "still running",
-    "passed": "PASSED",
-    "failed": "FAILED",
-    "node_gone": "ended with the node gone (HyperPod may have replaced it)",
-    "not_run": "not run",
+    HealthCheckResult.PASSED: "PASSED",
+    HealthCheckResult.FAILED: "FAILED",
+    HealthCheckResult.NODE_GONE: "ended with the node gone (HyperPod may have replaced it)",
+    HealthCheckResult.NOT_RUN: "not run",
+    HealthCheckResult.DONE: "done",
 }
 
 
@@ -74,9 +75,9 @@ def isolation_lines(incident: Incident) -> list[str]:
         f"(instance {instance_id}, EKS cluster {record.eks_cluster})"
         + (f"; {node.reason}" if node.reason else "")
         for instance_id, node in sorted(nodes.items())
-        if record and node.state == ISOLATED
+        if record and node.state == IsolationState.ISOLATED
     ]
-    if record and record.state == ISOLATED:
+    if record and record.state == IsolationState.ISOLATED:
         return isolated
     reason = (record and record.reason) or "no isolation was recorded for this incident"
     return [
@@ -94,11 +95,15 @@ def release_lines(incident: Incident) -> list[str]:
     lines = []
     for instance_id, node in sorted(record.nodes.items()):
         name = node.node_name
-        if node.state == RELEASED:
+        if node.state == IsolationState.RELEASED:
             lines.append(f"Isolation: {name} ({instance_id}) uncordoned, taint removed.")
-        elif node.state in (GONE, KEPT):
+        elif node.state in (IsolationState.GONE, IsolationState.KEPT):
             lines.append(f"Isolation: {name or instance_id}: {node.reason}.")
-        elif node.state in (ISOLATED, PENDING, RELEASE_FAILED):
+        elif node.state in (
+            IsolationState.ISOLATED,
+            IsolationState.PENDING,
+            IsolationState.RELEASE_FAILED,
+        ):
             lines.append(
                 f"WARNING: {name} ({instance_id}) is still cordoned and tainted "
                 f"{record.taint}: {node.reason or 'not released'}. Lift it by "

@@ -351,7 +351,7 @@ def held_notice(incident: Incident) -> Card:
         proceed = json.dumps(approval_input(incident.incident_id, Decision.PROCEED))
         next_steps = (
             "Every node a job-level incident would cordon or health-check counts against the "
-            "blast-radius guard (sdc:guardMaxOpenIncidents, sdc:guardMaxOpenPercent); these do "
+            "blast-radius guard (sdc:guardMaxOpenNodes, sdc:guardMaxOpenPercent); these do "
             "not fit.",
             "Nothing was cordoned or health-checked. An alarm on one of these nodes is not "
             "absorbed by this incident: it opens its own (within the guard).",

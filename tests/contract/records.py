@@ -73,7 +73,7 @@ def past(
         incident_id=f"sdc-{CLUSTER}-{n}",
         cluster_name=CLUSTER,
         instance_id=instance_id,
-        state="rejected",
+        state=IncidentState.REJECTED,
         created_at="2026-11-30T08:15:04+00:00",
         closed_at=closed_at,
         gpu_uuids=gpus,

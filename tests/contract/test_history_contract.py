@@ -8,7 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from lambdas.logic.ports import HistoryStore
-from lambdas.models.guard import PAST_INCIDENTS_LIMIT, PastIncident
+from lambdas.models.guard import PAST_INCIDENTS_LIMIT, HoldKind, PastIncident
+from lambdas.models.incident import IncidentState
 from tests.contract.records import past
 
 
@@ -129,11 +130,11 @@ def test_every_field_round_trips(history: HistoryStore):
         incident_id="sdc-ml-cluster-1-1",
         cluster_name="ml-cluster-1",
         instance_id="i-01",
-        state="held",
+        state=IncidentState.HELD,
         created_at="2026-11-30T08:15:04+00:00",
         closed_at="2026-11-30T09:15:04+00:00",
         gpu_uuids=("GPU-a", "GPU-b"),
-        hold_kind="guard",
+        hold_kind=HoldKind.GUARD,
         advice="replace: repeat offender",
     )
 

@@ -125,8 +125,8 @@ SETTINGS_CHANGES: dict[str, Callable[[], list[str]]] = {
     "doc changes a range": lambda: tables.settings_keys_drift(
         edited(
             DEPLOY,
-            "| `sdc:guardMaxOpenIncidents` | integer, 1 .. 1000",
-            "| `sdc:guardMaxOpenIncidents` | integer, 1 .. 100",
+            "| `sdc:guardMaxOpenNodes` | integer, 1 .. 10000",
+            "| `sdc:guardMaxOpenNodes` | integer, 1 .. 100",
         ),
         _PARSERS,
         Settings(),

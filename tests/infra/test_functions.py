@@ -28,7 +28,7 @@ COMMON_ENV = {
     "DRY_RUN",
     "APPROVAL_STATE_MACHINE_ARN",
     "APPROVAL_TIMEOUT_SECONDS",
-    "GUARD_MAX_OPEN",
+    "GUARD_MAX_OPEN_NODES",
     "GUARD_MAX_OPEN_PERCENT",
     "STORM_THRESHOLD",
     "EVENT_BUS_NAME",
@@ -102,7 +102,7 @@ def test_environment_per_the_pipeline_doc(template, spec):
     assert env["NAMESPACE"] == "SDC/Training"
     assert env["DRY_RUN"] == "false"
     assert env["APPROVAL_TIMEOUT_SECONDS"] == str(CONTEXT["sdc:approvalTimeoutSeconds"])
-    assert (env["GUARD_MAX_OPEN"], env["GUARD_MAX_OPEN_PERCENT"]) == ("3", "10")
+    assert (env["GUARD_MAX_OPEN_NODES"], env["GUARD_MAX_OPEN_PERCENT"]) == ("3", "10")
     assert (env["STORM_THRESHOLD"], env["STORM_WINDOW_SECONDS"]) == ("4", "900")
     assert env["POWERTOOLS_METRICS_NAMESPACE"] != env["NAMESPACE"]
 

@@ -114,7 +114,7 @@ def test_every_allowed_log_retention_maps_to_a_cdk_retention():
 def test_the_guard_and_storm_defaults_are_documented_values():
     settings = Settings()
 
-    assert (settings.guard_max_open_incidents, settings.guard_max_open_percent) == (3, 10)
+    assert (settings.guard_max_open_nodes, settings.guard_max_open_percent) == (3, 10)
     assert (settings.storm_threshold, settings.storm_window_seconds) == (4, 900)
 
 
@@ -137,7 +137,7 @@ def test_a_bad_pause_parameter_name_fails_the_synth_naming_the_key(value):
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("sdc:guardMaxOpenIncidents", 0),
+        ("sdc:guardMaxOpenNodes", 0),
         ("sdc:guardMaxOpenPercent", 101),
         ("sdc:stormThreshold", 1),
         ("sdc:stormWindowSeconds", 10),
@@ -146,6 +146,39 @@ def test_a_bad_pause_parameter_name_fails_the_synth_naming_the_key(value):
 def test_guard_and_storm_limits_out_of_range_fail_the_synth(key, value):
     with pytest.raises(SettingsError, match=key):
         Settings.from_context({key: value})
+
+
+def test_the_old_name_of_the_node_guard_is_refused_with_its_new_name():
+    with pytest.raises(
+        SettingsError, match="sdc:guardMaxOpenIncidents is now sdc:guardMaxOpenNodes"
+    ):
+        Settings.from_context({"sdc:guardMaxOpenIncidents": 5})
+
+
+@pytest.mark.parametrize(
+    ("key", "variable"),
+    [("sdc:guardMaxOpenNodes", "GUARD_MAX_OPEN_NODES"), ("sdc:stormThreshold", "STORM_THRESHOLD")],
+)
+def test_the_stack_and_the_functions_accept_the_same_range(key, variable):
+    """What the synth lets through, the functions accept; what the synth refuses, they refuse."""
+    from lambdas.models import settings as functions_side
+
+    base = {"INCIDENTS_TABLE": "i", "AUDIT_TABLE": "a", "TOPIC_ARN": "arn:aws:sns:r:1:t"}
+    highest = {"sdc:guardMaxOpenNodes": 10_000, "sdc:stormThreshold": 10_000}[key]
+    for value, accepted in ((highest, True), (highest + 1, False)):
+        stack_accepts = _accepts(Settings.from_context, {key: value})
+        functions_accept = _accepts(
+            functions_side.Settings.from_env, {**base, variable: str(value)}
+        )
+        assert (stack_accepts, functions_accept) == (accepted, accepted), value
+
+
+def _accepts(parse, given) -> bool:
+    try:
+        parse(given)
+    except ValueError:
+        return False
+    return True
 
 
 # -- sdc:telemetry ------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from infra.local.prometheus import (
     gpu_series,
 )
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.isolation import ISOLATED, IsolatedNode, IsolationRecord
+from lambdas.models.isolation import IsolatedNode, IsolationRecord, IsolationState
 from lambdas.models.settings import TelemetryWorkspace
 
 WORKSPACE_ID = "ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77"
@@ -211,7 +211,8 @@ class Dataset:
         ]
         if isolated_as:
             incident.isolation = IsolationRecord(
-                ISOLATED, nodes={instance_id: IsolatedNode(ISOLATED, node_name=isolated_as)}
+                IsolationState.ISOLATED,
+                nodes={instance_id: IsolatedNode(IsolationState.ISOLATED, node_name=isolated_as)},
             )
         return incident
 

@@ -9,13 +9,15 @@ import jsonschema
 import pytest
 
 from lambdas.logic import approval, closing, intake
+from lambdas.models.audit import AuditAction
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.notices import DESCRIPTION_LIMIT, ChatNotification, NoticeKind
 from lambdas.models.payloads import CloseRequest, Outcome
 from lambdas.wording import cards
 from tests.conftest import load_fixture
+from tests.unit.test_decision_trust import two_person
 from tests.unit.test_guard import alarm_for, instance, nodes
-from tests.unit.world import CLUSTER, World, alarm_event
+from tests.unit.world import ALICE, CLUSTER, World, alarm_event
 
 SCHEMA = load_fixture("events", "chat_custom_notification.schema")
 
@@ -119,9 +121,38 @@ def test_the_storm_reset_notice_for_chat_matches_the_documented_shape_in_the_hol
     assert notice.chat["metadata"]["eventType"] == "sdc-storm-hold-reset"
 
 
+def test_an_approval_counted_of_two_goes_to_chat_in_the_incident_thread(world):
+    incident_id = world.awaiting_approval()
+    two_person(world)
+
+    approval.decide(world.decision(incident_id, principal=ALICE), world.deps)
+
+    notice = notice_of(world, NoticeKind.APPROVAL_COUNTED)
+    valid(notice.chat)
+    assert notice.chat["metadata"]["threadId"] == incident_id
+    assert notice.chat["metadata"]["eventType"] == "sdc-approval-counted"
+    assert "1 of 2" in notice.chat["content"]["title"]
+
+
+def test_an_approval_counted_that_cannot_be_published_is_audited_and_the_approval_stands(world):
+    incident_id = world.awaiting_approval()
+    two_person(world)
+    world.notifier.outage = RuntimeError("SNS is down")
+
+    result = approval.decide(world.decision(incident_id, principal=ALICE), world.deps)
+
+    assert result["approvals"] == "1 of 2"
+    failed = [
+        e for e in world.audit.entries(incident_id) if e.action == AuditAction.NOTIFICATION_FAILED
+    ]
+    assert [e.details["kind"] for e in failed] == [NoticeKind.APPROVAL_COUNTED]
+    assert len(world.incident(incident_id).approvals) == 1
+
+
 def test_every_notice_kind_is_one_a_test_above_drives():
     driven = {
         NoticeKind.APPROVAL_REQUEST,
+        NoticeKind.APPROVAL_COUNTED,
         NoticeKind.HELD,
         NoticeKind.CLOSED,
         NoticeKind.STORM_HOLD,

@@ -70,7 +70,7 @@ def test_the_open_limit_rounds_up_stays_below_the_node_count_and_caps_at_the_abs
 
 
 def test_the_open_limit_never_exceeds_n_minus_one_however_generous_the_share():
-    generous = settings(guard_max_open=100, guard_max_open_percent=100)
+    generous = settings(guard_max_open_nodes=100, guard_max_open_percent=100)
 
     assert guard.open_limit(5, generous) == 4
 
@@ -208,7 +208,7 @@ def test_the_storm_hold_is_audited_under_its_own_id_with_the_flagged_instances(w
 
 def test_flags_outside_the_window_make_no_storm(world):
     nodes(world, 8)
-    world.settings = settings(guard_max_open=10, guard_max_open_percent=100)
+    world.settings = settings(guard_max_open_nodes=10, guard_max_open_percent=100)
     window = world.settings.storm_window_seconds
 
     results = [alarm_for(world, instance(n), seconds=n * (window + 1)) for n in range(5)]

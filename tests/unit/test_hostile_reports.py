@@ -149,7 +149,7 @@ def test_culprits_that_are_no_nodes_of_the_cluster_start_no_storm(world):
 
 def test_culprit_reports_an_hour_apart_each_within_the_window_of_receipt_make_a_storm(world):
     nodes = cluster_of(world, 4)
-    world.settings = settings(guard_max_open=10, guard_max_open_percent=100)
+    world.settings = settings(guard_max_open_nodes=10, guard_max_open_percent=100)
 
     for n, node in enumerate(nodes):
         # dated an hour apart by the reporter, received within a minute by the pipeline
@@ -279,7 +279,7 @@ def test_two_190_kb_reports_on_a_genuine_incident_still_get_the_approval_card_ou
 
 
 def test_what_sdc_show_prints_lists_every_report_of_the_incident(world):
-    world.settings = settings(guard_max_open=10, guard_max_open_percent=100)
+    world.settings = settings(guard_max_open_nodes=10, guard_max_open_percent=100)
     for n in range(3):
         store(world, large_report(f"r-large-{n:07d}"))
     (incident,) = world.store.incidents.values()
@@ -387,7 +387,7 @@ def test_a_report_naming_the_node_kubernetes_finds_proposes_what_its_evidence_sa
 def test_a_job_level_incident_leaves_out_an_instance_whose_node_does_not_match():
     world = eks_world()
     world.settings = dataclasses.replace(
-        world.settings, guard_max_open=4, guard_max_open_percent=100, storm_threshold=8
+        world.settings, guard_max_open_nodes=4, guard_max_open_percent=100, storm_threshold=8
     )
     nodes = cluster_of(world, 5)[:2]  # room in the guard beside the job's three nodes
     for n, node in enumerate(nodes):
@@ -427,7 +427,7 @@ def job_pods_world() -> World:
 def test_an_instance_the_job_runs_no_pod_on_is_named_as_such_and_left_out_of_the_job():
     world = job_pods_world()
     world.settings = dataclasses.replace(
-        world.settings, guard_max_open=4, guard_max_open_percent=100, storm_threshold=8
+        world.settings, guard_max_open_nodes=4, guard_max_open_percent=100, storm_threshold=8
     )
     other = cluster_of(world, 4)[0]  # room in the guard beside the job's two nodes
     world.kube.add_node(EKS, "node-other", other)

@@ -60,7 +60,7 @@ def test_every_closing_state_has_its_counter(state):
     assert closed_metric(state).value == "Closed" + state.value.title().replace("_", "")
 
 
-@pytest.mark.parametrize("status", list(RecoveryStatus))
+@pytest.mark.parametrize("status", RecoveryStatus.answers())
 def test_every_replace_result_has_its_counter(status):
     assert replace_metric(status).value.startswith("Replace")
 
@@ -85,9 +85,9 @@ def _names_the_logic_uses() -> set[str]:
     if "closed_metric" in calls:
         used |= {closed_metric(s).name for s in CLOSE_OUTCOMES}
     if "replace_metric" in calls:
-        used |= {replace_metric(s).name for s in RecoveryStatus}
+        used |= {replace_metric(s).name for s in RecoveryStatus.answers()}
     if "reboot_metric" in calls:
-        used |= {reboot_metric(s).name for s in RecoveryStatus}
+        used |= {reboot_metric(s).name for s in RecoveryStatus.answers()}
     return used
 
 

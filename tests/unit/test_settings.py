@@ -76,7 +76,7 @@ def test_guard_storm_and_pause_settings_are_read_from_the_environment():
     settings = Settings.from_env(
         {
             **BASE,
-            "GUARD_MAX_OPEN": "5",
+            "GUARD_MAX_OPEN_NODES": "5",
             "GUARD_MAX_OPEN_PERCENT": "20",
             "STORM_THRESHOLD": "8",
             "STORM_WINDOW_SECONDS": "600",
@@ -85,7 +85,7 @@ def test_guard_storm_and_pause_settings_are_read_from_the_environment():
         }
     )
 
-    assert (settings.guard_max_open, settings.guard_max_open_percent) == (5, 20)
+    assert (settings.guard_max_open_nodes, settings.guard_max_open_percent) == (5, 20)
     assert (settings.storm_threshold, settings.storm_window_seconds) == (8, 600)
     assert settings.pause_parameter == "/SdcRemediation/paused"
     assert settings.approval_timeout_seconds == 7200
@@ -94,13 +94,13 @@ def test_guard_storm_and_pause_settings_are_read_from_the_environment():
 def test_without_guard_variables_the_documented_defaults_apply():
     settings = Settings.from_env(BASE)
 
-    assert (settings.guard_max_open, settings.storm_threshold) == (3, 4)
+    assert (settings.guard_max_open_nodes, settings.storm_threshold) == (3, 4)
     assert (settings.pause_parameter, settings.approval_timeout_seconds) == (None, None)
 
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("GUARD_MAX_OPEN", "0"), ("GUARD_MAX_OPEN_PERCENT", "150"), ("STORM_THRESHOLD", "many")],
+    [("GUARD_MAX_OPEN_NODES", "0"), ("GUARD_MAX_OPEN_PERCENT", "150"), ("STORM_THRESHOLD", "many")],
 )
 def test_a_bad_guard_variable_fails_fast_naming_it(name, value):
     with pytest.raises(SettingsError, match=name):

@@ -17,7 +17,7 @@ from lambdas.logic.evidence import dcgm, telemetry, telemetry_findings, telemetr
 from lambdas.logic.evidence.summaries import report_evidence
 from lambdas.models.errors import TelemetryBadAnswer, TelemetryRefused, TelemetrySlow
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.isolation import ISOLATED, IsolatedNode, IsolationRecord
+from lambdas.models.isolation import IsolatedNode, IsolationRecord, IsolationState
 from lambdas.models.report import parse_report_event
 from lambdas.models.settings import TelemetryWorkspace
 from lambdas.models.telemetry import TelemetryRecord, TelemetryState
@@ -59,7 +59,8 @@ def incident(*, report: bool = True, alarm: bool = True, node: str | None = None
         found.evidence.append({"kind": "alarm", "key": "alarm:1", "state_at": state["timestamp"]})
     if node:
         found.isolation = IsolationRecord(
-            ISOLATED, nodes={INSTANCE: IsolatedNode(ISOLATED, node_name=node)}
+            IsolationState.ISOLATED,
+            nodes={INSTANCE: IsolatedNode(IsolationState.ISOLATED, node_name=node)},
         )
     return found
 

@@ -13,6 +13,7 @@ from lambdas.logic import approval, closing, intake, isolation
 from lambdas.models.errors import DependencyFailed
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import Incident
+from lambdas.models.isolation import IsolationState
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.report import parse_report_event
 from lambdas.models.settings import IsolationConfig
@@ -152,4 +153,4 @@ def test_closing_releases_the_isolation_from_what_the_closing_wrote(
     closing.close_incident(CloseRequest(incident_id, Outcome.FAILED, None), eks_world.deps)
 
     assert ops.reads_after_first_write(incident_id) == 0
-    assert eks_world.incident(incident_id).isolation.state == isolation.RELEASED
+    assert eks_world.incident(incident_id).isolation.state == IsolationState.RELEASED

@@ -61,7 +61,9 @@ def settings(**changes: Any) -> Settings:
 def room_for_a_job(nodes: int = 4) -> Settings:
     """Settings whose blast-radius guard and storm rule leave room for a job-level incident over
     `nodes` nodes of a cluster of more than that (every node counts against both)."""
-    return settings(guard_max_open=nodes, guard_max_open_percent=100, storm_threshold=2 * nodes)
+    return settings(
+        guard_max_open_nodes=nodes, guard_max_open_percent=100, storm_threshold=2 * nodes
+    )
 
 
 def alarm_event(**detail_changes: Any) -> dict[str, Any]:

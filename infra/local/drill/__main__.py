@@ -15,6 +15,8 @@ from infra.local import drill
 from infra.local.drill.render import Style, render
 from infra.local.drill.runner import run_scenario
 from infra.local.drill.scenarios import DEFAULT, SCENARIOS
+from lambdas.models.incident import IncidentState
+from lambdas.models.payloads import Decision
 
 OUTPUTS_FILE = ".drill/outputs.json"
 
@@ -53,7 +55,7 @@ def _serve_until_decided(run: Any, incident_id: str, port: int) -> None:
     )
     while True:
         incident = run.incident(incident_id)
-        if incident is not None and incident.state.value != "awaiting_approval":
+        if incident is not None and incident.state != IncidentState.AWAITING_APPROVAL:
             return None
         time.sleep(0.2)
 
@@ -117,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             answer = (
                 input(f"\nDecision for {incident_id} [approve/reboot/reject]: ").strip().lower()
             )
-            if answer in ("approve", "reboot", "reject"):
+            if answer in (Decision.APPROVE, Decision.REBOOT, Decision.REJECT):
                 return answer
 
     names = sorted(SCENARIOS) if args.scenario == "all" else [args.scenario]

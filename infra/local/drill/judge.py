@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.local.drill.scenarios import DECOY_XIDS, MUTE_RULE, XID, Scenario, culprit_gpu
+from lambdas.models.guard import HoldKind
+from lambdas.models.telemetry import TelemetryState
 
 GONE = ("replaced", "replaced_by_hyperpod")
 """Outcomes after which the suspect node is gone, its cordon with it."""
@@ -173,7 +175,7 @@ def _judge_muted(
     problems: list[str] = []
     for incident in finals:
         hold = incident.hold
-        if (incident.hold_kind, hold and hold.mute_rule) != ("muted", MUTE_RULE):
+        if (incident.hold_kind, hold and hold.mute_rule) != (HoldKind.MUTED, MUTE_RULE):
             problems.append(
                 f"{incident.incident_id} is not held by mute rule {MUTE_RULE}: hold {hold}"
             )
@@ -219,6 +221,6 @@ def _judge_hardware(card: str | None, finals: Sequence[Any], culprit: dict[str, 
         if f"XID {xid} " in (card or ""):
             problems.append(f"the card names XID {xid} of {where}")
     states = [getattr(i.telemetry, "state", None) for i in finals]
-    if states != ["signal"]:
+    if states != [TelemetryState.SIGNAL]:
         problems.append(f"the incidents' telemetry is {states}; expected ['signal']")
     return problems

@@ -20,6 +20,8 @@ from infra.local.drill import judge, stage
 from infra.local.drill.scenarios import RANK_MAP, WORKSPACE_ID, Scenario
 from infra.local.grants import GrantsInsufficient, calls_per_function
 from lambdas.models.audit import AuditAction
+from lambdas.models.notices import NoticeKind
+from lambdas.models.payloads import Decision, OpenAction
 from lambdas.wording.card_lines import advice_summary
 
 Note = Callable[..., None]
@@ -152,7 +154,9 @@ def run_scenario(
             reboot_calls = run.hyperpod.calls_to("BatchRebootClusterNodes")
             health_checks = run.hyperpod.calls_to("StartClusterHealthCheck")
             received = run.inbox + run.notifications()
-            held_texts = [n["message"] for n in received if n["attributes"].get("kind") == "held"]
+            held_texts = [
+                n["message"] for n in received if n["attributes"].get("kind") == NoticeKind.HELD
+            ]
             if scenario.muted and held_texts:
                 card = held_texts[0]
             seen = judge.Observed(
@@ -245,25 +249,27 @@ def _deliver_alarms(run: Any, scenario: Scenario, note: Note) -> list[str]:
                 response = delivery.response or {}
                 incident_id = response.get("incident_id")
                 action = response.get("action", "failed")
-                if action == "held" and (incident_id in by_report or incident_id in incident_ids):
+                if action == OpenAction.HELD and (
+                    incident_id in by_report or incident_id in incident_ids
+                ):
                     note(
                         "eventbridge",
                         f"alarm joins held incident {incident_id}",
                         incident_id=str(incident_id),
                     )
-                elif action == "held":
+                elif action == OpenAction.HELD:
                     note(
                         "eventbridge",
                         f"alarm recorded incident {incident_id} as held",
                         incident_id=str(incident_id),
                     )
-                elif action == "attached" and round_ == 0:
+                elif action == OpenAction.ATTACHED and round_ == 0:
                     note(
                         "eventbridge",
                         f"alarm attached to {incident_id} (the report opened it first)",
                         incident_id=str(incident_id),
                     )
-                elif action != "opened":  # the audit log shows the opening
+                elif action != OpenAction.OPENED:  # the audit log shows the opening
                     note(
                         "eventbridge",
                         f"delivered again: {action} to {incident_id}",
@@ -344,7 +350,7 @@ def _reset_storm(run: Any, scenario: Scenario, note: Note) -> tuple[str | None, 
     hold_id = notice["attributes"]["incident_id"]
     note("approver", f"notified: {notice['subject']}", hold_id=hold_id)
     hold = run.deps.guard.get_hold(hold_id)
-    if scenario.decision == "reset":
+    if scenario.decision == Decision.RESET:
         execution = run.decide(hold_id, "reset", "drill: the recipe is fixed")
         note(
             "approver",

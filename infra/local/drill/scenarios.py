@@ -102,7 +102,7 @@ TELEMETRY_CONTEXT = {
 }
 """The cluster's Amazon Managed Service for Prometheus workspace, played by a local Prometheus."""
 ROOM_FOR_A_JOB = {
-    "sdc:guardMaxOpenIncidents": 4,
+    "sdc:guardMaxOpenNodes": 4,
     "sdc:guardMaxOpenPercent": 100,
     "sdc:stormThreshold": 8,
 }

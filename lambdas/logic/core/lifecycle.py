@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Final
 
 from lambdas.models.errors import InvalidTransition
+from lambdas.models.health_check import HealthCheckResult
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import Decision, Outcome, RecoveryStatus
 
@@ -73,7 +74,7 @@ def passed_after_reboot(incident: Incident) -> bool:
         incident.reboot_done
         and health is not None
         and health.after_reboot
-        and health.result == "passed"
+        and health.result == HealthCheckResult.PASSED
     )
 
 

@@ -23,7 +23,7 @@ from lambdas.models.errors import (
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.lifecycle_event import IncidentStateChange
-from lambdas.models.notices import ChatNotification
+from lambdas.models.notices import ChatNotification, NoticeKind
 from lambdas.observability import count, logger
 
 SAVE_ATTEMPTS = 5
@@ -171,12 +171,12 @@ class Step:
             logger.exception("could not record the failure", incident_id=incident_id)
 
 
-def node_status_of(deps: Deps, incident: Incident) -> tuple[str, str | None]:
+def node_status_of(deps: Deps, incident: Incident) -> tuple[NodeStatus, str | None]:
     """The node's status as HyperPod reports it (`NotFound` when it is gone), and the request id."""
     try:
         node = deps.hyperpod.describe_node(incident.cluster_name, incident.instance_id)
     except NodeNotFound as err:
-        return NodeStatus.NOT_FOUND.value, err.request_id
+        return NodeStatus.NOT_FOUND, err.request_id
     return node.status, node.request_id
 
 
@@ -204,7 +204,7 @@ the rest of its time to record the outcome."""
 
 
 def deliver(
-    step: Step, subject_id: str, kind: str, publish: Callable[[], str | None]
+    step: Step, subject_id: str, kind: NoticeKind, publish: Callable[[], str | None]
 ) -> tuple[bool, str | None]:
     """Call `publish` (one notice), retrying a retryable failure (throttled, the service
     unavailable) with backoff within `NOTICE_RETRY_WINDOW_SECONDS`. Returns the request id, or

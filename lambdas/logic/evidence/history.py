@@ -23,7 +23,7 @@ def record_history(step: Step, incident: Incident) -> None:
         incident_id=incident.incident_id,
         cluster_name=incident.cluster_name,
         instance_id=incident.instance_id,
-        state=incident.state.value,
+        state=incident.state,
         created_at=incident.created_at,
         closed_at=incident.closed_at or step.now(),
         gpu_uuids=tuple(incident.gpu_uuids),

@@ -29,6 +29,7 @@ from typing import Any
 from lambdas.logic.core.steps import Step
 from lambdas.models.audit import AuditAction
 from lambdas.models.guard import PastIncident
+from lambdas.models.health_check import HealthCheckResult
 from lambdas.models.incident import Incident
 from lambdas.models.recommendation import MAX_PAST, Advice, Recommendation
 from trainer_emitter.contract import Check, VerdictKind
@@ -122,7 +123,7 @@ def recommend(
             "what the reports claim about this node was not confirmed (CLAIMS NOT CONFIRMED): "
             "they propose nothing beyond a health check"
         )
-    if health_result == "failed":
+    if health_result == HealthCheckResult.FAILED:
         advice = Advice.REPLACE
         reasons.append(
             "the deep health check failed again after the reboot"

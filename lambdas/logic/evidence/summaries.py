@@ -16,7 +16,7 @@ from typing import Any
 
 from lambdas.logic.evidence.resume import resume_of
 from lambdas.models.events import ContributorEvent
-from lambdas.models.incident import Incident
+from lambdas.models.incident import Incident, TriggerSource
 from lambdas.models.report import ReportSuspect, SdcReport
 from lambdas.models.reporter_text import clean, clean_or_none
 
@@ -41,7 +41,7 @@ the record (a job's per-node health check, the telemetry, the decision)."""
 
 def alarm_evidence(alarm: ContributorEvent) -> dict[str, Any]:
     return {
-        "kind": "alarm",
+        "kind": TriggerSource.ALARM,
         "key": f"alarm:{alarm.event_id}",
         "event_id": alarm.event_id,
         "alarm_name": alarm.alarm_name,
@@ -68,7 +68,7 @@ def report_evidence(report: SdcReport, instance_id: str | None) -> dict[str, Any
         suspects = [s for s in report.suspects if s.instance_id == instance_id]
     return _bounded(
         {
-            "kind": "report",
+            "kind": TriggerSource.REPORT,
             "key": f"report:{report.report_id}",
             "report_id": report.report_id,
             "emitted_at": report.emitted_at,

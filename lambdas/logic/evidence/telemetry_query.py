@@ -11,7 +11,7 @@ from typing import Final
 
 from lambdas.logic.evidence.dcgm import FAMILIES, GPU_LABELS, NODE_LABELS, TOTAL_SUFFIX
 from lambdas.models.events import parse_time
-from lambdas.models.incident import Incident
+from lambdas.models.incident import Incident, TriggerSource
 from lambdas.models.settings import TelemetryWorkspace
 
 LOOKBACK: Final = timedelta(hours=1)
@@ -84,8 +84,8 @@ def evidence_times(incident: Incident) -> list[datetime]:
     for item in incident.evidence:
         # A report's time is when the pipeline received it (its emitted_at is the reporter's).
         kind = item.get("kind")
-        raw = item.get("state_at") if kind == "alarm" else item.get("received_at")
-        raw = raw or (item.get("emitted_at") if kind == "report" else None)
+        raw = item.get("state_at") if kind == TriggerSource.ALARM else item.get("received_at")
+        raw = raw or (item.get("emitted_at") if kind == TriggerSource.REPORT else None)
         if isinstance(raw, str):
             try:
                 found.append(parse_time(raw, "evidence"))

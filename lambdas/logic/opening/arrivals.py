@@ -23,9 +23,9 @@ from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.guard import HoldKind
-from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.incident import Incident, IncidentState, TriggerSource
 from lambdas.models.notices import NoticeKind
-from lambdas.models.payloads import OpenIncidentResult
+from lambdas.models.payloads import OpenAction, OpenIncidentResult
 from lambdas.models.report import SdcReport
 from lambdas.models.writes import Claimed
 from lambdas.observability import count, logger
@@ -42,8 +42,7 @@ class Trigger:
     at: datetime
     """The alarm's state change, or the report's emission: the incident id's timestamp."""
     event_id: str
-    source: str
-    """"alarm" or "report"."""
+    source: TriggerSource
     item: dict[str, Any]
     """The evidence it brings."""
     report: SdcReport | None = None
@@ -56,11 +55,11 @@ class Trigger:
 def attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
     logger.set_correlation_id(holder)
     items = [trigger.item]
-    if trigger.source == "report" and trigger.report is not None:
+    if trigger.source == TriggerSource.REPORT and trigger.report is not None:
         items = [summaries.report_evidence(trigger.report, trigger.instance_id)]
     incident = attach_items(step, holder, items, trigger.event_id, trigger.source)
     ensure_execution(step, holder, incident)
-    return {"incident_id": holder, "action": "attached"}
+    return {"incident_id": holder, "action": OpenAction.ATTACHED}
 
 
 def attach_held(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:
@@ -70,11 +69,11 @@ def attach_held(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult
     logger.set_correlation_id(holder)
     incident = attach_items(step, holder, [trigger.item], trigger.event_id, trigger.source)
     notify_held(step, incident)
-    return {"incident_id": holder, "action": "held"}
+    return {"incident_id": holder, "action": OpenAction.HELD}
 
 
 def attach_items(
-    step: Step, holder: str, items: list[dict[str, Any]], event_id: str, kind: str
+    step: Step, holder: str, items: list[dict[str, Any]], event_id: str, kind: TriggerSource
 ) -> Incident:
     added: list[str] = []
 
@@ -114,15 +113,15 @@ def redelivered(step: Step, incident_id: str, trigger: Trigger) -> OpenIncidentR
     logger.set_correlation_id(incident_id)
     logger.info("event already handled", incident_id=incident_id, event_id=trigger.event_id)
     if incident.state is IncidentState.SKIPPED:
-        return {"incident_id": incident_id, "action": "skipped"}
+        return {"incident_id": incident_id, "action": OpenAction.SKIPPED}
     if incident.state is IncidentState.HELD and incident.execution_arn is None:
         notify_held(step, incident)
-        return {"incident_id": incident_id, "action": "held"}
+        return {"incident_id": incident_id, "action": OpenAction.HELD}
     if not incident.state.terminal:
         if incident.is_job:
             incident = claim_locks(step, incident)
         ensure_execution(step, incident_id, incident)
-    return {"incident_id": incident_id, "action": "attached"}
+    return {"incident_id": incident_id, "action": OpenAction.ATTACHED}
 
 
 def claim_locks(step: Step, incident: Incident) -> Incident:

@@ -20,7 +20,7 @@ from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import OpenIncidentResult
+from lambdas.models.payloads import OpenAction, OpenIncidentResult
 from lambdas.models.writes import Created, HeldBy, IncidentExists
 from lambdas.observability import count, logger
 
@@ -72,7 +72,7 @@ def hold(
     logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)
     record_history(step, incident)
     arrivals.notify_held(step, incident)
-    return {"incident_id": incident.incident_id, "action": "held"}
+    return {"incident_id": incident.incident_id, "action": OpenAction.HELD}
 
 
 def still_held(step: Step, incident_id: str) -> bool:

@@ -29,8 +29,8 @@ from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ClusterNotFound, NodeNotFound, SdcError
 from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
-from lambdas.models.incident import Incident, IncidentState, Scope
-from lambdas.models.payloads import OpenIncidentResult
+from lambdas.models.incident import Incident, IncidentState, Scope, TriggerSource
+from lambdas.models.payloads import OpenAction, OpenIncidentResult
 from lambdas.models.reporter_text import clean_or_none
 from lambdas.models.writes import Created, GuardFull, IncidentExists, LockHeld
 from lambdas.observability import count, logger
@@ -150,7 +150,7 @@ def _opened(step: Step, drafted: _Draft, trigger: Trigger, limit: int) -> OpenIn
         source=trigger.source,
     )
     ensure_execution(step, incident.incident_id, incident)
-    return {"incident_id": incident.incident_id, "action": "opened"}
+    return {"incident_id": incident.incident_id, "action": OpenAction.OPENED}
 
 
 def _node_draft(
@@ -172,7 +172,7 @@ def _node_draft(
         return _skip(step, incident_id, trigger, NodeNotFound("node status is NotFound"))
 
     report = trigger.report
-    if report is None and trigger.source == "alarm":
+    if report is None and trigger.source == TriggerSource.ALARM:
         report = deps.reports.latest_report(trigger.cluster_name, trigger.instance_id)
     try:
         mismatched = claims.kubernetes_mismatches(step, cluster, report, [trigger.instance_id])
@@ -257,7 +257,7 @@ def _job_draft(
         created_at=now,
         updated_at=now,
         node_recovery=cluster.node_recovery,
-        scope=Scope.JOB.value,
+        scope=Scope.JOB,
         instance_ids=nodes,
         job_name=clean_or_none(report.job_name, MAX_NAME),
         unconfirmed=unconfirmed,
@@ -266,7 +266,7 @@ def _job_draft(
 
     def details(opened: Incident) -> dict[str, Any]:
         return {
-            "scope": Scope.JOB.value,
+            "scope": Scope.JOB,
             "cluster_name": opened.cluster_name,
             "instance_ids": opened.instance_ids,
             "job_name": opened.job_name,
@@ -301,7 +301,7 @@ def _skip_job(
         },
         [request_id],
     )
-    return {"incident_id": None, "action": "skipped"}
+    return {"incident_id": None, "action": OpenAction.SKIPPED}
 
 
 def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> OpenIncidentResult:
@@ -333,7 +333,7 @@ def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> Open
     step.created(incident)
     count(M.INCIDENTS_SKIPPED)
     logger.info("incident skipped", incident_id=incident_id, reason=reason)
-    return {"incident_id": incident_id, "action": "skipped"}
+    return {"incident_id": incident_id, "action": OpenAction.SKIPPED}
 
 
 def _open_failed(step: Step, trigger: Trigger, err: Exception) -> None:

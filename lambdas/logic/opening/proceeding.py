@@ -71,7 +71,7 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
         node_recovery=held.node_recovery,
         evidence=copy.deepcopy(held.evidence),
         evidence_dropped=held.evidence_dropped,
-        scope=Scope.JOB.value,
+        scope=Scope.JOB,
         instance_ids=nodes,
         job_name=held.job_name,
         unconfirmed={**held.unconfirmed, **unconfirmed},
@@ -92,7 +92,7 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
     logger.set_correlation_id(incident.incident_id)
     incident = arrivals.claim_locks(step, incident)
     details: dict[str, Any] = {
-        "scope": Scope.JOB.value,
+        "scope": Scope.JOB,
         "cluster_name": incident.cluster_name,
         "instance_ids": incident.instance_ids,
         "job_name": incident.job_name,

@@ -230,7 +230,7 @@ def _answered_before(step: Step, incident: Incident, kind: Kind[Record]) -> Reco
                 **(record.last or {}),
             },
         )
-    return {"status": str(record.status)}
+    return {"status": RecoveryStatus(record.status)}
 
 
 _SETTLED_ANSWERS: Final = frozenset(
@@ -284,7 +284,7 @@ def _begin(
         blocker = guard.blocker(step.deps, incident.cluster_name)
         if blocker is not None:
             guard.hold_in_flight(step, incident, blocker)
-            return {"status": RecoveryStatus.HELD.value}
+            return {"status": RecoveryStatus.HELD}
     if incident.state is not IncidentState.AWAITING_APPROVAL:
         return incident
     at = step.now()
@@ -403,7 +403,7 @@ def _record(
             dataclasses.replace(
                 previous,
                 path=details.get("path", previous.path),
-                status=status.value,
+                status=status,
                 attempts=attempts,
                 dry_run=status is RecoveryStatus.DRY_RUN,
                 pending=False,
@@ -432,6 +432,6 @@ def _record(
         incident_id=incident.incident_id,
         kind=kind.name,
         action=action,
-        status=status.value,
+        status=status,
     )
-    return {"status": status.value}
+    return {"status": status}

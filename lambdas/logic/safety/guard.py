@@ -21,7 +21,7 @@
   as `held` and notified, and a job-level incident that names more nodes than the limit is held
   before anything acts (`too_many_nodes`).
 
-    open_limit(N) = max(1, min(GUARD_MAX_OPEN, ceil(N * GUARD_MAX_OPEN_PERCENT / 100), N - 1))
+    open_limit(N) = max(1, min(GUARD_MAX_OPEN_NODES, ceil(N * GUARD_MAX_OPEN_PERCENT / 100), N - 1))
 
   Rounding up lets every cluster have one (3 nodes at 10 % → 1); N - 1 keeps one node of a
   small cluster out of remediation (2 nodes → 1); a one-node cluster still allows its one.
@@ -57,7 +57,7 @@ FLAG_TTL = timedelta(days=2)
 class Blocker:
     """Why nothing may act on a cluster (or, for a muted alarm, on its incident) right now."""
 
-    kind: str
+    kind: HoldKind
     reason: str
     hold_id: str | None = None
     mute: dict[str, str] | None = None
@@ -81,9 +81,9 @@ def too_many_nodes(incident: Incident, limit: int, node_count: int | None) -> Bl
 def open_limit(node_count: int | None, settings: Settings) -> int:
     """How many nodes of a cluster with `node_count` nodes open incidents may act on at once."""
     if not node_count or node_count < 1:
-        return settings.guard_max_open
+        return settings.guard_max_open_nodes
     by_share = math.ceil(node_count * settings.guard_max_open_percent / 100)
-    return max(1, min(settings.guard_max_open, by_share, node_count - 1))
+    return max(1, min(settings.guard_max_open_nodes, by_share, node_count - 1))
 
 
 def pause_blocker(deps: Deps) -> Blocker | None:
