@@ -4,11 +4,12 @@ EventBridge gets a "CloudWatch Alarm Contributor State Change" per instance."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from infra.stack.settings import Settings
 from trainer_emitter.contract import PERIOD_SECONDS, Metric, metrics_insights_query
 
 
@@ -18,25 +19,34 @@ def alarm_name(metric: Metric, prefix: str = "") -> str:
     return f"{prefix}-{metric.alarm_name}" if prefix else metric.alarm_name
 
 
-def detection_query(metric: Metric, settings: Settings) -> cloudwatch.MathExpression:
+def detection_query(metric: Metric, namespace: str) -> cloudwatch.MathExpression:
     """The Metrics Insights query of `metric`'s alarm, one series per (ClusterName, InstanceId).
     The dashboard plots exactly this (infra/stack/dashboard.py), so it shows what the alarm sees."""
     return cloudwatch.MathExpression(
-        expression=metrics_insights_query(metric, settings.namespace),
+        expression=metrics_insights_query(metric, namespace),
         using_metrics={},
         period=Duration.seconds(PERIOD_SECONDS),
         label=metric.value,
     )
 
 
+@dataclass(frozen=True)
+class ContributorAlarmsProps:
+    namespace: str
+    """The SDC metrics' CloudWatch namespace (`sdc:namespace`)."""
+    alarm_name_prefix: str = ""
+
+
 class ContributorAlarms(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, props: ContributorAlarmsProps
+    ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: dict[Metric, cloudwatch.Alarm] = {}
         self.names: dict[Metric, str] = {}
         for metric in Metric:
-            self.names[metric] = alarm_name(metric, settings.alarm_name_prefix)
-            self.alarms[metric] = detection_query(metric, settings).create_alarm(
+            self.names[metric] = alarm_name(metric, props.alarm_name_prefix)
+            self.alarms[metric] = detection_query(metric, props.namespace).create_alarm(
                 self,
                 metric.name.title().replace("_", ""),
                 alarm_name=self.names[metric],

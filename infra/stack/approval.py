@@ -15,7 +15,9 @@ of the patterns, and `decide` checks the same patterns against the principal STS
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Stack
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
@@ -23,7 +25,12 @@ from constructs import Construct
 from infra.stack.definitions import approval_definition
 from infra.stack.nag import acknowledge, acknowledge_iam_lint
 from infra.stack.settings import Settings
-from infra.stack.workflow import APPROVAL_LOGICAL_ID, approval_name, standard_state_machine
+from infra.stack.workflow import (
+    APPROVAL_LOGICAL_ID,
+    approval_name,
+    executions_arn,
+    standard_state_machine,
+)
 
 DESCRIBE_EXECUTION = (
     "DescribeExecution takes a Standard execution (arn:...:execution:<machine>:<name>) or an "
@@ -33,40 +40,50 @@ DESCRIBE_EXECUTION = (
 )
 
 
-def approval_executions_arn(scope: Construct, settings: Settings) -> str:
-    """Every execution of the approval state machine."""
-    return Stack.of(scope).format_arn(
-        service="states",
-        resource="execution",
-        resource_name=f"{approval_name(settings)}:*",
-        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-    )
+@dataclass(frozen=True)
+class ApprovalWorkflowProps:
+    name: str
+    """The state machine's fixed name (`workflow.approval_name`)."""
+    decide: lambda_.IFunction
+    """The one function it invokes; it may read back the executions that invoke it."""
+    incidents_table_arn: str
+    """Approvers may read an incident (GetItem) before they decide."""
+    approvers: Sequence[str]
+    """ARN patterns the approver policy is limited to (`sdc:approvers`); empty: no limit."""
+    log_retention_days: int
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, decide: lambda_.IFunction, incidents_table_arn: str
+    ) -> ApprovalWorkflowProps:
+        return cls(
+            name=approval_name(settings.stack_name),
+            decide=decide,
+            incidents_table_arn=incidents_table_arn,
+            approvers=settings.approvers,
+            log_retention_days=settings.log_retention_days,
+        )
 
 
 class ApprovalWorkflow(Construct):
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        settings: Settings,
-        decide: lambda_.IFunction,
-        incidents_table_arn: str,
+        self, scope: Construct, construct_id: str, *, props: ApprovalWorkflowProps
     ) -> None:
         super().__init__(scope, construct_id)
+        decide = props.decide
         self.state_machine = standard_state_machine(
             self,
             "StateMachine",
             logical_id=APPROVAL_LOGICAL_ID,
-            name=approval_name(settings),
+            name=props.name,
             definition=approval_definition(decide.function_arn),
             invokes=[decide],
-            settings=settings,
+            log_retention_days=props.log_retention_days,
         )
-        executions = approval_executions_arn(self, settings)
+        executions = executions_arn(self, props.name)
         every_execution = (
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
-            f"<AWS::AccountId>:execution:{approval_name(settings)}:*]"
+            f"<AWS::AccountId>:execution:{props.name}:*]"
         )
         decide.add_to_role_policy(
             iam.PolicyStatement(
@@ -89,9 +106,7 @@ class ApprovalWorkflow(Construct):
             "else (another state machine's execution is refused as AccessDenied).",
         )
         conditions = (
-            {"StringLike": {"aws:PrincipalArn": list(settings.approvers)}}
-            if settings.approvers
-            else None
+            {"StringLike": {"aws:PrincipalArn": list(props.approvers)}} if props.approvers else None
         )
         self.approver_policy = iam.ManagedPolicy(
             self,
@@ -114,7 +129,7 @@ class ApprovalWorkflow(Construct):
                 iam.PolicyStatement(
                     sid="ReadTheIncidentFirst",
                     actions=["dynamodb:GetItem"],
-                    resources=[incidents_table_arn],
+                    resources=[props.incidents_table_arn],
                     conditions=conditions,
                 ),
             ],

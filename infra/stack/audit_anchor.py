@@ -10,6 +10,7 @@ when the stack is deleted.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from aws_cdk import Duration, RemovalPolicy
@@ -24,7 +25,6 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.stack.nag import acknowledge, acknowledge_checkov
-from infra.stack.settings import Settings
 from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_DIMENSION, SERVICE_NAME
 from lambdas.metric_names import PipelineMetric as M
 
@@ -41,17 +41,24 @@ BROKEN_CHAINS_WHAT_TO_DO: Final = (
 )
 
 
-def anchor_log_group_name(settings: Settings) -> str:
-    return f"/{settings.stack_name}/audit-anchor"
+def anchor_log_group_name(stack_name: str) -> str:
+    return f"/{stack_name}/audit-anchor"
+
+
+@dataclass(frozen=True)
+class AuditAnchorLogProps:
+    stack_name: str
+    """Names the log group (`/<stack>/audit-anchor`) and the broken-chains alarm."""
 
 
 class AuditAnchorLog(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, props: AuditAnchorLogProps) -> None:
         super().__init__(scope, construct_id)
+        self.props = props
         self.log_group = logs.LogGroup(
             self,
             "LogGroup",
-            log_group_name=anchor_log_group_name(settings),
+            log_group_name=anchor_log_group_name(props.stack_name),
             retention=logs.RetentionDays.TEN_YEARS,
             removal_policy=RemovalPolicy.RETAIN,
         )
@@ -101,7 +108,7 @@ class AuditAnchorLog(Construct):
         )
 
     def check_on_schedule(
-        self, scope: Construct, fn: lambda_.IFunction, topic: sns.ITopic, settings: Settings
+        self, scope: Construct, fn: lambda_.IFunction, topic: sns.ITopic
     ) -> cloudwatch.Alarm:
         """Run `fn` (verify_audit) every CHECK_EVERY; alarm on the topic when it finds a broken
         chain (its gauge above 0)."""
@@ -122,7 +129,7 @@ class AuditAnchorLog(Construct):
         alarm = cloudwatch.Alarm(
             scope,
             "AuditChainsBrokenAlarm",
-            alarm_name=f"{settings.stack_name}-{BROKEN_CHAINS_ALARM}",
+            alarm_name=f"{self.props.stack_name}-{BROKEN_CHAINS_ALARM}",
             alarm_description=BROKEN_CHAINS_WHAT_TO_DO,
             metric=broken,
             threshold=0,

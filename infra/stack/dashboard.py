@@ -29,7 +29,6 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.stack.alarms import detection_query
-from infra.stack.settings import Settings
 from lambdas.metric_names import (
     CLOSE_OUTCOMES,
     PIPELINE_NAMESPACE,
@@ -102,9 +101,9 @@ def plotted(widget: Mapping[str, Any]) -> list[Series]:
     return found
 
 
-def dashboard_name(settings: Settings) -> str:
+def dashboard_name(stack_name: str) -> str:
     """`<stack>-<region>`: dashboards are global to the account, stacks are regional."""
-    return f"{settings.stack_name}-{Aws.REGION}"
+    return f"{stack_name}-{Aws.REGION}"
 
 
 def dashboard_url(name: str) -> str:
@@ -128,21 +127,28 @@ def pipeline_metric(
     )
 
 
+@dataclass(frozen=True)
+class PipelineDashboardProps:
+    stack_name: str
+    """Names the dashboard (`<stack>-<region>`) and titles it."""
+    namespace: str
+    """The SDC metrics' namespace, for the detection alarms' queries."""
+    functions: Mapping[str, lambda_.IFunction]
+    """Handler module → function: their errors and throttles."""
+    remediation: sfn.IStateMachine
+    approval: sfn.IStateMachine
+    queues: Mapping[str, sqs.IQueue]
+    """Label → dead-letter queue: their depth."""
+    alarms: Sequence[cloudwatch.IAlarm]
+    """The pipeline's own alarms: their state."""
+
+
 class PipelineDashboard(Construct):
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        settings: Settings,
-        functions: Mapping[str, lambda_.IFunction],
-        remediation: sfn.IStateMachine,
-        approval: sfn.IStateMachine,
-        queues: Mapping[str, sqs.IQueue],
-        alarms: Sequence[cloudwatch.IAlarm],
+        self, scope: Construct, construct_id: str, *, props: PipelineDashboardProps
     ) -> None:
         super().__init__(scope, construct_id)
-        self.name = dashboard_name(settings)
+        self.name = dashboard_name(props.stack_name)
         self.dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
@@ -157,7 +163,7 @@ class PipelineDashboard(Construct):
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(
                 markdown=(
-                    f"# SDC remediation: {settings.stack_name}\n"
+                    f"# SDC remediation: {props.stack_name}\n"
                     "Detection (the alarms' own queries), incidents, approvals, and the "
                     "pipeline's health. The list behind the numbers: `sdc status`. What each "
                     "widget shows and what to do: docs/operate.md, *The dashboard*."
@@ -171,7 +177,7 @@ class PipelineDashboard(Construct):
             *(
                 cloudwatch.GraphWidget(
                     title=f"{metric.value} by cluster and instance (alarm query)",
-                    left=[detection_query(metric, settings)],
+                    left=[detection_query(metric, props.namespace)],
                     width=third,
                     height=HEIGHT,
                     left_y_axis=cloudwatch.YAxisProps(min=0),
@@ -243,7 +249,7 @@ class PipelineDashboard(Construct):
                 title="Function errors",
                 left=[
                     fn.metric_errors(period=PERIOD, statistic="Sum", label=module)
-                    for module, fn in functions.items()
+                    for module, fn in props.functions.items()
                 ],
                 width=WIDTH // 2,
                 height=HEIGHT,
@@ -252,7 +258,7 @@ class PipelineDashboard(Construct):
                 title="Function throttles",
                 left=[
                     fn.metric_throttles(period=PERIOD, statistic="Sum", label=module)
-                    for module, fn in functions.items()
+                    for module, fn in props.functions.items()
                 ],
                 width=WIDTH // 2,
                 height=HEIGHT,
@@ -265,7 +271,7 @@ class PipelineDashboard(Construct):
                     queue.metric_approximate_number_of_messages_visible(
                         period=PERIOD, statistic="Maximum", label=label
                     )
-                    for label, queue in queues.items()
+                    for label, queue in props.queues.items()
                 ],
                 width=third,
                 height=HEIGHT,
@@ -274,10 +280,12 @@ class PipelineDashboard(Construct):
             cloudwatch.GraphWidget(
                 title="Remediation executions failed, timed out, aborted; approvals refused",
                 left=[
-                    remediation.metric_failed(period=PERIOD, label="remediation failed"),
-                    remediation.metric_timed_out(period=PERIOD, label="remediation timed out"),
-                    remediation.metric_aborted(period=PERIOD, label="remediation aborted"),
-                    approval.metric_failed(
+                    props.remediation.metric_failed(period=PERIOD, label="remediation failed"),
+                    props.remediation.metric_timed_out(
+                        period=PERIOD, label="remediation timed out"
+                    ),
+                    props.remediation.metric_aborted(period=PERIOD, label="remediation aborted"),
+                    props.approval.metric_failed(
                         period=PERIOD, label="approval executions failed (decision refused)"
                     ),
                 ],
@@ -286,7 +294,7 @@ class PipelineDashboard(Construct):
             ),
             cloudwatch.AlarmStatusWidget(
                 title="The pipeline's own alarms",
-                alarms=list(alarms),
+                alarms=list(props.alarms),
                 width=third,
                 height=HEIGHT,
             ),

@@ -7,6 +7,7 @@ who may do what in one place (and docs/deploy.md repeats it as a table).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Final
 
@@ -31,7 +32,7 @@ from infra.stack.notifications import Notifications
 from infra.stack.pause import PauseSwitch
 from infra.stack.settings import Cluster, Settings, TelemetrySource
 from infra.stack.storage import Storage
-from infra.stack.workflow import executions_arn
+from infra.stack.workflow import executions_arn, remediation_name
 from lambdas.adapters._aws import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS, worst_call_seconds
 from lambdas.adapters.kubernetes import TIMEOUT_SECONDS as KUBERNETES_TIMEOUT_SECONDS
 from lambdas.adapters.prometheus import TIMEOUT_SECONDS as TELEMETRY_TIMEOUT_SECONDS
@@ -313,12 +314,12 @@ def workspace_arn(scope: Construct, source: TelemetrySource) -> str:
     )
 
 
-def telemetry_env(scope: Construct, settings: Settings) -> str:
+def telemetry_env(scope: Construct, sources: Sequence[TelemetrySource]) -> str:
     """`TELEMETRY` for the functions: cluster → its workspace's id, query URL (the Prometheus
     HTTP API is under it), signing region, dashboard and node label (the lambdas' format)."""
     stack = Stack.of(scope)
     config = {}
-    for source in settings.telemetry:
+    for source in sources:
         region = source.region or stack.region
         suffix = source.url_suffix or stack.url_suffix
         config[source.cluster] = asdict(
@@ -352,41 +353,42 @@ def decision_env(settings: Settings) -> dict[EnvVar, str]:
     }
 
 
-def patches_nodes(spec: FunctionSpec, settings: Settings) -> bool:
-    """Whether the function changes nodes through the Kubernetes API: it cordons or releases
-    them, or sets HyperPod's node health label for a recovery (`sdc:recoveryThroughNodeLabel`)."""
-    return spec.kubernetes or (spec.recovers and bool(settings.recovery_label_clusters))
+@dataclass(frozen=True)
+class FunctionsProps:
+    """What the functions are given: the resources they are granted, the values of their
+    environment, and the ARNs their grants name."""
 
+    code_asset: asset_build.LambdaAsset
+    storage: Storage
+    """The tables every function reads and writes (its grants, item-level and append-only)."""
+    audit_anchor: AuditAnchorLog
+    notifications: Notifications
+    pause_switch: PauseSwitch
+    remediation_arn: str
+    """The remediation state machine: the intake functions start it, decide answers its tasks."""
+    remediation_name: str
+    """Its name: reconcile reads its executions, whose ARNs start with it."""
+    environment: Mapping[EnvVar, str]
+    """Every variable's value (`shared_environment`); each function gets its own subset
+    (`environment_names`). `NODE_ISOLATION` and `TELEMETRY` only when configured."""
+    cluster_arns: Sequence[str]
+    """The HyperPod clusters of `sdc:clusters`: the only ones a function may read or act on."""
+    eks_cluster_arns: Sequence[str]
+    """The EKS clusters of `sdc:nodeIsolation`: the functions that reach Kubernetes describe them."""
+    workspace_arns: Sequence[str]
+    """The Prometheus workspaces of `sdc:telemetry`: request_approval queries them."""
+    recovery_through_label: bool
+    """`sdc:recoveryThroughNodeLabel` names a cluster: replace_node and reboot_node patch nodes."""
+    log_retention_days: int
+    node_action_concurrency: int
+    """The reserved concurrency of each function that changes a node."""
 
-def reads_kubernetes(spec: FunctionSpec, settings: Settings) -> bool:
-    """Whether the function only reads the Kubernetes API (report claims, node labels)."""
-    return (spec.checks_claims or spec.reads_nodes) and not patches_nodes(spec, settings)
-
-
-def environment_names(spec: FunctionSpec, settings: Settings) -> tuple[EnvVar, ...]:
-    """The environment variables the function of `spec` gets under `settings`, in `EnvVar`
-    order: docs/pipeline.md, "Environment", shows them function by function."""
-    kubernetes = patches_nodes(spec, settings) or reads_kubernetes(spec, settings)
-    some = {
-        EnvVar.STATE_MACHINE_ARN: spec.starts_remediation,
-        EnvVar.PAUSE_PARAMETER: spec.reads_pause_switch,
-        EnvVar.NODE_ISOLATION: kubernetes and bool(settings.node_isolation),
-        EnvVar.TELEMETRY: spec.queries_telemetry and bool(settings.telemetry),
-    }
-    return tuple(name for name in EnvVar if some.get(name, True))
-
-
-class Functions(Construct):
-    """All functions. `remediation_arn` / `approval_arn` are the state machines' ARNs, known
-    before the state machines exist because their names are fixed (see workflow.py);
-    `remediation_name` is the remediation machine's name (its executions' ARNs start with it)."""
-
-    def __init__(
-        self,
+    @classmethod
+    def from_settings(
+        cls,
         scope: Construct,
-        construct_id: str,
-        *,
         settings: Settings,
+        *,
         code_asset: asset_build.LambdaAsset,
         storage: Storage,
         audit_anchor: AuditAnchorLog,
@@ -394,12 +396,134 @@ class Functions(Construct):
         pause_switch: PauseSwitch,
         remediation_arn: str,
         approval_arn: str,
-        remediation_name: str,
-    ) -> None:
-        super().__init__(scope, construct_id)
-        cluster_arns = [cluster_arn(self, cluster) for cluster in settings.clusters]
+    ) -> FunctionsProps:
+        """`remediation_arn` / `approval_arn` are the state machines' ARNs, known before the
+        state machines exist because their names are fixed (see workflow.py); ARNs given as ids
+        are completed in `scope`'s stack."""
+        return cls(
+            code_asset=code_asset,
+            storage=storage,
+            audit_anchor=audit_anchor,
+            notifications=notifications,
+            pause_switch=pause_switch,
+            remediation_arn=remediation_arn,
+            remediation_name=remediation_name(settings.stack_name),
+            environment=shared_environment(
+                scope,
+                settings,
+                storage=storage,
+                audit_anchor=audit_anchor,
+                notifications=notifications,
+                pause_switch=pause_switch,
+                remediation_arn=remediation_arn,
+                approval_arn=approval_arn,
+            ),
+            cluster_arns=tuple(cluster_arn(scope, cluster) for cluster in settings.clusters),
+            eks_cluster_arns=tuple(eks_cluster_arn(scope, name) for name in settings.eks_clusters),
+            workspace_arns=tuple(
+                sorted({workspace_arn(scope, source) for source in settings.telemetry})
+            ),
+            recovery_through_label=bool(settings.recovery_label_clusters),
+            log_retention_days=settings.log_retention_days,
+            node_action_concurrency=settings.node_action_concurrency,
+        )
 
-        self.failure_queue = sqs.Queue(
+
+def shared_environment(
+    scope: Construct,
+    settings: Settings,
+    *,
+    storage: Storage,
+    audit_anchor: AuditAnchorLog,
+    notifications: Notifications,
+    pause_switch: PauseSwitch,
+    remediation_arn: str,
+    approval_arn: str,
+) -> dict[EnvVar, str]:
+    """The value of every environment variable (docs/pipeline.md, "Environment"), in `EnvVar`
+    order; `NODE_ISOLATION` and `TELEMETRY` only when their settings are given."""
+    values: dict[EnvVar, str] = {
+        EnvVar.INCIDENTS_TABLE: storage.incidents.table_name,
+        EnvVar.AUDIT_TABLE: storage.audit.table_name,
+        EnvVar.TOPIC_ARN: notifications.topic.topic_arn,
+        EnvVar.STATE_MACHINE_ARN: remediation_arn,
+        EnvVar.ALLOWED_CLUSTERS: list_env(settings.cluster_names),
+        EnvVar.HEALTH_CHECKS: list_env(settings.health_checks),
+        EnvVar.NAMESPACE: settings.namespace,
+        EnvVar.DRY_RUN: flag_env(settings.dry_run),
+        EnvVar.EVENT_BUS_NAME: LIFECYCLE_BUS,
+        EnvVar.APPROVAL_STATE_MACHINE_ARN: approval_arn,
+        EnvVar.APPROVAL_TIMEOUT_SECONDS: str(settings.approval_timeout_seconds),
+        EnvVar.GUARD_MAX_OPEN_NODES: str(settings.guard_max_open_nodes),
+        EnvVar.GUARD_MAX_OPEN_PERCENT: str(settings.guard_max_open_percent),
+        EnvVar.STORM_THRESHOLD: str(settings.storm_threshold),
+        EnvVar.STORM_WINDOW_SECONDS: str(settings.storm_window_seconds),
+        EnvVar.PAUSE_PARAMETER: pause_switch.name,
+        **decision_env(settings),
+        EnvVar.AUDIT_ANCHOR_LOG_GROUP: audit_anchor.name,
+        EnvVar.POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
+        EnvVar.POWERTOOLS_METRICS_NAMESPACE: PIPELINE_NAMESPACE,
+    }
+    if settings.node_isolation:
+        values[EnvVar.NODE_ISOLATION] = settings.node_isolation_env()
+    if settings.telemetry:
+        values[EnvVar.TELEMETRY] = telemetry_env(scope, settings.telemetry)
+    return values
+
+
+def patches_nodes(spec: FunctionSpec, props: FunctionsProps) -> bool:
+    """Whether the function changes nodes through the Kubernetes API: it cordons or releases
+    them, or sets HyperPod's node health label for a recovery (`sdc:recoveryThroughNodeLabel`)."""
+    return spec.kubernetes or (spec.recovers and props.recovery_through_label)
+
+
+def reads_kubernetes(spec: FunctionSpec, props: FunctionsProps) -> bool:
+    """Whether the function only reads the Kubernetes API (report claims, node labels)."""
+    return (spec.checks_claims or spec.reads_nodes) and not patches_nodes(spec, props)
+
+
+def environment_names(spec: FunctionSpec, props: FunctionsProps) -> tuple[EnvVar, ...]:
+    """The environment variables the function of `spec` gets, in `EnvVar` order:
+    docs/pipeline.md, "Environment", shows them function by function."""
+    kubernetes = patches_nodes(spec, props) or reads_kubernetes(spec, props)
+    some = {
+        EnvVar.STATE_MACHINE_ARN: spec.starts_remediation,
+        EnvVar.PAUSE_PARAMETER: spec.reads_pause_switch,
+        EnvVar.NODE_ISOLATION: kubernetes and EnvVar.NODE_ISOLATION in props.environment,
+        EnvVar.TELEMETRY: spec.queries_telemetry and EnvVar.TELEMETRY in props.environment,
+    }
+    return tuple(name for name in EnvVar if some.get(name, True))
+
+
+class Functions(Construct):
+    """All functions, one per `SPECS` entry, each granted what its spec says."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, props: FunctionsProps) -> None:
+        super().__init__(scope, construct_id)
+        self.props = props
+        self.failure_queue = self._failure_queue()
+        code = lambda_.Code.from_asset(
+            str(props.code_asset.path),
+            asset_hash=props.code_asset.key,
+            asset_hash_type=AssetHashType.CUSTOM,
+        )
+        self.by_module: dict[str, lambda_.Function] = {}
+        self.kubernetes_roles: list[iam.IRole] = []
+        self.kubernetes_readers: list[iam.IRole] = []
+        for spec in SPECS:
+            env = {name.value: props.environment[name] for name in environment_names(spec, props)}
+            fn = self._function(spec, code, env)
+            self._grant_pipeline_resources(spec, fn)
+            self._grant_clusters(spec, fn)
+            self._grant_state_machines(spec, fn)
+            self._acknowledge_newer_actions(spec, fn)
+            assert fn.role is not None
+            depend_on_role_policy_only(fn, fn.role)
+            self.by_module[spec.module] = fn
+
+    def _failure_queue(self) -> sqs.Queue:
+        """Where the asynchronously invoked functions' failed events go after their retries."""
+        queue = sqs.Queue(
             self,
             "FailedInvocationsQueue",
             encryption=sqs.QueueEncryption.SQS_MANAGED,
@@ -407,189 +531,161 @@ class Functions(Construct):
             retention_period=Duration.days(14),
         )
         acknowledge(
-            self.failure_queue,
+            queue,
             "AwsSolutions-SQS3",
             "This queue is itself the dead-letter target: the on-failure "
             "destination of the asynchronously invoked functions (open_incident, "
             "store_report). cdk-nag only recognises SQS redrive policies and Lambda "
             "DeadLetterConfig as DLQ use; a DLQ of a DLQ would only move the problem.",
         )
-        acknowledge_checkov(self.failure_queue, "CKV_AWS_27", SQS_MANAGED_ENCRYPTION)
+        acknowledge_checkov(queue, "CKV_AWS_27", SQS_MANAGED_ENCRYPTION)
+        return queue
 
-        code = lambda_.Code.from_asset(
-            str(code_asset.path),
-            asset_hash=code_asset.key,
-            asset_hash_type=AssetHashType.CUSTOM,
+    def _grant_pipeline_resources(self, spec: FunctionSpec, fn: lambda_.Function) -> None:
+        """The pause switch, the tables, the lifecycle events, the audit anchor and the topic."""
+        props = self.props
+        if spec.reads_pause_switch:
+            props.pause_switch.grant_read(fn)
+        props.storage.grant_incidents(fn)
+        props.storage.grant_audit_append(fn)
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="IncidentLifecycleEvents",
+                actions=[PUT_EVENTS],
+                resources=[
+                    f"arn:{Aws.PARTITION}:events:{Aws.REGION}:{Aws.ACCOUNT_ID}"
+                    f":event-bus/{LIFECYCLE_BUS}"
+                ],
+                conditions={"StringEquals": {"events:source": LIFECYCLE_SOURCE}},
+            )
         )
-        values: dict[EnvVar, str] = {
-            EnvVar.INCIDENTS_TABLE: storage.incidents.table_name,
-            EnvVar.AUDIT_TABLE: storage.audit.table_name,
-            EnvVar.TOPIC_ARN: notifications.topic.topic_arn,
-            EnvVar.STATE_MACHINE_ARN: remediation_arn,
-            EnvVar.ALLOWED_CLUSTERS: list_env(settings.cluster_names),
-            EnvVar.HEALTH_CHECKS: list_env(settings.health_checks),
-            EnvVar.NAMESPACE: settings.namespace,
-            EnvVar.DRY_RUN: flag_env(settings.dry_run),
-            EnvVar.EVENT_BUS_NAME: LIFECYCLE_BUS,
-            EnvVar.APPROVAL_STATE_MACHINE_ARN: approval_arn,
-            EnvVar.APPROVAL_TIMEOUT_SECONDS: str(settings.approval_timeout_seconds),
-            EnvVar.GUARD_MAX_OPEN_NODES: str(settings.guard_max_open_nodes),
-            EnvVar.GUARD_MAX_OPEN_PERCENT: str(settings.guard_max_open_percent),
-            EnvVar.STORM_THRESHOLD: str(settings.storm_threshold),
-            EnvVar.STORM_WINDOW_SECONDS: str(settings.storm_window_seconds),
-            EnvVar.PAUSE_PARAMETER: pause_switch.name,
-            **decision_env(settings),
-            EnvVar.AUDIT_ANCHOR_LOG_GROUP: audit_anchor.name,
-            EnvVar.POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
-            EnvVar.POWERTOOLS_METRICS_NAMESPACE: PIPELINE_NAMESPACE,
-        }
-        if settings.node_isolation:
-            values[EnvVar.NODE_ISOLATION] = settings.node_isolation_env()
-        if settings.telemetry:
-            values[EnvVar.TELEMETRY] = telemetry_env(self, settings)
+        props.storage.deny_audit_subjects(
+            fn,
+            [
+                *([] if spec.asynchronous else [EVENT_SUBJECTS]),
+                *([] if spec.answers_approval else [DECISION_SUBJECTS]),
+            ],
+        )
+        props.audit_anchor.grant_append(fn)
+        if spec.verifies_audit:
+            props.storage.grant_audit_scan(fn)
+            props.audit_anchor.grant_read(fn)
+        if spec.publishes:
+            props.notifications.grant_publish(fn)
 
-        eks_arns = [eks_cluster_arn(self, name) for name in settings.eks_clusters]
-        workspace_arns = sorted({workspace_arn(self, source) for source in settings.telemetry})
-        self.by_module: dict[str, lambda_.Function] = {}
-        self.kubernetes_roles: list[iam.IRole] = []
-        self.kubernetes_readers: list[iam.IRole] = []
-        for spec in SPECS:
-            env = {name.value: values[name] for name in environment_names(spec, settings)}
-            kubernetes = patches_nodes(spec, settings)
-            reader = reads_kubernetes(spec, settings)
-            fn = self._function(spec, code, env, settings)
-            if spec.reads_pause_switch:
-                pause_switch.grant_read(fn)
-            storage.grant_incidents(fn)
-            storage.grant_audit_append(fn)
+    def _grant_clusters(self, spec: FunctionSpec, fn: lambda_.Function) -> None:
+        """HyperPod on the configured clusters, EKS on the isolation clusters (and the role into
+        `kubernetes_roles` or `kubernetes_readers` for its access entry), the telemetry
+        workspaces."""
+        props = self.props
+        if spec.hyperpod and props.cluster_arns:
             fn.add_to_role_policy(
                 iam.PolicyStatement(
-                    sid="IncidentLifecycleEvents",
-                    actions=[PUT_EVENTS],
-                    resources=[
-                        f"arn:{Aws.PARTITION}:events:{Aws.REGION}:{Aws.ACCOUNT_ID}"
-                        f":event-bus/{LIFECYCLE_BUS}"
-                    ],
-                    conditions={"StringEquals": {"events:source": LIFECYCLE_SOURCE}},
+                    sid="HyperPodConfiguredClusters",
+                    actions=list(spec.hyperpod),
+                    resources=list(props.cluster_arns),
                 )
             )
-            storage.deny_audit_subjects(
-                fn,
-                [
-                    *([] if spec.asynchronous else [EVENT_SUBJECTS]),
-                    *([] if spec.answers_approval else [DECISION_SUBJECTS]),
-                ],
+        kubernetes = patches_nodes(spec, props)
+        if (kubernetes or reads_kubernetes(spec, props)) and props.eks_cluster_arns:
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    sid="EksIsolationClusters",
+                    actions=["eks:DescribeCluster"],
+                    resources=list(props.eks_cluster_arns),
+                )
             )
-            audit_anchor.grant_append(fn)
-            if spec.verifies_audit:
-                storage.grant_audit_scan(fn)
-                audit_anchor.grant_read(fn)
-            if spec.publishes:
-                notifications.grant_publish(fn)
-            if spec.hyperpod and cluster_arns:
-                fn.add_to_role_policy(
-                    iam.PolicyStatement(
-                        sid="HyperPodConfiguredClusters",
-                        actions=list(spec.hyperpod),
-                        resources=cluster_arns,
-                    )
-                )
-            if (kubernetes or reader) and eks_arns:
-                fn.add_to_role_policy(
-                    iam.PolicyStatement(
-                        sid="EksIsolationClusters",
-                        actions=["eks:DescribeCluster"],
-                        resources=eks_arns,
-                    )
-                )
-                assert fn.role is not None
-                (self.kubernetes_roles if kubernetes else self.kubernetes_readers).append(fn.role)
-            if spec.queries_telemetry and workspace_arns:
-                fn.add_to_role_policy(
-                    iam.PolicyStatement(
-                        sid="QueryHardwareTelemetry",
-                        actions=[QUERY_TELEMETRY],
-                        resources=workspace_arns,
-                    )
-                )
-            if spec.starts_remediation:
-                fn.add_to_role_policy(
-                    iam.PolicyStatement(
-                        sid="StartRemediation",
-                        actions=["states:StartExecution"],
-                        resources=[remediation_arn],
-                    )
-                )
-            if spec.reconciles:
-                fn.add_to_role_policy(
-                    iam.PolicyStatement(
-                        sid="ReadRemediationExecutions",
-                        actions=["states:DescribeExecution"],
-                        resources=[executions_arn(self, remediation_name)],
-                    )
-                )
-                assert fn.role is not None
-                acknowledge(
-                    fn.role,
-                    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
-                    f"<AWS::AccountId>:execution:{remediation_name}:*]",
-                    "Reconciliation reads the status of the remediation execution of any stuck "
-                    "incident; execution names are the incident ids, known only at run time, so "
-                    "the resource is every execution of the remediation state machine (one "
-                    "machine, read only: states:DescribeExecution).",
-                )
-                acknowledge_iam_lint(
-                    _default_policy(fn),
-                    "RESOURCE_MISMATCH",
-                    ["states:DescribeExecution"],
-                    "DescribeExecution takes a Standard execution's ARN "
-                    "(arn:...:execution:<machine>:<name>, the resource type the service "
-                    "authorization reference lists first); the linter matches it only against "
-                    "the Express form. The remediation state machine is Standard.",
-                )
-            if spec.answers_approval:
-                fn.add_to_role_policy(
-                    iam.PolicyStatement(
-                        sid="AnswerApprovalTask",
-                        actions=list(TASK_RESPONSE),
-                        resources=[remediation_arn],
-                    )
-                )
-                acknowledge_iam_lint(
-                    _default_policy(fn),
-                    "RESOURCE_MISMATCH",
-                    list(TASK_RESPONSE),
-                    "The service authorization reference lists no resource type for "
-                    "SendTaskSuccess/SendTaskFailure, but IAM evaluates them against the state "
-                    "machine whose task token is answered (AccessDenied for them names that "
-                    "state machine's ARN; CDK's grantTaskResponse scopes them the same way). "
-                    "Scoping to the remediation machine keeps decide from answering any other "
-                    "workflow's tokens; '*' would allow every task token in the account.",
-                )
-            for action in spec.hyperpod:
-                if action in ACTIONS_NEWER_THAN_IAM_LINT and cluster_arns:
-                    acknowledge_iam_lint(
-                        _default_policy(fn),
-                        "UNKNOWN_ACTION",
-                        [action],
-                        f"{action} is a SageMaker HyperPod API operation (in botocore's "
-                        "sagemaker model, which tests/infra/test_validators.py checks) newer "
-                        "than the IAM linter's action database; IAM names actions after the "
-                        "operations, with the cluster as their resource type.",
-                    )
             assert fn.role is not None
-            depend_on_role_policy_only(fn, fn.role)
-            self.by_module[spec.module] = fn
+            (self.kubernetes_roles if kubernetes else self.kubernetes_readers).append(fn.role)
+        if spec.queries_telemetry and props.workspace_arns:
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    sid="QueryHardwareTelemetry",
+                    actions=[QUERY_TELEMETRY],
+                    resources=list(props.workspace_arns),
+                )
+            )
+
+    def _grant_state_machines(self, spec: FunctionSpec, fn: lambda_.Function) -> None:
+        """Start a remediation, read its executions (reconcile), answer its approval task."""
+        props = self.props
+        if spec.starts_remediation:
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    sid="StartRemediation",
+                    actions=["states:StartExecution"],
+                    resources=[props.remediation_arn],
+                )
+            )
+        if spec.reconciles:
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    sid="ReadRemediationExecutions",
+                    actions=["states:DescribeExecution"],
+                    resources=[executions_arn(self, props.remediation_name)],
+                )
+            )
+            assert fn.role is not None
+            acknowledge(
+                fn.role,
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+                f"<AWS::AccountId>:execution:{props.remediation_name}:*]",
+                "Reconciliation reads the status of the remediation execution of any stuck "
+                "incident; execution names are the incident ids, known only at run time, so "
+                "the resource is every execution of the remediation state machine (one "
+                "machine, read only: states:DescribeExecution).",
+            )
+            acknowledge_iam_lint(
+                _default_policy(fn),
+                "RESOURCE_MISMATCH",
+                ["states:DescribeExecution"],
+                "DescribeExecution takes a Standard execution's ARN "
+                "(arn:...:execution:<machine>:<name>, the resource type the service "
+                "authorization reference lists first); the linter matches it only against "
+                "the Express form. The remediation state machine is Standard.",
+            )
+        if spec.answers_approval:
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    sid="AnswerApprovalTask",
+                    actions=list(TASK_RESPONSE),
+                    resources=[props.remediation_arn],
+                )
+            )
+            acknowledge_iam_lint(
+                _default_policy(fn),
+                "RESOURCE_MISMATCH",
+                list(TASK_RESPONSE),
+                "The service authorization reference lists no resource type for "
+                "SendTaskSuccess/SendTaskFailure, but IAM evaluates them against the state "
+                "machine whose task token is answered (AccessDenied for them names that "
+                "state machine's ARN; CDK's grantTaskResponse scopes them the same way). "
+                "Scoping to the remediation machine keeps decide from answering any other "
+                "workflow's tokens; '*' would allow every task token in the account.",
+            )
+
+    def _acknowledge_newer_actions(self, spec: FunctionSpec, fn: lambda_.Function) -> None:
+        """The HyperPod actions the IAM linter does not know yet, where they are granted."""
+        for action in spec.hyperpod:
+            if action in ACTIONS_NEWER_THAN_IAM_LINT and self.props.cluster_arns:
+                acknowledge_iam_lint(
+                    _default_policy(fn),
+                    "UNKNOWN_ACTION",
+                    [action],
+                    f"{action} is a SageMaker HyperPod API operation (in botocore's "
+                    "sagemaker model, which tests/infra/test_validators.py checks) newer "
+                    "than the IAM linter's action database; IAM names actions after the "
+                    "operations, with the cluster as their resource type.",
+                )
 
     def _function(
         self,
         spec: FunctionSpec,
         code: lambda_.Code,
         env: dict[str, str],
-        settings: Settings,
     ) -> lambda_.Function:
         name = spec.logical_id.removesuffix("Function")
-        log_group = retained_log_group(self, f"{name}Logs", settings)
+        log_group = retained_log_group(self, f"{name}Logs", self.props.log_retention_days)
         role = iam.Role(
             self,
             f"{name}Role",
@@ -620,7 +716,7 @@ class Functions(Construct):
             retry_attempts=ASYNC_RETRY_ATTEMPTS if spec.asynchronous else None,
             max_event_age=ASYNC_MAX_EVENT_AGE if spec.asynchronous else None,
             reserved_concurrent_executions=(
-                settings.node_action_concurrency if spec.acts_on_nodes else None
+                self.props.node_action_concurrency if spec.acts_on_nodes else None
             ),
         )
         cfn = fn.node.default_child

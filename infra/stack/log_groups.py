@@ -9,7 +9,6 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.stack.nag import acknowledge_checkov
-from infra.stack.settings import Settings
 
 _RETENTION: Final = {
     1: logs.RetentionDays.ONE_DAY,
@@ -37,13 +36,13 @@ _RETENTION: Final = {
 }
 
 
-def retained_log_group(scope: Construct, construct_id: str, settings: Settings) -> logs.LogGroup:
-    """A log group kept for `sdc:logRetentionDays` and retained when the stack is deleted
-    (logs of past remediations are evidence)."""
+def retained_log_group(scope: Construct, construct_id: str, retention_days: int) -> logs.LogGroup:
+    """A log group kept for `retention_days` (`sdc:logRetentionDays`) and retained when the stack
+    is deleted (logs of past remediations are evidence)."""
     group = logs.LogGroup(
         scope,
         construct_id,
-        retention=_RETENTION[settings.log_retention_days],
+        retention=_RETENTION[retention_days],
         removal_policy=RemovalPolicy.RETAIN,
     )
     acknowledge_checkov(

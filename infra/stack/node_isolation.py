@@ -19,6 +19,7 @@ functions that take input from training pods never hold a right to patch a node.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from aws_cdk import aws_eks as eks
@@ -33,24 +34,41 @@ CLUSTER_ADMIN_POLICY: Final = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSC
 ADMIN_VIEW_POLICY: Final = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
 
 
+@dataclass(frozen=True)
+class NodeIsolationAccessProps:
+    eks_clusters: Sequence[str]
+    """The EKS clusters of `sdc:nodeIsolation`: an entry in each for every role."""
+    roles: Sequence[iam.IRole]
+    """The roles of the functions that patch nodes."""
+    readers: Sequence[iam.IRole] = ()
+    """The roles of the functions that only read nodes."""
+    cluster_admin: bool = False
+    """`sdc:nodeIsolationAccess` = `clusterAdminPolicy`: EKS access policies, no groups."""
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, roles: Sequence[iam.IRole], readers: Sequence[iam.IRole] = ()
+    ) -> NodeIsolationAccessProps:
+        return cls(
+            eks_clusters=settings.eks_clusters,
+            roles=roles,
+            readers=readers,
+            cluster_admin=settings.node_isolation_access == "clusterAdminPolicy",
+        )
+
+
 class NodeIsolationAccess(Construct):
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        settings: Settings,
-        roles: Sequence[iam.IRole],
-        readers: Sequence[iam.IRole] = (),
+        self, scope: Construct, construct_id: str, *, props: NodeIsolationAccessProps
     ) -> None:
         super().__init__(scope, construct_id)
         self.entries: list[eks.CfnAccessEntry] = []
-        admin = settings.node_isolation_access == "clusterAdminPolicy"
+        admin = props.cluster_admin
         kinds = (
-            ("Entry", roles, KUBERNETES_GROUP, CLUSTER_ADMIN_POLICY),
-            ("Reader", readers, READER_GROUP, ADMIN_VIEW_POLICY),
+            ("Entry", props.roles, KUBERNETES_GROUP, CLUSTER_ADMIN_POLICY),
+            ("Reader", props.readers, READER_GROUP, ADMIN_VIEW_POLICY),
         )
-        for cluster in settings.eks_clusters:
+        for cluster in props.eks_clusters:
             for name, principals, group, policy in kinds:
                 for index, role in enumerate(principals):
                     entry = eks.CfnAccessEntry(

@@ -5,6 +5,7 @@ silently), a remediation execution failed or timed out, a function raised an err
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from aws_cdk import Aws, Duration
@@ -20,7 +21,6 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.stack.nag import acknowledge_iam_lint
-from infra.stack.settings import Settings
 
 PUBLISH_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 """What a publisher needs on the topic's key (SNS encrypts with a data key it asks KMS for)."""
@@ -50,9 +50,18 @@ FUNCTION_ERRORS_WHAT_TO_DO: Final = (
 )
 
 
+@dataclass(frozen=True)
+class NotificationsProps:
+    stack_name: str
+    """The pipeline alarms are named `<stack>-<suffix>`."""
+    email: str | None = None
+    """Subscribed to the topic when set (`sdc:notificationEmail`)."""
+
+
 class Notifications(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, props: NotificationsProps) -> None:
         super().__init__(scope, construct_id)
+        self.props = props
 
         self.key = kms.Key(
             self,
@@ -105,10 +114,8 @@ class Notifications(Construct):
             )
         )
 
-        if settings.notification_email:
-            self.topic.add_subscription(
-                subscriptions.EmailSubscription(settings.notification_email)
-            )
+        if props.email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(props.email))
 
     def grant_publish(self, grantee: iam.IGrantable) -> None:
         """sns:Publish on this topic and the two key actions publishing needs; nothing else."""
@@ -147,7 +154,7 @@ class Notifications(Construct):
         return alarm
 
     def alarm_on_failed_executions(
-        self, construct_id: str, state_machine: sfn.IStateMachine, settings: Settings
+        self, construct_id: str, state_machine: sfn.IStateMachine
     ) -> cloudwatch.Alarm:
         """An alarm on the topic when a remediation execution fails or times out (CloseFailed
         ends in a Fail state, so every incident closed as failed counts)."""
@@ -161,14 +168,11 @@ class Notifications(Construct):
             label="remediation executions failed or timed out",
         )
         return self._alarm(
-            construct_id,
-            expression,
-            f"{settings.stack_name}-{FAILED_EXECUTIONS_ALARM}",
-            FAILED_EXECUTIONS_WHAT_TO_DO,
+            construct_id, expression, FAILED_EXECUTIONS_ALARM, FAILED_EXECUTIONS_WHAT_TO_DO
         )
 
     def alarm_on_function_errors(
-        self, construct_id: str, functions: Mapping[str, lambda_.IFunction], settings: Settings
+        self, construct_id: str, functions: Mapping[str, lambda_.IFunction]
     ) -> list[cloudwatch.Alarm]:
         """Alarms on the topic when any of `functions` raises an error: one metric math alarm
         reads at most MAX_ALARM_METRICS metrics, so the functions are split over
@@ -195,25 +199,26 @@ class Notifications(Construct):
                 self._alarm(
                     f"{construct_id}{suffix.replace('-', '')}",
                     expression,
-                    f"{settings.stack_name}-{FUNCTION_ERRORS_ALARM}{suffix}",
+                    f"{FUNCTION_ERRORS_ALARM}{suffix}",
                     FUNCTION_ERRORS_WHAT_TO_DO,
                 )
             )
         return alarms
 
     def alarm_on_metric(
-        self, construct_id: str, metric: cloudwatch.IMetric, name: str, what_to_do: str
+        self, construct_id: str, metric: cloudwatch.IMetric, suffix: str, what_to_do: str
     ) -> cloudwatch.Alarm:
-        """An alarm on the topic as soon as `metric` (a count) is above zero in a period."""
-        return self._alarm(construct_id, metric, name, what_to_do)
+        """An alarm `<stack>-<suffix>` on the topic as soon as `metric` (a count) is above zero
+        in a period."""
+        return self._alarm(construct_id, metric, suffix, what_to_do)
 
     def _alarm(
-        self, construct_id: str, metric: cloudwatch.IMetric, name: str, what_to_do: str
+        self, construct_id: str, metric: cloudwatch.IMetric, suffix: str, what_to_do: str
     ) -> cloudwatch.Alarm:
         alarm = cloudwatch.Alarm(
             self,
             construct_id,
-            alarm_name=name,
+            alarm_name=f"{self.props.stack_name}-{suffix}",
             alarm_description=what_to_do,
             metric=metric,
             threshold=0,

@@ -10,20 +10,26 @@ failure count as paused: new incidents are recorded as `held`, nothing acts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra.stack.settings import Settings
+
+@dataclass(frozen=True)
+class PauseSwitchProps:
+    parameter_name: str
+    """The SSM parameter's name, starting with `/` (`Settings.pause_parameter_name`)."""
 
 
 class PauseSwitch(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, props: PauseSwitchProps) -> None:
         super().__init__(scope, construct_id)
         self.parameter = ssm.StringParameter(
             self,
             "Parameter",
-            parameter_name=settings.pause_parameter_name,
+            parameter_name=props.parameter_name,
             string_value="false",
             description="SDC remediation pause switch: true = new incidents are held and "
             "nothing acts; false = running. Flip it without a deploy.",

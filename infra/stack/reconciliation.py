@@ -3,6 +3,7 @@ notices cannot settle alone (lambdas.logic.closing)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from aws_cdk import Duration
@@ -33,13 +34,17 @@ NEEDS_PERSON_WHAT_TO_DO: Final = (
 )
 
 
+@dataclass(frozen=True)
+class ReconciliationProps:
+    reconcile: lambda_.IFunction
+
+
 class Reconciliation(Construct):
     """An EventBridge schedule that invokes `reconcile` every `RECONCILE_EVERY`."""
 
-    def __init__(
-        self, scope: Construct, construct_id: str, *, reconcile: lambda_.IFunction
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, props: ReconciliationProps) -> None:
         super().__init__(scope, construct_id)
+        reconcile = props.reconcile
         self.function_name = reconcile.function_name
         self.rule = events.Rule(
             self,

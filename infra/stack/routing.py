@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from aws_cdk import Duration
@@ -24,16 +26,16 @@ TARGET_MAX_EVENT_AGE: Final = Duration.hours(6)
 TARGET_RETRY_ATTEMPTS: Final = 20
 
 
+@dataclass(frozen=True)
+class RoutingProps:
+    alarm_names: Sequence[str]
+    """The contributor alarms' names as plain strings: the rule's pattern lists them."""
+    open_incident: lambda_.IFunction
+    store_report: lambda_.IFunction
+
+
 class Routing(Construct):
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        alarm_names: list[str],
-        open_incident: lambda_.IFunction,
-        store_report: lambda_.IFunction,
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, props: RoutingProps) -> None:
         super().__init__(scope, construct_id)
 
         self.dead_letter_queue = sqs.Queue(
@@ -59,10 +61,10 @@ class Routing(Construct):
             event_pattern=events.EventPattern(
                 source=[CLOUDWATCH_SOURCE],
                 detail_type=[CONTRIBUTOR_DETAIL_TYPE],
-                detail={"alarmName": list(alarm_names), "state": {"value": ["ALARM"]}},
+                detail={"alarmName": list(props.alarm_names), "state": {"value": ["ALARM"]}},
             ),
         )
-        self.contributor_rule.add_target(self._target(open_incident))
+        self.contributor_rule.add_target(self._target(props.open_incident))
 
         self.report_rule = events.Rule(
             self,
@@ -72,7 +74,7 @@ class Routing(Construct):
                 source=[REPORT_SOURCE], detail_type=[REPORT_DETAIL_TYPE]
             ),
         )
-        self.report_rule.add_target(self._target(store_report))
+        self.report_rule.add_target(self._target(props.store_report))
 
     def _target(self, fn: lambda_.IFunction) -> targets.LambdaFunction:
         return targets.LambdaFunction(

@@ -1,39 +1,50 @@
-"""The one stack: it only composes the constructs and declares the outputs."""
+"""The one stack: it only composes the constructs and declares the outputs.
+
+Each construct takes a props object of what it uses (its own module defines it); the stack
+builds them from the settings and the constructs made before."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from aws_cdk import Aws, CfnOutput, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from infra.stack.alarms import ContributorAlarms
-from infra.stack.approval import ApprovalWorkflow
+from infra.stack.alarms import ContributorAlarms, ContributorAlarmsProps
+from infra.stack.approval import ApprovalWorkflow, ApprovalWorkflowProps
 from infra.stack.asset import LambdaAsset
-from infra.stack.audit_anchor import AuditAnchorLog
-from infra.stack.dashboard import PipelineDashboard, pipeline_metric
-from infra.stack.functions import Functions
-from infra.stack.node_isolation import NodeIsolationAccess
-from infra.stack.notifications import Notifications
-from infra.stack.pause import PauseSwitch
+from infra.stack.audit_anchor import AuditAnchorLog, AuditAnchorLogProps
+from infra.stack.dashboard import PipelineDashboard, PipelineDashboardProps, pipeline_metric
+from infra.stack.functions import Functions, FunctionsProps
+from infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
+from infra.stack.notifications import Notifications, NotificationsProps
+from infra.stack.pause import PauseSwitch, PauseSwitchProps
 from infra.stack.reconciliation import (
     CARDS_UNDELIVERED_ALARM,
     CARDS_UNDELIVERED_WHAT_TO_DO,
     NEEDS_PERSON_ALARM,
     NEEDS_PERSON_WHAT_TO_DO,
     Reconciliation,
+    ReconciliationProps,
 )
-from infra.stack.routing import Routing
+from infra.stack.routing import Routing, RoutingProps
 from infra.stack.settings import Settings
 from infra.stack.storage import Storage
-from infra.stack.training_access import TrainingAccess
+from infra.stack.training_access import TrainingAccess, TrainingAccessProps
 from infra.stack.workflow import (
     RemediationWorkflow,
+    RemediationWorkflowProps,
     approval_name,
     remediation_name,
     state_machine_arn,
 )
 from lambdas.metric_names import PipelineMetric as M
+
+DESCRIPTION: Final = (
+    "SDC remediation: contributor alarms → incident → deep health check → human approval → "
+    "node replacement → audit log"
+)
 
 REFUSES_BY_RAISING = frozenset({"decide"})
 """Functions whose errors are a designed answer: decide raises DecisionRefused so that a refused
@@ -49,6 +60,9 @@ def console_url(state_machine_arn: str) -> str:
 
 
 class SdcRemediationStack(Stack):
+    """The constructs in the order they depend on each other; they are kept as attributes for
+    the pipeline alarms and the outputs."""
+
     def __init__(
         self,
         scope: Construct,
@@ -58,71 +72,80 @@ class SdcRemediationStack(Stack):
         code_asset: LambdaAsset,
         **kwargs: Any,
     ) -> None:
-        super().__init__(
-            scope,
-            construct_id,
-            description="SDC remediation: contributor alarms → incident → deep health check → "
-            "human approval → node replacement → audit log",
-            **kwargs,
+        super().__init__(scope, construct_id, description=DESCRIPTION, **kwargs)
+        name = settings.stack_name
+        self.storage = Storage(self, "Storage")
+        self.audit_anchor = AuditAnchorLog(self, "AuditAnchor", props=AuditAnchorLogProps(name))
+        self.notifications = Notifications(
+            self, "Notifications", props=NotificationsProps(name, settings.notification_email)
         )
-
-        storage = Storage(self, "Storage")
-        audit_anchor = AuditAnchorLog(self, "AuditAnchor", settings=settings)
-        notifications = Notifications(self, "Notifications", settings=settings)
-        pause_switch = PauseSwitch(self, "PauseSwitch", settings=settings)
-        remediation_arn = state_machine_arn(self, remediation_name(settings))
-        approval_arn = state_machine_arn(self, approval_name(settings))
-
-        functions = Functions(
-            self,
-            "Functions",
-            settings=settings,
-            code_asset=code_asset,
-            storage=storage,
-            audit_anchor=audit_anchor,
-            notifications=notifications,
-            pause_switch=pause_switch,
-            remediation_arn=remediation_arn,
-            approval_arn=approval_arn,
-            remediation_name=remediation_name(settings),
+        self.pause_switch = PauseSwitch(
+            self, "PauseSwitch", props=PauseSwitchProps(settings.pause_parameter_name)
+        )
+        approval_arn = state_machine_arn(self, approval_name(name))
+        self.functions = fns = Functions(
+            self, "Functions", props=self._functions_props(settings, code_asset, approval_arn)
         )
         if settings.node_isolation:
-            NodeIsolationAccess(
-                self,
-                "NodeIsolation",
-                settings=settings,
-                roles=functions.kubernetes_roles,
-                readers=functions.kubernetes_readers,
+            isolation = NodeIsolationAccessProps.from_settings(
+                settings, roles=fns.kubernetes_roles, readers=fns.kubernetes_readers
             )
-        remediation = RemediationWorkflow(
-            self,
-            "Remediation",
-            settings=settings,
-            functions=functions.by_module,
-            approval_state_machine_arn=approval_arn,
+            NodeIsolationAccess(self, "NodeIsolation", props=isolation)
+        remediation = RemediationWorkflowProps.from_settings(
+            settings, functions=fns.by_module, approval_state_machine_arn=approval_arn
         )
-        approval = ApprovalWorkflow(
-            self,
-            "Approval",
-            settings=settings,
-            decide=functions.decide,
-            incidents_table_arn=storage.incidents.table_arn,
+        self.remediation = RemediationWorkflow(self, "Remediation", props=remediation)
+        approval = ApprovalWorkflowProps.from_settings(
+            settings, decide=fns.decide, incidents_table_arn=self.storage.incidents.table_arn
         )
-        alarms = ContributorAlarms(self, "Alarms", settings=settings)
-        routing = Routing(
+        self.approval = ApprovalWorkflow(self, "Approval", props=approval)
+        self.contributor_alarms = ContributorAlarms(
+            self,
+            "Alarms",
+            props=ContributorAlarmsProps(settings.namespace, settings.alarm_name_prefix),
+        )
+        self.routing = Routing(
             self,
             "Routing",
-            alarm_names=alarms.alarm_names,
-            open_incident=functions.open_incident,
-            store_report=functions.store_report,
+            props=RoutingProps(
+                self.contributor_alarms.alarm_names, fns.open_incident, fns.store_report
+            ),
         )
-        reconciliation = Reconciliation(
-            self, "Reconciliation", reconcile=functions.by_module["reconcile"]
+        self.reconciliation = Reconciliation(
+            self, "Reconciliation", props=ReconciliationProps(fns.by_module["reconcile"])
         )
-        pipeline_alarms = [
+        self.dashboard = PipelineDashboard(
+            self, "Dashboard", props=self._dashboard_props(settings, self._pipeline_alarms())
+        )
+        self.training = TrainingAccess(
+            self, "TrainingAccess", props=TrainingAccessProps(settings.namespace)
+        )
+        self._outputs(dry_run=settings.dry_run)
+
+    def _functions_props(
+        self, settings: Settings, code_asset: LambdaAsset, approval_arn: str
+    ) -> FunctionsProps:
+        return FunctionsProps.from_settings(
+            self,
+            settings,
+            code_asset=code_asset,
+            storage=self.storage,
+            audit_anchor=self.audit_anchor,
+            notifications=self.notifications,
+            pause_switch=self.pause_switch,
+            remediation_arn=state_machine_arn(self, remediation_name(settings.stack_name)),
+            approval_arn=approval_arn,
+        )
+
+    def _pipeline_alarms(self) -> list[cloudwatch.Alarm]:
+        """The alarms on the pipeline itself, all publishing to the notification topic: the
+        dead-letter queues, failed executions, undelivered cards, incidents reconciliation cannot
+        settle, broken audit chains (checked on a schedule), function errors."""
+        notifications, functions = self.notifications, self.functions
+        return [
             notifications.alarm_when_not_empty(
                 "UndeliveredEventsAlarm",
-                routing.dead_letter_queue,
+                self.routing.dead_letter_queue,
                 "EventBridge could not deliver an SDC event to its function.",
             ),
             notifications.alarm_when_not_empty(
@@ -132,121 +155,122 @@ class SdcRemediationStack(Stack):
                 "(malformed event or a bug).",
             ),
             notifications.alarm_on_failed_executions(
-                "RemediationFailedAlarm", remediation.state_machine, settings
+                "RemediationFailedAlarm", self.remediation.state_machine
             ),
             notifications.alarm_on_metric(
                 "CardsUndeliveredAlarm",
                 pipeline_metric(M.CARDS_UNDELIVERED),
-                f"{settings.stack_name}-{CARDS_UNDELIVERED_ALARM}",
+                CARDS_UNDELIVERED_ALARM,
                 CARDS_UNDELIVERED_WHAT_TO_DO,
             ),
             notifications.alarm_on_metric(
                 "ReconcileNeedsPersonAlarm",
                 pipeline_metric(M.RECONCILE_NEEDS_PERSON),
-                f"{settings.stack_name}-{NEEDS_PERSON_ALARM}",
+                NEEDS_PERSON_ALARM,
                 NEEDS_PERSON_WHAT_TO_DO,
             ),
-            audit_anchor.check_on_schedule(
-                self, functions.verify_audit, notifications.topic, settings
-            ),
+            self.audit_anchor.check_on_schedule(self, functions.verify_audit, notifications.topic),
             *notifications.alarm_on_function_errors(
                 "FunctionErrorsAlarm",
                 {m: fn for m, fn in functions.by_module.items() if m not in REFUSES_BY_RAISING},
-                settings,
             ),
         ]
-        dashboard = PipelineDashboard(
-            self,
-            "Dashboard",
-            settings=settings,
-            functions=functions.by_module,
-            remediation=remediation.state_machine,
-            approval=approval.state_machine,
-            queues={
-                "undelivered events (EventBridge)": routing.dead_letter_queue,
-                "failed invocations (open_incident, store_report)": functions.failure_queue,
-            },
-            alarms=pipeline_alarms,
-        )
-        training = TrainingAccess(self, "TrainingAccess", namespace=settings.namespace)
 
+    def _dashboard_props(
+        self, settings: Settings, alarms: list[cloudwatch.Alarm]
+    ) -> PipelineDashboardProps:
+        return PipelineDashboardProps(
+            stack_name=settings.stack_name,
+            namespace=settings.namespace,
+            functions=self.functions.by_module,
+            remediation=self.remediation.state_machine,
+            approval=self.approval.state_machine,
+            queues={
+                "undelivered events (EventBridge)": self.routing.dead_letter_queue,
+                "failed invocations (open_incident, store_report)": self.functions.failure_queue,
+            },
+            alarms=alarms,
+        )
+
+    def _outputs(self, *, dry_run: bool) -> None:
+        """What an operator and the CLI read after a deploy: consoles, names, ARNs, URLs."""
         CfnOutput(
             self,
             "RemediationStateMachineConsole",
             description="Pending remediations; the waiting RequestApproval state shows the "
             "approval input to paste",
-            value=console_url(remediation.state_machine.state_machine_arn),
+            value=console_url(self.remediation.state_machine.state_machine_arn),
         )
         CfnOutput(
             self,
             "ApprovalStateMachineConsole",
             description="Approve or reject: start an execution here",
-            value=console_url(approval.state_machine.state_machine_arn),
+            value=console_url(self.approval.state_machine.state_machine_arn),
         )
         CfnOutput(
             self,
             "ApprovalStateMachineArn",
             description="Grant approvers states:StartExecution on this ARN",
-            value=approval.state_machine.state_machine_arn,
+            value=self.approval.state_machine.state_machine_arn,
         )
         CfnOutput(
             self,
             "ApproverPolicyArn",
             description="Attach to approvers: StartExecution on the approval state machine "
             "(limited to sdc:approvers when set)",
-            value=approval.approver_policy.managed_policy_arn,
+            value=self.approval.approver_policy.managed_policy_arn,
         )
         CfnOutput(
             self,
             "AuditAnchorLogGroupName",
             description="Every audit entry's hash, append-only for the functions: "
             "sdc audit verify checks the audit table against it",
-            value=audit_anchor.name,
+            value=self.audit_anchor.name,
         )
         CfnOutput(
             self,
             "DashboardUrl",
             description="The pipeline's CloudWatch dashboard: detection, incidents, approvals, "
             "errors",
-            value=dashboard.url,
+            value=self.dashboard.url,
         )
         CfnOutput(
             self,
             "ReconcileFunctionName",
             description="Settles stuck incidents; runs on a schedule, sdc reconcile runs it now",
-            value=reconciliation.function_name,
+            value=self.reconciliation.function_name,
         )
-        CfnOutput(self, "IncidentsTableName", value=storage.incidents.table_name)
-        CfnOutput(self, "AuditTableName", value=storage.audit.table_name)
-        CfnOutput(self, "NotificationTopicArn", value=notifications.topic.topic_arn)
+        CfnOutput(self, "IncidentsTableName", value=self.storage.incidents.table_name)
+        CfnOutput(self, "AuditTableName", value=self.storage.audit.table_name)
+        CfnOutput(self, "NotificationTopicArn", value=self.notifications.topic.topic_arn)
         CfnOutput(
             self,
             "PauseParameterName",
             description="The pause switch: set it to true to hold new incidents (no deploy)",
-            value=pause_switch.name,
+            value=self.pause_switch.name,
         )
         CfnOutput(
             self,
             "DryRun",
             description="true: replacements are only recorded as would-replace (sdc:dryRun)",
-            value="true" if settings.dry_run else "false",
+            value="true" if dry_run else "false",
         )
         CfnOutput(
             self,
             "UndeliveredEventsQueueUrl",
             description="Dead-letter queue of the EventBridge targets (sdc status counts it)",
-            value=routing.dead_letter_queue.queue_url,
+            value=self.routing.dead_letter_queue.queue_url,
         )
         CfnOutput(
             self,
             "FailedInvocationsQueueUrl",
             description="Failed asynchronous invocations of open_incident and store_report",
-            value=functions.failure_queue.queue_url,
+            value=self.functions.failure_queue.queue_url,
         )
         CfnOutput(
             self,
             "TrainingPolicyArn",
             description="Attach to the training jobs' role(s): what the SDC emitter needs",
-            value=training.policy.managed_policy_arn,
+            value=self.training.policy.managed_policy_arn,
             export_name=f"{self.stack_name}-TrainingPolicyArn",
         )

@@ -8,7 +8,8 @@ may invoke exactly the functions the definition names.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from aws_cdk import ArnFormat, Stack
@@ -25,14 +26,26 @@ from infra.stack.settings import Settings
 
 REMEDIATION_LOGICAL_ID: Final = "RemediationStateMachine"
 APPROVAL_LOGICAL_ID: Final = "ApprovalStateMachine"
+REMEDIATION_STEPS: Final = (
+    "isolate_node",
+    "start_health_check",
+    "check_health",
+    "request_approval",
+    "replace_node",
+    "check_replacement",
+    "reboot_node",
+    "check_reboot",
+    "close_incident",
+)
+"""The handler modules the remediation state machine invokes."""
 
 
-def remediation_name(settings: Settings) -> str:
-    return f"{settings.stack_name}-remediation"
+def remediation_name(stack_name: str) -> str:
+    return f"{stack_name}-remediation"
 
 
-def approval_name(settings: Settings) -> str:
-    return f"{settings.stack_name}-approval"
+def approval_name(stack_name: str) -> str:
+    return f"{stack_name}-approval"
 
 
 def executions_arn(scope: Construct, name: str) -> str:
@@ -68,14 +81,14 @@ def standard_state_machine(
     logical_id: str,
     name: str,
     definition: Mapping[str, Any],
-    invokes: list[lambda_.IFunction],
-    settings: Settings,
+    invokes: Sequence[lambda_.IFunction],
+    log_retention_days: int,
 ) -> sfn.StateMachine:
     """A Standard state machine from an ASL document, logged and traced, invoking `invokes`.
 
     `json.dumps`, not `Stack.to_json_string`: the latter drops `null` values (the contract's
     `"error": null`); the only tokens in the document are ARNs, which need no escaping."""
-    log_group = retained_log_group(scope, f"{construct_id}Logs", settings)
+    log_group = retained_log_group(scope, f"{construct_id}Logs", log_retention_days)
     machine = sfn.StateMachine(
         scope,
         construct_id,
@@ -111,40 +124,50 @@ def standard_state_machine(
     return machine
 
 
-class RemediationWorkflow(Construct):
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
+@dataclass(frozen=True)
+class RemediationWorkflowProps:
+    name: str
+    """The state machine's fixed name (`remediation_name`)."""
+    definition: Mapping[str, Any]
+    """Its ASL document (`definitions.remediation_definition`)."""
+    invokes: Sequence[lambda_.IFunction]
+    """The functions the definition invokes: its role may invoke exactly these."""
+    log_retention_days: int
+
+    @classmethod
+    def from_settings(
+        cls,
         settings: Settings,
+        *,
         functions: Mapping[str, lambda_.IFunction],
         approval_state_machine_arn: str,
+    ) -> RemediationWorkflowProps:
+        """The definition of `settings`' waits and polls over the `REMEDIATION_STEPS` of
+        `functions` (handler module → function)."""
+        used = {module: functions[module] for module in REMEDIATION_STEPS}
+        return cls(
+            name=remediation_name(settings.stack_name),
+            definition=remediation_definition(
+                {module: fn.function_arn for module, fn in used.items()},
+                settings,
+                approval_state_machine_arn,
+            ),
+            invokes=tuple(used.values()),
+            log_retention_days=settings.log_retention_days,
+        )
+
+
+class RemediationWorkflow(Construct):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, props: RemediationWorkflowProps
     ) -> None:
         super().__init__(scope, construct_id)
-        names = (
-            "isolate_node",
-            "start_health_check",
-            "check_health",
-            "request_approval",
-            "replace_node",
-            "check_replacement",
-            "reboot_node",
-            "check_reboot",
-            "close_incident",
-        )
-        used = {module: functions[module] for module in names}
-        definition = remediation_definition(
-            {module: fn.function_arn for module, fn in used.items()},
-            settings,
-            approval_state_machine_arn,
-        )
         self.state_machine = standard_state_machine(
             self,
             "StateMachine",
             logical_id=REMEDIATION_LOGICAL_ID,
-            name=remediation_name(settings),
-            definition=definition,
-            invokes=list(used.values()),
-            settings=settings,
+            name=props.name,
+            definition=props.definition,
+            invokes=props.invokes,
+            log_retention_days=props.log_retention_days,
         )

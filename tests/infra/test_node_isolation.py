@@ -16,6 +16,7 @@ from infra.stack.node_isolation import (
     KUBERNETES_GROUP,
     READER_GROUP,
     NodeIsolationAccess,
+    NodeIsolationAccessProps,
 )
 from infra.stack.settings import Settings, SettingsError
 from infra.stack.template import resources_of_type
@@ -115,7 +116,11 @@ def test_the_cluster_admin_policy_is_only_associated_when_opted_in():
         }
     )
     reader = iam.Role(stack, "Reader", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-    NodeIsolationAccess(stack, "Access", settings=settings, roles=[role], readers=[reader])
+    NodeIsolationAccess(
+        stack,
+        "Access",
+        props=NodeIsolationAccessProps.from_settings(settings, roles=[role], readers=[reader]),
+    )
 
     template = app.synth().get_stack_by_name("Probe").template
     entry, reads = _entries(template)
