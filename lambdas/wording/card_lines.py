@@ -9,7 +9,7 @@ every message that shows it.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from lambdas.models.approvals import ApprovalRecord
 from lambdas.models.health_check import CheckSummary, HealthCheckRecord, HealthCheckResult
@@ -211,11 +211,15 @@ def history_lines(advice: Recommendation | None) -> list[str]:
     return lines
 
 
+RECOMMENDATION_HEADING: Final = "RECOMMENDATION: "
+"""What heads the advice in the card and in `sdc show`."""
+
+
 def recommendation_heading(advice: Recommendation | None) -> str:
     """The card's RECOMMENDATION heading: the tier, in capitals."""
     if advice is None:
-        return "RECOMMENDATION: NOT JUDGED YET"
-    return f"RECOMMENDATION: {advice.advice.value.upper()}"
+        return f"{RECOMMENDATION_HEADING}NOT JUDGED YET"
+    return f"{RECOMMENDATION_HEADING}{advice.advice.value.upper()}"
 
 
 def reason_lines(advice: Recommendation | None) -> list[str]:

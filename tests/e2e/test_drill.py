@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 
 from infra.local.drill import __main__ as drill_cli
-from infra.local.drill import calls
+from infra.local.drill import calls, judge
 from infra.local.drill.render import Style, render
 from infra.local.drill.runner import Outcome, run_scenario
 from infra.local.drill.scenarios import DASHBOARD, MUTE_RULE, NODES, RANK_MAP, SCENARIOS
@@ -433,3 +433,59 @@ def test_two_people_must_approve_and_the_same_one_twice_counts_once(outcomes):
     said = [line.what for line in outcome.timeline if line.who == "approver"]
     assert any("alice: approve" in s and "approvals 1 of 2; waiting" in s for s in said)
     assert any("bob: approve" in s and "approvals 2 of 2" in s for s in said)
+
+
+APPROVED = sorted(n for n in SCENARIOS if SCENARIOS[n].approval and SCENARIOS[n].job is None)
+SURFACES = {"stored record", "e-mail card", "chat notice", "lifecycle event", "sdc show"}
+
+
+def test_some_scenarios_reach_the_approval():
+    assert {"replay-culprit", "nonfinite-transient", "reject"} <= set(APPROVED)
+
+
+@pytest.mark.parametrize("name", APPROVED)
+def test_every_surface_says_the_stored_recommendation_of_each_incident_waiting(outcomes, name):
+    """The e-mail card, its chat rendering, the lifecycle event and `sdc show` against the
+    local account, each read while the incident waited, said what its record says (the drill's
+    judge compares them: `judge.one_recommendation`)."""
+    outcome = outcomes(name)
+
+    assert set(outcome.recommendations) == {i["incident_id"] for i in outcome.incidents}
+    for said in outcome.recommendations.values():
+        assert set(said) == SURFACES
+        assert None not in said.values() and len(set(said.values())) == 1, said
+    assert not [p for p in outcome.problems if "recommendation" in p], outcome.problems
+
+
+def test_a_surface_that_advises_otherwise_than_the_record_fails_the_drill():
+    said = {
+        "sdc-1": {
+            "stored record": "replace after review",
+            "e-mail card": "replace after review",
+            "chat notice": "replace after review",
+            "lifecycle event": "replace after review",
+            "sdc show": "reboot",
+        },
+        "sdc-2": {"stored record": None, "e-mail card": "reboot"},
+    }
+
+    problems = judge.one_recommendation(said)
+
+    assert problems == [
+        "sdc-1: the stored recommendation is 'replace after review', but the sdc show says "
+        "'reboot'",
+        "sdc-2 waited for approval with no stored recommendation",
+    ]
+
+
+def test_the_card_heading_and_the_lifecycle_event_are_read_as_the_advice():
+    card = "SUBJECT\n\nRECOMMENDATION: REPLACE AFTER REVIEW\n  why\n"
+    events = [
+        {"incident_id": "a", "new_state": "health_check", "recommendation": None},
+        {"incident_id": "a", "new_state": "awaiting_approval", "recommendation": {"advice": "x"}},
+        {"incident_id": "b", "new_state": "awaiting_approval", "recommendation": {"advice": "y"}},
+    ]
+
+    assert judge.heading_advice(card) == "replace after review"
+    assert judge.heading_advice("no heading") is None
+    assert (judge.event_advice(events, "a"), judge.event_advice(events, "c")) == ("x", None)

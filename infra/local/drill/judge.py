@@ -9,7 +9,9 @@ from typing import Any
 
 from infra.local.drill.scenarios import DECOY_XIDS, MUTE_RULE, XID, Scenario, culprit_gpu
 from lambdas.models.guard import HoldKind
+from lambdas.models.incident import IncidentState
 from lambdas.models.telemetry import TelemetryState
+from lambdas.wording.card_lines import RECOMMENDATION_HEADING
 
 GONE = ("replaced", "replaced_by_hyperpod")
 """Outcomes after which the suspect node is gone, its cordon with it."""
@@ -223,4 +225,41 @@ def _judge_hardware(card: str | None, finals: Sequence[Any], culprit: dict[str, 
     states = [getattr(i.telemetry, "state", None) for i in finals]
     if states != [TelemetryState.SIGNAL]:
         problems.append(f"the incidents' telemetry is {states}; expected ['signal']")
+    return problems
+
+
+def heading_advice(text: str | None) -> str | None:
+    """The advice a card or `sdc show` heads its recommendation with, as `Advice` spells it."""
+    for line in (text or "").splitlines():
+        if line.startswith(RECOMMENDATION_HEADING):
+            return line.removeprefix(RECOMMENDATION_HEADING).strip().lower()
+    return None
+
+
+def event_advice(lifecycle: Sequence[dict[str, Any]], incident_id: str) -> str | None:
+    """The advice of the incident's last lifecycle event into awaiting_approval."""
+    waiting = [
+        event
+        for event in lifecycle
+        if event["incident_id"] == incident_id
+        and event["new_state"] == IncidentState.AWAITING_APPROVAL
+    ]
+    recommendation = waiting[-1].get("recommendation") if waiting else None
+    return recommendation.get("advice") if recommendation else None
+
+
+def one_recommendation(said: dict[str, dict[str, str | None]]) -> list[str]:
+    """Every surface an approver or a paging tool reads says the stored recommendation."""
+    problems = []
+    for incident_id, surfaces in said.items():
+        stored = surfaces.get("stored record")
+        if stored is None:
+            problems.append(f"{incident_id} waited for approval with no stored recommendation")
+            continue
+        differ = {where: advice for where, advice in surfaces.items() if advice != stored}
+        if differ:
+            problems.append(
+                f"{incident_id}: the stored recommendation is {stored!r}, but "
+                + ", ".join(f"the {where} says {advice!r}" for where, advice in differ.items())
+            )
     return problems

@@ -9,13 +9,17 @@ console's path; the fake HyperPod replaces the node.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.cli.main import main as sdc
 from infra.local.drill import judge, stage
 from infra.local.drill.scenarios import RANK_MAP, WORKSPACE_ID, Scenario
 from infra.local.grants import GrantsInsufficient, calls_per_function
@@ -60,6 +64,9 @@ class Outcome:
     calls: dict[str, list[str]] = field(default_factory=dict)
     """Function → the AWS actions its calls needed, each checked against its role in the
     synthesized template (`infra.local.grants`)."""
+    recommendations: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    """Incident → what its stored record, e-mail card, chat notice, lifecycle event and
+    `sdc show` said its recommendation was while it waited for approval."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +83,7 @@ class Outcome:
             "dashboard": self.dashboard,
             "lifecycle_events": self.lifecycle,
             "calls": self.calls,
+            "recommendations": self.recommendations,
         }
 
 
@@ -145,8 +153,9 @@ def run_scenario(
             if scenario.storm:
                 card, hold = _reset_storm(run, scenario, note)
                 holds.append(hold)
+            said: dict[str, dict[str, str | None]] = {}
             if scenario.approval:
-                card = _approve(run, scenario, incident_ids, ask, note) or card
+                card = _approve(run, scenario, incident_ids, ask, note, said) or card
             finals = [run.wait_for(i, scenario.expect, *CLOSED, timeout=90) for i in incident_ids]
             subjects = [i.incident_id for i in finals] + [h.hold_id for h in holds]
             audit, chain_ok, every_entry = _read_audit(run, subjects, wall_start, timeline)
@@ -177,6 +186,8 @@ def run_scenario(
             lifecycle = sorted(
                 run.lifecycle_events(), key=lambda d: (d["incident_id"], d["sequence"])
             )
+            for incident_id, surfaces in said.items():
+                surfaces["lifecycle event"] = judge.event_advice(lifecycle, incident_id)
             sdc = {(emitter.config.namespace, d.metric.value) for d in result.datapoints}
             dashboard, dashboard_problems = judge.check_dashboard(run, every_entry, sdc)
             # The scheduled reconciliation, after the scenario: nothing may be left stuck.
@@ -192,6 +203,7 @@ def run_scenario(
     timeline.sort(key=lambda line: line.at)
     problems = (
         judge.problems(scenario, seen)
+        + judge.one_recommendation(said)
         + dashboard_problems
         + judge.stuck(reconciled)
         + grant_problems
@@ -219,6 +231,7 @@ def run_scenario(
         dashboard=dashboard,
         lifecycle=lifecycle,
         calls=calls,
+        recommendations=said,
     )
 
 
@@ -290,14 +303,17 @@ def _approve(
     incident_ids: Sequence[str],
     ask: Callable[[Any, str, str], str | None] | None,
     note: Note,
+    said: dict[str, dict[str, str | None]],
 ) -> str | None:
     """Each incident's approval card, then the scenario's decision (or the person's) through
-    the approval state machine. Returns the last card."""
+    the approval state machine. Returns the last card; `said` gets what each surface said the
+    incident's recommendation was while it waited."""
     card = None
     for incident_id in incident_ids:
         waiting = run.wait_for(incident_id, "awaiting_approval", timeout=60)
         notice = run.wait_for_notification("approve")
         card = notice["message"]
+        said[incident_id] = _recommendation_said(run, incident_id, waiting, notice)
         note(
             "approver",
             f"notified: {notice['subject']}",
@@ -321,6 +337,25 @@ def _approve(
             execution=execution["executionArn"].rsplit(":", 1)[-1],
         )
     return card
+
+
+def _recommendation_said(
+    run: Any, incident_id: str, waiting: Any, notice: dict[str, Any]
+) -> dict[str, str | None]:
+    """The incident's stored recommendation, and what the e-mail card, its chat rendering and
+    `sdc show` (the operator CLI, against this account) say it is."""
+    chat = json.loads(run.renderings(notice["subject"]).get("https") or "{}")
+    shown = io.StringIO()
+    with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stdout(shown):
+        outputs = run.write_outputs(f"{folder}/outputs.json")
+        sdc(["--outputs", outputs, "show", incident_id], session=run.session)
+    stored = waiting.recommendation
+    return {
+        "stored record": stored.advice.value if stored else None,
+        "e-mail card": judge.heading_advice(notice["message"]),
+        "chat notice": chat.get("metadata", {}).get("additionalContext", {}).get("advice"),
+        "sdc show": judge.heading_advice(shown.getvalue()),
+    }
 
 
 def _approve_in_turn(
