@@ -267,7 +267,7 @@ def _request_states(
     s: Settings,
 ) -> dict[str, State]:
     """Ask HyperPod for the reboot or the replacement (`verb`: "Reboot" or "Replace"), and read
-    its per-node answer (`lambdas.logic.safety.carrying_out`): held → CloseHeld, the node is gone → `gone`,
+    its per-node answer (`lambdas.logic.recovery.engine`): held → CloseHeld, the node is gone → `gone`,
     a retryable refusal → wait and ask again (bounded by `sdc:replaceMaxRetries`), else `then`."""
     status = f"{result_path}.Payload.status"
     retries = f"{verb.lower()}_retries"

@@ -2,14 +2,15 @@
 
 On top, one module per stage of the pipeline, in its order, holding what the Lambda handlers
 call: `intake` (reports and alarms in; a malformed event refused), `isolation`, `health_check`,
-`approval`, `recovery` (a reboot or a replacement) and `closing` (with the reconciliation of
+`approval`, `recovery` (a reboot or a replacement: a package, its steps on top and the engine
+that sends the requests beside them) and `closing` (with the reconciliation of
 what nothing else moves); `ports.py` says what the logic needs from the outside world. The
 machinery the stages share is in four folders, each saying what it holds. None of it imports a
 stage, and each folder imports only those above it in this list:
 
 - `core/`: the step every handler runs as, identifiers, states and transitions, the audit log;
 - `evidence/`: what an approver weighs, gathered and judged once (the stored recommendation);
-- `safety/`: what keeps the pipeline from acting wrongly, widely or twice;
+- `safety/`: what keeps the pipeline from acting wrongly or widely (guard, accepted decisions);
 - `opening/`: how a claim becomes an incident (or is held).
 
 How it is all put to people (cards, notices, chat) is `lambdas.wording`: it reads the incident

@@ -251,7 +251,7 @@ def reconcile(deps: Deps, time_left: Callable[[], float] | None = None) -> dict[
     seconds left to the run (the function's remaining time)."""
     step = Step(deps, "reconcile")
     result = Result()
-    for check in (_failed, _open, _slots):
+    for check in (_stuck_failed, _stuck_open, _orphan_slots):
         for incident_id, act in check(step):
             if time_left is not None and time_left() < ITEM_SECONDS:
                 result.unfinished = True
@@ -271,7 +271,7 @@ def reconcile(deps: Deps, time_left: Callable[[], float] | None = None) -> dict[
 Act = Callable[[], tuple[Finding, Verdict, str]]
 
 
-def _failed(step: Step) -> list[tuple[str, Act]]:
+def _stuck_failed(step: Step) -> list[tuple[str, Act]]:
     """Failed incidents whose node was kept for a recovery, or whose close never ran."""
     found: list[tuple[str, Act]] = []
     for listed in step.deps.incidents.in_state(S.FAILED):
@@ -287,7 +287,7 @@ def _failed(step: Step) -> list[tuple[str, Act]]:
     return found
 
 
-def _open(step: Step) -> list[tuple[str, Act]]:
+def _stuck_open(step: Step) -> list[tuple[str, Act]]:
     """Open incidents whose execution ended, whose card never went out, or whose approval is
     long overdue."""
     found: list[tuple[str, Act]] = []
@@ -316,7 +316,7 @@ def _fresh(step: Step, listed: Incident) -> Incident | None:
     return step.deps.incidents.get(listed.incident_id)
 
 
-def _slots(step: Step) -> list[tuple[str, Act]]:
+def _orphan_slots(step: Step) -> list[tuple[str, Act]]:
     """Guard slots held by incidents that are closed (and not kept for a recovery) or gone."""
     found: list[tuple[str, Act]] = []
     deps = step.deps

@@ -1,6 +1,6 @@
 """The approver's decision (`Incident.decision`) and what carried it out: the replacement
 (`Incident.replacement`) or the reboot (`Incident.reboot`), written by `lambdas.logic.approval`,
-`lambdas.logic.safety.carrying_out` and `lambdas.logic.recovery` (`reboot_node`,
+`lambdas.logic.recovery.engine` and `lambdas.logic.recovery` (`reboot_node`,
 `replace_node`).
 
 Stored as the steps write them: a key a step has not written yet is absent, except the ones
@@ -79,7 +79,7 @@ class Recovery:
     """Written ahead (True) before the batch call is sent; False once its answer is recorded."""
     sent_at: str | None = None
     path: str | None = None
-    """`api` or `node_label` (`lambdas.logic.safety.recovery_path`)."""
+    """`api` or `node_label` (`lambdas.logic.recovery.path`)."""
     status: RecoveryStatus | None = None
     """The last request's `RecoveryStatus`, then `done`."""
     attempts: int | None = None

@@ -19,8 +19,13 @@ LOGIC = REPO / "lambdas" / "logic"
 FOLDERS = ("core", "evidence", "safety", "opening")
 """The logic's folders, bottom up: each imports only the ones before it (and no stage)."""
 STAGE_MODULES = frozenset(
-    path.stem for path in LOGIC.glob("*.py") if path.stem not in {"__init__", "ports"}
+    path.stem
+    for path in [*LOGIC.glob("*.py"), *LOGIC.glob("*/__init__.py")]
+    if path.stem not in {"__init__", "ports"}
+) | frozenset(
+    path.parent.name for path in LOGIC.glob("*/__init__.py") if path.parent.name not in FOLDERS
 )
+"""The stages: a module, or a package whose steps are in its `__init__` (`recovery`)."""
 
 NEVER: tuple[tuple[str, str, str], ...] = (
     ("lambdas", "infra", "the functions ship without the stack, the CLI or the local run"),
@@ -166,6 +171,8 @@ def test_no_import_runs_against_the_layers():
         ("lambdas.logic.evidence.history", "lambdas.wording.cards"),
         ("lambdas.models.lifecycle_event", "lambdas.wording.cards"),
         ("lambdas.logic.core.steps", "lambdas.logic.safety.guard"),
+        ("lambdas.logic.safety.guard", "lambdas.logic.recovery.engine"),
+        ("lambdas.logic.opening.claims", "lambdas.logic.recovery"),
         ("lambdas.models.incident", "lambdas.logic.core.lifecycle"),
         ("lambdas.logic.intake", "lambdas.adapters.dynamodb"),
         ("infra.stack.functions", "infra.local.run"),

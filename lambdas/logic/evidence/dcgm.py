@@ -34,7 +34,9 @@ DCGM_BLANK: Final = float(0x7FFFFFFFFFFFFFF0)
 """DCGM_INT64_BLANK: DCGM's "no value" (and the values above it); never a reading."""
 
 
-class Kind(StrEnum):
+class SeriesKind(StrEnum):
+    """How a counter family's series read: what one value means."""
+
     XID = "xid"
     XID_COUNT = "xid_count"
     """dcgm-exporter's own count of each XID (label `xid`) over its recent window."""
@@ -49,7 +51,7 @@ class Family:
     key: str
     names: tuple[str, ...]
     """As dcgm-exporter exports it: its legacy name first (up to 4.8), DCGM 4.7's (4.9 on)."""
-    kind: Kind
+    kind: SeriesKind
     words: str
     short: str
     """A name for lists ("not exported: ...")."""
@@ -60,7 +62,7 @@ class Family:
     def counter(self) -> bool:
         """Whether it is stored as a counter (the add-on's collector then stores it under its
         name with `_total`; AWS's sample queries read `DCGM_EXP_XID_ERRORS_COUNT_total`)."""
-        return self.kind in (Kind.COUNT, Kind.XID_COUNT)
+        return self.kind in (SeriesKind.COUNT, SeriesKind.XID_COUNT)
 
     @property
     def stored_names(self) -> tuple[str, ...]:
@@ -71,40 +73,44 @@ class Family:
 
 FAMILIES: Final = (
     Family(
-        "xid", ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR"), Kind.XID, "XID errors", "XID"
+        "xid",
+        ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR"),
+        SeriesKind.XID,
+        "XID errors",
+        "XID",
     ),
     Family(
         "xid_count",
         ("DCGM_EXP_XID_ERRORS_COUNT",),
-        Kind.XID_COUNT,
+        SeriesKind.XID_COUNT,
         "XIDs counted by dcgm-exporter",
         "XID count",
     ),
     Family(
         "row_remap_failed",
         ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_ROW_REMAP_FAILED"),
-        Kind.FLAG,
+        SeriesKind.FLAG,
         "row remap FAILED (no spare row left to repair its memory)",
         "row remap failure",
     ),
     Family(
         "row_remap_pending",
         ("DCGM_FI_DEV_ROW_REMAP_PENDING",),
-        Kind.FLAG,
+        SeriesKind.FLAG,
         "row remap pending (a GPU reset applies it)",
         "row remap pending",
     ),
     Family(
         "retired_pending",
         ("DCGM_FI_DEV_RETIRED_PENDING", "DCGM_FI_DEV_PAGE_RETIRED_PENDING"),
-        Kind.FLAG,
+        SeriesKind.FLAG,
         "page retirement pending (a GPU reset applies it)",
         "retirement pending",
     ),
     Family(
         "uncorrectable_remapped_rows",
         ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL"),
-        Kind.COUNT,
+        SeriesKind.COUNT,
         "rows remapped for uncorrectable errors",
         "uncorrectable remapped rows",
         history=True,
@@ -112,14 +118,14 @@ FAMILIES: Final = (
     Family(
         "correctable_remapped_rows",
         ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL"),
-        Kind.COUNT,
+        SeriesKind.COUNT,
         "rows remapped for correctable errors",
         "correctable remapped rows",
     ),
     Family(
         "retired_dbe",
         ("DCGM_FI_DEV_RETIRED_DBE", "DCGM_FI_DEV_PAGE_RETIRED_DBE_TOTAL"),
-        Kind.COUNT,
+        SeriesKind.COUNT,
         "pages retired for double-bit errors",
         "retired pages (DBE)",
         history=True,
@@ -127,14 +133,14 @@ FAMILIES: Final = (
     Family(
         "retired_sbe",
         ("DCGM_FI_DEV_RETIRED_SBE", "DCGM_FI_DEV_PAGE_RETIRED_SBE_TOTAL"),
-        Kind.COUNT,
+        SeriesKind.COUNT,
         "pages retired for single-bit errors",
         "retired pages (SBE)",
     ),
     Family(
         "ecc_dbe",
         ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",),
-        Kind.COUNT,
+        SeriesKind.COUNT,
         "uncorrectable (double-bit) ECC errors since the driver loaded",
         "ECC DBE total",
         history=True,
@@ -142,14 +148,14 @@ FAMILIES: Final = (
     Family(
         "ecc_sbe",
         ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",),
-        Kind.COUNT,
+        SeriesKind.COUNT,
         "correctable (single-bit) ECC errors",
         "ECC SBE total",
     ),
     Family(
         "pcie_replay",
         ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_PCIE_REPLAY_TOTAL"),
-        Kind.COUNT,
+        SeriesKind.COUNT,
         "PCIe replays",
         "PCIe replays",
     ),
@@ -159,7 +165,7 @@ FAMILIES: Final = (
             "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
             "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_TOTAL",
         ),
-        Kind.COUNT,
+        SeriesKind.COUNT,
         "NVLink flow-control CRC errors",
         "NVLink CRC flit errors",
     ),
@@ -169,14 +175,14 @@ FAMILIES: Final = (
             "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
             "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_TOTAL",
         ),
-        Kind.COUNT,
+        SeriesKind.COUNT,
         "NVLink data CRC errors",
         "NVLink CRC data errors",
     ),
     Family(
         "nvlink_replay",
         ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_TOTAL"),
-        Kind.COUNT,
+        SeriesKind.COUNT,
         "NVLink replays",
         "NVLink replays",
     ),
@@ -186,21 +192,21 @@ FAMILIES: Final = (
             "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
             "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL",
         ),
-        Kind.COUNT,
+        SeriesKind.COUNT,
         "NVLink recoveries",
         "NVLink recoveries",
     ),
     Family(
         "clocks",
         ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"),
-        Kind.CLOCKS,
+        SeriesKind.CLOCKS,
         "clock throttle reasons",
         "clock throttle reasons",
     ),
     Family(
         "temperature",
         ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_TEMP_CELSIUS"),
-        Kind.TEMPERATURE,
+        SeriesKind.TEMPERATURE,
         "GPU temperature",
         "GPU temperature",
     ),

@@ -16,8 +16,8 @@ from lambdas.logic.evidence.dcgm import (
     NODE_LABELS,
     THROTTLING_MASK,
     Family,
-    Kind,
     Series,
+    SeriesKind,
 )
 from lambdas.logic.evidence.telemetry_query import Target, Window, at_epoch, node_pattern
 from lambdas.models.settings import TelemetryWorkspace
@@ -60,7 +60,7 @@ def summarize(
     hottest: tuple[float, Series] | None = None
     for one in sorted(mine, key=_order):
         family = FAMILY_OF[one.name]
-        if family.kind is Kind.TEMPERATURE:
+        if family.kind is SeriesKind.TEMPERATURE:
             peak = max((v for _, v in one.points), default=None)
             if peak is not None and (hottest is None or peak > hottest[0]):
                 hottest = (peak, one)
@@ -68,7 +68,9 @@ def summarize(
         findings.extend(_findings(family, one, window))
     signals = [f for f in findings if f.severity == Severity.SIGNAL]
     present = {FAMILY_OF[s.name].key for s in mine}
-    read = tuple(f.short for f in FAMILIES if f.key in present and f.kind is not Kind.TEMPERATURE)
+    read = tuple(
+        f.short for f in FAMILIES if f.key in present and f.kind is not SeriesKind.TEMPERATURE
+    )
     base = dataclasses.replace(
         queried(workspace, target, window, queried_at, seconds), series=len(mine)
     )
@@ -167,7 +169,7 @@ def _findings(family: Family, series: Series, window: Window) -> list[TelemetryF
             cause=cause,
         )
 
-    if family.kind is Kind.XID:
+    if family.kind is SeriesKind.XID:
         found = []
         for value, at in _first_times(points, lambda v: v != 0):
             when = (
@@ -186,9 +188,9 @@ def _findings(family: Family, series: Series, window: Window) -> list[TelemetryF
                 )
             )
         return found
-    if family.kind is Kind.XID_COUNT:
+    if family.kind is SeriesKind.XID_COUNT:
         return _xid_counts(series, points, start, finding, where)
-    if family.kind is Kind.FLAG:
+    if family.kind is SeriesKind.FLAG:
         first = next(((at, v) for at, v in points if v != 0), None)
         if first is None:
             return []
@@ -196,7 +198,7 @@ def _findings(family: Family, series: Series, window: Window) -> list[TelemetryF
             f"already at {_clock(first[0])}" if first[0] <= start else f"since {_clock(first[0])}"
         )
         return [finding(Severity.SIGNAL, f"{family.words} on {where}, {when}", *first)]
-    if family.kind is Kind.CLOCKS:
+    if family.kind is SeriesKind.CLOCKS:
         hits = [(at, int(v)) for at, v in points if int(v) & THROTTLING_MASK]
         if not hits:
             return []
@@ -212,7 +214,7 @@ def _findings(family: Family, series: Series, window: Window) -> list[TelemetryF
                 hits[0][1],
             )
         ]
-    # Kind.COUNT: what rose in the window (a drop is a reset: counting starts again from there).
+    # SeriesKind.COUNT: what rose in the window (a drop is a reset: counting starts again from there).
     rose, first_rise = 0.0, None
     for (_, before), (at, after) in itertools.pairwise(points):
         if after > before:

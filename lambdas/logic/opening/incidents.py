@@ -1,7 +1,7 @@
 """Opening an incident: a node-level one for an instance, or a job-level one for the involved
 instances of an ambiguous report.
 
-Both go one way (`_open`): an incident that exists already is a redelivery; HyperPod is asked
+Both go one way (`_create`): an incident that exists already is a redelivery; HyperPod is asked
 about the cluster (and the node), and what it does not know is skipped; the guards of
 `lambdas.logic.safety.guard` may hold the incident instead (a storm hold, a muted alarm, the pause
 switch, a full blast-radius guard); the incident is created atomically with its open lock and
@@ -65,7 +65,7 @@ def open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenInc
     if held_by and holding.still_held(step, held_by):
         return arrivals.attach_held(step, held_by, trigger)
     incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
-    return _open(step, incident_id, trigger, partial(_node_draft, flag=not flagged))
+    return _create(step, incident_id, trigger, partial(_node_draft, flag=not flagged))
 
 
 def open_job(step: Step, trigger: Trigger, free: list[str]) -> OpenIncidentResult:
@@ -73,10 +73,10 @@ def open_job(step: Step, trigger: Trigger, free: list[str]) -> OpenIncidentResul
     that no incident speaks for yet (`free`)."""
     assert trigger.report is not None
     incident_id = ids.job_incident_id(trigger.cluster_name, trigger.report.report_id, trigger.at)
-    return _open(step, incident_id, trigger, partial(_job_draft, free=free))
+    return _create(step, incident_id, trigger, partial(_job_draft, free=free))
 
 
-def _open(
+def _create(
     step: Step,
     incident_id: str,
     trigger: Trigger,

@@ -18,13 +18,16 @@ takes tens of minutes. The approver chooses (decision `reboot` or `approve`):
 Both requests run inside `Step.failing_visibly` (see `lambdas.logic.core.steps`). The request
 itself, its write-ahead (a retry never reboots or replaces twice) and the reading of every
 `Failed[]` code (InstanceIdInUse → in progress, InvalidInstanceStatus / InternalServerError →
-retry, InstanceIdNotFound → gone) are shared (`lambdas.logic.safety.carrying_out`); what is
+retry, InstanceIdNotFound → gone) are shared (`lambdas.logic.recovery.engine`); what is
 particular to each tier is when nothing is asked (`_reboot_unasked`, `_replacement_unasked`)
 and how its end is recognised.
 
 Dry run: the recovery is recorded as "would reboot" / "would replace" and nothing is called. A
-cluster that hands its recoveries to HyperPod (`lambdas.logic.safety.recovery_path`) gets the
+cluster that hands its recoveries to HyperPod (`lambdas.logic.recovery.path`) gets the
 node health label instead of the API call; the audit says which path acted.
+
+This package is the stage: its steps are here, on top; `engine` (the one way a recovery is
+asked for) and `path` (which way it goes) are what they run.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import dataclasses
 from lambdas.logic.core import lifecycle
 from lambdas.logic.core.steps import Step, node_status_of
 from lambdas.logic.ports import Deps
-from lambdas.logic.safety import carrying_out
+from lambdas.logic.recovery import engine
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.errors import InvalidTransition, NodeNotFound
@@ -65,10 +68,10 @@ def reboot_node(ref: IncidentRef, deps: Deps) -> RecoveryResult:
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
         ours = lifecycle.reboot_requested(incident)
-        return carrying_out.carry_out(
+        return engine.carry_out(
             step,
             incident,
-            carrying_out.REBOOT,
+            engine.REBOOT,
             deps.hyperpod.reboot_nodes,
             _reboot_unasked,
             ours=ours,
@@ -76,16 +79,16 @@ def reboot_node(ref: IncidentRef, deps: Deps) -> RecoveryResult:
         )
 
 
-def _reboot_unasked(found: carrying_out.Found) -> carrying_out.Unasked | None:
+def _reboot_unasked(found: engine.Found) -> engine.Unasked | None:
     """Why no reboot is asked for (the node is gone; a dry run), or None to ask."""
     if found.node_status == NodeStatus.NOT_FOUND:
-        return carrying_out.Unasked(
+        return engine.Unasked(
             RecoveryStatus.GONE,
             AuditAction.NODE_GONE,
             {"reason": "the node is gone: nothing to reboot"},
         )
     if found.dry_run:
-        return carrying_out.Unasked(
+        return engine.Unasked(
             RecoveryStatus.DRY_RUN,
             AuditAction.REBOOT_WOULD_REBOOT,
             {"would_reboot": found.incident.instance_id, "node_status": found.node_status},
@@ -204,17 +207,17 @@ def replace_node(ref: IncidentRef, deps: Deps) -> RecoveryResult:
     with step.failing_visibly(ref.incident_id):
         incident = step.load(ref.incident_id)
         ours = lifecycle.requested_by_us(incident)
-        return carrying_out.carry_out(
+        return engine.carry_out(
             step,
             incident,
-            carrying_out.REPLACEMENT,
+            engine.REPLACEMENT,
             deps.hyperpod.replace_nodes,
             _replacement_unasked,
             ours=ours,
         )
 
 
-def _replacement_unasked(found: carrying_out.Found) -> carrying_out.Unasked | None:
+def _replacement_unasked(found: engine.Found) -> engine.Unasked | None:
     """Why no replacement is asked for, or None to ask:
 
     - the node is gone → gone (HyperPod replaced it: closes as replaced_by_hyperpod unless
@@ -225,14 +228,14 @@ def _replacement_unasked(found: carrying_out.Found) -> carrying_out.Unasked | No
     """
     incident, status = found.incident, found.node_status
     if status == NodeStatus.NOT_FOUND:
-        return carrying_out.Unasked(
+        return engine.Unasked(
             RecoveryStatus.GONE,
             AuditAction.NODE_GONE,
             {"reason": "the node is already gone: nothing to replace", "by_us": found.ours},
             ours=found.ours,
         )
     if found.dry_run:
-        return carrying_out.Unasked(
+        return engine.Unasked(
             RecoveryStatus.DRY_RUN,
             AuditAction.REPLACEMENT_WOULD_REPLACE,
             {"would_replace": incident.instance_id, "node_status": status},
@@ -242,7 +245,7 @@ def _replacement_unasked(found: carrying_out.Found) -> carrying_out.Unasked | No
         and incident.node_recovery == NodeRecovery.AUTOMATIC
         and status == NodeStatus.SHUTTING_DOWN
     ):
-        return carrying_out.Unasked(
+        return engine.Unasked(
             RecoveryStatus.IN_PROGRESS,
             AuditAction.REPLACEMENT_BY_HYPERPOD,
             {

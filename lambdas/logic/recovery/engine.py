@@ -1,7 +1,7 @@
-"""An approved reboot or replacement, carried out (`carry_out`): what is checked before anything
-is asked, when nothing is asked (each kind's own rule), the request written ahead and sent along
-the path `lambdas.logic.safety.recovery_path` chooses, every `Failed[]` code read, and the record kept
-on the incident and in the audit log. its two kinds are
+"""The engine that sends reboots and replacements (`carry_out`): what is checked before anything
+is asked, when nothing is asked (each `RecoveryKind`'s own rule), the request written ahead and
+sent along the path `lambdas.logic.recovery.path` chooses, every `Failed[]` code read, and the
+record kept on the incident and in the audit log. Its two kinds are run by
 `lambdas.logic.recovery.reboot_node` and `lambdas.logic.recovery.replace_node`.
 """
 
@@ -14,7 +14,8 @@ from typing import Any, Final, Generic, TypeVar
 
 from lambdas.logic.core import lifecycle
 from lambdas.logic.core.steps import Step, node_status_of
-from lambdas.logic.safety import guard, recovery_path
+from lambdas.logic.recovery import path as recovery_path
+from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric, reboot_metric, replace_metric
 from lambdas.models.audit import AuditAction
 from lambdas.models.errors import (
@@ -38,7 +39,7 @@ Record = TypeVar("Record", ReplacementRecord, RebootRecord)
 
 
 @dataclass(frozen=True, slots=True)
-class Kind(Generic[Record]):
+class RecoveryKind(Generic[Record]):
     """A recovery the approver can choose: how it is asked for, where the incident keeps it
     and how it is audited."""
 
@@ -83,7 +84,7 @@ def _keep_reboot(incident: Incident, record: RebootRecord) -> None:
     incident.reboot = record
 
 
-REPLACEMENT: Final = Kind(
+REPLACEMENT: Final = RecoveryKind(
     name="replacement",
     operation="BatchReplaceClusterNodes",
     label=PENDING_REPLACEMENT,
@@ -103,7 +104,7 @@ REPLACEMENT: Final = Kind(
     verb="replace",
     not_approved=ReplacementNotApproved,
 )
-REBOOT: Final = Kind(
+REBOOT: Final = RecoveryKind(
     name="reboot",
     operation="BatchRebootClusterNodes",
     label=PENDING_REBOOT,
@@ -137,7 +138,7 @@ FAILED_CODES: Final[dict[str, RecoveryStatus]] = {
 """A `Failed[]` code of either batch call → what it means: in use (our earlier request after a
 crash, or HyperPod's own recovery) → in progress; a status or server error → retry later
 (bounded by the state machine); not found → the node is gone; anything else fails the step.
-Each is audited as the kind's action for it (`Kind.actions`)."""
+Each is audited as the kind's action for it (`RecoveryKind.actions`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +166,7 @@ class Unasked:
 def carry_out(
     step: Step,
     incident: Incident,
-    kind: Kind[Record],
+    kind: RecoveryKind[Record],
     request: Request,
     unasked: Callable[[Found], Unasked | None],
     *,
@@ -207,7 +208,9 @@ UNDER_WAY_STATUSES: Final = frozenset(
 ShuttingDown, ...) a recovery is under way."""
 
 
-def _answered_before(step: Step, incident: Incident, kind: Kind[Record]) -> RecoveryResult | None:
+def _answered_before(
+    step: Step, incident: Incident, kind: RecoveryKind[Record]
+) -> RecoveryResult | None:
     """An earlier attempt sent the request and saved HyperPod's answer, then died (or its
     answer was lost on the way back): the saved answer is the result, nothing is sent again.
     A `requested` answer whose audit entry the earlier attempt did not write gets it now, so
@@ -238,7 +241,7 @@ _SETTLED_ANSWERS: Final = frozenset(
 )
 
 
-def _resumed(incident: Incident, kind: Kind[Record], status_now: str) -> Unasked | None:
+def _resumed(incident: Incident, kind: RecoveryKind[Record], status_now: str) -> Unasked | None:
     """The request was written ahead but its answer never recorded (the step died around the
     call), and the node shows a recovery under way: that is the request's effect. It is
     recorded as requested by us, and not sent a second time."""
@@ -262,7 +265,7 @@ def _resumed(incident: Incident, kind: Kind[Record], status_now: str) -> Unasked
 def _begin(
     step: Step,
     incident: Incident,
-    kind: Kind[Record],
+    kind: RecoveryKind[Record],
     *,
     ours: bool,
     on_enter: Callable[[Incident], None] | None = None,
@@ -298,7 +301,7 @@ def _begin(
     return step.update(incident.incident_id, enter, incident)
 
 
-def _write_ahead(kind: Kind[Record], at: str) -> Callable[[Incident], bool]:
+def _write_ahead(kind: RecoveryKind[Record], at: str) -> Callable[[Incident], bool]:
     """The batch call is about to be sent: noted first, so a retry after the handler died
     counts what it finds (the node rebooting, the node replaced) as ours."""
 
@@ -313,7 +316,7 @@ def _write_ahead(kind: Kind[Record], at: str) -> Callable[[Incident], bool]:
 def _send(
     step: Step,
     incident: Incident,
-    kind: Kind[Record],
+    kind: RecoveryKind[Record],
     request: Request,
     status_now: str,
     check_id: str | None,
@@ -381,7 +384,7 @@ def _send(
 def _record(
     step: Step,
     incident: Incident,
-    kind: Kind[Record],
+    kind: RecoveryKind[Record],
     status: RecoveryStatus,
     action: AuditAction,
     details: dict[str, Any],
