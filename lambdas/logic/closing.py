@@ -10,7 +10,7 @@ what it can:
 
 | finding | what is stuck | settled by |
 |---|---|---|
-| `recovery_unknown` | a failure close kept the node (a reboot or replacement may have been running) | HyperPod reports the node Running again after a reboot, or gone: isolation lifted, lock and guard slot given back |
+| `recovery_unknown` | a failure close kept the node (a reboot or replacement may have been running) | HyperPod reports the node gone; or, after a reboot, seen back from it (`recovery.poll_reboot`) and then passing the deep health check reconciliation starts (a later run reads it): isolation lifted, lock and guard slot given back. Mid-reboot, or the check failed, the node stays cordoned |
 | `close_failed` | the incident was marked failed but its close never finished | closing it as failed (which keeps the node if a recovery may be running) |
 | `execution_ended` | an open incident whose remediation execution is not running | closing it: `expired` when its approval timed out undecided, else `failed` |
 | `card_undelivered` | the approval card never went out | sending it again |
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from lambdas.logic import approval, isolation
+from lambdas.logic import approval, health_check, isolation, recovery
 from lambdas.logic.core import lifecycle
 from lambdas.logic.core.measures import elapsed, report_waiting
 from lambdas.logic.core.steps import Step, node_status_of, send_notice
@@ -132,7 +132,8 @@ def release_node(step: Step, incident: Incident) -> Incident:
 def _hand_to_reconciliation(step: Step, incident: Incident) -> Incident:
     """A failure close while a reboot or replacement may be running: keep the node isolated
     (and its lock and guard slot), record `recovery_unknown`, audit it once; reconciliation
-    releases the node when HyperPod reports it Running again, or gone."""
+    releases the node when HyperPod reports it gone, or back from its reboot and passing the
+    health check after it."""
     if incident.recovery_unknown:
         return incident
     at = step.now()
@@ -340,27 +341,78 @@ def _orphan_slots(step: Step) -> list[tuple[str, Act]]:
 
 
 def _settle_recovery(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]:
-    """Release the kept node once HyperPod says the recovery is over: gone (replaced), or
-    Running again after a reboot."""
+    """Release the kept node once HyperPod says the recovery is over, by the evidence the state
+    machine would have waited for: the node gone (replaced); or, after a reboot, the node seen
+    back from it (`recovery.poll_reboot`) and then the deep health check after the reboot
+    passed (`health_check.start_after_reboot`, its result read by a later run). Until then the
+    node stays cordoned; a check that failed needs a person."""
+    reboot = incident.reboot
+    if reboot and reboot.asked and not reboot.done and not reboot.dry_run:
+        incident, status, done = recovery.poll_reboot(step, incident)
+        if done:
+            return _check_after_reboot(step, incident)
+    elif reboot and reboot.done and not reboot.dry_run and not lifecycle.requested_by_us(incident):
+        return _check_after_reboot(step, incident)
+    else:
+        status, _ = node_status_of(step.deps, incident)
+    if status == NodeStatus.NOT_FOUND:
+        return _release_kept(step, incident, status, f"HyperPod reports the node {status}")
+    return _wait_or_person(step, incident, f"the node is {status}")
+
+
+def _check_after_reboot(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]:
+    """The node is back from its reboot: start the deep health check (once it is Running), then
+    read its result on later runs; release the node only when it passed."""
     finding = Finding.RECOVERY_UNKNOWN
-    status, _ = node_status_of(step.deps, incident)
-    rebooting = bool(incident.reboot and incident.reboot.asked and not incident.reboot.done)
-    if status == NodeStatus.NOT_FOUND or (rebooting and status == NodeStatus.RUNNING):
-        at = step.now()
-        incident = release_node(step, incident)
+    record = incident.health_check
+    if not (record and record.after_reboot and record.started):
+        record = health_check.start_after_reboot(step, incident)
+        if not record.started:
+            return _wait_or_person(
+                step, incident, f"back from its reboot, no health check yet: {record.reason}"
+            )
+        return finding, Verdict.WAITING, "back from its reboot: the health check started"
+    if record.result is None:
+        record = health_check.poll_after_reboot(step, incident)
+    if record.result is None:
+        return _wait_or_person(step, incident, "the health check after the reboot is running")
+    if health_check.passed_every_node(record):
+        return _release_kept(
+            step,
+            incident,
+            NodeStatus(str(incident.node_status)) if not incident.is_job else None,
+            f"the health check after the reboot ended {record.status}",
+        )
+    return (
+        finding,
+        Verdict.NEEDS_PERSON,
+        f"the health check after the reboot did not pass ({record.status}): the node stays "
+        "cordoned",
+    )
 
-        def settled(current: Incident) -> bool:
-            current.reconciled_at = at
+
+def _release_kept(
+    step: Step, incident: Incident, status: NodeStatus | None, why: str
+) -> tuple[Finding, Verdict, str]:
+    at = step.now()
+    incident = release_node(step, incident)
+
+    def settled(current: Incident) -> bool:
+        current.reconciled_at = at
+        if status is not None:
             current.node_status = status
-            return True
+        return True
 
-        step.update(incident.incident_id, settled, incident)
-        return finding, Verdict.SETTLED, f"HyperPod reports the node {status}: node released"
+    step.update(incident.incident_id, settled, incident)
+    return Finding.RECOVERY_UNKNOWN, Verdict.SETTLED, f"{why}: node released"
+
+
+def _wait_or_person(step: Step, incident: Incident, what: str) -> tuple[Finding, Verdict, str]:
     waited = elapsed(incident.recovery_unknown or incident.updated_at, step.deps.clock.now())
-    why = f"the node is {status} {int(waited)} s after the close kept it"
+    why = f"{what} {int(waited)} s after the close kept it"
     if waited >= RECOVERY_PATIENCE_SECONDS:
-        return finding, Verdict.NEEDS_PERSON, why
-    return finding, Verdict.WAITING, why
+        return Finding.RECOVERY_UNKNOWN, Verdict.NEEDS_PERSON, why
+    return Finding.RECOVERY_UNKNOWN, Verdict.WAITING, why
 
 
 def _close_failed(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]:

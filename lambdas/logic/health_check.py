@@ -269,30 +269,7 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
             raise InvalidTransition(f"no health check to poll: incident is {incident.state}")
         if incident.is_job:
             return _check_job(step, incident)
-        status, request_id = node_status_of(deps, incident)
-        previous = incident.health_check or HealthCheckRecord()
-        result = health_result(status, previous.started)
-        changed = status != previous.status or result != previous.result
-        polls = (previous.polls or 0) + 1
-
-        def record(current: Incident) -> bool:
-            current.health_check = dataclasses.replace(
-                current.health_check or HealthCheckRecord(),
-                status=status,
-                result=result,
-                polls=polls,
-            )
-            current.node_status = status
-            return True
-
-        incident = step.update(ref.incident_id, record, incident)
-        if changed:
-            step.audit(
-                ref.incident_id,
-                AuditAction.HEALTH_CHECK_STATUS,
-                {"status": status, "result": result, "in_progress": result is None, "polls": polls},
-                [request_id],
-            )
+        incident, status, result = _check_node(step, incident)
         held = False
         if result is not None and status != NodeStatus.NOT_FOUND:
             # The approval request comes next: a storm or a pause holds it here, so no approval
@@ -310,7 +287,98 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
         }
 
 
+def _check_node(step: Step, incident: Incident) -> tuple[Incident, NodeStatus, str | None]:
+    """One look at a node-level check: recorded, audited when it changed."""
+    status, request_id = node_status_of(step.deps, incident)
+    previous = incident.health_check or HealthCheckRecord()
+    result = health_result(status, previous.started)
+    changed = status != previous.status or result != previous.result
+    polls = (previous.polls or 0) + 1
+
+    def record(current: Incident) -> bool:
+        current.health_check = dataclasses.replace(
+            current.health_check or HealthCheckRecord(),
+            status=status,
+            result=result,
+            polls=polls,
+        )
+        current.node_status = status
+        return True
+
+    incident = step.update(incident.incident_id, record, incident)
+    if changed:
+        step.audit(
+            incident.incident_id,
+            AuditAction.HEALTH_CHECK_STATUS,
+            {"status": status, "result": result, "in_progress": result is None, "polls": polls},
+            [request_id],
+        )
+    return incident, status, result
+
+
+# -- after a reboot that reconciliation saw through ------------------------------------------
+
+
+def start_after_reboot(step: Step, incident: Incident) -> HealthCheckRecord:
+    """The deep health check after a reboot, for an incident whose execution is gone
+    (reconciliation, `lambdas.logic.closing`): the same request `start_health_check` sends after
+    a reboot, recorded (the first check set aside under `before_reboot`) and audited; the
+    incident's state is left as it is. Not started when the node is not Running (the record
+    says why): the next run tries again."""
+    if not (incident.health_check and incident.health_check.after_reboot):
+        incident = step.update(incident.incident_id, _set_aside_health_check, incident)
+    if incident.is_job:
+        record, request_ids = _start_job_checks(step, incident)
+    else:
+        record, request_ids = _start_node_check(step, incident)
+    record = dataclasses.replace(record, after_reboot=True)
+
+    def save(current: Incident) -> bool:
+        before = current.health_check.before_reboot if current.health_check else None
+        current.health_check = dataclasses.replace(record, before_reboot=before)
+        if not current.is_job:
+            current.node_status = NodeStatus(str(record.status))
+        return True
+
+    incident = step.update(incident.incident_id, save, incident)
+    _audit_start(step, incident, record, request_ids, by="reconciliation")
+    return incident.health_check or record
+
+
+def poll_after_reboot(step: Step, incident: Incident) -> HealthCheckRecord:
+    """One look at the check `start_after_reboot` started, recorded as `check_health` records
+    it."""
+    if incident.is_job:
+        incident = _record_job_look(step, incident)
+    else:
+        incident, _, _ = _check_node(step, incident)
+    return incident.health_check or HealthCheckRecord()
+
+
+def passed_every_node(record: HealthCheckRecord) -> bool:
+    """A finished check that gives the node back: passed (or the node gone), on every node of a
+    job-level incident."""
+    fine = (HealthCheckResult.PASSED, HealthCheckResult.NODE_GONE)
+    if record.nodes is not None:
+        return bool(record.nodes) and all(n.result in fine for n in record.nodes.values())
+    return record.result in fine
+
+
 def _check_job(step: Step, incident: Incident) -> HealthStatus:
+    incident = _record_job_look(step, incident)
+    record = incident.health_check or HealthCheckRecord()
+    return {
+        "status": str(record.status),
+        "in_progress": record.result is None,
+        "scope": Scope.JOB,
+        "held": False,
+        "passed_after_reboot": False,
+    }
+
+
+def _record_job_look(step: Step, incident: Incident) -> Incident:
+    """One look at every node of a job-level check still running: recorded, audited when the
+    summary changed."""
     previous = incident.health_check or HealthCheckRecord()
     nodes = dict(previous.nodes or {})
     request_ids: list[str | None] = []
@@ -340,7 +408,7 @@ def _check_job(step: Step, incident: Incident) -> HealthStatus:
         )
         return True
 
-    step.update(incident.incident_id, record, incident)
+    incident = step.update(incident.incident_id, record, incident)
     if summary != previous.status:
         step.audit(
             incident.incident_id,
@@ -348,10 +416,4 @@ def _check_job(step: Step, incident: Incident) -> HealthStatus:
             {"status": summary, "in_progress": in_progress, "polls": polls},
             request_ids,
         )
-    return {
-        "status": summary,
-        "in_progress": in_progress,
-        "scope": Scope.JOB,
-        "held": False,
-        "passed_after_reboot": False,
-    }
+    return incident

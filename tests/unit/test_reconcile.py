@@ -38,21 +38,81 @@ def kept_by_a_failure_close(world: World) -> str:
     return incident_id
 
 
-def test_a_node_kept_for_a_reboot_is_released_once_hyperpod_reports_it_running():
+def cordoned(world: World) -> bool:
+    return world.kube.node(EKS, NODE)["unschedulable"] is True
+
+
+def reconcile_until_settled(world: World, runs: int = 10) -> list[dict]:
+    results = []
+    for _ in range(runs):
+        results.append(reconcile(world.deps))
+        if results[-1]["settled"] or results[-1]["needs_person"]:
+            break
+    return results
+
+
+def test_a_node_kept_for_a_reboot_is_released_only_after_the_health_check_after_it_passed():
     world = eks_world()
     incident_id = kept_by_a_failure_close(world)
     world.hyperpod.advance(5)  # the reboot ends: the node is Running again
 
-    result = reconcile(world.deps)
+    results = reconcile_until_settled(world)
 
-    assert [s["incident_id"] for s in result["settled"]] == [incident_id]
+    assert [s["incident_id"] for s in results[-1]["settled"]] == [incident_id]
+    assert all(r["settled"] == [] for r in results[:-1]) and len(results) > 2
+    assert len(world.hyperpod.calls_to("StartClusterHealthCheck")) == 2  # before and after
     node = world.kube.node(EKS, NODE)
     assert node["unschedulable"] is False and node["taints"] == []
     assert world.store.open_incident_id(CLUSTER, INSTANCE) is None
     assert world.store.guard_state(CLUSTER).open_ids == ()
     incident = world.incident(incident_id)
     assert incident.reconciled_at is not None
-    assert world.audit.actions(incident_id)[-1] == "reconciled"
+    assert incident.health_check.after_reboot and incident.health_check.result == "passed"
+    actions = world.audit.actions(incident_id)
+    started = [i for i, a in enumerate(actions) if a == "health_check_started"]
+    assert actions.index("reboot_done") < started[-1] < actions.index("reconciled")
+    assert actions[-1] == "reconciled"
+
+
+def test_a_reconcile_run_while_hyperpod_still_reports_the_rebooting_node_running_keeps_it():
+    world = eks_world()
+    incident_id = kept_by_a_failure_close(world)
+    node = world.hyperpod.node(CLUSTER, INSTANCE)
+    node.status, node.polls_left = "Running", 99  # the reboot is asked, not begun yet
+
+    result = reconcile(world.deps)
+
+    assert result["settled"] == [] and result["waiting"][0]["incident_id"] == incident_id
+    assert cordoned(world) and world.kube.count("uncordon") == 0
+    assert world.store.open_incident_id(CLUSTER, INSTANCE) == incident_id
+    assert world.hyperpod.calls_to("StartClusterHealthCheck")[1:] == []
+
+
+def test_a_node_seen_back_from_its_reboot_is_health_checked_and_kept_cordoned_meanwhile():
+    world = eks_world()
+    incident_id = kept_by_a_failure_close(world)
+    reconcile(world.deps)  # the node is seen down (Pending)
+
+    back = reconcile(world.deps)  # Running again: the reboot is done, the check starts
+
+    assert back["waiting"][0]["why"] == "back from its reboot: the health check started"
+    assert len(world.hyperpod.calls_to("StartClusterHealthCheck")) == 2
+    assert cordoned(world) and world.store.open_incident_id(CLUSTER, INSTANCE) == incident_id
+    assert world.incident(incident_id).reboot.done
+
+
+def test_a_node_that_fails_the_health_check_after_its_reboot_stays_cordoned_for_a_person():
+    world = eks_world()
+    incident_id = kept_by_a_failure_close(world)
+    world.hyperpod.set_health_check_result(CLUSTER, INSTANCE, passes=False)
+
+    results = reconcile_until_settled(world)
+
+    assert results[-1]["needs_person"][0]["incident_id"] == incident_id
+    assert "did not pass" in results[-1]["needs_person"][0]["why"]
+    assert cordoned(world) and world.kube.count("uncordon") == 0
+    assert world.store.open_incident_id(CLUSTER, INSTANCE) == incident_id
+    assert world.store.guard_state(CLUSTER).open_ids == (incident_id,)
 
 
 def test_a_node_kept_for_a_reboot_that_is_still_running_stays_cordoned_and_waits():

@@ -111,38 +111,54 @@ def check_reboot(ref: IncidentRef, deps: Deps) -> RebootStatus:
             _finish_reboot(step, incident, NodeStatus(str(incident.node_status)), [])
             return {"done": True, "gone": False, "status": str(incident.node_status)}
 
-        status, request_id = node_status_of(deps, incident)
-        if status == NodeStatus.NOT_FOUND:
-            step.audit(
-                ref.incident_id, AuditAction.REBOOT_NODE_GONE, {"node_status": status}, [request_id]
-            )
-            return {"done": False, "gone": True, "status": status}
-        polls = reboot.polls + 1
-        seen_down = reboot.seen_down or status != NodeStatus.RUNNING
-        if status == NodeStatus.RUNNING and (seen_down or polls >= RUNNING_POLLS_WITHOUT_DOWN):
-            _finish_reboot(step, incident, status, [request_id], polls=polls)
-            return {"done": True, "gone": False, "status": status}
-        changed = status != reboot.node_status
+        _, status, done = poll_reboot(step, incident)
+        gone = status == NodeStatus.NOT_FOUND
+        return {"done": done, "gone": gone, "status": status}
 
-        def note(current: Incident) -> bool:
-            current.reboot = dataclasses.replace(
-                current.reboot or RebootRecord(),
-                node_status=status,
-                polls=polls,
-                seen_down=seen_down,
-            )
-            current.node_status = status
-            return True
 
-        step.update(ref.incident_id, note, incident)
-        if changed:
-            step.audit(
-                ref.incident_id,
-                AuditAction.REBOOT_STATUS,
-                {"node_status": status, "polls": polls},
-                [request_id],
-            )
-        return {"done": False, "gone": False, "status": status}
+def poll_reboot(step: Step, incident: Incident) -> tuple[Incident, NodeStatus, bool]:
+    """One look at the node of a reboot asked for and not done: the incident as recorded, the
+    node's status, and whether the
+    reboot is now done (Running again after a status other than Running, or after
+    `RUNNING_POLLS_WITHOUT_DOWN` looks that all saw Running), recorded and audited. `check_reboot`
+    polls with it, and so does reconciliation (`lambdas.logic.closing`): a node is counted back
+    from its reboot on this evidence alone."""
+    reboot = incident.reboot or RebootRecord()
+    status, request_id = node_status_of(step.deps, incident)
+    if status == NodeStatus.NOT_FOUND:
+        step.audit(
+            incident.incident_id,
+            AuditAction.REBOOT_NODE_GONE,
+            {"node_status": status},
+            [request_id],
+        )
+        return incident, status, False
+    polls = reboot.polls + 1
+    seen_down = reboot.seen_down or status != NodeStatus.RUNNING
+    if status == NodeStatus.RUNNING and (seen_down or polls >= RUNNING_POLLS_WITHOUT_DOWN):
+        incident = _finish_reboot(step, incident, status, [request_id], polls=polls)
+        return incident, status, True
+    changed = status != reboot.node_status
+
+    def note(current: Incident) -> bool:
+        current.reboot = dataclasses.replace(
+            current.reboot or RebootRecord(),
+            node_status=status,
+            polls=polls,
+            seen_down=seen_down,
+        )
+        current.node_status = status
+        return True
+
+    incident = step.update(incident.incident_id, note, incident)
+    if changed:
+        step.audit(
+            incident.incident_id,
+            AuditAction.REBOOT_STATUS,
+            {"node_status": status, "polls": polls},
+            [request_id],
+        )
+    return incident, status, False
 
 
 def _start_reboot_record(current: Incident) -> None:
@@ -165,7 +181,7 @@ def _finish_reboot(
     request_ids: list[str | None],
     *,
     polls: int | None = None,
-) -> None:
+) -> Incident:
     dry_run = bool(incident.reboot and incident.reboot.dry_run)
 
     def record(current: Incident) -> bool:
@@ -180,7 +196,7 @@ def _finish_reboot(
         current.node_status = status
         return True
 
-    step.update(incident.incident_id, record, incident)
+    incident = step.update(incident.incident_id, record, incident)
     step.audit(
         incident.incident_id,
         AuditAction.REBOOT_DONE,
@@ -188,6 +204,7 @@ def _finish_reboot(
         request_ids,
     )
     count(M.REBOOTS_DONE)
+    return incident
 
 
 # -- the replacement -----------------------------------------------------------------------------
