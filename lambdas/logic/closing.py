@@ -15,6 +15,7 @@ what it can:
 | `execution_ended` | an open incident whose remediation execution is not running | closing it: `expired` when its approval timed out undecided, else `failed` |
 | `card_undelivered` | the approval card never went out | sending it again |
 | `orphan_slot` | a guard slot (and lock) held by an incident that is closed or unknown | releasing them (and any isolation still due) |
+| `execution_never_started` | an open incident (holding its lock and guard slot) whose remediation execution never started, `EXECUTION_START_GRACE_SECONDS` after it opened | starting it (`opening.execution.ensure_execution`); if that fails, closing it as failed, which gives back its lock and slot |
 | `approval_overdue` | an approval still waiting well past its timeout with its execution running | a person (alarm) |
 
 What it cannot settle within `RECOVERY_PATIENCE_SECONDS` (a node still not Running, a
@@ -34,6 +35,7 @@ from lambdas.logic.core import lifecycle
 from lambdas.logic.core.measures import elapsed, report_waiting
 from lambdas.logic.core.steps import Step, node_status_of, send_notice
 from lambdas.logic.evidence.history import record_history
+from lambdas.logic.opening.execution import ensure_execution
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.metric_names import closed_metric
@@ -203,6 +205,12 @@ it) needs a person."""
 ITEM_SECONDS: Final = 90.0
 """A run starts another incident only with at least this much time left (what closing one
 may take: the close_incident function's own timeout)."""
+EXECUTION_START_GRACE_SECONDS: Final = 900
+"""An open incident with no execution this long after it opened is started by reconciliation.
+The opening starts it itself, and a failed start is retried with its event; the execution is
+named after the incident, so a start from here can never run a second one. The wait only keeps
+reconciliation from racing an opening still in flight (a function runs for minutes at most),
+and bounds how long a lost start holds its lock and guard slot."""
 OPEN_STATES: Final = tuple(s for s in IncidentState if not s.terminal)
 
 
@@ -213,6 +221,7 @@ class Finding(StrEnum):
     CARD_UNDELIVERED = "card_undelivered"
     ORPHAN_SLOT = "orphan_slot"
     APPROVAL_OVERDUE = "approval_overdue"
+    EXECUTION_NEVER_STARTED = "execution_never_started"
 
 
 class Verdict(StrEnum):
@@ -295,7 +304,14 @@ def _stuck_open(step: Step) -> list[tuple[str, Act]]:
     for state in OPEN_STATES:
         for listed in step.deps.incidents.in_state(state):
             if not listed.execution_arn:
-                continue  # opening starts its execution; the next alarm retries that
+                if elapsed(listed.created_at, step.deps.clock.now()) < (
+                    EXECUTION_START_GRACE_SECONDS
+                ):
+                    continue  # the opening may still be starting it (or its retry)
+                incident = _fresh(step, listed)
+                if incident is not None and not incident.state.terminal:
+                    found.append((incident.incident_id, _bind(_start_execution, step, incident)))
+                continue
             running = _running(step, listed)
             waiting = listed.state is S.AWAITING_APPROVAL and not listed.decision
             if running and not (waiting and (listed.card_undelivered or _overdue(step, listed))):
@@ -441,6 +457,26 @@ def _close_ended(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]
         Verdict.SETTLED,
         f"execution {status}: closed as {closed['state']}",
     )
+
+
+def _start_execution(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]:
+    """Start the execution the opening never started; if it cannot start, close the incident as
+    failed (its lock and guard slot given back), with the reason."""
+    finding = Finding.EXECUTION_NEVER_STARTED
+    if incident.execution_arn:
+        return finding, Verdict.SETTLED, "its execution had started meanwhile"
+    try:
+        ensure_execution(step, incident.incident_id, incident)
+    except Exception as err:  # audited by ensure_execution (execution_start_failed)
+        error = {
+            "Error": "ExecutionNeverStarted",
+            "Cause": f"the remediation execution could not be started: {err}"[:2000],
+        }
+        closed = close_incident(
+            CloseRequest(incident.incident_id, Outcome.FAILED, error), step.deps
+        )
+        return finding, Verdict.SETTLED, f"it could not start: closed as {closed['state']}"
+    return finding, Verdict.SETTLED, "its execution started"
 
 
 def _resend(step: Step, incident: Incident) -> tuple[Finding, Verdict, str]:

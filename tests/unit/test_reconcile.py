@@ -10,10 +10,14 @@ from datetime import timedelta
 import pytest
 
 from lambdas.logic import approval, closing, recovery
-from lambdas.logic.closing import RECOVERY_PATIENCE_SECONDS, reconcile
+from lambdas.logic.closing import (
+    EXECUTION_START_GRACE_SECONDS,
+    RECOVERY_PATIENCE_SECONDS,
+    reconcile,
+)
 from lambdas.logic.core.steps import Step
 from lambdas.metric_names import PipelineMetric
-from lambdas.models.errors import ServiceUnavailable
+from lambdas.models.errors import ServiceUnavailable, Throttled
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.observability import metrics
@@ -261,3 +265,52 @@ def test_an_incident_the_lagging_index_still_lists_as_open_is_left_alone_once_cl
 
     assert result == {"settled": [], "waiting": [], "needs_person": [], "unfinished": False}
     assert "reconciled" not in world.audit.actions(incident_id)
+
+
+def opened_without_execution(world: World) -> str:
+    world.workflow.fail_next_start = Throttled("sfn throttled", request_id="sfn-x")
+    with pytest.raises(Throttled):
+        world.opened()
+    return next(iter(world.store.incidents))
+
+
+def test_an_incident_whose_execution_never_started_is_left_to_its_opening_within_the_grace():
+    world = World()
+    incident_id = opened_without_execution(world)
+
+    result = reconcile(world.deps)
+
+    assert result == {"settled": [], "waiting": [], "needs_person": [], "unfinished": False}
+    assert world.workflow.executions == {}
+    assert world.store.open_incident_id(CLUSTER, INSTANCE) == incident_id
+
+
+def test_an_incident_whose_execution_never_started_has_it_started_after_the_grace():
+    world = World()
+    incident_id = opened_without_execution(world)
+    world.clock.current += timedelta(seconds=EXECUTION_START_GRACE_SECONDS + 1)
+
+    result = reconcile(world.deps)
+
+    assert result["settled"][0]["finding"] == "execution_never_started"
+    assert list(world.workflow.executions) == [incident_id]
+    assert world.incident(incident_id).execution_arn is not None
+    assert world.audit.actions(incident_id)[-2:] == ["execution_started", "reconciled"]
+
+
+def test_an_incident_whose_execution_cannot_start_is_closed_and_gives_back_lock_and_slot():
+    world = World()
+    incident_id = opened_without_execution(world)
+    world.clock.current += timedelta(seconds=EXECUTION_START_GRACE_SECONDS + 1)
+    world.workflow.fail_next_start = Throttled("sfn throttled", request_id="sfn-y")
+
+    result = reconcile(world.deps)
+
+    assert result["settled"][0]["finding"] == "execution_never_started"
+    incident = world.incident(incident_id)
+    assert incident.state is S.FAILED and incident.error.details["Error"] == "ExecutionNeverStarted"
+    assert world.store.open_incident_id(CLUSTER, INSTANCE) is None
+    assert world.store.guard_state(CLUSTER).open_ids == ()
+    assert {"execution_start_failed", "incident_closed", "reconciled"} <= set(
+        world.audit.actions(incident_id)
+    )
