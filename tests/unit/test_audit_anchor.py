@@ -4,11 +4,20 @@ detected, naming the first bad entry."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from lambdas.logic import approval
 from lambdas.logic.core import ids
-from lambdas.logic.core.audit import GENESIS, seal, verify_anchored, verify_chain
+from lambdas.logic.core.audit import (
+    ANCHOR_GRACE_SECONDS,
+    CLOCK_SKEW_SECONDS,
+    GENESIS,
+    seal,
+    verify_anchored,
+    verify_chain,
+)
 from lambdas.logic.core.audit_check import check_audit
 from lambdas.models.audit import AuditEntry
 from lambdas.models.errors import DecisionRefused, ServiceUnavailable
@@ -138,11 +147,62 @@ def test_an_entry_too_recent_to_be_anchored_yet_is_not_held_against_the_chain(wo
         approval.decide(world.decision(incident_id), world.deps)
     entries = chain_of(world, incident_id)
 
+    verdict = verify_anchored(entries, world.anchor.records(incident_id), now=world.clock.now())
+
+    assert verdict.ok, verdict
+
+
+def forged_after(world: World, incident_id: str, at: str) -> AuditEntry:
+    """A correctly chained `decision_accepted` entry written straight to the table."""
+    entries = chain_of(world, incident_id)
+    extra = seal(
+        incident_id=incident_id,
+        seq=len(entries) + 1,
+        at=at,
+        actor="approver:mallory",
+        action="decision_accepted",
+        details={},
+        request_ids=[],
+        prev_hash=entries[-1].hash,
+    )
+    world.audit.append(extra)
+    return extra
+
+
+@pytest.mark.parametrize("at", ["9999-12-31T23:59:59+00:00", "9999-12-31", "not a date"])
+def test_the_scheduled_check_flags_an_entry_dated_ahead_of_its_clock(world, at):
+    incident_id = world.awaiting_approval()
+    extra = forged_after(world, incident_id, at)
+
+    result = check_audit(world.deps)
+
+    assert [(b["subject"], b["broken_seq"]) for b in result["broken"]] == [(incident_id, extra.seq)]
+    assert "ahead of the checker's clock" in result["broken"][0]["reason"]
+
+
+def test_an_entry_dated_a_few_seconds_ahead_is_within_the_skew(world):
+    incident_id = world.awaiting_approval()
+    world.anchor.fail_next = ServiceUnavailable("PutLogEvents failed")
+    with pytest.raises(ServiceUnavailable):
+        approval.decide(world.decision(incident_id), world.deps)
+    now = world.clock.now() - timedelta(seconds=CLOCK_SKEW_SECONDS - 5)
+
     verdict = verify_anchored(
-        entries, world.anchor.records(incident_id), settled_before=entries[-1].at
+        chain_of(world, incident_id), world.anchor.records(incident_id), now=now
     )
 
     assert verdict.ok, verdict
+
+
+def test_an_unanchored_entry_older_than_the_anchoring_delay_is_flagged(world):
+    incident_id = world.awaiting_approval()
+    extra = forged_after(world, incident_id, world.clock.now().isoformat())
+    world.clock.current += timedelta(seconds=ANCHOR_GRACE_SECONDS + 1)
+
+    result = check_audit(world.deps)
+
+    assert [b["broken_seq"] for b in result["broken"]] == [extra.seq]
+    assert "not in the anchor" in result["broken"][0]["reason"]
 
 
 def test_a_closed_incident_whose_closing_entries_were_cut_is_detected(world):

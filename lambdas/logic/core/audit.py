@@ -19,7 +19,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -142,12 +142,14 @@ def verify_anchored(
     anchored: Sequence[AnchorRecord],
     *,
     closed: bool = False,
-    settled_before: str | None = None,
+    now: datetime | None = None,
 ) -> ChainVerdict:
     """The chain (`verify_chain`), then against its anchor: every entry is the one anchored for
     its seq, no anchored seq lies beyond the chain's end, and a `closed` incident's chain holds
-    a closing entry. Entries written at or after `settled_before` (ISO time) may not be
-    anchored yet: they are not required to be (the anchor is written just after the entry)."""
+    a closing entry. Checked at `now` (the checker's own clock): an entry dated beyond it by
+    more than `CLOCK_SKEW_SECONDS`, or whose date does not read, is broken; one written less
+    than `ANCHOR_GRACE_SECONDS` before it may not be anchored yet and is not required to be (the
+    anchor is written just after the entry). Without `now` every entry must be anchored."""
     if not entries:
         return empty_chain(anchored)
     chain = verify_chain(entries)
@@ -158,9 +160,24 @@ def verify_anchored(
         hashes.setdefault(record.seq, set()).add(record.hash)
     ordered = sorted(entries, key=lambda e: e.seq)
     for checked, entry in enumerate(ordered):
+        dated = _dated(entry.at) if now is not None else None
+        if now is not None and (
+            dated is None or dated > now + timedelta(seconds=CLOCK_SKEW_SECONDS)
+        ):
+            return ChainVerdict(
+                False,
+                checked,
+                entry.seq,
+                f"entry {entry.seq} is dated {entry.at!r}, ahead of the checker's clock "
+                f"({now.isoformat()}) or unreadable: written around the pipeline",
+            )
         found = hashes.get(entry.seq)
         if found is None:
-            if settled_before is not None and entry.at >= settled_before:
+            if (
+                now is not None
+                and dated is not None
+                and dated >= now - timedelta(seconds=ANCHOR_GRACE_SECONDS)
+            ):
                 continue
             return ChainVerdict(
                 False,
@@ -199,6 +216,19 @@ def verify_anchored(
 ANCHOR_GRACE_SECONDS = 300
 """Entries younger than this may not be anchored yet (the anchor is written just after the
 entry, and read back eventually consistently): `verify` does not require them to be."""
+CLOCK_SKEW_SECONDS = 60
+"""How far ahead of the checker's clock an entry may be dated: the writers' clocks (Lambda's,
+synchronised) differ by far less. An entry dated further ahead was not written by the pipeline,
+and would otherwise pass for one too recent to be anchored yet."""
+
+
+def _dated(at: str) -> datetime | None:
+    """An entry's `at` as an aware time; None when it does not read as one."""
+    try:
+        dated = datetime.fromisoformat(at)
+    except (TypeError, ValueError):
+        return None
+    return dated if dated.tzinfo is not None else dated.replace(tzinfo=UTC)
 
 
 def verify_subjects(
@@ -217,15 +247,12 @@ def verify_subjects(
     for record in anchored:
         by_subject.setdefault(record.subject, []).append(record)
     closed_ones = set(closed)
-    settled_before = (
-        (now - timedelta(seconds=ANCHOR_GRACE_SECONDS)).isoformat() if now is not None else None
-    )
     return {
         subject: verify_anchored(
             chains.get(subject, []),
             by_subject.get(subject, []),
             closed=subject in closed_ones,
-            settled_before=settled_before,
+            now=now,
         )
         for subject in sorted(set(chains) | set(by_subject))
     }
