@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from lambdas.models import _fields as f
 from lambdas.models.errors import MalformedEvent
@@ -73,15 +73,32 @@ def envelope(event: Any, source: str, detail_type: str) -> tuple[str, Mapping[st
     return event_id, root
 
 
+EARLIEST: Final = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST: Final = datetime(2200, 1, 1, tzinfo=UTC)
+"""The times an event or report may carry: nothing the pipeline receives was written before
+2000 or after 2200, and the windows it computes from a time (hours, days either side) must not
+overflow `datetime`. A time outside them is malformed, like any other bad field."""
+
+
 def parse_time(value: str, path: str) -> datetime:
-    """An ISO 8601 time as AWS writes it (`...Z`, `...+0000`, `...+00:00`), in UTC."""
+    """An ISO 8601 time as AWS writes it (`...Z`, `...+0000`, `...+00:00`), in UTC; any time
+    that does not read, has no offset, cannot be moved to UTC (`9999-12-31T23:59:59-12:00`) or
+    lies outside `EARLIEST`..`LATEST` raises MalformedEvent naming `path`."""
     try:
         parsed = datetime.fromisoformat(value)
-    except ValueError as err:
-        raise MalformedEvent(path, f"not an ISO 8601 time: {value!r}") from err
+    except (TypeError, ValueError) as err:
+        raise MalformedEvent(path, f"not an ISO 8601 time: {short(value)!r}") from err
     if parsed.tzinfo is None:
-        raise MalformedEvent(path, f"time has no UTC offset: {value!r}")
-    return parsed.astimezone(UTC)
+        raise MalformedEvent(path, f"time has no UTC offset: {short(value)!r}")
+    try:
+        utc = parsed.astimezone(UTC)
+    except (OverflowError, ValueError) as err:
+        raise MalformedEvent(path, f"time out of range: {short(value)!r}") from err
+    if not EARLIEST <= utc < LATEST:
+        raise MalformedEvent(
+            path, f"time out of range {EARLIEST.year}..{LATEST.year}: {short(value)!r}"
+        )
+    return utc
 
 
 @dataclass(frozen=True, slots=True)

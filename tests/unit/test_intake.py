@@ -274,6 +274,53 @@ def test_a_report_naming_no_instance_is_not_stored_but_audited(world):
 # -- malformed events ---------------------------------------------------------------------------
 
 
+BAD_TIMES = [
+    "9999-12-31T23:59:59-12:00",  # cannot be moved to UTC: OverflowError
+    "0001-01-01T00:00:00+14:00",
+    "1970-01-01T00:00:00Z",
+    "2999-01-01T00:00:00Z",
+    "2026-13-01T00:00:00Z",
+]
+
+
+@pytest.mark.parametrize("at", BAD_TIMES)
+def test_a_report_whose_emitted_at_does_not_read_as_a_time_is_refused_naming_it(world, at):
+    event = copy.deepcopy(load_fixture("events", "sdc_report"))
+    event["detail"]["emitted_at"] = at
+    with pytest.raises(MalformedEvent, match=r"detail\.emitted_at") as err:
+        parse_report_event(event)
+
+    intake.refuse(event, err.value, "store_report", world.deps)
+
+    (entry,) = world.deps.audit.entries(ids.event_subject(event["id"]))
+    assert (entry.action, entry.details["field"]) == ("event_refused", "detail.emitted_at")
+
+
+@pytest.mark.parametrize("at", BAD_TIMES)
+@pytest.mark.parametrize(
+    "field",
+    [
+        "detail.state.timestamp",
+        "detail.muteDetail.muteWindowStart",
+        "detail.muteDetail.muteWindowEnd",
+    ],
+)
+def test_an_alarm_whose_time_does_not_read_is_refused_naming_the_field(world, at, field):
+    event = copy.deepcopy(load_fixture("events", "contributor_alarm_muted"))
+    *parents, key = field.split(".")[1:]
+    target = event["detail"]
+    for parent in parents:
+        target = target[parent]
+    target[key] = at
+    with pytest.raises(MalformedEvent) as err:
+        parse_contributor_event(event)
+
+    intake.refuse(event, err.value, "open_incident", world.deps)
+
+    (entry,) = world.deps.audit.entries(ids.event_subject(event["id"]))
+    assert (entry.action, entry.details["field"]) == ("event_refused", field)
+
+
 def test_a_refused_event_is_audited_under_its_id_naming_the_field(world):
     event = alarm_event()
     del event["detail"]["alarmContributor"]["attributes"]["InstanceId"]
