@@ -172,7 +172,7 @@ class Emitter:
         self.rank_map = rank_map if isinstance(rank_map, RankMap) else RankMap(rank_map)
         self.rank = rank if rank is not None else _env_rank()
         self.sink: Sink = sink or self._make_sink()
-        self.spool_path = spool.spool_file(self.config.spool_dir, self.rank)
+        self.spool_path = spool.spool_file(spool.ensure_spool_dir(self.config.spool_dir), self.rank)
 
     def _make_sink(self) -> Sink:
         if self.config.sink == "emf":

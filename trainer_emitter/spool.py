@@ -2,7 +2,13 @@
 
 A record keeps the complete report, its datapoints and which parts are still pending, so a
 replay delivers exactly what was missing, once: delivered records leave the file, records that
-fail again stay, and lines that cannot be read move to `<file>.rejected` rather than vanish.
+fail again stay, lines that cannot be read move to `<file>.rejected` and records that are not a
+valid report (`report_schema()`) to `<file>.invalid`, rather than vanish or be sent.
+
+The spool folder is the user's own (`ensure_spool_dir`): created 0700, and refused when it is a
+link, owned by someone else, or writable by group or others, since whoever can write there
+chooses what `sdc-replay-spool` sends with the training role. Files are opened without following
+links (`O_NOFOLLOW`), and created with `O_EXCL`.
 """
 
 from __future__ import annotations
@@ -12,14 +18,17 @@ import fcntl
 import json
 import logging
 import os
+import stat
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from trainer_emitter.contract import report_schema
 from trainer_emitter.mapping import Datapoint, Report
 from trainer_emitter.sinks import DeliveryError, Sink
 
@@ -27,6 +36,48 @@ log = logging.getLogger("trainer_emitter")
 
 SPOOL_VERSION = 1
 PARTS = ("metrics", "event")
+
+
+class SpoolError(OSError):
+    """The spool folder or a spool file is not safe to use: names it and why."""
+
+
+def ensure_spool_dir(spool_dir: Path) -> Path:
+    """The spool folder, created 0700 when missing; raises SpoolError when it is a link, not a
+    folder, owned by another user, or writable by group or others."""
+    with suppress(FileExistsError):
+        spool_dir.mkdir(mode=0o700, parents=True)
+    info = os.lstat(spool_dir)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise SpoolError(f"spool folder {spool_dir} is not a folder (a link or a file): refused")
+    if info.st_uid != os.geteuid():
+        raise SpoolError(
+            f"spool folder {spool_dir} is owned by uid {info.st_uid}, not by this user "
+            f"({os.geteuid()}): refused; use a folder of your own (SDC_SPOOL_DIR)"
+        )
+    if info.st_mode & 0o022:
+        raise SpoolError(
+            f"spool folder {spool_dir} is writable by group or others "
+            f"({stat.filemode(info.st_mode)}): refused; chmod 700 it or use another"
+        )
+    return spool_dir
+
+
+def _open(path: Path, mode: str) -> Any:
+    """`path` opened without following a link: "a" creates it (0600, `O_EXCL`) when missing,
+    "r+" and "r" need it to exist."""
+    nofollow = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    if mode == "a":
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | nofollow, 0o600)
+        except FileExistsError:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | nofollow)
+    else:
+        fd = os.open(path, (os.O_RDWR if mode == "r+" else os.O_RDONLY) | nofollow)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SpoolError(f"spool file {path} is not a regular file: refused")
+    return os.fdopen(fd, mode, encoding="utf-8")
 
 
 def spool_file(spool_dir: Path, rank: int | None) -> Path:
@@ -45,7 +96,7 @@ def append(path: Path, report: Report, namespace: str, pending: Sequence[str], r
         "report": report.detail,
     }
     line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_spool_dir(path.parent)
     # No fsync: the line must survive the training process, which the page cache ensures; an
     # fsync on a busy disk can take longer than the whole delivery deadline.
     with _locked(path, "a") as handle:
@@ -58,11 +109,13 @@ class ReplayResult:
     delivered: list[str] = field(default_factory=list)
     still_pending: list[str] = field(default_factory=list)
     rejected_lines: int = 0
+    invalid: list[str] = field(default_factory=list)
+    """Records whose report is not a valid report: set aside in `<file>.invalid`, not sent."""
     files: list[Path] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.still_pending and not self.rejected_lines
+        return not self.still_pending and not self.rejected_lines and not self.invalid
 
 
 def replay(paths: Sequence[Path], sink: Sink) -> ReplayResult:
@@ -73,12 +126,24 @@ def replay(paths: Sequence[Path], sink: Sink) -> ReplayResult:
         with _locked(path, "r+") as handle:
             keep: list[str] = []
             rejected: list[str] = []
+            invalid: list[str] = []
             for line in handle.read().splitlines():
                 if not line.strip():
                     continue
                 try:
                     record = json.loads(line)
-                    report_id = record["report"]["report_id"]
+                    report_id = str(record["report"]["report_id"])
+                    problem = _invalid(record)
+                    if problem is not None:
+                        log.error(
+                            "spool record %s in %s is not a valid report (%s); moved to .invalid",
+                            report_id[:100],
+                            path,
+                            problem,
+                        )
+                        invalid.append(line)
+                        result.invalid.append(report_id)
+                        continue
                     pending = _send(record, sink)
                 except (ValueError, KeyError, TypeError) as exc:
                     log.error("spool line in %s cannot be read (%s); moved to .rejected", path, exc)
@@ -92,8 +157,11 @@ def replay(paths: Sequence[Path], sink: Sink) -> ReplayResult:
                     result.delivered.append(report_id)
             if rejected:
                 result.rejected_lines += len(rejected)
-                with path.with_suffix(path.suffix + ".rejected").open("a") as bad:
+                with _open(path.with_suffix(path.suffix + ".rejected"), "a") as bad:
                     bad.write("\n".join(rejected) + "\n")
+            if invalid:
+                with _open(path.with_suffix(path.suffix + ".invalid"), "a") as aside:
+                    aside.write("\n".join(invalid) + "\n")
             handle.seek(0)
             handle.truncate()
             if keep:
@@ -101,6 +169,35 @@ def replay(paths: Sequence[Path], sink: Sink) -> ReplayResult:
         if not keep:
             path.unlink(missing_ok=True)
     return result
+
+
+def _invalid(record: dict[str, Any]) -> str | None:
+    """Why the record cannot be re-sent (its report against the report schema, its pending
+    parts and datapoints against what the emitter writes), or None."""
+    validate, error = _report_validator()
+    try:
+        validate(record["report"])
+    except error as err:
+        return f"{getattr(err, 'name', 'report')}: {getattr(err, 'message', err)}"
+    if not isinstance(record.get("namespace"), str) or not record["namespace"]:
+        return "namespace: not a string"
+    datapoints = record.get("datapoints")
+    if not isinstance(datapoints, list):
+        return "datapoints: not a list"
+    try:
+        for d in datapoints:
+            Datapoint.from_json(d)
+    except (KeyError, TypeError, ValueError) as err:
+        return f"datapoints: {err!r}"
+    return None
+
+
+@cache
+def _report_validator() -> tuple[Any, type[Exception]]:
+    """The report schema (`trainer_emitter/schemas`), compiled once per replay."""
+    import fastjsonschema
+
+    return fastjsonschema.compile(report_schema()), fastjsonschema.JsonSchemaException
 
 
 def _send(record: dict[str, Any], sink: Sink) -> list[str]:
@@ -124,16 +221,16 @@ def _send(record: dict[str, Any], sink: Sink) -> list[str]:
 
 def _spool_files(paths: Sequence[Path]) -> Iterator[Path]:
     for path in paths:
-        if path.is_dir():
-            yield from sorted(path.glob("*.jsonl"))
-        elif path.exists():
-            yield path
+        if path.is_dir() and not path.is_symlink():
+            yield from sorted(p for p in path.glob("*.jsonl") if not p.is_symlink())
+        elif path.exists() or path.is_symlink():
+            yield path  # a link is refused when it is opened
 
 
 @contextmanager
 def _locked(path: Path, mode: str) -> Iterator[Any]:
     """An exclusive lock, so a replay and a training process appending never interleave."""
-    with path.open(mode, encoding="utf-8") as handle:
+    with _open(path, mode) as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield handle
@@ -174,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "delivered": result.delivered,
                 "still_pending": result.still_pending,
                 "rejected_lines": result.rejected_lines,
+                "invalid": result.invalid,
                 "files": [str(p) for p in result.files],
             },
             indent=2,

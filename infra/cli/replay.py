@@ -37,6 +37,7 @@ def cmd_replay_spool(op: Operator, args: argparse.Namespace) -> int:
                 "delivered": result.delivered,
                 "still_pending": result.still_pending,
                 "rejected_lines": result.rejected_lines,
+                "invalid": result.invalid,
                 "files": [str(p) for p in result.files],
             }
         )
@@ -50,4 +51,6 @@ def cmd_replay_spool(op: Operator, args: argparse.Namespace) -> int:
             print(f"  still pending  {report_id} (kept in its spool file for the next replay)")
         if result.rejected_lines:
             print(f"  {result.rejected_lines} unreadable lines set aside in <file>.rejected")
+        if result.invalid:
+            print(f"  {len(result.invalid)} invalid reports set aside in <file>.invalid, not sent")
     return EXIT_OK if result.ok else EXIT_FAILED
