@@ -25,6 +25,7 @@ replacement that never happened) is audited once as `reconcile_needs_person` and
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -248,12 +249,7 @@ class Result:
         }[verdict].append(entry)
 
     def to_record(self) -> dict[str, Any]:
-        return {
-            "settled": self.settled,
-            "waiting": self.waiting,
-            "needs_person": self.needs_person,
-            "unfinished": self.unfinished,
-        }
+        return dataclasses.asdict(self)
 
 
 def reconcile(deps: Deps, time_left: Callable[[], float] | None = None) -> dict[str, Any]:

@@ -3,12 +3,11 @@ has collected while more are required (`lambdas.logic.approval`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from lambdas.models._record import known_fields
+from lambdas.models._record import read_record, record_of
 from lambdas.models.payloads import Decision
 
 BINDING_HEADER: Final = "x-sdc-approval"
@@ -73,22 +72,13 @@ class Principal:
         return self.arn if self.verified and self.arn else "unverified (console approval)"
 
     def to_record(self) -> dict[str, Any]:
-        return {
-            **dataclasses.asdict(self),
-            "source": self.source.value,
-            "verified": self.verified,
-            "session_name": self.session_name,
-        }
+        """Its fields, and `verified` and `session_name` derived from them for whoever reads the
+        record without this class (not read back)."""
+        return {**record_of(self), "verified": self.verified, "session_name": self.session_name}
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Principal:
-        values = known_fields(cls, record)
-        return cls(
-            source=PrincipalSource(values["source"]),
-            arn=values.get("arn"),
-            account=values.get("account"),
-            user_id=values.get("user_id"),
-        )
+        return read_record(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,22 +94,8 @@ class ApprovalRecord:
     """How many distinct approvals the deployment required when this one was recorded."""
 
     def to_record(self) -> dict[str, Any]:
-        return {
-            "decision": self.decision,
-            "principal": self.principal.to_record(),
-            "approval_execution_arn": self.approval_execution_arn,
-            "at": self.at,
-            "comment": self.comment,
-            "required": self.required,
-        }
+        return record_of(self)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ApprovalRecord:
-        return cls(
-            decision=Decision(record["decision"]),
-            principal=Principal.from_record(dict(record["principal"])),
-            approval_execution_arn=str(record["approval_execution_arn"]),
-            at=str(record["at"]),
-            comment=record.get("comment"),
-            required=int(record.get("required") or 1),
-        )
+        return read_record(cls, record)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from lambdas.models._record import read_record, record_of
+
 
 class AuditAction(StrEnum):
     """Every action the pipeline writes to the audit log, by stage. The values are what the
@@ -124,17 +126,7 @@ class AuditEntry:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> AuditEntry:
-        return cls(
-            incident_id=str(record["incident_id"]),
-            seq=int(record["seq"]),
-            at=str(record["at"]),
-            actor=str(record["actor"]),
-            action=str(record["action"]),
-            details=dict(record.get("details") or {}),
-            request_ids=[str(r) for r in record.get("request_ids") or []],
-            prev_hash=str(record.get("prev_hash", "")),
-            hash=str(record.get("hash", "")),
-        )
+        return read_record(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +140,7 @@ class AnchorRecord:
     action: str
 
     def to_record(self) -> dict[str, Any]:
-        return {"subject": self.subject, "seq": self.seq, "hash": self.hash, "action": self.action}
+        return record_of(self)
 
     @classmethod
     def of(cls, entry: AuditEntry) -> AnchorRecord:
@@ -156,9 +148,4 @@ class AnchorRecord:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> AnchorRecord:
-        return cls(
-            subject=str(record["subject"]),
-            seq=int(record["seq"]),
-            hash=str(record["hash"]),
-            action=str(record["action"]),
-        )
+        return read_record(cls, record)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models._record import known_fields
+from lambdas.models._record import read_record, record_of
 from lambdas.models.states import IncidentState
 
 
@@ -50,22 +49,15 @@ class HoldRecord:
             return None
 
     def to_record(self) -> dict[str, Any]:
-        mute = {
-            "mute_rule": self.mute_rule,
-            "mute_rule_arn": self.mute_rule_arn,
-            "mute_window_start": self.mute_window_start,
-            "mute_window_end": self.mute_window_end,
-        }
-        return {
-            "kind": self.kind,
-            "reason": self.reason,
-            "hold_id": self.hold_id,
-            **{k: v for k, v in mute.items() if v is not None},
-        }
+        """`hold_id` always (None but for storm holds); the mute rule's keys on muted holds."""
+        return record_of(self, omit_none=_MUTE_KEYS)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> HoldRecord:
-        return cls(**known_fields(cls, record))
+        return read_record(cls, record)
+
+
+_MUTE_KEYS = ("mute_rule", "mute_rule_arn", "mute_window_start", "mute_window_end")
 
 
 def reads_as_paused(value: str | None) -> bool:
@@ -157,12 +149,11 @@ class ClusterHold:
         return self.lifted_at is None
 
     def to_record(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return record_of(self)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ClusterHold:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in record.items() if k in known})
+        return read_record(cls, record)
 
 
 PAST_INCIDENTS_LIMIT = 50
@@ -191,13 +182,8 @@ class PastIncident:
         return self.state != IncidentState.SKIPPED and self.hold_kind != HoldKind.STORM
 
     def to_record(self) -> dict[str, Any]:
-        record = dataclasses.asdict(self)
-        record["gpu_uuids"] = list(self.gpu_uuids)
-        return record
+        return record_of(self)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> PastIncident:
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in record.items() if k in known}
-        values["gpu_uuids"] = tuple(values.get("gpu_uuids") or ())
-        return cls(**values)
+        return read_record(cls, record)

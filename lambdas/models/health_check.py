@@ -10,12 +10,11 @@ recorded (`status` set); `requesting_at`, `polls`, `resumed`, `after_reboot` and
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models._record import known_fields, present
+from lambdas.models._record import read_record, record_of
 
 
 class HealthCheckResult(StrEnum):
@@ -45,11 +44,11 @@ class NodeCheck:
     """None while its check runs; then node_gone, not_run, passed or failed."""
 
     def to_record(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return record_of(self)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> NodeCheck:
-        return cls(**known_fields(cls, record))
+        return read_record(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +63,11 @@ class CheckSummary:
     started_at: str | None = None
 
     def to_record(self) -> dict[str, Any]:
-        record = dataclasses.asdict(self)
-        record["checks"] = None if self.checks is None else list(self.checks)
-        return record
+        return record_of(self)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> CheckSummary:
-        values = known_fields(cls, record)
-        if values.get("checks") is not None:
-            values["checks"] = tuple(values["checks"])
-        return cls(**values)
+        return read_record(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,35 +107,19 @@ class HealthCheckRecord:
         )
 
     def to_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {}
-        if self.recorded:
-            record |= {"started": self.started, "checks": list(self.checks)}
-            if self.nodes is not None:
-                record["nodes"] = {k: n.to_record() for k, n in self.nodes.items()}
-            record |= {
-                "status": self.status,
-                "result": self.result,
-                "reason": self.reason,
-                "started_at": self.started_at,
-                **present(resumed=self.resumed),
-            }
-        if self.after_reboot:
-            record["after_reboot"] = True
-        before = self.before_reboot.to_record() if self.before_reboot else None
-        return record | present(
-            before_reboot=before, polls=self.polls, requesting_at=self.requesting_at
-        )
+        """The check's own keys once it was recorded (the module docstring), `after_reboot` only
+        when true, the others once known (not None)."""
+        unwritten = set() if self.recorded else set(_CHECK)
+        if not self.after_reboot:
+            unwritten.add("after_reboot")
+        return record_of(self, omit_none=_ONCE_KNOWN, skip=unwritten)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> HealthCheckRecord:
-        values = known_fields(cls, record)
-        values["checks"] = tuple(values.get("checks") or ())
-        values["started"] = bool(values.get("started"))
-        values["after_reboot"] = bool(values.get("after_reboot"))
-        if values.get("nodes") is not None:
-            values["nodes"] = {k: NodeCheck.from_record(n) for k, n in values["nodes"].items()}
-        if values.get("before_reboot"):
-            values["before_reboot"] = CheckSummary.from_record(values["before_reboot"])
-        else:
-            values["before_reboot"] = None
-        return cls(**values)
+        return read_record(cls, record)
+
+
+_CHECK = ("started", "checks", "nodes", "status", "result", "reason", "started_at", "resumed")
+"""The keys of the check itself: written once it was recorded (`nodes` and `resumed` only when
+not None)."""
+_ONCE_KNOWN = ("nodes", "resumed", "before_reboot", "polls", "requesting_at")

@@ -7,12 +7,13 @@ are `ClusterEventSummary` and `ClusterEventDetail`.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
+
+from lambdas.models._record import read_record, record_of
 
 
 class AwsVocabulary(StrEnum):
@@ -149,12 +150,11 @@ class ClusterEvent:
     """`EventDetails.EventMetadata.Instance.FailureMessage` (or the instance group's)."""
 
     def to_record(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return record_of(self)
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ClusterEvent:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in record.items() if k in known})
+        return read_record(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,14 +278,8 @@ class HyperPodView:
     labels_error: str | None = None
 
     def to_record(self) -> dict[str, Any]:
-        record = dataclasses.asdict(self)
-        record["labels"] = [list(pair) for pair in self.labels]
-        return record
+        return record_of(self)
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> HyperPodView:
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in record.items() if k in known}
-        values["events"] = tuple(ClusterEvent.from_record(e) for e in values.get("events") or ())
-        values["labels"] = tuple((str(k), str(v)) for k, v in values.get("labels") or ())
-        return cls(**values)
+        return read_record(cls, record)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from lambdas.models._record import read_record, record_of
 from lambdas.models.errors import ErrorRecord
 from lambdas.models.guard import HoldKind, HoldRecord, slot_names
 from lambdas.models.health_check import HealthCheckRecord
@@ -205,41 +204,15 @@ class Incident:
         `outcome` where the item has always had them, for whoever reads the table or the item
         `sdc show --json` prints (in this order)."""
         record: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            record[f.name] = value.to_record() if f.name in _PARTS and value else value
-            if f.name == "node_recovery":
+        for key, value in record_of(self).items():
+            record[key] = value
+            if key == "node_recovery":
                 record["metrics"] = self.metrics
-            elif f.name == "replacement":
+            elif key == "replacement":
                 record["outcome"] = self.outcome
-        record["state"] = self.state.value
-        record["evidence"] = copy.deepcopy(self.evidence)
-        record["instance_ids"] = list(self.instance_ids)
-        record["approvals"] = copy.deepcopy(self.approvals)
         return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Incident:
         """The incident a stored item describes; `metrics` and `outcome` are derived again."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in record.items() if k in known}
-        values["state"] = IncidentState(values["state"])
-        for name, part in _PARTS.items():
-            if isinstance(values.get(name), dict):
-                values[name] = part.from_record(values[name])
-        return cls(**values)
-
-
-_PARTS: dict[str, Any] = {
-    "health_check": HealthCheckRecord,
-    "decision": DecisionRecord,
-    "replacement": ReplacementRecord,
-    "error": ErrorRecord,
-    "hold": HoldRecord,
-    "isolation": IsolationRecord,
-    "reboot": RebootRecord,
-    "telemetry": TelemetryRecord,
-    "hyperpod": HyperPodView,
-    "recommendation": Recommendation,
-}
-"""The record type of each part stored as a map."""
+        return read_record(cls, record)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models._record import known_fields, present
+from lambdas.models._record import read_record, record_of
 
 
 class IsolationState(StrEnum):
@@ -74,25 +74,20 @@ class IsolatedNode:
     """The Kubernetes API's HTTP status when it refused (not isolated)."""
 
     def to_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"state": self.state, "node_name": self.node_name}
-        record |= present(
-            was_unschedulable=self.was_unschedulable, resource_version=self.resource_version
-        )
-        if self.cordoned_by_us is not None:
-            record |= {
-                "cordoned_by_us": self.cordoned_by_us,
-                "taint_added": self.taint_added,
-                "found_taint": self.found_taint,
-            }
-        if self.state != IsolationState.PENDING:
-            record |= {"reason": self.reason, "cause": self.cause}
-        if self.state == IsolationState.NOT_ISOLATED:
-            record["status"] = self.status
-        return record
+        """What its state needs (the module docstring): the cordon's keys once it is known
+        whether the cordon is ours, the outcome's once not pending, `status` when refused."""
+        unwritten = set()
+        if self.cordoned_by_us is None:
+            unwritten |= {"cordoned_by_us", "taint_added", "found_taint"}
+        if self.state == IsolationState.PENDING:
+            unwritten |= {"reason", "cause"}
+        if self.state != IsolationState.NOT_ISOLATED:
+            unwritten.add("status")
+        return record_of(self, omit_none=("was_unschedulable", "resource_version"), skip=unwritten)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> IsolatedNode:
-        return cls(**known_fields(cls, record))
+        return read_record(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,20 +112,10 @@ class IsolationRecord:
         return self.nodes.get(instance_id)
 
     def to_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = present(taint=self.taint)
-        record |= {
-            "eks_cluster": self.eks_cluster,
-            "nodes": {k: n.to_record() for k, n in self.nodes.items()},
-            "state": self.state,
-        }
-        if self.settled:
-            record |= {"cause": self.cause, "reason": self.reason, "at": self.at}
-        return record | present(released_at=self.released_at)
+        """`cause`, `reason` and `at` once settled; `taint` and `released_at` once known."""
+        unwritten = () if self.settled else ("cause", "reason", "at")
+        return record_of(self, omit_none=("taint", "released_at"), skip=unwritten)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> IsolationRecord:
-        values = known_fields(cls, record)
-        values["nodes"] = {
-            k: IsolatedNode.from_record(n) for k, n in (values.get("nodes") or {}).items()
-        }
-        return cls(**values)
+        return read_record(cls, record)

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lambdas.models._record import record_of
+
 NODE_HEALTH_LABEL: Final = "sagemaker.amazonaws.com/node-health-status"
 """HyperPod's node health label on EKS: with NodeRecovery Automatic, HyperPod reboots a node set
 to `UnschedulablePendingReboot` and replaces one set to `UnschedulablePendingReplacement`."""
@@ -157,11 +159,4 @@ class NodeChange:
     """PATCH attempts (a 409 Conflict re-reads the node and tries again)."""
 
     def to_record(self) -> dict[str, Any]:
-        return {
-            "node_name": self.node_name,
-            "resource_version": self.resource_version,
-            "unschedulable_changed": self.unschedulable_changed,
-            "taint_changed": self.taint_changed,
-            "found_taint": self.found_taint,
-            "attempts": self.attempts,
-        }
+        return record_of(self)

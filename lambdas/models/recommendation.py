@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from lambdas.models._record import read_record, record_of
 from lambdas.models.guard import PastIncident
 
 
@@ -77,24 +78,8 @@ class Recommendation:
         }
 
     def to_record(self) -> dict[str, Any]:
-        return {
-            "advice": self.advice.value,
-            "reasons": list(self.reasons),
-            "history": list(self.history),
-            "unconfirmed": list(self.unconfirmed),
-            "past": [p.to_record() for p in self.past],
-            "past_left_out": self.past_left_out,
-            "judged_at": self.judged_at,
-        }
+        return record_of(self)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Recommendation:
-        return cls(
-            advice=Advice(record["advice"]),
-            reasons=tuple(record.get("reasons") or ()),
-            history=tuple(record.get("history") or ()),
-            unconfirmed=tuple(record.get("unconfirmed") or ()),
-            past=tuple(PastIncident.from_record(p) for p in record.get("past") or ()),
-            past_left_out=int(record.get("past_left_out") or 0),
-            judged_at=record.get("judged_at"),
-        )
+        return read_record(cls, record)

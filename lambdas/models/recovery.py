@@ -10,10 +10,11 @@ each request writes even when it has no value (`path`, `requested_at`; the repla
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
-from lambdas.models._record import known_fields, present
+from lambdas.models._record import read_record, record_of
 from lambdas.models.approvals import Delivery
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.payloads import Decision, RecoveryStatus
@@ -49,26 +50,11 @@ class DecisionRecord:
     def to_record(self) -> dict[str, Any]:
         """The four keys every decision has had, then the ones it knows of its approver and
         delivery (absent on records written before they were kept)."""
-        return {
-            "decision": self.decision.value,
-            "comment": self.comment,
-            "approval_execution_arn": self.approval_execution_arn,
-            "at": self.at,
-            **present(principal=self.principal, approvals=self.approvals, delivery=self.delivery),
-        }
+        return record_of(self, omit_none=("principal", "approvals", "delivery"))
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> DecisionRecord:
-        values = known_fields(cls, record)
-        return cls(
-            decision=Decision(values["decision"]),
-            comment=values.get("comment"),
-            approval_execution_arn=values.get("approval_execution_arn"),
-            at=values.get("at"),
-            principal=values.get("principal"),
-            approvals=values.get("approvals"),
-            delivery=values.get("delivery"),
-        )
+        return read_record(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,28 +92,29 @@ class Recovery:
         """Whether a request's answer (or why none was sent) was recorded."""
         return self.attempts is not None
 
-    def _request_record(self) -> dict[str, Any]:
-        asked = (
-            {
-                "path": self.path,
-                "status": self.status,
-                "attempts": self.attempts,
-                "requested_at": self.requested_at,
-            }
-            if self.answered
-            else {}
-        )
-        return {
-            **present(pending=self.pending, sent_at=self.sent_at),
-            **asked,
-            **present(
-                dry_run=self.dry_run,
-                requested_by_us=self.requested_by_us,
-                last=self.last,
-                node_status=self.node_status,
-                done_at=self.done_at,
-            ),
-        }
+    def _record(
+        self, *, always: Collection[str] = (), never: Collection[str] = ()
+    ) -> dict[str, Any]:
+        """The keys its state writes: `_ANSWER`'s once a request's answer was recorded (even
+        None), `_KNOWN`'s once known (not None), the subclass's own fields always (even None);
+        the subclass's state adds keys it writes `always` and takes away those it `never`
+        writes."""
+        unanswered = set() if self.answered else _ANSWER - set(always)
+        return record_of(self, omit_none=_KNOWN, skip=unanswered | set(never))
+
+
+_ANSWER: Final = frozenset({"path", "status", "attempts", "requested_at"})
+"""Written (even when None) once a request's answer was recorded, absent before."""
+_KNOWN: Final = {
+    "pending",
+    "sent_at",
+    "dry_run",
+    "requested_by_us",
+    "last",
+    "node_status",
+    "done_at",
+}
+"""Written once known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,14 +123,14 @@ class ReplacementRecord(Recovery):
     """Recorded when it is done: the instance HyperPod put in the node's place, if named."""
 
     def to_record(self) -> dict[str, Any]:
-        record = self._request_record()
+        """A done replacement writes its status and `new_instance_id` (even None)."""
         if self.done:
-            record |= {"status": self.status, "new_instance_id": self.new_instance_id}
-        return record
+            return self._record(always={"status"})
+        return self._record(never={"new_instance_id"})
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ReplacementRecord:
-        return cls(**known_fields(cls, record))
+        return read_record(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,23 +148,12 @@ class RebootRecord(Recovery):
         return self.count is not None
 
     def to_record(self) -> dict[str, Any]:
-        record = self._request_record()
+        """A started reboot writes its decision, count, path, status, polls and seen_down
+        (even None)."""
         if self.started:
-            record |= {
-                "decision": self.decision.to_record() if self.decision else None,
-                "count": self.count,
-                "path": self.path,
-                "status": self.status,
-                "polls": self.polls,
-                "seen_down": self.seen_down,
-            }
-        return record
+            return self._record(always={"path", "status"})
+        return self._record(never={"decision", "count", "polls", "seen_down"})
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> RebootRecord:
-        values = known_fields(cls, record)
-        if values.get("decision"):
-            values["decision"] = DecisionRecord.from_record(values["decision"])
-        values["polls"] = int(values.get("polls") or 0)
-        values["seen_down"] = bool(values.get("seen_down"))
-        return cls(**values)
+        return read_record(cls, record)

@@ -8,11 +8,12 @@ the approver saw. Plain JSON-able fields only, so it round-trips through DynamoD
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
+
+from lambdas.models._record import read_record, record_of
 
 
 class TelemetryState(StrEnum):
@@ -70,8 +71,7 @@ class TelemetryFinding:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> TelemetryFinding:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in record.items() if k in known})
+        return read_record(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,18 +113,11 @@ class TelemetryRecord:
         return [f for f in self.findings if f.severity == Severity.HISTORY]
 
     def to_record(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return record_of(self)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> TelemetryRecord:
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in record.items() if k in known}
-        values["findings"] = tuple(
-            TelemetryFinding.from_record(f) for f in values.get("findings") or ()
-        )
-        for name in ("gpu_uuids", "context", "read", "not_exported"):
-            values[name] = tuple(values.get(name) or ())
-        return cls(**values)
+        return read_record(cls, record)
 
 
 def span(start: datetime, end: datetime) -> str:
