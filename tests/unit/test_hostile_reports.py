@@ -461,6 +461,32 @@ def test_a_culprit_on_a_node_the_job_runs_on_proposes_what_its_evidence_says():
     assert world.kube.count("pod_nodes") == 1
 
 
+def test_a_contributor_alarm_for_a_node_no_job_runs_on_cordons_nothing_and_is_skipped():
+    world = job_pods_world()
+    other = cluster_of(world, 1)[0]
+    world.kube.add_node(EKS, "node-other", other)  # a node of the cluster, no job's pod on it
+
+    result = alarm_on(world, other)
+
+    assert result["action"] == "skipped"
+    assert "no job runs a pod on node node-other" in world.incident(result["incident_id"]).reason
+    assert nothing_acted(world)
+    assert world.store.flagged_instances(CLUSTER, 0) == set()
+
+
+def test_forged_alarms_for_nodes_no_job_runs_on_start_no_storm_and_a_genuine_one_opens():
+    world = job_pods_world()
+    world.settings = dataclasses.replace(world.settings, storm_threshold=2)
+    for n, other in enumerate(cluster_of(world, 4)):
+        world.kube.add_node(EKS, f"node-{n}", other)
+        alarm_on(world, other, f"alarm-forged-{n}")
+
+    result = alarm_on(world, INSTANCE)
+
+    assert world.store.active_hold(CLUSTER) is None
+    assert result["action"] == "opened"
+
+
 def test_a_job_name_that_is_no_label_value_cannot_be_checked_and_acts_on_nothing():
     world = job_pods_world()
 
