@@ -529,6 +529,43 @@ def held_big_job(world: World, nodes: int = 6) -> tuple[str, list[str]]:
     return job["incident_id"], named
 
 
+def held_job_on_eks(world: World, runs_on: int) -> tuple[str, list[str]]:
+    """A job-level incident over 6 Kubernetes nodes, held by a guard of 3, whose job `llama`
+    runs pods on the first `runs_on` of them only."""
+    isolate = {CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS, job_pods=JOB_LABEL)}
+    world.settings = settings(storm_threshold=100, node_isolation=isolate)
+    named = cluster_of(world, 36)[:6]
+    for n, node in enumerate(named):
+        world.kube.add_node(EKS, f"node-{n}", node)
+        if n < runs_on:
+            world.kube.add_pod(EKS, f"node-{n}", {JOB_LABEL: "llama"})
+    (job,) = store(world, forged_event(named, job_name="llama"))["incidents"]
+    assert job["action"] == "held"
+    return job["incident_id"], named
+
+
+def test_proceed_on_a_held_job_the_job_runs_on_none_of_is_refused_and_acts_on_nothing():
+    world = World(eks_cluster=EKS)
+    held, _ = held_job_on_eks(world, runs_on=0)
+
+    with pytest.raises(DecisionRefused, match="that Kubernetes confirms"):
+        approval.decide(world.decision(held, "proceed"), world.deps)
+
+    assert nothing_acted(world)
+    assert world.store.guard_state(CLUSTER).open_nodes == 0
+
+
+def test_proceed_acts_only_on_the_held_nodes_kubernetes_confirms():
+    world = World(eks_cluster=EKS)
+    held, named = held_job_on_eks(world, runs_on=2)
+
+    approval.decide(world.decision(held, "proceed"), world.deps)
+
+    (opened,) = [i for i in world.store.incidents.values() if i.state is S.OPENED]
+    assert opened.instance_ids == named[:2]
+    assert set(opened.unconfirmed) == set(named[2:])
+
+
 def test_the_held_notice_of_a_job_too_large_for_the_guard_says_how_to_let_it_proceed(world):
     held, _ = held_big_job(world)
 
