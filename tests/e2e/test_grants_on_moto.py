@@ -17,10 +17,10 @@ from infra.local.routing import new_event
 from infra.local.run import ACCOUNT, CLUSTER, REGION, LocalRun, default_cluster
 from lambdas.logic.opening.proceeding import proceed_id
 from lambdas.models.incident import IncidentState
-from tests.unit.reports import NODES, forged_event
-from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
 from tests.e2e.test_pipeline_on_moto import CULPRIT_INSTANCE, open_from_fixture
 from tests.e2e.test_stuck_on_moto import wait_until
+from tests.unit.reports import NODES, forged_event
+from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
 
 pytestmark = [pytest.mark.slow, pytest.mark.synth]
 
