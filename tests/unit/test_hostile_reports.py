@@ -138,6 +138,7 @@ def test_a_genuine_alarm_beside_a_held_oversized_job_opens_and_acts(world):
 
 
 def test_culprits_that_are_no_nodes_of_the_cluster_start_no_storm(world):
+    cluster_of(world, 4)  # no more named than the cluster has nodes
     made_up = [instance(100 + n) for n in range(4)]  # HyperPod knows none of them
 
     result = store(world, forged_event(made_up, ambiguous=False, role="culprit"))
@@ -506,6 +507,20 @@ def test_a_report_naming_more_instances_than_are_checked_leaves_the_rest_unconfi
     assert len(incident.instance_ids) == claims.MAX_CHECKED
     assert set(incident.unconfirmed) == set(nodes[claims.MAX_CHECKED :])
     assert len(world.hyperpod.calls_to("DescribeClusterNode")) == claims.MAX_CHECKED
+
+
+def test_a_report_naming_more_instances_than_the_cluster_has_nodes_is_ignored_whole(world):
+    nodes = cluster_of(world, 9)  # 10 nodes with INSTANCE
+    made_up = [f"i-0e{n:015x}" for n in range(2048 - len(nodes))]
+
+    result = store(world, forged_event([*nodes, *made_up], ambiguous=False, role="culprit"))
+
+    assert result == {"report_id": result["report_id"], "stored": False, "incidents": []}
+    assert len(world.hyperpod.calls) <= 10
+    assert not world.store.incidents
+    (entry,) = [e for c in world.audit.all_chains().values() for e in c]
+    assert entry.action == "report_ignored"
+    assert "names 2048 instances; cluster ml-cluster-1 has 10 nodes" in entry.details["reason"]
 
 
 def test_a_job_too_large_for_the_guard_is_held_without_asking_kubernetes():
