@@ -81,7 +81,7 @@ class Claims:
     def of(cls, report: SdcReport) -> Claims:
         names: dict[str, set[str]] = {}
         for s in report.suspects:
-            if s.node_name:
+            if s.node_name and s.instance_id:
                 names.setdefault(s.instance_id, set()).add(s.node_name)
         return cls(report.job_name, {i: frozenset(n) for i, n in names.items()})
 
