@@ -243,8 +243,14 @@ SPECS: Final = (
     FunctionSpec(
         "decide",
         "Validates an approval decision and completes the waiting remediation task",
+        # `proceed` re-checks a held job's nodes (HyperPod, Kubernetes), reads the pause switch
+        # and starts the remediation of the job-level incident it opens.
+        hyperpod=("sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode"),
         publishes=True,
+        starts_remediation=True,
         answers_approval=True,
+        reads_pause_switch=True,
+        checks_claims=True,
         timeout_seconds=90,
     ),
     FunctionSpec(

@@ -54,7 +54,7 @@ from lambdas.models.errors import ClusterNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
 from lambdas.models.incident import TriggerSource
 from lambdas.models.payloads import OpenAction, OpenIncidentResult, StoreReportResult
-from lambdas.models.report import ReportEvent
+from lambdas.models.report import ReportEvent, SdcReport
 from lambdas.observability import count, logger
 from trainer_emitter.contract import REPORT_SOURCE, Role
 
@@ -135,6 +135,8 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
         reason = f"cluster {report.cluster_name} is not in ALLOWED_CLUSTERS"
     elif not report.instances:
         reason = "the report names no instance"
+    else:
+        reason = _more_than_nodes(step, report)
     if reason:
         step.audit(
             subject,
@@ -173,6 +175,24 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
         incidents=len(results),
     )
     return {"report_id": report.report_id, "stored": bool(stored), "incidents": results}
+
+
+def _more_than_nodes(step: Step, report: SdcReport) -> str | None:
+    """Why a report naming more distinct instances than its cluster has nodes (HyperPod's count)
+    is ignored whole: no node is asked about, nothing stored, flagged or opened, one audit entry
+    (a forged report must not buy a HyperPod call, an incident and an audit entry per made-up
+    instance). None when it names no more than that, or HyperPod gives no count."""
+    named = len({i.instance_id for i in report.instances})
+    try:
+        nodes = step.deps.hyperpod.describe_cluster(report.cluster_name).node_count
+    except ClusterNotFound:
+        return f"HyperPod does not know cluster {report.cluster_name}"
+    if nodes is not None and named > nodes:
+        return (
+            f"the report names {named} instances; cluster {report.cluster_name} has {nodes} "
+            "nodes: nothing it names is checked, stored or opened"
+        )
+    return None
 
 
 def _refuse_ahead(step: Step, event: ReportEvent, received: datetime) -> NoReturn:

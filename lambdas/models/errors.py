@@ -160,6 +160,11 @@ class IncidentNotFound(SdcError):
     """No incident with this id."""
 
 
+class ClaimNotConfirmed(SdcError):
+    """Kubernetes does not confirm what an unauthenticated event claims about a node
+    (`lambdas.logic.opening.claims`)."""
+
+
 class InvalidTransition(SdcError):
     """A step asked for a state change the lifecycle does not allow."""
 

@@ -6,15 +6,21 @@ fails when a needed action is taken away."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from infra.local.drill.scenarios import TELEMETRY_CONTEXT, WORKSPACE_ID
 from infra.local.grants import Denial
-from infra.local.run import CLUSTER, LocalRun, default_cluster
+from infra.local.routing import new_event
+from infra.local.run import ACCOUNT, CLUSTER, REGION, LocalRun, default_cluster
+from lambdas.logic.opening.proceeding import proceed_id
+from lambdas.models.incident import IncidentState
 from tests.e2e.test_pipeline_on_moto import CULPRIT_INSTANCE, open_from_fixture
 from tests.e2e.test_stuck_on_moto import wait_until
+from tests.unit.reports import NODES, forged_event
+from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
 
 pytestmark = [pytest.mark.slow, pytest.mark.synth]
 
@@ -126,3 +132,30 @@ def test_without_node_isolation_every_call_is_allowed_and_nobody_asks_eks():
 
     assert calls and denied == []
     assert not [c for c in calls if c.service == "eks"]
+
+
+def test_a_held_job_that_proceeds_makes_only_calls_the_decide_role_allows():
+    """`proceed` (the approval state machine's decide function) re-checks the held job's nodes
+    with HyperPod, reads the pause switch and starts the remediation of the incident it opens."""
+    with LocalRun.open() as run:  # 4 nodes: the guard allows 1 at once
+        run.put_event(
+            new_event(
+                REPORT_DETAIL_TYPE,
+                REPORT_SOURCE,
+                forged_event(list(NODES[:2]), at=datetime.now(UTC))["detail"],
+                region=REGION,
+                account=ACCOUNT,
+            )
+        )
+        (held,) = run.deps.incidents.in_state(IncidentState.HELD)
+        execution = run.decide(held.incident_id, "proceed", "genuine: check both")
+        opened = run.incident(proceed_id(held))
+        calls = list(run.recorder.calls)
+        denied = run.grant_denials()
+
+    assert execution["status"] == "SUCCEEDED"
+    assert opened is not None and opened.execution_arn
+    made = {(c.function, c.service, c.operation) for c in calls}
+    assert ("decide", "states", "StartExecution") in made
+    assert ("decide", "sagemaker", "DescribeClusterNode") in made
+    assert denied == []

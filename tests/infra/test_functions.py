@@ -120,6 +120,7 @@ def test_the_functions_that_act_are_told_the_pause_switch(template):
         "check_health",
         "replace_node",
         "reboot_node",
+        "decide",  # a `proceed` opens an incident: not while paused
     }
     env = _env(template, "OpenIncidentFunction")
     assert env["PAUSE_PARAMETER"] == {"Ref": "PauseSwitchParameter"}

@@ -156,6 +156,7 @@ def test_only_start_health_check_starts_health_checks_only_replace_node_replaces
         "RebootNodeFunction",
         "CheckRebootFunction",
         "ReconcileFunction",
+        "DecideFunction",  # a `proceed` checks the held job's nodes again
     }
 
 
@@ -163,8 +164,10 @@ def test_without_configured_clusters_no_function_may_touch_hyperpod(variant_temp
     assert _granting(all_statements(variant_template), "sagemaker:") == []
 
 
-def test_only_the_intake_functions_start_the_remediation_and_only_that_machine(template):
-    starters = {"OpenIncidentFunction", "StoreReportFunction"}
+def test_only_the_intake_functions_and_decide_start_the_remediation_and_only_that_machine(
+    template,
+):
+    starters = {"OpenIncidentFunction", "StoreReportFunction", "DecideFunction"}
     assert _holders(template, "states:StartExecution") == starters
     for function_id in starters:
         (statement,) = _granting(statements_of_function(template, function_id), "states:Start")
@@ -232,6 +235,7 @@ def test_the_pause_switch_is_read_only_with_get_parameter_on_its_one_arn(templat
         "CheckHealthFunction",
         "ReplaceNodeFunction",
         "RebootNodeFunction",
+        "DecideFunction",
     }
     name = template["Resources"]["PauseSwitchParameter"]["Properties"]["Name"]
     assert name == "/SdcRemediation/paused"

@@ -53,11 +53,17 @@ def test_each_patching_function_role_gets_an_access_entry_mapped_to_the_rbac_gro
 
 
 def test_the_functions_that_read_nodes_without_patching_them():
-    assert {"OpenIncidentFunction", "StoreReportFunction", "RequestApprovalFunction"} == READERS
+    assert {
+        "OpenIncidentFunction",
+        "StoreReportFunction",
+        "RequestApprovalFunction",
+        "DecideFunction",
+    } == READERS
 
 
-def test_the_functions_that_check_report_claims_are_open_incident_and_store_report():
-    assert {"OpenIncidentFunction", "StoreReportFunction"} == CLAIM_CHECKERS
+def test_the_functions_that_check_claims_are_the_intake_functions_and_decide():
+    # decide: a `proceed` checks the held job's claims before anything acts
+    assert {"OpenIncidentFunction", "StoreReportFunction", "DecideFunction"} == CLAIM_CHECKERS
 
 
 def test_the_claim_checking_functions_get_read_only_access_entries_and_no_patching_group(

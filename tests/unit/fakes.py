@@ -456,6 +456,8 @@ class FakeKubernetesNodes:
 
     def pod_nodes(self, eks_cluster: str, label_selector: str) -> set[str]:
         self._enter("pod_nodes", eks_cluster, label_selector)
+        if "=" not in label_selector:  # `key`: the label exists, any value
+            return {n for n, labels in self.pods.get(eks_cluster, []) if label_selector in labels}
         key, value = label_selector.split("=", 1)
         return {node for node, labels in self.pods.get(eks_cluster, []) if labels.get(key) == value}
 

@@ -138,6 +138,7 @@ def test_a_genuine_alarm_beside_a_held_oversized_job_opens_and_acts(world):
 
 
 def test_culprits_that_are_no_nodes_of_the_cluster_start_no_storm(world):
+    cluster_of(world, 4)  # no more named than the cluster has nodes
     made_up = [instance(100 + n) for n in range(4)]  # HyperPod knows none of them
 
     result = store(world, forged_event(made_up, ambiguous=False, role="culprit"))
@@ -461,6 +462,32 @@ def test_a_culprit_on_a_node_the_job_runs_on_proposes_what_its_evidence_says():
     assert world.kube.count("pod_nodes") == 1
 
 
+def test_a_contributor_alarm_for_a_node_no_job_runs_on_cordons_nothing_and_is_skipped():
+    world = job_pods_world()
+    other = cluster_of(world, 1)[0]
+    world.kube.add_node(EKS, "node-other", other)  # a node of the cluster, no job's pod on it
+
+    result = alarm_on(world, other)
+
+    assert result["action"] == "skipped"
+    assert "no job runs a pod on node node-other" in world.incident(result["incident_id"]).reason
+    assert nothing_acted(world)
+    assert world.store.flagged_instances(CLUSTER, 0) == set()
+
+
+def test_forged_alarms_for_nodes_no_job_runs_on_start_no_storm_and_a_genuine_one_opens():
+    world = job_pods_world()
+    world.settings = dataclasses.replace(world.settings, storm_threshold=2)
+    for n, other in enumerate(cluster_of(world, 4)):
+        world.kube.add_node(EKS, f"node-{n}", other)
+        alarm_on(world, other, f"alarm-forged-{n}")
+
+    result = alarm_on(world, INSTANCE)
+
+    assert world.store.active_hold(CLUSTER) is None
+    assert result["action"] == "opened"
+
+
 def test_a_job_name_that_is_no_label_value_cannot_be_checked_and_acts_on_nothing():
     world = job_pods_world()
 
@@ -482,6 +509,20 @@ def test_a_report_naming_more_instances_than_are_checked_leaves_the_rest_unconfi
     assert len(world.hyperpod.calls_to("DescribeClusterNode")) == claims.MAX_CHECKED
 
 
+def test_a_report_naming_more_instances_than_the_cluster_has_nodes_is_ignored_whole(world):
+    nodes = cluster_of(world, 9)  # 10 nodes with INSTANCE
+    made_up = [f"i-0e{n:015x}" for n in range(2048 - len(nodes))]
+
+    result = store(world, forged_event([*nodes, *made_up], ambiguous=False, role="culprit"))
+
+    assert result == {"report_id": result["report_id"], "stored": False, "incidents": []}
+    assert len(world.hyperpod.calls) <= 10
+    assert not world.store.incidents
+    (entry,) = [e for c in world.audit.all_chains().values() for e in c]
+    assert entry.action == "report_ignored"
+    assert "names 2048 instances; cluster ml-cluster-1 has 10 nodes" in entry.details["reason"]
+
+
 def test_a_job_too_large_for_the_guard_is_held_without_asking_kubernetes():
     world = eks_world()
     nodes = cluster_of(world, 30)
@@ -501,6 +542,43 @@ def held_big_job(world: World, nodes: int = 6) -> tuple[str, list[str]]:
     (job,) = store(world, forged_event(named))["incidents"]
     assert job["action"] == "held"
     return job["incident_id"], named
+
+
+def held_job_on_eks(world: World, runs_on: int) -> tuple[str, list[str]]:
+    """A job-level incident over 6 Kubernetes nodes, held by a guard of 3, whose job `llama`
+    runs pods on the first `runs_on` of them only."""
+    isolate = {CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS, job_pods=JOB_LABEL)}
+    world.settings = settings(storm_threshold=100, node_isolation=isolate)
+    named = cluster_of(world, 36)[:6]
+    for n, node in enumerate(named):
+        world.kube.add_node(EKS, f"node-{n}", node)
+        if n < runs_on:
+            world.kube.add_pod(EKS, f"node-{n}", {JOB_LABEL: "llama"})
+    (job,) = store(world, forged_event(named, job_name="llama"))["incidents"]
+    assert job["action"] == "held"
+    return job["incident_id"], named
+
+
+def test_proceed_on_a_held_job_the_job_runs_on_none_of_is_refused_and_acts_on_nothing():
+    world = World(eks_cluster=EKS)
+    held, _ = held_job_on_eks(world, runs_on=0)
+
+    with pytest.raises(DecisionRefused, match="that Kubernetes confirms"):
+        approval.decide(world.decision(held, "proceed"), world.deps)
+
+    assert nothing_acted(world)
+    assert world.store.guard_state(CLUSTER).open_nodes == 0
+
+
+def test_proceed_acts_only_on_the_held_nodes_kubernetes_confirms():
+    world = World(eks_cluster=EKS)
+    held, named = held_job_on_eks(world, runs_on=2)
+
+    approval.decide(world.decision(held, "proceed"), world.deps)
+
+    (opened,) = [i for i in world.store.incidents.values() if i.state is S.OPENED]
+    assert opened.instance_ids == named[:2]
+    assert set(opened.unconfirmed) == set(named[2:])
 
 
 def test_the_held_notice_of_a_job_too_large_for_the_guard_says_how_to_let_it_proceed(world):

@@ -12,6 +12,13 @@ cannot authenticate. Before anything acts on an instance a report names:
   operator's job-name label), the job's pods are listed (`<label>=<the report's job name>`, any
   namespace): an instance whose node runs none of them does not match either.
 
+A contributor alarm is a claim too (any pod can put the metric, with any `InstanceId`), but it
+names no job: for an alarm, "the job's pods" are the pods of any job (`<label>` exists, any
+value, any namespace), so with `job_pods` configured an alarm for an instance whose node runs no
+job's pod is not confirmed (`Claims.any_job`), and its incident is skipped before it is flagged
+for the storm rule or cordoned (`lambdas.logic.opening.incidents`). Without `job_pods` only
+HyperPod's word is checked for an alarm.
+
 What does not match is kept on the incident (`Incident.unconfirmed`, with why), shown in the
 card's own section, and never acted on: a job-level incident leaves it out, a node-level
 incident's reports then propose nothing beyond a health check.
@@ -19,7 +26,8 @@ incident's reports then propose nothing beyond a health check.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from lambdas.logic.core.steps import Step
 from lambdas.models.errors import KubernetesError, NodeNotFound
@@ -59,8 +67,34 @@ def hyperpod_nodes(
     return nodes, unconfirmed
 
 
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """What a report (or an alarm) claims about its instances' nodes."""
+
+    job_name: str | None = None
+    node_names: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Per instance, the node names the reporter gives for it."""
+    any_job: bool = False
+    """An alarm's claim: the instance's node runs a pod of some job (no job is named)."""
+
+    @classmethod
+    def of(cls, report: SdcReport) -> Claims:
+        names: dict[str, set[str]] = {}
+        for s in report.suspects:
+            if s.node_name and s.instance_id:
+                names.setdefault(s.instance_id, set()).add(s.node_name)
+        return cls(report.job_name, {i: frozenset(n) for i, n in names.items()})
+
+
+ALARM_CLAIMS = Claims(any_job=True)
+"""A contributor alarm's claim about its instance (see the module docstring)."""
+
+
 def kubernetes_mismatches(
-    step: Step, cluster: ClusterInfo, report: SdcReport | None, instance_ids: Sequence[str]
+    step: Step,
+    cluster: ClusterInfo,
+    report: SdcReport | Claims | None,
+    instance_ids: Sequence[str],
 ) -> dict[str, str]:
     """The instances whose claims Kubernetes does not confirm, each with why: the report names
     another node for it than Kubernetes finds by providerID, or (with `job_pods` configured for
@@ -71,12 +105,11 @@ def kubernetes_mismatches(
     eks = config.eks_cluster or cluster.eks_cluster_name
     if report is None or not config.isolate or eks is None:
         return {}
-    job = _job_nodes(step, eks, config.job_pods, report)
+    claims = report if isinstance(report, Claims) else Claims.of(report)
+    job = _job_nodes(step, eks, config.job_pods, claims)
     mismatches: dict[str, str] = {}
     for instance_id in instance_ids:
-        claimed = sorted(
-            {s.node_name for s in report.suspects if s.instance_id == instance_id and s.node_name}
-        )
+        claimed = sorted(claims.node_names.get(instance_id, ()))
         if not claimed and job is None:
             continue
         try:
@@ -96,8 +129,10 @@ def kubernetes_mismatches(
             reasons.append(job)
         elif job is not None and node.name not in job:
             reasons.append(
-                f"the job {quoted(report.job_name)} runs no pod on node {node.name} "
-                f"(pods labelled {config.job_pods}={report.job_name})"
+                f"no job runs a pod on node {node.name} (pods labelled {config.job_pods})"
+                if claims.any_job
+                else f"the job {quoted(claims.job_name or '')} runs no pod on node {node.name} "
+                f"(pods labelled {config.job_pods}={claims.job_name})"
             )
         if reasons:
             mismatches[instance_id] = "; ".join(reasons)
@@ -105,13 +140,19 @@ def kubernetes_mismatches(
 
 
 def _job_nodes(
-    step: Step, eks: str, label_key: str | None, report: SdcReport
+    step: Step, eks: str, label_key: str | None, claims: Claims
 ) -> set[str] | str | None:
-    """The nodes the report's job runs pods on (`label_key`=<job name>, any namespace); a
-    sentence saying why they cannot be known; or None when the cluster lists no job pods."""
+    """The nodes the claimed job runs pods on (`label_key`=<job name>, any namespace; for an
+    alarm, any job's: `label_key` exists); a sentence saying why they cannot be known; or None
+    when the cluster lists no job pods."""
     if label_key is None:
         return None
-    job = report.job_name
+    if claims.any_job:
+        try:
+            return step.deps.kubernetes.pod_nodes(eks, label_key)
+        except KubernetesError as err:
+            return f"the jobs' pods could not be listed ({type(err).__name__})"
+    job = claims.job_name
     if not job or not LABEL_VALUE_RE.match(job):
         return (
             f"the report's job name {quoted(job) if job else '(none)'} is no pod label value: "

@@ -26,7 +26,7 @@ from lambdas.logic.opening.execution import ensure_execution
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
-from lambdas.models.errors import ClusterNotFound, NodeNotFound, SdcError
+from lambdas.models.errors import ClaimNotConfirmed, ClusterNotFound, NodeNotFound, SdcError
 from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope, TriggerSource
@@ -170,6 +170,19 @@ def _node_draft(
         raise
     if node.status == NodeStatus.NOT_FOUND:
         return _skip(step, incident_id, trigger, NodeNotFound("node status is NotFound"))
+    if trigger.source == TriggerSource.ALARM:
+        # The alarm's own claim, before it counts toward a storm or cordons anything.
+        try:
+            refused = claims.kubernetes_mismatches(
+                step, cluster, claims.ALARM_CLAIMS, [trigger.instance_id]
+            )
+        except Exception as err:
+            _open_failed(step, trigger, err)
+            raise
+        if refused:
+            why = refused[trigger.instance_id]
+            reason = f"Kubernetes does not confirm the alarm for {trigger.instance_id}: {why}"
+            return _skip(step, incident_id, trigger, ClaimNotConfirmed(why), reason)
 
     report = trigger.report
     if report is None and trigger.source == TriggerSource.ALARM:
@@ -304,10 +317,13 @@ def _skip_job(
     return {"incident_id": None, "action": OpenAction.SKIPPED}
 
 
-def _skip(step: Step, incident_id: str, trigger: Trigger, err: SdcError) -> OpenIncidentResult:
-    """HyperPod does not know the instance: record a closed, skipped incident (no lock)."""
+def _skip(
+    step: Step, incident_id: str, trigger: Trigger, err: SdcError, reason: str | None = None
+) -> OpenIncidentResult:
+    """HyperPod does not know the instance (or Kubernetes does not confirm an alarm's claim):
+    record a closed, skipped incident (no lock, no storm flag)."""
     now = step.now()
-    reason = (
+    reason = reason or (
         f"instance {trigger.instance_id} is not a node of cluster {trigger.cluster_name}: {err}"
     )
     incident = Incident(

@@ -8,7 +8,12 @@ audited under both incidents with the approval execution as actor.
 
 The held incident stays closed as it was; a new job-level incident
 (`sdc-<cluster>-job-go-<digest>-<stamp>`, the same id however often the decision is given) opens
-over the nodes HyperPod still knows, with the held incident's evidence. Its nodes count against
+over the nodes HyperPod still knows and Kubernetes confirms, with the held incident's evidence.
+The guard held the job before Kubernetes was asked (a forged report must not buy a call per
+node it names), so its claims are checked here, before anything acts: the node names its report
+gives and, with `job_pods`, the job's pods (`opening.claims.kubernetes_mismatches`). What does
+not match is kept unconfirmed and never acted on; when nothing is confirmed, the decision is
+refused. Its nodes count against
 the guard like any others (it takes one slot per node, beyond the limit: the person decided so),
 so nothing else opens in the cluster until it closes. Refused, audited: an incident that is not
 a held job-level one, one held for another reason than the guard, a cluster under a storm hold
@@ -31,7 +36,7 @@ from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ClusterNotFound, DecisionRefused
 from lambdas.models.guard import HoldKind
-from lambdas.models.incident import Incident, IncidentState, Scope
+from lambdas.models.incident import Incident, IncidentState, Scope, TriggerSource
 from lambdas.models.writes import Created, GuardFull
 from lambdas.observability import count, logger
 
@@ -52,13 +57,18 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
     if why_not:
         raise DecisionRefused(f"incident {held.incident_id} cannot proceed: {why_not}")
     try:
+        cluster = deps.hyperpod.describe_cluster(held.cluster_name)
         nodes, unconfirmed = claims.hyperpod_nodes(step, held.cluster_name, held.instance_ids)
     except ClusterNotFound as err:
         raise DecisionRefused(f"incident {held.incident_id} cannot proceed: {err}") from err
+    mismatched = claims.kubernetes_mismatches(step, cluster, _claims(step, held, nodes), nodes)
+    unconfirmed.update(mismatched)
+    nodes = [i for i in nodes if i not in mismatched]
     if not nodes:
         raise DecisionRefused(
             f"incident {held.incident_id} cannot proceed: none of its instances is a node of "
-            f"cluster {held.cluster_name} any more"
+            f"cluster {held.cluster_name} that Kubernetes confirms ({len(unconfirmed)} not "
+            "confirmed)"
         )
     now = step.now()
     incident = Incident(
@@ -110,6 +120,19 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
     count(M.JOB_INCIDENTS_OPENED)
     ensure_execution(step, incident.incident_id, incident)
     return incident.incident_id
+
+
+def _claims(step: Step, held: Incident, nodes: list[str]) -> claims.Claims:
+    """What the held incident's report claims: the report as stored under its nodes (the one
+    its evidence names), else only the job's name it kept."""
+    report_ids = {
+        e.get("report_id") for e in held.evidence if e.get("kind") == TriggerSource.REPORT
+    }
+    for instance_id in nodes:
+        report = step.deps.reports.latest_report(held.cluster_name, instance_id)
+        if report is not None and report.report_id in report_ids:
+            return claims.Claims.of(report)
+    return claims.Claims(job_name=held.job_name)
 
 
 def _why_not(step: Step, held: Incident) -> str | None:
