@@ -256,8 +256,9 @@ SPECS: Final = (
     FunctionSpec(
         "reconcile",
         "Settles stuck incidents from HyperPod's and Step Functions' state (scheduled)",
-        hyperpod=HYPERPOD_READ,
+        hyperpod=(*HYPERPOD_READ, START_HEALTH_CHECK),
         publishes=True,
+        starts_remediation=True,
         kubernetes=True,
         reconciles=True,
         acts_on_nodes=True,

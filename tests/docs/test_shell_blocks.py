@@ -332,7 +332,7 @@ def first_missing(wanted: list[str], seen: list[str]) -> str | None:
 def prepare(block: Block, served: Served) -> None:
     """What the block's marker says the account holds before it runs: `waiting` a new incident
     awaiting approval, `hold` a new active storm hold, `spool` two spooled reports, `tampered`
-    the current incident's third audit entry rewritten."""
+    the current incident's (a new waiting one if there is none yet) third audit entry rewritten."""
     wanted = set(block.argument.split())
     assert wanted <= {"waiting", "hold", "spool", "tampered"}, block.id
     if "waiting" in wanted:
@@ -342,6 +342,8 @@ def prepare(block: Block, served: Served) -> None:
     if "spool" in wanted:
         _spool_two_reports(served.spool)
     if "tampered" in wanted:
+        if not served.incident_id:  # the block runs alone, or before any block that opened one
+            served.waiting_incident()
         _tamper(served, seq=3)
 
 

@@ -148,7 +148,7 @@ def test_a_close_that_fails_leaves_nothing_stuck_after_one_reconcile_run():
         assert result["needs_person"] == []
 
 
-def test_a_node_kept_after_a_reboot_that_never_ended_is_released_once_hyperpod_has_it_running():
+def test_a_node_kept_after_a_reboot_that_never_ended_is_released_after_its_health_check_passes():
     hyperpod = default_cluster()
     with LocalRun.open(hyperpod=hyperpod) as run:
         hyperpod.set_reboot_returns(CLUSTER, CULPRIT_INSTANCE, returns=False)
@@ -158,9 +158,15 @@ def test_a_node_kept_after_a_reboot_that_never_ended_is_released_once_hyperpod_h
         hyperpod.set_reboot_returns(CLUSTER, CULPRIT_INSTANCE, returns=True)
         hyperpod.advance(5)
 
+        checking = run.reconcile()  # back from the reboot: the health check after it starts
+        still_kept = node_spec(run).get("unschedulable")
+        hyperpod.advance(5)
         result = run.reconcile()
 
-        assert kept is True
+        assert (kept, still_kept) == (True, True)
+        assert [(e["finding"], e["incident_id"]) for e in checking["waiting"]] == [
+            ("recovery_unknown", incident_id)
+        ]
         assert [(e["finding"], e["incident_id"]) for e in result["settled"]] == [
             ("recovery_unknown", incident_id)
         ]

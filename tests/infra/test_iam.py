@@ -140,10 +140,13 @@ def test_hyperpod_actions_are_scoped_to_the_configured_clusters(template):
         assert resolved(template, statement["Resource"]) == expected
 
 
-def test_only_start_health_check_starts_health_checks_only_replace_node_replaces_and_only_reboot_node_reboots(
+def test_only_start_health_check_and_reconcile_start_health_checks_only_replace_node_replaces_and_only_reboot_node_reboots(
     template,
 ):
-    assert _holders(template, "sagemaker:StartClusterHealthCheck") == {"StartHealthCheckFunction"}
+    assert _holders(template, "sagemaker:StartClusterHealthCheck") == {
+        "StartHealthCheckFunction",
+        "ReconcileFunction",  # a node back from a reboot that never ended is checked before release
+    }
     assert _holders(template, "sagemaker:BatchReplaceClusterNodes") == {"ReplaceNodeFunction"}
     assert _holders(template, "sagemaker:BatchRebootClusterNodes") == {"RebootNodeFunction"}
     assert _holders(template, "sagemaker:DescribeClusterNode") == {
@@ -164,10 +167,11 @@ def test_without_configured_clusters_no_function_may_touch_hyperpod(variant_temp
     assert _granting(all_statements(variant_template), "sagemaker:") == []
 
 
-def test_only_the_intake_functions_and_decide_start_the_remediation_and_only_that_machine(
+def test_only_the_intake_functions_decide_and_reconcile_start_the_remediation_and_only_that_machine(
     template,
 ):
-    starters = {"OpenIncidentFunction", "StoreReportFunction", "DecideFunction"}
+    # reconcile starts an execution that an opened incident never got (after its grace period)
+    starters = {"OpenIncidentFunction", "StoreReportFunction", "DecideFunction", "ReconcileFunction"}
     assert _holders(template, "states:StartExecution") == starters
     for function_id in starters:
         (statement,) = _granting(statements_of_function(template, function_id), "states:Start")
@@ -192,7 +196,7 @@ def test_only_reconcile_reads_the_remediation_machine_s_executions(template):
         if "states:DescribeExecution" in actions(s) and "-remediation:" in json.dumps(s["Resource"])
     }
     assert readers == {"ReconcileFunction"}
-    (statement,) = _granting(statements_of_function(template, "ReconcileFunction"), "states:")
+    (statement,) = _granting(statements_of_function(template, "ReconcileFunction"), "states:Desc")
 
     assert actions(statement) == {"states:DescribeExecution"}
     execution_prefix = REMEDIATION_ARN.replace(":stateMachine:", ":execution:")
