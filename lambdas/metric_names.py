@@ -75,6 +75,8 @@ class PipelineMetric(StrEnum):
     # reconciliation
     INCIDENTS_RECONCILED = "IncidentsReconciled"
     """Stuck incidents a reconciliation run settled (lambdas.logic.closing)."""
+    CLOSED_UNDECIDED = "ClosedUndecided"
+    """Closes with no decision on the approval request, the node kept isolated: has an alarm."""
     RECONCILE_NEEDS_PERSON = "ReconcileNeedsPerson"
     """Stuck incidents a reconciliation run could not settle, each run: has an alarm."""
     STEP_FAILURES = "StepFailures"

@@ -24,6 +24,15 @@ CARDS_UNDELIVERED_WHAT_TO_DO: Final = (
     "waiting RequestApproval state in the console shows the approval input to paste. "
     'docs/operate.md, "When the pipeline alarms".'
 )
+CLOSED_UNDECIDED_ALARM: Final = "closed-undecided"
+CLOSED_UNDECIDED_WHAT_TO_DO: Final = (
+    "An incident closed with no decision on its approval request: the waiting RequestApproval "
+    "task was answered outside the approval state machine (someone used its task token, or "
+    "its step failed after the card went out). Nothing it said was taken as a decision: the "
+    "node stays cordoned and tainted. Read the incident (`sdc show <incident>`, its "
+    "closed_undecided audit entry, CloudTrail's SendTaskSuccess/SendTaskFailure), then inspect "
+    'the node and lift the cordon by hand. docs/operate.md, "When the pipeline alarms".'
+)
 NEEDS_PERSON_ALARM: Final = "reconcile-needs-person"
 NEEDS_PERSON_WHAT_TO_DO: Final = (
     "Reconciliation found a stuck incident it cannot settle: a node kept cordoned after a "

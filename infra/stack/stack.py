@@ -23,6 +23,8 @@ from infra.stack.pause import PauseSwitch, PauseSwitchProps
 from infra.stack.reconciliation import (
     CARDS_UNDELIVERED_ALARM,
     CARDS_UNDELIVERED_WHAT_TO_DO,
+    CLOSED_UNDECIDED_ALARM,
+    CLOSED_UNDECIDED_WHAT_TO_DO,
     NEEDS_PERSON_ALARM,
     NEEDS_PERSON_WHAT_TO_DO,
     Reconciliation,
@@ -162,6 +164,12 @@ class SdcRemediationStack(Stack):
                 pipeline_metric(M.CARDS_UNDELIVERED),
                 CARDS_UNDELIVERED_ALARM,
                 CARDS_UNDELIVERED_WHAT_TO_DO,
+            ),
+            notifications.alarm_on_metric(
+                "ClosedUndecidedAlarm",
+                pipeline_metric(M.CLOSED_UNDECIDED),
+                CLOSED_UNDECIDED_ALARM,
+                CLOSED_UNDECIDED_WHAT_TO_DO,
             ),
             notifications.alarm_on_metric(
                 "ReconcileNeedsPersonAlarm",

@@ -108,6 +108,8 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
             },
         )
         count(closed_metric(incident.state))
+        if lifecycle.closed_undecided(incident):
+            _alarm_undecided(step, incident, request)
         _measure_close(step, incident)
         logger.info("incident closed", incident_id=incident.incident_id, state=incident.state)
         record_history(step, incident)
@@ -118,6 +120,22 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
     ):
         _notify_close(step, incident)
     return {"incident_id": incident.incident_id, "state": incident.state}
+
+
+def _alarm_undecided(step: Step, incident: Incident, request: CloseRequest) -> None:
+    """Audited and counted (the metric has an alarm): a close no decision explains."""
+    step.audit(
+        incident.incident_id,
+        AuditAction.CLOSED_UNDECIDED,
+        {
+            "outcome": request.outcome.value,
+            "state": incident.state.value,
+            "approval_requested_at": incident.approval_requested_at,
+            "decision": incident.decision.to_record() if incident.decision else None,
+        },
+    )
+    count(M.CLOSED_UNDECIDED)
+    logger.error("closed without a decision", incident_id=incident.incident_id)
 
 
 def release_node(step: Step, incident: Incident) -> Incident:

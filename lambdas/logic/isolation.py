@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from lambdas.logic.core import lifecycle
 from lambdas.logic.core.steps import Step
 from lambdas.logic.ports import Deps
 from lambdas.logic.safety import guard
@@ -337,6 +338,11 @@ def _gone_reason(incident: Incident) -> str | None:
 
 
 def _kept_reason(incident: Incident, instance_id: str) -> str | None:
+    if lifecycle.closed_undecided(incident):
+        return (
+            f"closed as {incident.state} with no decision on its approval request (the waiting "
+            "task was answered outside the approval state machine): left cordoned for a person"
+        )
     if not incident.is_job:
         return None
     nodes = incident.health_check.nodes if incident.health_check else None

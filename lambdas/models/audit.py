@@ -82,6 +82,9 @@ class AuditAction(StrEnum):
     NODE_LABEL_FAILED = "node_label_failed"
     # closing, and what finds incidents left behind
     INCIDENT_CLOSED = "incident_closed"
+    CLOSED_UNDECIDED = "closed_undecided"
+    """The incident closed with no decision on its approval request (the task token was
+    answered outside decide): its node stays isolated, and a person is alarmed."""
     CLOSED_NOTIFIED = "closed_notified"
     RECOVERY_UNKNOWN = "recovery_unknown"
     RECONCILED = "reconciled"

@@ -6,6 +6,7 @@ import pytest
 
 from lambdas.logic import approval, closing, isolation, recovery
 from lambdas.logic.ports import Deps
+from lambdas.models.audit import AuditAction
 from lambdas.models.errors import (
     KubernetesConflict,
     KubernetesNotConfigured,
@@ -15,6 +16,7 @@ from lambdas.models.errors import (
     SettingsError,
 )
 from lambdas.models.incident import IncidentState
+from lambdas.models.isolation import IsolationState
 from lambdas.models.kubernetes import (
     TAINT_KEY,
     incident_taint,
@@ -240,8 +242,8 @@ def test_another_teams_taints_are_kept_on_cordon_and_on_release():
 
 @pytest.mark.parametrize(
     ("decision", "outcome"),
-    [("reject", Outcome.REJECTED), (None, Outcome.EXPIRED), (None, Outcome.FAILED)],
-    ids=["rejected", "expired", "failed"],
+    [("reject", Outcome.REJECTED), (None, Outcome.EXPIRED), ("approve", Outcome.FAILED)],
+    ids=["rejected", "expired", "failed-after-a-decision"],
 )
 def test_closing_without_a_replacement_uncordons_and_removes_only_our_taint(decision, outcome):
     world = eks_world()
@@ -316,7 +318,7 @@ def test_a_node_gone_from_kubernetes_at_release_is_recorded_as_gone():
     incident_id = world.awaiting_approval(isolated=True)
     world.kube.fail_next("uncordon", KubernetesNotFound("nodes not found", status=404))
 
-    close(world, incident_id, Outcome.FAILED)
+    close(world, incident_id, Outcome.EXPIRED)
 
     assert world.incident(incident_id).isolation.nodes[INSTANCE].state == "gone"
 
@@ -413,3 +415,57 @@ def test_the_default_deps_have_no_kubernetes_access():
     )
     with pytest.raises(KubernetesNotConfigured, match="no Kubernetes API access"):
         plain.kubernetes.find_node(EKS, INSTANCE)
+
+
+# -- a close no decision explains -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "outcome", [Outcome.REJECTED, Outcome.FAILED], ids=["token-answered-reject", "failed"]
+)
+def test_a_close_with_no_decision_on_the_approval_keeps_the_node_isolated_and_alarms(outcome):
+    """Whoever holds the task token can answer the waiting task without decide: a reject (or
+    an approve, which replace_node refuses, so the incident fails) with no recorded decision
+    releases nothing."""
+    world = eks_world()
+    incident_id = world.awaiting_approval(isolated=True)
+
+    close(world, incident_id, outcome)
+
+    node = world.kube.node(EKS, NODE)
+    incident = world.incident(incident_id)
+    assert (incident.state, incident.closed_at is not None) == (IncidentState.FAILED, True)
+    assert node["unschedulable"] is True
+    assert [t["key"] for t in node["taints"]] == [TAINT_KEY]
+    assert incident.isolation.nodes[INSTANCE].state == IsolationState.KEPT
+    assert "no decision on its approval request" in incident.isolation.nodes[INSTANCE].reason
+    (entry,) = [
+        e for e in world.audit.entries(incident_id) if e.action == AuditAction.CLOSED_UNDECIDED
+    ]
+    assert entry.details["outcome"] == outcome.value
+    assert not world.deps.guard.guard_state(CLUSTER).open_ids
+
+
+def test_a_close_after_a_reboot_with_no_decision_on_the_second_card_keeps_the_node():
+    world = eks_world()
+    incident_id = world.awaiting_approval(isolated=True)
+    approval.decide(world.decision(incident_id, "reboot"), world.deps)
+    incident = world.incident(incident_id)  # as after the reboot's check failed: asked again
+    incident.state = IncidentState.AWAITING_APPROVAL
+    incident.approval_requested_at = "2999-01-01T00:00:00+00:00"
+    world.deps.incidents.save(incident)
+
+    close(world, incident_id, Outcome.REJECTED)
+
+    assert world.kube.node(EKS, NODE)["unschedulable"] is True
+    assert AuditAction.CLOSED_UNDECIDED in world.audit.actions(incident_id)
+
+
+def test_an_expired_approval_releases_the_node_and_raises_no_alarm():
+    world = eks_world()
+    incident_id = world.awaiting_approval(isolated=True)
+
+    close(world, incident_id, Outcome.EXPIRED)
+
+    assert world.kube.node(EKS, NODE)["unschedulable"] is False
+    assert AuditAction.CLOSED_UNDECIDED not in world.audit.actions(incident_id)

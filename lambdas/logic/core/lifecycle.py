@@ -15,6 +15,7 @@ skipped (unknown instance) and held (paused, storm, guard full) are also created
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Final
 
 from lambdas.models.errors import InvalidTransition
@@ -59,6 +60,18 @@ def recovery_in_flight(incident: Incident) -> bool:
             continue
         return True
     return False
+
+
+def closed_undecided(incident: Incident) -> bool:
+    """A closed incident whose last approval request has no decision after it, and that did
+    not close by the approval's expiry: the waiting task was answered (or failed) outside
+    `decide`, with the task token, so nothing it said is a decision. Its node stays isolated and
+    a person is alarmed (`lambdas.logic.closing`)."""
+    requested = incident.approval_requested_at
+    if not requested or not incident.state.terminal or incident.state is S.EXPIRED:
+        return False
+    decided = incident.decision.at if incident.decision else None
+    return decided is None or datetime.fromisoformat(decided) < datetime.fromisoformat(requested)
 
 
 def awaiting_reconciliation(incident: Incident) -> bool:
