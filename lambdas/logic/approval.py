@@ -480,7 +480,11 @@ def _write_ahead(step: Step, valid: ValidDecision, actor: str, decision: Decisio
             "approval_execution_arn": decision.approval_execution_arn,
             "principal": decision.principal,
             "approvals": [
-                {"principal": a["principal"].get("arn"), "at": a["at"]}
+                {
+                    "principal": a["principal"].get("arn"),
+                    "human": a["principal"].get("human"),
+                    "at": a["at"],
+                }
                 for a in decision.approvals or []
             ],
             "delivery": Delivery.PENDING,
@@ -856,6 +860,10 @@ def _proceed(
     if held is None:
         _refuse_unknown(step, valid, actor, request)
     logger.set_correlation_id(held.incident_id)
+    try:
+        proceeding.check_may_proceed(step, held)
+    except DecisionRefused as refused:
+        _refuse(step, held.incident_id, actor, request, refused)
     approval = _approval(step, valid, principal)
     outcome: list[approvers.Tally] = []
 

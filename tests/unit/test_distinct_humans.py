@@ -274,3 +274,13 @@ def test_a_proof_sent_to_a_made_up_sts_host_is_refused(host):
 
     with pytest.raises(IdentityRefused, match="not addressed to STS"):
         checked_request(encode_proof(url))
+
+
+def test_an_approval_to_proceed_with_an_incident_that_may_not_is_refused_not_counted(world):
+    incident_id = world.awaiting_approval()
+    two_person(world)
+
+    with pytest.raises(DecisionRefused, match="only a held job-level incident proceeds"):
+        approval.decide(world.decision(incident_id, "proceed", principal=ALICE_HERE), world.deps)
+
+    assert world.incident(incident_id).approvals == []
