@@ -18,7 +18,7 @@ from botocore.auth import SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from lambdas.adapters.identity import checked_request, principal_from
+from lambdas.adapters.identity import checked_request, principal_from, proof_id
 from lambdas.models.approvals import BINDING_HEADER, Principal
 from lambdas.models.errors import IdentityRefused
 
@@ -37,7 +37,7 @@ class MotoIdentityVerifier:
         if not hmac.compare_digest(expected, query["X-Amz-Signature"]):
             raise IdentityRefused("STS refused the identity proof: the signature does not match")
         user_id, arn, account = self._sts().get_caller_identity(access_key, region)
-        return principal_from({"Arn": arn, "UserId": user_id, "Account": account})
+        return principal_from({"Arn": arn, "UserId": user_id, "Account": account}, proof_id(query))
 
     def _sts(self) -> Any:
         from moto.sts.models import sts_backends

@@ -356,6 +356,7 @@ def decision_env(settings: Settings) -> dict[EnvVar, str]:
     return {
         EnvVar.APPROVALS_REQUIRED: str(settings.approvals_required),
         EnvVar.APPROVERS: list_env(settings.approvers),
+        EnvVar.HUMAN_SESSION_ROLES: list_env(settings.human_session_roles),
         EnvVar.REQUIRE_IDENTITY_PROOF: flag_env(settings.require_identity_proof),
     }
 

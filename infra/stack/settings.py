@@ -34,6 +34,7 @@ from lambdas.models.settings import (
     DEFAULT_STORM_WINDOW_SECONDS,
     EKS_CLUSTER_NAME_RE,
     GUARD_MAX_OPEN_NODES_RANGE,
+    HUMAN_SESSION_ROLE_RE,
     LABEL_NAME_RE,
     MAX_APPROVAL_TIMEOUT_SECONDS,
     MAX_APPROVALS_REQUIRED,
@@ -173,6 +174,8 @@ class Settings:
     approvals_required: int = DEFAULT_APPROVALS_REQUIRED
     approvers: tuple[str, ...] = ()
     """ARN patterns of who may decide; empty: whoever may start the approval state machine."""
+    human_session_roles: tuple[str, ...] = ()
+    """IAM role ARN patterns whose sessions are named after the human (see lambdas' Settings)."""
     require_identity_proof: bool = False
 
     @property
@@ -506,6 +509,16 @@ def _parameter_name(key: str, value: Any) -> str | None:
     return value
 
 
+def _human_session_roles(key: str, value: Any) -> tuple[str, ...]:
+    expected = 'a list of IAM role ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Oncall"]'
+    parsed = _json_if_string(key, value, expected)
+    if not isinstance(parsed, list) or not all(
+        isinstance(p, str) and HUMAN_SESSION_ROLE_RE.match(p) and "," not in p for p in parsed
+    ):
+        raise _fail(key, value, expected)
+    return tuple(parsed)
+
+
 def _approvers(key: str, value: Any) -> tuple[str, ...]:
     expected = (
         'a list of IAM or STS ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Approver*"]'
@@ -568,6 +581,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:telemetry": ("telemetry", _telemetry),
     "sdc:approvalsRequired": ("approvals_required", _integer(1, MAX_APPROVALS_REQUIRED)),
     "sdc:approvers": ("approvers", _approvers),
+    "sdc:humanSessionRoles": ("human_session_roles", _human_session_roles),
     "sdc:requireIdentityProof": ("require_identity_proof", _boolean),
 }
 

@@ -13,6 +13,7 @@ decision, another incident, a later expiry) no longer matches its signature: STS
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import urllib.error
@@ -29,9 +30,19 @@ PROOF_EXPIRES_SECONDS = 900
 """How long a proof is valid after signing: the most STS allows a presigned request (as for
 EKS tokens). Enough for an approval execution to start and reach `decide`."""
 MAX_PROOF_LENGTH = 8192
-STS_HOST_RE = re.compile(r"^sts(\.[a-z0-9-]+)?\.amazonaws\.com(\.cn)?$")
-"""STS's global and regional endpoints: a proof naming any other host is refused before
-anything is sent (it would let the token's author answer with an identity of their choice)."""
+_REGION = (
+    r"(?:us|eu|ap|sa|ca|me|af|il|mx)-"
+    r"(?:central|north|south|east|west|northeast|northwest|southeast|southwest)-[1-9]"
+)
+STS_HOST_RE = re.compile(
+    rf"^sts\.amazonaws\.com$|^sts\.{_REGION}\.amazonaws\.com$"
+    r"|^sts\.us-gov-(?:east|west)-1\.amazonaws\.com$"
+    r"|^sts\.cn-(?:north|northwest)-1\.amazonaws\.com\.cn$"
+)
+"""The hosts a proof may name, exactly: STS's global endpoint, its regional endpoints in the
+commercial partition (`sts.<region>.amazonaws.com`, regions named as AWS names them), GovCloud's
+two and China's two. Any other host is refused before anything is sent: it would let the token's
+author answer with an identity of their choice (`sts.evil.amazonaws.com` is no STS endpoint)."""
 REDEEM_TIMEOUT_SECONDS = 5
 
 
@@ -97,7 +108,14 @@ def checked_request(proof: str) -> tuple[str, dict[str, str]]:
     return url, query
 
 
-def principal_from(result: Mapping[str, Any]) -> Principal:
+def proof_id(query: Mapping[str, str]) -> str:
+    """What makes a proof single-use: the digest of its SigV4 signature. The signature covers
+    every signed part of the request (its query, host and binding header), so a proof re-encoded
+    or with its query reordered keeps its id, and any other proof has another."""
+    return hashlib.sha256(query.get("X-Amz-Signature", "").lower().encode()).hexdigest()
+
+
+def principal_from(result: Mapping[str, Any], proof: str | None = None) -> Principal:
     arn = result.get("Arn")
     if not isinstance(arn, str) or not arn.startswith("arn:"):
         raise IdentityRefused("STS answered without the caller's ARN")
@@ -106,6 +124,7 @@ def principal_from(result: Mapping[str, Any]) -> Principal:
         arn=arn,
         account=str(result.get("Account") or arn.split(":")[4]),
         user_id=str(result.get("UserId") or ""),
+        proof_id=proof,
     )
 
 
@@ -120,7 +139,7 @@ class StsIdentityVerifier:
         self._open = opener or urllib.request.urlopen
 
     def redeem(self, proof: str, binding: str) -> Principal:
-        url, _ = checked_request(proof)
+        url, query = checked_request(proof)
         request = urllib.request.Request(
             url, headers={BINDING_HEADER: binding, "Accept": "application/json"}, method="GET"
         )
@@ -134,7 +153,7 @@ class StsIdentityVerifier:
                 f"the identity proof could not be redeemed at STS: {err}"
             ) from err
         result = body.get("GetCallerIdentityResponse", {}).get("GetCallerIdentityResult", {})
-        return principal_from(result)
+        return principal_from(result, proof_id(query))
 
 
 if TYPE_CHECKING:

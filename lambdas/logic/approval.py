@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
@@ -15,7 +15,8 @@ from lambdas.logic.evidence.history import past_incidents
 from lambdas.logic.evidence.recommendation import audit_recommendation, judge
 from lambdas.logic.opening import proceeding
 from lambdas.logic.ports import Deps
-from lambdas.logic.safety import guard
+from lambdas.logic.safety import approvers, guard
+from lambdas.logic.safety.approvers import Count
 from lambdas.logic.safety.decisions import (
     ValidDecision,
     approval_binding,
@@ -33,8 +34,9 @@ from lambdas.models.errors import (
     InvalidTransition,
     TaskNotWaiting,
 )
+from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.notices import NoticeKind
+from lambdas.models.notices import ChatNotification, NoticeKind
 from lambdas.models.payloads import (
     ApprovalRequest,
     ApprovalRequested,
@@ -46,9 +48,14 @@ from lambdas.models.recommendation import Recommendation
 from lambdas.models.recovery import DecisionRecord
 from lambdas.observability import count, logger, seconds
 from lambdas.wording import cards, chat
-from lambdas.wording.card_lines import approvals_line
+from lambdas.wording.card_lines import approvals_line, tally_line
 
 S = IncidentState
+ChatOf = Callable[[str, str], ChatNotification]
+"""The chat form of a notice, from its subject and text."""
+PROOF_KEPT_SECONDS = 86_400
+"""How long a redeemed proof's id is kept: STS refuses a proof 15 minutes after it was signed
+at most (`lambdas.adapters.identity.PROOF_EXPIRES_SECONDS`), so a day outlives every proof."""
 
 
 def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
@@ -219,9 +226,9 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     if principal.verified:
         actor = f"approver:{principal.arn}"
     if valid.decision is Decision.RESET:
-        return _reset(step, valid, actor, request)
+        return _reset(step, valid, principal, actor, request)
     if valid.decision is Decision.PROCEED:
-        return _proceed(step, valid, actor, request)
+        return _proceed(step, valid, principal, actor, request)
     incident = deps.incidents.get(valid.incident_id)
     if incident is None:
         if deps.guard.get_hold(valid.incident_id) is not None:
@@ -240,17 +247,10 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     if held is not None and held.delivery == Delivery.PENDING and held.decision is valid.decision:
         return _resume(step, valid, principal, actor, incident)
     required = deps.settings.approvals_required
-    approval = ApprovalRecord(
-        valid.decision,
-        principal,
-        valid.approval_execution_arn,
-        step.now(),
-        valid.comment,
-        required,
-    )
-    counts = required > 1 and valid.decision is not Decision.REJECT
+    approval = _approval(step, valid, principal)
+    counted = required if valid.decision is not Decision.REJECT else 1
     tokens: list[str] = []
-    outcome: list[str] = []
+    outcome: list[approvers.Tally] = []
 
     def claim(current: Incident) -> bool:
         tokens.append(
@@ -258,15 +258,11 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
                 current, deps.clock.now(), deps.settings.approval_timeout_seconds, valid.decision
             )
         )
-        outcome.clear()
-        agreeing = _agreeing(current, valid.decision)
-        if counts and any(a.principal.arn == principal.arn for a in agreeing):
-            outcome.append("repeated")
+        outcome.append(approvers.tally(current.approvals, approval, counted))
+        if outcome[-1].count is Count.REPEATED:
             return False
-        approvals = [*agreeing, approval] if counts else [approval]
-        if counts and len(approvals) < required:
+        if outcome[-1].count is Count.RECORDED:
             current.approvals.append(approval.to_record())
-            outcome.append("recorded")
             return True
         current.decision = DecisionRecord(
             valid.decision,
@@ -274,18 +270,18 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
             valid.approval_execution_arn,
             approval.at,
             principal=principal.to_record(),
-            approvals=[a.to_record() for a in approvals],
+            approvals=[a.to_record() for a in outcome[-1].approvals],
             delivery=Delivery.PENDING,
         )
-        outcome.append("decided")
         return True
 
     try:
         decided = step.update(valid.incident_id, claim, incident)
     except DecisionRefused as refused:
         _refuse(step, valid.incident_id, actor, request, refused)
-    if outcome[-1] != "decided":
-        return _counted(step, valid, principal, actor, decided, repeated=outcome[-1] == "repeated")
+    if outcome[-1].count is not Count.DECIDED:
+        _counted(step, valid, principal, actor, outcome[-1], _incident_notice(decided))
+        return _waiting(step, valid, principal, outcome[-1])
     assert decided.decision is not None
     _write_ahead(step, valid, actor, decided.decision)
     _deliver(step, valid, tokens[-1], actor, decided, resumed=False)
@@ -369,25 +365,34 @@ def _principal(step: Step, bound: DecisionRequest, valid: ValidDecision, actor: 
         principal = deps.identity.redeem(bound.identity_proof, binding)
     except IdentityRefused as err:
         refuse(f"the identity proof was refused: {err}")
-    names = {principal.arn or "", principal.iam_arn or ""}
-    if settings.approvers and not any(
-        fnmatch.fnmatchcase(name, pattern) for name in names for pattern in settings.approvers
-    ):
+    if not principal.proof_id:
+        refuse("the identity proof has no id to redeem it once by")
+    expires = int(deps.clock.now().timestamp()) + PROOF_KEPT_SECONDS
+    first = deps.incidents.redeem_proof(principal.proof_id, valid.approval_execution_arn, expires)
+    if first is not None:
         refuse(
-            f"{principal.arn} is not an allowed approver (APPROVERS: "
-            f"{', '.join(settings.approvers)})"
+            f"the identity proof was already redeemed by approval execution {first}: a proof "
+            "is good for one approval; run the sdc command again, which signs a new one"
         )
-    return principal
+    why_not = approvers.refusal(principal, settings)
+    if why_not:
+        refuse(why_not)
+    human = approvers.human_of(principal, settings.human_session_roles)
+    if human is None and settings.approvals_required > 1 and valid.decision is not Decision.REJECT:
+        refuse(
+            f"{principal.arn} names no human, and this deployment needs "
+            f"{settings.approvals_required} distinct people to agree (APPROVALS_REQUIRED): "
+            "decide as an IAM Identity Center user, an IAM user, or in a session of a role "
+            "listed in HUMAN_SESSION_ROLES (sdc:humanSessionRoles), whose session name is the "
+            "person's"
+        )
+    return dataclasses.replace(principal, human=human)
 
 
-def _agreeing(incident: Incident, decision: Decision) -> list[ApprovalRecord]:
-    """The approvals recorded for the same decision, one per principal."""
-    found: dict[str | None, ApprovalRecord] = {}
-    for record in incident.approvals:
-        approval = ApprovalRecord.from_record(record)
-        if approval.decision == decision.value:
-            found.setdefault(approval.principal.arn, approval)
-    return list(found.values())
+def _incident_notice(incident: Incident) -> ChatOf:
+    return lambda subject, text: chat.incident_notice(
+        NoticeKind.APPROVAL_COUNTED, incident, subject, text
+    )
 
 
 def _counted(
@@ -395,16 +400,16 @@ def _counted(
     valid: ValidDecision,
     principal: Principal,
     actor: str,
-    incident: Incident,
-    *,
-    repeated: bool,
-) -> DecisionAccepted:
-    """An approval recorded (or repeated by the same principal) while more are required."""
+    tallied: approvers.Tally,
+    chat_of: ChatOf,
+) -> None:
+    """An approval recorded (or repeated by the same human) while more are required: audited
+    under the decision's subject; a recorded one is announced."""
     required = step.deps.settings.approvals_required
-    agreeing = _agreeing(incident, valid.decision)
-    counted = f"{len(agreeing)} of {required}"
+    counted = f"{len(tallied.approvals)} of {required}"
+    repeated = tallied.count is Count.REPEATED
     if not repeated:
-        _notify_counted(step, incident, required)
+        _notify_counted(step, valid, tally_line(tallied.approvals, required), chat_of)
     step.audit(
         valid.incident_id,
         AuditAction.APPROVAL_REPEATED if repeated else AuditAction.APPROVAL_RECORDED,
@@ -420,39 +425,46 @@ def _counted(
     logger.info(
         "approval counted", incident_id=valid.incident_id, approvals=counted, repeated=repeated
     )
+
+
+def _waiting(
+    step: Step, valid: ValidDecision, principal: Principal, tallied: approvers.Tally
+) -> DecisionAccepted:
     return {
         "incident_id": valid.incident_id,
         "decision": valid.decision,
         "accepted": True,
-        "approvals": counted,
+        "approvals": f"{len(tallied.approvals)} of {step.deps.settings.approvals_required}",
         "waiting": True,
         "principal": principal.label(),
     }
 
 
-def _notify_counted(step: Step, incident: Incident, required: int) -> None:
+def _notify_counted(step: Step, valid: ValidDecision, line: str, chat_of: ChatOf) -> None:
     """Tell the approvers that an approval was recorded and another is needed (best effort,
     retried as every notice is: a failed publish is audited, the approval stands)."""
-    line = approvals_line(incident, required) or ""
-    subject = f"SDC approval {line.split(':', 1)[0]}: {incident.incident_id}"[:100]
+    subject_id = valid.incident_id
+    subject = f"SDC approval {line.split(':', 1)[0]}: {subject_id}"[:100]
+    ends = (
+        "; a reject by any approver ends it"
+        if valid.decision in (Decision.APPROVE, Decision.REBOOT)
+        else ""
+    )
     text = "\n".join(
         (
-            f"Approvals for {incident.incident_id}: {line}",
-            "Nothing acts until another approver gives the same decision; the same approver "
-            "again counts once; a reject by any approver ends it.",
-            f"Decide with: sdc approve {incident.incident_id} -m '<why>'",
+            f"Approvals of {valid.decision} for {subject_id}: {line}",
+            "Nothing acts until another person gives the same decision; the same person again "
+            f"(in any session or account) counts once{ends}.",
+            f"Decide with: sdc {valid.decision} {subject_id} -m '<why>'",
         )
     )
     kind = NoticeKind.APPROVAL_COUNTED
     deliver(
         step,
-        incident.incident_id,
+        subject_id,
         kind,
         lambda: step.deps.notifier.publish(
-            subject,
-            text,
-            {"incident_id": incident.incident_id, "kind": kind},
-            chat.incident_notice(kind, incident, subject, text),
+            subject, text, {"incident_id": subject_id, "kind": kind}, chat_of(subject, text)
         ),
     )
 
@@ -468,7 +480,11 @@ def _write_ahead(step: Step, valid: ValidDecision, actor: str, decision: Decisio
             "approval_execution_arn": decision.approval_execution_arn,
             "principal": decision.principal,
             "approvals": [
-                {"principal": a["principal"].get("arn"), "at": a["at"]}
+                {
+                    "principal": a["principal"].get("arn"),
+                    "human": a["principal"].get("human"),
+                    "at": a["at"],
+                }
                 for a in decision.approvals or []
             ],
             "delivery": Delivery.PENDING,
@@ -714,7 +730,7 @@ def _refusal_subject(step: Step, request: DecisionRequest) -> str:
 
 
 def _reset(
-    step: Step, valid: ValidDecision, actor: str, request: DecisionRequest
+    step: Step, valid: ValidDecision, principal: Principal, actor: str, request: DecisionRequest
 ) -> DecisionAccepted:
     """Lift a storm hold: the id must name an active hold; a second reset is refused."""
     deps = step.deps
@@ -751,6 +767,22 @@ def _reset(
         )
     logger.set_correlation_id(hold.hold_id)
     try:
+        tallied = _count_on_hold(step, valid, principal, hold)
+    except DecisionRefused as refused:
+        _refuse(step, hold.hold_id, actor, request, refused)
+    if tallied.count is not Count.DECIDED:
+        _counted(
+            step,
+            valid,
+            principal,
+            actor,
+            tallied,
+            lambda subject, text: chat.hold_notice(
+                NoticeKind.APPROVAL_COUNTED, hold, subject, text
+            ),
+        )
+        return _waiting(step, valid, principal, tallied)
+    try:
         guard.lift(step, hold, actor, valid.comment)
     except ConditionFailed:
         _refuse(
@@ -762,11 +794,66 @@ def _reset(
         )
     count(M.DECISIONS_ACCEPTED)
     logger.info("storm hold reset", hold_id=hold.hold_id)
-    return {"incident_id": hold.hold_id, "decision": Decision.RESET, "accepted": True}
+    return _taken(step, valid, hold.hold_id, tallied)
+
+
+def _taken(
+    step: Step, valid: ValidDecision, subject: str, tallied: approvers.Tally
+) -> DecisionAccepted:
+    """A reset or proceed that acted; with several approvals required, how many agreed."""
+    result: DecisionAccepted = {
+        "incident_id": subject,
+        "decision": valid.decision,
+        "accepted": True,
+    }
+    required = step.deps.settings.approvals_required
+    if required > 1:
+        result["approvals"] = f"{len(tallied.approvals)} of {required}"
+        result["waiting"] = False
+    return result
+
+
+def _approval(step: Step, valid: ValidDecision, principal: Principal) -> ApprovalRecord:
+    required = step.deps.settings.approvals_required
+    return ApprovalRecord(
+        valid.decision,
+        principal,
+        valid.approval_execution_arn,
+        step.now(),
+        valid.comment,
+        required,
+    )
+
+
+def _count_on_hold(
+    step: Step, valid: ValidDecision, principal: Principal, hold: ClusterHold
+) -> approvers.Tally:
+    """A reset's approval counted on the storm hold (a conditional save: a racing approval is
+    counted again on the fresh record)."""
+    deps = step.deps
+    approval = _approval(step, valid, principal)
+    required = deps.settings.approvals_required
+    for _ in range(_COUNT_ATTEMPTS):
+        tallied = approvers.tally(hold.approvals, approval, required)
+        if tallied.count is not Count.RECORDED:
+            return tallied
+        hold.approvals.append(approval.to_record())
+        try:
+            deps.guard.save_hold(hold)
+            return tallied
+        except ConditionFailed:
+            fresh = deps.guard.get_hold(hold.hold_id)
+            if fresh is None or not fresh.active:
+                raise DecisionRefused(f"storm hold {hold.hold_id} was reset meanwhile") from None
+            hold = fresh
+    raise DecisionRefused(f"storm hold {hold.hold_id} kept changing: decide again")
+
+
+_COUNT_ATTEMPTS = 3
 
 
 def _proceed(
-    step: Step, valid: ValidDecision, actor: str, request: DecisionRequest
+    step: Step, valid: ValidDecision, principal: Principal, actor: str, request: DecisionRequest
 ) -> DecisionAccepted:
     """Let a job-level incident the guard held proceed (`lambdas.logic.opening.proceeding`)."""
     held = step.deps.incidents.get(valid.incident_id)
@@ -774,12 +861,33 @@ def _proceed(
         _refuse_unknown(step, valid, actor, request)
     logger.set_correlation_id(held.incident_id)
     try:
+        proceeding.check_may_proceed(step, held)
+    except DecisionRefused as refused:
+        _refuse(step, held.incident_id, actor, request, refused)
+    approval = _approval(step, valid, principal)
+    outcome: list[approvers.Tally] = []
+
+    def record(current: Incident) -> bool:
+        outcome.append(
+            approvers.tally(current.approvals, approval, step.deps.settings.approvals_required)
+        )
+        if outcome[-1].count is not Count.RECORDED:
+            return False
+        current.approvals.append(approval.to_record())
+        return True
+
+    held = step.update(held.incident_id, record, held)
+    tallied = outcome[-1]
+    if tallied.count is not Count.DECIDED:
+        _counted(step, valid, principal, actor, tallied, _incident_notice(held))
+        return _waiting(step, valid, principal, tallied)
+    try:
         opened = proceeding.proceed(step, held, actor, valid.comment)
     except DecisionRefused as refused:
         _refuse(step, held.incident_id, actor, request, refused)
     count(M.DECISIONS_ACCEPTED)
     logger.info("held job incident proceeds", incident_id=held.incident_id, opened=opened)
-    return {"incident_id": held.incident_id, "decision": Decision.PROCEED, "accepted": True}
+    return _taken(step, valid, held.incident_id, tallied)
 
 
 def _refuse_unknown(

@@ -131,6 +131,14 @@ class IncidentStore(Protocol):
         """Delete the lock if (and only if) this incident holds it; idempotent."""
         ...
 
+    def redeem_proof(
+        self, proof_id: str, approval_execution_arn: str, expires_at: int
+    ) -> str | None:
+        """Record that identity proof `proof_id` was redeemed by `approval_execution_arn` (kept
+        until `expires_at`, epoch seconds). None when written now or before by the same
+        execution (a retry); else the approval execution that redeemed it first."""
+        ...
+
 
 class ReportStore(Protocol):
     def put_report(self, report: SdcReport, instance_id: str, expires_at: int) -> bool:

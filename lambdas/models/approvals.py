@@ -45,6 +45,12 @@ class Principal:
     <session>`, as STS named it; None when unverified."""
     account: str | None = None
     user_id: str | None = None
+    proof_id: str | None = None
+    """The digest of the redeemed proof's signature (`lambdas.adapters.identity.proof_id`): a
+    proof is redeemed by one approval execution only."""
+    human: str | None = None
+    """The person behind the principal, when AWS names one (`lambdas.logic.safety.approvers`):
+    approvals count distinct humans, not principals."""
 
     @property
     def verified(self) -> bool:
@@ -67,6 +73,17 @@ class Principal:
             role = rest.split("/", 1)[0]
             return head.replace(":sts:", ":iam:", 1) + f":role/{role}"
         return self.arn
+
+    @property
+    def role_name(self) -> str | None:
+        """The role of an assumed-role session (without its path)."""
+        if self.arn and ":assumed-role/" in self.arn:
+            return self.arn.partition(":assumed-role/")[2].split("/", 1)[0]
+        return None
+
+    @property
+    def partition(self) -> str | None:
+        return self.arn.split(":")[1] if self.arn and self.arn.count(":") >= 5 else None
 
     def label(self) -> str:
         return self.arn if self.verified and self.arn else "unverified (console approval)"

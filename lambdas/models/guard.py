@@ -142,6 +142,8 @@ class ClusterHold:
     lifted_at: str | None = None
     lifted_by: str | None = None
     comment: str | None = None
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    """The `ApprovalRecord`s of a reset counted so far, while more are required."""
     version: int = 0
 
     @property

@@ -48,6 +48,8 @@ _POSITIVE = {
 }
 APPROVER_PATTERN_RE = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::[0-9*?]{1,12}:[!-~]{1,200}$")
 """An `APPROVERS` entry: an IAM user/role or STS assumed-role ARN, `*` and `?` as wildcards."""
+HUMAN_SESSION_ROLE_RE = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[!-~]{1,200}$")
+"""A `HUMAN_SESSION_ROLES` entry: an IAM role ARN of a named account (`*`, `?` in the name)."""
 
 
 EKS_CLUSTER_NAME_RE = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
@@ -158,6 +160,10 @@ class Settings:
     approvers: tuple[str, ...] = ()
     """ARN patterns (`*`, `?`) of the principals allowed to decide; empty: anyone who may start
     the approval state machine."""
+    human_session_roles: tuple[str, ...] = ()
+    """IAM role ARN patterns whose sessions are named after the human who assumed them (the
+    role's trust policy makes it so, e.g. session name = source identity): such a session counts
+    as that human. IAM Identity Center's `AWSReservedSSO_*` roles need no listing."""
     require_identity_proof: bool = False
     """Refuse decisions that carry no identity proof (console approvals)."""
     audit_anchor_log_group: str | None = None
@@ -216,6 +222,13 @@ class Settings:
             problems.append(
                 f"{EnvVar.APPROVERS} must be IAM or STS ARN patterns (comma-separated), got {bad_approvers}"
             )
+        human_roles = _split(env.get(EnvVar.HUMAN_SESSION_ROLES, ""))
+        bad_roles = [r for r in human_roles if not HUMAN_SESSION_ROLE_RE.match(r)]
+        if bad_roles:
+            problems.append(
+                f"{EnvVar.HUMAN_SESSION_ROLES} must be IAM role ARN patterns of named accounts "
+                f"(comma-separated), got {bad_roles}"
+            )
 
         isolation = _node_isolation(env.get(EnvVar.NODE_ISOLATION, ""), problems)
         telemetry = _telemetry(env.get(EnvVar.TELEMETRY, ""), problems)
@@ -238,6 +251,7 @@ class Settings:
             node_isolation=isolation,
             telemetry=telemetry,
             approvers=approvers,
+            human_session_roles=human_roles,
             require_identity_proof=raw_proof == "true",
             audit_anchor_log_group=env.get(EnvVar.AUDIT_ANCHOR_LOG_GROUP, "").strip() or None,
             **numbers,

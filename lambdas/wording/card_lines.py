@@ -8,6 +8,7 @@ every message that shows it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -454,6 +455,11 @@ def approvals_line(incident: Incident, required: int | None = None) -> str | Non
         required = max((a.required for a in approvals), default=1)
     if required <= 1:
         return None
+    return tally_line(approvals, required)
+
+
+def tally_line(approvals: Sequence[ApprovalRecord], required: int) -> str:
+    """ "1 of 2: approve by arn:…/alice at 12:03:00" (any decision's approvals so far)."""
     if not approvals:
         return f"0 of {required}"
     who = "; ".join(

@@ -521,3 +521,29 @@ def test_the_store_keeps_its_own_copy(incidents: IncidentStore):
 
     assert stored is not None
     assert (stored.reason, [e["kind"] for e in stored.evidence]) == ("saved", ["alarm", "note"])
+
+
+# -- identity proofs, redeemed once -------------------------------------------------------------
+
+PROOF = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+EXECUTION = "arn:aws:states:us-west-2:123456789012:execution:sdc-approval:a1"
+
+
+def test_a_proof_redeemed_for_the_first_time_is_recorded(incidents: IncidentStore):
+    assert incidents.redeem_proof(PROOF, EXECUTION, NOW + 86_400) is None
+
+
+def test_a_proof_redeemed_again_by_the_same_approval_execution_is_a_retry(
+    incidents: IncidentStore,
+):
+    incidents.redeem_proof(PROOF, EXECUTION, NOW + 86_400)
+
+    assert incidents.redeem_proof(PROOF, EXECUTION, NOW + 86_400) is None
+
+
+def test_a_proof_redeemed_by_another_approval_execution_names_the_first(
+    incidents: IncidentStore,
+):
+    incidents.redeem_proof(PROOF, EXECUTION, NOW + 86_400)
+
+    assert incidents.redeem_proof(PROOF, f"{EXECUTION}-2", NOW + 86_400) == EXECUTION

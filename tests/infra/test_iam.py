@@ -171,7 +171,12 @@ def test_only_the_intake_functions_decide_and_reconcile_start_the_remediation_an
     template,
 ):
     # reconcile starts an execution that an opened incident never got (after its grace period)
-    starters = {"OpenIncidentFunction", "StoreReportFunction", "DecideFunction", "ReconcileFunction"}
+    starters = {
+        "OpenIncidentFunction",
+        "StoreReportFunction",
+        "DecideFunction",
+        "ReconcileFunction",
+    }
     assert _holders(template, "states:StartExecution") == starters
     for function_id in starters:
         (statement,) = _granting(statements_of_function(template, function_id), "states:Start")

@@ -52,6 +52,14 @@ def test_values_given_on_the_command_line_as_strings_are_parsed():
     assert settings.log_retention_days == 365
 
 
+def test_roles_whose_sessions_name_the_human_are_role_arns_of_named_accounts():
+    settings = Settings.from_context(
+        {"sdc:humanSessionRoles": '["arn:aws:iam::111122223333:role/Oncall*"]'}
+    )
+
+    assert settings.human_session_roles == ("arn:aws:iam::111122223333:role/Oncall*",)
+
+
 def test_a_cluster_is_given_by_arn_or_by_id():
     arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/ab12cd34ef56"
     settings = Settings.from_context({"sdc:clusters": {"b": "0123456789ab", "a": arn}})
@@ -88,6 +96,8 @@ def test_keys_of_other_tools_are_ignored():
         ({"sdc:namespace": "AWS/EC2"}, "CloudWatch namespace"),
         ({"sdc:alarmNamePrefix": "prod-"}, "not at either end"),
         ({"sdc:stackName": "1stack"}, "stack name"),
+        ({"sdc:humanSessionRoles": ["arn:aws:iam::*:role/Oncall"]}, "IAM role ARN patterns"),
+        ({"sdc:humanSessionRoles": "arn:aws:iam::111122223333:user/alice"}, "IAM role ARN"),
         (
             {"sdc:healthCheckMaxPolls": 1000, "sdc:replacementMaxPolls": 1000},
             "history",

@@ -132,6 +132,27 @@ def test_sts_redemption_sends_the_presigned_request_with_the_binding_header(aws_
     assert principal.arn == "arn:aws:iam::123456789012:user/alice"
 
 
+def test_a_proof_keeps_its_id_when_its_query_is_reordered_and_two_proofs_have_two(aws_env):
+    sts = sts_of(user_session("alice"))
+    proof = sign_identity_proof(sts, BINDING)
+    url = decode_proof(proof)
+    head, _, query = url.partition("?")
+    reordered = encode_proof(head + "?" + "&".join(reversed(query.split("&"))))
+    answer = {
+        "GetCallerIdentityResponse": {
+            "GetCallerIdentityResult": {"Arn": "arn:aws:iam::123456789012:user/alice"}
+        }
+    }
+
+    ids = [
+        StsIdentityVerifier(RecordingOpener(answer)).redeem(p, BINDING).proof_id
+        for p in (proof, reordered, sign_identity_proof(sts, BINDING.replace("sdc-1", "sdc-2")))
+    ]
+
+    assert ids[0] == ids[1] != ids[2]
+    assert ids[0] == MotoIdentityVerifier().redeem(proof, BINDING).proof_id
+
+
 def test_sts_refusing_the_signature_refuses_the_proof(aws_env):
     proof = sign_identity_proof(sts_of(user_session("alice")), BINDING)
     denied = urllib.error.HTTPError("https://sts", 403, "SignatureDoesNotMatch", {}, None)  # type: ignore[arg-type]

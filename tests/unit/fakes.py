@@ -68,6 +68,7 @@ class InMemoryIncidentStore:
         self.holds: dict[str, ClusterHold] = {}
         self.active: dict[str, str] = {}
         self.past: dict[str, dict[str, PastIncident]] = {}
+        self.proofs: dict[str, str] = {}
         self.fail_next_save: Exception | None = None
 
     def create(self, incident: Incident, *, slot_limit: int | None = None) -> CreateResult:
@@ -119,6 +120,12 @@ class InMemoryIncidentStore:
     def claim_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> ClaimLockResult:
         holder = self.locks.setdefault((cluster_name, instance_id), incident_id)
         return Claimed() if holder == incident_id else LockHeld(holder)
+
+    def redeem_proof(
+        self, proof_id: str, approval_execution_arn: str, expires_at: int
+    ) -> str | None:
+        first = self.proofs.setdefault(proof_id, approval_execution_arn)
+        return None if first == approval_execution_arn else first
 
     def get(self, incident_id: str) -> Incident | None:
         found = self.incidents.get(incident_id)
@@ -395,7 +402,9 @@ class FakeIdentityVerifier:
         if signed[1] != binding:
             raise IdentityRefused("the proof was signed for another decision")
         account = signed[0].split(":")[4]
-        return Principal(PrincipalSource.IDENTITY_PROOF, signed[0], account, "AIDAFAKE")
+        return Principal(
+            PrincipalSource.IDENTITY_PROOF, signed[0], account, "AIDAFAKE", proof_id=proof
+        )
 
 
 class InMemoryAuditAnchor:

@@ -14,7 +14,7 @@ from lambdas.models.errors import DecisionRefused, ServiceUnavailable, Throttled
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import DecisionRequest
 from lambdas.wording.card_lines import approvals_line
-from tests.unit.world import ALICE, APPROVAL_ARN, APPROVAL_EXECUTION, BOB, World
+from tests.unit.world import ALICE, APPROVAL_ARN, APPROVAL_EXECUTION, APPROVER_ROLE, BOB, World
 
 S = IncidentState
 OTHER_MACHINE = "arn:aws:states:us-west-2:111122223333:stateMachine:someone-elses"
@@ -120,6 +120,8 @@ def test_an_approval_without_a_proof_is_recorded_as_unverified(world):
         "arn": None,
         "account": None,
         "user_id": None,
+        "proof_id": None,
+        "human": None,
         "verified": False,
         "session_name": None,
     }
@@ -159,7 +161,7 @@ def test_a_proof_signed_for_another_decision_is_refused(world):
 def test_a_principal_outside_the_approver_patterns_is_refused(world):
     incident_id = world.awaiting_approval()
     world.settings = dataclasses.replace(
-        world.settings, approvers=("arn:aws:sts::111122223333:assumed-role/sdc-approver/*",)
+        world.settings, approvers=(f"arn:aws:sts::111122223333:assumed-role/{APPROVER_ROLE}/*",)
     )
 
     with pytest.raises(DecisionRefused, match="not an allowed approver"):
@@ -342,7 +344,7 @@ def test_the_card_of_a_single_unsigned_approval_says_nothing_about_signing(world
 def test_an_assumed_role_session_matches_an_approver_pattern_on_its_role(world):
     incident_id = world.awaiting_approval()
     world.settings = dataclasses.replace(
-        world.settings, approvers=("arn:aws:iam::111122223333:role/sdc-approver",)
+        world.settings, approvers=(f"arn:aws:iam::111122223333:role/{APPROVER_ROLE}",)
     )
 
     result = approval.decide(world.decision(incident_id, principal=ALICE), world.deps)

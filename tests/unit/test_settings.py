@@ -200,6 +200,31 @@ def test_approval_rules_are_read_from_the_environment():
     assert settings.audit_anchor_log_group == "/s/audit-anchor"
 
 
+def test_roles_whose_sessions_name_the_human_are_read_from_the_environment():
+    settings = Settings.from_env(
+        {
+            "INCIDENTS_TABLE": "i",
+            "AUDIT_TABLE": "a",
+            "TOPIC_ARN": "t",
+            "HUMAN_SESSION_ROLES": "arn:aws:iam::111122223333:role/Oncall*",
+        }
+    )
+
+    assert settings.human_session_roles == ("arn:aws:iam::111122223333:role/Oncall*",)
+
+
+def test_a_human_session_role_of_any_account_is_refused_by_name():
+    with pytest.raises(SettingsError, match="HUMAN_SESSION_ROLES must be IAM role ARN patterns"):
+        Settings.from_env(
+            {
+                "INCIDENTS_TABLE": "i",
+                "AUDIT_TABLE": "a",
+                "TOPIC_ARN": "t",
+                "HUMAN_SESSION_ROLES": "arn:aws:iam::*:role/Oncall",
+            }
+        )
+
+
 def test_an_approver_that_is_no_arn_is_refused_by_name():
     with pytest.raises(SettingsError, match="APPROVERS must be IAM or STS ARN patterns"):
         Settings.from_env(

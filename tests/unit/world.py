@@ -42,7 +42,9 @@ NODE = "ip-10-1-17-42.us-west-2.compute.internal"
 TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAfake-task-token"
 APPROVAL_ARN = "arn:aws:states:us-west-2:111122223333:stateMachine:sdc-approval"
 APPROVAL_EXECUTION = "arn:aws:states:us-west-2:111122223333:execution:sdc-approval:a1"
-ALICE = "arn:aws:sts::111122223333:assumed-role/sdc-approver/alice"
+APPROVER_ROLE = "AWSReservedSSO_SdcApprover_0123456789abcdef"
+"""An IAM Identity Center permission set's role: its sessions are named by the user."""
+ALICE = f"arn:aws:sts::111122223333:assumed-role/{APPROVER_ROLE}/alice"
 BOB = "arn:aws:iam::111122223333:user/bob"
 
 

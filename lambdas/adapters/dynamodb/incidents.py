@@ -13,6 +13,7 @@ from lambdas.adapters.dynamodb.keys import (
     held_lock_key,
     incident_key,
     lock_key,
+    proof_key,
 )
 from lambdas.models.errors import ConditionFailed
 from lambdas.models.guard import check_slot_room
@@ -176,6 +177,25 @@ class DynamoIncidentStore(ItemTable):
                 )
         except ConditionFailed:
             return  # released already, or held by another incident: not ours to delete
+
+    def redeem_proof(
+        self, proof_id: str, approval_execution_arn: str, expires_at: int
+    ) -> str | None:
+        refused = self.put_if(
+            {
+                "TableName": self.table_name,
+                "Item": to_item(
+                    {
+                        **proof_key(proof_id),
+                        "approval_execution_arn": approval_execution_arn,
+                        "expires_at": expires_at,
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(pk) OR approval_execution_arn = :arn",
+                "ExpressionAttributeValues": to_item({":arn": approval_execution_arn}),
+            }
+        )
+        return None if refused is None else str(refused.get("approval_execution_arn"))
 
     def _record(self, incident: Incident) -> dict[str, Any]:
         return {**incident_key(incident.incident_id), **incident.to_record()}

@@ -28,6 +28,10 @@ def held_lock_key(cluster_name: str, instance_id: str) -> dict[str, Any]:
     return {"pk": f"HELDFOR#{cluster_name}#{instance_id}", "sk": LOCK}
 
 
+def proof_key(proof_id: str) -> dict[str, Any]:
+    return {"pk": f"PROOF#{proof_id}", "sk": LOCK}
+
+
 def report_pk(cluster_name: str, instance_id: str) -> str:
     return f"REPORT#{cluster_name}#{instance_id}"
 

@@ -53,9 +53,7 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
     """Open the job-level incident that health-checks `held`'s nodes; returns its id. Raises
     DecisionRefused (the caller audits it) when `held` may not proceed."""
     deps = step.deps
-    why_not = _why_not(step, held)
-    if why_not:
-        raise DecisionRefused(f"incident {held.incident_id} cannot proceed: {why_not}")
+    check_may_proceed(step, held)
     try:
         cluster = deps.hyperpod.describe_cluster(held.cluster_name)
         nodes, unconfirmed = claims.hyperpod_nodes(step, held.cluster_name, held.instance_ids)
@@ -135,11 +133,22 @@ def _claims(step: Step, held: Incident, nodes: list[str]) -> claims.Claims:
     return claims.Claims(job_name=held.job_name)
 
 
+def check_may_proceed(step: Step, held: Incident) -> None:
+    """DecisionRefused (the caller audits it) unless `held` may proceed now: checked before an
+    approval of it is counted, and again when it proceeds."""
+    why_not = _why_not(step, held)
+    if why_not:
+        raise DecisionRefused(f"incident {held.incident_id} cannot proceed: {why_not}")
+
+
 def _why_not(step: Step, held: Incident) -> str | None:
     if not held.is_job or held.state is not IncidentState.HELD:
         return "only a held job-level incident proceeds (an incident awaiting approval is decided)"
     if held.hold_kind != HoldKind.GUARD:
         return f"it is held by {held.hold_kind}, not by the blast-radius guard"
+    opened = proceed_id(held)
+    if step.deps.incidents.get(opened) is not None:
+        return f"it already proceeded as {opened}"
     blocker = guard.blocker(step.deps, held.cluster_name)
     if blocker is not None:
         return f"nothing acts on cluster {held.cluster_name} now: {blocker.reason}"
