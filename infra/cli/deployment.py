@@ -30,7 +30,8 @@ RECONCILE_FUNCTION: Final = "ReconcileFunctionName"
 AUDIT_ANCHOR: Final = "AuditAnchorLogGroupName"
 DEAD_LETTER_QUEUES: Final = {
     "UndeliveredEventsQueueUrl": "undelivered events",
-    "FailedInvocationsQueueUrl": "failed invocations",
+    "FailedInvocationsQueueUrl": "failed alarms",
+    "FailedReportsQueueUrl": "failed reports",
 }
 """The dead-letter queues' URL outputs, and what `sdc status` calls them."""
 OUTPUT_NAMES: Final = frozenset(

@@ -93,10 +93,11 @@ CHECKOV_FUNCTION_ACKNOWLEDGEMENTS: Final = {
 """checkov's Lambda checks that every function acknowledges, with the reason."""
 
 NO_CONCURRENCY_CAP: Final = (
-    "No reserved concurrency, by design, on the functions that act on no node: the intake "
-    "functions must absorb a burst (every node of a cluster in a minute) and the guard and storm "
-    "hold bound what they open; the others only read, poll or record a human's decision. Only "
-    "the five functions that change a node get the sdc:nodeActionConcurrency cap."
+    "No reserved concurrency, by design, on the functions that neither take events in nor act "
+    "on a node: they only read, poll or record a human's decision, and run in the account's "
+    "unreserved concurrency, which the caps keep a flood of events from taking. The six "
+    "functions that change a node get the sdc:nodeActionConcurrency cap, the two intake "
+    "functions (store_report, open_incident) the sdc:intakeConcurrency cap."
 )
 
 ASYNC_RETRY_ATTEMPTS: Final = 2
@@ -134,6 +135,14 @@ class FunctionSpec:
     queries_telemetry: bool = False
     """Reads the suspect GPU's hardware counters from the clusters' Prometheus workspaces
     (`sdc:telemetry`): gets aps:QueryMetrics on exactly those and `TELEMETRY`."""
+    intake: bool = False
+    """Takes events in (reports, alarms): its concurrency is capped at `sdc:intakeConcurrency`,
+    so a flood of events waits in Lambda's asynchronous queue instead of starving the functions
+    a person waits on (decide, request_approval, check_health)."""
+    reports: bool = False
+    """Takes SDC reports in: its failed events go to a queue and alarm of their own
+    (FailedReportsQueue), apart from the alarm path's, so a junk report keeps no alarm red that
+    a lost contributor alarm should raise."""
     acts_on_nodes: bool = False
     """Changes a node (cordon, deep health check, replacement, release): its concurrency is
     capped at `sdc:nodeActionConcurrency`, a limit beyond the guard's."""
@@ -165,6 +174,7 @@ SPECS: Final = (
         reads_pause_switch=True,
         checks_claims=True,
         asynchronous=True,
+        intake=True,
         timeout_seconds=90,
     ),
     FunctionSpec(
@@ -176,6 +186,8 @@ SPECS: Final = (
         reads_pause_switch=True,
         checks_claims=True,
         asynchronous=True,
+        intake=True,
+        reports=True,
         timeout_seconds=90,
     ),
     FunctionSpec(
@@ -390,6 +402,8 @@ class FunctionsProps:
     log_retention_days: int
     node_action_concurrency: int
     """The reserved concurrency of each function that changes a node."""
+    intake_concurrency: int
+    """The reserved concurrency of each intake function (store_report, open_incident)."""
 
     @classmethod
     def from_settings(
@@ -434,6 +448,7 @@ class FunctionsProps:
             recovery_through_label=bool(settings.recovery_label_clusters),
             log_retention_days=settings.log_retention_days,
             node_action_concurrency=settings.node_action_concurrency,
+            intake_concurrency=settings.intake_concurrency,
         )
 
 
@@ -466,6 +481,8 @@ def shared_environment(
         EnvVar.GUARD_MAX_OPEN_PERCENT: str(settings.guard_max_open_percent),
         EnvVar.STORM_THRESHOLD: str(settings.storm_threshold),
         EnvVar.STORM_WINDOW_SECONDS: str(settings.storm_window_seconds),
+        EnvVar.REPORT_OPENINGS_PER_MINUTE: str(settings.report_openings_per_minute),
+        EnvVar.JOB_OPENINGS_PER_MINUTE: str(settings.job_openings_per_minute),
         EnvVar.PAUSE_PARAMETER: pause_switch.name,
         **decision_env(settings),
         EnvVar.AUDIT_ANCHOR_LOG_GROUP: audit_anchor.name,
@@ -509,7 +526,12 @@ class Functions(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, props: FunctionsProps) -> None:
         super().__init__(scope, construct_id)
         self.props = props
-        self.failure_queue = self._failure_queue()
+        self.failure_queue = self._failure_queue(
+            "FailedInvocationsQueue", "open_incident (contributor alarms)"
+        )
+        self.report_failure_queue = self._failure_queue(
+            "FailedReportsQueue", "store_report (SDC reports)"
+        )
         code = lambda_.Code.from_asset(
             str(props.code_asset.path),
             asset_hash=props.code_asset.key,
@@ -529,11 +551,11 @@ class Functions(Construct):
             depend_on_role_policy_only(fn, fn.role)
             self.by_module[spec.module] = fn
 
-    def _failure_queue(self) -> sqs.Queue:
-        """Where the asynchronously invoked functions' failed events go after their retries."""
+    def _failure_queue(self, construct_id: str, what: str) -> sqs.Queue:
+        """Where the failed events of `what` (asynchronously invoked) go after their retries."""
         queue = sqs.Queue(
             self,
-            "FailedInvocationsQueue",
+            construct_id,
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             retention_period=Duration.days(14),
@@ -542,8 +564,7 @@ class Functions(Construct):
             queue,
             "AwsSolutions-SQS3",
             "This queue is itself the dead-letter target: the on-failure "
-            "destination of the asynchronously invoked functions (open_incident, "
-            "store_report). cdk-nag only recognises SQS redrive policies and Lambda "
+            f"destination of an asynchronously invoked function, {what}. cdk-nag only recognises SQS redrive policies and Lambda "
             "DeadLetterConfig as DLQ use; a DLQ of a DLQ would only move the problem.",
         )
         acknowledge_checkov(queue, "CKV_AWS_27", SQS_MANAGED_ENCRYPTION)
@@ -719,12 +740,20 @@ class Functions(Construct):
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             # Asynchronous invocations (EventBridge): retry, then keep the failed event.
             on_failure=(
-                destinations.SqsDestination(self.failure_queue) if spec.asynchronous else None
+                destinations.SqsDestination(
+                    self.report_failure_queue if spec.reports else self.failure_queue
+                )
+                if spec.asynchronous
+                else None
             ),
             retry_attempts=ASYNC_RETRY_ATTEMPTS if spec.asynchronous else None,
             max_event_age=ASYNC_MAX_EVENT_AGE if spec.asynchronous else None,
             reserved_concurrent_executions=(
-                self.props.node_action_concurrency if spec.acts_on_nodes else None
+                self.props.node_action_concurrency
+                if spec.acts_on_nodes
+                else self.props.intake_concurrency
+                if spec.intake
+                else None
             ),
         )
         cfn = fn.node.default_child
@@ -748,7 +777,7 @@ class Functions(Construct):
         )
         for check_id, reason in CHECKOV_FUNCTION_ACKNOWLEDGEMENTS.items():
             acknowledge_checkov(fn, check_id, reason)
-        if not spec.acts_on_nodes:
+        if not (spec.acts_on_nodes or spec.intake):
             acknowledge_checkov(fn, "CKV_AWS_115", NO_CONCURRENCY_CAP)
         return fn
 

@@ -30,6 +30,8 @@ from lambdas.models.settings import (
     DEFAULT_GUARD_MAX_OPEN_NODES,
     DEFAULT_GUARD_MAX_OPEN_PERCENT,
     DEFAULT_HEALTH_CHECKS,
+    DEFAULT_JOB_OPENINGS_PER_MINUTE,
+    DEFAULT_REPORT_OPENINGS_PER_MINUTE,
     DEFAULT_STORM_THRESHOLD,
     DEFAULT_STORM_WINDOW_SECONDS,
     EKS_CLUSTER_NAME_RE,
@@ -38,6 +40,7 @@ from lambdas.models.settings import (
     LABEL_NAME_RE,
     MAX_APPROVAL_TIMEOUT_SECONDS,
     MAX_APPROVALS_REQUIRED,
+    OPENINGS_PER_MINUTE_RANGE,
     RECOVERY_API,
     RECOVERY_NODE_LABEL,
     REGION_RE,
@@ -158,12 +161,20 @@ class Settings:
     guard_max_open_percent: int = DEFAULT_GUARD_MAX_OPEN_PERCENT
     storm_threshold: int = DEFAULT_STORM_THRESHOLD
     storm_window_seconds: int = DEFAULT_STORM_WINDOW_SECONDS
+    report_openings_per_minute: int = DEFAULT_REPORT_OPENINGS_PER_MINUTE
+    job_openings_per_minute: int = DEFAULT_JOB_OPENINGS_PER_MINUTE
     pause_parameter: str | None = None
     """None: `/<stack name>/paused` (see `pause_parameter_name`)."""
     node_isolation: tuple[tuple[str, str], ...] = ()
     """(HyperPod cluster name, EKS cluster name) pairs whose suspect nodes are isolated."""
     node_isolation_access: str = "group"
     node_action_concurrency: int = 5
+    intake_concurrency: int = 10
+    """Reserved concurrency of each intake function (store_report, open_incident): a flood of
+    events waits in Lambda's asynchronous queue instead of taking the account's unreserved
+    concurrency from decide, request_approval and check_health. With the node-action cap it
+    takes 6 * 5 + 2 * 10 = 50 of the account's quota, which deploys wherever the quota is at
+    least 150 (Lambda keeps 100 unreserved; the default quota is 1000)."""
     recovery_label_clusters: tuple[str, ...] = ()
     """HyperPod clusters whose approved recoveries go through the node health label."""
     job_pods: tuple[tuple[str, str], ...] = ()
@@ -569,8 +580,14 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:guardMaxOpenPercent": ("guard_max_open_percent", _integer(1, 100)),
     "sdc:stormThreshold": ("storm_threshold", _integer(*STORM_THRESHOLD_RANGE)),
     "sdc:stormWindowSeconds": ("storm_window_seconds", _integer(60, 86_400)),
+    "sdc:reportOpeningsPerMinute": (
+        "report_openings_per_minute",
+        _integer(*OPENINGS_PER_MINUTE_RANGE),
+    ),
+    "sdc:jobOpeningsPerMinute": ("job_openings_per_minute", _integer(*OPENINGS_PER_MINUTE_RANGE)),
     "sdc:pauseParameterName": ("pause_parameter", _parameter_name),
     "sdc:nodeActionConcurrency": ("node_action_concurrency", _integer(1, 100)),
+    "sdc:intakeConcurrency": ("intake_concurrency", _integer(1, 100)),
     "sdc:recoveryThroughNodeLabel": ("recovery_label_clusters", _cluster_names),
     "sdc:nodeIsolation": ("node_isolation", _node_isolation),
     "sdc:jobPods": ("job_pods", _job_pods),

@@ -153,8 +153,14 @@ class SdcRemediationStack(Stack):
             notifications.alarm_when_not_empty(
                 "FailedInvocationsAlarm",
                 functions.failure_queue,
-                "open_incident or store_report failed on an event after all retries "
-                "(malformed event or a bug).",
+                "open_incident failed on a contributor alarm after all retries (malformed "
+                "event or a bug): a suspect node may have no incident.",
+            ),
+            notifications.alarm_when_not_empty(
+                "FailedReportsAlarm",
+                functions.report_failure_queue,
+                "store_report failed on an SDC report after all retries (a malformed or "
+                "forged report, one dated ahead, or a bug).",
             ),
             notifications.alarm_on_failed_executions(
                 "RemediationFailedAlarm", self.remediation.state_machine
@@ -195,7 +201,8 @@ class SdcRemediationStack(Stack):
             approval=self.approval.state_machine,
             queues={
                 "undelivered events (EventBridge)": self.routing.dead_letter_queue,
-                "failed invocations (open_incident, store_report)": self.functions.failure_queue,
+                "failed alarms (open_incident)": self.functions.failure_queue,
+                "failed reports (store_report)": self.functions.report_failure_queue,
             },
             alarms=alarms,
         )
@@ -272,8 +279,14 @@ class SdcRemediationStack(Stack):
         CfnOutput(
             self,
             "FailedInvocationsQueueUrl",
-            description="Failed asynchronous invocations of open_incident and store_report",
+            description="Failed asynchronous invocations of open_incident (contributor alarms)",
             value=self.functions.failure_queue.queue_url,
+        )
+        CfnOutput(
+            self,
+            "FailedReportsQueueUrl",
+            description="Failed asynchronous invocations of store_report (SDC reports)",
+            value=self.functions.report_failure_queue.queue_url,
         )
         CfnOutput(
             self,

@@ -183,6 +183,13 @@ class GuardStore(Protocol):
         hold and note `reset_at` as the guard's storm_reset_at, atomically."""
         ...
 
+    def tally(self, cluster_name: str, counter: str, expires_at: int) -> int:
+        """Add one to the cluster's `counter` (a name that includes its window, such as
+        `opened#<minute>`) and return its new value, atomically: of N concurrent calls on a
+        new counter, each gets a distinct value in 1..N. The counter goes after `expires_at`
+        (epoch seconds)."""
+        ...
+
 
 class HistoryStore(Protocol):
     """Lookups return the newest closings first (equal `closed_at`: the higher incident id

@@ -24,6 +24,9 @@ class HoldKind(StrEnum):
     """The cluster has an active storm hold: too many distinct instances flagged too fast."""
     GUARD = "guard"
     """The blast-radius guard is full: as many incidents are open as the cluster allows."""
+    RATE = "rate"
+    """The rate bound: reports opened as many incidents on the cluster (or for the job) this
+    minute as it allows; held before it is checked, one notice per cluster and minute."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,14 @@ DEFAULT_GUARD_MAX_OPEN_PERCENT = 10
 DEFAULT_STORM_THRESHOLD = 4
 DEFAULT_STORM_WINDOW_SECONDS = 900
 DEFAULT_APPROVALS_REQUIRED = 1
+DEFAULT_REPORT_OPENINGS_PER_MINUTE = 10
+"""Above the storm rule's default (4 distinct instances in 15 minutes), so that on a default
+deployment a burst of genuine reports about real nodes meets the storm hold (one notice, an
+audited reset) first; far above what genuine reports open (one incident per failing node)."""
+DEFAULT_JOB_OPENINGS_PER_MINUTE = 5
+"""One job's reports open one incident per failing node: above the storm rule's default as
+well (a genuine report naming a storm's worth of culprits meets the storm hold first), and half
+the cluster's bound, so that one job's flood leaves room for the others' reports."""
 MAX_APPROVALS_REQUIRED = 10
 GUARD_MAX_OPEN_NODES_RANGE: Final = (1, 10_000)
 """Nodes in open incidents per cluster the guard allows at most, as `sdc:guardMaxOpenNodes` and
@@ -35,6 +43,9 @@ GUARD_MAX_OPEN_NODES_RANGE: Final = (1, 10_000)
 typo (the percent cap applies as well)."""
 STORM_THRESHOLD_RANGE: Final = (2, 10_000)
 """Distinct instances within the storm window that make a storm."""
+OPENINGS_PER_MINUTE_RANGE: Final = (1, 10_000)
+"""Incidents reports may open per cluster (`sdc:reportOpeningsPerMinute`) or per job
+(`sdc:jobOpeningsPerMinute`) in one minute of the pipeline's clock."""
 MAX_APPROVAL_TIMEOUT_SECONDS = 31_536_000
 """One year: a Standard execution's maximum duration, so the longest a task may wait."""
 _POSITIVE = {
@@ -43,6 +54,11 @@ _POSITIVE = {
     EnvVar.GUARD_MAX_OPEN_PERCENT: ("guard_max_open_percent", 1, 100),
     EnvVar.STORM_THRESHOLD: ("storm_threshold", *STORM_THRESHOLD_RANGE),
     EnvVar.STORM_WINDOW_SECONDS: ("storm_window_seconds", 1, 7 * 86_400),
+    EnvVar.REPORT_OPENINGS_PER_MINUTE: (
+        "report_openings_per_minute",
+        *OPENINGS_PER_MINUTE_RANGE,
+    ),
+    EnvVar.JOB_OPENINGS_PER_MINUTE: ("job_openings_per_minute", *OPENINGS_PER_MINUTE_RANGE),
     EnvVar.APPROVAL_TIMEOUT_SECONDS: ("approval_timeout_seconds", 1, MAX_APPROVAL_TIMEOUT_SECONDS),
     EnvVar.APPROVALS_REQUIRED: ("approvals_required", 1, MAX_APPROVALS_REQUIRED),
 }
@@ -143,6 +159,10 @@ class Settings:
     storm_threshold: int = DEFAULT_STORM_THRESHOLD
     """Distinct instances flagged within `storm_window_seconds` that make a storm."""
     storm_window_seconds: int = DEFAULT_STORM_WINDOW_SECONDS
+    report_openings_per_minute: int = DEFAULT_REPORT_OPENINGS_PER_MINUTE
+    """Rate bound: incidents reports may open per cluster per minute; beyond it they are held."""
+    job_openings_per_minute: int = DEFAULT_JOB_OPENINGS_PER_MINUTE
+    """Rate bound: incidents the reports naming one job may open per cluster per minute."""
     pause_parameter: str | None = None
     """The SSM parameter of the pause switch; None = no switch (never paused)."""
     event_bus_name: str | None = None

@@ -363,6 +363,18 @@ def held_notice(incident: Incident) -> Card:
             "A new job-level incident then health-checks the nodes HyperPod still knows; they "
             "count against the guard until it closes.",
         )
+    elif incident.hold_kind == HoldKind.RATE:
+        next_steps = (
+            "Reports asked to open more incidents on this cluster within one minute than the "
+            "rate bound allows (sdc:reportOpeningsPerMinute per cluster, "
+            "sdc:jobOpeningsPerMinute per job).",
+            "This is the minute's only notice: every other incident the bound holds on this "
+            "cluster in this minute is recorded held, and audited, without a notice of its own "
+            "(sdc incidents --state held).",
+            "It was held before any check of its own, and nothing acts. Contributor alarms are "
+            "not bounded: a genuine alarm on a node still opens its incident; a report received "
+            "after this minute is judged afresh.",
+        )
     else:
         next_steps = (
             "The cluster already has as many open incidents as its blast-radius guard allows. "

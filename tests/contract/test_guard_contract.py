@@ -4,6 +4,7 @@ holds, one active hold per cluster."""
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -307,3 +308,32 @@ def _lifted(guard: GuardStore, hold_id: str, *, reset_at: int = 1_800_000_000) -
     active.lifted_by = "oncall"
     guard.lift_hold(active, reset_at)
     return active
+
+
+# -- tallies (the rate bound on openings) ---------------------------------------------------------
+
+EXPIRES = 1_900_000_000
+
+
+def test_a_tally_counts_from_one_and_each_call_adds_one(guard: GuardStore):
+    values = [guard.tally(CLUSTER, "opened#29000000", EXPIRES) for _ in range(3)]
+
+    assert values == [1, 2, 3]
+
+
+def test_tallies_are_kept_apart_by_name_and_by_cluster(guard: GuardStore):
+    guard.tally(CLUSTER, "opened#29000000", EXPIRES)
+    guard.tally(CLUSTER, "opened#29000000", EXPIRES)
+
+    assert guard.tally(CLUSTER, "opened#29000001", EXPIRES) == 1
+    assert guard.tally(OTHER_CLUSTER, "opened#29000000", EXPIRES) == 1
+    assert guard.tally(CLUSTER, "job#train#29000000", EXPIRES) == 1
+
+
+def test_concurrent_tallies_each_get_a_distinct_value(guard: GuardStore):
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        values = list(
+            pool.map(lambda _: guard.tally(CLUSTER, "opened#29000000", EXPIRES), range(40))
+        )
+
+    assert sorted(values) == list(range(1, 41))

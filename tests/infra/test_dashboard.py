@@ -156,7 +156,7 @@ def test_errors_and_throttles_are_plotted_for_every_function(template, title, me
     assert len(series) == len(functions)
 
 
-def test_both_dead_letter_queues_depths_are_plotted(template):
+def test_every_dead_letter_queues_depth_is_plotted(template):
     queues = {
         f"<{logical_id}.QueueName>" for logical_id in resources_of_type(template, "AWS::SQS::Queue")
     }
@@ -189,6 +189,7 @@ def test_the_pipeline_alarms_are_on_the_dashboard(template):
     widget = widget_titled(template, "The pipeline's own alarms")
 
     assert set(widget["properties"]["alarms"]) == alarms
-    # two dead-letter queues, failed executions, two function-errors, broken audit chains,
-    # cards undelivered, reconciliation needing a person
-    assert len(alarms) == 8
+    # three dead-letter queues (undelivered events, failed alarms, failed reports), failed
+    # executions, two function-errors, broken audit chains, cards undelivered, reconciliation
+    # needing a person
+    assert len(alarms) == 9

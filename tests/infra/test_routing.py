@@ -105,6 +105,34 @@ def test_events_the_function_fails_on_land_in_a_queue(template, function_id):
     assert [s["Resource"] for s in sends] == [queue_arn]
 
 
+def test_failed_reports_and_failed_alarms_land_in_queues_of_their_own(template):
+    def failure_queue(function_id: str) -> str:
+        (config,) = [
+            r["Properties"]
+            for r in resources_of_type(template, "AWS::Lambda::EventInvokeConfig").values()
+            if r["Properties"]["FunctionName"] == {"Ref": function_id}
+        ]
+        return str(config["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0])
+
+    alarms_queue, reports_queue = (
+        failure_queue("OpenIncidentFunction"),
+        failure_queue("StoreReportFunction"),
+    )
+
+    assert alarms_queue != reports_queue
+    alarmed = [
+        props["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
+        for props in (
+            a["Properties"] for a in resources_of_type(template, "AWS::CloudWatch::Alarm").values()
+        )
+        if props.get("Namespace") == "AWS/SQS"
+    ]
+    assert alarmed.count(alarms_queue) == alarmed.count(reports_queue) == 1
+    outputs = template["Outputs"]
+    assert outputs["FailedInvocationsQueueUrl"]["Value"] == {"Ref": alarms_queue}
+    assert outputs["FailedReportsQueueUrl"]["Value"] == {"Ref": reports_queue}
+
+
 def test_a_message_in_either_queue_raises_an_alarm_on_the_topic(template):
     queues = set(resources_of_type(template, "AWS::SQS::Queue"))
     alarmed = set()

@@ -167,14 +167,19 @@ def test_the_old_name_of_the_node_guard_is_refused_with_its_new_name():
 
 @pytest.mark.parametrize(
     ("key", "variable"),
-    [("sdc:guardMaxOpenNodes", "GUARD_MAX_OPEN_NODES"), ("sdc:stormThreshold", "STORM_THRESHOLD")],
+    [
+        ("sdc:guardMaxOpenNodes", "GUARD_MAX_OPEN_NODES"),
+        ("sdc:stormThreshold", "STORM_THRESHOLD"),
+        ("sdc:reportOpeningsPerMinute", "REPORT_OPENINGS_PER_MINUTE"),
+        ("sdc:jobOpeningsPerMinute", "JOB_OPENINGS_PER_MINUTE"),
+    ],
 )
 def test_the_stack_and_the_functions_accept_the_same_range(key, variable):
     """What the synth lets through, the functions accept; what the synth refuses, they refuse."""
     from lambdas.models import settings as functions_side
 
     base = {"INCIDENTS_TABLE": "i", "AUDIT_TABLE": "a", "TOPIC_ARN": "arn:aws:sns:r:1:t"}
-    highest = {"sdc:guardMaxOpenNodes": 10_000, "sdc:stormThreshold": 10_000}[key]
+    highest = 10_000
     for value, accepted in ((highest, True), (highest + 1, False)):
         stack_accepts = _accepts(Settings.from_context, {key: value})
         functions_accept = _accepts(

@@ -1078,12 +1078,15 @@ def pause_switch(deployed: Deployed, value: str | None) -> None:
     with_outputs(deployed, PauseParameterName=name)
 
 
-def dead_letter_queues(deployed: Deployed, undelivered: int, failed: int) -> None:
+def dead_letter_queues(
+    deployed: Deployed, undelivered: int, failed: int, failed_reports: int = 0
+) -> None:
     sqs = SESSION.client("sqs")
     urls = {}
     for output, name, messages in (
         ("UndeliveredEventsQueueUrl", "undelivered", undelivered),
         ("FailedInvocationsQueueUrl", "failed", failed),
+        ("FailedReportsQueueUrl", "failed-reports", failed_reports),
     ):
         urls[output] = sqs.create_queue(QueueName=name)["QueueUrl"]
         for n in range(messages):
@@ -1244,7 +1247,7 @@ def test_status_lists_the_last_failures_newest_first_and_the_dead_letter_queues(
         closed_at=ago(hours=1),
         error={"type": "NodeNotFound", "message": "i-0bb00000000000002 is gone"},
     )
-    dead_letter_queues(deployed, undelivered=0, failed=2)
+    dead_letter_queues(deployed, undelivered=0, failed=2, failed_reports=7)
 
     deployed.sdc("status")
 
@@ -1254,7 +1257,9 @@ def test_status_lists_the_last_failures_newest_first_and_the_dead_letter_queues(
     assert failures[0].endswith("NodeNotFound: i-0bb00000000000002 is gone")
     assert failures[1].startswith(f"  {older}  failed ")
     assert "States.TaskFailed: ReplacementRejected: InstanceIdInUse" in failures[1]
-    assert failures[2] == "  dead-letter queues: undelivered events 0, failed invocations 2"
+    assert failures[2] == (
+        "  dead-letter queues: undelivered events 0, failed alarms 2, failed reports 7"
+    )
 
 
 # -- end to end on the local run --------------------------------------------------------------
@@ -1397,7 +1402,11 @@ def test_status_against_the_local_run_shows_the_incident_waiting(tmp_path, capsy
         assert report["pause_switch"]["value"] == "false"
         assert report["pause_switch"]["paused"] is False
         assert report["dry_run"] == "false"
-        assert report["dead_letter_queues"] == {"undelivered events": 0, "failed invocations": 0}
+        assert report["dead_letter_queues"] == {
+            "undelivered events": 0,
+            "failed alarms": 0,
+            "failed reports": 0,
+        }
 
 
 def test_reconcile_prints_what_was_settled_what_waits_and_what_needs_a_person():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -69,6 +70,9 @@ class InMemoryIncidentStore:
         self.active: dict[str, str] = {}
         self.past: dict[str, dict[str, PastIncident]] = {}
         self.proofs: dict[str, str] = {}
+        self.tallies: dict[tuple[str, str], tuple[int, int]] = {}
+        """(cluster, counter) → (value, expires_at)."""
+        self._tally_lock = threading.Lock()
         self.fail_next_save: Exception | None = None
 
     def create(self, incident: Incident, *, slot_limit: int | None = None) -> CreateResult:
@@ -180,6 +184,12 @@ class InMemoryIncidentStore:
 
     def flagged_instances(self, cluster_name: str, since: int) -> set[str]:
         return {i for i, at in self.flags.get(cluster_name, {}).items() if at >= since}
+
+    def tally(self, cluster_name: str, counter: str, expires_at: int) -> int:
+        with self._tally_lock:
+            value = self.tallies.get((cluster_name, counter), (0, expires_at))[0] + 1
+            self.tallies[(cluster_name, counter)] = (value, expires_at)
+            return value
 
     def create_hold(self, hold: ClusterHold) -> CreateHoldResult:
         if hold.cluster_name in self.active:

@@ -82,8 +82,12 @@ def test_guard_storm_and_pause_settings_are_read_from_the_environment():
             "STORM_WINDOW_SECONDS": "600",
             "PAUSE_PARAMETER": "/SdcRemediation/paused",
             "APPROVAL_TIMEOUT_SECONDS": "7200",
+            "REPORT_OPENINGS_PER_MINUTE": "30",
+            "JOB_OPENINGS_PER_MINUTE": "7",
         }
     )
+
+    assert (settings.report_openings_per_minute, settings.job_openings_per_minute) == (30, 7)
 
     assert (settings.guard_max_open_nodes, settings.guard_max_open_percent) == (5, 20)
     assert (settings.storm_threshold, settings.storm_window_seconds) == (8, 600)
@@ -95,12 +99,19 @@ def test_without_guard_variables_the_documented_defaults_apply():
     settings = Settings.from_env(BASE)
 
     assert (settings.guard_max_open_nodes, settings.storm_threshold) == (3, 4)
+    assert (settings.report_openings_per_minute, settings.job_openings_per_minute) == (10, 5)
     assert (settings.pause_parameter, settings.approval_timeout_seconds) == (None, None)
 
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("GUARD_MAX_OPEN_NODES", "0"), ("GUARD_MAX_OPEN_PERCENT", "150"), ("STORM_THRESHOLD", "many")],
+    [
+        ("GUARD_MAX_OPEN_NODES", "0"),
+        ("GUARD_MAX_OPEN_PERCENT", "150"),
+        ("STORM_THRESHOLD", "many"),
+        ("REPORT_OPENINGS_PER_MINUTE", "0"),
+        ("JOB_OPENINGS_PER_MINUTE", "10001"),
+    ],
 )
 def test_a_bad_guard_variable_fails_fast_naming_it(name, value):
     with pytest.raises(SettingsError, match=name):

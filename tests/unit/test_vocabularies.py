@@ -154,7 +154,9 @@ def test_a_value_compared_as_text_is_found():
 
 
 def test_a_member_no_code_names_is_reported():
-    tree = ast.parse("x = HoldKind.PAUSED\nH = HoldKind\ny = H.MUTED\nz = HoldKind.STORM\n")
+    tree = ast.parse(
+        "x = HoldKind.PAUSED\nH = HoldKind\ny = H.MUTED\nz = HoldKind.STORM\nr = H.RATE\n"
+    )
 
     assert {m.name for m in HoldKind} - members_named([tree], HoldKind) == {"GUARD"}
 

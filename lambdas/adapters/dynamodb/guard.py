@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from lambdas.adapters._aws import aws_call, pages, to_item
 from lambdas.adapters.dynamodb._table import ItemTable, Write, versioned_put
-from lambdas.adapters.dynamodb.keys import flag_pk, guard_key, held_key, hold_key
+from lambdas.adapters.dynamodb.keys import flag_pk, guard_key, held_key, hold_key, tally_key
 from lambdas.models.errors import ConditionFailed
 from lambdas.models.guard import ClusterHold, GuardState, slots_of
 from lambdas.models.writes import Created, CreateHoldResult, HoldExists
@@ -89,6 +89,19 @@ class DynamoGuardStore(ItemTable):
             ConsistentRead=True,
         )
         return {str(flag["sk"]) for flag in flags}
+
+    def tally(self, cluster_name: str, counter: str, expires_at: int) -> int:
+        """One UpdateItem (ADD is atomic); the TTL attribute lets DynamoDB delete the counter
+        once its window is long past."""
+        with aws_call("UpdateItem"):
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key=to_item(tally_key(cluster_name, counter)),
+                UpdateExpression="ADD tally :one SET expires_at = :expires",
+                ExpressionAttributeValues=to_item({":one": 1, ":expires": expires_at}),
+                ReturnValues="UPDATED_NEW",
+            )
+        return int(response["Attributes"]["tally"]["N"])
 
     def create_hold(self, hold: ClusterHold) -> CreateHoldResult:
         """Any cancellation is HoldExists, a conflict with a racing create too: the racer's

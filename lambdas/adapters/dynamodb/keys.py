@@ -40,6 +40,10 @@ def guard_key(cluster_name: str) -> dict[str, Any]:
     return {"pk": f"GUARD#{cluster_name}", "sk": GUARD}
 
 
+def tally_key(cluster_name: str, counter: str) -> dict[str, Any]:
+    return {"pk": f"TALLY#{cluster_name}", "sk": counter}
+
+
 def flag_pk(cluster_name: str) -> str:
     return f"FLAG#{cluster_name}"
 

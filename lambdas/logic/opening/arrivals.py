@@ -146,11 +146,15 @@ def claim_locks(step: Step, incident: Incident) -> Incident:
     return incident
 
 
-def notify_held(step: Step, incident: Incident) -> None:
+def notify_held(step: Step, incident: Incident, *, window_notice: bool = False) -> None:
     """The held notice, unless it went out already or a storm holds the incident (the storm
-    hold's one notification covers every incident it holds). A failed publish is audited (the
-    incident stays recorded, the next event for it tries again), never raised."""
+    hold's one notification covers every incident it holds), or the rate bound holds it and it
+    is not the cluster's first rate-held incident of the minute (`window_notice`: that one's
+    notice covers the minute). A failed publish is audited (the incident stays recorded, the
+    next event for it tries again), never raised."""
     if incident.close_notified or incident.hold_kind == HoldKind.STORM:
+        return
+    if incident.hold_kind == HoldKind.RATE and not window_notice:
         return
     notice = cards.held_notice(incident)
     send_notice(

@@ -15,7 +15,7 @@ from lambdas.logic.core.steps import Step
 from lambdas.logic.evidence.history import record_history
 from lambdas.logic.opening import arrivals
 from lambdas.logic.opening.arrivals import Trigger
-from lambdas.logic.safety import guard
+from lambdas.logic.safety import guard, rate
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.guard import HoldKind
@@ -70,8 +70,9 @@ def hold(
     step.created(incident)
     count(M.INCIDENTS_HELD)
     logger.info("incident held", incident_id=incident.incident_id, kind=blocker.kind)
-    record_history(step, incident)
-    arrivals.notify_held(step, incident)
+    if blocker.kind != HoldKind.RATE:  # unchecked: it must not enter a node's history
+        record_history(step, incident)
+    arrivals.notify_held(step, incident, window_notice=blocker.window_notice)
     return {"incident_id": incident.incident_id, "action": OpenAction.HELD}
 
 
@@ -79,7 +80,7 @@ def still_held(step: Step, incident_id: str) -> bool:
     """Whether what held the incident still holds: a reset storm hold, a pause switch flipped
     back or an ended mute window lets the next trigger be judged afresh (the recipe was fixed; a
     GPU that still fails is not to be swallowed by the old hold). A guard hold keeps its window:
-    judging afresh would only hold again, with a second notice."""
+    judging afresh would only hold again, with a second notice. A rate hold keeps its minute."""
     incident = step.deps.incidents.get(incident_id)
     if incident is None:
         return False
@@ -94,6 +95,8 @@ def still_held(step: Step, incident_id: str) -> bool:
     if hold.kind == HoldKind.MUTED:
         until = hold.muted_until
         return until is not None and step.deps.clock.now() < until
+    if hold.kind == HoldKind.RATE:
+        return rate.held_this_minute(step, incident.closed_at)
     return True
 
 

@@ -4,7 +4,8 @@ instances of an ambiguous report.
 Both go one way (`_create`): an incident that exists already is a redelivery; HyperPod is asked
 about the cluster (and the node), and what it does not know is skipped; the guards of
 `lambdas.logic.safety.guard` may hold the incident instead (a storm hold, a muted alarm, the pause
-switch, a full blast-radius guard); the incident is created atomically with its open lock and
+switch, a full blast-radius guard), and before all of them, for an incident a report asks for, the
+rate bound of `lambdas.logic.safety.rate` (before it is drafted); the incident is created atomically with its open lock and
 its guard slot, or finds another incident holding the lock and attaches to it; it is audited and
 its remediation execution started. What differs by scope is drafted first (`_Draft`).
 """
@@ -23,7 +24,7 @@ from lambdas.logic.evidence.summaries import MAX_NAME
 from lambdas.logic.opening import arrivals, claims, holding
 from lambdas.logic.opening.arrivals import Trigger
 from lambdas.logic.opening.execution import ensure_execution
-from lambdas.logic.safety import guard
+from lambdas.logic.safety import guard, rate
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ClaimNotConfirmed, ClusterNotFound, NodeNotFound, SdcError
@@ -65,7 +66,13 @@ def open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenInc
     if held_by and holding.still_held(step, held_by):
         return arrivals.attach_held(step, held_by, trigger)
     incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
-    return _create(step, incident_id, trigger, partial(_node_draft, flag=not flagged))
+    return _create(
+        step,
+        incident_id,
+        trigger,
+        partial(_node_draft, flag=not flagged),
+        [trigger.instance_id],
+    )
 
 
 def open_job(step: Step, trigger: Trigger, free: list[str]) -> OpenIncidentResult:
@@ -73,7 +80,7 @@ def open_job(step: Step, trigger: Trigger, free: list[str]) -> OpenIncidentResul
     that no incident speaks for yet (`free`)."""
     assert trigger.report is not None
     incident_id = ids.job_incident_id(trigger.cluster_name, trigger.report.report_id, trigger.at)
-    return _create(step, incident_id, trigger, partial(_job_draft, free=free))
+    return _create(step, incident_id, trigger, partial(_job_draft, free=free), free)
 
 
 def _create(
@@ -81,11 +88,20 @@ def _create(
     incident_id: str,
     trigger: Trigger,
     draft: Callable[[Step, str, Trigger], _Draft | OpenIncidentResult],
+    named: list[str],
 ) -> OpenIncidentResult:
-    """The one way an incident opens (see the module docstring)."""
+    """The one way an incident opens (see the module docstring). `named`: the instances the
+    trigger names (a job-level incident's, unchecked)."""
     deps = step.deps
     if deps.incidents.get(incident_id) is not None:
         return arrivals.redelivered(step, incident_id, trigger)
+    # A storm hold holds every opening already, with its one notice (and an audited reset).
+    if trigger.source == TriggerSource.REPORT and not deps.guard.active_hold(trigger.cluster_name):
+        assert trigger.report is not None
+        over = rate.take(step, trigger.cluster_name, trigger.report.job_name)
+        if over is not None:
+            unchecked = _unchecked(step, incident_id, trigger, named)
+            return holding.hold(step, unchecked, trigger, over)
     drafted = draft(step, incident_id, trigger)
     if not isinstance(drafted, _Draft):
         return drafted
@@ -112,6 +128,28 @@ def _create(
                 f"at most {full.limit} for {drafted.node_count or 'an unknown number of'} nodes"
             )
             return holding.hold(step, incident, trigger, guard.Blocker(HoldKind.GUARD, reason))
+
+
+def _unchecked(step: Step, incident_id: str, trigger: Trigger, named: list[str]) -> Incident:
+    """The incident a report asked for, as the rate bound holds it: not drafted (no node or
+    Kubernetes check of its own), so every instance it names is unconfirmed (and a job-level one
+    has no nodes)."""
+    assert trigger.report is not None
+    now = step.now()
+    why = "not checked: the rate bound held the incident before any check"
+    incident = Incident(
+        incident_id=incident_id,
+        cluster_name=trigger.cluster_name,
+        instance_id=trigger.instance_id,
+        state=IncidentState.OPENED,
+        created_at=now,
+        updated_at=now,
+        scope=Scope.NODE if trigger.instance_id else Scope.JOB,
+        job_name=clean_or_none(trigger.report.job_name, MAX_NAME),
+        unconfirmed=dict.fromkeys(named, why),
+    )
+    summaries.add_evidence(incident, trigger.item)
+    return incident
 
 
 def _blocker(step: Step, trigger: Trigger, flag: Sequence[str]) -> guard.Blocker | None:

@@ -62,6 +62,9 @@ class Blocker:
     hold_id: str | None = None
     mute: dict[str, str] | None = None
     """The alarm mute rule of a muted alarm (`MuteDetail.to_json`)."""
+    window_notice: bool = False
+    """A rate-held incident that is its cluster's first of the minute: its held notice is the
+    minute's one notice (the others rate-held then get none)."""
 
     def record(self) -> HoldRecord:
         return HoldRecord(self.kind, self.reason, self.hold_id, **(self.mute or {}))
