@@ -36,6 +36,11 @@ adapter may point there):
 
 Faults for tests: `conflict_next(n)` (the next n patches answer 409), `forbid` (RBAC refuses
 everything: 403 naming the user, the verb and the resource).
+
+Admission: `admit_with(documents)` applies a manifest's ValidatingAdmissionPolicies (bound with
+`Deny`; `kube_admission`) to every patch, dry runs included, after the node's own validation; the
+request's user is the caller's access key and its groups are `groups[access key]` (what an EKS
+access entry maps a role to) and `system:authenticated`. A denial is the server's 422 `Invalid`.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ import json
 import threading
 import urllib.parse
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -57,7 +62,7 @@ from botocore.auth import SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from infra.local import kube_node
+from infra.local import kube_admission, kube_node
 from infra.local.kube_patch import (
     APPLY_PATCH,
     JSON_PATCH,
@@ -115,6 +120,9 @@ class KubeApi:
     """`<namespace>/<name>` → Pod."""
     requests: list[Request] = field(default_factory=list)
     forbid: bool = False
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Access key → the Kubernetes groups its EKS access entry maps it to."""
+    policies: list[kube_admission.Policy] = field(default_factory=list)
     _conflicts: int = 0
     _revision: int = 99
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -185,6 +193,10 @@ class KubeApi:
 
     def spec(self, name: str) -> dict[str, Any]:
         return dict(self.node(name)["spec"])
+
+    def admit_with(self, documents: Iterable[Any]) -> None:
+        """Apply the ValidatingAdmissionPolicies a manifest binds (other documents are skipped)."""
+        self.policies.extend(kube_admission.policies(documents))
 
     def conflict_next(self, times: int = 1) -> None:
         self._conflicts += times
@@ -350,6 +362,17 @@ class KubeApi:
         node = kube_node.prepare_update(node, stored)
         node["metadata"]["resourceVersion"] = current
         kube_node.validate_update(node, stored)
+        user = request.user or ""
+        kube_admission.admit(
+            self.policies,
+            operation="UPDATE",
+            resource="nodes",
+            name=name,
+            user=user,
+            groups=(*self.groups.get(user, ()), "system:authenticated"),
+            obj=node,
+            old=stored,
+        )
         if node != stored and not dry_run:
             node["metadata"]["resourceVersion"] = self._next_version()
             self.nodes[name] = node

@@ -539,6 +539,7 @@ class Functions(Construct):
         )
         self.by_module: dict[str, lambda_.Function] = {}
         self.kubernetes_roles: list[iam.IRole] = []
+        self.recovery_roles: list[iam.IRole] = []
         self.kubernetes_readers: list[iam.IRole] = []
         for spec in SPECS:
             env = {name.value: props.environment[name] for name in environment_names(spec, props)}
@@ -604,8 +605,8 @@ class Functions(Construct):
 
     def _grant_clusters(self, spec: FunctionSpec, fn: lambda_.Function) -> None:
         """HyperPod on the configured clusters, EKS on the isolation clusters (and the role into
-        `kubernetes_roles` or `kubernetes_readers` for its access entry), the telemetry
-        workspaces."""
+        `kubernetes_roles`, `recovery_roles` or `kubernetes_readers` for its access entry), the
+        telemetry workspaces."""
         props = self.props
         if spec.hyperpod and props.cluster_arns:
             fn.add_to_role_policy(
@@ -625,7 +626,12 @@ class Functions(Construct):
                 )
             )
             assert fn.role is not None
-            (self.kubernetes_roles if kubernetes else self.kubernetes_readers).append(fn.role)
+            if spec.kubernetes:
+                self.kubernetes_roles.append(fn.role)
+            elif kubernetes:  # sets the node health label only
+                self.recovery_roles.append(fn.role)
+            else:
+                self.kubernetes_readers.append(fn.role)
         if spec.queries_telemetry and props.workspace_arns:
             fn.add_to_role_policy(
                 iam.PolicyStatement(

@@ -4,10 +4,15 @@ and reboot_node) may call each configured EKS cluster's Kubernetes API, and the 
 functions that only read it (open_incident and store_report check a report's node names,
 request_approval reads the node's labels) may read its nodes.
 
-Default (`sdc:nodeIsolationAccess` = `group`): each role is mapped to the Kubernetes group
-`sdc-remediation`, which has no rights until the cluster's operator applies the RBAC manifest of
-docs/deploy.md (a ClusterRole with get, list and patch on nodes, bound to the group): least
-privilege, since EKS's managed access policies that can patch nodes amount to cluster admin.
+Default (`sdc:nodeIsolationAccess` = `group`): each isolating role is mapped to the Kubernetes
+group `sdc-remediation`, which has no rights until the cluster's operator applies the RBAC
+manifest of docs/deploy.md (a ClusterRole with get, list and patch on nodes, bound to the group,
+and a ValidatingAdmissionPolicy that lets the group change only `spec.unschedulable` and the
+`sdc.remediation/incident` taints): least privilege, since EKS's managed access policies that can
+patch nodes amount to cluster admin. With `sdc:recoveryThroughNodeLabel`, replace_node and
+reboot_node are mapped to `sdc-remediation-recovery` instead, whose policy lets it set HyperPod's
+node health label to a pending reboot or replacement and change nothing else: no isolating role
+can hand a node to HyperPod's recovery, and no recovering role can cordon or taint.
 `clusterAdminPolicy` associates AmazonEKSClusterAdminPolicy instead: no manifest to apply, but
 the functions' roles become cluster admins; an explicit opt-in.
 
@@ -29,6 +34,7 @@ from constructs import Construct
 from infra.stack.settings import Settings
 
 KUBERNETES_GROUP: Final = "sdc-remediation"
+RECOVERY_GROUP: Final = "sdc-remediation-recovery"
 READER_GROUP: Final = "sdc-remediation-readers"
 CLUSTER_ADMIN_POLICY: Final = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 ADMIN_VIEW_POLICY: Final = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
@@ -39,7 +45,10 @@ class NodeIsolationAccessProps:
     eks_clusters: Sequence[str]
     """The EKS clusters of `sdc:nodeIsolation`: an entry in each for every role."""
     roles: Sequence[iam.IRole]
-    """The roles of the functions that patch nodes."""
+    """The roles of the functions that cordon, taint and release nodes."""
+    recoverers: Sequence[iam.IRole] = ()
+    """The roles of the functions that set HyperPod's node health label
+    (`sdc:recoveryThroughNodeLabel`)."""
     readers: Sequence[iam.IRole] = ()
     """The roles of the functions that only read nodes."""
     cluster_admin: bool = False
@@ -47,11 +56,16 @@ class NodeIsolationAccessProps:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, roles: Sequence[iam.IRole], readers: Sequence[iam.IRole] = ()
+        cls,
+        settings: Settings,
+        roles: Sequence[iam.IRole],
+        recoverers: Sequence[iam.IRole] = (),
+        readers: Sequence[iam.IRole] = (),
     ) -> NodeIsolationAccessProps:
         return cls(
             eks_clusters=settings.eks_clusters,
             roles=roles,
+            recoverers=recoverers,
             readers=readers,
             cluster_admin=settings.node_isolation_access == "clusterAdminPolicy",
         )
@@ -66,6 +80,7 @@ class NodeIsolationAccess(Construct):
         admin = props.cluster_admin
         kinds = (
             ("Entry", props.roles, KUBERNETES_GROUP, CLUSTER_ADMIN_POLICY),
+            ("Recovery", props.recoverers, RECOVERY_GROUP, CLUSTER_ADMIN_POLICY),
             ("Reader", props.readers, READER_GROUP, ADMIN_VIEW_POLICY),
         )
         for cluster in props.eks_clusters:

@@ -89,9 +89,8 @@ class SdcRemediationStack(Stack):
             self, "Functions", props=self._functions_props(settings, code_asset, approval_arn)
         )
         if settings.node_isolation:
-            isolation = NodeIsolationAccessProps.from_settings(
-                settings, roles=fns.kubernetes_roles, readers=fns.kubernetes_readers
-            )
+            roles = (fns.kubernetes_roles, fns.recovery_roles, fns.kubernetes_readers)
+            isolation = NodeIsolationAccessProps.from_settings(settings, *roles)
             NodeIsolationAccess(self, "NodeIsolation", props=isolation)
         remediation = RemediationWorkflowProps.from_settings(
             settings, functions=fns.by_module, approval_state_machine_arn=approval_arn

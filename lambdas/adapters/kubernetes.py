@@ -41,7 +41,8 @@ LIST_PAGE = 500
 MERGE_PATCH = "application/merge-patch+json"
 RBAC_HINT = (
     "the function's role needs an EKS access entry on this cluster mapped to the Kubernetes "
-    "group sdc-remediation, and that group a ClusterRole allowing get, list and patch on nodes "
+    "group sdc-remediation (sdc-remediation-recovery for the functions that set HyperPod's node "
+    "health label), and that group a ClusterRole allowing get, list and patch on nodes "
     "(or, for the functions that check report claims, the group sdc-remediation-readers with "
     "get and list on nodes, and on pods with sdc:jobPods) (docs/deploy.md, 'Node isolation')"
 )

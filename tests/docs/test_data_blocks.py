@@ -232,19 +232,78 @@ def check_pod_env(block: Block) -> None:
 
 
 def check_rbac(block: Block) -> None:
-    """The manifest grants the stack's Kubernetes group what the adapter's error hint names."""
-    from infra.stack.node_isolation import KUBERNETES_GROUP
+    """The manifest grants the stack's Kubernetes groups what the adapter's error hint names, and
+    binds an admission policy to each that lets it change only what its functions change."""
+    from infra.stack.node_isolation import KUBERNETES_GROUP, RECOVERY_GROUP
     from lambdas.adapters.kubernetes import RBAC_HINT
 
-    role, binding = yaml.safe_load_all(block.text)
+    documents = list(yaml.safe_load_all(block.text))
+    role, binding, *admission = documents
     assert (role["kind"], binding["kind"]) == ("ClusterRole", "ClusterRoleBinding"), block.id
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert [s["name"] for s in binding["subjects"]] == [KUBERNETES_GROUP]
+    assert [s["name"] for s in binding["subjects"]] == [KUBERNETES_GROUP, RECOVERY_GROUP]
+    assert RECOVERY_GROUP in RBAC_HINT
     for rule in role["rules"]:
         named = re.search(r"allowing ([\w, ]+) on (\w+)", RBAC_HINT)
         assert named, RBAC_HINT
         assert set(rule["verbs"]) == set(re.split(r", | and ", named[1])), block.id
         assert rule["resources"] == [named[2]]
+    policies = {d["metadata"]["name"]: d for d in admission if d["kind"] == POLICY}
+    bindings = [d["spec"] for d in admission if d["kind"] == POLICY + "Binding"]
+    assert {d["kind"] for d in admission} == {POLICY, POLICY + "Binding"}, block.id
+    assert {b["policyName"]: b["validationActions"] for b in bindings} == {
+        name: ["Deny"] for name in policies
+    }
+    assert {_policy_group(p) for p in policies.values()} == {KUBERNETES_GROUP, RECOVERY_GROUP}
+    for policy in policies.values():
+        check_node_update_policy(policy, free=_free_to_change()[_policy_group(policy)])
+
+
+POLICY = "ValidatingAdmissionPolicy"
+NODE_METADATA_A_CLIENT_SETS = ("labels", "annotations", "ownerReferences", "finalizers")
+"""The node's metadata fields an update may change (the rest is immutable or the server's:
+name, uid, resourceVersion, creationTimestamp, deletion*, generation, managedFields...)."""
+
+
+def _free_to_change() -> dict[str, set[str]]:
+    from infra.stack.node_isolation import KUBERNETES_GROUP, RECOVERY_GROUP
+
+    # taints and the health label are compared too, through the policies' variables
+    return {KUBERNETES_GROUP: {"spec.unschedulable"}, RECOVERY_GROUP: set()}
+
+
+def _policy_group(policy: dict[str, Any]) -> str:
+    (condition,) = policy["spec"]["matchConditions"]
+    found = re.fullmatch(r"'([\w-]+)' in request\.userInfo\.groups", condition["expression"])
+    assert found, condition
+    return found[1]
+
+
+def check_node_update_policy(policy: dict[str, Any], *, free: set[str]) -> None:
+    """An admissionregistration.k8s.io/v1 policy on every update of a node, failing closed, that
+    compares each field of the node a client may set (every field of `V1NodeSpec`, the
+    official client's) between `object` and `oldObject`, but those `free` to change."""
+    from kubernetes.client import V1NodeSpec
+
+    spec = policy["spec"]
+    name = policy["metadata"]["name"]
+    assert policy["apiVersion"] == "admissionregistration.k8s.io/v1", name
+    assert spec["failurePolicy"] == "Fail", name
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+    ]
+    compared = " ".join(
+        [v["expression"] for v in spec["validations"]]
+        + [v["expression"] for v in spec.get("variables", [])]
+    )
+    fields = [f"spec.{f}" for f in V1NodeSpec.attribute_map.values()] + [
+        f"metadata.{f}" for f in NODE_METADATA_A_CLIENT_SETS
+    ]
+    whole_spec = "object.spec == oldObject.spec" in compared
+    for field in fields:
+        if field in free or (whole_spec and field.startswith("spec.")):
+            continue
+        assert f"object.{field}" in compared and f"oldObject.{field}" in compared, (name, field)
 
 
 def check_rbac_readers(block: Block) -> None:

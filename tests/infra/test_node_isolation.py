@@ -15,6 +15,7 @@ from infra.stack.node_isolation import (
     CLUSTER_ADMIN_POLICY,
     KUBERNETES_GROUP,
     READER_GROUP,
+    RECOVERY_GROUP,
     NodeIsolationAccess,
     NodeIsolationAccessProps,
 )
@@ -175,18 +176,29 @@ def test_the_functions_that_recover_nodes_are_reboot_node_and_replace_node():
     assert {"RebootNodeFunction", "ReplaceNodeFunction"} == RECOVERING_FUNCTIONS
 
 
-def test_label_recovery_gives_the_recovering_functions_the_patching_functions_access(
+def _roles(template, functions):
+    return {template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0] for fn in functions}
+
+
+def _mapped(template, group):
+    return {
+        e["PrincipalArn"]["Fn::GetAtt"][0]
+        for e in _entries(template)
+        if e["KubernetesGroups"] == [group]
+    }
+
+
+def test_label_recovery_maps_the_recovering_functions_to_the_recovery_group_only(
     labelled_template,
 ):
     patching = KUBERNETES_FUNCTIONS | RECOVERING_FUNCTIONS
-    roles = {
-        labelled_template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0] for fn in patching
-    }
 
-    entries = [
-        e for e in _entries(labelled_template) if e["KubernetesGroups"] == [KUBERNETES_GROUP]
-    ]
-    assert {e["PrincipalArn"]["Fn::GetAtt"][0] for e in entries} == roles
+    assert _mapped(labelled_template, RECOVERY_GROUP) == _roles(
+        labelled_template, RECOVERING_FUNCTIONS
+    )
+    assert _mapped(labelled_template, KUBERNETES_GROUP) == _roles(
+        labelled_template, KUBERNETES_FUNCTIONS
+    )
     for logical_id in patching:
         env = labelled_template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
         assert json.loads(env["NODE_ISOLATION"]) == {
@@ -201,6 +213,7 @@ def test_label_recovery_gives_the_recovering_functions_the_patching_functions_ac
 
 
 def test_without_label_recovery_the_recovering_functions_get_no_kubernetes_access(template):
+    assert _mapped(template, RECOVERY_GROUP) == set()
     for logical_id in RECOVERING_FUNCTIONS:
         env = template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
         assert "NODE_ISOLATION" not in env

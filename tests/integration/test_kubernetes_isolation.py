@@ -3,13 +3,16 @@ EKS tokens, nodes found by providerID, conditional patches, and the isolation lo
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+import yaml
 
 from infra.local.kube_api import KubeApi
+from infra.stack.node_isolation import KUBERNETES_GROUP, RECOVERY_GROUP
 from lambdas.adapters import kubernetes
 from lambdas.adapters._aws import client_factory
 from lambdas.adapters.eks_token import EksTokens, sts_factory
@@ -17,14 +20,21 @@ from lambdas.adapters.kubernetes import EksKubernetesNodes
 from lambdas.logic import approval, closing, health_check, isolation
 from lambdas.models.errors import (
     KubernetesConflict,
+    KubernetesError,
     KubernetesNotFound,
     KubernetesUnauthorized,
     KubernetesUnreachable,
 )
-from lambdas.models.kubernetes import incident_taint
+from lambdas.models.kubernetes import (
+    NODE_HEALTH_LABEL,
+    PENDING_REBOOT,
+    PENDING_REPLACEMENT,
+    incident_taint,
+)
 from lambdas.models.payloads import ApprovalRequest, CloseRequest, IncidentRef, Outcome
 from lambdas.models.settings import IsolationConfig
 from lambdas.wording import cards
+from tests.docs.blocks import blocks_of
 from tests.integration.conftest import REGION, SESSION
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, World, settings
 
@@ -222,7 +232,10 @@ def _world(adapter: EksKubernetesNodes) -> World:
     return world
 
 
-def test_an_incident_isolates_its_node_once_and_a_reject_releases_exactly_that(kube):
+@pytest.mark.parametrize("admission", [False, True], ids=["rbac-only", "docs-admission-policy"])
+def test_an_incident_isolates_its_node_once_and_a_reject_releases_exactly_that(kube, admission):
+    if admission:
+        _admit_as(kube.api, KUBERNETES_GROUP)
     world = _world(kube.adapter())
     incident_id = world.opened()
     ref = IncidentRef(incident_id)
@@ -265,6 +278,139 @@ def test_an_unreachable_api_leaves_the_incident_open_saying_not_isolated_and_the
     assert incident.state.value == "opened"
     assert "WARNING: the node is NOT isolated: " in text
     assert "did not answer" in text
+
+
+# -- the admission policy of docs/deploy.md's RBAC manifest ------------------------------------
+
+DENIED_BY = "ValidatingAdmissionPolicy 'sdc-remediation-node-{}'"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def _admit_as(api: KubeApi, group: str) -> None:
+    """The cluster holds the docs' manifest; the functions' role is mapped to `group`."""
+    (block,) = [b for b in blocks_of("yaml") if b.argument == "rbac"]
+    api.admit_with(yaml.safe_load_all(block.text))
+    api.groups = {key: (group,) for key in _caller()}
+
+
+def _patch(api: KubeApi, body: dict) -> tuple[int, dict]:
+    """A merge patch of NODE by the functions' role, straight to the stand-in."""
+    token = EksTokens(sts_factory(SESSION)).token(EKS)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": MERGE_PATCH}
+    answer = api.handle("PATCH", f"/api/v1/nodes/{NODE}", headers, json.dumps(body).encode())
+    return answer.status, answer.body
+
+
+def test_under_the_policy_the_isolation_group_cordons_taints_and_releases_through_the_adapter(
+    kube,
+):
+    _admit_as(kube.api, KUBERNETES_GROUP)
+    adapter = kube.adapter()
+    before = kube.api.spec(NODE)
+
+    adapter.cordon(EKS, NODE, TAINT)
+    during = kube.api.spec(NODE)
+    adapter.uncordon(EKS, NODE, TAINT, clear_unschedulable=True)
+
+    assert during["taints"] == [OTHERS, TAINT.to_json()] and during["unschedulable"] is True
+    assert kube.api.spec(NODE) == before
+    assert {r.status for r in kube.api.patches()} == {200}
+
+
+ISOLATION_GROUP_MAY_NOT = {
+    "set-the-health-label": {"metadata": {"labels": {NODE_HEALTH_LABEL: PENDING_REPLACEMENT}}},
+    "add-a-label": {"metadata": {"labels": {"team": "x"}}},
+    "remove-a-label": {"metadata": {"labels": {"kubernetes.io/hostname": None}}},
+    "add-an-annotation": {"metadata": {"annotations": {"team/owner": "x"}}},
+    "add-an-owner": {
+        "metadata": {
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "1234"}
+            ]
+        }
+    },
+    "add-a-finalizer": {"metadata": {"finalizers": ["example.com/hold"]}},
+    "remove-another-taint": {"spec": {"taints": [TAINT.to_json()]}},
+    "change-another-taint": {"spec": {"taints": [{**OTHERS, "effect": "NoExecute"}]}},
+    "add-another-taint": {
+        "spec": {"taints": [OTHERS, {"key": "x", "value": "y", "effect": "NoSchedule"}]}
+    },
+    "evict-with-our-taint": {
+        "spec": {"taints": [OTHERS, {**TAINT.to_json(), "effect": "NoExecute"}]}
+    },
+    "set-the-pod-cidr": {"spec": {"podCIDR": "10.0.0.0/24"}},
+}
+
+
+@pytest.mark.parametrize("body", ISOLATION_GROUP_MAY_NOT.values(), ids=ISOLATION_GROUP_MAY_NOT)
+def test_the_isolation_group_may_change_nothing_of_a_node_but_the_cordon_and_its_taint(kube, body):
+    _admit_as(kube.api, KUBERNETES_GROUP)
+    before = kube.api.node(NODE)
+
+    status, answer = _patch(kube.api, body)
+
+    assert (status, answer["reason"], answer["code"]) == (422, "Invalid", 422)
+    assert DENIED_BY.format("isolation") in answer["message"]
+    assert kube.api.node(NODE) == before
+
+
+def test_without_the_policy_the_isolation_group_could_set_the_health_label(kube):
+    # What the finding was: `patch nodes` alone lets the group hand the node to HyperPod.
+    status, _ = _patch(kube.api, ISOLATION_GROUP_MAY_NOT["set-the-health-label"])
+
+    assert status == 200
+    assert kube.api.node(NODE)["metadata"]["labels"][NODE_HEALTH_LABEL] == PENDING_REPLACEMENT
+
+
+def test_the_isolation_groups_label_patch_through_the_adapter_is_refused(kube):
+    _admit_as(kube.api, KUBERNETES_GROUP)
+
+    with pytest.raises(KubernetesError, match=DENIED_BY.format("isolation")) as refused:
+        kube.adapter().label(EKS, NODE, NODE_HEALTH_LABEL, PENDING_REPLACEMENT)
+
+    assert refused.value.status == 422
+
+
+@pytest.mark.parametrize("value", [PENDING_REBOOT, PENDING_REPLACEMENT])
+def test_the_recovery_group_may_set_the_health_label_to_a_pending_value(kube, value):
+    _admit_as(kube.api, RECOVERY_GROUP)
+
+    kube.adapter().label(EKS, NODE, NODE_HEALTH_LABEL, value)
+
+    assert kube.api.node(NODE)["metadata"]["labels"][NODE_HEALTH_LABEL] == value
+
+
+RECOVERY_GROUP_MAY_NOT = {
+    "set-the-health-label-schedulable": {
+        "metadata": {"labels": {NODE_HEALTH_LABEL: "Schedulable"}}
+    },
+    "add-another-label": {"metadata": {"labels": {NODE_HEALTH_LABEL: PENDING_REBOOT, "team": "x"}}},
+    "add-an-annotation": {"metadata": {"annotations": {"team/owner": "x"}}},
+    "cordon": {"spec": {"unschedulable": True}},
+    "taint": {"spec": {"taints": [OTHERS, TAINT.to_json()]}},
+}
+
+
+@pytest.mark.parametrize("body", RECOVERY_GROUP_MAY_NOT.values(), ids=RECOVERY_GROUP_MAY_NOT)
+def test_the_recovery_group_may_change_nothing_but_the_health_label_to_a_pending_value(kube, body):
+    _admit_as(kube.api, RECOVERY_GROUP)
+    before = kube.api.node(NODE)
+
+    status, answer = _patch(kube.api, body)
+
+    assert (status, answer["reason"]) == (422, "Invalid")
+    assert DENIED_BY.format("recovery") in answer["message"]
+    assert kube.api.node(NODE) == before
+
+
+def test_the_recovery_group_may_not_take_the_health_label_away(kube):
+    kube.api.nodes[NODE]["metadata"]["labels"][NODE_HEALTH_LABEL] = PENDING_REBOOT
+    _admit_as(kube.api, RECOVERY_GROUP)
+
+    status, answer = _patch(kube.api, {"metadata": {"labels": {NODE_HEALTH_LABEL: None}}})
+
+    assert status == 422
+    assert DENIED_BY.format("recovery") in answer["message"]
 
 
 def _caller() -> dict[str, str]:
