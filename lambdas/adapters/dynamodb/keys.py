@@ -16,8 +16,7 @@ LOCK = "LOCK"
 GUARD = "GUARD"
 TASK = "TASK"
 TASK_TOKEN_PREFIX: Final = "TOKEN#"
-"""infra/stack/approval.py denies approvers the items under it (retyped there: the stack does
-not import the Lambda asset's modules)."""
+"""The task tokens' items: infra/stack/approval.py keeps approvers from reading them."""
 
 
 def incident_key(incident_id: str) -> dict[str, Any]:
