@@ -257,6 +257,18 @@ def function_statements(
     return functions
 
 
+def managed_policy_statements(
+    template: Mapping[str, Any], resolve: Resolver
+) -> dict[str, list[Statement]]:
+    """Logical id of each managed policy of the template (the approvers' `ApproverPolicy`) →
+    its statements, resources resolved against the local account."""
+    return {
+        logical: _statements(resource["Properties"]["PolicyDocument"], resolve)
+        for logical, resource in template.get("Resources", {}).items()
+        if resource["Type"] == "AWS::IAM::ManagedPolicy"
+    }
+
+
 def _statements(document: Mapping[str, Any], resolve: Resolver) -> list[Statement]:
     found = []
     for raw in _as_list(document.get("Statement")):
@@ -292,27 +304,36 @@ def _covers(statement: Statement, need: Need) -> bool:
 
 def conditions_hold(statement: Statement, need: Need) -> bool | None:
     """Whether the statement's conditions hold for the request (None: a condition this check
-    cannot evaluate). Evaluated: StringEquals / StringLike, with ForAnyValue: / ForAllValues:,
-    on the request's own keys (`Need.context`)."""
+    cannot evaluate). Evaluated: StringEquals / StringLike and their negations StringNotEquals /
+    StringNotLike, with ForAnyValue: / ForAllValues:, on the request's own keys
+    (`Need.context`). As in IAM, a negated operator holds for a value that matches none of
+    its patterns, and for a key the request lacks (unless ForAnyValue:)."""
     context = dict(need.context)
     for operator, tests in statement.conditions.items():
         qualifier, _, base = operator.rpartition(":")
-        if base not in ("StringEquals", "StringLike"):
+        if base not in _STRING_OPERATORS:
             return None
+        negated = "Not" in base
         for key, expected in tests.items():
             patterns = [str(e) for e in _as_list(expected)]
             values = context.get(key)
             if values is None:
-                if qualifier == "ForAllValues":
+                if qualifier == "ForAllValues" or (negated and qualifier != "ForAnyValue"):
                     continue  # no values: vacuously true
                 return False
-            matches = [
-                any(fnmatch.fnmatchcase(v, p) if base == "StringLike" else v == p for p in patterns)
-                for v in values
-            ]
+            matches = [_string_matches(base, v, patterns) != negated for v in values]
             if not (all(matches) if qualifier == "ForAllValues" else any(matches)):
                 return False
     return True
+
+
+_STRING_OPERATORS = ("StringEquals", "StringLike", "StringNotEquals", "StringNotLike")
+
+
+def _string_matches(operator: str, value: str, patterns: Sequence[str]) -> bool:
+    """Whether `value` matches one of `patterns` (`*`, `?` for the Like operators)."""
+    like = operator.endswith("Like")
+    return any(fnmatch.fnmatchcase(value, p) if like else value == p for p in patterns)
 
 
 def allowed(statements: Sequence[Statement], need: Need) -> bool:

@@ -11,6 +11,14 @@ Step Functions has no resource-based policy, so who may start it is decided by t
 own IAM policies: the stack offers one, `ApproverPolicy`, to attach to approvers. With
 `sdc:approvers` set, its allow holds only for principals whose `aws:PrincipalArn` matches one
 of the patterns, and `decide` checks the same patterns against the principal STS names.
+
+Approvers may read an incident (GetItem) but never a task token: whoever holds the token of
+the waiting approval can answer it with SendTaskSuccess, past `decide`. The pipeline keeps
+each token in an item of its own under `TOKEN#` (lambdas/adapters/dynamodb/incidents.py); the
+read is allowed only for partition keys outside it (`dynamodb:LeadingKeys`), and a Deny takes
+the keyed reads of those items (GetItem, BatchGetItem, Query: `TOKEN_READS`) from whoever
+the policy is attached to, whatever else they are granted. A Scan has no `LeadingKeys`: a
+principal granted a Scan of the incidents table elsewhere can still read every item.
 """
 
 from __future__ import annotations
@@ -31,6 +39,11 @@ from infra.stack.workflow import (
     executions_arn,
     standard_state_machine,
 )
+from lambdas.adapters.dynamodb.keys import TASK_TOKEN_PREFIX
+
+TOKEN_READS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
+"""The reads of an item by its key (TransactGetItems is authorized as GetItem of each item):
+denied to approvers on the task tokens' items."""
 
 DESCRIBE_EXECUTION = (
     "DescribeExecution takes a Standard execution (arn:...:execution:<machine>:<name>) or an "
@@ -47,7 +60,7 @@ class ApprovalWorkflowProps:
     decide: lambda_.IFunction
     """The one function it invokes; it may read back the executions that invoke it."""
     incidents_table_arn: str
-    """Approvers may read an incident (GetItem) before they decide."""
+    """Approvers may read an incident (GetItem) before they decide, never a task token's item."""
     approvers: Sequence[str]
     """ARN patterns the approver policy is limited to (`sdc:approvers`); empty: no limit."""
     log_retention_days: int
@@ -108,6 +121,8 @@ class ApprovalWorkflow(Construct):
         conditions = (
             {"StringLike": {"aws:PrincipalArn": list(props.approvers)}} if props.approvers else None
         )
+        tokens = f"{TASK_TOKEN_PREFIX}*"
+        not_a_token = {"ForAllValues:StringNotLike": {"dynamodb:LeadingKeys": [tokens]}}
         self.approver_policy = iam.ManagedPolicy(
             self,
             "ApproverPolicy",
@@ -130,7 +145,16 @@ class ApprovalWorkflow(Construct):
                     sid="ReadTheIncidentFirst",
                     actions=["dynamodb:GetItem"],
                     resources=[props.incidents_table_arn],
-                    conditions=conditions,
+                    conditions={**(conditions or {}), **not_a_token},
+                ),
+                iam.PolicyStatement(
+                    sid="NeverTheTaskToken",
+                    effect=iam.Effect.DENY,
+                    actions=list(TOKEN_READS),
+                    resources=[props.incidents_table_arn],
+                    conditions={
+                        "ForAnyValue:StringLike": {"dynamodb:LeadingKeys": [tokens]},
+                    },
                 ),
             ],
         )

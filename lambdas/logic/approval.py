@@ -21,6 +21,7 @@ from lambdas.logic.safety.decisions import (
     ValidDecision,
     approval_binding,
     check_accepts_decision,
+    check_task_token,
     validate_decision,
 )
 from lambdas.metric_names import PipelineMetric as M
@@ -35,7 +36,7 @@ from lambdas.models.errors import (
     TaskNotWaiting,
 )
 from lambdas.models.guard import ClusterHold
-from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.incident import Incident, IncidentState, task_token_digest
 from lambdas.models.notices import ChatNotification, NoticeKind
 from lambdas.models.payloads import (
     ApprovalRequest,
@@ -59,10 +60,14 @@ at most (`lambdas.adapters.identity.PROOF_EXPIRES_SECONDS`), so a day outlives e
 
 
 def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
-    """Store the task token with the incident and publish the approval card.
+    """Keep the task token and publish the approval card.
 
-    The token goes into the incident record only: never into the notification, the audit log
-    or the logs. A retried invocation with the incident already waiting stores the (new) token
+    The token is kept apart from the incident (`IncidentStore.keep_task_token`: where only the
+    pipeline's functions read it, not approvers), and the incident records its digest
+    (`task_token_sha256`), which `decide` checks the token against before it answers with it:
+    the token never goes into the incident record, the notification, the audit log or the
+    logs. It is kept before the incident says it waits, so an incident that waits always has
+    it. A retried invocation with the incident already waiting stores the (new) token
     and publishes again, as long as nobody has decided yet. A failed publish does not lose the
     request: the token is stored, the failure audited, and the waiting state's input in the
     console still shows the approval input to paste.
@@ -71,7 +76,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
     Prometheus workspace (`lambdas.logic.evidence.telemetry`, bounded in time, never failing), and
     HyperPod's own events for the instance and its node's HyperPod labels
     (`lambdas.logic.evidence.hyperpod_view`, never failing); both are kept on the incident with the
-    token: the card says what they showed.
+    token's digest: the card says what they showed.
     """
     step = Step(deps, "request_approval")
     with step.failing_visibly(request.incident_id):
@@ -83,6 +88,8 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
         seen_by_hyperpod = hyperpod_view.gather(deps, incident, datetime.fromisoformat(at))
         past = past_incidents(step, incident)
 
+        deps.incidents.keep_task_token(request.incident_id, request.task_token)
+
         def wait(current: Incident) -> bool:
             if current.state is not S.AWAITING_APPROVAL:
                 lifecycle.advance(current, S.AWAITING_APPROVAL, at)
@@ -90,7 +97,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
                     # The health check after the reboot failed: the reboot decision is kept
                     # under `reboot.decision`, and this card asks for a new one.
                     current.decision = None
-            current.task_token = request.task_token
+            current.task_token_sha256 = task_token_digest(request.task_token)
             current.approval_requested_at = at
             current.telemetry = hardware
             current.hyperpod = seen_by_hyperpod
@@ -249,13 +256,18 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
     required = deps.settings.approvals_required
     approval = _approval(step, valid, principal)
     counted = required if valid.decision is not Decision.REJECT else 1
+    token = deps.incidents.task_token(valid.incident_id)
     tokens: list[str] = []
     outcome: list[approvers.Tally] = []
 
     def claim(current: Incident) -> bool:
         tokens.append(
             check_accepts_decision(
-                current, deps.clock.now(), deps.settings.approval_timeout_seconds, valid.decision
+                current,
+                deps.clock.now(),
+                deps.settings.approval_timeout_seconds,
+                valid.decision,
+                task_token=token,
             )
         )
         outcome.append(approvers.tally(current.approvals, approval, counted))
@@ -543,7 +555,13 @@ def _resume(
     elif not _logged(entries, AuditAction.DECISION_DELIVERED, claimed_by):
         if not _logged(entries, AuditAction.DECISION_ACCEPTED, claimed_by):
             _write_ahead(step, valid, actor, held)
-        token = incident.task_token or ""
+        try:
+            token = check_task_token(incident, step.deps.incidents.task_token(valid.incident_id))
+        except DecisionRefused as refused:
+            asked = DecisionRequest(
+                valid.incident_id, valid.decision, valid.comment, valid.approval_execution_arn
+            )
+            _refuse(step, valid.incident_id, actor, asked, refused)
         _deliver(step, valid, token, actor, incident, resumed=True)
     else:
         _settle(step, valid.incident_id, incident)

@@ -55,7 +55,8 @@ S = IncidentState
 
 def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
     """The end of every path: final state, the node's isolation lifted (unless it was replaced),
-    lock and guard slot released, audited, history kept, notified (failures too).
+    lock and guard slot released, the task token forgotten, audited, history kept, notified
+    (failures too).
 
     Closing twice is harmless: a closed incident keeps its state; what the first attempt may not
     have finished (it died after saving the state) is finished: the locks and the slot are
@@ -75,7 +76,7 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
             current.state = target
             current.error = error
             current.closed_at = at
-            current.task_token = None
+            current.task_token_sha256 = None
             return True
 
         incident = step.update(request.incident_id, close, incident)
@@ -87,6 +88,7 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
             e.action == AuditAction.INCIDENT_CLOSED
             for e in deps.audit.entries(incident.incident_id)
         )
+    deps.incidents.forget_task_token(incident.incident_id)  # again on a second close: idempotent
     if incident.state is S.FAILED and lifecycle.recovery_in_flight(incident):
         # Never release a node mid-recovery: isolation, lock and slot stay until
         # reconciliation sees HyperPod's own answer (lambdas.logic.closing).

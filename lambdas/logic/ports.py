@@ -139,6 +139,20 @@ class IncidentStore(Protocol):
         execution (a retry); else the approval execution that redeemed it first."""
         ...
 
+    def keep_task_token(self, incident_id: str, task_token: str) -> None:
+        """Keep the task token of the incident's waiting approval, replacing an earlier one,
+        apart from the incident: never in its record, its listings or what approvers may read
+        (the record keeps its digest, `Incident.task_token_sha256`)."""
+        ...
+
+    def task_token(self, incident_id: str) -> str | None:
+        """The task token kept for the incident, if any."""
+        ...
+
+    def forget_task_token(self, incident_id: str) -> None:
+        """Delete the incident's task token; idempotent."""
+        ...
+
 
 class ReportStore(Protocol):
     def put_report(self, report: SdcReport, instance_id: str, expires_at: int) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -27,6 +28,11 @@ class TriggerSource(StrEnum):
     """A contributor alarm of the metric channel."""
     REPORT = "report"
     """An SDC Report event of the emitter's fast path."""
+
+
+def task_token_digest(task_token: str) -> str:
+    """The SHA-256 (hex) of a task token: what the incident record keeps of it."""
+    return hashlib.sha256(task_token.encode()).hexdigest()
 
 
 @dataclass
@@ -56,7 +62,10 @@ class Incident:
     evidence_dropped: int = 0
     execution_arn: str | None = None
     health_check: HealthCheckRecord | None = None
-    task_token: str | None = None
+    task_token_sha256: str | None = None
+    """The digest of the task token the waiting approval answers (`task_token_digest`), never
+    the token: the token is kept apart, where only the pipeline's functions read it
+    (`IncidentStore.keep_task_token`), and `decide` answers only with a token of this digest."""
     approval_requested_at: str | None = None
     decision: DecisionRecord | None = None
     approvals: list[dict[str, Any]] = field(default_factory=list)

@@ -4,13 +4,14 @@ incident, and the guard slot an incident may take when it is created."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 
 import pytest
 
 from lambdas.logic.ports import GuardStore, IncidentStore
 from lambdas.models.errors import ConditionFailed
-from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.incident import Incident, IncidentState, task_token_digest
 from lambdas.models.writes import Claimed, Created, GuardFull, HeldBy, IncidentExists, LockHeld
 from tests.contract.records import (
     CLUSTER,
@@ -547,3 +548,81 @@ def test_a_proof_redeemed_by_another_approval_execution_names_the_first(
     incidents.redeem_proof(PROOF, EXECUTION, NOW + 86_400)
 
     assert incidents.redeem_proof(PROOF, f"{EXECUTION}-2", NOW + 86_400) == EXECUTION
+
+
+# -- the task token -------------------------------------------------------------------------------
+
+TOKEN = "AAAAtask-token-of-the-waiting-approval"
+
+
+def waiting(n: int) -> Incident:
+    return incident(
+        n, state=IncidentState.AWAITING_APPROVAL, task_token_sha256=task_token_digest(TOKEN)
+    )
+
+
+def test_a_kept_task_token_reads_back(incidents: IncidentStore):
+    incidents.create(waiting(1))
+
+    incidents.keep_task_token(waiting(1).incident_id, TOKEN)
+
+    assert incidents.task_token(waiting(1).incident_id) == TOKEN
+
+
+def test_no_kept_task_token_reads_as_none(incidents: IncidentStore):
+    incidents.create(waiting(1))
+
+    assert incidents.task_token(waiting(1).incident_id) is None
+
+
+def test_keeping_a_task_token_again_replaces_it(incidents: IncidentStore):
+    incidents.create(waiting(1))
+    incidents.keep_task_token(waiting(1).incident_id, "AAAAthe-first-request")
+
+    incidents.keep_task_token(waiting(1).incident_id, TOKEN)
+
+    assert incidents.task_token(waiting(1).incident_id) == TOKEN
+
+
+def test_task_tokens_are_per_incident(incidents: IncidentStore):
+    incidents.create(waiting(1))
+    incidents.create(waiting(2))
+
+    incidents.keep_task_token(waiting(1).incident_id, TOKEN)
+
+    assert incidents.task_token(waiting(2).incident_id) is None
+
+
+def test_a_kept_task_token_is_neither_in_the_incident_nor_listed_as_one(incidents: IncidentStore):
+    incidents.create(waiting(1))
+
+    incidents.keep_task_token(waiting(1).incident_id, TOKEN)
+
+    stored = incidents.get(waiting(1).incident_id)
+    assert stored is not None and stored == waiting(1)
+    assert TOKEN not in json.dumps(stored.to_record())
+    assert incidents.in_state(IncidentState.AWAITING_APPROVAL) == [waiting(1)]
+
+
+def test_keeping_a_task_token_leaves_the_incidents_version_alone(incidents: IncidentStore):
+    incidents.create(waiting(1))
+    loaded = incidents.get(waiting(1).incident_id)
+    assert loaded is not None
+
+    incidents.keep_task_token(waiting(1).incident_id, TOKEN)
+    incidents.save(loaded)
+
+    assert loaded.version == 1
+
+
+def test_a_forgotten_task_token_reads_as_none_and_forgetting_again_is_harmless(
+    incidents: IncidentStore,
+):
+    incidents.create(waiting(1))
+    incidents.keep_task_token(waiting(1).incident_id, TOKEN)
+
+    incidents.forget_task_token(waiting(1).incident_id)
+    incidents.forget_task_token(waiting(1).incident_id)
+
+    assert incidents.task_token(waiting(1).incident_id) is None
+    assert incidents.get(waiting(1).incident_id) == waiting(1)

@@ -53,7 +53,7 @@ def test_a_failed_approval_card_keeps_the_approval_request_waiting_and_decidable
 
     incident = aws.incident(incident_id)
     assert down.attempts == 1
-    assert (incident.state, incident.task_token) == ("awaiting_approval", TOKEN)
+    assert (incident.state, aws.incidents.task_token(incident_id)) == ("awaiting_approval", TOKEN)
     assert "notification_failed" in aws.actions(incident_id)
     assert invoke(decide, decision_input(incident_id, "approve"))["accepted"] is True
     record("notification failures", "approval request kept, still decidable")

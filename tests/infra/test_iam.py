@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from infra.local.grants import Call, Need, allowed, managed_policy_statements, required
 from infra.stack.functions import SPECS
-from infra.stack.template import resources_of_type
+from infra.stack.template import ACCOUNT, REGION, Resolver, resources_of_type
+from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
 from tests.infra.conftest import CLUSTER_ARN, CLUSTER_ID
 from tests.infra.template_tools import (
     actions,
@@ -119,6 +122,8 @@ def test_nothing_may_update_or_delete_audit_entries(template):
 
 def test_incidents_grants_name_the_table_and_its_index_and_never_scan(template):
     for statement in _granting(all_statements(template), "dynamodb:"):
+        if statement["Effect"] == "Deny":  # takes away, grants nothing
+            continue
         if statement.get("Sid") == "ReadTheIncidentFirst":  # the approvers' policy: one read
             assert actions(statement) == {"dynamodb:GetItem"}
             assert resolved(template, statement["Resource"]) == "<IncidentsTable>"
@@ -348,7 +353,76 @@ def test_the_approver_policy_is_limited_to_the_approver_patterns(lambda_asset):
     ).template
 
     for statement in _approver_policy(template)["Properties"]["PolicyDocument"]["Statement"]:
-        assert statement["Condition"] == {"StringLike": {"aws:PrincipalArn": patterns}}
+        if statement["Effect"] == "Allow":
+            limit = statement["Condition"]["StringLike"]
+            assert limit == {"aws:PrincipalArn": patterns}
+
+
+INCIDENTS = "sdc-incidents"
+WAITING = "sdc-ml-cluster-1-i-0aa00000000000001-20261130T081504"
+APPROVER = "arn:aws:iam::111122223333:role/SdcApprover-oncall"
+
+
+class ApproverReads:
+    """A DynamoDB client that records the reads the incidents store makes and finds nothing."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+
+    def get_item(self, **params: Any) -> dict[str, Any]:
+        self.calls.append(Call("approver", "dynamodb", "GetItem", params))
+        return {}
+
+
+def approver_answers(template: dict[str, Any], read: Callable[[DynamoIncidentStore], object]):
+    """IAM's answer to each read `read` makes through the incidents store, for a principal
+    with the synthesized `ApproverPolicy` attached (the grants evaluator)."""
+    resolve = Resolver(template)
+    resolve.refs["IncidentsTable"] = INCIDENTS
+    resolve.attrs[("IncidentsTable", "Arn")] = (
+        f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{INCIDENTS}"
+    )
+    (statements,) = [
+        found
+        for logical_id, found in managed_policy_statements(template, resolve).items()
+        if logical_id.startswith("ApprovalApproverPolicy")
+    ]
+    client = ApproverReads()
+    read(DynamoIncidentStore(INCIDENTS, lambda: client))
+    principal = (("aws:PrincipalArn", (APPROVER,)),)
+    return [
+        (dict(need.context)["dynamodb:LeadingKeys"][0], allowed(statements, need))
+        for call in client.calls
+        for need in required(call, {}, {INCIDENTS: "pk"})
+        for need in [Need(need.action, need.resource, need.context + principal)]
+    ]
+
+
+def test_an_approver_may_read_the_incident(template):
+    answers = approver_answers(template, lambda store: store.get(WAITING))
+
+    assert answers == [(f"INCIDENT#{WAITING}", True)]
+
+
+def test_an_approver_may_not_read_the_task_token_the_pipeline_keeps(template):
+    answers = approver_answers(template, lambda store: store.task_token(WAITING))
+
+    assert answers[0] == (f"TOKEN#{WAITING}", False)
+
+
+def test_approvers_limited_by_pattern_read_the_incident_and_never_the_task_token(lambda_asset):
+    from infra.stack.synth import synthesize_once
+
+    patterns = ["arn:aws:iam::111122223333:role/SdcApprover*"]
+    template = synthesize_once(
+        {"sdc:approvers": patterns, "sdc:approvalsRequired": 2}, code_asset=lambda_asset
+    ).template
+
+    answers = approver_answers(
+        template, lambda store: (store.get(WAITING), store.task_token(WAITING))
+    )
+
+    assert answers[:2] == [(f"INCIDENT#{WAITING}", True), (f"TOKEN#{WAITING}", False)]
 
 
 def test_only_the_scheduled_audit_check_scans_the_audit_table(template):

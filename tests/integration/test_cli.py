@@ -36,7 +36,7 @@ from lambdas.logic.evidence.recommendation import judge
 from lambdas.logic.ports import SystemClock
 from lambdas.models.approvals import BINDING_HEADER
 from lambdas.models.guard import ClusterHold
-from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.incident import Incident, IncidentState, task_token_digest
 from tests.conftest import load_fixture
 from tests.integration.conftest import (
     AUDIT_TABLE,
@@ -171,10 +171,15 @@ class Deployed:
         audited: int = 3,
         **fields: Any,
     ) -> str:
-        """An incident in `state` with `audited` chained audit entries; returns its id."""
+        """An incident in `state` with `audited` chained audit entries; returns its id. A
+        `task_token` is kept as `request_approval` keeps it: its digest on the incident."""
         incident_id = (
             f"sdc-{CLUSTER}-{instance}-{created_at[:19].replace('-', '').replace(':', '')}"
         )
+        token = fields.pop("task_token", None)
+        if token:
+            self.incidents.keep_task_token(incident_id, token)
+            fields["task_token_sha256"] = task_token_digest(token)
         stored = {
             "incident_id": incident_id,
             "cluster_name": CLUSTER,
@@ -502,6 +507,22 @@ def test_show_never_prints_the_task_token(deployed, capsys):
 
     deployed.sdc("show", incident_id)
     deployed.sdc("show", incident_id, "--json")
+
+    assert TOKEN not in capsys.readouterr().out
+
+
+def test_show_and_incidents_never_print_a_task_token_an_older_record_holds(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval")
+    deployed.dynamodb.update_item(
+        TableName=INCIDENTS_TABLE,
+        Key={"pk": {"S": f"INCIDENT#{incident_id}"}, "sk": {"S": "META"}},
+        UpdateExpression="SET task_token = :token",
+        ExpressionAttributeValues={":token": {"S": TOKEN}},
+    )
+
+    deployed.sdc("show", incident_id)
+    deployed.sdc("show", incident_id, "--json")
+    deployed.sdc("incidents", "--json")
 
     assert TOKEN not in capsys.readouterr().out
 

@@ -6,12 +6,15 @@ the audit chain read back through the logic."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from lambdas.adapters._aws import to_item
 from lambdas.adapters.dynamodb.audit import DynamoAuditLog
 from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
 from lambdas.logic.core.audit import GENESIS, seal, verify_chain
-from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.incident import Incident, IncidentState, task_token_digest
 from tests.integration.conftest import (
     AUDIT_TABLE,
     INCIDENTS_TABLE,
@@ -79,6 +82,73 @@ def test_incidents_are_listed_by_state_through_the_gsi(store, dynamodb):
     )["Items"]
 
     assert [i["incident_id"]["S"] for i in found] == ["sdc-1"]
+
+
+TOKEN = "AAAAtask-token-of-the-waiting-approval"
+TOKEN_KEY = {"pk": {"S": "TOKEN#sdc-1"}, "sk": {"S": "TASK"}}
+INCIDENT_KEY = {"pk": {"S": "INCIDENT#sdc-1"}, "sk": {"S": "META"}}
+
+
+def waiting() -> Incident:
+    return incident(
+        state=IncidentState.AWAITING_APPROVAL, task_token_sha256=task_token_digest(TOKEN)
+    )
+
+
+def test_the_task_token_is_an_item_of_its_own_that_the_by_state_index_never_lists(store, dynamodb):
+    store.create(waiting())
+
+    store.keep_task_token("sdc-1", TOKEN)
+
+    kept = dynamodb.get_item(TableName=INCIDENTS_TABLE, Key=TOKEN_KEY)["Item"]
+    assert kept == {**TOKEN_KEY, "task_token": {"S": TOKEN}}
+    record = dynamodb.get_item(TableName=INCIDENTS_TABLE, Key=INCIDENT_KEY)["Item"]
+    assert "task_token" not in record
+    assert record["task_token_sha256"] == {"S": task_token_digest(TOKEN)}
+    listed = dynamodb.scan(TableName=INCIDENTS_TABLE, IndexName="by_state")["Items"]
+    assert [i["pk"]["S"] for i in listed] == ["INCIDENT#sdc-1"]
+
+
+def legacy_item() -> dict:
+    """An incident written before the token moved out: the token an attribute of it."""
+    record = {**incident(state=IncidentState.AWAITING_APPROVAL).to_record(), "task_token": TOKEN}
+    del record["task_token_sha256"]
+    return to_item({"pk": "INCIDENT#sdc-1", "sk": "META", **record})
+
+
+def test_a_legacy_incident_reads_with_its_tokens_digest_and_gives_its_token(store, dynamodb):
+    dynamodb.put_item(TableName=INCIDENTS_TABLE, Item=legacy_item())
+
+    loaded = store.get("sdc-1")
+
+    assert loaded is not None and loaded.task_token_sha256 == task_token_digest(TOKEN)
+    assert TOKEN not in json.dumps(loaded.to_record())
+    assert store.task_token("sdc-1") == TOKEN
+
+
+def test_saving_a_legacy_incident_moves_its_token_to_the_token_item(store, dynamodb):
+    dynamodb.put_item(TableName=INCIDENTS_TABLE, Item=legacy_item())
+    loaded = store.get("sdc-1")
+    assert loaded is not None
+
+    store.save(loaded)
+
+    record = dynamodb.get_item(TableName=INCIDENTS_TABLE, Key=INCIDENT_KEY)["Item"]
+    assert "task_token" not in record
+    assert record["task_token_sha256"] == {"S": task_token_digest(TOKEN)}
+    kept = dynamodb.get_item(TableName=INCIDENTS_TABLE, Key=TOKEN_KEY)["Item"]
+    assert kept["task_token"] == {"S": TOKEN}
+
+
+def test_saving_a_legacy_incident_leaves_a_newer_kept_token_alone(store, dynamodb):
+    dynamodb.put_item(TableName=INCIDENTS_TABLE, Item=legacy_item())
+    store.keep_task_token("sdc-1", "AAAAa-newer-request")
+    loaded = store.get("sdc-1")
+    assert loaded is not None
+
+    store.save(loaded)
+
+    assert store.task_token("sdc-1") == "AAAAa-newer-request"
 
 
 def entry(seq: int, prev_hash: str, **details):

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from lambdas.adapters.stepfunctions import StepFunctionsWorkflow
 from lambdas.handlers import (
     check_health,
     check_replacement,
@@ -16,7 +17,7 @@ from lambdas.handlers import (
     start_health_check,
 )
 from lambdas.models.errors import DependencyFailed
-from tests.integration.conftest import CLUSTER, INSTANCE, invoke
+from tests.integration.conftest import CLUSTER, INCIDENTS_TABLE, INSTANCE, invoke
 from tests.integration.drive import (
     APPROVAL_EXECUTION,
     TOKEN,
@@ -68,7 +69,7 @@ def test_check_health_polls_until_the_check_is_over(aws):
 def test_request_approval_stores_the_token_and_publishes_the_card_without_it(aws):
     incident_id = awaiting_approval(aws)
 
-    assert aws.incident(incident_id).task_token == TOKEN
+    assert aws.incidents.task_token(incident_id) == TOKEN
     (card,) = aws.messages()
     assert TOKEN not in json.dumps(card)
     assert (
@@ -95,6 +96,34 @@ def test_decide_accepts_the_approval_state_machine_input(aws):
         True,
     )
     assert aws.incident(incident_id).decision.approval_execution_arn == APPROVAL_EXECUTION
+
+
+def test_an_incident_waiting_with_its_token_in_its_record_is_decided_with_that_token(
+    aws, monkeypatch
+):
+    """An incident that waited for approval when the token moved to its own item."""
+    incident_id = awaiting_approval(aws)
+    key = {"pk": {"S": f"INCIDENT#{incident_id}"}, "sk": {"S": "META"}}
+    aws.dynamodb.update_item(
+        TableName=INCIDENTS_TABLE,
+        Key=key,
+        UpdateExpression="SET task_token = :token REMOVE task_token_sha256",
+        ExpressionAttributeValues={":token": {"S": TOKEN}},
+    )
+    aws.incidents.forget_task_token(incident_id)
+    sent: list[str] = []
+    send = StepFunctionsWorkflow.send_task_success
+    monkeypatch.setattr(
+        StepFunctionsWorkflow,
+        "send_task_success",
+        lambda self, token, output: sent.append(token) or send(self, token, output),
+    )
+
+    result = invoke(decide, decision_input(incident_id, "approve"))
+
+    assert (result["accepted"], sent) == (True, [TOKEN])
+    record = aws.dynamodb.get_item(TableName=INCIDENTS_TABLE, Key=key)["Item"]
+    assert "task_token" not in record
 
 
 def test_replace_node_requests_the_replacement_on_hyperpod(aws):
@@ -135,7 +164,7 @@ def test_the_expired_path_closes_expired_and_drops_the_token(aws):
     )
 
     assert result["state"] == "expired"
-    assert aws.incident(incident_id).task_token is None
+    assert aws.incidents.task_token(incident_id) is None
 
 
 def test_a_failed_aws_call_leaves_the_incident_failed_and_audited_then_closes_failed(aws):

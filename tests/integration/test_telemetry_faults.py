@@ -68,7 +68,10 @@ def world_incident_id(world: World) -> str:
 
 def waits_for_approval(world: World) -> bool:
     (incident,) = world.store.incidents.values()
-    return incident.state is IncidentState.AWAITING_APPROVAL and incident.task_token == TOKEN
+    return (
+        incident.state is IncidentState.AWAITING_APPROVAL
+        and world.store.task_token(incident.incident_id) == TOKEN
+    )
 
 
 @pytest.fixture

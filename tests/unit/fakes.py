@@ -73,6 +73,8 @@ class InMemoryIncidentStore:
         self.tallies: dict[tuple[str, str], tuple[int, int]] = {}
         """(cluster, counter) → (value, expires_at)."""
         self._tally_lock = threading.Lock()
+        self.tokens: dict[str, str] = {}
+        """Task tokens by incident id: apart from the incidents, as the table keeps them."""
         self.fail_next_save: Exception | None = None
 
     def create(self, incident: Incident, *, slot_limit: int | None = None) -> CreateResult:
@@ -155,6 +157,15 @@ class InMemoryIncidentStore:
     def release_lock(self, cluster_name: str, instance_id: str, incident_id: str) -> None:
         if self.locks.get((cluster_name, instance_id)) == incident_id:
             del self.locks[(cluster_name, instance_id)]
+
+    def keep_task_token(self, incident_id: str, task_token: str) -> None:
+        self.tokens[incident_id] = task_token
+
+    def task_token(self, incident_id: str) -> str | None:
+        return self.tokens.get(incident_id)
+
+    def forget_task_token(self, incident_id: str) -> None:
+        self.tokens.pop(incident_id, None)
 
     def put_report(self, report: SdcReport, instance_id: str, expires_at: int) -> bool:
         stored = self.reports.setdefault((report.cluster_name, instance_id), {})

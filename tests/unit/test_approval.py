@@ -9,12 +9,13 @@ import pytest
 from lambdas.logic import approval
 from lambdas.logic.core import ids
 from lambdas.models.errors import DecisionRefused, DependencyFailed
-from lambdas.models.incident import IncidentState
+from lambdas.models.incident import IncidentState, task_token_digest
 from lambdas.models.payloads import ApprovalRequest, Decision
 from lambdas.models.recovery import DecisionRecord
 from tests.unit.world import APPROVAL_EXECUTION, TOKEN, World
 
 S = IncidentState
+FORGED = "AAAAforged-task-token"
 
 
 # -- request approval ---------------------------------------------------------------------------
@@ -25,7 +26,15 @@ def test_requesting_approval_stores_the_token_with_the_incident(world):
 
     incident = world.incident(incident_id)
     assert incident.state is S.AWAITING_APPROVAL
-    assert incident.task_token == TOKEN
+    assert world.store.task_token(incident_id) == TOKEN
+
+
+def test_the_incident_record_keeps_only_the_digest_of_the_task_token(world):
+    incident_id = world.awaiting_approval()
+
+    incident = world.incident(incident_id)
+    assert incident.task_token_sha256 == task_token_digest(TOKEN)
+    assert TOKEN not in json.dumps(incident.to_record())
 
 
 def test_the_approval_card_never_carries_the_task_token(world):
@@ -77,7 +86,7 @@ def test_a_failed_notification_keeps_the_approval_request_waiting(world):
     approval.request_approval(ApprovalRequest(incident_id, TOKEN), world.deps)
 
     incident = world.incident(incident_id)
-    assert (incident.state, incident.task_token) == (S.AWAITING_APPROVAL, TOKEN)
+    assert (incident.state, world.store.task_token(incident_id)) == (S.AWAITING_APPROVAL, TOKEN)
     assert world.audit.actions(incident_id)[-2:] == ["notification_failed", "approval_requested"]
 
 
@@ -165,6 +174,34 @@ def test_a_decision_whose_task_is_gone_is_refused_released_and_audited(world):
         approval.decide(world.decision(incident_id), world.deps)
 
     assert world.incident(incident_id).decision is None
+    assert world.audit.actions(incident_id)[-1] == "decision_refused"
+
+
+def test_a_kept_token_whose_digest_is_not_the_incidents_is_refused_and_never_sent(world):
+    incident_id = world.awaiting_approval()
+    world.store.keep_task_token(incident_id, FORGED)  # a token put in the approval's place
+    world.workflow.waiting_tokens.add(FORGED)
+
+    with pytest.raises(DecisionRefused, match="not the one its approval request recorded"):
+        approval.decide(world.decision(incident_id), world.deps)
+
+    assert world.workflow.answers == []
+    assert world.incident(incident_id).decision is None
+    assert world.audit.actions(incident_id)[-1] == "decision_refused"
+
+
+def test_a_resumed_delivery_refuses_a_token_whose_digest_is_not_the_incidents(world):
+    incident_id = world.awaiting_approval()
+    world.workflow.fail_next_send = DependencyFailed("SendTaskSuccess failed")
+    with pytest.raises(DependencyFailed):
+        approval.decide(world.decision(incident_id), world.deps)
+    world.store.keep_task_token(incident_id, FORGED)
+    world.workflow.waiting_tokens.add(FORGED)
+
+    with pytest.raises(DecisionRefused, match="not the one its approval request recorded"):
+        approval.decide(world.decision(incident_id), world.deps)
+
+    assert world.workflow.answers == []
     assert world.audit.actions(incident_id)[-1] == "decision_refused"
 
 

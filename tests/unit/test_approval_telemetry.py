@@ -97,7 +97,10 @@ def test_an_unusable_workspace_is_one_line_on_the_card_and_the_approval_still_wa
     incident_id = world.awaiting_approval()
 
     incident = world.incident(incident_id)
-    assert (incident.state, incident.task_token) == (IncidentState.AWAITING_APPROVAL, TOKEN)
+    assert (incident.state, world.store.task_token(incident_id)) == (
+        IncidentState.AWAITING_APPROVAL,
+        TOKEN,
+    )
     lines = paragraph(card_of(world), "HARDWARE TELEMETRY")
     assert len(lines) == 3  # heading, the one line, the dashboard
     assert lines[1].startswith("  not available: ") and words in lines[1]

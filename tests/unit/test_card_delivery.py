@@ -25,7 +25,7 @@ def test_a_card_that_cannot_go_out_marks_the_incident_and_counts_it():
 
     incident = world.incident(incident_id)
     assert incident.card_undelivered is not None
-    assert incident.task_token  # the approval still waits: the console input works
+    assert world.store.task_token(incident_id)  # the approval still waits: the console input works
     assert undelivered_metric() == [1.0]
     requested = [e for e in world.audit.entries(incident_id) if e.action == "approval_requested"]
     assert requested[-1].details["notified"] is False

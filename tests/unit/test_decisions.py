@@ -4,7 +4,7 @@ import pytest
 
 from lambdas.logic.safety.decisions import MAX_COMMENT, check_accepts_decision, validate_decision
 from lambdas.models.errors import DecisionRefused
-from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.incident import Incident, IncidentState, task_token_digest
 from lambdas.models.payloads import Decision, DecisionRequest
 from lambdas.models.recovery import DecisionRecord
 
@@ -28,7 +28,7 @@ def waiting(**changes) -> Incident:
         "state": IncidentState.AWAITING_APPROVAL,
         "created_at": "t",
         "updated_at": "t",
-        "task_token": "tok",
+        "task_token_sha256": task_token_digest("tok"),
     }
     values.update(changes)
     return Incident(**values)
@@ -65,7 +65,20 @@ def test_an_incident_id_that_cannot_exist_is_refused():
 
 
 def test_an_incident_awaiting_its_first_decision_hands_out_its_token():
-    assert check_accepts_decision(waiting()) == "tok"
+    assert check_accepts_decision(waiting(), task_token="tok") == "tok"
+
+
+def test_a_token_whose_digest_is_not_the_incidents_is_refused():
+    with pytest.raises(DecisionRefused, match="not the one its approval request recorded"):
+        check_accepts_decision(waiting(), task_token="another request's token")
+
+
+@pytest.mark.parametrize(
+    ("digest", "token"), [(None, "tok"), (task_token_digest("tok"), None)], ids=["digest", "token"]
+)
+def test_an_incident_without_a_token_or_its_digest_refuses_a_decision(digest, token):
+    with pytest.raises(DecisionRefused, match="holds no task token"):
+        check_accepts_decision(waiting(task_token_sha256=digest), task_token=token)
 
 
 def test_an_incident_not_awaiting_approval_refuses_a_decision():

@@ -37,6 +37,37 @@ def test_a_condition_the_check_cannot_evaluate_counts_against_the_call():
     assert allowed([odd], put_subject("sdc-1")) is False
 
 
+ALLOW_BUT_EVENTS = Statement(
+    "Allow",
+    (PUT,),
+    (AUDIT,),
+    True,
+    {"ForAllValues:StringNotLike": {"dynamodb:LeadingKeys": ["event#*"]}},
+)
+
+
+def test_an_allow_outside_some_keys_lets_a_key_outside_them_through():
+    assert allowed([ALLOW_BUT_EVENTS], put_subject("sdc-ml-cluster-1-i-0abc")) is True
+
+
+def test_an_allow_outside_some_keys_does_not_allow_one_of_them():
+    assert allowed([ALLOW_BUT_EVENTS], put_subject("event#1234")) is False
+
+
+def test_a_negated_string_condition_on_a_single_value_holds_only_when_none_matches():
+    only_other = Statement(
+        "Allow", (PUT,), (AUDIT,), True, {"StringNotEquals": {"dynamodb:LeadingKeys": "sdc-1"}}
+    )
+
+    assert (
+        allowed([only_other], put_subject("sdc-1")),
+        allowed([only_other], put_subject("sdc-2")),
+    ) == (
+        False,
+        True,
+    )
+
+
 def test_a_put_names_the_item_s_partition_key_as_the_leading_key():
     call = Call(
         "close_incident",

@@ -138,7 +138,7 @@ def test_a_failing_events_call_is_named_on_the_card_and_the_request_goes_on():
     incident_id = world.awaiting_approval()
 
     assert paragraph(world) == ["  events: not available: ThrottlingException: slow down"]
-    assert world.incident(incident_id).task_token == TOKEN
+    assert world.store.task_token(incident_id) == TOKEN
 
 
 def test_with_isolation_the_card_shows_the_nodes_hyperpod_labels_only():

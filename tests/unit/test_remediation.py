@@ -399,7 +399,7 @@ def test_closing_after_the_replacement_ends_replaced_and_frees_the_lock(world):
 
     assert result == {"incident_id": incident_id, "state": "replaced"}
     assert world.store.locks == {}
-    assert world.incident(incident_id).task_token is None
+    assert world.store.task_token(incident_id) is None
 
 
 def test_closing_is_audited_and_notified(world):

@@ -1,12 +1,27 @@
 """IncidentStore on the incidents table: incidents, the open lock of a (cluster, instance), the
-held lock of a held incident, and the guard slot an incident takes when it is created."""
+held lock of a held incident, the guard slot an incident takes when it is created, and the task
+token of its waiting approval.
+
+The task token is an item of its own, `TOKEN#<incident id>` / `TASK` (`keys.task_token_key`),
+never an attribute of the incident: whoever holds it can answer the waiting approval with
+SendTaskSuccess, past `decide` (no bound approval, no identity, no N-of-M). Approvers may read
+incidents (GetItem, infra/stack/approval.py) but not items under `TOKEN#` (a
+`dynamodb:LeadingKeys` condition); the item has no `state`, so the `by_state` index never lists
+it. The incident keeps only the token's SHA-256 (`Incident.task_token_sha256`), which `decide`
+checks the token against.
+
+Items written before the token moved out hold it as a `task_token` attribute of the incident
+(`TASK_TOKEN`). They still work once: reading the incident derives its digest from it,
+`task_token` falls back to it, and the first save of the incident (which writes the record
+without it) moves it to the token item, unless a newer token item exists already.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lambdas.adapters._aws import DynamoTable, aws_call, pages, to_item
-from lambdas.adapters.dynamodb._table import ItemTable, Write
+from lambdas.adapters._aws import DynamoTable, aws_call, from_item, pages, to_item
+from lambdas.adapters.dynamodb._table import ItemTable, Write, versioned_put
 from lambdas.adapters.dynamodb.guard import slots_in, take_slots
 from lambdas.adapters.dynamodb.keys import (
     BY_STATE_INDEX,
@@ -14,10 +29,11 @@ from lambdas.adapters.dynamodb.keys import (
     incident_key,
     lock_key,
     proof_key,
+    task_token_key,
 )
 from lambdas.models.errors import ConditionFailed
 from lambdas.models.guard import check_slot_room
-from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.incident import Incident, IncidentState, task_token_digest
 from lambdas.models.writes import (
     Claimed,
     ClaimHeldResult,
@@ -33,6 +49,10 @@ from lambdas.models.writes import (
 
 HELD_LOCK_TTL_SECONDS = 86_400
 """How long a held lock's item stays after its window (the table's TTL then deletes it)."""
+
+TASK_TOKEN = "task_token"
+"""The attribute holding the task token: of the token item, and of a legacy incident item (one
+written before the token moved to its own item)."""
 
 
 class DynamoIncidentStore(ItemTable):
@@ -150,7 +170,7 @@ class DynamoIncidentStore(ItemTable):
 
     def get(self, incident_id: str) -> Incident | None:
         item = self.read(incident_key(incident_id))
-        return Incident.from_record(item) if item else None
+        return incident_of(item) if item else None
 
     def in_state(self, state: IncidentState) -> list[Incident]:
         """The incidents in `state`, oldest first, through the `by_state` index (eventually
@@ -158,9 +178,38 @@ class DynamoIncidentStore(ItemTable):
         return incidents_in_state(self, state)
 
     def save(self, incident: Incident) -> None:
+        """The version-checked put (`put_version`), answering with the item it replaced: a
+        legacy task token on it moves to the token item (the module docstring)."""
         expected = incident.version
-        self.put_version(incident_key(incident.incident_id), incident.to_record(), expected)
+        put = versioned_put(
+            self.table_name, incident_key(incident.incident_id), incident.to_record(), expected
+        )
+        with aws_call("PutItem"):
+            replaced = self.client.put_item(**put, ReturnValues="ALL_OLD").get("Attributes")
         incident.version = expected + 1
+        legacy = from_item(replaced or {}).get(TASK_TOKEN)
+        if legacy:
+            self.put_if(self.new({**task_token_key(incident.incident_id), TASK_TOKEN: legacy}))
+
+    def keep_task_token(self, incident_id: str, task_token: str) -> None:
+        with aws_call("PutItem"):
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=to_item({**task_token_key(incident_id), TASK_TOKEN: task_token}),
+            )
+
+    def task_token(self, incident_id: str) -> str | None:
+        item = self.read(task_token_key(incident_id))
+        if item is None:  # a legacy incident item holds its token itself
+            item = self.read(incident_key(incident_id))
+        token = (item or {}).get(TASK_TOKEN)
+        return str(token) if token else None
+
+    def forget_task_token(self, incident_id: str) -> None:
+        with aws_call("DeleteItem"):
+            self.client.delete_item(
+                TableName=self.table_name, Key=to_item(task_token_key(incident_id))
+            )
 
     def open_incident_id(self, cluster_name: str, instance_id: str) -> str | None:
         item = self.read(lock_key(cluster_name, instance_id))
@@ -204,7 +253,7 @@ class DynamoIncidentStore(ItemTable):
 def incidents_in_state(table: DynamoTable, state: IncidentState) -> list[Incident]:
     """The incidents of `table` in `state`, oldest first (the `by_state` index)."""
     return [
-        Incident.from_record(item)
+        incident_of(item)
         for item in pages(
             table.client.query,
             "Query",
@@ -221,6 +270,16 @@ def incidents_in_state(table: DynamoTable, state: IncidentState) -> list[Inciden
             },
         )
     ]
+
+
+def incident_of(item: dict[str, Any]) -> Incident:
+    """The incident an item of the table describes. A legacy item's task token is not read
+    into it: its digest is (the module docstring)."""
+    incident = Incident.from_record(item)
+    legacy = item.get(TASK_TOKEN)
+    if legacy and not incident.task_token_sha256:
+        incident.task_token_sha256 = task_token_digest(str(legacy))
+    return incident
 
 
 if TYPE_CHECKING:

@@ -14,10 +14,20 @@ holds `lambdas/` only, not `infra/`."""
 META = "META"
 LOCK = "LOCK"
 GUARD = "GUARD"
+TASK = "TASK"
+TASK_TOKEN_PREFIX: Final = "TOKEN#"
+"""The task tokens' items: infra/stack/approval.py keeps approvers from reading them."""
 
 
 def incident_key(incident_id: str) -> dict[str, Any]:
     return {"pk": f"INCIDENT#{incident_id}", "sk": META}
+
+
+def task_token_key(incident_id: str) -> dict[str, Any]:
+    """The item holding an incident's task token: apart from the incident, under a prefix the
+    approvers' policy may not read (infra/stack/approval.py); no `state`, so never in
+    `by_state`."""
+    return {"pk": f"{TASK_TOKEN_PREFIX}{incident_id}", "sk": TASK}
 
 
 def lock_key(cluster_name: str, instance_id: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from lambdas.models.errors import DecisionRefused
-from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.incident import Incident, IncidentState, task_token_digest
 from lambdas.models.payloads import INCIDENT_ID_RE, Decision, DecisionRequest
 from lambdas.models.recovery import MAX_REBOOTS
 
@@ -61,10 +61,14 @@ def check_accepts_decision(
     now: datetime | None = None,
     timeout_seconds: int | None = None,
     decision: Decision | None = None,
+    *,
+    task_token: str | None = None,
 ) -> str:
-    """The task token to answer, or DecisionRefused unless the incident waits for its first
-    decision and (when the timeout is known) its approval request has not timed out. A reboot
-    is refused once the incident has had `MAX_REBOOTS`: then it is replace or reject."""
+    """The task token to answer (`task_token`, as kept for the incident), or DecisionRefused
+    unless the incident waits for its first decision, the token is the one its approval request
+    stored (`check_task_token`) and (when the timeout is known) its approval request has not
+    timed out. A reboot is refused once the incident has had `MAX_REBOOTS`: then it is replace
+    or reject."""
     if incident.decision:
         raise DecisionRefused(
             f"incident {incident.incident_id} was already decided: "
@@ -75,8 +79,7 @@ def check_accepts_decision(
         raise DecisionRefused(
             f"incident {incident.incident_id} is {incident.state}, not awaiting approval"
         )
-    if not incident.task_token:
-        raise DecisionRefused(f"incident {incident.incident_id} holds no task token")
+    token = check_task_token(incident, task_token)
     if decision is Decision.REBOOT and incident.reboots >= MAX_REBOOTS:
         raise DecisionRefused(
             f"incident {incident.incident_id} was already rebooted "
@@ -92,4 +95,18 @@ def check_accepts_decision(
                 f"incident {incident.incident_id}: the approval request timed out at "
                 f"{deadline.isoformat()} (it closes as expired; nothing is replaced)"
             )
-    return incident.task_token
+    return token
+
+
+def check_task_token(incident: Incident, task_token: str | None) -> str:
+    """`task_token`, when its digest is the one the incident's approval request recorded
+    (`Incident.task_token_sha256`); else DecisionRefused: nothing is sent with a token the
+    incident does not name (another request's, or one put in its place)."""
+    if not incident.task_token_sha256 or not task_token:
+        raise DecisionRefused(f"incident {incident.incident_id} holds no task token")
+    if task_token_digest(task_token) != incident.task_token_sha256:
+        raise DecisionRefused(
+            f"incident {incident.incident_id}: the task token kept for it is not the one its "
+            "approval request recorded (its SHA-256 differs): nothing is sent with it"
+        )
+    return task_token
