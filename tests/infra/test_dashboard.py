@@ -191,5 +191,5 @@ def test_the_pipeline_alarms_are_on_the_dashboard(template):
     assert set(widget["properties"]["alarms"]) == alarms
     # three dead-letter queues (undelivered events, failed alarms, failed reports), failed
     # executions, two function-errors, broken audit chains, cards undelivered, reconciliation
-    # needing a person
-    assert len(alarms) == 9
+    # needing a person, an incident closed with no decision after its approval request
+    assert len(alarms) == 10
