@@ -116,7 +116,10 @@ def _why(manifest: Manifest, first: int | None, markers: list[AlarmMarker]) -> s
         f"after (clean through step {manifest.clean_through})"
     )
     if first is None:
-        return text + "; no alarm is open (none recorded, or each resolved by a resume before its window)"
+        return (
+            text
+            + "; no alarm is open (none recorded, or each resolved by a resume before its window)"
+        )
     return text + f", and before the suspect window starting at step {first} ({_alarms(markers)})"
 
 
