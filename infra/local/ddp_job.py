@@ -11,6 +11,13 @@ names that rank, which is wrong both on its own micro-batch and on the one it re
 The job stops at its first alarm (or after two audit periods) and hands back the alarm and the
 rank map, exactly what `report()` takes; the drill publishes them through its usual emitter path.
 torch is imported only in the ranks' processes; without it, `run_job` raises `TorchMissing`.
+
+With a checkpoint directory the job saves every `ckpt_every` steps with torch's distributed
+checkpoint (`<directory>/step-<N>`), and rank 0 writes the manifests and the alarm marker beside
+them (`trainer_emitter.checkpoints.CheckpointLedger`). A `weights` fault adds to one weight of
+`fault_rank` right after step `fault_step` (after that step's checks). With `resume`, the job
+first loads the checkpoint `dcp_step` names, compares the replicas (`find_divergent_ranks`) and
+trains on from the next step, alarm or not.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from infra.local.ranks import run_ranks
@@ -30,6 +38,13 @@ FAULT_RANK = 2
 FAULT_STEP = 7
 AUDIT_EVERY = 5
 FACTOR = 1000.0
+
+
+class Fault(StrEnum):
+    FORWARD = "forward"
+    """From `fault_step` on, one forward output element of the faulty rank times `factor`."""
+    WEIGHTS = "weights"
+    """Right after step `fault_step`, `factor` added to one weight of the faulty rank."""
 
 
 class TorchMissing(RuntimeError):
@@ -49,6 +64,17 @@ class Plan:
     fault_step: int = FAULT_STEP
     audit_every: int = AUDIT_EVERY
     factor: float = FACTOR
+    fault: Fault | None = Fault.FORWARD
+    check_every: int = 0
+    ckpt_every: int = 0
+    checkpoint_dir: str | None = None
+    """Where the DCP saves, the manifests and the alarm markers go (needed by `ckpt_every`)."""
+    check_on_checkpoint: bool = True
+    confirm_checkpoints: bool = False
+    last_step: int | None = None
+    """The last step to run; None: two audit periods after the fault step."""
+    resume: bool = False
+    """Load the safe checkpoint of `checkpoint_dir` first and train on from the step after it."""
 
     @property
     def world(self) -> int:
@@ -61,8 +87,9 @@ class Plan:
 @dataclass
 class JobResult:
     plan: Plan
-    alarm: dict[str, Any]
-    """The alarm every rank returned (they agree, or the job fails)."""
+    alarm: dict[str, Any] | None
+    """The alarm every rank returned (they agree, or the job fails); None only for a resumed
+    job that ran to its last step."""
     rank_map: list[dict[str, Any]]
     """The rank map the checks all-gathered at start."""
     steps: list[dict[str, Any]]
@@ -70,6 +97,12 @@ class JobResult:
     fired: list[int] = field(default_factory=list)
     """The steps at which the fault corrupted a forward on the faulty rank."""
     seconds: float = 0.0
+    resumed_from: int | None = None
+    """The step of the checkpoint a resumed job loaded."""
+    replicas_agree: bool | None = None
+    """`find_divergent_ranks` right after the load: the copies agree."""
+    loaded_fingerprint: str | None = None
+    """Rank 0's weights' fingerprint right after the load."""
 
     def lines(self) -> list[tuple[str, dict[str, str]]]:
         """What the job did, as a few timeline lines with their identifiers."""
@@ -94,6 +127,8 @@ class JobResult:
                     {},
                 )
             )
+        if alarm is None:
+            return lines
         culprits = ", ".join(map(str, alarm.get("culprits") or [])) or "none"
         pairs = ", ".join(str(pair) for pair in alarm.get("mismatched_pairs") or [])
         lines.append(
@@ -141,7 +176,7 @@ def run_job(nodes: Sequence[str], *, timeout: float = 180.0, **settings: Any) ->
     )
 
     alarms = [by_rank[rank]["alarm"] for rank in range(plan.world)]
-    if alarms[0] is None:
+    if alarms[0] is None and not plan.resume:
         raise JobError(
             f"the DDP job ran {len(by_rank[0]['steps'])} steps and raised no alarm "
             f"(fault fired at steps {by_rank[plan.fault_rank]['fired']})"
@@ -155,6 +190,9 @@ def run_job(nodes: Sequence[str], *, timeout: float = 180.0, **settings: Any) ->
         steps=by_rank[0]["steps"],
         fired=by_rank[plan.fault_rank]["fired"],
         seconds=time.monotonic() - started,
+        resumed_from=by_rank[0].get("resumed_from"),
+        replicas_agree=by_rank[0].get("replicas_agree"),
+        loaded_fingerprint=by_rank[0].get("loaded_fingerprint"),
     )
 
 
@@ -198,13 +236,22 @@ def _train(rank: int, plan: Plan) -> dict[str, Any]:
         x, y = batch
         return F.mse_loss(model(x), y)
 
+    loaded = _load(module, plan) if plan.resume else {}
+    start = loaded.get("resumed_from", 0) + 1
     # peer offset None: ranks per node, so each rank's replayer and third sit on other nodes
     checks = SdcChecks(
         ddp,
         optimizer,
         loss_fn,
-        Schedule(audit_every=plan.audit_every, check_every=0),
+        Schedule(
+            audit_every=plan.audit_every,
+            check_every=plan.check_every,
+            ckpt_every=plan.ckpt_every,
+            check_on_checkpoint=plan.check_on_checkpoint,
+            confirm_checkpoints=plan.confirm_checkpoints,
+        ),
         max_grad_norm=1.0,  # the corrupted steps before the audit stay finite
+        **_checkpointing(module, plan, loaded),
     )
     now = {"step": 0}
     fired: list[int] = []
@@ -217,12 +264,13 @@ def _train(rank: int, plan: Plan) -> dict[str, Any]:
         output[0, 0] = output[0, 0] * plan.factor
         return output
 
-    if rank == plan.fault_rank:
+    if rank == plan.fault_rank and plan.fault is Fault.FORWARD:
         module.register_forward_hook(fault)
 
     steps: list[dict[str, Any]] = []
     alarm = None
-    for step in range(1, max(plan.fault_step, 0) + 2 * plan.audit_every + 1):
+    last = plan.last_step or max(plan.fault_step, 0) + 2 * plan.audit_every
+    for step in range(start, last + 1):
         now["step"] = step
         generator = torch.Generator().manual_seed(100_003 * step + rank)
         batch = (torch.randn(8, 8, generator=generator), torch.randn(8, 4, generator=generator))
@@ -231,10 +279,68 @@ def _train(rank: int, plan: Plan) -> dict[str, Any]:
         if result.alarm:
             alarm = result.alarm
             break
+        if rank == plan.fault_rank and plan.fault is Fault.WEIGHTS and step == plan.fault_step:
+            with torch.no_grad():
+                next(module.parameters()).view(-1)[0] += plan.factor
+            fired.append(step)
     checks.close()
     return {
         "alarm": alarm,
         "rank_map": checks.rank_map.to_list(),
         "steps": steps,
         "fired": sorted(set(fired)),
+        **loaded,
+    }
+
+
+def _checkpointing(module: Any, plan: Plan, loaded: dict[str, Any]) -> dict[str, Any]:
+    """The checks' save function, ledger and resume arguments for a job with a directory."""
+    if plan.checkpoint_dir is None:
+        return {}
+    import torch.distributed.checkpoint as dcp
+
+    from trainer_emitter.checkpoints import CheckpointLedger
+
+    directory = plan.checkpoint_dir
+
+    def save(step: int, tags: dict[str, int | None]) -> str:
+        path = os.path.join(directory, f"step-{step}")
+        dcp.save({"model": module.state_dict()}, checkpoint_id=path)
+        return path
+
+    return {
+        "save": save,
+        "ledger": CheckpointLedger(directory),
+        "resumed_from": loaded.get("resumed_from"),
+        "resume_tags": loaded.get("tags"),
+        "checkpoints": loaded.get("checkpoints"),
+    }
+
+
+def _load(module: Any, plan: Plan) -> dict[str, Any]:
+    """Load the checkpoint `dcp_step` names into `module`, then compare the replicas."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    from trainer_emitter.checkpoints import dcp_step, safe_checkpoint
+    from trainer_emitter.checks import find_divergent_ranks, weights_fingerprint
+
+    if plan.checkpoint_dir is None:
+        raise ValueError("a resumed job needs the checkpoint directory to resume from")
+    step = dcp_step(plan.checkpoint_dir)
+    manifest = safe_checkpoint(plan.checkpoint_dir).require()
+    dist.barrier()  # every rank has read the directory before rank 0 rewrites it
+    dcp.load(
+        {"model": module.state_dict()},
+        checkpoint_id=os.path.join(plan.checkpoint_dir, f"step-{step}"),
+    )
+    verdict = find_divergent_ranks(
+        module, step=step + 1, tags=manifest.tags(), checkpoints=[manifest.entry()]
+    )
+    return {
+        "resumed_from": step,
+        "tags": manifest.tags(),
+        "checkpoints": [manifest.entry()],
+        "replicas_agree": verdict.agree,
+        "loaded_fingerprint": weights_fingerprint(module.parameters()),
     }

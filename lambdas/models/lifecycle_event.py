@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from lambdas.models.console import console_link
+from lambdas.models.resume_point import ResumePoint
 
 if TYPE_CHECKING:
     from lambdas.models.incident import Incident
@@ -47,6 +48,9 @@ class IncidentStateChange:
     reason: str | None = None
     links: dict[str, str | None] = field(default_factory=dict)
     """`show` (the CLI command), `execution` and `approval` (console pages), when known."""
+    resume: dict[str, Any] | None = None
+    """The checkpoint to resume from, the rollback and the exposure window, as the stored
+    reports place them (`ResumePoint.to_event()`); None while no report carries one."""
 
     @classmethod
     def of(
@@ -75,6 +79,7 @@ class IncidentStateChange:
                 "execution": console_link(incident.execution_arn),
                 "approval": console_link(approval_arn),
             },
+            resume=point.to_event() if (point := ResumePoint.of(incident.reports)) else None,
         )
 
     def to_detail(self) -> dict[str, Any]:
@@ -94,4 +99,5 @@ class IncidentStateChange:
             "decision": self.decision,
             "reason": self.reason,
             "links": dict(self.links),
+            "resume": self.resume,
         }

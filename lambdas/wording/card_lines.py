@@ -19,6 +19,7 @@ from lambdas.models.incident import Incident
 from lambdas.models.isolation import IsolationState
 from lambdas.models.recommendation import Recommendation
 from lambdas.models.reporter_text import quoted
+from lambdas.models.resume_point import ResumePoint
 from lambdas.models.settings import Settings
 from lambdas.models.telemetry import TelemetryRecord, TelemetryState, span
 from trainer_emitter.contract import Metric
@@ -360,6 +361,33 @@ def report_lines(incident: Incident, shown: int | None = None) -> list[str]:
 
 
 def resume_lines(incident: Incident) -> list[str]:
+    """The checkpoint to resume the job from, then the rollback and the exposure window
+    (`lambdas.models.resume_point`)."""
+    return [*_resume_from_lines(incident), *exposure_lines(incident)]
+
+
+def exposure_lines(incident: Incident) -> list[str]:
+    """One line: the steps the job trains again, and the steps trained between the suspect
+    window's start and detection; none when no report places a window."""
+    point = ResumePoint.of(incident.reports)
+    if point is None or point.exposure is None:
+        return []
+    first, last = point.exposure
+    exposure = (
+        f"exposure window: steps {first}-{last} ({point.exposure_steps} steps trained between "
+        "the suspect window's start and detection)"
+    )
+    if point.checkpoint_step is None:
+        return [f"  Rollback: unknown (no checkpoint to resume from is known); {exposure}"]
+    if point.rollback_steps is None:
+        return [f"  Rollback: unknown (the alarm's step is not recorded); {exposure}"]
+    return [
+        f"  Rollback: {point.rollback_steps} steps (from the alarm at step {point.detected_step} "
+        f"back to the checkpoint at step {point.checkpoint_step}); {exposure}"
+    ]
+
+
+def _resume_from_lines(incident: Incident) -> list[str]:
     """One line: the checkpoint to resume the job from (lambdas.logic.evidence.resume chose it when the
     report arrived). Of several reports, the one whose suspect window starts first decides: a
     checkpoint before it is before every other window too."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
+import tempfile
 import traceback
 from typing import Any
 
@@ -27,7 +29,27 @@ from tests.torch.scenarios import (
     loss_fn,
     node_name,
 )
+from trainer_emitter.checkpoints import CheckpointLedger
 from trainer_emitter.checks import Schedule
+
+DIRECTORIES: list[str] = []
+"""The checkpoint directories this rank made, removed when it is done (a spawned process runs
+no atexit handlers)."""
+
+
+def checkpoint_directory() -> str:
+    """A checkpoint directory as a job leaves it after an alarm (one per rank and block, so no
+    rank reads what another rewrites): CKPT_STEP's save clean through the step after it, a later
+    save no check followed, and the alarm marker of the window that later save is in."""
+    directory = tempfile.mkdtemp(prefix="sdc-ckpt-")
+    DIRECTORIES.append(directory)
+    ledger = CheckpointLedger(directory)
+    ledger.saved(CKPT_STEP, CKPT_TAGS, location=f"{directory}/step-{CKPT_STEP}")
+    ledger.passed(CKPT_STEP + 1, CKPT_STEP + 1)
+    ledger.saved(CKPT_STEP + 5, CKPT_TAGS, location=f"{directory}/step-{CKPT_STEP + 5}")
+    window = [CKPT_STEP + 2, CKPT_STEP + 6]
+    ledger.alarm({"step": window[1], "check": "weights", "suspect_window": window})
+    return directory
 
 
 def namespace(rank: int, saved: list[int]) -> dict[str, Any]:
@@ -54,6 +76,7 @@ def namespace(rank: int, saved: list[int]) -> dict[str, Any]:
         "group": None,
         "ckpt_step": CKPT_STEP,
         "ckpt_tags": dict(CKPT_TAGS),
+        "CKPT": checkpoint_directory(),
     }
 
 
@@ -83,6 +106,9 @@ def worker(rank: int, port: int, blocks: list[tuple[str, str]], results: queue.Q
         results.put(("done", rank, None))
     except BaseException:
         results.put(("error", rank, traceback.format_exc()))
+    finally:
+        for directory in DIRECTORIES:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def _seen(names: dict[str, Any]) -> dict[str, Any]:
@@ -90,6 +116,8 @@ def _seen(names: dict[str, Any]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     if "result" in names:
         seen["result"] = {"applied": names["result"].applied, "alarm": names["result"].alarm}
+    if "manifest" in names:
+        seen["resumed_from"] = names["manifest"].step
     if "verdict" in names:
         verdict = names["verdict"]
         seen["verdict"] = {"suspects": verdict.suspects, "agreement": verdict.agreement.value}

@@ -121,6 +121,9 @@ def test_the_training_loop_blocks_run_on_every_rank_of_a_gloo_job():
     # The copies agree after a clean load, so nobody is named
     verdicts = [s[0]["verdict"] for s in seen.values() if "verdict" in s[0]]
     assert verdicts and all(v == {"suspects": [], "agreement": "agree"} for v in verdicts)
+    # The restart block resumed from the clean checkpoint before the alarm's window, not the
+    # newer one saved inside it (tests/docs/ranks.py lays the directory out)
+    assert [s[0]["resumed_from"] for s in seen.values() if "resumed_from" in s[0]] == [1000]
 
 
 @pytest.mark.synth

@@ -241,6 +241,11 @@ def test_the_drills_card_names_the_checkpoint_to_resume_from(outcomes):
         'Resume from: checkpoint at step 20 ("s3://ckpt/step-20"), saved before the suspect window '
         "[21, 30]; tags: last_audit_pass 20, last_weight_check_pass 20"
     ) in card
+    assert (
+        "Rollback: 10 steps (from the alarm at step 30 back to the checkpoint at step 20); "
+        "exposure window: steps 21-30 (10 steps trained between the suspect window's start and "
+        "detection)"
+    ) in card
 
 
 def test_json_output_is_one_document_with_the_outcome(outcomes, capsys, monkeypatch):

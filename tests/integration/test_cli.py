@@ -402,10 +402,16 @@ def test_show_prints_the_checkpoint_to_resume_from(deployed, capsys):
 
     deployed.sdc("show", incident_id)
 
+    out = capsys.readouterr().out
     assert (
         'Resume from: checkpoint at step 20 ("s3://ckpt/llama/step-20"), saved before the suspect '
         "window [21, 30]; tags: last_audit_pass 20, last_weight_check_pass 20"
-    ) in capsys.readouterr().out
+    ) in out
+    assert (
+        "Rollback: 10 steps (from the alarm at step 30 back to the checkpoint at step 20); "
+        "exposure window: steps 21-30 (10 steps trained between the suspect window's start and "
+        "detection)"
+    ) in out
 
 
 def test_show_prints_the_decision_and_the_replacement(deployed, capsys):

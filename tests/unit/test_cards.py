@@ -158,6 +158,27 @@ def test_the_card_names_the_newest_verified_checkpoint_before_the_window(world):
     ) in card.splitlines()
 
 
+def test_the_card_names_the_rollback_and_the_exposure_window_below_the_resume_point(world):
+    card = card_for_report(world, checkpoints=[ckpt(10), ckpt(20), ckpt(30)]).splitlines()
+
+    line = (
+        "  Rollback: 10 steps (from the alarm at step 30 back to the checkpoint at step 20); "
+        "exposure window: steps 21-30 (10 steps trained between the suspect window's start and "
+        "detection)"
+    )
+    assert line in card
+    assert card[card.index(line) - 1].startswith("  Resume from: checkpoint at step 20")
+
+
+def test_without_a_checkpoint_the_rollback_is_unknown_and_the_exposure_still_shown(world):
+    card = card_for_report(world)
+
+    assert (
+        "  Rollback: unknown (no checkpoint to resume from is known); exposure window: steps "
+        "21-30 (10 steps trained between the suspect window's start and detection)"
+    ) in card.splitlines()
+
+
 def test_the_resume_line_sits_with_the_recommendation(world):
     card = card_for_report(world, checkpoints=[ckpt(20)])
 

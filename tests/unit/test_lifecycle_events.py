@@ -15,6 +15,8 @@ from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
 from lambdas.models.lifecycle_event import SCHEMA_FILE
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from lambdas.models.report import parse_report_event
+from tests.conftest import load_fixture
 from tests.unit.world import TOKEN, World, alarm_event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,3 +109,33 @@ def test_a_failed_put_is_audited_and_the_step_goes_on():
 
 def test_the_schemas_states_are_the_incident_states():
     assert set(SCHEMA["$defs"]["state"]["enum"]) == {s.value for s in IncidentState}
+
+
+def test_an_event_names_the_checkpoint_to_resume_from_the_rollback_and_the_exposure():
+    world = World()
+    event = load_fixture("events", "sdc_report")  # compute at step 30, window [21, 30]
+    event["detail"]["checkpoints"] = [
+        {"step": 20, "last_audit_pass": 20, "last_weight_check_pass": 20, "location": "s3://c/20"}
+    ]
+    intake.store_report(parse_report_event(event), world.deps)
+    world.awaiting_approval()
+
+    detail = world.lifecycle.changes[-1].to_detail()
+
+    assert detail["resume"] == {
+        "checkpoint": {"step": 20, "location": "s3://c/20"},
+        "detected_step": 30,
+        "rollback_steps": 10,
+        "exposure": {"first": 21, "last": 30, "steps": 10},
+    }
+    jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker()).validate(
+        detail
+    )
+
+
+def test_an_event_without_a_report_carries_no_resume():
+    world = World()
+
+    incident_id = replaced(world)
+
+    assert all(c.to_detail()["resume"] is None for c in world.lifecycle.of(incident_id))

@@ -29,7 +29,12 @@ if TYPE_CHECKING:
     from trainer_emitter.checks.alarms import Passes
     from trainer_emitter.checks.determinism import deterministic
     from trainer_emitter.checks.driver import SdcChecks, StepResult, job_rank_map
-    from trainer_emitter.checks.fingerprint import fingerprint, fingerprint_ints, fingerprints
+    from trainer_emitter.checks.fingerprint import (
+        fingerprint,
+        fingerprint_ints,
+        fingerprints,
+        weights_fingerprint,
+    )
     from trainer_emitter.checks.gradients import GradientWatch, comm_hook
     from trainer_emitter.checks.replay import Package, recompute
     from trainer_emitter.checks.replicas import find_divergent_ranks
@@ -46,6 +51,7 @@ _WHERE = {
     "fingerprint": "fingerprint",
     "fingerprint_ints": "fingerprint",
     "fingerprints": "fingerprint",
+    "weights_fingerprint": "fingerprint",
     "GradientWatch": "gradients",
     "comm_hook": "gradients",
     "find_divergent_ranks": "replicas",
@@ -76,6 +82,7 @@ __all__ = [
     "fingerprints",
     "job_rank_map",
     "recompute",
+    "weights_fingerprint",
 ]
 
 

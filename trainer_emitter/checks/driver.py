@@ -10,6 +10,9 @@
     step         → check 3 (weight fingerprints) every N steps and before every checkpoint
     checkpoint   → saved only after its weight check passed, tagged with the last passes; the
                    last few saved (and any known from before a restart) ride on every alarm
+    ledger       → with a `CheckpointLedger` (trainer_emitter.checkpoints), the reporter rank
+                   writes a manifest beside each save, marks it clean once a later audit and
+                   weight check passed, and writes the alarm marker before the alarm returns
 
 Every decision is taken from all-gathered data with the same pure rules on every rank, so all
 ranks return the same alarm at the same step and never disagree about applying a step.
@@ -28,10 +31,11 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from trainer_emitter.checkpoints.ledger import CheckpointLedger
 from trainer_emitter.checks.alarms import Passes, location_of
 from trainer_emitter.checks.comm import comm_device, gather
 from trainer_emitter.checks.determinism import deterministic
-from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS
+from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS, weights_fingerprint
 from trainer_emitter.checks.gradients import GradientWatch, comm_hook
 from trainer_emitter.checks.replay import (
     LossFn,
@@ -111,11 +115,16 @@ class SdcChecks:
         resume_tags: Mapping[str, Any] | None = None,
         checkpoints: Iterable[Mapping[str, Any]] | None = None,
         chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+        ledger: CheckpointLedger | None = None,
+        resumed_from: int | None = None,
     ) -> None:
         """`resume_tags`: the tags of the checkpoint a restarted job resumed from.
         `checkpoints`: checkpoints known from before the start, each
         `{"step", "last_audit_pass", "last_weight_check_pass", "location"}` (a restarted job: at
-        least the one it resumed from); alarms carry them with the ones saved from now on."""
+        least the one it resumed from); alarms carry them with the ones saved from now on.
+        `ledger`: the checkpoint directory's manifests and alarm markers, written by the reporter
+        rank; `resumed_from`: the step of the checkpoint this run loaded, which retires the
+        manifests of later steps and resolves the alarms whose window starts after it."""
         if not isinstance(model, DistributedDataParallel):
             raise TypeError("SdcChecks needs the DistributedDataParallel-wrapped model")
         if not (dist.is_available() and dist.is_initialized()):
@@ -154,6 +163,10 @@ class SdcChecks:
         self.passes = Passes.from_tags(resume_tags)
         self.passes.checkpoints.extend(checkpoints or ())
         self._verify_pending = self.schedule.verify_on_start
+        self.ledger = ledger if self.rank == reporter_rank else None
+        self._marked: dict[str, Any] | None = None
+        if self.ledger is not None and resumed_from is not None:
+            self.ledger.resumed(resumed_from)
 
     # ---- the step -------------------------------------------------------------------------
 
@@ -161,6 +174,11 @@ class SdcChecks:
         """One training step on this rank's micro-batch, checked. Returns the alarm (the same dict
         on every rank) or None in `StepResult.alarm`. The first step compares the replicas first
         (`verify_replicas`, unless `Schedule.verify_on_start` is off or the loop already did)."""
+        result = self._step(step, batch)
+        self._record(result)
+        return result
+
+    def _step(self, step: int, batch: Any) -> StepResult:
         self.passes.saw(step)
         verified = self._verify_pending
         if verified:
@@ -239,6 +257,9 @@ class SdcChecks:
         verdict = with_alarm(self._compare(), self.passes, step)
         if verdict.agree and step > 0:
             self.passes.last_weight_check_pass = step - 1
+        if self.ledger is not None and verdict.alarm is not None:
+            self.ledger.alarm(verdict.alarm)
+            self._marked = verdict.alarm
         return verdict
 
     def tags(self) -> dict[str, int | None]:
@@ -249,6 +270,28 @@ class SdcChecks:
         """A checkpoint the loop saved itself at `step` (after this step's checks), tagged with
         `tags()` as they stand: later alarms carry it like the ones `save` wrote."""
         return self.passes.saved(step, location)
+
+    # ---- the checkpoint directory ----------------------------------------------------------
+
+    def _record(self, result: StepResult) -> None:
+        """The reporter rank's manifests and markers for the step just taken (no collective)."""
+        if self.ledger is None:
+            return
+        if result.alarm is not None:
+            if result.alarm is not self._marked:  # verify_replicas wrote its own
+                self.ledger.alarm(result.alarm)
+            return
+        self.ledger.passed(self.passes.last_audit_pass, self.passes.last_weight_check_pass)
+        if result.saved:
+            entry = self.passes.checkpoints.entries()[-1]
+            self.ledger.saved(
+                result.step,
+                self.passes.tags(),
+                location=entry["location"] if entry["step"] == result.step else None,
+                fingerprint=weights_fingerprint(
+                    self.parameters, chunk_elements=self.chunk_elements
+                ),
+            )
 
     # ---- reporting ------------------------------------------------------------------------
 

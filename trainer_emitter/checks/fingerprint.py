@@ -63,6 +63,7 @@ sums with a `dtype` argument on the int32 words (about 0.5). Chunks of 2^17 word
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
 import torch
@@ -209,3 +210,14 @@ def fingerprints(
     if not rows:
         return torch.zeros((0, 2), dtype=torch.int64, device=device)
     return torch.stack(rows)
+
+
+def weights_fingerprint(
+    tensors: Iterable[torch.Tensor | None], *, chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
+) -> str:
+    """One digest of this copy of the weights, for a checkpoint's manifest: `sha256:` and the
+    hex SHA-256 of the tensors' fingerprints (`fingerprints`, in order, as little-endian int64).
+    Equal on every replica that agrees; a load that reproduces the saved weights reproduces it."""
+    rows = fingerprints(tensors, device=torch.device("cpu"), chunk_elements=chunk_elements)
+    data = b"".join(int(v).to_bytes(8, "little", signed=True) for v in rows.reshape(-1).tolist())
+    return "sha256:" + hashlib.sha256(data).hexdigest()

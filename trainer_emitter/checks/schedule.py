@@ -23,6 +23,9 @@ class Schedule:
     | verify_on_start     | compare the replicas' weights before the first step the driver   |
     |                     | is given (after a load, before any update is built on it); the   |
     |                     | step is not taken when they differ                               |
+    | confirm_checkpoints | audit and check the weights on the step after each save too, so  |
+    |                     | that the save's manifest is clean one step later rather than at  |
+    |                     | the next scheduled checks (`trainer_emitter.checkpoints`)        |
     """
 
     audit_every: int = 100
@@ -32,6 +35,7 @@ class Schedule:
     peer_offset: int | None = None
     check_on_checkpoint: bool = True
     verify_on_start: bool = True
+    confirm_checkpoints: bool = False
 
     def __post_init__(self) -> None:
         for name in ("audit_every", "check_every", "ckpt_every"):
@@ -40,10 +44,11 @@ class Schedule:
                 raise ValueError(
                     f"Schedule.{name} must be an integer >= 0 (0: never), not {value!r}"
                 )
-        if not isinstance(self.verify_on_start, bool):
-            raise ValueError(
-                f"Schedule.verify_on_start must be True or False, not {self.verify_on_start!r}"
-            )
+        for flag in ("verify_on_start", "confirm_checkpoints"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(
+                    f"Schedule.{flag} must be True or False, not {getattr(self, flag)!r}"
+                )
         offset = self.peer_offset
         if offset is not None and (
             isinstance(offset, bool) or not isinstance(offset, int) or offset < 1
@@ -53,15 +58,21 @@ class Schedule:
             )
 
     def is_audit(self, step: int) -> bool:
-        return _every(self.audit_every, step)
+        return _every(self.audit_every, step) or self._confirms(step)
 
     def is_checkpoint(self, step: int) -> bool:
         return _every(self.ckpt_every, step)
 
     def is_weight_check(self, step: int) -> bool:
-        return _every(self.check_every, step) or (
-            self.check_on_checkpoint and self.is_checkpoint(step)
+        return (
+            _every(self.check_every, step)
+            or (self.check_on_checkpoint and self.is_checkpoint(step))
+            or self._confirms(step)
         )
+
+    def _confirms(self, step: int) -> bool:
+        """The step after a save, when saves are confirmed."""
+        return self.confirm_checkpoints and step > 1 and self.is_checkpoint(step - 1)
 
 
 def _every(period: int, step: int) -> bool:

@@ -1,0 +1,53 @@
+"""The resume point read from stored report summaries: the checkpoint, the rollback and the
+exposure window, for records written before these were worded too."""
+
+from __future__ import annotations
+
+from lambdas.models.resume_point import ResumePoint
+
+
+def summary(step, window, before, checkpoint=None) -> dict:
+    return {
+        "step": step,
+        "suspect_window": window,
+        "resume": {"checkpoint": checkpoint, "before_step": before, "unverified": [], "known": 1},
+    }
+
+
+def test_the_earliest_window_decides_and_the_rollback_runs_from_its_alarm():
+    point = ResumePoint.of(
+        [
+            summary(60, [51, 60], 51, {"step": 50, "location": "s3://c/50"}),
+            summary(36, [32, 36], 32, {"step": 30, "location": "s3://c/30"}),
+        ]
+    )
+
+    assert point is not None
+    assert (point.checkpoint_step, point.location) == (30, "s3://c/30")
+    assert (point.rollback_steps, point.exposure, point.exposure_steps) == (6, (32, 36), 5)
+
+
+def test_a_report_without_a_window_leaves_everything_unknown():
+    point = ResumePoint.of([summary(36, [32, 36], 32), summary(40, None, None)])
+
+    assert point == ResumePoint(None, None, None, None)
+    assert point.to_event() == {
+        "checkpoint": None,
+        "detected_step": None,
+        "rollback_steps": None,
+        "exposure": None,
+    }
+
+
+def test_an_old_summary_without_its_step_falls_back_to_the_window_s_end():
+    record = summary(None, [21, 30], 21, {"step": 20, "location": None})
+    del record["step"]
+
+    point = ResumePoint.of([record])
+
+    assert point is not None
+    assert (point.rollback_steps, point.exposure) == (None, (21, 30))
+
+
+def test_no_report_with_a_resume_gives_no_point():
+    assert ResumePoint.of([{"step": 3}]) is None
