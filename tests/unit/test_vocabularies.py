@@ -22,6 +22,7 @@ from lambdas.models.payloads import Decision, OpenAction, Outcome, RecoveryStatu
 from lambdas.models.recommendation import Advice
 from lambdas.models.telemetry import TelemetryState
 from tests.conftest import REPO
+from trainer_emitter.sinks import SinkName
 
 OURS: tuple[type[StrEnum], ...] = (
     Advice,
@@ -38,6 +39,7 @@ OURS: tuple[type[StrEnum], ...] = (
     PrincipalSource,
     RecoveryStatus,
     Scope,
+    SinkName,
     TelemetryState,
     TriggerSource,
 )
