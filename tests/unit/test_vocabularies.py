@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.cli.render import Output
 from lambdas.models.approvals import Delivery, PrincipalSource
 from lambdas.models.guard import HoldKind
 from lambdas.models.health_check import HealthCheckResult
@@ -36,6 +37,7 @@ OURS: tuple[type[StrEnum], ...] = (
     NoticeKind,
     OpenAction,
     Outcome,
+    Output,
     PrincipalSource,
     RecoveryStatus,
     Scope,
