@@ -23,6 +23,9 @@ XDIST := -n auto --dist loadscope
 # pytest exits 5 when it collects nothing: that is a failure here, said out loud, never a silent
 # green. $(1): the selection.
 MYPY = $(PY) -m mypy trainer_emitter lambdas infra tests/unit/fakes.py tests/contract
+# Node.js and npm, checked before anything runs them: one line that says what to install.
+# Standard library only, with the system Python: it runs before .venv exists.
+CHECK_NODE = $(PYTHON) -m infra.stack.toolchain --npm --for "make $@"
 RUN_PYTEST = $(PY) -m pytest $(XDIST) $(1) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests; refusing to call that a pass" >&2; exit 1; fi; \
 	exit $$rc
@@ -36,21 +39,32 @@ help: ## list the targets, one line each
 	@sed -n 's/^\([a-z][a-z-]*\):.*## \(.*\)$$/\1\t\2/p' $(firstword $(MAKEFILE_LIST)) | \
 		while IFS="$$(printf '\t')" read -r target text; do printf '  %-10s %s\n' "$$target" "$$text"; done
 
+# The set-up steps say what they do and how long it took: the first one takes minutes.
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11")'
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@echo "make: setting up $(VENV): the project with its dev extras (torch, the CDK, moto, ...); the first time takes minutes"
+	@start=$$(date +%s); \
+	$(PYTHON) -m venv $(VENV) && \
+	$(PY) -m pip install --quiet --upgrade pip && \
+	$(PY) -m pip install --quiet -e '.[dev]' && \
+	echo "make: $(VENV) ready in $$(( $$(date +%s) - start )) s"
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	@$(CHECK_NODE)
+	@echo "make: installing the pinned CDK CLI and ASL validator into node_modules (npm ci)"
+	@start=$$(date +%s); \
+	npm ci --no-audit --no-fund --loglevel=error && \
+	echo "make: node_modules ready in $$(( $$(date +%s) - start )) s"
 	@touch $@
 
 $(VALIDATORS_STAMP): requirements-validators.txt
-	$(PYTHON) -m venv $(VALIDATORS_VENV)
-	$(VALIDATORS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VALIDATORS_VENV)/bin/python -m pip install --quiet -r requirements-validators.txt
+	@echo "make: setting up the outside validators (parliament, checkov) in $(VALIDATORS_VENV)"
+	@start=$$(date +%s); \
+	$(PYTHON) -m venv $(VALIDATORS_VENV) && \
+	$(VALIDATORS_VENV)/bin/python -m pip install --quiet --upgrade pip && \
+	$(VALIDATORS_VENV)/bin/python -m pip install --quiet -r requirements-validators.txt && \
+	echo "make: validators ready in $$(( $$(date +%s) - start )) s"
 	@touch $@
 
 # As root (CI) it installs the package; otherwise it says what to run, and stops. On a host run
@@ -106,9 +120,11 @@ format: $(STAMP) ## ruff format, then ruff check --fix
 
 # Writes the CloudFormation template to cdk.out/ with the pinned CDK CLI; offline, no credentials.
 synth: $(STAMP) $(NODE_STAMP) ## the CloudFormation template into cdk.out/ (offline, no credentials)
+	@$(CHECK_NODE)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk synth --quiet $(CDK_ARGS)
 
 deploy: $(STAMP) $(NODE_STAMP) ## cdk deploy with the pinned CLI (CDK_ARGS="-c sdc:...")
+	@$(CHECK_NODE)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk deploy $(CDK_ARGS)
 
 clean: ## remove .venv, node_modules and what the tools wrote

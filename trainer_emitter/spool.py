@@ -240,7 +240,7 @@ def _locked(path: Path, mode: str) -> Iterator[Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     """`sdc-replay-spool`'s options, each with its help (`--help`)."""
-    from trainer_emitter import __version__
+    from trainer_emitter.version import __version__
 
     parser = argparse.ArgumentParser(
         prog="sdc-replay-spool",

@@ -24,7 +24,8 @@ from infra.cli.replay import cmd_replay_spool
 from infra.cli.status import cmd_status
 from infra.cli.wiring import Operator, default_session
 from lambdas.models.incident import IncidentState
-from trainer_emitter import __version__, spool
+from trainer_emitter import spool
+from trainer_emitter.version import __version__
 
 DEFAULT_APPROVAL_TIMEOUT: Final = 60.0
 

@@ -154,7 +154,12 @@ def _root_metadata(tmp_path: Path) -> email.message.Message:
     """The root project's METADATA as its build backend writes it for a wheel (what pip
     resolves), prepared from a copy of what the metadata needs."""
     tree = tmp_path / "root"
-    for needed in ("pyproject.toml", "README.md", "trainer_emitter/__init__.py"):
+    for needed in (
+        "pyproject.toml",
+        "README.md",
+        "trainer_emitter/__init__.py",
+        "trainer_emitter/version.py",
+    ):
         _copy(needed, tree)
     out = tmp_path / "meta"
     out.mkdir()
