@@ -22,27 +22,49 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 XDIST := -n auto --dist loadscope
 # pytest exits 5 when it collects nothing: that is a failure here, said out loud, never a silent
 # green. $(1): the selection.
+MYPY = $(PY) -m mypy trainer_emitter lambdas infra tests/unit/fakes.py tests/contract
+# Node.js and npm, checked before anything runs them: one line that says what to install.
+# Standard library only, with the system Python: it runs before .venv exists.
+CHECK_NODE = $(PYTHON) -m infra.stack.toolchain --npm --for "make $@"
 RUN_PYTEST = $(PY) -m pytest $(XDIST) $(1) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests; refusing to call that a pass" >&2; exit 1; fi; \
 	exit $$rc
 
-.PHONY: test test-fast lint format typecheck synth deploy drill bench bench-gpu clean
+.PHONY: help test test-fast lint format typecheck synth deploy drill bench bench-gpu clean
+.DEFAULT_GOAL := help
 
+# `make` alone, or `make help`: each target and its one line (the `## ` text on its rule line).
+help: ## list the targets, one line each
+	@echo "make TARGET, one of these (a target that needs .venv or node_modules sets it up first):"
+	@sed -n 's/^\([a-z][a-z-]*\):.*## \(.*\)$$/\1\t\2/p' $(firstword $(MAKEFILE_LIST)) | \
+		while IFS="$$(printf '\t')" read -r target text; do printf '  %-10s %s\n' "$$target" "$$text"; done
+
+# The set-up steps say what they do and how long it took: the first one takes minutes.
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11")'
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@echo "make: setting up $(VENV): the project with its dev extras (torch, the CDK, moto, ...); the first time takes minutes"
+	@start=$$(date +%s); \
+	$(PYTHON) -m venv $(VENV) && \
+	$(PY) -m pip install --quiet --upgrade pip && \
+	$(PY) -m pip install --quiet -e '.[dev]' && \
+	echo "make: $(VENV) ready in $$(( $$(date +%s) - start )) s"
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	@$(CHECK_NODE)
+	@echo "make: installing the pinned CDK CLI and ASL validator into node_modules (npm ci)"
+	@start=$$(date +%s); \
+	npm ci --no-audit --no-fund --loglevel=error && \
+	echo "make: node_modules ready in $$(( $$(date +%s) - start )) s"
 	@touch $@
 
 $(VALIDATORS_STAMP): requirements-validators.txt
-	$(PYTHON) -m venv $(VALIDATORS_VENV)
-	$(VALIDATORS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VALIDATORS_VENV)/bin/python -m pip install --quiet -r requirements-validators.txt
+	@echo "make: setting up the outside validators (parliament, checkov) in $(VALIDATORS_VENV)"
+	@start=$$(date +%s); \
+	$(PYTHON) -m venv $(VALIDATORS_VENV) && \
+	$(VALIDATORS_VENV)/bin/python -m pip install --quiet --upgrade pip && \
+	$(VALIDATORS_VENV)/bin/python -m pip install --quiet -r requirements-validators.txt && \
+	echo "make: validators ready in $$(( $$(date +%s) - start )) s"
 	@touch $@
 
 # As root (CI) it installs the package; otherwise it says what to run, and stops. On a host run
@@ -59,45 +81,51 @@ $(PROMETHEUS):
 	@test -x $@ && test -x /usr/bin/promtool || { echo "make: $@ or /usr/bin/promtool still missing" >&2; exit 1; }
 
 # The README's test command: every test. The infra tests run the outside validators too.
-test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS)
+test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS) ## every test (the README's test command)
 	@$(call RUN_PYTEST,)
 
 # The everyday loop: the tests that need no synthesized template, no torch and no end-to-end
 # run (markers synth, torch, slow; tests/e2e and tests/torch are not even imported).
-test-fast: $(STAMP) $(PROMETHEUS)
+test-fast: $(STAMP) $(PROMETHEUS) ## the tests that need no template, no torch, no end-to-end run
 	@$(call RUN_PYTEST,-m "not synth and not torch and not slow" --ignore=tests/e2e --ignore=tests/torch)
 
 # The whole pipeline on this machine (moto + a fake HyperPod): make drill ARGS="--list"
-drill: $(STAMP)
+drill: $(STAMP) ## the whole pipeline on this machine, on moto (ARGS="--list")
 	@$(PY) -m infra.local.drill $(ARGS)
 
 # Figures, not timed tests: prints a table and writes bench-results.json (make bench ARGS=emitter)
-bench: $(STAMP)
+bench: $(STAMP) ## the benchmarks: a table and bench-results.json (ARGS=emitter)
 	@$(PY) -m tests.bench $(ARGS)
 
 # The checks on one GPU, under 5 minutes: fused fingerprint parity and throughput, the weight
 # check of a 953M-parameter model, step overhead, the fingerprint tests on CUDA tensors.
 # Exits 2, measuring nothing, where no CUDA device is. Writes bench-gpu.json.
-bench-gpu: $(STAMP)
+bench-gpu: $(STAMP) ## the checks on one CUDA GPU, under 5 minutes: bench-gpu.json
 	@$(PY) -m tests.bench.gpu $(ARGS)
 
 # ruff, mypy, then the outside validators on the synthesized templates (docs/deploy.md).
-lint: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP)
+lint: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) ## ruff, mypy, the outside validators on the templates
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy trainer_emitter lambdas infra tests/unit/fakes.py tests/contract
+	$(MYPY)
 	$(PY) -m infra.stack.validate
 
-format: $(STAMP)
+# mypy alone (make lint runs it too).
+typecheck: $(STAMP) ## mypy on the code and the test fakes
+	$(MYPY)
+
+format: $(STAMP) ## ruff format, then ruff check --fix
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
 # Writes the CloudFormation template to cdk.out/ with the pinned CDK CLI; offline, no credentials.
-synth: $(STAMP) $(NODE_STAMP)
+synth: $(STAMP) $(NODE_STAMP) ## the CloudFormation template into cdk.out/ (offline, no credentials)
+	@$(CHECK_NODE)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk synth --quiet $(CDK_ARGS)
 
-deploy: $(STAMP) $(NODE_STAMP)
+deploy: $(STAMP) $(NODE_STAMP) ## cdk deploy with the pinned CLI (CDK_ARGS="-c sdc:...")
+	@$(CHECK_NODE)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npx --no-install cdk deploy $(CDK_ARGS)
 
-clean:
+clean: ## remove .venv, node_modules and what the tools wrote
 	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

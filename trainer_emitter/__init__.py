@@ -35,8 +35,10 @@ if TYPE_CHECKING:
     )
     from trainer_emitter.rankmap import RankInfo, RankMap, gather_rank_map, local_rank_info
     from trainer_emitter.sinks import AwsSink, DeliveryError, EmfSink, MemorySink
+    from trainer_emitter.version import __version__
 
 _HOMES = {
+    "trainer_emitter.version": ("__version__",),
     "trainer_emitter.emitter": (
         "ConfigurationError",
         "Emitter",
@@ -77,6 +79,7 @@ __all__ = [
     "RankMap",
     "ReportResult",
     "Role",
+    "__version__",
     "gather_rank_map",
     "local_rank_info",
     "report",

@@ -23,8 +23,22 @@ from typing import Any
 from trainer_emitter import spool
 from trainer_emitter.contract import NAMESPACE
 from trainer_emitter.mapping import Datapoint, Report, build_report
-from trainer_emitter.rankmap import RankInfo, RankMap, gather_rank_map, local_rank_info
-from trainer_emitter.sinks import AwsSink, DeliveryError, EmfSink, MemorySink, Sink
+from trainer_emitter.rankmap import (
+    RankInfo,
+    RankMap,
+    gather_rank_map,
+    local_rank_info,
+    process_rank,
+)
+from trainer_emitter.sinks import (
+    AwsSink,
+    DeliveryError,
+    EmfSink,
+    MemorySink,
+    Sink,
+    SinkName,
+    sink_problem,
+)
 
 log = logging.getLogger("trainer_emitter")
 
@@ -51,6 +65,7 @@ class EmitterConfig:
     | deadline        | SDC_DEADLINE_SECONDS | 3.0                         |
     | spool_dir       | SDC_SPOOL_DIR        | $TMPDIR/sdc-spool           |
     | sink            | SDC_SINK             | "aws" ("emf", "memory")     |
+    (`Emitter(sink=...)` and `setup(sink=...)` also take a sink object.)
     | event_bus       | SDC_EVENT_BUS        | "default"                   |
     """
 
@@ -61,7 +76,7 @@ class EmitterConfig:
     namespace: str = NAMESPACE
     deadline: float = DEFAULT_DEADLINE_SECONDS
     spool_dir: Path = field(default_factory=lambda: Path(spool.default_spool_dir()))
-    sink: str = "aws"
+    sink: SinkName = SinkName.AWS
     event_bus: str = "default"
 
     @classmethod
@@ -97,11 +112,9 @@ class EmitterConfig:
             ) from None
         if not (math.isfinite(deadline) and 0 < deadline <= 60):
             raise ConfigurationError(f"deadline {deadline!r} must be more than 0 and at most 60 s")
-        sink = str(pick("sink", "SDC_SINK") or "aws")
-        if sink not in ("aws", "emf", "memory"):
-            raise ConfigurationError(f"sink {sink!r} (SDC_SINK) is not one of aws, emf, memory")
+        sink = _sink_name(pick("sink", "SDC_SINK") or SinkName.AWS)
         region = pick("region", "AWS_REGION", "AWS_DEFAULT_REGION")
-        if sink == "aws" and not region:
+        if sink is SinkName.AWS and not region:
             raise ConfigurationError(
                 "no AWS region: pass region= or set AWS_REGION (the region of the deployed pipeline)"
             )
@@ -127,10 +140,20 @@ class EmitterConfig:
         )
 
 
+def _sink_name(value: object) -> SinkName:
+    try:
+        return SinkName(str(value))
+    except ValueError:
+        raise ConfigurationError(
+            f"sink {value!r} (SDC_SINK) is not one of {', '.join(SinkName)}"
+        ) from None
+
+
 @dataclass
 class ReportResult:
-    """What `report()` did. `delivered` is True when every part arrived; otherwise `spooled`
-    says whether the complete report is safe on disk at `spool_path`."""
+    """What `report()` did. `delivered` is True when every part arrived (for `report(None)`,
+    where nothing is sent, `sent` and `pending` are both empty); otherwise `spooled` says
+    whether the complete report is safe on disk at `spool_path`."""
 
     report_id: str
     detail: dict[str, Any]
@@ -159,25 +182,38 @@ class Emitter:
         *,
         rank_map: RankMap | Iterable[RankInfo | Mapping[str, Any]] | None = None,
         rank: int | None = None,
-        sink: Sink | None = None,
+        sink: Sink | str | None = None,
         **settings: Any,
     ) -> None:
         """Build from `config`, or from keyword settings and the environment (see EmitterConfig).
 
+        `sink`: a sink name (as the `sink` setting) or an object with the `Sink` methods.
         `rank_map`: the job's all-gathered map, a list of entries, or None to learn it now
-        (all-gathered when torch.distributed is initialized, otherwise this rank alone)."""
+        (all-gathered when torch.distributed is initialized, otherwise this rank alone).
+        `rank`: this process's global rank; by default torch.distributed's, else the launcher's
+        (`process_rank`)."""
+        if isinstance(sink, str):
+            if config is not None:
+                raise ConfigurationError(
+                    f"sink {sink!r} names a sink while config= is given: set EmitterConfig.sink"
+                )
+            settings["sink"], sink = sink, None
+        elif sink is not None and (problem := sink_problem(sink)) is not None:
+            raise ConfigurationError(problem)
         self.config = config or EmitterConfig.resolve(**settings)
         if rank_map is None:
-            rank_map = gather_rank_map(local_rank_info(rank))
+            local = local_rank_info(rank)
+            rank_map, rank = gather_rank_map(local), local.rank
         self.rank_map = rank_map if isinstance(rank_map, RankMap) else RankMap(rank_map)
-        self.rank = rank if rank is not None else _env_rank()
+        self.rank = rank if rank is not None else process_rank()
         self.sink: Sink = sink or self._make_sink()
         self.spool_path = spool.spool_file(spool.ensure_spool_dir(self.config.spool_dir), self.rank)
 
     def _make_sink(self) -> Sink:
-        if self.config.sink == "emf":
+        name = _sink_name(self.config.sink)  # an EmitterConfig built by hand is checked here
+        if name is SinkName.EMF:
             return EmfSink()
-        if self.config.sink == "memory":
+        if name is SinkName.MEMORY:
             return MemorySink()
         # Each attempt is bounded so that retries fit inside the deadline; the deadline itself is
         # enforced around the whole delivery in report().
@@ -208,9 +244,10 @@ class Emitter:
         """Publish `alarm`; never raises, never blocks past the configured deadline.
 
         `None` (no check fired this step) is a no-op: no call, no datapoint, no event, so the
-        training loop may pass whatever its checks return on every step."""
+        training loop may pass whatever its checks return on every step. Its result says so:
+        nothing sent, nothing pending."""
         if alarm is None:
-            return ReportResult(report_id="", detail={}, datapoints=[], sent=list(spool.PARTS))
+            return ReportResult(report_id="", detail={}, datapoints=[])
         started = time.monotonic()
         try:
             built = self.build(alarm)
@@ -320,11 +357,6 @@ class _Delivery:
         with self._lock:
             self._abandoned = True
             return list(self._sent), self._failure
-
-
-def _env_rank() -> int | None:
-    raw = os.environ.get("RANK")
-    return int(raw) if raw and raw.isdigit() else None
 
 
 _default: Emitter | None = None

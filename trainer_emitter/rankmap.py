@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -18,6 +19,11 @@ from trainer_emitter.contract import instance_id_from_node_name, is_instance_id
 log = logging.getLogger("trainer_emitter")
 
 IMDS_ENDPOINT = "http://169.254.169.254"
+
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+"""Where launchers put a process's global rank, first found wins: torchrun and the PyTorch
+operators (`RANK`), Open MPI, MPICH and Intel MPI (`PMI_RANK`), Slurm's `srun` (`SLURM_PROCID`:
+last, since under `srun ... torchrun` it numbers the launchers, not the ranks)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +91,26 @@ class RankMap:
         return [self._by_rank[r].to_dict() for r in self.ranks()]
 
 
+def process_rank(environ: Mapping[str, str] | None = None) -> int | None:
+    """This process's global rank: torch.distributed's when the process group is initialized
+    (`init_process_group` may be given the rank with no variable set), else the launcher's
+    (`RANK_VARIABLES`), else None. torch is not imported here: a process that never imported
+    it has no process group."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None:
+        try:
+            if dist.is_available() and dist.is_initialized():
+                return int(dist.get_rank())
+        except Exception as exc:  # a broken process group must not stop training start
+            log.warning("could not read the rank from torch.distributed: %s", exc)
+    env = os.environ if environ is None else environ
+    for name in RANK_VARIABLES:
+        raw = env.get(name, "").strip()
+        if raw.isdigit():
+            return int(raw)
+    return None
+
+
 def local_rank_info(
     rank: int | None = None,
     *,
@@ -94,13 +120,14 @@ def local_rank_info(
 ) -> RankInfo:
     """This process's rank, node, instance and GPU.
 
-    Instance id, first found wins: `SDC_INSTANCE_ID`; the `hyperpod-i-…` form of `NODE_NAME`;
+    Rank: `rank`, else `process_rank()`, else 0 (a process alone). Instance id, first found wins: `SDC_INSTANCE_ID`; the `hyperpod-i-…` form of `NODE_NAME`;
     EC2 instance metadata when `SDC_USE_IMDS=1` (off by default: from a pod it is often not
     reachable, and a laptop has none). Otherwise the rank stays unmapped.
     """
     env = os.environ if environ is None else environ
     if rank is None:
-        rank = int(env.get("RANK", "0"))
+        known = process_rank(env)
+        rank = 0 if known is None else known
     node_name = env.get("NODE_NAME") or None
     explicit = env.get("SDC_INSTANCE_ID") or None
     if explicit is not None and not is_instance_id(explicit):

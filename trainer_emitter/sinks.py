@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import IO, Any, Protocol
 
 from trainer_emitter.contract import DIMENSIONS, REPORT_DETAIL_TYPE, REPORT_SOURCE
@@ -22,10 +23,34 @@ class DeliveryError(Exception):
     """A part of a report (metrics or event) was not delivered."""
 
 
+class SinkName(StrEnum):
+    """The sinks a setting may name (`sink=` or `SDC_SINK`)."""
+
+    AWS = "aws"
+    EMF = "emf"
+    MEMORY = "memory"
+
+
 class Sink(Protocol):
     def put_metrics(self, namespace: str, datapoints: Sequence[Datapoint]) -> None: ...
 
     def put_event(self, detail: dict[str, Any]) -> None: ...
+
+
+SINK_METHODS = ("put_metrics", "put_event")
+"""What an object passed as `sink=` must have: the `Sink` port's methods."""
+
+
+def sink_problem(sink: object) -> str | None:
+    """Why `sink` cannot take a report (the port's methods it lacks), or None."""
+    missing = [name for name in SINK_METHODS if not callable(getattr(sink, name, None))]
+    if not missing:
+        return None
+    return (
+        f"sink {sink!r} is neither a sink name ({', '.join(SinkName)}) nor an object with "
+        f"the sink methods (it lacks {' and '.join(missing)}: put_metrics(namespace, "
+        "datapoints) and put_event(detail))"
+    )
 
 
 class AwsSink:

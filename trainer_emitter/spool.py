@@ -238,19 +238,60 @@ def _locked(path: Path, mode: str) -> Iterator[Any]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """`sdc-replay-spool`'s options, each with its help (`--help`)."""
+    from trainer_emitter.version import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="sdc-replay-spool",
+        allow_abbrev=False,
+        description="Re-send the reports a training rank could not deliver and spooled "
+        "(sdc-spool.rank<R>.<pid>.jsonl): only the parts still pending (metrics, event), so each "
+        "arrives once. Delivered records leave the file; records that fail again stay; unreadable "
+        "lines move to <file>.rejected and records that are not a valid report to "
+        "<file>.invalid. Prints what happened as JSON. Needs the training role's "
+        "cloudwatch:PutMetricData and events:PutEvents.",
+        epilog="Exit status: 0 every record arrived (or there was none); 1 a record is still "
+        "pending, rejected or invalid; 2 usage (no region).",
+    )
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="spool files, or folders whose *.jsonl files are read (default: $SDC_SPOOL_DIR, "
+        f"else {default_spool_dir()})",
+    )
+    parser.add_argument(
+        "--region",
+        default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+        help="AWS region of the deployed pipeline (default: $AWS_REGION, else "
+        "$AWS_DEFAULT_REGION; required)",
+    )
+    parser.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        default=os.environ.get("SDC_ENDPOINT_URL"),
+        help="send the calls here instead of the AWS endpoints, e.g. a local moto server "
+        "(default: $SDC_ENDPOINT_URL)",
+    )
+    parser.add_argument(
+        "--event-bus",
+        metavar="NAME",
+        default=os.environ.get("SDC_EVENT_BUS", "default"),
+        help="EventBridge bus of the report events (default: $SDC_EVENT_BUS, else default)",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
+    )
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`sdc-replay-spool [PATH ...]`: re-send spooled reports; exit 0 only if all arrived."""
     from trainer_emitter.sinks import AwsSink
 
-    parser = argparse.ArgumentParser(prog="sdc-replay-spool", description=main.__doc__)
-    parser.add_argument(
-        "paths", nargs="*", type=Path, help="spool files or folders (default: $SDC_SPOOL_DIR)"
-    )
-    parser.add_argument(
-        "--region", default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    )
-    parser.add_argument("--endpoint-url", default=os.environ.get("SDC_ENDPOINT_URL"))
-    parser.add_argument("--event-bus", default=os.environ.get("SDC_EVENT_BUS", "default"))
+    parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     paths = args.paths or [Path(os.environ.get("SDC_SPOOL_DIR", default_spool_dir()))]

@@ -7,7 +7,7 @@ import argparse
 from datetime import UTC, datetime
 
 from infra.cli.exits import EXIT_FAILED, EXIT_OK
-from infra.cli.render import describe, print_json, verdict_record
+from infra.cli.render import describe, print_json, verdict_record, wants_json
 from infra.cli.wiring import Operator
 from lambdas.logic.core.audit import ChainVerdict, verify_subjects
 from lambdas.models.audit import AnchorRecord, AuditEntry
@@ -42,7 +42,7 @@ def cmd_audit_verify(op: Operator, args: argparse.Namespace) -> int:
             chains[subject] = entries
     verdicts = verify_subjects(chains, anchored, closed=closed, now=datetime.now(UTC))
     broken = [s for s, v in verdicts.items() if not v.ok]
-    if args.json:
+    if wants_json(args):
         print_json(
             {
                 "ok": not broken,

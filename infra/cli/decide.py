@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from botocore.exceptions import BotoCoreError, ClientError
 
 from infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
-from infra.cli.render import print_json, render_decision
+from infra.cli.render import print_json, render_decision, wants_json
 from infra.cli.wiring import Operator
 from lambdas.adapters.identity import sign_identity_proof
 from lambdas.logic.safety.decisions import approval_binding
@@ -42,7 +42,7 @@ def cmd_decide(op: Operator, args: argparse.Namespace) -> int:
         raise CliError(f"an approval execution named {name} exists already: run the command again")
     ended = approvals.wait(started.arn, timeout=args.timeout)
     accepted = ended.status == "SUCCEEDED"
-    if args.json:
+    if wants_json(args):
         shown = dict(payload)
         shown.pop("identity_proof", None)
         print_json(

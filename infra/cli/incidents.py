@@ -18,6 +18,7 @@ from infra.cli.render import (
     render_hold,
     render_incident,
     verdict_record,
+    wants_json,
     when,
 )
 from infra.cli.wiring import Operator
@@ -38,7 +39,7 @@ def cmd_incidents(op: Operator, args: argparse.Namespace) -> int:
     else:
         states, nothing = OPEN_STATES, "no open incidents"
     found = op.queries().in_states(states)
-    if args.json:
+    if wants_json(args):
         print_json([public_record(i) for i in found])
     elif not found:
         print(nothing)
@@ -62,7 +63,7 @@ def cmd_incidents(op: Operator, args: argparse.Namespace) -> int:
 
 def cmd_holds(op: Operator, args: argparse.Namespace) -> int:
     found = [h for h in op.queries().storm_holds() if args.all or h.active]
-    if args.json:
+    if wants_json(args):
         print_json([h.to_record() for h in found])
     elif not found:
         print("no storm holds" if args.all else "no active storm holds")
@@ -92,7 +93,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
     verdict = subject_verdict(
         op, incident.incident_id, entries, closed=incident.closed_at is not None
     )
-    if args.json:
+    if wants_json(args):
         print_json(
             {
                 "incident": public_record(incident),
@@ -114,7 +115,7 @@ def _show_hold(op: Operator, args: argparse.Namespace) -> int:
     hold = op.hold(args.incident)
     entries = op.audit().entries(hold.hold_id)
     verdict = subject_verdict(op, hold.hold_id, entries)
-    if args.json:
+    if wants_json(args):
         print_json(
             {
                 "hold": hold.to_record(),

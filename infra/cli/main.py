@@ -19,13 +19,33 @@ from infra.cli.deployment import DEFAULT_STACK
 from infra.cli.exits import EXIT_ERROR, error_message
 from infra.cli.incidents import cmd_holds, cmd_incidents, cmd_show
 from infra.cli.reconcile import cmd_reconcile
+from infra.cli.render import Output
 from infra.cli.replay import cmd_replay_spool
 from infra.cli.status import cmd_status
 from infra.cli.wiring import Operator, default_session
 from lambdas.models.incident import IncidentState
 from trainer_emitter import spool
+from trainer_emitter.version import __version__
 
 DEFAULT_APPROVAL_TIMEOUT: Final = 60.0
+
+
+class _Parser(argparse.ArgumentParser):
+    """No abbreviated long options: `--output` must never be read as `--outputs`. The
+    commands' parsers are of this class too (argparse makes them of their parent's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
+def _output(value: str) -> Output:
+    try:
+        return Output(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an output: {' or '.join(Output)}"
+        ) from None
 
 
 def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -62,10 +82,25 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         help="read those Outputs from a JSON file instead of CloudFormation (output name -> "
         "value, or `cdk deploy --outputs-file`'s file; default: $SDC_OUTPUTS)",
     )
+    group.add_argument(
+        "-o",
+        "--output",
+        type=_output,
+        metavar="{" + ",".join(Output) + "}",
+        default=default(Output.TEXT),
+        help="what to print: text for people, json for machines (default: text)",
+    )
 
 
 def _json_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON for machines")
+    parser.add_argument(
+        "--json",
+        dest="output",
+        action="store_const",
+        const=Output.JSON,
+        default=argparse.SUPPRESS,
+        help="the same as --output json",
+    )
 
 
 def _comment(value: str) -> str:
@@ -85,7 +120,7 @@ def _seconds(value: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="sdc",
         description="Operate the SDC remediation pipeline: list and inspect incidents, approve "
         "or reject them, verify the audit log, re-send spooled reports.",
@@ -93,8 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
         "chain, refused decision, report still pending); 2 the command could not run (usage, "
         "credentials, stack, unknown incident). Reference: docs/operate.md.",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
+    )
     _global_options(parser, suppress=False)
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     _global_options(common, suppress=True)
     commands = parser.add_subparsers(
         title="commands", dest="command", required=True, metavar="COMMAND"

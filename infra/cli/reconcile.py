@@ -11,7 +11,7 @@ from botocore.config import Config
 
 from infra.cli import deployment
 from infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
-from infra.cli.render import print_json
+from infra.cli.render import print_json, wants_json
 from infra.cli.wiring import Operator
 from lambdas.adapters._aws import CLIENT_CONFIG
 
@@ -27,7 +27,7 @@ INVOKE_CONFIG: Final = CLIENT_CONFIG.merge(
 
 def cmd_reconcile(op: Operator, args: argparse.Namespace) -> int:
     report = run_reconcile(op)
-    if args.json:
+    if wants_json(args):
         print_json(report)
     else:
         print(render_reconcile(report))

@@ -1,12 +1,15 @@
 """What the commands print. Each page is a list of sections put into text by the one renderer
 the approval card uses (`lambdas.wording.cards.render`): `show` prints some of the card's own
-sections between its pages' sections. `--json` prints the same facts as data."""
+sections between its pages' sections. `--output json` (`-o json`, `--json`) prints the same facts
+as data."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from infra.cli.approvals import ExecutionEnded
@@ -18,6 +21,19 @@ from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import Decision
 from lambdas.wording.card_lines import approvals_line
 from lambdas.wording.cards import ApprovalCard, Section, render
+
+
+class Output(StrEnum):
+    """What a command prints (`--output`, `-o`): text for people, JSON for machines."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+def wants_json(args: argparse.Namespace) -> bool:
+    """Whether the command was asked for JSON (`--output json`, `-o json` or `--json`)."""
+    return bool(args.output is Output.JSON)
+
 
 # -- status -----------------------------------------------------------------------------------
 

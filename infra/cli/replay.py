@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
-from infra.cli.render import print_json
+from infra.cli.render import print_json, wants_json
 from infra.cli.wiring import Operator
 from trainer_emitter import spool
 from trainer_emitter.sinks import AwsSink
@@ -31,7 +31,7 @@ def cmd_replay_spool(op: Operator, args: argparse.Namespace) -> int:
         session_factory=lambda: op.session,
     )
     result = spool.replay(paths, sink)
-    if args.json:
+    if wants_json(args):
         print_json(
             {
                 "delivered": result.delivered,

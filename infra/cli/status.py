@@ -11,7 +11,7 @@ from typing import Any, Final
 from infra.cli import deployment
 from infra.cli.exits import EXIT_OK
 from infra.cli.queries import OPEN_STATES
-from infra.cli.render import print_json, render_status
+from infra.cli.render import print_json, render_status, wants_json
 from infra.cli.wiring import Operator
 from lambdas.logic.core.lifecycle import awaiting_reconciliation
 from lambdas.models.errors import AwsError
@@ -28,7 +28,7 @@ LAST_FAILURES: Final = 5
 def cmd_status(op: Operator, args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     report = status_report(op, now)
-    if args.json:
+    if wants_json(args):
         print_json(report)
     else:
         print(render_status(report, op.deployment.source, now, RECENT_HOLDS))

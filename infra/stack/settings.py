@@ -188,6 +188,14 @@ class Settings:
     human_session_roles: tuple[str, ...] = ()
     """IAM role ARN patterns whose sessions are named after the human (see lambdas' Settings)."""
     require_identity_proof: bool = False
+    acknowledge_no_clusters: bool = False
+    """Deploy with no cluster knowingly (`refuses_to_deploy`)."""
+
+    @property
+    def refuses_to_deploy(self) -> bool:
+        """An empty `sdc:clusters` outside dry run, unacknowledged: such a stack would act on no
+        cluster, so its deployment is refused (`infra.stack.no_clusters`)."""
+        return not self.clusters and not self.dry_run and not self.acknowledge_no_clusters
 
     @property
     def eks_clusters(self) -> tuple[str, ...]:
@@ -600,6 +608,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:approvers": ("approvers", _approvers),
     "sdc:humanSessionRoles": ("human_session_roles", _human_session_roles),
     "sdc:requireIdentityProof": ("require_identity_proof", _boolean),
+    "sdc:acknowledgeNoClusters": ("acknowledge_no_clusters", _boolean),
 }
 
 CONTEXT_KEYS: Final = tuple(_PARSERS)

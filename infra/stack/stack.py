@@ -17,6 +17,7 @@ from infra.stack.asset import LambdaAsset
 from infra.stack.audit_anchor import AuditAnchorLog, AuditAnchorLogProps
 from infra.stack.dashboard import PipelineDashboard, PipelineDashboardProps, pipeline_metric
 from infra.stack.functions import Functions, FunctionsProps
+from infra.stack.no_clusters import refuse_deploying_without_clusters
 from infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
 from infra.stack.notifications import Notifications, NotificationsProps
 from infra.stack.pause import PauseSwitch, PauseSwitchProps
@@ -75,6 +76,8 @@ class SdcRemediationStack(Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, description=DESCRIPTION, **kwargs)
+        if settings.refuses_to_deploy:
+            refuse_deploying_without_clusters(self)
         name = settings.stack_name
         self.storage = Storage(self, "Storage")
         self.audit_anchor = AuditAnchorLog(self, "AuditAnchor", props=AuditAnchorLogProps(name))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 
 import pytest
 
@@ -192,3 +193,178 @@ def test_a_step_where_no_check_fired_makes_no_call_at_all():
 
     assert Counting.calls == 0
     assert all(r.delivered and not r.datapoints and not r.spooled for r in results)
+
+
+@pytest.fixture
+def no_default_emitter(monkeypatch):
+    """`setup()` keeps the emitter it builds process-wide; each test here starts without one."""
+    from trainer_emitter import emitter as emitter_module
+
+    monkeypatch.setattr(emitter_module, "_default", None)
+
+
+def test_setup_takes_a_sink_name_as_the_sink_setting(tmp_path, capsys, no_default_emitter):
+    # Given setup() with the sink named as README's settings table names it
+    from trainer_emitter import setup
+
+    emitter = setup(
+        cluster_name="ml-cluster-1",
+        sink="emf",
+        rank=0,
+        rank_map=load_fixture("alarms", "rank_map"),
+        spool_dir=tmp_path,
+    )
+
+    # When an alarm is reported
+    result = emitter.report(load_fixture("alarms", "nonfinite_transient"))
+
+    # Then the EMF sink wrote it (no region needed for emf) and nothing was spooled
+    assert isinstance(emitter.sink, EmfSink)
+    assert sorted(result.sent) == ["event", "metrics"] and not result.spooled
+    assert '"sdc_report"' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["emff", "kafka", "AWS", ""])
+def test_setup_rejects_an_unknown_sink_name(name, no_default_emitter):
+    from trainer_emitter import setup
+
+    with pytest.raises(ConfigurationError, match=r"is not one of aws, emf, memory"):
+        setup(cluster_name="ml-cluster-1", region="us-west-2", sink=name or "   ")
+
+
+class _OnlyMetrics:
+    def put_metrics(self, namespace, datapoints):
+        pass
+
+
+class _EventNotCallable(_OnlyMetrics):
+    put_event = "not a method"
+
+
+@pytest.mark.parametrize(
+    ("sink", "lacks"),
+    [
+        (object(), "put_metrics and put_event"),
+        (_OnlyMetrics(), "put_event"),
+        (_EventNotCallable(), "put_event"),
+        (42, "put_metrics and put_event"),
+    ],
+)
+def test_setup_rejects_a_sink_object_without_the_ports_methods(sink, lacks, no_default_emitter):
+    from trainer_emitter import setup
+
+    with pytest.raises(ConfigurationError, match=f"lacks {lacks}:"):
+        setup(cluster_name="ml-cluster-1", region="us-west-2", sink=sink)
+
+
+def test_a_sink_name_beside_a_config_is_refused_rather_than_ignored():
+    config = EmitterConfig.resolve(ENV)
+
+    with pytest.raises(ConfigurationError, match=r"set EmitterConfig\.sink"):
+        Emitter(config, sink="memory", rank=0, rank_map=[])
+
+
+def test_a_config_built_by_hand_with_an_unknown_sink_fails_at_construction():
+    config = EmitterConfig(cluster_name="ml-cluster-1", sink="kafka")  # type: ignore[arg-type]
+
+    with pytest.raises(ConfigurationError, match="'kafka'"):
+        Emitter(config, rank=0, rank_map=[])
+
+
+def test_report_of_none_says_nothing_was_sent():
+    sink = MemorySink()
+    emitter = Emitter(cluster_name="ml-cluster-1", region="us-west-2", sink=sink, rank=0)
+
+    result = emitter.report(None)
+
+    assert result.sent == [] and result.pending == []
+    assert result.delivered and not result.spooled and not result.lost
+    assert sink.metrics == [] and sink.events == []
+
+
+@pytest.fixture
+def no_launcher_rank(monkeypatch):
+    """No launcher variable set: each test sets what it means."""
+    from trainer_emitter.rankmap import RANK_VARIABLES
+
+    for name in RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("SDC_INSTANCE_ID", raising=False)
+
+
+@pytest.fixture
+def no_process_group(monkeypatch):
+    """torch.distributed as `process_rank` sees it, with no process group initialized (the tests
+    that use it pass the rank map, so nothing else imports torch.distributed)."""
+    monkeypatch.setitem(sys.modules, "torch.distributed", _ProcessGroup(initialized=False))
+
+
+class _ProcessGroup:
+    """torch.distributed as far as `process_rank` looks at it."""
+
+    def __init__(self, initialized: bool, rank: int = 0) -> None:
+        self._initialized, self._rank = initialized, rank
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return self._initialized
+
+    def get_rank(self) -> int:
+        return self._rank
+
+
+@pytest.mark.parametrize(
+    ("variables", "rank"),
+    [
+        ({"RANK": "7"}, 7),
+        ({"OMPI_COMM_WORLD_RANK": "2"}, 2),
+        ({"PMI_RANK": "4"}, 4),
+        ({"SLURM_PROCID": "3"}, 3),
+        ({"SLURM_PROCID": "1", "RANK": "9"}, 9),
+    ],
+)
+def test_the_spool_file_is_named_for_the_launchers_rank(
+    variables, rank, tmp_path, monkeypatch, no_launcher_rank, no_process_group
+):
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+
+    emitter = Emitter(
+        cluster_name="ml-cluster-1",
+        region="us-west-2",
+        sink=MemorySink(),
+        rank_map=load_fixture("alarms", "rank_map"),
+        spool_dir=tmp_path,
+    )
+
+    assert emitter.rank == rank
+    assert emitter.spool_path.name.startswith(f"sdc-spool.rank{rank}.")
+
+
+def test_the_spool_file_is_named_for_the_process_groups_rank_without_rank_set(
+    tmp_path, monkeypatch, no_launcher_rank
+):
+    # Given init_process_group(rank=5, ...) with no launcher variable set
+    monkeypatch.setitem(sys.modules, "torch.distributed", _ProcessGroup(initialized=True, rank=5))
+
+    emitter = Emitter(
+        cluster_name="ml-cluster-1",
+        region="us-west-2",
+        sink=MemorySink(),
+        rank_map=load_fixture("alarms", "rank_map"),
+        spool_dir=tmp_path,
+    )
+
+    assert emitter.rank == 5
+    assert emitter.spool_path.name.startswith("sdc-spool.rank5.")
+
+
+def test_a_process_alone_is_rank_zero_in_its_map_and_its_spool_file(tmp_path, no_launcher_rank):
+    emitter = Emitter(
+        cluster_name="ml-cluster-1", region="us-west-2", sink=MemorySink(), spool_dir=tmp_path
+    )
+
+    assert emitter.rank == 0 and emitter.rank_map.ranks() == [0]
+    assert emitter.spool_path.name.startswith("sdc-spool.rank0.")

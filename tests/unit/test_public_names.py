@@ -40,7 +40,7 @@ CLASSES = {
     "ReportResult",
     "Role",
 }
-CONSTANTS = {"DIMENSIONS", "NAMESPACE", "REPORT_DETAIL_TYPE", "REPORT_SOURCE"}
+CONSTANTS = {"DIMENSIONS", "NAMESPACE", "REPORT_DETAIL_TYPE", "REPORT_SOURCE", "__version__"}
 
 # In a fresh interpreter: import `first` alone, then every other name in `order`, each with its
 # own `from trainer_emitter import NAME`; print what each name turned out to be.

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.cli.render import Output
 from lambdas.models.approvals import Delivery, PrincipalSource
 from lambdas.models.guard import HoldKind
 from lambdas.models.health_check import HealthCheckResult
@@ -22,6 +23,7 @@ from lambdas.models.payloads import Decision, OpenAction, Outcome, RecoveryStatu
 from lambdas.models.recommendation import Advice
 from lambdas.models.telemetry import TelemetryState
 from tests.conftest import REPO
+from trainer_emitter.sinks import SinkName
 
 OURS: tuple[type[StrEnum], ...] = (
     Advice,
@@ -35,9 +37,11 @@ OURS: tuple[type[StrEnum], ...] = (
     NoticeKind,
     OpenAction,
     Outcome,
+    Output,
     PrincipalSource,
     RecoveryStatus,
     Scope,
+    SinkName,
     TelemetryState,
     TriggerSource,
 )

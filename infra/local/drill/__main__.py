@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from infra.local import drill
+from infra.local.drill.announce import Announcer
 from infra.local.drill.render import Style, render
 from infra.local.drill.runner import run_scenario
-from infra.local.drill.scenarios import DEFAULT, SCENARIOS
+from infra.local.drill.scenarios import DEFAULT, SCENARIOS, Scenario
+from infra.stack.toolchain import node_problem
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import Decision
 
@@ -60,6 +62,24 @@ def _serve_until_decided(run: Any, incident_id: str, port: int) -> None:
         time.sleep(0.2)
 
 
+def _prepare(scenarios: Sequence[Scenario], announcer: Announcer) -> None:
+    """The slow parts of a first run, said out loud with their elapsed time: the Lambda asset
+    (pip fetches its wheels once) and a template per distinct context (kept in build/synth,
+    so later runs take a hash check each)."""
+    with announcer.step("loading the CDK and moto"):
+        from infra.local.run import synthesized_template
+        from infra.stack.asset import build_lambda_asset
+    with announcer.step("building the Lambda asset", "the first time, pip fetches its wheels"):
+        build_lambda_asset()
+    contexts: dict[str, Any] = {}
+    for scenario in scenarios:
+        contexts.setdefault(json.dumps(scenario.context or {}, sort_keys=True), scenario)
+    for scenario in contexts.values():
+        settings = f" with {json.dumps(scenario.context)}" if scenario.context else ""
+        with announcer.step(f"synthesizing the stack{settings}", "the first time, 10 to 30 s"):
+            synthesized_template(scenario.context)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="make drill", description=(drill.__doc__ or "").split("\n\n")[0]
@@ -98,6 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # in the local run: infra/local/metrics.py puts them into the local account.)
         os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    problem = node_problem()
+    if problem is not None:
+        print(f"make drill: {problem}", file=sys.stderr)
+        return 2
     tty = sys.stdout.isatty() and not args.json
     style = Style(tty and os.environ.get("NO_COLOR") is None)
 
@@ -123,8 +147,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return answer
 
     names = sorted(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    announcer = Announcer(sys.stderr, live=tty and sys.stderr.isatty())
+    try:
+        _prepare([SCENARIOS[name] for name in names], announcer)
+    except Exception as exc:  # one line, as a failed scenario says it
+        print(style(f"FAIL  set-up: {type(exc).__name__}: {exc}", "31;1"))
+        return 1
     failed = 0
     for name in names:
+        if not tty:
+            print(
+                f"drill: running {name} (the stack stood up in a local account, then the scenario)",
+                file=sys.stderr,
+                flush=True,
+            )
         try:
             outcome = run_scenario(
                 SCENARIOS[name],
