@@ -16,7 +16,7 @@ from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold, HoldKind
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import Decision
-from lambdas.wording.card_lines import approvals_line
+from lambdas.wording.card_lines import approvals_line, deadline_words
 from lambdas.wording.cards import ApprovalCard, Section, render
 
 # -- status -----------------------------------------------------------------------------------
@@ -71,11 +71,19 @@ def _approvals_waiting(waiting: list[dict[str, Any]]) -> Section:
             f"  {w['incident_id']}  waiting {age(w['waiting_seconds'])}  "
             + f"recommends: {w.get('tier') or 'not judged yet'}  "
             + ("card_undelivered: nobody was notified  " if w.get("card_undelivered") else "")
+            + f"decide by: {w.get('deadline') or 'unknown'}{_left(w.get('seconds_left'))}  "
             + f"(sdc show {w['incident_id']})"
             for w in waiting
         ]
         or ["  none"],
     )
+
+
+def _left(seconds: int | None) -> str:
+    """How long an approval has left, or that it expired."""
+    if seconds is None:
+        return ""
+    return f" (in {age(seconds)})" if seconds >= 0 else " (EXPIRED)"
 
 
 def _active_holds(
@@ -162,6 +170,12 @@ def render_incident(
                 ("opened", when(incident.created_at)),
                 ("updated", when(incident.updated_at)),
                 ("closed", when(incident.closed_at) if incident.closed_at else None),
+                (
+                    "decide by",
+                    deadline_words(incident.approval_deadline)
+                    if incident.approval_deadline
+                    else None,
+                ),
                 ("outcome", incident.outcome),
                 ("reason", incident.reason),
                 ("execution", incident.execution_arn),
