@@ -500,8 +500,7 @@ def test_a_card_whose_first_lines_lack_the_advice_or_deadline_fails_the_drill():
     problems = judge.card_leads(heads, advice, deadlines)
 
     assert problems == [
-        "sdc-1: the card's first five lines do not hold the recommendation "
-        "'replace after review'",
+        "sdc-1: the card's first five lines do not hold the recommendation 'replace after review'",
         "sdc-1: the card's first five lines do not hold the deadline '2026-12-06 09:15:04 UTC'",
     ]
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.local.drill.scenarios import DECOY_XIDS, MUTE_RULE, XID, Scenario, culprit_gpu
+from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import IncidentState
 from lambdas.models.telemetry import TelemetryState
-from lambdas.models.deadline import ApprovalDeadline
 from lambdas.wording.card_lines import DEADLINE_LABEL, RECOMMENDATION_HEADING, deadline_words
 
 GONE = ("replaced", "replaced_by_hyperpod")

@@ -166,8 +166,7 @@ def run_scenario(
             heads: dict[str, list[str]] = {}
             if scenario.approval:
                 card = (
-                    _approve(run, scenario, incident_ids, ask, note, said, deadlines, heads)
-                    or card
+                    _approve(run, scenario, incident_ids, ask, note, said, deadlines, heads) or card
                 )
             finals = [run.wait_for(i, scenario.expect, *CLOSED, timeout=90) for i in incident_ids]
             subjects = [i.incident_id for i in finals] + [h.hold_id for h in holds]
