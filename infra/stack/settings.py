@@ -613,6 +613,9 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
 
 CONTEXT_KEYS: Final = tuple(_PARSERS)
 
+CONTEXT_ATTRIBUTES: Final = {key: attr for key, (attr, _) in _PARSERS.items()}
+"""`sdc:*` key → the `Settings` attribute it sets (and the `SdcRemediationProps` field)."""
+
 RENAMED: Final = {"sdc:guardMaxOpenIncidents": "sdc:guardMaxOpenNodes"}
 """Keys of earlier releases, named in the error so that an upgrade says what to change (the guard
 has always counted nodes, never incidents)."""
