@@ -121,6 +121,9 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
                 "history": [p.incident_id for p in advice.past],
                 "approval_input": approve,
                 "approval_state_machine_arn": deps.settings.approval_state_machine_arn,
+                "expires_at": (
+                    incident.approval_deadline.expires_at if incident.approval_deadline else None
+                ),
                 "subject": card.subject,
                 "notified": delivered,
                 "telemetry": {"state": hardware.state, "summary": hardware.summary},
