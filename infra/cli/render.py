@@ -159,7 +159,7 @@ def render_incident(
     verdict: ChainVerdict,
 ) -> str:
     """The incident's own fields, the card's evidence and advice (its "WHAT TO DO" is for the
-    notification), the decision and what came of it, and the audit trail."""
+    notification), the decision and what came of it, the raw values, and the audit trail."""
     sections = [
         Section(
             f"Incident {incident.incident_id}",
@@ -196,6 +196,7 @@ def render_incident(
     if incident.error:
         error = json.dumps(incident.error.to_record(), sort_keys=True)
         sections.append(Section("ERROR", [f"  {error}"]))
+    sections.append(card.raw)
     if incident.state is IncidentState.AWAITING_APPROVAL and not incident.decision:
         sections.append(_to_decide(incident.incident_id, card, where.approval_state_machine_arn))
     sections.append(_audit_trail(entries, verdict))
