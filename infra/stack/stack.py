@@ -1,7 +1,10 @@
-"""The one stack: it only composes the constructs and declares the outputs.
+"""The pipeline as one construct, `SdcRemediation`: it only composes the constructs and declares
+the outputs; its typed props, `SdcRemediationProps` (every `sdc:*` key); and the standalone
+app's one stack, `SdcRemediationStack`, which holds it (infra/construct.py is the library's
+entry).
 
-Each construct takes a props object of what it uses (its own module defines it); the stack
-builds them from the settings and the constructs made before."""
+Each construct takes a props object of what it uses (its own module defines it);
+`SdcRemediation` builds them from the settings and the constructs made before."""
 
 from __future__ import annotations
 
