@@ -19,7 +19,7 @@ from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold, HoldKind
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import Decision
-from lambdas.wording.card_lines import approvals_line
+from lambdas.wording.card_lines import approvals_line, deadline_words
 from lambdas.wording.cards import ApprovalCard, Section, render
 
 
@@ -87,11 +87,19 @@ def _approvals_waiting(waiting: list[dict[str, Any]]) -> Section:
             f"  {w['incident_id']}  waiting {age(w['waiting_seconds'])}  "
             + f"recommends: {w.get('tier') or 'not judged yet'}  "
             + ("card_undelivered: nobody was notified  " if w.get("card_undelivered") else "")
+            + f"decide by: {w.get('deadline') or 'unknown'}{_left(w.get('seconds_left'))}  "
             + f"(sdc show {w['incident_id']})"
             for w in waiting
         ]
         or ["  none"],
     )
+
+
+def _left(seconds: int | None) -> str:
+    """How long an approval has left, or that it expired."""
+    if seconds is None:
+        return ""
+    return f" (in {age(seconds)})" if seconds >= 0 else " (EXPIRED)"
 
 
 def _active_holds(
@@ -167,7 +175,7 @@ def render_incident(
     verdict: ChainVerdict,
 ) -> str:
     """The incident's own fields, the card's evidence and advice (its "WHAT TO DO" is for the
-    notification), the decision and what came of it, and the audit trail."""
+    notification), the decision and what came of it, the raw values, and the audit trail."""
     sections = [
         Section(
             f"Incident {incident.incident_id}",
@@ -178,6 +186,12 @@ def render_incident(
                 ("opened", when(incident.created_at)),
                 ("updated", when(incident.updated_at)),
                 ("closed", when(incident.closed_at) if incident.closed_at else None),
+                (
+                    "decide by",
+                    deadline_words(incident.approval_deadline)
+                    if incident.approval_deadline
+                    else None,
+                ),
                 ("outcome", incident.outcome),
                 ("reason", incident.reason),
                 ("execution", incident.execution_arn),
@@ -198,6 +212,7 @@ def render_incident(
     if incident.error:
         error = json.dumps(incident.error.to_record(), sort_keys=True)
         sections.append(Section("ERROR", [f"  {error}"]))
+    sections.append(card.raw)
     if incident.state is IncidentState.AWAITING_APPROVAL and not incident.decision:
         sections.append(_to_decide(incident.incident_id, card, where.approval_state_machine_arn))
     sections.append(_audit_trail(entries, verdict))

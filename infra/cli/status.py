@@ -17,7 +17,7 @@ from lambdas.logic.core.lifecycle import awaiting_reconciliation
 from lambdas.models.errors import AwsError
 from lambdas.models.guard import reads_as_paused
 from lambdas.models.incident import Incident, IncidentState
-from lambdas.wording.card_lines import advice_summary
+from lambdas.wording.card_lines import advice_summary, deadline_words
 
 RECENT_HOLDS: Final = timedelta(hours=24)
 """`status` counts the incidents held on arrival within this window."""
@@ -61,6 +61,11 @@ def status_report(op: Operator, now: datetime) -> dict[str, Any]:
                 "instance_id": i.instance_id,
                 "requested_at": i.approval_requested_at,
                 "waiting_seconds": _seconds_since(i.approval_requested_at or i.updated_at, now),
+                "expires_at": i.approval_deadline.expires_at if i.approval_deadline else None,
+                "deadline": (deadline_words(i.approval_deadline) if i.approval_deadline else None),
+                "seconds_left": (
+                    i.approval_deadline.seconds_left(now) if i.approval_deadline else None
+                ),
                 "card_undelivered": i.card_undelivered,
                 "advice": i.recommendation.advice.value if i.recommendation else None,
                 "tier": advice_summary(i.recommendation),

@@ -1,4 +1,5 @@
-"""The CDK app: settings from context, the Lambda asset, the stack, cdk-nag. Nothing else.
+"""The CDK app: props from context, the Lambda asset, the stack. Nothing else: a thin user of
+the `SdcRemediation` construct (infra/construct.py), which applies cdk-nag to itself.
 
 Run by the CDK CLI through cdk.json (`python3 -m infra.stack.app`, from the repository root).
 There a bad `sdc:*` setting is one line on stderr naming the key, and exit status 1, never a
@@ -12,25 +13,21 @@ import sys
 from aws_cdk import App
 
 from infra.stack.asset import LambdaAsset, build_lambda_asset
-from infra.stack.nag import add_checks
-from infra.stack.settings import Settings
-from infra.stack.stack import SdcRemediationStack
+from infra.stack.stack import SdcRemediationProps, SdcRemediationStack
 from lambdas.models.errors import SettingsError
 
 
 def build_app(app: App | None = None, *, code_asset: LambdaAsset | None = None) -> App:
-    """Add the (env-agnostic) stack and the AwsSolutions checks to `app` (a new App by default).
+    """Add the (env-agnostic) stack to `app` (a new App by default): the `SdcRemediation`
+    construct with props from the context's `sdc:*` keys; the construct runs the AwsSolutions
+    checks on itself.
 
     `code_asset` lets callers that synthesize often (tests) build the asset once."""
     app = app or App()
-    settings = Settings.from_context(app.node.get_all_context())
-    SdcRemediationStack(
-        app,
-        settings.stack_name,
-        settings=settings,
-        code_asset=code_asset or build_lambda_asset(),
+    props = SdcRemediationProps.from_context(
+        app.node.get_all_context(), code_asset=code_asset or build_lambda_asset()
     )
-    add_checks(app)
+    SdcRemediationStack(app, props.settings.stack_name, props=props)
     return app
 
 

@@ -2,10 +2,11 @@
 
 The asset is `lambdas/`, the contract of `trainer_emitter/` (the names both sides share and the
 report schema), a pinned boto3/botocore (the Lambda runtime's own boto3 may predate
-`start_cluster_health_check` / `batch_replace_cluster_nodes`), Powertools with its tracer extra
-and fastjsonschema (an SDC Report is checked against its JSON Schema). pip fetches Linux wheels
-for the Lambda runtime's CPython (`--platform manylinux2014_x86_64 --only-binary=:all:`), so the
-build needs no Docker and runs on any host.
+`start_cluster_health_check` / `batch_replace_cluster_nodes`), Powertools with its tracer extra,
+fastjsonschema (an SDC Report is checked against its JSON Schema) and tzdata (the approval
+deadline in the approvers' time zone: `zoneinfo` falls back to it where the runtime has no time
+zone database). pip fetches Linux wheels for the Lambda runtime's CPython (`--platform
+manylinux2014_x86_64 --only-binary=:all:`), so the build needs no Docker and runs on any host.
 
 Offline: `pip download` fills a wheelhouse once (`default_wheelhouse()`, outside the work tree),
 and the install runs from it with `--no-index`. pip's own HTTP cache is not enough for that:
@@ -47,6 +48,7 @@ REQUIREMENTS: Final = (
     "botocore==1.44.5",
     "aws-lambda-powertools[tracer]==3.37.0",
     "fastjsonschema==2.22.3",
+    "tzdata==2026.6",  # the approvers' time zone: the Amazon Linux 2023 runtimes ship no tz database
     # The transitive closure, pinned too so that the same key always means the same asset.
     "aws-xray-sdk==2.15.0",
     "jmespath==1.1.0",

@@ -477,6 +477,7 @@ def shared_environment(
         EnvVar.EVENT_BUS_NAME: LIFECYCLE_BUS,
         EnvVar.APPROVAL_STATE_MACHINE_ARN: approval_arn,
         EnvVar.APPROVAL_TIMEOUT_SECONDS: str(settings.approval_timeout_seconds),
+        EnvVar.APPROVER_TIME_ZONE: settings.approver_time_zone,
         EnvVar.GUARD_MAX_OPEN_NODES: str(settings.guard_max_open_nodes),
         EnvVar.GUARD_MAX_OPEN_PERCENT: str(settings.guard_max_open_percent),
         EnvVar.STORM_THRESHOLD: str(settings.storm_threshold),

@@ -4,17 +4,54 @@ acknowledgments. cdk-nag 3 replaced v2's Aspect + NagSuppressions with CDK's own
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, CfnResource, Validations
+import jsii
+from aws_cdk import (
+    Acknowledgment,
+    CfnResource,
+    IPolicyValidationContext,
+    IPolicyValidationPlugin,
+    PolicyValidationPluginReport,
+    Stage,
+    Validations,
+)
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
 
-def add_checks(app: IConstruct) -> None:
-    """Run the AwsSolutions pack on synth; acknowledgments are also written into each resource's
-    Metadata (`cdk_nag.rules_to_suppress`), so the template carries its own audit trail."""
-    Validations.of(app).add_plugins(
-        AwsSolutionsChecks(app, verbose=True, write_suppressions_to_cloud_formation=True)
-    )
+@jsii.implements(IPolicyValidationPlugin)
+class ConstructChecks:
+    """The AwsSolutions pack as a validation plugin that walks one construct's tree. cdk-nag 3's
+    own plugin walks the whole app it is registered on; in a team's own app the other stacks
+    are theirs to check, so the pipeline's construct registers this one."""
+
+    def __init__(self, scope: IConstruct) -> None:
+        self._scope = scope
+        self._pack = AwsSolutionsChecks(
+            scope, verbose=True, write_suppressions_to_cloud_formation=True
+        )
+
+    @property
+    def name(self) -> str:
+        return self._pack.name
+
+    @property
+    def rule_ids(self) -> list[str] | None:
+        return self._pack.rule_ids
+
+    @property
+    def version(self) -> str | None:
+        return self._pack.version
+
+    def validate(self, context: IPolicyValidationContext) -> PolicyValidationPluginReport:
+        return self._pack.validate_scope(self._scope)
+
+
+def check_construct(scope: IConstruct) -> None:
+    """Run the AwsSolutions pack on `scope`'s tree at synth (the plugin is registered on its
+    Stage, the only place CDK takes plugins); acknowledgments are also written into each
+    resource's Metadata (`cdk_nag.rules_to_suppress`), so the template carries its own audit
+    trail."""
+    Validations.of(Stage.of(scope) or scope).add_plugins(ConstructChecks(scope))
 
 
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lambdas.models.deadline import DEFAULT_TIME_ZONE, TIME_ZONE_RE, zone
 from lambdas.models.errors import SettingsError
 from lambdas.models.hyperpod import HealthCheck
 from lambdas.models.kubernetes import LABEL_KEY_RE
@@ -143,6 +144,7 @@ class Settings:
     stack_name: str = "SdcRemediation"
     clusters: tuple[Cluster, ...] = ()
     approval_timeout_seconds: int = 86_400
+    approver_time_zone: str = DEFAULT_TIME_ZONE
     notification_email: str | None = None
     namespace: str = NAMESPACE
     alarm_name_prefix: str = ""
@@ -550,6 +552,12 @@ def _approvers(key: str, value: Any) -> tuple[str, ...]:
     return tuple(parsed)
 
 
+def _time_zone(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not TIME_ZONE_RE.match(value) or zone(value) is None:
+        raise _fail(key, value, "an IANA time zone name such as Europe/Berlin or UTC")
+    return value
+
+
 def _retention(key: str, value: Any) -> int:
     days = _integer(1, 3653)(key, value)
     if days not in LOG_RETENTION_DAYS:
@@ -567,6 +575,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
         "approval_timeout_seconds",
         _integer(1, MAX_APPROVAL_TIMEOUT_SECONDS),
     ),
+    "sdc:approverTimeZone": ("approver_time_zone", _time_zone),
     "sdc:notificationEmail": ("notification_email", _email),
     "sdc:namespace": ("namespace", _namespace),
     "sdc:alarmNamePrefix": (
@@ -612,6 +621,9 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
 }
 
 CONTEXT_KEYS: Final = tuple(_PARSERS)
+
+CONTEXT_ATTRIBUTES: Final = {key: attr for key, (attr, _) in _PARSERS.items()}
+"""`sdc:*` key → the `Settings` attribute it sets (and the `SdcRemediationProps` field)."""
 
 RENAMED: Final = {"sdc:guardMaxOpenIncidents": "sdc:guardMaxOpenNodes"}
 """Keys of earlier releases, named in the error so that an upgrade says what to change (the guard

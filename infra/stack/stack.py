@@ -1,10 +1,15 @@
-"""The one stack: it only composes the constructs and declares the outputs.
+"""The pipeline as one construct, `SdcRemediation`: it only composes the constructs and declares
+the outputs; its typed props, `SdcRemediationProps` (every `sdc:*` key); and the standalone
+app's one stack, `SdcRemediationStack`, which holds it (infra/construct.py is the library's
+entry).
 
-Each construct takes a props object of what it uses (its own module defines it); the stack
-builds them from the settings and the constructs made before."""
+Each construct takes a props object of what it uses (its own module defines it);
+`SdcRemediation` builds them from the settings and the constructs made before."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from aws_cdk import Aws, CfnOutput, Stack
@@ -13,10 +18,11 @@ from constructs import Construct
 
 from infra.stack.alarms import ContributorAlarms, ContributorAlarmsProps
 from infra.stack.approval import ApprovalWorkflow, ApprovalWorkflowProps
-from infra.stack.asset import LambdaAsset
+from infra.stack.asset import LambdaAsset, build_lambda_asset
 from infra.stack.audit_anchor import AuditAnchorLog, AuditAnchorLogProps
 from infra.stack.dashboard import PipelineDashboard, PipelineDashboardProps, pipeline_metric
 from infra.stack.functions import Functions, FunctionsProps
+from infra.stack.nag import check_construct
 from infra.stack.no_clusters import refuse_deploying_without_clusters
 from infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
 from infra.stack.notifications import Notifications, NotificationsProps
@@ -32,7 +38,7 @@ from infra.stack.reconciliation import (
     ReconciliationProps,
 )
 from infra.stack.routing import Routing, RoutingProps
-from infra.stack.settings import Settings
+from infra.stack.settings import CONTEXT_ATTRIBUTES, Settings
 from infra.stack.storage import Storage
 from infra.stack.training_access import TrainingAccess, TrainingAccessProps
 from infra.stack.workflow import (
@@ -62,22 +68,110 @@ def console_url(state_machine_arn: str) -> str:
     )
 
 
-class SdcRemediationStack(Stack):
-    """The constructs in the order they depend on each other; they are kept as attributes for
-    the pipeline alarms and the outputs."""
+@dataclass(frozen=True)
+class SdcRemediationProps:
+    """Every `sdc:*` context key as a field (`CONTEXT_FIELDS` names each field's key), in the
+    values the key takes (docs/deploy.md, "Settings"); None: the key's default. The props are
+    checked when made, by the same parsers and with the same messages as the context keys
+    (`infra.stack.settings.Settings.from_context`): a bad value raises `SettingsError`.
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        settings: Settings,
-        code_asset: LambdaAsset,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(scope, construct_id, description=DESCRIPTION, **kwargs)
+    Used as a construct in a team's own stack, `stack_name` names the pipeline's resources
+    (the state machines `<stack_name>-remediation` and `-approval`, the pause switch
+    `/<stack_name>/paused`, the training policy's export): give each instance its own."""
+
+    stack_name: str | None = None
+    clusters: Mapping[str, str] | None = None
+    approval_timeout_seconds: int | None = None
+    approver_time_zone: str | None = None
+    notification_email: str | None = None
+    namespace: str | None = None
+    alarm_name_prefix: str | None = None
+    health_checks: Sequence[str] | None = None
+    health_check_poll_seconds: int | None = None
+    health_check_max_polls: int | None = None
+    replacement_poll_seconds: int | None = None
+    replacement_max_polls: int | None = None
+    replace_retry_seconds: int | None = None
+    replace_max_retries: int | None = None
+    reboot_poll_seconds: int | None = None
+    reboot_max_polls: int | None = None
+    dry_run: bool | None = None
+    acknowledge_no_clusters: bool | None = None
+    log_retention_days: int | None = None
+    guard_max_open_nodes: int | None = None
+    guard_max_open_percent: int | None = None
+    storm_threshold: int | None = None
+    storm_window_seconds: int | None = None
+    report_openings_per_minute: int | None = None
+    job_openings_per_minute: int | None = None
+    pause_parameter: str | None = None
+    node_action_concurrency: int | None = None
+    intake_concurrency: int | None = None
+    recovery_label_clusters: Sequence[str] | None = None
+    node_isolation: Mapping[str, str] | None = None
+    job_pods: Mapping[str, str] | None = None
+    node_isolation_access: str | None = None
+    telemetry: Mapping[str, Mapping[str, str | None]] | None = None
+    approvals_required: int | None = None
+    approvers: Sequence[str] | None = None
+    human_session_roles: Sequence[str] | None = None
+    require_identity_proof: bool | None = None
+    code_asset: LambdaAsset | None = None
+    """The functions' code (`infra.stack.asset.build_lambda_asset`); None: built on demand."""
+
+    def __post_init__(self) -> None:
+        self.settings  # noqa: B018 - checked when made, as the context keys are at synth
+
+    @property
+    def settings(self) -> Settings:
+        """The typed settings these props give (raises `SettingsError` on a bad value)."""
+        return Settings.from_context(self.context())
+
+    def context(self) -> dict[str, Any]:
+        """The props as the `sdc:*` context keys they stand for (the given ones only)."""
+        return {
+            key: _as_context(getattr(self, attr))
+            for key, attr in CONTEXT_FIELDS.items()
+            if getattr(self, attr) is not None
+        }
+
+    @classmethod
+    def from_context(
+        cls, context: Mapping[str, Any], *, code_asset: LambdaAsset | None = None
+    ) -> SdcRemediationProps:
+        """The props an app's context gives: its `sdc:*` keys checked whole first (an unknown
+        or renamed key is refused, as `cdk synth` refuses it), every other key ignored."""
+        Settings.from_context(context)
+        given = {attr: context.get(key) for key, attr in CONTEXT_FIELDS.items()}
+        return cls(**given, code_asset=code_asset)
+
+
+CONTEXT_FIELDS: Final = CONTEXT_ATTRIBUTES
+"""`sdc:*` context key → the `SdcRemediationProps` field that stands for it."""
+
+
+def _as_context(value: Any) -> Any:
+    """A props value as a context value: sequences as lists, mappings as dicts (the parsers
+    read JSON's shapes)."""
+    if isinstance(value, Mapping):
+        return {key: _as_context(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_context(item) for item in value]
+    return value
+
+
+class SdcRemediation(Construct):
+    """The whole pipeline, in a team's own stack or in the standalone app's
+    (`SdcRemediationStack`): the constructs in the order they depend on each other, kept as
+    attributes for the pipeline alarms and the outputs; cdk-nag's AwsSolutions checks on this
+    construct's tree (`infra.stack.nag.check_construct`)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, props: SdcRemediationProps) -> None:
+        super().__init__(scope, construct_id)
+        settings = props.settings
+        code_asset = props.code_asset or build_lambda_asset()
         if settings.refuses_to_deploy:
-            refuse_deploying_without_clusters(self)
+            refuse_deploying_without_clusters(Stack.of(self))
         name = settings.stack_name
         self.storage = Storage(self, "Storage")
         self.audit_anchor = AuditAnchorLog(self, "AuditAnchor", props=AuditAnchorLogProps(name))
@@ -124,7 +218,8 @@ class SdcRemediationStack(Stack):
         self.training = TrainingAccess(
             self, "TrainingAccess", props=TrainingAccessProps(settings.namespace)
         )
-        self._outputs(dry_run=settings.dry_run)
+        self._outputs(settings)
+        check_construct(self)
 
     def _functions_props(
         self, settings: Settings, code_asset: LambdaAsset, approval_arn: str
@@ -209,7 +304,7 @@ class SdcRemediationStack(Stack):
             alarms=alarms,
         )
 
-    def _outputs(self, *, dry_run: bool) -> None:
+    def _outputs(self, settings: Settings) -> None:
         """What an operator and the CLI read after a deploy: consoles, names, ARNs, URLs."""
         CfnOutput(
             self,
@@ -270,7 +365,7 @@ class SdcRemediationStack(Stack):
             self,
             "DryRun",
             description="true: replacements are only recorded as would-replace (sdc:dryRun)",
-            value="true" if dry_run else "false",
+            value="true" if settings.dry_run else "false",
         )
         CfnOutput(
             self,
@@ -295,5 +390,17 @@ class SdcRemediationStack(Stack):
             "TrainingPolicyArn",
             description="Attach to the training jobs' role(s): what the SDC emitter needs",
             value=self.training.policy.managed_policy_arn,
-            export_name=f"{self.stack_name}-TrainingPolicyArn",
+            export_name=f"{settings.stack_name}-TrainingPolicyArn",
         )
+
+
+class SdcRemediationStack(Stack):
+    """The standalone app's one stack (`cdk.json`, `infra.stack.app`): the construct, nothing
+    else. Its id `Default` keeps it out of the logical ids, so the template's resources are
+    named as they were when the stack held the constructs itself."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, props: SdcRemediationProps, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, construct_id, description=DESCRIPTION, **kwargs)
+        self.pipeline = SdcRemediation(self, "Default", props=props)

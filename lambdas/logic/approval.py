@@ -27,6 +27,7 @@ from lambdas.logic.safety.decisions import (
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.approvals import ApprovalRecord, Delivery, Principal, PrincipalSource
 from lambdas.models.audit import AuditAction, AuditEntry
+from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.errors import (
     ConditionFailed,
     DecisionRefused,
@@ -99,6 +100,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
                     current.decision = None
             current.task_token_sha256 = task_token_digest(request.task_token)
             current.approval_requested_at = at
+            current.approval_deadline = _deadline(deps, at)
             current.telemetry = hardware
             current.hyperpod = seen_by_hyperpod
             current.recommendation = judge(current, past, at)
@@ -119,6 +121,9 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
                 "history": [p.incident_id for p in advice.past],
                 "approval_input": approve,
                 "approval_state_machine_arn": deps.settings.approval_state_machine_arn,
+                "expires_at": (
+                    incident.approval_deadline.expires_at if incident.approval_deadline else None
+                ),
                 "subject": card.subject,
                 "notified": delivered,
                 "telemetry": {"state": hardware.state, "summary": hardware.summary},
@@ -134,6 +139,15 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
         report_waiting(step, incident)
         logger.info("approval requested", incident_id=incident.incident_id, advice=advice.advice)
         return {"incident_id": incident.incident_id, "approval_input": approve}
+
+
+def _deadline(deps: Deps, requested_at: str) -> ApprovalDeadline | None:
+    """When an approval requested at `requested_at` expires: the instant `decide` refuses a
+    decision after (`_timed_out`)."""
+    timeout = deps.settings.approval_timeout_seconds
+    if not timeout:
+        return None
+    return ApprovalDeadline.after(requested_at, timeout, deps.settings.approver_time_zone)
 
 
 def _card(step: Step, incident: Incident) -> cards.ApprovalCard:

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from lambdas.models._record import read_record, record_of
+from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.errors import ErrorRecord
 from lambdas.models.guard import HoldKind, HoldRecord, slot_names
 from lambdas.models.health_check import HealthCheckRecord
@@ -67,6 +68,9 @@ class Incident:
     the token: the token is kept apart, where only the pipeline's functions read it
     (`IncidentStore.keep_task_token`), and `decide` answers only with a token of this digest."""
     approval_requested_at: str | None = None
+    approval_deadline: ApprovalDeadline | None = None
+    """When the last approval request expires, and the approvers' time zone (None: requested
+    without a timeout known to the functions, or never)."""
     decision: DecisionRecord | None = None
     approvals: list[dict[str, Any]] = field(default_factory=list)
     """Approvals recorded while fewer than the required number of distinct principals agreed

@@ -46,6 +46,9 @@ class IncidentStateChange:
     the approval request judges the evidence."""
     decision: str | None = None
     reason: str | None = None
+    approval_deadline: dict[str, str] | None = None
+    """When the last approval request expires (`ApprovalDeadline.to_event()`: `expires_at` in
+    UTC, the approvers' `time_zone`, `expires_at_local`); None before any approval request."""
     links: dict[str, str | None] = field(default_factory=dict)
     """`show` (the CLI command), `execution` and `approval` (console pages), when known."""
     resume: dict[str, Any] | None = None
@@ -74,6 +77,9 @@ class IncidentStateChange:
             ),
             decision=incident.decision.decision if incident.decision else None,
             reason=incident.reason,
+            approval_deadline=(
+                incident.approval_deadline.to_event() if incident.approval_deadline else None
+            ),
             links={
                 "show": f"sdc show {incident.incident_id}",
                 "execution": console_link(incident.execution_arn),
@@ -98,6 +104,7 @@ class IncidentStateChange:
             "recommendation": self.recommendation,
             "decision": self.decision,
             "reason": self.reason,
+            "approval_deadline": self.approval_deadline,
             "links": dict(self.links),
             "resume": self.resume,
         }

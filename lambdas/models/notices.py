@@ -48,6 +48,9 @@ class ChatNotification:
     summary: str = ""
     related: tuple[str, ...] = ()
     context: Mapping[str, str] | None = None
+    custom_actions: bool = False
+    """Whether the channel's custom action buttons may attach (`enableCustomActions`): a custom
+    action whose notification type is this `eventType` reads its variables from `context`."""
 
     def to_json(self) -> dict[str, Any]:
         content: dict[str, Any] = {
@@ -70,6 +73,8 @@ class ChatNotification:
             metadata["relatedResources"] = list(dict.fromkeys(r for r in self.related if r))
         if self.context:
             metadata["additionalContext"] = {k: v for k, v in self.context.items() if v}
+        if self.custom_actions:
+            metadata["enableCustomActions"] = True
         return {
             "version": CHAT_VERSION,
             "source": CHAT_SOURCE,

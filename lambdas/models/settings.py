@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from lambdas.models.deadline import DEFAULT_TIME_ZONE, TIME_ZONE_RE
 from lambdas.models.environment import EnvVar
 from lambdas.models.errors import SettingsError
 from lambdas.models.hyperpod import HealthCheck
@@ -170,6 +171,8 @@ class Settings:
     approval_timeout_seconds: int | None = None
     """The approval task's timeout: a decision arriving later is refused (None: not checked
     here; Step Functions still refuses the expired token)."""
+    approver_time_zone: str = DEFAULT_TIME_ZONE
+    """The IANA time zone the approvers read the approval deadline in (besides UTC)."""
     node_isolation: Mapping[str, IsolationConfig] = field(default_factory=dict)
     """Per HyperPod cluster name; a cluster not listed is not isolated."""
     telemetry: Mapping[str, TelemetryWorkspace] = field(default_factory=dict)
@@ -250,6 +253,12 @@ class Settings:
                 f"(comma-separated), got {bad_roles}"
             )
 
+        time_zone = env.get(EnvVar.APPROVER_TIME_ZONE, "").strip() or DEFAULT_TIME_ZONE
+        if not TIME_ZONE_RE.match(time_zone):
+            problems.append(
+                f"{EnvVar.APPROVER_TIME_ZONE} must be an IANA time zone name such as "
+                f"Europe/Berlin or UTC, got {time_zone!r}"
+            )
         isolation = _node_isolation(env.get(EnvVar.NODE_ISOLATION, ""), problems)
         telemetry = _telemetry(env.get(EnvVar.TELEMETRY, ""), problems)
 
@@ -268,6 +277,7 @@ class Settings:
             or None,
             pause_parameter=env.get(EnvVar.PAUSE_PARAMETER, "").strip() or None,
             event_bus_name=env.get(EnvVar.EVENT_BUS_NAME, "").strip() or None,
+            approver_time_zone=time_zone,
             node_isolation=isolation,
             telemetry=telemetry,
             approvers=approvers,

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from lambdas.models.approvals import ApprovalRecord
+from lambdas.models.deadline import DEFAULT_TIME_ZONE, ApprovalDeadline
 from lambdas.models.health_check import CheckSummary, HealthCheckRecord, HealthCheckResult
 from lambdas.models.hyperpod import EventLevel, HyperPodView, NodeRecovery
 from lambdas.models.incident import Incident
@@ -213,6 +214,32 @@ def history_lines(advice: Recommendation | None) -> list[str]:
     return lines
 
 
+DEADLINE_LABEL: Final = "DECIDE BY: "
+"""What starts the card's deadline line (its fourth)."""
+
+
+def deadline_words(deadline: ApprovalDeadline | None) -> str:
+    """When the approval expires, in the approvers' time zone and in UTC:
+    "2026-12-06 09:15:04 CET (Europe/Berlin), 2026-12-06 08:15:04 UTC"."""
+    if deadline is None:
+        return "none recorded (the functions know no approval timeout)"
+    utc = deadline.instant.strftime("%Y-%m-%d %H:%M:%S UTC")
+    local = deadline.local()
+    if local is not None:
+        return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()} ({deadline.time_zone}), {utc}"
+    if deadline.time_zone != DEFAULT_TIME_ZONE:  # a zone this runtime does not know
+        return f"{utc} (time zone {deadline.time_zone} unknown here)"
+    return utc
+
+
+def deadline_line(incident: Incident) -> str:
+    """The card's fourth line: when the approval expires and what expiry means."""
+    return (
+        f"{DEADLINE_LABEL}{deadline_words(incident.approval_deadline)}; "
+        "then it closes as expired and nothing is replaced"
+    )
+
+
 RECOMMENDATION_HEADING: Final = "RECOMMENDATION: "
 """What heads the advice in the card and in `sdc show`."""
 
@@ -307,9 +334,24 @@ def metric_lines(incident: Incident) -> list[str]:
 
 
 def alarm_lines(incident: Incident) -> list[str]:
+    """Each alarm and when it fired (its own text is among the card's raw values)."""
+    return [f"  alarm {a.get('alarm_name')} at {a.get('state_at')}" for a in incident.alarms]
+
+
+def alarm_text_lines(incident: Incident) -> list[str]:
+    """Each alarm's own state reason, as CloudWatch wrote it."""
+    return [f"  alarm {a.get('alarm_name')}: {a.get('reason')}" for a in incident.alarms]
+
+
+def gpu_uuid_lines(incident: Incident, shown: int | None = None) -> list[str]:
+    """The GPU UUID each shown report names for each suspect rank on this instance."""
+    found = shown_reports(incident)
+    if shown is not None:
+        found = found[max(len(found) - shown, 0) :]
     return [
-        f"  alarm {a.get('alarm_name')} at {a.get('state_at')}: {a.get('reason')}"
-        for a in incident.alarms
+        f"  rank {s.get('rank')} (report {r.get('report_id')}): GPU {_q(s.get('gpu_uuid'), 'none')}"
+        for r in found
+        for s in r.get("suspects") or []
     ]
 
 
@@ -425,8 +467,7 @@ def _resume_from_lines(incident: Incident) -> list[str]:
 
 def _suspect_lines(report: dict[str, Any]) -> list[str]:
     return [
-        f"    rank {s.get('rank')}: {s.get('role')}, GPU {_q(s.get('gpu_uuid'), 'none')}, "
-        f"node {_q(s.get('node_name'), 'none')}"
+        f"    rank {s.get('rank')}: {s.get('role')}, node {_q(s.get('node_name'), 'none')}"
         + (f" ({'; '.join(_q(r) for r in s['reasons'])})" if s.get("reasons") else "")
         for s in report.get("suspects") or []
     ]

@@ -17,6 +17,7 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from lambdas.models.console import console_link
 from lambdas.models.guard import ClusterHold, HoldKind
@@ -65,11 +66,13 @@ class Card:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalCard:
-    """The approval request, section by section, in the order the text shows them."""
+    """The approval request, section by section. The text shows them in `sections` order: the
+    five lines an approver decides from, then the evidence, then the raw values."""
 
     subject: str
-    opening: Section
-    """What is suspected on which instance, and the incident id."""
+    summary: Section
+    """The first five lines: what is suspected, where, the recommendation, the deadline (in the
+    approvers' time zone and UTC), how to decide."""
     node: Section
     isolation: Section
     evidence: Section
@@ -81,16 +84,24 @@ class ApprovalCard:
     telemetry: Section
     history: Section
     recommendation: Section
-    """The advice, its reasons and the checkpoint to resume from."""
+    """The advice as its heading, its reasons and the checkpoint to resume from (the card
+    shows the heading in its summary and these lines under WHY)."""
     what_to_do: Section
+    raw: Section
+    """The raw values, last: the alarms' own text, the GPU UUIDs and report ids."""
     dry_run: Section | None
     inputs: Mapping[Decision, Mapping[str, str]]
     """The approval state machine inputs the card offers, by decision, in the card's order."""
+    approval_state_machine_arn: str | None = None
+    needs_identity_proof: bool = False
+    """Whether a decision must be signed (`sdc`): a console or chat start is refused."""
 
     @property
     def sections(self) -> tuple[Section, ...]:
         return (
-            self.opening,
+            self.summary,
+            *([self.dry_run] if self.dry_run else []),
+            Section(WHY_HEADING, self.recommendation.lines),
             self.node,
             self.isolation,
             self.evidence,
@@ -99,14 +110,19 @@ class ApprovalCard:
             self.hyperpod,
             self.telemetry,
             self.history,
-            self.recommendation,
             self.what_to_do,
-            *([self.dry_run] if self.dry_run else []),
+            self.raw,
         )
 
     @property
     def text(self) -> str:
         return render(self.sections)
+
+
+SUMMARY_LINES: Final = 5
+"""The card's summary: what, where, the recommendation, the deadline, how to decide."""
+WHY_HEADING: Final = "WHY (the evidence behind the recommendation)"
+RAW_HEADING: Final = "RAW VALUES (the alarms' own text, GPU UUIDs, report ids)"
 
 
 HYPERPOD_HEADING = "HYPERPOD (its own events for this instance, and the node's labels)"
@@ -130,7 +146,11 @@ def approval_card(
     it), worded from the record: its recommendation and history are the incident's stored
     `recommendation`, judged once (`lambdas.logic.evidence.recommendation.judge`). A card too large shows the newest reports that fit and names how many more there are
     (`sdc show` lists them all); if even the fixed parts leave too little room, its variable
-    sections are cut to fit. The opening, recommendation and WHAT TO DO are never cut."""
+    sections are cut to fit. The summary, the recommendation and WHAT TO DO are never cut.
+
+    The first five lines are what an approver decides from (`SUMMARY_LINES`): what is
+    suspected, where, the recommendation, the deadline, how to decide; the evidence follows; the
+    raw values (the alarms' own text, GPU UUIDs) and the JSON inputs come last."""
     card = _approval_card(incident, settings, None)
     if max_bytes is None or _size(card) <= max_bytes:
         return card
@@ -159,9 +179,10 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
         health_check=empty,
         telemetry=empty,
         history=empty,
+        raw=empty,
     )
-    share = max((max_bytes - _size(fixed)) // 7 - 200, 0)
-    see = f"  ... cut to fit a notification: `sdc show {incident_id}`"
+    share = max((max_bytes - _size(fixed)) // 8 - 200, 0)
+    see = f"  ... cut to fit: `sdc show {incident_id}`"
 
     def cut(section: Section) -> Section:
         kept: list[str] = []
@@ -183,6 +204,7 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
         health_check=cut(card.health_check),
         telemetry=cut(card.telemetry),
         history=cut(card.history),
+        raw=cut(card.raw),
     )
 
 
@@ -198,14 +220,7 @@ def _approval_card(
     }
     return ApprovalCard(
         subject=_subject(f"SDC: approve {verb} {incident.instance_id} on {incident.cluster_name}?"),
-        opening=Section(
-            None,
-            (
-                f"Silent data corruption suspected on {incident.instance_id} "
-                f"(cluster {incident.cluster_name}).",
-                f"Incident: {incident.incident_id}",
-            ),
-        ),
+        summary=_summary(incident, settings, inputs),
         node=Section(
             "NODE",
             (
@@ -256,8 +271,43 @@ def _approval_card(
         what_to_do=_what_to_do(
             settings.approval_state_machine_arn, inputs, approval_rule_lines(settings, incident)
         ),
+        raw=Section(
+            RAW_HEADING,
+            (
+                *card_lines.alarm_text_lines(incident),
+                *card_lines.gpu_uuid_lines(incident, shown_reports),
+            ),
+        ),
         dry_run=DRY_RUN if settings.dry_run else None,
         inputs=inputs,
+        approval_state_machine_arn=settings.approval_state_machine_arn,
+        needs_identity_proof=settings.needs_identity_proof,
+    )
+
+
+def _summary(
+    incident: Incident, settings: Settings, inputs: Mapping[Decision, Mapping[str, str]]
+) -> Section:
+    """The card's first five lines: what, where, the recommendation (the stored one, as its
+    heading), the deadline, how to decide."""
+    metrics = ", ".join(incident.metrics) or "no metric recorded"
+    decisions = "|".join(decision.value for decision in inputs)
+    command = f"sdc {decisions} {incident.incident_id} -m '<why>'"
+    how = (
+        f"HOW: {command} (it signs who you are; a console approval is refused)"
+        if settings.needs_identity_proof
+        else f"HOW: {command}, or the approval state machine with an input under WHAT TO DO"
+    )
+    return Section(
+        None,
+        (
+            f"WHAT: silent data corruption suspected on {incident.target} ({metrics})",
+            f"WHERE: cluster {incident.cluster_name}, instance group "
+            f"{incident.instance_group or 'unknown'}; incident {incident.incident_id}",
+            card_lines.recommendation_heading(incident.recommendation),
+            card_lines.deadline_line(incident),
+            how,
+        ),
     )
 
 
@@ -288,9 +338,6 @@ def _what_to_do(
             "  From a shell:",
             f"    aws stepfunctions start-execution --state-machine-arn {arn or '<approval arn>'} "
             f"--input '{approve}'",
-            "",
-            "  Without a decision before the approval timeout the incident closes as expired and",
-            "  nothing is replaced.",
             *rules,
         ),
     )

@@ -19,13 +19,15 @@ tells a chat channel.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from lambdas.models.guard import ClusterHold
 from lambdas.models.incident import Incident
 from lambdas.models.notices import ChatNotification, NoticeKind
 from lambdas.models.payloads import Decision
-from lambdas.wording.card_lines import advice_summary
+from lambdas.wording.card_lines import advice_summary, deadline_words
 
 if TYPE_CHECKING:
     from lambdas.wording.cards import ApprovalCard
@@ -35,22 +37,44 @@ TELEMETRY_LINES: Final = 3
 
 
 def approval_request(incident: Incident, card: ApprovalCard) -> ChatNotification:
-    """The approval card for chat: what is suspected, the advice and why, what the health check
-    and the counters said, and the command of each decision the card offers."""
+    """The approval card for chat: its five summary lines (what, where, the recommendation, the
+    deadline, how), the advice's reasons, what the health check and the counters said; and the
+    decision as it starts from chat.
+
+    Where a decision needs no identity proof, each next step is the approval execution as a
+    command the channel runs (`@Amazon Q stepfunctions start-execution ...`, with the channel's
+    own permissions), and `additionalContext` carries what a custom action button needs
+    (`approval_state_machine`, `approve_input`, `reject_input`, `reboot_input`), with custom
+    actions enabled: docs/operate.md, "Deciding from chat". Where it needs one, chat cannot sign
+    it: the next steps are the `sdc` commands, run from a shell."""
     paragraphs = [
-        (s.heading, s.lines) for s in (card.opening, card.recommendation, card.health_check)
-    ] + [(card.telemetry.heading, card.telemetry.lines[:TELEMETRY_LINES])]
+        (None, card.summary.lines),
+        ("WHY", card.recommendation.lines),
+        (card.health_check.heading, card.health_check.lines),
+        (card.telemetry.heading, card.telemetry.lines[:TELEMETRY_LINES]),
+    ]
     body = [
         f"*{heading}*\n" + "\n".join(lines) if heading else "\n".join(lines)
         for heading, lines in paragraphs
     ]
     judged = incident.recommendation
     advice = judged.advice.value if judged else advice_summary(judged)
+    arn = card.approval_state_machine_arn
+    from_chat = bool(arn) and not card.needs_identity_proof
     steps = [f"Read the whole card: `sdc show {incident.incident_id}`"]
-    steps += [
-        f"{_DECISION_WORDS[d]}: `sdc {d.value} {incident.incident_id} -m 'your reason'`"
-        for d in card.inputs
-    ]
+    inputs = {d: compact_input(i) for d, i in card.inputs.items()}
+    if from_chat:
+        steps += [
+            f"{_DECISION_WORDS[d]}: `@Amazon Q stepfunctions start-execution "
+            f"--state-machine-arn {arn} --input '{text}'`"
+            for d, text in inputs.items()
+        ]
+    else:
+        steps += [
+            f"{_DECISION_WORDS[d]}: `sdc {d.value} {incident.incident_id} -m 'your reason'`"
+            for d in card.inputs
+        ]
+    deadline = incident.approval_deadline
     return ChatNotification(
         kind=NoticeKind.APPROVAL_REQUEST,
         thread_id=incident.incident_id,
@@ -58,14 +82,39 @@ def approval_request(incident: Incident, card: ApprovalCard) -> ChatNotification
         description="\n\n".join(body),
         next_steps=tuple(steps),
         keywords=("SDC", incident.cluster_name, incident.instance_id),
-        summary=f"Approval needed for {incident.instance_id} on {incident.cluster_name}: {advice}",
+        summary=(
+            f"Approval needed for {incident.instance_id} on {incident.cluster_name}: {advice}; "
+            f"decide by {deadline_words(deadline)}"
+        ),
         related=(incident.instance_id, incident.execution_arn or ""),
         context={
             "cluster": incident.cluster_name,
             "incident": incident.incident_id,
             "advice": advice,
+            "expires_at": deadline.expires_at if deadline else "",
+            "deadline": deadline_words(deadline),
+            **(
+                {
+                    "approval_state_machine": str(arn),
+                    **{f"{d.value}_input": text for d, text in inputs.items()},
+                }
+                if from_chat
+                else {}
+            ),
         },
+        custom_actions=from_chat,
     )
+
+
+def compact_input(approval_input: Mapping[str, str]) -> str:
+    """An approval input as one word (no spaces), the comment saying it came from chat: a
+    custom action passes it as one variable, and a button has no way to ask for a reason."""
+    return json.dumps({**approval_input, "comment": CHAT_COMMENT}, separators=(",", ":"))
+
+
+CHAT_COMMENT: Final = "decided-from-chat"
+"""The comment of a decision a chat button starts (the decider is the channel's or the chat
+user's role, as Step Functions records it)."""
 
 
 _DECISION_WORDS: Final = {

@@ -3,8 +3,8 @@
 `python emitter`: the README's emitter calls, in order, in one fresh interpreter (a fresh one is
 what shows a broken import), with the `memory` sink and a one-rank job's alarm.
 `python checks`: the training-loop blocks on every rank of a 4-rank gloo job (tests/docs/ranks.py).
-`python synth` and `python local`: the infra blocks, each in a fresh interpreter in the
-repository, the second against the local account.
+`python synth`, `python construct` and `python local`: the infra blocks, each in a fresh
+interpreter in the repository, the last against the local account.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tests.conftest import REPO
 from tests.docs.blocks import Block, blocks_of
 
 PYTHON = blocks_of("python")
-SESSIONS = ("emitter", "checks", "synth", "local")
+SESSIONS = ("emitter", "checks", "synth", "construct", "local")
 
 
 def session(name: str) -> list[Block]:
@@ -138,6 +138,27 @@ def test_the_synth_block_runs_in_a_fresh_interpreter():
     out = run_fresh(program([block], "import json\n", postlude))
 
     assert out.splitlines()[-1] == "ok"
+
+
+@pytest.mark.synth
+def test_the_construct_block_puts_the_pipeline_beside_a_stack_of_the_readers(tmp_path):
+    (block,) = session("construct")
+    postlude = """
+        stacks = {s.stack_name: s.template for s in assembly.stacks}
+        machines = [
+            r["Properties"]["StateMachineName"]
+            for r in stacks["MlPlatform"]["Resources"].values()
+            if r["Type"] == "AWS::StepFunctions::StateMachine"
+        ]
+        print(json.dumps({"stacks": sorted(stacks), "machines": sorted(machines)}))
+    """
+
+    out = run_fresh(program([block], "import json\n", postlude), timeout=600)
+
+    assert json.loads(out.splitlines()[-1]) == {
+        "stacks": ["MlPlatform", "TeamTraining"],
+        "machines": ["MlPlatformSdc-approval", "MlPlatformSdc-remediation"],
+    }
 
 
 @pytest.mark.slow

@@ -462,6 +462,67 @@ def test_every_surface_says_the_stored_recommendation_of_each_incident_waiting(o
     assert not [p for p in outcome.problems if "recommendation" in p], outcome.problems
 
 
+DEADLINE_SURFACES = {
+    "stored record",
+    "e-mail card",
+    "chat notice",
+    "lifecycle event",
+    "sdc show",
+    "sdc status",
+}
+
+
+@pytest.mark.parametrize("name", APPROVED)
+def test_every_card_leads_with_the_recommendation_and_the_deadline_every_surface_gives(
+    outcomes, name
+):
+    """The acceptance of #36: the card's first five lines hold the stored recommendation and
+    the stored deadline, and the chat notice, the lifecycle event, `sdc show` and `sdc status`
+    give that same deadline (the drill's judge: `judge.card_leads`, `judge.one_deadline`)."""
+    outcome = outcomes(name)
+
+    assert set(outcome.card_heads) == {i["incident_id"] for i in outcome.incidents}
+    for incident_id, head in outcome.card_heads.items():
+        advice = outcome.recommendations[incident_id]["stored record"]
+        deadline = outcome.deadlines[incident_id]["stored record"]
+        assert advice and deadline
+        assert len(head) == 5
+        assert f"RECOMMENDATION: {advice.upper()}" in head
+        assert any(line.startswith(f"DECIDE BY: {deadline};") for line in head)
+        zone = SCENARIOS[name].context.get("sdc:approverTimeZone")
+        local = rf"\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d E[SD]T \({zone}\), " if zone else ""
+        assert re.fullmatch(local + r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", deadline)
+        said = outcome.deadlines[incident_id]
+        assert set(said) == DEADLINE_SURFACES and set(said.values()) == {deadline}, said
+    assert not [p for p in outcome.problems if "deadline" in p], outcome.problems
+
+
+def test_a_card_whose_first_lines_lack_the_advice_or_deadline_fails_the_drill():
+    heads = {"sdc-1": ["WHAT: ...", "WHERE: ...", "NODE", "DECIDE BY: 2026-12-06 08:15:04 UTC"]}
+    advice = {"sdc-1": {"stored record": "replace after review"}}
+    deadlines = {"sdc-1": {"stored record": "2026-12-06 09:15:04 UTC"}}
+
+    problems = judge.card_leads(heads, advice, deadlines)
+
+    assert problems == [
+        "sdc-1: the card's first five lines do not hold the recommendation 'replace after review'",
+        "sdc-1: the card's first five lines do not hold the deadline '2026-12-06 09:15:04 UTC'",
+    ]
+
+
+def test_a_surface_that_gives_another_deadline_than_the_record_fails_the_drill():
+    said = {
+        "sdc-1": {"stored record": "2026-12-06 08:15:04 UTC", "sdc status": None},
+        "sdc-2": {"stored record": None},
+    }
+
+    assert judge.one_deadline(said) == [
+        "sdc-1: the stored approval deadline is '2026-12-06 08:15:04 UTC', but the sdc status "
+        "says None",
+        "sdc-2 waited for approval with no stored deadline",
+    ]
+
+
 def test_a_surface_that_advises_otherwise_than_the_record_fails_the_drill():
     said = {
         "sdc-1": {

@@ -284,3 +284,30 @@ def test_every_lambda_module_imports_from_the_asset_alone(lambda_asset: LambdaAs
 
 def test_the_real_asset_ships_the_validator_of_the_report_schema(lambda_asset: LambdaAsset):
     assert (lambda_asset.path / "fastjsonschema-2.22.3.dist-info").is_dir()
+
+
+def test_the_real_asset_knows_the_approvers_time_zones_without_a_system_database(
+    lambda_asset: LambdaAsset,
+):
+    # Given only the asset on the path and no system time zone database (as on the Amazon
+    # Linux 2023 runtimes)
+    code = (
+        "import zoneinfo; zoneinfo.reset_tzpath([]);"
+        "from lambdas.models.deadline import ApprovalDeadline;"
+        "d = ApprovalDeadline('2026-12-06T08:15:04+00:00', 'Asia/Tokyo');"
+        "print(d.local().isoformat())"
+    )
+
+    # When a deadline is put into a zone
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        cwd=lambda_asset.path,
+        env={"PYTHONPATH": str(lambda_asset.path)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    # Then the asset's tzdata answers
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2026-12-06T17:15:04+09:00"

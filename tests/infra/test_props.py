@@ -15,7 +15,7 @@ from constructs import Construct
 
 from infra.stack.functions import Functions
 from infra.stack.settings import Settings
-from infra.stack.stack import SdcRemediationStack
+from infra.stack.stack import SdcRemediation, SdcRemediationStack
 from tests.conftest import REPO
 
 STACK = REPO / "infra" / "stack"
@@ -131,7 +131,9 @@ def test_a_construct_taking_its_props_passes():
     assert props_problems(_Good) == []
 
 
-@pytest.mark.parametrize("cls", [SdcRemediationStack, Functions], ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize(
+    "cls", [SdcRemediationStack, SdcRemediation, Functions], ids=lambda cls: cls.__name__
+)
 def test_the_constructor_reads_as_a_list_of_parts(cls):
     lines = len(inspect.getsource(cls.__init__).splitlines())
     assert lines <= MAX_CONSTRUCTOR_LINES, (

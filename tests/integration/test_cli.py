@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from moto import mock_aws
@@ -1171,9 +1172,39 @@ def test_status_lists_the_approvals_waiting_with_their_age(deployed, capsys):
     out = capsys.readouterr().out
     report = status_json(deployed, capsys)
 
-    assert f"{waiting}  waiting 12m  recommends: health check only  (sdc show {waiting})" in out
+    assert (
+        f"{waiting}  waiting 12m  recommends: health check only  decide by: unknown  "
+        f"(sdc show {waiting})"
+    ) in out
     assert [w["incident_id"] for w in report["approvals_waiting"]] == [waiting]
     assert 12 * 60 <= report["approvals_waiting"][0]["waiting_seconds"] < 13 * 60
+
+
+def test_status_and_show_give_the_stored_deadline_in_the_approvers_time_zone_and_utc(
+    deployed, capsys
+):
+    expires = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=2, minutes=30)
+    deadline = {"expires_at": expires.isoformat(), "time_zone": "Europe/Berlin"}
+    waiting = deployed.incident(
+        "awaiting_approval",
+        instance="i-0aa00000000000001",
+        approval_requested_at=ago(minutes=5),
+        approval_deadline=deadline,
+    )
+    local = expires.astimezone(ZoneInfo("Europe/Berlin"))
+    words = f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()} (Europe/Berlin), {expires:%Y-%m-%d %H:%M:%S} UTC"
+
+    deployed.sdc("status")
+    out = capsys.readouterr().out
+    report = status_json(deployed, capsys)
+    deployed.sdc("show", waiting)
+    shown = capsys.readouterr().out
+
+    assert f"decide by: {words} (in 2h" in out
+    (row,) = report["approvals_waiting"]
+    assert (row["expires_at"], row["deadline"]) == (expires.isoformat(), words)
+    assert 2 * 3600 < row["seconds_left"] <= 2 * 3600 + 30 * 60
+    assert re.search(rf"^  decide by +{re.escape(words)}$", shown, flags=re.MULTILINE)
 
 
 def test_status_names_an_approval_whose_card_nobody_received(deployed, capsys):

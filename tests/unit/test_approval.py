@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -77,6 +77,22 @@ def test_requesting_approval_returns_and_audits_the_approval_input(world):
     assert entry.action == "approval_requested"
     assert entry.details["approval_input"] == result["approval_input"]
     assert entry.request_ids == ["sns-1"]
+
+
+def test_the_approval_request_records_and_audits_when_it_expires(world):
+    world.settings = dataclasses.replace(world.settings, approval_timeout_seconds=900)
+    incident_id = world.health_checked()
+
+    approval.request_approval(ApprovalRequest(incident_id, TOKEN), world.deps)
+
+    incident = world.incident(incident_id)
+    requested = datetime.fromisoformat(str(incident.approval_requested_at))
+    assert incident.approval_deadline is not None
+    assert incident.approval_deadline.instant == (requested + timedelta(seconds=900)).replace(
+        microsecond=0
+    )
+    entry = world.audit.entries(incident_id)[-1]
+    assert entry.details["expires_at"] == incident.approval_deadline.expires_at
 
 
 def test_a_failed_notification_keeps_the_approval_request_waiting(world):

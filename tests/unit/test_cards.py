@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from lambdas.logic import closing, intake, recovery
+from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.payloads import CloseRequest, Decision, IncidentRef, Outcome
 from lambdas.models.recommendation import Advice, Recommendation
 from lambdas.models.report import parse_report_event
-from lambdas.wording import cards
+from lambdas.wording import card_lines, cards
 from tests.conftest import load_fixture
 from tests.unit.world import APPROVAL_ARN, INSTANCE, TOKEN, World, settings
 
@@ -182,7 +185,7 @@ def test_without_a_checkpoint_the_rollback_is_unknown_and_the_exposure_still_sho
 def test_the_resume_line_sits_with_the_recommendation(world):
     card = card_for_report(world, checkpoints=[ckpt(20)])
 
-    paragraph = next(p for p in card.split("\n\n") if p.startswith("RECOMMENDATION"))
+    paragraph = next(p for p in card.split("\n\n") if p.startswith(cards.WHY_HEADING))
     assert "Resume from: checkpoint at step 20" in paragraph
 
 
@@ -251,3 +254,55 @@ def test_console_link_opens_the_page_of_a_state_machine_or_of_an_execution():
     assert cards.console_link(machine) == f"{console}statemachines/view/{machine}"
     assert cards.console_link(execution) == f"{console}v2/executions/details/{execution}"
     assert cards.console_link("arn:aws:states:us-west-2:123456789012:activity:x") is None
+
+
+def test_the_first_five_lines_say_what_where_the_advice_the_deadline_and_how(world):
+    world.settings = settings(approval_timeout_seconds=7200, approver_time_zone="Europe/Berlin")
+    card = approval_card(world)
+    (incident,) = world.store.incidents.values()
+
+    what, where, advice, deadline, how = card.splitlines()[: cards.SUMMARY_LINES]
+
+    assert what.startswith(f"WHAT: silent data corruption suspected on {INSTANCE}")
+    assert where.startswith("WHERE: cluster ml-cluster-1")
+    assert advice == "RECOMMENDATION: REPLACE AFTER REVIEW"
+    requested = datetime.fromisoformat(str(incident.approval_requested_at))
+    expires = (requested + timedelta(seconds=7200)).astimezone(UTC)
+    local = expires.astimezone(ZoneInfo("Europe/Berlin"))
+    assert deadline.startswith(
+        f"DECIDE BY: {local:%Y-%m-%d %H:%M:%S} CET (Europe/Berlin), "
+        f"{expires:%Y-%m-%d %H:%M:%S} UTC;"
+    )
+    assert how.startswith(f"HOW: sdc reboot|approve|reject {incident.incident_id} -m '<why>'")
+
+
+def test_the_deadline_is_stored_on_the_incident_as_the_instant_decide_refuses_after(world):
+    world.settings = settings(approval_timeout_seconds=600)
+    approval_card(world)
+    (incident,) = world.store.incidents.values()
+
+    deadline = incident.approval_deadline
+
+    assert deadline is not None and deadline.time_zone == "UTC"
+    requested = datetime.fromisoformat(str(incident.approval_requested_at))
+    assert deadline.instant == (requested + timedelta(seconds=600)).replace(microsecond=0)
+
+
+def test_a_time_zone_this_runtime_does_not_know_shows_the_deadline_in_utc_and_says_so():
+    deadline = ApprovalDeadline("2026-12-06T08:15:04+00:00", "Mars/Olympus_Mons")
+
+    assert card_lines.deadline_words(deadline) == (
+        "2026-12-06 08:15:04 UTC (time zone Mars/Olympus_Mons unknown here)"
+    )
+
+
+def test_raw_alarm_text_gpu_uuids_and_the_json_inputs_come_after_the_evidence(world):
+    card = approval_card(world)
+    lines = card.splitlines()
+
+    evidence = lines.index("EVIDENCE")
+    uuid = next(i for i, line in enumerate(lines) if "GPU-0000000d" in line)
+    raw_alarm = next(i for i, line in enumerate(lines) if "Threshold Crossed" in line)
+    first_json = next(i for i, line in enumerate(lines) if line.strip().startswith("{"))
+    assert evidence < lines.index("WHAT TO DO") < first_json
+    assert lines.index(cards.RAW_HEADING) < min(uuid, raw_alarm)

@@ -5,6 +5,8 @@ e-mail gets stays the card."""
 
 from __future__ import annotations
 
+import json
+
 import jsonschema
 import pytest
 
@@ -17,7 +19,7 @@ from lambdas.wording import cards
 from tests.conftest import load_fixture
 from tests.unit.test_decision_trust import two_person
 from tests.unit.test_guard import alarm_for, instance, nodes
-from tests.unit.world import ALICE, CLUSTER, World, alarm_event
+from tests.unit.world import ALICE, APPROVAL_ARN, CLUSTER, World, alarm_event, settings
 
 SCHEMA = load_fixture("events", "chat_custom_notification.schema")
 
@@ -52,12 +54,60 @@ def test_the_approval_request_for_chat_matches_the_documented_shape_and_threads_
     assert notice.chat["metadata"]["threadId"] == incident_id
     assert notice.chat["metadata"]["eventType"] == "sdc-approval-request"
     assert notice.chat["content"]["title"] == notice.subject
-    assert f"`sdc approve {incident_id} -m 'your reason'`" in "\n".join(
-        notice.chat["content"]["nextSteps"]
+
+
+def test_without_an_identity_proof_rule_the_decision_starts_from_chat():
+    world = World()
+    incident_id = world.awaiting_approval()
+
+    chat = notice_of(world, NoticeKind.APPROVAL_REQUEST).chat
+
+    steps = "\n".join(chat["content"]["nextSteps"])
+    approve = (
+        f'{{"incident_id":"{incident_id}","decision":"approve","comment":"decided-from-chat"}}'
     )
-    assert f"`sdc reject {incident_id} -m 'your reason'`" in "\n".join(
-        notice.chat["content"]["nextSteps"]
+    assert (
+        f"`@Amazon Q stepfunctions start-execution --state-machine-arn {APPROVAL_ARN} "
+        f"--input '{approve}'`"
+    ) in steps
+    assert chat["metadata"]["enableCustomActions"] is True
+    context = chat["metadata"]["additionalContext"]
+    assert context["approval_state_machine"] == APPROVAL_ARN
+    assert json.loads(context["approve_input"])["decision"] == "approve"
+    assert json.loads(context["reject_input"])["decision"] == "reject"
+    assert " " not in context["approve_input"]  # one word: a custom action's variable
+
+
+def test_when_decisions_must_be_signed_chat_offers_the_sdc_commands_and_no_buttons():
+    world = World(settings=settings(require_identity_proof=True))
+    incident_id = world.awaiting_approval()
+
+    chat = notice_of(world, NoticeKind.APPROVAL_REQUEST).chat
+
+    steps = "\n".join(chat["content"]["nextSteps"])
+    assert f"`sdc approve {incident_id} -m 'your reason'`" in steps
+    assert f"`sdc reject {incident_id} -m 'your reason'`" in steps
+    assert "start-execution" not in steps
+    assert "enableCustomActions" not in chat["metadata"]
+    assert "approve_input" not in chat["metadata"]["additionalContext"]
+
+
+def test_the_chat_notice_leads_with_the_cards_five_lines_and_carries_the_deadline():
+    world = World(settings=settings(approval_timeout_seconds=3600, approver_time_zone="Asia/Tokyo"))
+    incident_id = world.awaiting_approval()
+    incident = world.incident(incident_id)
+    card = cards.approval_card(incident, world.settings)
+
+    chat = notice_of(world, NoticeKind.APPROVAL_REQUEST).chat
+
+    lead = chat["content"]["description"].split("\n")[: cards.SUMMARY_LINES]
+    assert lead[:4] == list(card.summary.lines[:4])  # the HOW line's <why> is escaped
+    assert lead[4].startswith("HOW: sdc ")
+    assert incident.approval_deadline is not None
+    assert chat["metadata"]["additionalContext"]["expires_at"] == (
+        incident.approval_deadline.expires_at
     )
+    assert "JST (Asia/Tokyo)" in chat["metadata"]["summary"]
 
 
 def test_the_approval_requests_email_text_is_the_card_unchanged():

@@ -210,10 +210,10 @@ def approval_card_for(world: World, event: dict) -> str:
 
 def structure(card: str) -> tuple[list[str], list[str]]:
     """The lines that start a section (nothing reporter-written may start a line), and the
-    decision trailer from WHAT TO DO on."""
+    decision trailer from WHAT TO DO to the raw values."""
     lines = card.split("\n")
     return [line for line in lines if line and not line.startswith(" ")], lines[
-        lines.index("WHAT TO DO") :
+        lines.index("WHAT TO DO") : lines.index(cards.RAW_HEADING)
     ]
 
 

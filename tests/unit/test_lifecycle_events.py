@@ -17,7 +17,7 @@ from lambdas.models.lifecycle_event import SCHEMA_FILE
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
-from tests.unit.world import TOKEN, World, alarm_event
+from tests.unit.world import TOKEN, World, alarm_event, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / SCHEMA_FILE).read_text())
@@ -59,6 +59,20 @@ def test_every_event_matches_the_versioned_schema():
     validator = jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker())
     for change in world.lifecycle.of(incident_id):
         validator.validate(change.to_detail())
+
+
+def test_the_waiting_event_carries_the_deadline_the_card_gives_in_both_time_zones():
+    world = World(settings=settings(approval_timeout_seconds=3600, approver_time_zone="Asia/Tokyo"))
+
+    incident_id = replaced(world)
+
+    (waiting,) = [c for c in world.lifecycle.of(incident_id) if c.new_state == "awaiting_approval"]
+    deadline = world.incident(incident_id).approval_deadline
+    assert deadline is not None and waiting.approval_deadline == deadline.to_event()
+    assert waiting.approval_deadline["time_zone"] == "Asia/Tokyo"
+    assert waiting.approval_deadline["expires_at_local"].endswith("+09:00")
+    validator = jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker())
+    validator.validate(waiting.to_detail())
 
 
 def test_no_event_carries_the_task_token():

@@ -275,3 +275,17 @@ def test_flags_and_lists_written_as_the_stack_writes_them_read_back_as_given():
     assert settings.require_identity_proof is False
     assert settings.allowed_clusters == {"ml-cluster-1", "ml-cluster-2"}
     assert settings.health_checks == ("InstanceStress", "MultiNodeTrainingValidation")
+
+
+def test_the_approvers_time_zone_is_read_and_defaults_to_utc():
+    assert Settings.from_env(BASE).approver_time_zone == "UTC"
+
+    settings = Settings.from_env({**BASE, "APPROVER_TIME_ZONE": "America/New_York"})
+
+    assert settings.approver_time_zone == "America/New_York"
+
+
+@pytest.mark.parametrize("value", ["CET+1", "europe/berlin", "Europe/Berlin; rm -rf"])
+def test_a_time_zone_that_is_no_iana_name_fails_fast_naming_it(value):
+    with pytest.raises(SettingsError, match="APPROVER_TIME_ZONE must be an IANA time zone"):
+        Settings.from_env({**BASE, "APPROVER_TIME_ZONE": value})

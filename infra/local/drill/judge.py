@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.local.drill.scenarios import DECOY_XIDS, MUTE_RULE, XID, Scenario, culprit_gpu
+from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import IncidentState
 from lambdas.models.telemetry import TelemetryState
-from lambdas.wording.card_lines import RECOMMENDATION_HEADING
+from lambdas.wording.card_lines import DEADLINE_LABEL, RECOMMENDATION_HEADING, deadline_words
 
 GONE = ("replaced", "replaced_by_hyperpod")
 """Outcomes after which the suspect node is gone, its cordon with it."""
@@ -261,5 +262,76 @@ def one_recommendation(said: dict[str, dict[str, str | None]]) -> list[str]:
             problems.append(
                 f"{incident_id}: the stored recommendation is {stored!r}, but "
                 + ", ".join(f"the {where} says {advice!r}" for where, advice in differ.items())
+            )
+    return problems
+
+
+def card_deadline(text: str | None) -> str | None:
+    """The deadline a card's `DECIDE BY:` line gives, as `deadline_words` spells it."""
+    for line in (text or "").splitlines():
+        if line.startswith(DEADLINE_LABEL):
+            return line.removeprefix(DEADLINE_LABEL).split(";", 1)[0].strip()
+    return None
+
+
+def shown_deadline(text: str | None) -> str | None:
+    """The deadline `sdc show` gives in its `decide by` field."""
+    for line in (text or "").splitlines():
+        name, _, value = line.strip().partition("  ")
+        if name == "decide by":
+            return value.strip()
+    return None
+
+
+def event_deadline(lifecycle: Sequence[dict[str, Any]], incident_id: str) -> str | None:
+    """The deadline of the incident's last lifecycle event into awaiting_approval, worded."""
+    waiting = [
+        event
+        for event in lifecycle
+        if event["incident_id"] == incident_id
+        and event["new_state"] == IncidentState.AWAITING_APPROVAL
+    ]
+    found = waiting[-1].get("approval_deadline") if waiting else None
+    if not found:
+        return None
+    return deadline_words(ApprovalDeadline(found["expires_at"], found["time_zone"]))
+
+
+def one_deadline(said: dict[str, dict[str, str | None]]) -> list[str]:
+    """Every surface an approver or a paging tool reads gives the stored approval deadline."""
+    problems = []
+    for incident_id, surfaces in said.items():
+        stored = surfaces.get("stored record")
+        if stored is None:
+            problems.append(f"{incident_id} waited for approval with no stored deadline")
+            continue
+        differ = {where: when for where, when in surfaces.items() if when != stored}
+        if differ:
+            problems.append(
+                f"{incident_id}: the stored approval deadline is {stored!r}, but "
+                + ", ".join(f"the {where} says {when!r}" for where, when in differ.items())
+            )
+    return problems
+
+
+def card_leads(
+    heads: dict[str, list[str]],
+    advice: dict[str, dict[str, str | None]],
+    deadlines: dict[str, dict[str, str | None]],
+) -> list[str]:
+    """Each approval card's first five lines hold the stored recommendation and the stored
+    deadline (an approver decides from them)."""
+    problems = []
+    for incident_id, head in heads.items():
+        stored = advice.get(incident_id, {}).get("stored record")
+        if stored is None or f"{RECOMMENDATION_HEADING}{stored.upper()}" not in head:
+            problems.append(
+                f"{incident_id}: the card's first five lines do not hold the recommendation "
+                f"{stored!r}"
+            )
+        when = deadlines.get(incident_id, {}).get("stored record")
+        if when is None or card_deadline("\n".join(head)) != when:
+            problems.append(
+                f"{incident_id}: the card's first five lines do not hold the deadline {when!r}"
             )
     return problems

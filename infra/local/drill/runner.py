@@ -26,7 +26,8 @@ from infra.local.grants import GrantsInsufficient, calls_per_function
 from lambdas.models.audit import AuditAction
 from lambdas.models.notices import NoticeKind
 from lambdas.models.payloads import Decision, OpenAction
-from lambdas.wording.card_lines import advice_summary
+from lambdas.wording.card_lines import advice_summary, deadline_words
+from lambdas.wording.cards import SUMMARY_LINES
 
 Note = Callable[..., None]
 """`note(who, what, at=None, **ids)`: a timeline line; `at` (monotonic) if earlier than now."""
@@ -67,6 +68,11 @@ class Outcome:
     recommendations: dict[str, dict[str, str | None]] = field(default_factory=dict)
     """Incident → what its stored record, e-mail card, chat notice, lifecycle event and
     `sdc show` said its recommendation was while it waited for approval."""
+    deadlines: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    """Incident → the approval deadline its stored record, e-mail card, chat notice, lifecycle
+    event, `sdc show` and `sdc status` gave while it waited for approval."""
+    card_heads: dict[str, list[str]] = field(default_factory=dict)
+    """Incident → the first five lines of its approval card."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,6 +90,8 @@ class Outcome:
             "lifecycle_events": self.lifecycle,
             "calls": self.calls,
             "recommendations": self.recommendations,
+            "deadlines": self.deadlines,
+            "card_heads": self.card_heads,
         }
 
 
@@ -154,8 +162,12 @@ def run_scenario(
                 card, hold = _reset_storm(run, scenario, note)
                 holds.append(hold)
             said: dict[str, dict[str, str | None]] = {}
+            deadlines: dict[str, dict[str, str | None]] = {}
+            heads: dict[str, list[str]] = {}
             if scenario.approval:
-                card = _approve(run, scenario, incident_ids, ask, note, said) or card
+                card = (
+                    _approve(run, scenario, incident_ids, ask, note, said, deadlines, heads) or card
+                )
             finals = [run.wait_for(i, scenario.expect, *CLOSED, timeout=90) for i in incident_ids]
             subjects = [i.incident_id for i in finals] + [h.hold_id for h in holds]
             audit, chain_ok, every_entry = _read_audit(run, subjects, wall_start, timeline)
@@ -188,6 +200,8 @@ def run_scenario(
             )
             for incident_id, surfaces in said.items():
                 surfaces["lifecycle event"] = judge.event_advice(lifecycle, incident_id)
+            for incident_id, surfaces in deadlines.items():
+                surfaces["lifecycle event"] = judge.event_deadline(lifecycle, incident_id)
             sdc = {(emitter.config.namespace, d.metric.value) for d in result.datapoints}
             dashboard, dashboard_problems = judge.check_dashboard(run, every_entry, sdc)
             # The scheduled reconciliation, after the scenario: nothing may be left stuck.
@@ -204,6 +218,8 @@ def run_scenario(
     problems = (
         judge.problems(scenario, seen)
         + judge.one_recommendation(said)
+        + judge.one_deadline(deadlines)
+        + judge.card_leads(heads, said, deadlines)
         + dashboard_problems
         + judge.stuck(reconciled)
         + grant_problems
@@ -232,6 +248,8 @@ def run_scenario(
         lifecycle=lifecycle,
         calls=calls,
         recommendations=said,
+        deadlines=deadlines,
+        card_heads=heads,
     )
 
 
@@ -304,16 +322,22 @@ def _approve(
     ask: Callable[[Any, str, str], str | None] | None,
     note: Note,
     said: dict[str, dict[str, str | None]],
+    deadlines: dict[str, dict[str, str | None]],
+    heads: dict[str, list[str]],
 ) -> str | None:
     """Each incident's approval card, then the scenario's decision (or the person's) through
-    the approval state machine. Returns the last card; `said` gets what each surface said the
-    incident's recommendation was while it waited."""
+    the approval state machine. Returns the last card; `said` and `deadlines` get what each
+    surface said the incident's recommendation and approval deadline were while it waited,
+    `heads` the card's first five lines."""
     card = None
     for incident_id in incident_ids:
         waiting = run.wait_for(incident_id, "awaiting_approval", timeout=60)
         notice = run.wait_for_notification("approve")
         card = notice["message"]
-        said[incident_id] = _recommendation_said(run, incident_id, waiting, notice)
+        said[incident_id], deadlines[incident_id] = _surfaces_said(
+            run, incident_id, waiting, notice
+        )
+        heads[incident_id] = card.splitlines()[:SUMMARY_LINES]
         note(
             "approver",
             f"notified: {notice['subject']}",
@@ -339,23 +363,42 @@ def _approve(
     return card
 
 
-def _recommendation_said(
+def _surfaces_said(
     run: Any, incident_id: str, waiting: Any, notice: dict[str, Any]
-) -> dict[str, str | None]:
-    """The incident's stored recommendation, and what the e-mail card, its chat rendering and
-    `sdc show` (the operator CLI, against this account) say it is."""
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The incident's stored recommendation and approval deadline, and what the e-mail card,
+    its chat rendering, `sdc show` and `sdc status` (the operator CLI, against this account)
+    say they are."""
     chat = json.loads(run.renderings(notice["subject"]).get("https") or "{}")
-    shown = io.StringIO()
-    with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stdout(shown):
+    context = chat.get("metadata", {}).get("additionalContext", {})
+    shown, status = io.StringIO(), io.StringIO()
+    with tempfile.TemporaryDirectory() as folder:
         outputs = run.write_outputs(f"{folder}/outputs.json")
-        sdc(["--outputs", outputs, "show", incident_id], session=run.session)
+        with contextlib.redirect_stdout(shown):
+            sdc(["--outputs", outputs, "show", incident_id], session=run.session)
+        with contextlib.redirect_stdout(status):
+            sdc(["--outputs", outputs, "status", "--json"], session=run.session)
+    listed = {
+        w["incident_id"]: w.get("deadline")
+        for w in json.loads(status.getvalue())["approvals_waiting"]
+    }
     stored = waiting.recommendation
-    return {
+    recommendation = {
         "stored record": stored.advice.value if stored else None,
         "e-mail card": judge.heading_advice(notice["message"]),
-        "chat notice": chat.get("metadata", {}).get("additionalContext", {}).get("advice"),
+        "chat notice": context.get("advice"),
         "sdc show": judge.heading_advice(shown.getvalue()),
     }
+    deadline = {
+        "stored record": (
+            deadline_words(waiting.approval_deadline) if waiting.approval_deadline else None
+        ),
+        "e-mail card": judge.card_deadline(notice["message"]),
+        "chat notice": context.get("deadline"),
+        "sdc show": judge.shown_deadline(shown.getvalue()),
+        "sdc status": listed.get(incident_id),
+    }
+    return recommendation, deadline
 
 
 def _approve_in_turn(

@@ -274,6 +274,7 @@ SCENARIOS = {
             REPLAY_CULPRIT,
             "reject",
             "rejected",
+            context={"sdc:approverTimeZone": "America/New_York"},  # the card's deadline in it
         ),
         Scenario(
             "approval-timeout",
