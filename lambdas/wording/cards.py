@@ -146,7 +146,8 @@ def approval_card(
     it), worded from the record: its recommendation and history are the incident's stored
     `recommendation`, judged once (`lambdas.logic.evidence.recommendation.judge`). A card too large shows the newest reports that fit and names how many more there are
     (`sdc show` lists them all); if even the fixed parts leave too little room, its variable
-    sections are cut to fit. The summary, the recommendation and WHAT TO DO are never cut.
+    sections are cut to fit, or, where not even their headings fit, left out for one line naming
+    `sdc show`. The summary, the recommendation and WHAT TO DO are never cut.
 
     The first five lines are what an approver decides from (`SUMMARY_LINES`): what is
     suspected, where, the recommendation, the deadline, how to decide; the evidence follows; the
@@ -195,7 +196,7 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
             kept.append(line)
         return Section(section.heading, tuple(kept))
 
-    return dataclasses.replace(
+    shares = dataclasses.replace(
         card,
         node=cut(card.node),
         isolation=cut(card.isolation),
@@ -206,6 +207,10 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
         history=cut(card.history),
         raw=cut(card.raw),
     )
+    if _size(shares) <= max_bytes:
+        return shares
+    # not even each section's heading fits: one line says where the evidence is
+    return dataclasses.replace(fixed, evidence=Section("EVIDENCE", (see,)))
 
 
 def _approval_card(
