@@ -57,7 +57,8 @@ def run_ranks(
         for process in workers:
             process.join(timeout=linger)
     finally:
-        for process in workers:
+        # rank 0 last: it serves the rendezvous store the others' threads may still be using
+        for process in reversed(workers):
             if process.is_alive():
                 process.kill()
                 process.join(timeout=5)

@@ -57,7 +57,15 @@ class Plan:
         return f"hyperpod-{self.nodes[rank // self.ranks_per_node]}"
 
     def rank_map(self) -> list[dict[str, Any]]:
-        return [{"rank": r, "node_name": self.node_name(r)} for r in range(self.world)]
+        return [
+            {
+                "rank": r,
+                "node_name": self.node_name(r),
+                "instance_id": self.nodes[r // self.ranks_per_node],
+                "gpu_uuid": f"GPU-{r:08x}-5a1e-4c1d-9e7b-{r * 7919:012x}",
+            }
+            for r in range(self.world)
+        ]
 
 
 @dataclass
@@ -75,6 +83,67 @@ class WatchResult:
     verdicts: list[tuple[bool, str]] = field(default_factory=list)
     """What the finished ranks' watchdogs judged when they gathered evidence: (hang?, why)."""
     seconds: float = 0.0
+
+    @property
+    def alarm(self) -> dict[str, Any]:
+        """The first hang or straggler alarm: what the drill publishes."""
+        if not self.alarms:
+            raise JobError(f"the watch job ran {self.seconds:.1f} s and reported nothing")
+        return self.alarms[0]
+
+    def lines(self) -> list[tuple[str, dict[str, str]]]:
+        """What the job did, as a few timeline lines with their identifiers."""
+        plan = self.plan
+        lines = [
+            (
+                f"{plan.world} ranks on {len(plan.nodes)} nodes (gloo, CPU), training watch "
+                f"timeout {plan.timeout:g} s, in {self.seconds:.1f} s",
+                {},
+            )
+        ]
+        if plan.stall:
+            stalled = ", ".join(map(str, plan.stall))
+            lines.append(
+                (
+                    f"rank {stalled} stopped before the all-reduce of step {plan.stall_step}",
+                    {"stalled": stalled},
+                )
+            )
+        for alarm in self.alarms:
+            if alarm.get("check") == "hang":
+                hang = alarm["hang"]
+                after = (
+                    f" {self.reported - self.onset:.1f} s after the stop"
+                    if self.reported is not None and self.onset is not None
+                    else ""
+                )
+                lines.append(
+                    (
+                        f"watchdog reported a hang{after}: missing ranks "
+                        f"{hang['missing_ranks']}, odd stacks {hang['odd_stack_ranks']}, "
+                        f"localised to {hang['localised_instance'] or 'no single instance'}",
+                        {
+                            "missing": ",".join(map(str, hang["missing_ranks"])),
+                            "localised": str(hang["localised_instance"]),
+                            "reported_after": (
+                                f"{self.reported - self.onset:.2f}"
+                                if self.reported is not None and self.onset is not None
+                                else ""
+                            ),
+                        },
+                    )
+                )
+            else:
+                straggler = alarm["straggler"]
+                lines.append(
+                    (
+                        f"straggler scores flagged rank {straggler['flagged']} after "
+                        f"{straggler['windows_required']} windows of "
+                        f"{straggler['window_steps']} steps",
+                        {"flagged": ",".join(map(str, straggler["flagged"]))},
+                    )
+                )
+        return lines
 
     @property
     def hangs(self) -> list[dict[str, Any]]:
