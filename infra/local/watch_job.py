@@ -94,7 +94,7 @@ class WatchResult:
     def lines(self) -> list[tuple[str, dict[str, str]]]:
         """What the job did, as a few timeline lines with their identifiers."""
         plan = self.plan
-        lines = [
+        lines: list[tuple[str, dict[str, str]]] = [
             (
                 f"{plan.world} ranks on {len(plan.nodes)} nodes (gloo, CPU), training watch "
                 f"timeout {plan.timeout:g} s, in {self.seconds:.1f} s",

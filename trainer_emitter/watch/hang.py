@@ -187,15 +187,23 @@ class HangWatchdog:
 
     @contextlib.contextmanager
     def section(self, name: Section | str) -> Iterator[None]:
-        section = Section(name)
-        outer = self._section
-        self._section = (section, self.clock())
-        self.progress()
+        outer = self.enter(name)
         try:
             yield
         finally:
-            self._section = outer
-            self.progress()
+            self.leave(outer)
+
+    def enter(self, name: Section | str) -> tuple[Section, float] | None:
+        """Enter a section (progress); returns what `leave` restores (`section` does both)."""
+        section = name if isinstance(name, Section) else Section(name)
+        outer, now = self._section, self.clock()
+        self._section = (section, now)
+        self._last_progress = now
+        return outer
+
+    def leave(self, outer: tuple[Section, float] | None) -> None:
+        self._section = outer
+        self._last_progress = self.clock()
 
     # the monitor thread
 

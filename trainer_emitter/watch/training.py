@@ -125,18 +125,25 @@ class TrainingWatch:
     def section(self, name: Section | str) -> Iterator[None]:
         """Time a named part of the step; an exempt one (data loading, checkpoint save or load,
         the first step's compile) may outlast the watchdog's timeout."""
-        section = Section(name)
-        started, waited = self._clock(), self.hang.collective.seconds
-        with self.hang.section(section):
+        collective = self.hang.collective
+        outer = self.hang.enter(name)
+        started, waited = self._clock(), collective.seconds
+        try:
             yield
-        busy = self._clock() - started - (self.hang.collective.seconds - waited)
-        self._sections.setdefault(section.value, []).append(max(busy, 0.0))
+        finally:
+            self.hang.leave(outer)
+        busy = self._clock() - started - (collective.seconds - waited)
+        times = self._sections.get(name)
+        if times is None:
+            times = self._sections.setdefault(Section(name).value, [])
+        times.append(busy if busy > 0 else 0.0)
 
     def step(self, step: int) -> None:
         """A step is done: progress for the watchdog, a busy time for the scores."""
         self.hang.progress(step)
         now, waited = self._clock(), self.hang.collective.seconds
-        self._steps.append(max(now - self._step_started - (waited - self._collective_at_step), 0.0))
+        busy = now - self._step_started - (waited - self._collective_at_step)
+        self._steps.append(busy if busy > 0 else 0.0)
         self._step_started, self._collective_at_step = now, waited
         if len(self._steps) >= self.window_steps:
             self._publish_window()
