@@ -17,6 +17,7 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from lambdas.models.console import console_link
 from lambdas.models.guard import ClusterHold, HoldKind
@@ -26,6 +27,7 @@ from lambdas.models.recovery import MAX_REBOOTS
 from lambdas.models.settings import Settings
 from lambdas.wording import card_lines
 from lambdas.wording.card_lines import approval_rule_lines
+from trainer_emitter.contract import SDC_METRICS, Metric
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
 MESSAGE_MAX_BYTES = 200_000
@@ -186,6 +188,23 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
     )
 
 
+_SUSPICIONS: Final = (
+    (SDC_METRICS, "silent data corruption"),
+    ((Metric.HANG,), "a training hang"),
+    ((Metric.STRAGGLER,), "a straggler"),
+)
+
+
+def suspected(incident: Incident) -> str:
+    """What the incident's metrics suspect, as the card's first line says it: silent data
+    corruption, a training hang, a straggler (or several of them); silent data corruption
+    when its evidence names no metric (an alarm the record could not attribute)."""
+    metrics = set(incident.metrics)
+    named = [what for kinds, what in _SUSPICIONS if metrics & {m.value for m in kinds}]
+    text = " and ".join(named) or "silent data corruption"
+    return text[0].upper() + text[1:]
+
+
 def _approval_card(
     incident: Incident, settings: Settings, shown_reports: int | None
 ) -> ApprovalCard:
@@ -201,7 +220,7 @@ def _approval_card(
         opening=Section(
             None,
             (
-                f"Silent data corruption suspected on {incident.instance_id} "
+                f"{suspected(incident)} suspected on {incident.instance_id} "
                 f"(cluster {incident.cluster_name}).",
                 f"Incident: {incident.incident_id}",
             ),

@@ -184,3 +184,14 @@ def test_every_watch_row_is_reachable():
     }
 
     assert reached == set(WatchRow)
+
+
+def test_the_card_says_what_the_incident_suspects(job_world):
+    from lambdas.wording.cards import suspected
+
+    hang = store(job_world, hang_alarm(13))["incidents"][0]["incident_id"]
+    straggler_world_incident = job_world.incident(hang)
+    straggler_world_incident.evidence.append({"kind": "report", "metrics": ["sdc_straggler"]})
+
+    assert suspected(job_world.incident(hang)) == "A training hang"
+    assert suspected(straggler_world_incident) == "A training hang and a straggler"
