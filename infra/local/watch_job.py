@@ -26,6 +26,7 @@ from typing import Any
 
 from infra.local.ddp_job import JobError, require_torch
 from infra.local.ranks import run_ranks
+from trainer_emitter.contract import Check
 
 WATCH_TIMEOUT = 1.5
 """The watchdog's timeout in the local job: seconds, so a hang shows within the test."""
@@ -110,7 +111,7 @@ class WatchResult:
                 )
             )
         for alarm in self.alarms:
-            if alarm.get("check") == "hang":
+            if alarm.get("check") == Check.HANG:
                 hang = alarm["hang"]
                 after = (
                     f" {self.reported - self.onset:.1f} s after the stop"
@@ -147,11 +148,11 @@ class WatchResult:
 
     @property
     def hangs(self) -> list[dict[str, Any]]:
-        return [a for a in self.alarms if a.get("check") == "hang"]
+        return [a for a in self.alarms if a.get("check") == Check.HANG]
 
     @property
     def stragglers(self) -> list[dict[str, Any]]:
-        return [a for a in self.alarms if a.get("check") == "straggler"]
+        return [a for a in self.alarms if a.get("check") == Check.STRAGGLER]
 
 
 def run_watch_job(nodes: Sequence[str], *, timeout: float = 120.0, **settings: Any) -> WatchResult:
@@ -173,7 +174,7 @@ def run_watch_job(nodes: Sequence[str], *, timeout: float = 120.0, **settings: A
         if kind == "alarm":
             alarm, at = payload
             result.alarms.append(alarm)
-            if alarm.get("check") == "hang":
+            if alarm.get("check") == Check.HANG:
                 result.reported = at
                 return True
             return False

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from trainer_emitter.contract import Check
+
 MAX_RANKS_SHOWN = 64
 """A report shows at most this many ranks' states: the named ones first, then one peer."""
 MAX_STACKS_SHOWN = 8
@@ -106,7 +108,7 @@ class HangEvidence:
         """The alarm dict `report()` takes (check `hang`)."""
         shown = self._shown()
         return {
-            "check": "hang",
+            "check": Check.HANG.value,
             "step": step,
             "suspect_window": None,
             "hang": {

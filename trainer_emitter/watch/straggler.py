@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainer_emitter.contract import Check
+
 DEFAULT_THRESHOLD = 0.7
 DEFAULT_WINDOWS = 3
 DEFAULT_WINDOW_STEPS = 100
@@ -72,7 +74,7 @@ class WindowScores:
         shown = order[:MAX_SCORES_SHOWN]
         named = sorted({i for r in self.flagged if (i := instance_of.get(r)) is not None})
         return {
-            "check": "straggler",
+            "check": Check.STRAGGLER.value,
             "step": step,
             "suspect_window": None,
             "straggler": {
