@@ -14,6 +14,7 @@ links (`O_NOFOLLOW`), and created with `O_EXCL`.
 from __future__ import annotations
 
 import argparse
+import copy
 import fcntl
 import json
 import logging
@@ -201,7 +202,9 @@ def _report_validator(version: str) -> tuple[Any, type[Exception]]:
     """The report schema of `version` (`trainer_emitter/schemas`), compiled once per replay."""
     import fastjsonschema
 
-    return fastjsonschema.compile(report_schema(version)), fastjsonschema.JsonSchemaException
+    # a copy: fastjsonschema rewrites the refs of what it compiles, and report_schema() is shared
+    schema = copy.deepcopy(report_schema(version))
+    return fastjsonschema.compile(schema), fastjsonschema.JsonSchemaException
 
 
 def _send(record: dict[str, Any], sink: Sink) -> list[str]:
