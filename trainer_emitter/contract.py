@@ -31,6 +31,13 @@ PERIOD_SECONDS: Final = 60
 REPORT_SOURCE: Final = "sdc.trainer"
 REPORT_DETAIL_TYPE: Final = "SDC Report"
 REPORT_SCHEMA_VERSION: Final = "1"
+"""The version an SDC check's report carries: unchanged, so a pipeline that reads only version 1
+keeps reading every SDC report."""
+WATCH_REPORT_SCHEMA_VERSION: Final = "2"
+"""The version a hang or straggler report carries: version 1 plus the two check kinds and their
+evidence (`hang`, `straggler`). A pipeline that knows only version 1 refuses it as malformed (to
+its dead-letter queue), never misreads it."""
+REPORT_SCHEMA_VERSIONS: Final = (REPORT_SCHEMA_VERSION, WATCH_REPORT_SCHEMA_VERSION)
 
 MAX_REPORT_CHECKPOINTS: Final = 16
 """A report carries at most this many checkpoints (the newest steps): the event stays small
@@ -50,6 +57,8 @@ class Metric(StrEnum):
     NONFINITE_GRAD = "sdc_nonfinite_grad"
     REPLAY_MISMATCH = "sdc_replay_mismatch"
     DIVERGENT_TENSORS = "sdc_divergent_tensors"
+    HANG = "sdc_hang"
+    STRAGGLER = "sdc_straggler"
 
     @property
     def alarm_name(self) -> str:
@@ -66,7 +75,14 @@ _DESCRIPTIONS: Final = {
     Metric.REPLAY_MISMATCH: "A training rank on this instance failed the ring replay audit.",
     Metric.DIVERGENT_TENSORS: "A replica on this instance holds weights that differ from the "
     "majority.",
+    Metric.HANG: "The training job hung, and the hang watchdog's evidence names a rank on this "
+    "instance (missing from a collective, silent, or with a stack unlike its peers').",
+    Metric.STRAGGLER: "A training rank on this instance ran slower than its peers or its own best "
+    "for several consecutive windows.",
 }
+
+SDC_METRICS: Final = (Metric.NONFINITE_GRAD, Metric.REPLAY_MISMATCH, Metric.DIVERGENT_TENSORS)
+"""The metrics of the three SDC checks: what a version 1 report may name."""
 
 
 def metric_for_alarm_name(alarm_name: str) -> Metric | None:
@@ -89,6 +105,10 @@ class Check(StrEnum):
     COMPUTE = "compute"
     REDUCED_GRADIENT = "reduced gradient"
     WEIGHTS = "weights"
+    HANG = "hang"
+    """The hang watchdog: no progress anywhere in the job for its timeout (report version 2)."""
+    STRAGGLER = "straggler"
+    """The straggler scores: a rank slow for several consecutive windows (report version 2)."""
 
 
 class Role(StrEnum):
@@ -142,12 +162,25 @@ def instance_id_from_node_name(node_name: str | None) -> str | None:
     return match.group(1) if match else None
 
 
+def report_version(check: Check | str | None) -> str:
+    """The schema version of a report raised by `check`: 2 for the hang and straggler kinds, 1
+    for the SDC checks (and for an alarm whose check is unknown)."""
+    if check in (Check.HANG, Check.STRAGGLER):
+        return WATCH_REPORT_SCHEMA_VERSION
+    return REPORT_SCHEMA_VERSION
+
+
 @cache
-def report_schema() -> dict[str, Any]:
-    """JSON Schema (draft 2020-12) of the `SDC Report` event detail, version REPORT_SCHEMA_VERSION."""
+def report_schema(version: str = REPORT_SCHEMA_VERSION) -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the `SDC Report` event detail of `version` (one of
+    REPORT_SCHEMA_VERSIONS)."""
+    if version not in REPORT_SCHEMA_VERSIONS:
+        raise ValueError(
+            f"report schema version {version!r} is not one of {REPORT_SCHEMA_VERSIONS}"
+        )
     text = (
         resources.files("trainer_emitter")
-        .joinpath(f"schemas/sdc_report.v{REPORT_SCHEMA_VERSION}.json")
+        .joinpath(f"schemas/sdc_report.v{version}.json")
         .read_text(encoding="utf-8")
     )
     schema: dict[str, Any] = json.loads(text)

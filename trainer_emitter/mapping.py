@@ -31,15 +31,16 @@ from trainer_emitter.contract import (
     MAX_EXACT_INTEGER,
     MAX_REPORT_CHECKPOINTS,
     MAX_REPORT_DEPTH,
-    REPORT_SCHEMA_VERSION,
     UNIT,
     VALUE,
     Check,
     Metric,
     Role,
     VerdictKind,
+    report_version,
 )
 from trainer_emitter.rankmap import RankMap
+from trainer_emitter.watch.evidence import read_hang, read_straggler
 
 _ROLE_STRENGTH = {Role.INVOLVED: 0, Role.CONFIRMED_SUSPECT: 1, Role.CULPRIT: 2}
 
@@ -88,6 +89,32 @@ class Rule(Enum):
         Role.INVOLVED,
         Metric.NONFINITE_GRAD,
         "every rank in the map",
+    )
+    HANG_LOCALISED = (
+        "check `hang`, rank in `missing_ranks`, `silent_ranks` or `odd_stack_ranks` on the "
+        "`localised_instance`",
+        Role.CULPRIT,
+        Metric.HANG,
+        "",
+    )
+    HANG_SPANNING = (
+        "check `hang` localised to no instance: rank in `missing_ranks`, `silent_ranks` or "
+        "`odd_stack_ranks`",
+        Role.INVOLVED,
+        Metric.HANG,
+        "every rank in the map when the evidence names none",
+    )
+    STRAGGLER_ONE_INSTANCE = (
+        "check `straggler`, rank in `flagged`, every flagged rank on one instance",
+        Role.CULPRIT,
+        Metric.STRAGGLER,
+        "",
+    )
+    STRAGGLER_SPANNING = (
+        "check `straggler`, rank in `flagged`, the flagged ranks on several instances",
+        Role.INVOLVED,
+        Metric.STRAGGLER,
+        "",
     )
 
     def __init__(self, evidence: str, role: Role, metric: Metric, scope: str) -> None:
@@ -424,6 +451,18 @@ def build_report(
                 "the reduced gradient is non-finite and no rank is named",
             )
 
+    watch_evidence: dict[str, Any] = {}
+    if check is Check.HANG:
+        hang = read_hang(reader.alarm.get("hang"), reader.errors)
+        if hang is not None:
+            watch_evidence["hang"] = hang
+        _add_hang(hang, rank_map, add)
+    elif check is Check.STRAGGLER:
+        straggler = read_straggler(reader.alarm.get("straggler"), reader.errors)
+        if straggler is not None:
+            watch_evidence["straggler"] = straggler
+        _add_straggler(straggler, rank_map, add)
+
     suspects, instances = _place(evidence, rank_map, reader.errors)
     datapoints = [
         Datapoint(Metric(metric), cluster_name, instance["instance_id"], now)
@@ -434,7 +473,7 @@ def build_report(
         reader.errors.append("the alarm names no rank and no rule applies: nothing to publish")
     ambiguous = not any(e.role in (Role.CULPRIT, Role.CONFIRMED_SUSPECT) for e in evidence.values())
     detail: dict[str, Any] = {
-        "schema_version": REPORT_SCHEMA_VERSION,
+        "schema_version": report_version(check),
         "report_id": report_id,
         "emitted_at": now.isoformat(),
         "cluster_name": cluster_name,
@@ -451,14 +490,84 @@ def build_report(
         "culprits": culprits or [],
         "verdicts": verdicts,
         "weight_suspects": weight_suspects,
-        "suspect_window": reader.window(),
+        "suspect_window": None if check in (Check.HANG, Check.STRAGGLER) else reader.window(),
         "last_audit_pass": reader.step("last_audit_pass"),
         "last_weight_check_pass": reader.step("last_weight_check_pass"),
         "checkpoints": reader.checkpoints(),
+        **watch_evidence,
         "errors": reader.errors,
-        "alarm": _finite_copy(reader.alarm),
+        # the watch's evidence is in the detail once, cleaned: the copy of the alarm leaves it out
+        "alarm": _finite_copy(
+            {
+                k: v
+                for k, v in reader.alarm.items()
+                if k not in _WATCH_EVIDENCE or check not in (Check.HANG, Check.STRAGGLER)
+            }
+        ),
     }
     return Report(detail=detail, datapoints=datapoints)
+
+
+_WATCH_EVIDENCE = frozenset({"hang", "straggler"})
+"""The keys of the watch's evidence, which a report carries in its own fields, read and cleaned."""
+
+
+def _add_hang(hang: dict[str, Any] | None, rank_map: RankMap, add: Any) -> None:
+    if hang is None:
+        return
+    named = sorted(
+        set(hang["missing_ranks"]) | set(hang["silent_ranks"]) | set(hang["odd_stack_ranks"])
+    )
+    localised = hang["localised_instance"]
+    for rank in named:
+        info = rank_map.get(rank)
+        on_it = localised is not None and info is not None and info.instance_id == localised
+        if on_it:
+            add(
+                rank,
+                Rule.HANG_LOCALISED,
+                f"hang: {_hang_reason(hang, rank)}; localised by " + " and ".join(hang["signals"]),
+            )
+        else:
+            add(rank, Rule.HANG_SPANNING, f"hang: {_hang_reason(hang, rank)}")
+    if not named:
+        for rank in rank_map.ranks():
+            add(rank, Rule.HANG_SPANNING, "hang: the evidence names no rank")
+
+
+def _hang_reason(hang: dict[str, Any], rank: int) -> str:
+    why = []
+    if rank in hang["missing_ranks"]:
+        waiting = hang["waiting_collective"] or {}
+        why.append(f"did not enter collective {waiting.get('seq')} ({waiting.get('name')})")
+    if rank in hang["silent_ranks"]:
+        why.append("gave no evidence")
+    if rank in hang["odd_stack_ranks"]:
+        why.append("its stack differs from its peers'")
+    return ", ".join(why)
+
+
+def _add_straggler(straggler: dict[str, Any] | None, rank_map: RankMap, add: Any) -> None:
+    if straggler is None:
+        return
+    flagged = straggler["flagged"]
+    instances = {info.instance_id if info else None for info in map(rank_map.get, flagged)}
+    rule = (
+        Rule.STRAGGLER_ONE_INSTANCE
+        if len(instances) == 1 and None not in instances
+        else Rule.STRAGGLER_SPANNING
+    )
+    scores = {entry["rank"]: entry for entry in straggler["scores"]}
+    for rank in flagged:
+        relative = (scores.get(rank) or {}).get("relative")
+        shown = "unknown" if relative is None else f"{relative:.2f}"
+        add(
+            rank,
+            rule,
+            f"straggler: relative score {shown} below {straggler['threshold']:g} for "
+            f"{straggler['windows_required']} consecutive windows of {straggler['window_steps']} "
+            "steps",
+        )
 
 
 def _place(

@@ -14,6 +14,7 @@ links (`O_NOFOLLOW`), and created with `O_EXCL`.
 from __future__ import annotations
 
 import argparse
+import copy
 import fcntl
 import json
 import logging
@@ -28,7 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from trainer_emitter.contract import report_schema
+from trainer_emitter.contract import REPORT_SCHEMA_VERSIONS, report_schema
 from trainer_emitter.mapping import Datapoint, Report
 from trainer_emitter.sinks import DeliveryError, Sink
 
@@ -174,9 +175,13 @@ def replay(paths: Sequence[Path], sink: Sink) -> ReplayResult:
 def _invalid(record: dict[str, Any]) -> str | None:
     """Why the record cannot be re-sent (its report against the report schema, its pending
     parts and datapoints against what the emitter writes), or None."""
-    validate, error = _report_validator()
+    report = record["report"]
+    version = report.get("schema_version") if isinstance(report, dict) else None
+    if version not in REPORT_SCHEMA_VERSIONS:
+        return f"schema_version: {version!r} is not one of {', '.join(REPORT_SCHEMA_VERSIONS)}"
+    validate, error = _report_validator(version)
     try:
-        validate(record["report"])
+        validate(report)
     except error as err:
         return f"{getattr(err, 'name', 'report')}: {getattr(err, 'message', err)}"
     if not isinstance(record.get("namespace"), str) or not record["namespace"]:
@@ -193,11 +198,13 @@ def _invalid(record: dict[str, Any]) -> str | None:
 
 
 @cache
-def _report_validator() -> tuple[Any, type[Exception]]:
-    """The report schema (`trainer_emitter/schemas`), compiled once per replay."""
+def _report_validator(version: str) -> tuple[Any, type[Exception]]:
+    """The report schema of `version` (`trainer_emitter/schemas`), compiled once per replay."""
     import fastjsonschema
 
-    return fastjsonschema.compile(report_schema()), fastjsonschema.JsonSchemaException
+    # a copy: fastjsonschema rewrites the refs of what it compiles, and report_schema() is shared
+    schema = copy.deepcopy(report_schema(version))
+    return fastjsonschema.compile(schema), fastjsonschema.JsonSchemaException
 
 
 def _send(record: dict[str, Any], sink: Sink) -> list[str]:

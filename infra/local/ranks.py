@@ -30,10 +30,12 @@ def run_ranks(
     *,
     timeout: float,
     timed_out: Callable[[], Exception],
+    linger: float = 30.0,
 ) -> None:
     """Start `world` ranks and feed every message they put to `on_message` until it returns
     True; raises `timed_out()` when that takes longer than `timeout` seconds, and whatever
-    `on_message` raises (a rank's error)."""
+    `on_message` raises (a rank's error). Then each rank gets `linger` seconds to exit before
+    it is ended (a job that hung on purpose passes 0)."""
     context = multiprocessing.get_context("spawn")
     messages: Any = context.Queue()
     port = free_port()
@@ -53,9 +55,10 @@ def run_ranks(
             if on_message(message):
                 break
         for process in workers:
-            process.join(timeout=30)
+            process.join(timeout=linger)
     finally:
-        for process in workers:
+        # rank 0 last: it serves the rendezvous store the others' threads may still be using
+        for process in reversed(workers):
             if process.is_alive():
                 process.kill()
                 process.join(timeout=5)

@@ -22,6 +22,7 @@ from trainer_emitter.contract import (
     MAX_REPORT_CHECKPOINTS,
     MAX_REPORT_DEPTH,
     REPORT_DETAIL_TYPE,
+    REPORT_SCHEMA_VERSIONS,
     REPORT_SOURCE,
     Check,
     Metric,
@@ -114,6 +115,10 @@ class SdcReport:
     """The detail as received, stored unchanged."""
     checkpoints: tuple[ReportCheckpoint, ...] = ()
     """Oldest first; empty when the report names none (older emitters)."""
+    hang: Mapping[str, Any] | None = None
+    """The hang watchdog's evidence (schema version 2, check `hang`), as received and checked."""
+    straggler: Mapping[str, Any] | None = None
+    """The straggler scores (schema version 2, check `straggler`), as received and checked."""
     received_at: str | None = None
     """When the pipeline received it, by its own clock (ISO 8601): what orders reports and
     moves windows. `emitted_at` is the reporter's claim, kept as data. None until received."""
@@ -141,9 +146,12 @@ def parse_report_event(event: Any) -> ReportEvent:
 
 
 def parse_report(detail: Any) -> SdcReport:
-    """The report detail, checked against the report schema, as the typed model. Its
-    checkpoints are read leniently (`_checkpoints`)."""
-    schema = _report_schema()
+    """The report detail, checked against the report schema of its version, as the typed
+    model. Its checkpoints are read leniently (`_checkpoints`)."""
+    # a version this pipeline does not know is checked against version 1, which names it
+    claimed = detail.get("schema_version") if isinstance(detail, Mapping) else None
+    version = claimed if claimed in REPORT_SCHEMA_VERSIONS else REPORT_SCHEMA_VERSIONS[0]
+    schema = _report_schema(version)
     schema.check(schema.report, detail, "detail")
     check_bounds(detail, "detail")
     checkpoints, dropped = _checkpoints(schema, detail.get("checkpoints"))
@@ -170,6 +178,8 @@ def parse_report(detail: Any) -> SdcReport:
         errors=tuple(detail["errors"]) + dropped,
         detail=detail,
         checkpoints=checkpoints,
+        hang=detail.get("hang"),
+        straggler=detail.get("straggler"),
     )
 
 
@@ -216,8 +226,9 @@ def _clip(path: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _ReportSchema:
-    """`trainer_emitter/schemas/sdc_report.v1.json`, compiled: the one definition of a
-    report's shape the pipeline checks against."""
+    """`trainer_emitter/schemas/sdc_report.v<version>.json`, compiled: the one definition of a
+    report's shape the pipeline checks against (version 1: the SDC checks; version 2: version 1
+    plus the hang and straggler kinds and their evidence)."""
 
     report: Callable[..., Any]
     """The whole detail but its checkpoints (any value passes there)."""
@@ -235,13 +246,13 @@ class _ReportSchema:
 
 
 @cache
-def _report_schema() -> _ReportSchema:
+def _report_schema(version: str) -> _ReportSchema:
     """Compiled once, on the first report: fastjsonschema generates a Python function from the
     schema (about 0.1 s), which a function that reads no report never pays for. Powertools'
     validation utility, over the same library, would compile it again on every call."""
     import fastjsonschema
 
-    schema = report_schema()
+    schema = report_schema(version)
     defs = schema["$defs"]
     whole = {**schema, "properties": {**schema["properties"], "checkpoints": {}}}
     # A tag or location left out of a checkpoint reads as unknown.

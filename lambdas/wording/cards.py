@@ -27,6 +27,7 @@ from lambdas.models.recovery import MAX_REBOOTS
 from lambdas.models.settings import Settings
 from lambdas.wording import card_lines
 from lambdas.wording.card_lines import approval_rule_lines
+from trainer_emitter.contract import SDC_METRICS, Metric
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
 MESSAGE_MAX_BYTES = 200_000
@@ -213,6 +214,22 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
     return dataclasses.replace(fixed, evidence=Section("EVIDENCE", (see,)))
 
 
+_SUSPICIONS: Final = (
+    (SDC_METRICS, "silent data corruption"),
+    ((Metric.HANG,), "a training hang"),
+    ((Metric.STRAGGLER,), "a straggler"),
+)
+
+
+def suspected(incident: Incident) -> str:
+    """What the incident's metrics suspect, as the card's first line (WHAT) says it: silent
+    data corruption, a training hang, a straggler (or several of them); silent data corruption
+    when its evidence names no metric (an alarm the record could not attribute)."""
+    metrics = set(incident.metrics)
+    named = [what for kinds, what in _SUSPICIONS if metrics & {m.value for m in kinds}]
+    return " and ".join(named) or "silent data corruption"
+
+
 def _approval_card(
     incident: Incident, settings: Settings, shown_reports: int | None
 ) -> ApprovalCard:
@@ -306,7 +323,7 @@ def _summary(
     return Section(
         None,
         (
-            f"WHAT: silent data corruption suspected on {incident.target} ({metrics})",
+            f"WHAT: {suspected(incident)} suspected on {incident.target} ({metrics})",
             f"WHERE: cluster {incident.cluster_name}, instance group "
             f"{incident.instance_group or 'unknown'}; incident {incident.incident_id}",
             card_lines.recommendation_heading(incident.recommendation),

@@ -2,6 +2,8 @@
 
 `python emitter`: the README's emitter calls, in order, in one fresh interpreter (a fresh one is
 what shows a broken import), with the `memory` sink and a one-rank job's alarm.
+`python watch`: the training watch's blocks, in a fresh interpreter, against a rendezvous store
+this test starts (a one-rank job: MASTER_ADDR and MASTER_PORT name it).
 `python checks`: the training-loop blocks on every rank of a 4-rank gloo job (tests/docs/ranks.py).
 `python synth`, `python construct` and `python local`: the infra blocks, each in a fresh
 interpreter in the repository, the last against the local account.
@@ -21,7 +23,7 @@ from tests.conftest import REPO
 from tests.docs.blocks import Block, blocks_of
 
 PYTHON = blocks_of("python")
-SESSIONS = ("emitter", "checks", "synth", "construct", "local")
+SESSIONS = ("emitter", "watch", "checks", "synth", "construct", "local")
 
 
 def session(name: str) -> list[Block]:
@@ -97,6 +99,49 @@ def test_the_emitter_blocks_run_in_a_fresh_interpreter_and_report():
     assert [(d["metric"], d["instance_id"]) for d in seen["datapoints"]] == [
         ("sdc_nonfinite_grad", "i-0bb00000000000002")
     ]
+
+
+@pytest.mark.torch
+def test_the_watch_blocks_run_in_a_fresh_interpreter_and_watch_every_step():
+    # Given the README's watch blocks, a rendezvous store, a one-rank job and the memory sink
+    from torch.distributed import TCPStore
+
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    prelude = """
+        steps = 7
+        batches = iter(range(100))
+        model = {"weights": 0}
+        def train_step(model, batch):
+            model["weights"] += batch
+        def save_checkpoint(model):
+            pass
+    """
+    postlude = """
+        import json
+        print(json.dumps({"last_step": watch.hang.last_step, "verdicts": len(watch.hang.verdicts),
+                          "sections": sorted(watch._sections), "weights": model["weights"]}))
+    """
+
+    # When they run in order in a fresh interpreter
+    out = run_fresh(
+        program(session("watch"), prelude, postlude),
+        env={
+            "SDC_SINK": "memory",
+            "AWS_REGION": "us-west-2",
+            "NODE_NAME": "hyperpod-i-0bb00000000000002",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(server.port),
+        },
+    )
+
+    # Then every step was marked, every section timed, nothing judged a hang
+    seen = json.loads(out.splitlines()[-1])
+    assert seen == {
+        "last_step": 7,
+        "verdicts": 0,
+        "sections": ["checkpoint_save", "data_loading", "forward_backward"],
+        "weights": sum(range(7)),
+    }
 
 
 @pytest.mark.torch

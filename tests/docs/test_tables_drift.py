@@ -75,6 +75,15 @@ def test_the_readme_report_mapping_table_is_the_mapping_rules():
     assert tables.report_mapping_drift(README, list(Rule)) == []
 
 
+def test_the_readme_watch_decision_table_is_the_watch_rows():
+    from lambdas.logic.evidence.recommendation import WatchRow
+
+    lines = README[README.index("| evidence | recommend | the card says |") :].splitlines()[2:]
+    rows = lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]
+
+    assert rows == [f"| {r.evidence} | {r.advice.tier} | {r.action} |" for r in WatchRow]
+
+
 @pytest.mark.synth
 def test_the_permission_table_is_what_each_function_role_allows(full_template):
     assert tables.permissions_drift(DEPLOY, tables.granted_actions(full_template)) == []

@@ -202,6 +202,7 @@ CONTRACT = {
     "trainer_emitter/__init__.py",
     "trainer_emitter/contract.py",
     "trainer_emitter/schemas/sdc_report.v1.json",
+    "trainer_emitter/schemas/sdc_report.v2.json",
 }
 
 
@@ -235,9 +236,10 @@ import importlib, json, os, pkgutil, sys, sysconfig
 asset = os.path.join(sys.argv[1], "")
 sys.path.insert(0, asset)
 import lambdas
-from trainer_emitter.contract import report_schema
+from trainer_emitter.contract import REPORT_SCHEMA_VERSIONS, report_schema
 
-report_schema()
+for version in REPORT_SCHEMA_VERSIONS:
+    report_schema(version)
 modules = [m.name for m in pkgutil.walk_packages(lambdas.__path__, "lambdas.")]
 for name in modules:
     importlib.import_module(name)

@@ -7,11 +7,15 @@ from trainer_emitter import contract
 from trainer_emitter.contract import Metric, VerdictKind
 
 
-def test_metric_names_are_exactly_the_three_the_design_fixes():
-    assert {m.value for m in Metric} == {
+def test_metric_names_are_the_three_sdc_checks_and_the_two_of_the_watch():
+    assert {m.value for m in contract.SDC_METRICS} == {
         "sdc_nonfinite_grad",
         "sdc_replay_mismatch",
         "sdc_divergent_tensors",
+    }
+    assert {m.value for m in Metric} - {m.value for m in contract.SDC_METRICS} == {
+        "sdc_hang",
+        "sdc_straggler",
     }
 
 
@@ -66,4 +70,37 @@ def test_report_schema_is_versioned_and_names_the_contract_metrics():
     schema = contract.report_schema()
 
     assert schema["properties"]["schema_version"] == {"const": contract.REPORT_SCHEMA_VERSION}
-    assert set(schema["$defs"]["metric"]["enum"]) == {m.value for m in Metric}
+    assert set(schema["$defs"]["metric"]["enum"]) == {m.value for m in contract.SDC_METRICS}
+
+
+def test_version_2_is_version_1_plus_the_watch_kinds_and_their_evidence():
+    one, two = contract.report_schema("1"), contract.report_schema("2")
+
+    assert two["properties"]["schema_version"] == {"const": "2"}
+    assert set(two["$defs"]["metric"]["enum"]) == {m.value for m in Metric}
+    assert set(two["properties"]["check"]["enum"]) == {c.value for c in contract.Check} | {None}
+    assert set(two["properties"]) - set(one["properties"]) == {"hang", "straggler"}
+    assert two["required"] == one["required"]  # the evidence is optional: v1's fields suffice
+    for name, prop in one["properties"].items():
+        if name not in ("schema_version", "check"):
+            assert two["properties"][name] == prop, name
+
+
+@pytest.mark.parametrize(
+    ("check", "version"),
+    [
+        ("compute", "1"),
+        ("weights", "1"),
+        ("reduced gradient", "1"),
+        (None, "1"),
+        ("hang", "2"),
+        ("straggler", "2"),
+    ],
+)
+def test_sdc_reports_stay_version_1_and_watch_reports_are_version_2(check, version):
+    assert contract.report_version(check) == version
+
+
+def test_an_unknown_schema_version_is_refused_by_name():
+    with pytest.raises(ValueError, match="'3' is not one of"):
+        contract.report_schema("3")

@@ -173,9 +173,9 @@ def test_report_with_another_source_is_refused():
     assert err.value.field == "source"
 
 
-def test_report_with_another_schema_version_is_refused():
+def test_report_with_an_unknown_schema_version_is_refused():
     event = report_event()
-    event["detail"]["schema_version"] = "2"
+    event["detail"]["schema_version"] = "3"
 
     with pytest.raises(MalformedEvent) as err:
         parse_report_event(event)

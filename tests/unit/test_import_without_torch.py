@@ -33,7 +33,7 @@ def test_importing_trainer_emitter_does_not_import_torch():
     done = run(
         """
         import sys
-        import trainer_emitter, trainer_emitter.checks
+        import trainer_emitter, trainer_emitter.checks, trainer_emitter.watch
         from trainer_emitter.checks import Schedule
         Schedule(audit_every=10)
         print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))

@@ -120,6 +120,33 @@ def tiny_ddp_job() -> Any:
     return run_job(NODES)
 
 
+HANG_RANK = 2
+"""The rank the `hang-one-rank` job stops before an all-reduce (one rank per node)."""
+HANG_SPAN = (1, 3)
+"""The ranks, on two nodes, the `hang-ambiguous` job stops."""
+STRAGGLER_RANK = 1
+
+
+def hang_one_rank_job() -> Any:
+    """A real 4-rank gloo job on CPU with the training watch: one rank stops before an
+    all-reduce; the watchdog's alarm and the rank map replace the scenario's."""
+    from infra.local.watch_job import run_watch_job  # torch only in the job's processes
+
+    return run_watch_job(NODES, stall=(HANG_RANK,))
+
+
+def hang_ambiguous_job() -> Any:
+    from infra.local.watch_job import run_watch_job
+
+    return run_watch_job(NODES, stall=HANG_SPAN)
+
+
+def straggler_job() -> Any:
+    from infra.local.watch_job import run_watch_job
+
+    return run_watch_job(NODES, steps=15, straggler=STRAGGLER_RANK, straggler_seconds=0.05)
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -310,6 +337,42 @@ SCENARIOS = {
             "replaced",
             replaced=True,
             job=tiny_ddp_job,
+        ),
+        Scenario(
+            "hang-one-rank",
+            "a real 4-rank gloo job on CPU: one rank stops before an all-reduce; the watchdog "
+            "names it by the collective and its stack; its node is isolated, a reboot is "
+            "recommended and done (needs torch)",
+            {},
+            "reboot",
+            "rebooted",
+            rebooted=True,
+            recommends="reboot",
+            job=hang_one_rank_job,
+        ),
+        Scenario(
+            "hang-ambiguous",
+            "a real 4-rank gloo job on CPU: ranks on two nodes stop; the hang spans instances: "
+            "one job-level incident, health checks of the two nodes only, nothing proposed, "
+            "nothing left cordoned (needs torch)",
+            {},
+            None,
+            "checked",
+            approval=False,
+            context=ROOM_FOR_A_JOB,
+            spare_nodes=1,
+            job=hang_ambiguous_job,
+        ),
+        Scenario(
+            "straggler",
+            "a real 4-rank gloo job on CPU: one rank sleeps a part of every step; the straggler "
+            "scores flag it; no hardware signal, so the card proposes nothing beyond the health "
+            "check and the approver rejects (needs torch)",
+            {},
+            "reject",
+            "rejected",
+            recommends="health check only",
+            job=straggler_job,
         ),
     )
 }

@@ -24,7 +24,8 @@ stores; every card, notice, event and command words that record.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from enum import Enum
+from typing import Any, Final
 
 from lambdas.logic.core.steps import Step
 from lambdas.models.audit import AuditAction
@@ -32,13 +33,93 @@ from lambdas.models.guard import PastIncident
 from lambdas.models.health_check import HealthCheckResult
 from lambdas.models.incident import Incident
 from lambdas.models.recommendation import MAX_PAST, Advice, Recommendation
-from trainer_emitter.contract import Check, VerdictKind
+from trainer_emitter.contract import Check, Role, VerdictKind
 
 
-def assess_report(report: dict[str, Any]) -> tuple[Advice, str]:
+class WatchRow(Enum):
+    """The decision table's rows for the training watch's reports (check `hang`, `straggler`):
+    the evidence, the advice, and what the card says. The training operator restarting the job
+    is the lowest tier and happens without us: every hang row says so."""
+
+    HANG_LOCALISED = (
+        "hang localised to this instance, with a second independent signal agreeing",
+        Advice.REBOOT,
+        "isolate, health-check, reboot (replace on a repeat)",
+    )
+    HANG_AMBIGUOUS = (
+        "hang spanning instances, localised by one signal only, or naming no rank here",
+        Advice.HEALTH_CHECK_ONLY,
+        "notice and health check of the named nodes within the guard; no recovery proposed",
+    )
+    STRAGGLER_CORROBORATED = (
+        "straggler on this instance for k windows, with hardware corroboration",
+        Advice.REBOOT,
+        "isolate, health-check, reboot",
+    )
+    STRAGGLER_ALONE = (
+        "straggler without hardware corroboration, or on several instances",
+        Advice.HEALTH_CHECK_ONLY,
+        "notice only: nothing proposed beyond the health check",
+    )
+
+    def __init__(self, evidence: str, advice: Advice, action: str) -> None:
+        self.evidence = evidence
+        self.advice = advice
+        self.action = action
+
+
+OPERATOR_TIER: Final = (
+    "the training operator restarts the job by itself (its lowest tier, no node changes); "
+    "this recommendation is about the node"
+)
+HARDWARE_SIGNAL: Final = "hardware"
+
+
+def assess_watch(report: dict[str, Any], hardware: Sequence[str]) -> tuple[WatchRow, str]:
+    """The row of a hang or straggler report summary for its instance, and why. `hardware`:
+    the node's telemetry signals in this incident (XIDs, throttle reasons, link counters):
+    the independent signal the trainer cannot give."""
+    ranks = set(report.get("ranks") or [])
+    localised = report.get("role") == Role.CULPRIT
+    corroboration = f"hardware: {'; '.join(hardware[:3])}" if hardware else "no hardware signal"
+    if report.get("check") == Check.HANG:
+        hang = report.get("hang") or {}
+        named = sorted(
+            ranks & set(hang.get("missing_ranks", []))
+            | ranks & set(hang.get("silent_ranks", []))
+            | ranks & set(hang.get("odd_stack_ranks", []))
+        )
+        signals = [*hang.get("signals", []), *([HARDWARE_SIGNAL] if hardware else [])]
+        where = f"rank {_ranks(named)}" if named else "no rank here"
+        if localised and named and len(signals) >= 2:
+            return WatchRow.HANG_LOCALISED, (
+                f"hang localised to this instance ({where}) by {' and '.join(signals)}; "
+                + OPERATOR_TIER
+            )
+        return WatchRow.HANG_AMBIGUOUS, (
+            f"hang names {where}, signals: {', '.join(signals) or 'none'}"
+            + ("" if localised else ", spanning instances")
+            + "; "
+            + OPERATOR_TIER
+        )
+    straggler = report.get("straggler") or {}
+    flagged = sorted(ranks & set(straggler.get("flagged", [])))
+    what = (
+        f"rank {_ranks(flagged)} below {straggler.get('threshold')} for "
+        f"{straggler.get('windows_required')} windows of {straggler.get('window_steps')} steps"
+    )
+    if localised and flagged and hardware:
+        return WatchRow.STRAGGLER_CORROBORATED, f"straggler: {what}; {corroboration}"
+    return WatchRow.STRAGGLER_ALONE, f"straggler: {what}; {corroboration}: notice only"
+
+
+def assess_report(report: dict[str, Any], hardware: Sequence[str] = ()) -> tuple[Advice, str]:
     """The advice one report evidence summary gives for its instance, and why."""
     ranks = set(report.get("ranks") or [])
     check = report.get("check")
+    if check in (Check.HANG, Check.STRAGGLER):
+        row, reason = assess_watch(report, hardware)
+        return row.advice, reason
     if check == Check.WEIGHTS:
         suspects = report.get("weight_suspects")
         if suspects is None:
@@ -88,19 +169,21 @@ def recommend(
     job_level: bool = False,
     rebooted: bool = False,
     unconfirmed: bool = False,
+    hardware: Sequence[str] = (),
 ) -> Recommendation:
     """The advice for an incident from all its report evidence, the health check result,
     `history` (ids of past incidents of the same instance or GPU that count as history) and
     whether the node was already rebooted in this incident (then the check was the one after
     the reboot, and a reboot is not offered again). `unconfirmed`: the checks did not confirm
     what the reports claim about the node, so they propose nothing beyond a health check (a
-    failed deep health check, HyperPod's own finding, still does)."""
+    failed deep health check, HyperPod's own finding, still does). `hardware`: the node's
+    telemetry signals, what corroborates a hang or a straggler (`WatchRow`)."""
     if job_level:
         return Recommendation(
             Advice.HEALTH_CHECK_ONLY,
             ("ambiguous alarm: the involved nodes are health-checked, no replacement proposed",),
         )
-    assessed = [assess_report(r) for r in reports]
+    assessed = [assess_report(r, hardware) for r in reports]
     reasons = [reason for _, reason in assessed]
     if assessed:
         advice = max((a for a, _ in assessed), key=lambda a: a.strength)
@@ -111,6 +194,12 @@ def recommend(
     if transient >= 2:
         advice = Advice.REPLACE
         reasons.append(f"the transient fault recurred ({transient} reports)")
+    elif transient and history and any(r.get("check") in _WATCH for r in reports):
+        advice = Advice.REPLACE
+        reasons.append(
+            f"a repeat on a node with history: {len(history)} past incident(s) "
+            f"({', '.join(history[:5])})"
+        )
     elif transient and history:
         advice = Advice.REPLACE
         reasons.append(
@@ -134,6 +223,15 @@ def recommend(
         advice = Advice.REPLACE
         reasons.append("the node was already rebooted in this incident: replace or reject")
     return Recommendation(advice, tuple(reasons))
+
+
+_WATCH: Final = (Check.HANG, Check.STRAGGLER)
+
+
+def _hardware(incident: Incident) -> tuple[str, ...]:
+    """The node's telemetry signals in this incident, as text (none when not queried)."""
+    telemetry = incident.telemetry
+    return tuple(f.text for f in telemetry.signals) if telemetry else ()
 
 
 def _ranks(ranks: Sequence[int]) -> str:
@@ -162,6 +260,7 @@ def judge(
         job_level=incident.is_job,
         rebooted=incident.reboots > 0,
         unconfirmed=bool(incident.unconfirmed),
+        hardware=_hardware(incident),
     )
     return Recommendation(
         advice=judged.advice,

@@ -170,7 +170,52 @@ def _findings(report: SdcReport) -> dict[str, Any]:
         "last_weight_check_pass": report.last_weight_check_pass,
         "resume": _resume(report),
         "errors": _texts(report.errors, MAX_ERRORS, MAX_TEXT),
+        **_watch(report),
     }
+
+
+MAX_WATCH_RANKS = 64
+MAX_WATCH_INSTANCES = 16
+
+
+def _watch(report: SdcReport) -> dict[str, Any]:
+    """What the decision table reads of a hang or straggler report (the stacks and every
+    rank's scores stay in the stored report): ranks and instances bounded, the collective's
+    name cleaned."""
+    found: dict[str, Any] = {}
+    if report.hang is not None:
+        hang = report.hang
+        waiting = hang.get("waiting_collective")
+        found["hang"] = {
+            "localised_instance": hang.get("localised_instance"),
+            "signals": list(hang.get("signals") or []),
+            "named_instances": list(hang.get("named_instances") or [])[:MAX_WATCH_INSTANCES],
+            "missing_ranks": list(hang.get("missing_ranks") or [])[:MAX_WATCH_RANKS],
+            "silent_ranks": list(hang.get("silent_ranks") or [])[:MAX_WATCH_RANKS],
+            "odd_stack_ranks": list(hang.get("odd_stack_ranks") or [])[:MAX_WATCH_RANKS],
+            "waiting_collective": (
+                {"seq": waiting["seq"], "name": clean_or_none(waiting.get("name"), MAX_NAME)}
+                if waiting
+                else None
+            ),
+            "timeout_s": hang.get("timeout_s"),
+        }
+    if report.straggler is not None:
+        straggler = report.straggler
+        flagged = list(straggler.get("flagged") or [])[:MAX_WATCH_RANKS]
+        found["straggler"] = {
+            "flagged": flagged,
+            "named_instances": list(straggler.get("named_instances") or [])[:MAX_WATCH_INSTANCES],
+            "threshold": straggler.get("threshold"),
+            "windows_required": straggler.get("windows_required"),
+            "window_steps": straggler.get("window_steps"),
+            "relative": [
+                {"rank": entry["rank"], "score": entry.get("relative")}
+                for entry in straggler.get("scores") or []
+                if entry["rank"] in flagged
+            ],
+        }
+    return found
 
 
 def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:

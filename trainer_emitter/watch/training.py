@@ -1,0 +1,246 @@
+"""`TrainingWatch`: the hang watchdog and the straggler timers behind the two calls a training
+loop makes (`section` around the parts of a step, `step` after each), reporting through the
+emitter like the SDC checks.
+
+Every rank publishes its window's medians over the store (`<prefix>straggler/<window>/<rank>`);
+rank 0 scores each window on its own thread once every rank's medians are there (a window some
+rank never publishes is skipped once two later ones are complete), and reports a flagged rank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from trainer_emitter.watch.hang import (
+    DEFAULT_PREFIX,
+    DEFAULT_SECTION_TIMEOUT_SECONDS,
+    DEFAULT_TIMEOUT_SECONDS,
+    HangWatchdog,
+    Section,
+    wrap_collectives,
+)
+from trainer_emitter.watch.localise import HangEvidence
+from trainer_emitter.watch.store import Store, connect_store
+from trainer_emitter.watch.straggler import (
+    DEFAULT_THRESHOLD,
+    DEFAULT_WINDOW_STEPS,
+    DEFAULT_WINDOWS,
+    RankTimes,
+    StragglerScores,
+    WindowScores,
+)
+
+log = logging.getLogger("trainer_emitter")
+
+
+class Reporter(Protocol):
+    """What the watch needs of the emitter (`trainer_emitter.Emitter`)."""
+
+    rank_map: Any
+
+    def report(self, alarm: object) -> Any: ...
+
+
+class TrainingWatch:
+    """Watches one rank. Build it on every rank after `init_process_group`, with the emitter.
+
+    `store`: the side channel (default: a client of the job's rendezvous store at MASTER_ADDR,
+    MASTER_PORT). `timeout`: seconds without progress before evidence is gathered (default 300).
+    `window_steps`, `threshold`, `windows`: the straggler scoring. `count_collectives`: count the
+    collectives of torch.distributed (when it is importable). `on_hang`, `on_straggler`: called
+    with the alarm after it is reported (on the rank that reports it)."""
+
+    def __init__(
+        self,
+        emitter: Reporter,
+        *,
+        store: Store | None = None,
+        rank: int | None = None,
+        world: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        section_timeout: float = DEFAULT_SECTION_TIMEOUT_SECONDS,
+        poll: float | None = None,
+        window_steps: int = DEFAULT_WINDOW_STEPS,
+        threshold: float = DEFAULT_THRESHOLD,
+        windows: int = DEFAULT_WINDOWS,
+        count_collectives: bool = True,
+        on_hang: Callable[[dict[str, Any]], None] | None = None,
+        on_straggler: Callable[[dict[str, Any]], None] | None = None,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        if window_steps < 1:
+            raise ValueError(f"window_steps {window_steps!r} must be at least 1")
+        self.emitter = emitter
+        self.rank, self.world = _rank_and_world(rank, world)
+        self.instance_of = {
+            r: emitter.rank_map.get(r).instance_id if emitter.rank_map.get(r) else None
+            for r in range(self.world)
+        }
+        self.store = store if store is not None else connect_store()
+        self.prefix = prefix
+        self.window_steps = window_steps
+        self.scores = StragglerScores(threshold, windows)
+        self._on_hang, self._on_straggler = on_hang, on_straggler
+        self.hang = HangWatchdog(
+            self.store,
+            rank=self.rank,
+            world=self.world,
+            instance_of=self.instance_of,
+            on_hang=self._report_hang,
+            timeout=timeout,
+            section_timeout=section_timeout,
+            poll=poll,
+            prefix=prefix,
+        )
+        self._restore: Callable[[], None] | None = None
+        if count_collectives:
+            with contextlib.suppress(ImportError):
+                self._restore = wrap_collectives(self.hang.collective)
+        self._clock = time.perf_counter
+        self._step_started = self._clock()
+        self._collective_at_step = self.hang.collective.seconds
+        self._steps: list[float] = []
+        self._sections: dict[str, list[float]] = {}
+        self._window = 0
+        self._stop = threading.Event()
+        self._scorer: threading.Thread | None = None
+        self.hang.start()
+        if self.rank == 0:
+            self._scorer = threading.Thread(
+                target=self._score_windows, name="sdc-straggler", daemon=True
+            )
+            self._scorer.start()
+
+    # the two calls of the training loop
+
+    @contextlib.contextmanager
+    def section(self, name: Section | str) -> Iterator[None]:
+        """Time a named part of the step; an exempt one (data loading, checkpoint save or load,
+        the first step's compile) may outlast the watchdog's timeout."""
+        collective = self.hang.collective
+        outer = self.hang.enter(name)
+        started, waited = self._clock(), collective.seconds
+        try:
+            yield
+        finally:
+            self.hang.leave(outer)
+        busy = self._clock() - started - (collective.seconds - waited)
+        times = self._sections.get(name)
+        if times is None:
+            times = self._sections.setdefault(Section(name).value, [])
+        times.append(busy if busy > 0 else 0.0)
+
+    def step(self, step: int) -> None:
+        """A step is done: progress for the watchdog, a busy time for the scores."""
+        self.hang.progress(step)
+        now, waited = self._clock(), self.hang.collective.seconds
+        busy = now - self._step_started - (waited - self._collective_at_step)
+        self._steps.append(busy if busy > 0 else 0.0)
+        self._step_started, self._collective_at_step = now, waited
+        if len(self._steps) >= self.window_steps:
+            self._publish_window()
+
+    def collective(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """Count a collective the watch cannot see by itself (one not called through
+        torch.distributed's Python functions)."""
+        return self.hang.collective(name)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._scorer is not None:
+            self._scorer.join(timeout=5)
+        self.hang.close()
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
+
+    def __enter__(self) -> TrainingWatch:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # reporting
+
+    def _report_hang(self, evidence: HangEvidence) -> None:
+        alarm = evidence.alarm(step=self.hang.last_step, timeout=self.hang.timeout)
+        log.error("training hang: %s; reporting it", evidence.why)
+        self.emitter.report(alarm)
+        if self._on_hang is not None:
+            self._on_hang(alarm)
+
+    def _report_straggler(self, scores: WindowScores) -> None:
+        alarm = scores.alarm(
+            step=self.hang.last_step,
+            window_steps=self.window_steps,
+            threshold=self.scores.threshold,
+            windows=self.scores.windows,
+            instance_of=self.instance_of,
+        )
+        log.error("straggler: rank %s below %.2f", list(scores.flagged), self.scores.threshold)
+        self.emitter.report(alarm)
+        if self._on_straggler is not None:
+            self._on_straggler(alarm)
+
+    # the windows
+
+    def _publish_window(self) -> None:
+        times = RankTimes(
+            step=statistics.median(self._steps),
+            sections={name: statistics.median(v) for name, v in self._sections.items() if v},
+        )
+        self.store.set(
+            f"{self.prefix}straggler/{self._window}/{self.rank}", json.dumps(times.to_json())
+        )
+        self._window += 1
+        self._steps, self._sections = [], {}
+
+    def _window_keys(self, window: int) -> list[str]:
+        return [f"{self.prefix}straggler/{window}/{rank}" for rank in range(self.world)]
+
+    def _score_windows(self) -> None:
+        window = 0
+        poll = self.hang.poll
+        while not self._stop.wait(poll):
+            try:
+                while True:
+                    keys = self._window_keys(window)
+                    if self.store.check(keys):
+                        times = {
+                            rank: RankTimes.from_json(json.loads(self.store.get(key)))
+                            for rank, key in enumerate(keys)
+                        }
+                        scores = self.scores.score(window, times)
+                        if scores.flagged:
+                            self._report_straggler(scores)
+                    elif not self.store.check(self._window_keys(window + 2)):
+                        break
+                    window += 1
+            except Exception:
+                log.exception("straggler scores: a window failed; scoring goes on")
+
+
+def _rank_and_world(rank: int | None, world: int | None) -> tuple[int, int]:
+    if rank is None or world is None:
+        try:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized():
+                rank = dist.get_rank() if rank is None else rank
+                world = dist.get_world_size() if world is None else world
+        except ImportError:
+            pass
+    rank = rank if rank is not None else int(os.environ.get("RANK", "0"))
+    world = world if world is not None else int(os.environ.get("WORLD_SIZE", "1"))
+    return rank, world
+
+
+__all__ = ["TrainingWatch"]
