@@ -187,7 +187,10 @@ def _resume_rows(incident: Incident) -> list[tuple[str, str]]:
 
 
 def _buttons(incident: Incident, settings: Settings) -> str:
-    return "<p>" + "".join(_button(incident, d, settings) for d in BUTTONS) + "</p>"
+    """In a `div`, never a `p`: a popup's own blocks (`h4`, `p`, `pre`) would close a `p` and
+    spill out of their `cwdb-action` (the HTML parser ends a `p` at the next block)."""
+    buttons = "".join(_button(incident, d, settings) for d in BUTTONS)
+    return f'<div class="sdc-buttons">{buttons}</div>'
 
 
 def _button(incident: Incident, decision: Decision, settings: Settings) -> str:
