@@ -204,6 +204,7 @@ class SdcRemediationStack(Stack):
                 "failed reports (store_report)": self.functions.report_failure_queue,
             },
             alarms=alarms,
+            page=self.functions.page,
         )
 
     def _outputs(self, *, dry_run: bool) -> None:
