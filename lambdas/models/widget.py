@@ -36,7 +36,8 @@ class WidgetZone:
 @dataclass(frozen=True, slots=True)
 class WidgetRequest:
     describe: bool
-    """The console asks for the widget's documentation, not for its content."""
+    """The console asks for the widget's documentation, not for its content (the event has a
+    `describe` key, whatever its value, as AWS's own samples read it)."""
     zone: WidgetZone
 
 
@@ -52,7 +53,7 @@ def parse_widget_request(event: Any) -> WidgetRequest:
     context = event.get("widgetContext")
     zone = context.get("timezone") if isinstance(context, dict) else None
     return WidgetRequest(
-        describe=event.get("describe") is True,
+        describe="describe" in event,
         zone=_zone(zone) if isinstance(zone, dict) else WidgetZone.utc(),
     )
 
