@@ -11,7 +11,7 @@ import pytest
 
 from lambdas.handlers import incidents_page
 from lambdas.models.incident import Incident, IncidentState
-from tests.integration.chromium import render
+from tests.integration.chromium import ChromiumUnavailable, render
 from tests.integration.conftest import Aws, invoke
 from tests.unit.world import TOKEN, World
 
@@ -128,3 +128,21 @@ def test_chromium_shows_hostile_incident_text_as_text(aws, tmp_path, hostile):
 
     assert "<script>" not in rendered.dom and "<b>bold" not in rendered.dom
     assert "<title>SDC incidents widget</title>" in rendered.dom
+
+
+def test_without_chromium_the_render_fails_naming_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+    with pytest.raises(ChromiumUnavailable, match="apt-get install -y chromium"):
+        render("<p>x</p>", Path(tmp_path))
+
+
+def test_a_chromium_that_cannot_start_fails_the_render_with_its_reason(tmp_path, monkeypatch):
+    broken = tmp_path / "bin" / "chromium"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\necho 'cannot open display' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("PATH", str(broken.parent))
+
+    with pytest.raises(ChromiumUnavailable, match=r"exit 3\): cannot open display"):
+        render("<p>x</p>", Path(tmp_path))
