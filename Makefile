@@ -12,6 +12,8 @@ VALIDATORS_STAMP := $(VALIDATORS_VENV)/.installed
 # The hardware-telemetry tests query a real Prometheus: Debian's package (prometheus, promtool).
 # The binary is the stamp: installed once, as root, whenever it is missing.
 PROMETHEUS := /usr/bin/prometheus
+# The dashboard page's tests render the widget in headless Chromium: Debian's package, the same way.
+CHROMIUM := /usr/bin/chromium
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 # Node 20 is what the machine has; jsii warns that it is past end of life on every call.
@@ -80,13 +82,26 @@ $(PROMETHEUS):
 	fi
 	@test -x $@ && test -x /usr/bin/promtool || { echo "make: $@ or /usr/bin/promtool still missing" >&2; exit 1; }
 
+# As root it installs Debian's chromium package (the page's browser tests); otherwise it says what
+# to run, and stops.
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing Debian's chromium package for the dashboard page's browser tests"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	else \
+		echo "make test needs Debian's chromium package (/usr/bin/chromium, run headless)." >&2; \
+		echo "Install it as root:  apt-get update && apt-get install -y chromium" >&2; \
+		exit 1; \
+	fi
+	@test -x $@ || { echo "make: $@ still missing" >&2; exit 1; }
+
 # The README's test command: every test. The infra tests run the outside validators too.
-test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS) ## every test (the README's test command)
+test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS) $(CHROMIUM) ## every test (the README's test command)
 	@$(call RUN_PYTEST,)
 
 # The everyday loop: the tests that need no synthesized template, no torch and no end-to-end
 # run (markers synth, torch, slow; tests/e2e and tests/torch are not even imported).
-test-fast: $(STAMP) $(PROMETHEUS) ## the tests that need no template, no torch, no end-to-end run
+test-fast: $(STAMP) $(PROMETHEUS) $(CHROMIUM) ## the tests that need no template, no torch, no end-to-end run
 	@$(call RUN_PYTEST,-m "not synth and not torch and not slow" --ignore=tests/e2e --ignore=tests/torch)
 
 # The whole pipeline on this machine (moto + a fake HyperPod): make drill ARGS="--list"

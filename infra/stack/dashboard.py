@@ -2,6 +2,9 @@
 
 One dashboard per deployment (`<stack>-<region>`, its URL the `DashboardUrl` output). Rows:
 
+0. the open incidents, a custom widget the `incidents_page` function renders
+   (`lambdas.wording.page`): each with its evidence, recommendation, deadline, exposure and
+   Approve / Reject buttons that show how to decide as yourself;
 1. the three SDC metrics, with the detection alarms' own Metrics Insights queries
    (`infra.stack.alarms.detection_query`): one series per cluster and instance;
 2. incidents opened and held, closed by outcome, approvals (waiting, requested, decided);
@@ -44,6 +47,9 @@ PERIOD: Final = Duration.minutes(5)
 WIDTH: Final = 24
 """A dashboard row is 24 units wide."""
 HEIGHT: Final = 6
+PAGE_TITLE: Final = "Open incidents (awaiting approval first)"
+PAGE_HEIGHT: Final = 10
+"""The page of open incidents scrolls inside its widget beyond this."""
 
 OPENED_AND_HELD: Final = (
     M.INCIDENTS_OPENED,
@@ -146,6 +152,8 @@ class PipelineDashboardProps:
     """Label → dead-letter queue: their depth."""
     alarms: Sequence[cloudwatch.IAlarm]
     """The pipeline's own alarms: their state."""
+    page: lambda_.IFunction
+    """Renders the open incidents: the custom widget under the title."""
 
 
 class PipelineDashboard(Construct):
@@ -175,6 +183,17 @@ class PipelineDashboard(Construct):
                 ),
                 width=WIDTH,
                 height=2,
+            )
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.CustomWidget(
+                function_arn=props.page.function_arn,
+                title=PAGE_TITLE,
+                width=WIDTH,
+                height=PAGE_HEIGHT,
+                update_on_refresh=True,
+                update_on_resize=False,
+                update_on_time_range_change=False,
             )
         )
         third = WIDTH // 3

@@ -284,6 +284,17 @@ SPECS: Final = (
     ),
 )
 
+PAGE: Final = FunctionSpec(
+    "incidents_page",
+    "Renders the open incidents as the dashboard's custom widget (reads the by_state index only)",
+)
+"""The dashboard's page (`Functions.page`): outside `SPECS`, because it holds none of the
+grants every pipeline function has (tables, audit, events, anchor): one `dynamodb:Query` on the
+incidents table's `by_state` index. The console invokes it with the viewer's credentials."""
+
+ALL_FUNCTIONS: Final = (*SPECS, PAGE)
+"""Every function the stack deploys: the pipeline's and the page."""
+
 
 RECORD_CALLS: Final = 3
 """The AWS calls that record a failed step (read the incident, save it, append the audit entry),
@@ -552,6 +563,20 @@ class Functions(Construct):
             assert fn.role is not None
             depend_on_role_policy_only(fn, fn.role)
             self.by_module[spec.module] = fn
+        self.page = self._page_function(code)
+        self.by_module[PAGE.module] = self.page
+
+    def _page_function(self, code: lambda_.Code) -> lambda_.Function:
+        """The dashboard's page: the settings every function reads (who may approve, the
+        approval timeout and state machine), and a read of the `by_state` index only."""
+        env = {
+            name.value: self.props.environment[name] for name in environment_names(PAGE, self.props)
+        }
+        fn = self._function(PAGE, code, env)
+        self.props.storage.grant_open_incidents_read(fn)
+        assert fn.role is not None
+        depend_on_role_policy_only(fn, fn.role)
+        return fn
 
     def _failure_queue(self, construct_id: str, what: str) -> sqs.Queue:
         """Where the failed events of `what` (asynchronously invoked) go after their retries."""

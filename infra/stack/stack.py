@@ -302,6 +302,7 @@ class SdcRemediation(Construct):
                 "failed reports (store_report)": self.functions.report_failure_queue,
             },
             alarms=alarms,
+            page=self.functions.page,
         )
 
     def _outputs(self, settings: Settings) -> None:

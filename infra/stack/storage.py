@@ -76,6 +76,18 @@ class Storage(Construct):
             )
         )
 
+    def grant_open_incidents_read(self, grantee: iam.IGrantable) -> None:
+        """`Query` on the incidents table's `by_state` index and nothing else: what the
+        dashboard's page reads. The index holds items with a `state` only, so never a task
+        token's (`TOKEN#`), and no grant here reaches the table's own items."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="OpenIncidentsByState",
+                actions=["dynamodb:Query"],
+                resources=[f"{self.incidents.table_arn}/index/{BY_STATE_INDEX}"],
+            )
+        )
+
     def grant_audit_append(self, grantee: iam.IGrantable) -> None:
         """Append-only audit log: conditional PutItem plus reads; never UpdateItem/DeleteItem.
 

@@ -37,6 +37,7 @@ from lambdas.logic.ports import (
     NoPauseSwitch,
     NoPrometheus,
     Notifier,
+    PageDeps,
     PauseSwitch,
     PrometheusQueries,
     ReportStore,
@@ -182,3 +183,17 @@ def reset() -> None:
     global _override, _built
     _override = None
     _built = None
+
+
+def page_deps() -> PageDeps:
+    """What the dashboard's page reads (`PageDeps`), built from the environment on every call:
+    one table reader, no other client. Tests give it moto's account (its environment names
+    the table)."""
+    from lambdas.adapters._aws import client_factory
+    from lambdas.adapters.dynamodb.incidents import DynamoOpenIncidents
+
+    settings = Settings.from_env()
+    return PageDeps(
+        settings=settings,
+        incidents=DynamoOpenIncidents(settings.incidents_table, client_factory("dynamodb")),
+    )

@@ -28,6 +28,7 @@ states that invoke it (a test holds it against the handlers and the synthesized 
 | `check_health`         | `health_check.check_health`        | CheckHealth                     |
 | `request_approval`     | `approval.request_approval`        | RequestApproval (task token)    |
 | `decide`               | `approval.decide`                  | Decide (approval state machine) |
+| `incidents_page`       | `approval.incidents_page`          | the dashboard's custom widget   |
 | `reboot_node`          | `recovery.reboot_node`             | RebootNode                      |
 | `check_reboot`         | `recovery.check_reboot`            | CheckReboot                     |
 | `replace_node`         | `recovery.replace_node`            | ReplaceNode                     |
@@ -61,6 +62,7 @@ STAGES: Final = (
     Stage("check_health", "health_check:check_health", ("CheckHealth",)),
     Stage("request_approval", "approval:request_approval", ("RequestApproval",)),
     Stage("decide", "approval:decide", ("Decide",)),
+    Stage("incidents_page", "approval:incidents_page", ()),
     Stage("reboot_node", "recovery:reboot_node", ("RebootNode",)),
     Stage("check_reboot", "recovery:check_reboot", ("CheckReboot",)),
     Stage("replace_node", "recovery:replace_node", ("ReplaceNode",)),

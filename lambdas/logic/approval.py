@@ -14,7 +14,7 @@ from lambdas.logic.evidence import hyperpod_view, telemetry
 from lambdas.logic.evidence.history import past_incidents
 from lambdas.logic.evidence.recommendation import audit_recommendation, judge
 from lambdas.logic.opening import proceeding
-from lambdas.logic.ports import Deps
+from lambdas.logic.ports import Deps, PageDeps
 from lambdas.logic.safety import approvers, guard
 from lambdas.logic.safety.approvers import Count
 from lambdas.logic.safety.decisions import (
@@ -48,8 +48,9 @@ from lambdas.models.payloads import (
 )
 from lambdas.models.recommendation import Recommendation
 from lambdas.models.recovery import DecisionRecord
+from lambdas.models.widget import WidgetRequest
 from lambdas.observability import count, logger, seconds
-from lambdas.wording import cards, chat
+from lambdas.wording import cards, chat, page
 from lambdas.wording.card_lines import approvals_line, tally_line
 
 S = IncidentState
@@ -960,3 +961,13 @@ def _printable(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int)):
         return value
     return str(value)[:1000]
+
+
+def incidents_page(request: WidgetRequest, deps: PageDeps) -> str:
+    """The dashboard's custom widget: the open incidents as HTML (`lambdas.wording.page`), or
+    the widget's documentation when the console asks for it. Reads only; decides nothing."""
+    if request.describe:
+        return page.DESCRIBE
+    incidents = deps.incidents.open_incidents()
+    logger.info("page rendered", incidents=len(incidents))
+    return page.page_html(incidents, deps.settings, now=deps.clock.now(), zone=request.zone)

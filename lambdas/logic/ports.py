@@ -468,3 +468,20 @@ class Deps:
     """How a step waits between the attempts of a notice (tests pass one that does not)."""
     identity: IdentityVerifier = field(default_factory=NoIdentityVerifier)
     anchor: AuditAnchor = field(default_factory=NoAuditAnchor)
+
+
+class OpenIncidents(Protocol):
+    """The open incidents, read only: what the dashboard's page lists (through the incidents
+    table's `by_state` index; never a task token's item)."""
+
+    def open_incidents(self) -> list[Incident]: ...
+
+
+@dataclass(frozen=True)
+class PageDeps:
+    """What the dashboard's page needs, and nothing that writes: the page's function is
+    granted a read of the `by_state` index only."""
+
+    settings: Settings
+    incidents: OpenIncidents
+    clock: Clock = field(default_factory=SystemClock)

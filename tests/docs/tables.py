@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from infra.stack.functions import SPECS
 from infra.stack.settings import Settings, SettingsError
 from infra.stack.template import resources_of_type
 from trainer_emitter.mapping import Rule
@@ -174,8 +175,14 @@ def granted_actions(template: Mapping[str, Any]) -> dict[str, set[str]]:
         )
         for logical_id, module in function_modules(template).items()
     }
-    common = set.intersection(*granted.values())
-    return {module: actions - common for module, actions in granted.items()}
+    # What every pipeline function's role allows; the dashboard's page holds none of it, so
+    # its row lists all its role allows.
+    pipeline = {spec.module for spec in SPECS}
+    common = set.intersection(*(actions for m, actions in granted.items() if m in pipeline))
+    return {
+        module: actions - common if module in pipeline else actions
+        for module, actions in granted.items()
+    }
 
 
 def permissions_drift(doc: str, granted: Mapping[str, set[str]]) -> list[str]:

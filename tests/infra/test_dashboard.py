@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.stack.dashboard import Series, plotted
+from infra.stack.dashboard import PAGE_TITLE, Series, plotted
+from infra.stack.functions import PAGE
 from infra.stack.template import resources_of_type
 from lambdas.metric_names import (
     CLOSE_OUTCOMES,
@@ -193,3 +194,18 @@ def test_the_pipeline_alarms_are_on_the_dashboard(template):
     # executions, two function-errors, broken audit chains, cards undelivered, reconciliation
     # needing a person, an incident closed with no decision after its approval request
     assert len(alarms) == 10
+
+
+def test_the_open_incidents_page_is_a_custom_widget_of_the_page_function_under_the_title(template):
+    widgets = dashboard_widgets(template)
+    page = widget_titled(template, PAGE_TITLE)
+
+    assert widgets.index(page) == 1
+    assert page["type"] == "custom"
+    assert page["width"] == 24
+    assert page["properties"]["endpoint"] == resolved(
+        template, {"Fn::GetAtt": [PAGE.logical_id, "Arn"]}
+    )
+    assert page["properties"]["updateOn"] == {"refresh": True, "resize": False, "timeRange": False}
+    handler = template["Resources"][PAGE.logical_id]["Properties"]["Handler"]
+    assert handler == "lambdas.handlers.incidents_page.handler"

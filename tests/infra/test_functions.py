@@ -9,7 +9,7 @@ from botocore.config import Config
 
 from infra.stack import asset
 from infra.stack.asl import TASK_TIMEOUT_SECONDS
-from infra.stack.functions import PUT_EVENTS, SPECS, time_budget_seconds
+from infra.stack.functions import ALL_FUNCTIONS, PUT_EVENTS, SPECS, time_budget_seconds
 from infra.stack.template import function_handlers, resources_of_type
 from lambdas.adapters._aws import CLIENT_CONFIG, worst_call_seconds
 from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
@@ -79,7 +79,7 @@ def test_log_groups_are_not_shared(template):
         for r in resources_of_type(template, "AWS::Lambda::Function").values()
     ]
 
-    assert len(groups) == len(set(groups)) == len(SPECS)
+    assert len(groups) == len(set(groups)) == len(ALL_FUNCTIONS)
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.module)
@@ -151,7 +151,7 @@ def test_every_function_may_put_only_lifecycle_events_and_only_on_the_default_bu
         assert env["EVENT_BUS_NAME"] == "default"
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.module)
+@pytest.mark.parametrize("spec", ALL_FUNCTIONS, ids=lambda s: s.module)
 def test_each_function_timeout_holds_a_hung_call_and_recording_it(template, spec):
     deployed = template["Resources"][spec.logical_id]["Properties"]["Timeout"]
 

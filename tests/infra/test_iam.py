@@ -8,10 +8,18 @@ from typing import Any
 
 import pytest
 
-from infra.local.grants import Call, Need, allowed, managed_policy_statements, required
-from infra.stack.functions import SPECS
+from infra.local.grants import (
+    Call,
+    Need,
+    allowed,
+    function_statements,
+    managed_policy_statements,
+    required,
+)
+from infra.stack.functions import PAGE, SPECS
 from infra.stack.template import ACCOUNT, REGION, Resolver, resources_of_type
-from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
+from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore, DynamoOpenIncidents
+from lambdas.models.incident import IncidentState
 from tests.infra.conftest import CLUSTER_ARN, CLUSTER_ID
 from tests.infra.template_tools import (
     actions,
@@ -128,12 +136,38 @@ def test_incidents_grants_name_the_table_and_its_index_and_never_scan(template):
             assert actions(statement) == {"dynamodb:GetItem"}
             assert resolved(template, statement["Resource"]) == "<IncidentsTable>"
             continue
+        if statement.get("Sid") == "OpenIncidentsByState":  # the dashboard's page: the index
+            assert actions(statement) == {"dynamodb:Query"}
+            assert resolved(template, statement["Resource"]) == "<IncidentsTable>/index/by_state"
+            continue
         if "IncidentsTable" in json.dumps(statement["Resource"]):
             assert resolved(template, statement["Resource"]) == [
                 "<IncidentsTable>",
                 "<IncidentsTable>/index/by_state",
             ]
             assert "dynamodb:Scan" not in actions(statement)
+
+
+def test_the_page_may_only_query_the_by_state_index_and_write_its_own_logs(template):
+    """The dashboard's page: no item of the table (never a task token's `TOKEN#` item, which
+    the index never holds), no audit, no events, no topic, nothing that decides."""
+    granted = [
+        s for s in statements_of_function(template, PAGE.logical_id) if s["Effect"] == "Allow"
+    ]
+    reads = [
+        s for s in granted if actions(s) & {a for a in actions(s) if a.startswith("dynamodb:")}
+    ]
+
+    assert [(actions(s), resolved(template, s["Resource"])) for s in reads] == [
+        ({"dynamodb:Query"}, "<IncidentsTable>/index/by_state")
+    ]
+    assert set().union(*(actions(s) for s in granted)) == {
+        "dynamodb:Query",
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
+    }
 
 
 def test_hyperpod_actions_are_scoped_to_the_configured_clusters(template):
@@ -446,3 +480,55 @@ def test_a_function_may_not_write_audit_subjects_it_never_audits(template, funct
 
     assert (deny["Effect"], actions(deny)) == ("Deny", {"dynamodb:PutItem"})
     assert deny["Condition"] == {"ForAnyValue:StringLike": {"dynamodb:LeadingKeys": denied}}
+
+
+class PageReads:
+    """A DynamoDB client that records the queries the page's reader makes and finds nothing."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+
+    def query(self, **params: Any) -> dict[str, Any]:
+        self.calls.append(Call(PAGE.module, "dynamodb", "Query", params))
+        return {"Items": []}
+
+
+def page_answers(template: dict[str, Any], calls: list[Call]) -> list[tuple[str, bool]]:
+    """IAM's answer to each call, for the page function's synthesized role."""
+    resolve = Resolver(template)
+    resolve.refs["IncidentsTable"] = INCIDENTS
+    resolve.attrs[("IncidentsTable", "Arn")] = (
+        f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{INCIDENTS}"
+    )
+    statements = function_statements(template, resolve)[PAGE.module]
+    return [
+        (need.action, allowed(statements, need))
+        for call in calls
+        for need in required(call, {}, {INCIDENTS: "pk"})
+    ]
+
+
+def test_the_page_s_role_allows_every_read_its_reader_makes(template):
+    client = PageReads()
+
+    assert DynamoOpenIncidents(INCIDENTS, lambda: client).open_incidents() == []
+
+    assert len(client.calls) == len([s for s in IncidentState if not s.terminal])
+    assert set(page_answers(template, client.calls)) == {("dynamodb:Query", True)}
+
+
+def test_the_page_s_role_may_not_read_a_task_token_or_any_item_of_the_table(template):
+    token = Call(
+        PAGE.module,
+        "dynamodb",
+        "GetItem",
+        {"TableName": INCIDENTS, "Key": {"pk": {"S": f"TOKEN#{WAITING}"}, "sk": {"S": "TASK"}}},
+    )
+    on_table = Call(PAGE.module, "dynamodb", "Query", {"TableName": INCIDENTS})
+    scan = Call(PAGE.module, "dynamodb", "Scan", {"TableName": INCIDENTS})
+
+    assert page_answers(template, [token, on_table, scan]) == [
+        ("dynamodb:GetItem", False),
+        ("dynamodb:Query", False),
+        ("dynamodb:Scan", False),
+    ]

@@ -12,7 +12,7 @@ from typing import Any
 import botocore.session
 import pytest
 
-from infra.stack.functions import ACTIONS_NEWER_THAN_IAM_LINT, SPECS
+from infra.stack.functions import ACTIONS_NEWER_THAN_IAM_LINT, ALL_FUNCTIONS, SPECS
 from infra.stack.template import resources_of_type
 from infra.stack.validate import (
     Finding,
@@ -97,7 +97,7 @@ def test_the_functions_that_act_on_nodes_or_take_events_in_have_a_concurrency_ca
 
     assert capped == {
         spec.logical_id: (5 if spec.acts_on_nodes else 10 if spec.intake else None)
-        for spec in SPECS
+        for spec in ALL_FUNCTIONS
     }
     assert {spec.module for spec in SPECS if spec.intake} == {"store_report", "open_incident"}
     # Lambda keeps 100 of the account's concurrency unreserved; the default quota is 1000, and

@@ -1,0 +1,16 @@
+"""The dashboard's custom widget: the open incidents as HTML (reads only, decides nothing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdas.handlers._deps import page_deps
+from lambdas.logic.approval import incidents_page
+from lambdas.models.widget import parse_widget_request
+from lambdas.observability import logger, traced
+
+
+@logger.inject_lambda_context
+@traced
+def handler(event: dict[str, Any], context: Any) -> str:
+    return incidents_page(parse_widget_request(event), page_deps())
