@@ -258,3 +258,47 @@ def states_drift(
             if state in final:
                 found.append(f"{state}: terminal in the code, the doc moves it on")
     return found
+
+
+# --- docs/deploy.md, "Hardware alerts" vs infra/stack/alert_rules.py `THRESHOLD_KEYS` -------------
+
+THRESHOLDS_HEADING = "Thresholds and windows, `sdc:hardwareAlerts`"
+
+
+def thresholds_drift(doc: str) -> list[str]:
+    """The thresholds table against `THRESHOLD_KEYS` and `Thresholds`: keys, defaults, ranges,
+    reasons, row by row."""
+    from infra.stack.alert_rules import (
+        CRITICAL_XIDS_KEY,
+        CRITICAL_XIDS_REASON,
+        THRESHOLD_KEYS,
+        Thresholds,
+    )
+
+    defaults = Thresholds()
+    expected = [
+        [
+            f"`{key}`",
+            f"`{getattr(defaults, spec.attr)}`",
+            f"{spec.unit}, {spec.low} .. {spec.high}",
+            spec.reason,
+        ]
+        for key, spec in THRESHOLD_KEYS.items()
+    ]
+    expected.append(
+        [
+            f"`{CRITICAL_XIDS_KEY}`",
+            f"`{list(defaults.critical_xids)}`",
+            "list of XIDs the card's catalog holds",
+            CRITICAL_XIDS_REASON,
+        ]
+    )
+    documented = table_after(doc, THRESHOLDS_HEADING)
+    found = [
+        f"row {i + 1}: the doc has {d}, the code {e}"
+        for i, (d, e) in enumerate(zip(documented, expected, strict=False))
+        if d != e
+    ]
+    if len(documented) != len(expected):
+        found.append(f"{len(documented)} rows in the doc, {len(expected)} keys in the code")
+    return found

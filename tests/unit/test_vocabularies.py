@@ -13,6 +13,7 @@ import pytest
 
 from lambdas.models.approvals import Delivery, PrincipalSource
 from lambdas.models.guard import HoldKind
+from lambdas.models.hardware_alert import AlertLabel, AlertSeverity, HardwareRule
 from lambdas.models.health_check import HealthCheckResult
 from lambdas.models.hyperpod import AwsVocabulary, NodeRecovery, NodeStatus
 from lambdas.models.incident import IncidentState, Scope, TriggerSource
@@ -25,8 +26,11 @@ from tests.conftest import REPO
 
 OURS: tuple[type[StrEnum], ...] = (
     Advice,
+    AlertLabel,
+    AlertSeverity,
     Decision,
     Delivery,
+    HardwareRule,
     HealthCheckResult,
     HoldKind,
     IncidentState,
