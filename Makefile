@@ -12,6 +12,9 @@ VALIDATORS_STAMP := $(VALIDATORS_VENV)/.installed
 # The hardware-telemetry tests query a real Prometheus: Debian's package (prometheus, promtool).
 # The binary is the stamp: installed once, as root, whenever it is missing.
 PROMETHEUS := /usr/bin/prometheus
+# The hardware alert manager definition is checked by amtool: Debian's prometheus-alertmanager,
+# installed the same way.
+AMTOOL := /usr/bin/amtool
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 # Node 20 is what the machine has; jsii warns that it is past end of life on every call.
@@ -58,8 +61,19 @@ $(PROMETHEUS):
 	fi
 	@test -x $@ && test -x /usr/bin/promtool || { echo "make: $@ or /usr/bin/promtool still missing" >&2; exit 1; }
 
+$(AMTOOL):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing Debian's prometheus-alertmanager package (amtool) for the alert manager test"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus-alertmanager; \
+	else \
+		echo "make test needs Debian's prometheus-alertmanager package (amtool in /usr/bin)." >&2; \
+		echo "Install it as root:  apt-get update && apt-get install -y prometheus-alertmanager" >&2; \
+		exit 1; \
+	fi
+	@test -x $@ || { echo "make: $@ still missing" >&2; exit 1; }
+
 # The README's test command: every test. The infra tests run the outside validators too.
-test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS)
+test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS) $(AMTOOL)
 	@$(call RUN_PYTEST,)
 
 # The everyday loop: the tests that need no synthesized template, no torch and no end-to-end

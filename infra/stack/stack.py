@@ -17,6 +17,7 @@ from infra.stack.asset import LambdaAsset
 from infra.stack.audit_anchor import AuditAnchorLog, AuditAnchorLogProps
 from infra.stack.dashboard import PipelineDashboard, PipelineDashboardProps, pipeline_metric
 from infra.stack.functions import Functions, FunctionsProps
+from infra.stack.hardware_alerts import HardwareAlerts, HardwareAlertsProps, workspace_targets
 from infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
 from infra.stack.notifications import Notifications, NotificationsProps
 from infra.stack.pause import PauseSwitch, PauseSwitchProps
@@ -84,6 +85,7 @@ class SdcRemediationStack(Stack):
         self.pause_switch = PauseSwitch(
             self, "PauseSwitch", props=PauseSwitchProps(settings.pause_parameter_name)
         )
+        self.hardware_alerts = self._hardware_alerts(settings)
         approval_arn = state_machine_arn(self, approval_name(name))
         self.functions = fns = Functions(
             self, "Functions", props=self._functions_props(settings, code_asset, approval_arn)
@@ -122,6 +124,19 @@ class SdcRemediationStack(Stack):
             self, "TrainingAccess", props=TrainingAccessProps(settings.namespace)
         )
         self._outputs(dry_run=settings.dry_run)
+
+    def _hardware_alerts(self, settings: Settings) -> HardwareAlerts | None:
+        """The rules and alert manager definitions of the telemetry clusters' workspaces."""
+        if not settings.telemetry:
+            return None
+        props = HardwareAlertsProps(
+            settings.stack_name,
+            workspace_targets(self, settings.telemetry),
+            settings.hardware_alerts,
+            self.notifications.key,
+            settings.log_retention_days,
+        )
+        return HardwareAlerts(self, "HardwareAlerts", props=props)
 
     def _functions_props(
         self, settings: Settings, code_asset: LambdaAsset, approval_arn: str

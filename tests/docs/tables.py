@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from infra.stack.settings import Settings, SettingsError
-from infra.stack.template import resources_of_type
+from infra.stack.template import pipeline_functions, resources_of_type
 from trainer_emitter.mapping import Rule
 
 ROW_SPLIT = re.compile(r"(?<!\\)\|")
@@ -148,7 +148,7 @@ def function_modules(template: Mapping[str, Any]) -> dict[str, str]:
     """Function logical id → its handler module (`lambdas.handlers.<module>.handler`)."""
     return {
         logical_id: resource["Properties"]["Handler"].split(".")[2]
-        for logical_id, resource in resources_of_type(template, "AWS::Lambda::Function").items()
+        for logical_id, resource in pipeline_functions(template).items()
     }
 
 
@@ -202,7 +202,7 @@ ENVIRONMENT_HEADING = "Environment: read once"
 
 def function_environment(template: Mapping[str, Any]) -> dict[str, set[str]]:
     """Function module → the names of the environment variables the stack gives it."""
-    functions = resources_of_type(template, "AWS::Lambda::Function")
+    functions = pipeline_functions(template)
     return {
         module: set(functions[logical_id]["Properties"]["Environment"]["Variables"])
         for logical_id, module in function_modules(template).items()

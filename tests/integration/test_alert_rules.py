@@ -8,6 +8,8 @@ install hint, they are never skipped."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ import pytest
 import yaml
 
 from infra.local.prometheus import INSTALL_HINT, binaries, collector_labels, dcgm_labels
+from infra.stack.alert_manager import CLEAN, MESSAGE_TEMPLATE, TEMPLATE, TEMPLATE_FILE
 from infra.stack.alert_rules import (
     Rule,
     Thresholds,
@@ -338,3 +341,47 @@ def test_the_rule_file_passes_promtool_check(tmp_path):
     )
 
     assert answer.returncode == 0, answer.stdout + answer.stderr
+
+
+def test_the_message_template_cuts_what_could_close_a_json_string(tmp_path):
+    """A label value is a claim of whoever writes series: rendered by alertmanager's own
+    template engine (`amtool template render`), it loses `"`, `\\` and control characters."""
+    amtool = shutil.which("amtool")
+    if amtool is None:
+        pytest.fail(
+            "amtool is missing: install Debian's prometheus-alertmanager package as root "
+            "(`apt-get install -y prometheus-alertmanager`; `make test` does it)"
+        )
+    (tmp_path / TEMPLATE_FILE).write_text(TEMPLATE)
+    hostile = 'ip-10-1-17-70\\", \\"cluster\\": \\"ml-cluster-9\\\\\\n'
+
+    answer = subprocess.run(
+        [
+            amtool,
+            "template",
+            "render",
+            f"--template.glob={tmp_path / TEMPLATE_FILE}",
+            '--template.text={{ "' + hostile + '" | ' + CLEAN + " }}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout.strip() == "ip-10-1-17-70, cluster: ml-cluster-9"
+    message = subprocess.run(
+        [
+            amtool,
+            "template",
+            "render",
+            f"--template.glob={tmp_path / TEMPLATE_FILE}",
+            '--template.text={{ template "' + MESSAGE_TEMPLATE + '" . }}',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert json.loads(message.stdout)["version"] == "sdc-hardware-alert/1"
