@@ -21,15 +21,12 @@ from typing import Any, Final
 
 import yaml
 
-from lambdas.models.hardware_alert import AlertLabel
+from lambdas.models.hardware_alert import CLUSTER_ATTRIBUTE, MESSAGE_VERSION, AlertLabel
 
 RECEIVER: Final = "sdc-hardware-intake"
 TEMPLATE_FILE: Final = "sdc_hardware"
 MESSAGE_TEMPLATE: Final = "sdc.hardware.message"
 SUBJECT_TEMPLATE: Final = "sdc.hardware.subject"
-CLUSTER_ATTRIBUTE: Final = "cluster"
-"""The SNS message attribute that names the cluster (fixed per workspace, never from a label)."""
-MESSAGE_VERSION: Final = "sdc-hardware-alert/1"
 GROUP_BY: Final = (
     AlertLabel.CLUSTER,
     AlertLabel.NODE,

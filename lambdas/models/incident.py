@@ -28,6 +28,8 @@ class TriggerSource(StrEnum):
     """A contributor alarm of the metric channel."""
     REPORT = "report"
     """An SDC Report event of the emitter's fast path."""
+    HARDWARE = "hardware"
+    """A hardware alert of the cluster's Prometheus workspace (the GPU's own counters)."""
 
 
 def task_token_digest(task_token: str) -> str:
