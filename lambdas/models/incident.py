@@ -10,6 +10,7 @@ from typing import Any
 from lambdas.models._record import read_record, record_of
 from lambdas.models.errors import ErrorRecord
 from lambdas.models.guard import HoldKind, HoldRecord, slot_names
+from lambdas.models.hardware_alert import AlertStatus
 from lambdas.models.health_check import HealthCheckRecord
 from lambdas.models.hyperpod import HyperPodView, NodeRecovery, NodeStatus
 from lambdas.models.isolation import IsolationRecord
@@ -136,6 +137,15 @@ class Incident:
     def alarms(self) -> list[dict[str, Any]]:
         """Alarm evidence, in the order it was attached."""
         return [e for e in self.evidence if e.get("kind") == TriggerSource.ALARM]
+
+    @property
+    def hardware(self) -> list[dict[str, Any]]:
+        """Hardware alert evidence that fired (resolved ones are kept, and judged by nobody)."""
+        return [
+            e
+            for e in self.evidence
+            if e.get("kind") == TriggerSource.HARDWARE and e.get("status") == AlertStatus.FIRING
+        ]
 
     @property
     def gpu_uuids(self) -> list[str]:

@@ -12,12 +12,15 @@ from typing import Any
 import pytest
 
 from lambdas.logic import intake
+from lambdas.logic.evidence.recommendation import recommend
 from lambdas.models.audit import AuditAction
 from lambdas.models.errors import MalformedEvent
 from lambdas.models.hardware_alert import MESSAGE_VERSION, parse_alert_notification
 from lambdas.models.incident import IncidentState, TriggerSource
+from lambdas.models.recommendation import Advice
 from lambdas.models.settings import IsolationConfig
 from tests.unit.world import CLUSTER, EKS, INSTANCE, World, settings
+from trainer_emitter.contract import Check
 
 NODE = f"hyperpod-{INSTANCE}"
 OTHER_CLUSTER = "ml-cluster-2"
@@ -209,3 +212,59 @@ def test_a_malformed_notification_names_its_bad_field(change, field):
         parse_alert_notification(event)
 
     assert raised.value.field == field
+
+
+# -- the decision table's hardware rows ----------------------------------------------------------
+
+
+def hardware_item(rule: str = "hardware_throttling", severity: str = "warning", start: str = "t1"):
+    return {
+        "kind": "hardware",
+        "status": "firing",
+        "rule": rule,
+        "severity": severity,
+        "starts_at": start,
+    }
+
+
+def test_a_hardware_signal_alone_recommends_a_reboot_after_the_health_check():
+    judged = recommend([], None, hardware=[hardware_item()])
+
+    assert judged.advice is Advice.REBOOT
+    assert "a hardware signal alone: reboot, replace on a repeat" in judged.reasons
+
+
+@pytest.mark.parametrize("rule", ["row_remap_failure", "uncorrectable_ecc"])
+def test_memory_that_cannot_repair_itself_recommends_a_replacement(rule):
+    judged = recommend([], None, hardware=[hardware_item(rule, "critical")])
+
+    assert judged.advice is Advice.REPLACE
+
+
+def test_a_hardware_signal_that_fires_again_or_on_a_node_with_history_recommends_replacing():
+    again = recommend([], None, hardware=[hardware_item(start="t1"), hardware_item(start="t2")])
+    history = recommend(
+        [], None, ["sdc-ml-cluster-1-i-0abc-20261101T000000"], hardware=[hardware_item()]
+    )
+
+    assert again.advice is Advice.REPLACE
+    assert history.advice is Advice.REPLACE
+
+
+def test_sdc_evidence_and_a_hardware_signal_on_the_node_is_one_tier_stronger_and_says_so():
+    ambiguous = {"check": Check.REDUCED_GRADIENT.value, "ranks": [3]}
+
+    alone = recommend([ambiguous], None)
+    both = recommend([ambiguous], None, hardware=[hardware_item()])
+
+    assert alone.advice is Advice.HEALTH_CHECK_ONLY
+    assert both.advice is Advice.REBOOT
+    assert any("SDC evidence and a hardware signal" in r for r in both.reasons)
+
+
+def test_a_resolved_alert_is_no_signal(world):
+    (opened,) = deliver(world, sns_event(alert()))
+    deliver(world, sns_event(alert(status="resolved"), message_id="m-2"))
+
+    incident = world.incident(opened["incident_id"])
+    assert [e["status"] for e in incident.hardware] == ["firing"]

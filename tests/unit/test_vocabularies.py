@@ -13,7 +13,7 @@ import pytest
 
 from lambdas.models.approvals import Delivery, PrincipalSource
 from lambdas.models.guard import HoldKind
-from lambdas.models.hardware_alert import AlertLabel, AlertSeverity, HardwareRule
+from lambdas.models.hardware_alert import AlertLabel, AlertSeverity, AlertStatus, HardwareRule
 from lambdas.models.health_check import HealthCheckResult
 from lambdas.models.hyperpod import AwsVocabulary, NodeRecovery, NodeStatus
 from lambdas.models.incident import IncidentState, Scope, TriggerSource
@@ -28,6 +28,7 @@ OURS: tuple[type[StrEnum], ...] = (
     Advice,
     AlertLabel,
     AlertSeverity,
+    AlertStatus,
     Decision,
     Delivery,
     HardwareRule,
