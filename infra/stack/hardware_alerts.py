@@ -24,8 +24,10 @@ from aws_cdk import Aws, CfnResource, Duration, Stack
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
@@ -131,6 +133,11 @@ class HardwareAlerts(Construct):
         for index, target in enumerate(props.workspaces):
             self._workspace(index, target, props, log_group)
         self._deploy_time_function()
+
+    def deliver_to(self, intake: lambda_.IFunction) -> None:
+        """Every notification of the topic goes to the claims intake (`store_report`), which
+        SNS invokes asynchronously: its retries and failure queue apply."""
+        self.topic.add_subscription(subscriptions.LambdaSubscription(intake))
 
     def _workspace(
         self,

@@ -90,6 +90,8 @@ class SdcRemediationStack(Stack):
         self.functions = fns = Functions(
             self, "Functions", props=self._functions_props(settings, code_asset, approval_arn)
         )
+        if self.hardware_alerts:
+            self.hardware_alerts.deliver_to(fns.store_report)
         if settings.node_isolation:
             roles = (fns.kubernetes_roles, fns.recovery_roles, fns.kubernetes_readers)
             isolation = NodeIsolationAccessProps.from_settings(settings, *roles)

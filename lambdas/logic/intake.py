@@ -52,7 +52,12 @@ from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.errors import ClusterNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
-from lambdas.models.hardware_alert import AlertNotification, AlertStatus, HardwareAlert
+from lambdas.models.hardware_alert import (
+    AlertNotification,
+    AlertStatus,
+    HardwareAlert,
+    sns_message_id,
+)
 from lambdas.models.incident import TriggerSource
 from lambdas.models.payloads import OpenAction, OpenIncidentResult, StoreReportResult
 from lambdas.models.report import ReportEvent, SdcReport
@@ -394,7 +399,8 @@ def refuse(event: Any, err: MalformedEvent, actor: str, deps: Deps) -> None:
     """An `event_refused` audit entry under the event's id naming the bad field, and the
     EventsRefused count."""
     raw = event if isinstance(event, Mapping) else {}
-    event_id = raw.get("id")
+    message_id = sns_message_id(event)
+    event_id = f"sns-{clean(message_id, 100)}" if message_id else raw.get("id")
     Step(deps, actor).audit(
         ids.event_subject(str(event_id)[:200] if event_id else "without-id"),
         AuditAction.EVENT_REFUSED,

@@ -194,3 +194,24 @@ def _member(vocabulary: type[_E], value: str, path: str) -> _E:
 def _optional(labels: Mapping[str, Any], label: AlertLabel) -> str | None:
     value = labels.get(label)
     return value[:MAX_VALUE] if isinstance(value, str) and value else None
+
+
+def is_sns_delivery(event: Any) -> bool:
+    """Whether a Lambda event is an SNS delivery (`Records` of `aws:sns`), not an EventBridge
+    event."""
+    records = event.get("Records") if isinstance(event, Mapping) else None
+    return (
+        isinstance(records, list)
+        and bool(records)
+        and isinstance(records[0], Mapping)
+        and records[0].get("EventSource") == "aws:sns"
+    )
+
+
+def sns_message_id(event: Any) -> str | None:
+    """The SNS message id of a delivery, whatever else is wrong with it."""
+    if not is_sns_delivery(event):
+        return None
+    sns = event["Records"][0].get("Sns")
+    found = sns.get("MessageId") if isinstance(sns, Mapping) else None
+    return found if isinstance(found, str) and found else None

@@ -160,3 +160,23 @@ def test_the_deployed_alert_manager_definition_passes_amtool(template, tmp_path:
 
         assert answer.returncode == 0, answer.stdout + answer.stderr
         assert "SUCCESS" in answer.stdout
+
+
+def test_the_topic_delivers_to_the_claims_intake_store_report_only(template):
+    subscriptions = [
+        s["Properties"]
+        for s in resources_of_type(template, "AWS::SNS::Subscription").values()
+        if s["Properties"]["TopicArn"] == {"Ref": TOPIC_LOGICAL_ID}
+    ]
+    permissions = [
+        p["Properties"]
+        for p in resources_of_type(template, "AWS::Lambda::Permission").values()
+        if p["Properties"].get("SourceArn") == {"Ref": TOPIC_LOGICAL_ID}
+    ]
+
+    assert [(s["Protocol"], s["Endpoint"]) for s in subscriptions] == [
+        ("lambda", {"Fn::GetAtt": ["StoreReportFunction", "Arn"]})
+    ]
+    assert [(p["Principal"], p["FunctionName"]) for p in permissions] == [
+        ("sns.amazonaws.com", {"Fn::GetAtt": ["StoreReportFunction", "Arn"]})
+    ]

@@ -81,7 +81,11 @@ def test_topic_is_encrypted_with_a_rotating_key_and_requires_tls(template):
 
 
 def test_the_notification_email_is_subscribed_when_configured(template, variant_template):
-    subscriptions = resources_of_type(template, "AWS::SNS::Subscription").values()
+    subscriptions = [
+        s
+        for s in resources_of_type(template, "AWS::SNS::Subscription").values()
+        if s["Properties"]["TopicArn"] == {"Ref": "NotificationTopic"}
+    ]
 
     assert [s["Properties"]["Endpoint"] for s in subscriptions] == ["oncall@example.com"]
     assert [s["Properties"]["Protocol"] for s in subscriptions] == ["email"]
