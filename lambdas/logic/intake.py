@@ -313,7 +313,7 @@ def hardware_alerts(note: AlertNotification, deps: Deps) -> list[OpenIncidentRes
     The cluster is the notification's SNS attribute, which the stack fixes per workspace; an
     alert whose own `cluster` label differs is refused (raised: the message lands in the failure
     queue), a cluster outside ALLOWED_CLUSTERS ignored."""
-    step = Step(deps, "hardware_alert")
+    step = Step(deps, "store_report")
     subject = ids.event_subject(_hardware_event_id(note))
     forged = [a.cluster_name for a in note.alerts if a.cluster_name != note.cluster_name]
     if forged:
