@@ -78,7 +78,7 @@ test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS) $(AMTOOL)
 
 # The everyday loop: the tests that need no synthesized template, no torch and no end-to-end
 # run (markers synth, torch, slow; tests/e2e and tests/torch are not even imported).
-test-fast: $(STAMP) $(PROMETHEUS)
+test-fast: $(STAMP) $(PROMETHEUS) $(AMTOOL)
 	@$(call RUN_PYTEST,-m "not synth and not torch and not slow" --ignore=tests/e2e --ignore=tests/torch)
 
 # The whole pipeline on this machine (moto + a fake HyperPod): make drill ARGS="--list"
