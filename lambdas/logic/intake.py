@@ -50,7 +50,7 @@ from lambdas.logic.ports import Deps
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
-from lambdas.models.errors import ClusterNotFound, MalformedEvent
+from lambdas.models.errors import ClusterNotFound, KubernetesNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
 from lambdas.models.hardware_alert import (
     AlertNotification,
@@ -342,14 +342,15 @@ def hardware_alerts(note: AlertNotification, deps: Deps) -> list[OpenIncidentRes
 def _hardware_alert(
     step: Step, note: AlertNotification, alert: HardwareAlert, received: datetime
 ) -> OpenIncidentResult | None:
-    instance_id = alert.claimed_instance
+    instance_id = alert.claimed_instance or _instance_named(step, note.cluster_name, alert)
     if instance_id is None:
         _hardware_ignored(
             step,
             note,
             alert,
-            f"node {clean(alert.node_name, 253)!r} names no instance (a HyperPod node name is "
-            "hyperpod-<instance id>): nothing to confirm with HyperPod",
+            f"node {clean(alert.node_name, 253)!r} names no instance: it is not "
+            "hyperpod-<instance id>, and no Kubernetes node of that name gives one by "
+            "providerID (or the cluster gives the pipeline no Kubernetes API)",
         )
         return None
     item = summaries.hardware_evidence(alert, received.isoformat())
@@ -373,6 +374,18 @@ def _hardware_alert(
         claims=claims.Claims(node_names={instance_id: frozenset({alert.node_name})}),
     )
     return incidents.open_node(step, trigger)
+
+
+def _instance_named(step: Step, cluster_name: str, alert: HardwareAlert) -> str | None:
+    """The instance Kubernetes gives, by its providerID, for the node the alert names (where
+    the cluster gives the pipeline its Kubernetes API); None when it has no such node."""
+    config = step.deps.settings.isolation_for(cluster_name)
+    if not config.isolate or config.eks_cluster is None:
+        return None
+    try:
+        return step.deps.kubernetes.find_node_named(config.eks_cluster, alert.node_name).instance_id
+    except KubernetesNotFound:
+        return None
 
 
 def _hardware_event_id(note: AlertNotification) -> str:

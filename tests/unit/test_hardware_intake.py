@@ -20,6 +20,7 @@ from lambdas.models.incident import IncidentState, TriggerSource
 from lambdas.models.recommendation import Advice
 from lambdas.models.settings import IsolationConfig
 from tests.unit.world import CLUSTER, EKS, INSTANCE, World, settings
+from tests.unit.world import NODE as KUBE_NODE
 from trainer_emitter.contract import Check
 
 NODE = f"hyperpod-{INSTANCE}"
@@ -164,6 +165,33 @@ def test_kubernetes_naming_the_instances_node_otherwise_keeps_the_alert_from_act
     assert "Kubernetes does not confirm the hardware" in json.dumps(
         [e.details for e in world.audit.entries(result["incident_id"])]
     )
+
+
+def isolating_world() -> World:
+    return World(
+        eks_cluster=EKS,
+        settings=settings(node_isolation={CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS)}),
+    )
+
+
+def test_a_node_named_otherwise_is_resolved_by_kubernetes_through_its_provider_id():
+    world = isolating_world()
+
+    (result,) = deliver(world, sns_event(alert(node=KUBE_NODE)))
+
+    assert result["action"] == "opened"
+    assert world.incident(result["incident_id"]).instance_id == INSTANCE
+    assert ("find_node_named", EKS, KUBE_NODE) in world.kube.calls
+
+
+def test_a_node_name_kubernetes_does_not_know_acts_on_nothing():
+    world = isolating_world()
+
+    assert deliver(world, sns_event(alert(node="ip-10-1-99-9.us-west-2.compute.internal"))) == []
+
+    (entry,) = world.audit.entries("event#sns-m-1")
+    assert entry.action == AuditAction.EVENT_IGNORED
+    assert world.workflow.executions == {}
 
 
 def test_an_alert_whose_node_name_holds_no_instance_is_audited_and_acts_on_nothing(world):
