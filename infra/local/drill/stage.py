@@ -197,7 +197,7 @@ def deliver_hardware_alert(
     import urllib.request
     import uuid
 
-    from lambdas.models.hardware_alert import CLUSTER_ATTRIBUTE, MESSAGE_VERSION
+    from lambdas.models.hardware_alert import CLUSTER_ATTRIBUTE, MESSAGE_VERSION, AlertStatus
 
     def alerts() -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"{server.base_url}/api/v1/alerts", timeout=5) as answer:
@@ -208,7 +208,7 @@ def deliver_hardware_alert(
     pending_seen = False
     while True:
         found = alerts()
-        firing = [a for a in found if a["state"] == "firing"]
+        firing = [a for a in found if a["state"] == AlertStatus.FIRING]
         if firing:
             break
         if found and not pending_seen:
@@ -227,7 +227,7 @@ def deliver_hardware_alert(
         fingerprint = hashlib.sha256(json.dumps(labels).encode()).hexdigest()[:16]
         entries.append(
             {
-                "status": "firing",
+                "status": AlertStatus.FIRING.value,
                 "labels": labels,
                 "annotations": {cut(k): cut(v) for k, v in alert["annotations"].items()},
                 "startsAt": alert["activeAt"][:19] + "Z",
@@ -249,7 +249,11 @@ def deliver_hardware_alert(
                     "TopicArn": run.stack.topics.get("HardwareAlertTopic", ""),
                     "Subject": f"SDC hardware alert: firing ({len(entries)})",
                     "Message": json.dumps(
-                        {"version": MESSAGE_VERSION, "status": "firing", "alerts": entries}
+                        {
+                            "version": MESSAGE_VERSION,
+                            "status": AlertStatus.FIRING.value,
+                            "alerts": entries,
+                        }
                     ),
                     "MessageAttributes": {CLUSTER_ATTRIBUTE: {"Type": "String", "Value": CLUSTER}},
                 },
