@@ -14,6 +14,9 @@ VALIDATORS_STAMP := $(VALIDATORS_VENV)/.installed
 PROMETHEUS := /usr/bin/prometheus
 # The dashboard page's tests render the widget in headless Chromium: Debian's package, the same way.
 CHROMIUM := /usr/bin/chromium
+# The hardware alert manager definition is checked by amtool: Debian's prometheus-alertmanager,
+# installed the same way.
+AMTOOL := /usr/bin/amtool
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 # Node 20 is what the machine has; jsii warns that it is past end of life on every call.
@@ -95,13 +98,24 @@ $(CHROMIUM):
 	fi
 	@test -x $@ || { echo "make: $@ still missing" >&2; exit 1; }
 
+$(AMTOOL):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing Debian's prometheus-alertmanager package (amtool) for the alert manager test"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus-alertmanager; \
+	else \
+		echo "make test needs Debian's prometheus-alertmanager package (amtool in /usr/bin)." >&2; \
+		echo "Install it as root:  apt-get update && apt-get install -y prometheus-alertmanager" >&2; \
+		exit 1; \
+	fi
+	@test -x $@ || { echo "make: $@ still missing" >&2; exit 1; }
+
 # The README's test command: every test. The infra tests run the outside validators too.
-test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS) $(CHROMIUM) ## every test (the README's test command)
+test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS) $(CHROMIUM) $(AMTOOL) ## every test (the README's test command)
 	@$(call RUN_PYTEST,)
 
 # The everyday loop: the tests that need no synthesized template, no torch and no end-to-end
 # run (markers synth, torch, slow; tests/e2e and tests/torch are not even imported).
-test-fast: $(STAMP) $(PROMETHEUS) $(CHROMIUM) ## the tests that need no template, no torch, no end-to-end run
+test-fast: $(STAMP) $(PROMETHEUS) $(CHROMIUM) $(AMTOOL) ## the tests that need no template, no torch, no end-to-end run
 	@$(call RUN_PYTEST,-m "not synth and not torch and not slow" --ignore=tests/e2e --ignore=tests/torch)
 
 # The whole pipeline on this machine (moto + a fake HyperPod): make drill ARGS="--list"

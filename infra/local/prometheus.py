@@ -196,10 +196,11 @@ class PrometheusNotInstalled(RuntimeError):
 
 @contextmanager
 def real_prometheus(
-    series: Sequence[Series], *, ready_timeout: float = 30.0
+    series: Sequence[Series], *, ready_timeout: float = 30.0, rules: str | None = None
 ) -> Iterator[RealPrometheus]:
     """Backfill `series` into a fresh TSDB and serve it with Debian's Prometheus on 127.0.0.1
-    (a free port) until the block ends."""
+    (a free port) until the block ends. `rules`: a rule file (YAML) the server loads and
+    evaluates every second (its alerts at `/api/v1/alerts`); without it nothing is evaluated."""
     found = binaries()
     if found is None:
         raise PrometheusNotInstalled(INSTALL_HINT)
@@ -219,7 +220,13 @@ def real_prometheus(
         if backfill.returncode != 0:
             raise RuntimeError(f"promtool could not backfill the series: {backfill.stderr[-2000:]}")
         config = root / "prometheus.yml"
-        config.write_text("global:\n  evaluation_interval: 1h\n")
+        if rules is None:
+            config.write_text("global:\n  evaluation_interval: 1h\n")
+        else:
+            (root / "rules.yml").write_text(rules)
+            config.write_text(
+                f"global:\n  evaluation_interval: 1s\nrule_files:\n  - {root / 'rules.yml'}\n"
+            )
         port = _free_port()
         log = root / "prometheus.log"
         with log.open("wb") as out:

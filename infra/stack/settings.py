@@ -17,9 +17,11 @@ import json
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from infra.stack.alert_rules import CRITICAL_XIDS_KEY, THRESHOLD_KEYS, Thresholds
+from lambdas.logic.evidence.xids import CATALOG
 from lambdas.models.deadline import DEFAULT_TIME_ZONE, TIME_ZONE_RE, zone
 from lambdas.models.errors import SettingsError
 from lambdas.models.hyperpod import HealthCheck
@@ -183,7 +185,10 @@ class Settings:
     """(HyperPod cluster name, pod label key naming the job) pairs whose reports are checked
     against the nodes the job's pods run on."""
     telemetry: tuple[TelemetrySource, ...] = ()
-    """Clusters whose approval card shows the suspect GPU's hardware counters."""
+    """Clusters whose approval card shows the suspect GPU's hardware counters, and whose
+    workspace gets the hardware alerting rules."""
+    hardware_alerts: Thresholds = field(default_factory=Thresholds)
+    """The hardware alerting rules' thresholds and windows (`infra.stack.alert_rules`)."""
     approvals_required: int = DEFAULT_APPROVALS_REQUIRED
     approvers: tuple[str, ...] = ()
     """ARN patterns of who may decide; empty: whoever may start the approval state machine."""
@@ -505,6 +510,50 @@ def _telemetry(key: str, value: Any) -> tuple[TelemetrySource, ...]:
     return tuple(sorted(sources, key=lambda t: t.cluster))
 
 
+def _hardware_alerts(key: str, value: Any) -> Thresholds:
+    known = [*THRESHOLD_KEYS, CRITICAL_XIDS_KEY]
+    expected = (
+        "an object of any of "
+        + ", ".join(known)
+        + " (integers; criticalXids a list of XIDs the card knows)"
+    )
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, expected)
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise _fail(key, value, f"{expected}; unknown keys {unknown}")
+    changes: dict[str, Any] = {}
+    for name, spec in THRESHOLD_KEYS.items():
+        if name in value:
+            changes[spec.attr] = _integer(spec.low, spec.high)(f"{key}.{name}", value[name])
+    if CRITICAL_XIDS_KEY in value:
+        xids = value[CRITICAL_XIDS_KEY]
+        if (
+            not isinstance(xids, list)
+            or not xids
+            or any(isinstance(x, bool) or x not in CATALOG for x in xids)
+            or len(set(xids)) != len(xids)
+        ):
+            raise _fail(
+                f"{key}.{CRITICAL_XIDS_KEY}",
+                xids,
+                "a non-empty list of distinct XIDs from the card's catalog ("
+                + ", ".join(map(str, sorted(CATALOG)))
+                + "): an alert must say what its XID means",
+            )
+        changes["critical_xids"] = tuple(sorted(xids))
+    thresholds = replace(Thresholds(), **changes)
+    if thresholds.link_downtime_seconds >= thresholds.link_window_minutes * 60:
+        raise _fail(
+            key,
+            value,
+            "linkDowntimeSeconds shorter than the window (linkWindowMinutes x 60): a port cannot "
+            "be down longer than the window it is judged over",
+        )
+    return thresholds
+
+
 def _https_url(value: Any) -> bool:
     if not isinstance(value, str) or len(value) > 2048 or any(c.isspace() for c in value):
         return False
@@ -613,6 +662,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
         _string(re.compile(r"^(group|clusterAdminPolicy)$"), "group or clusterAdminPolicy"),
     ),
     "sdc:telemetry": ("telemetry", _telemetry),
+    "sdc:hardwareAlerts": ("hardware_alerts", _hardware_alerts),
     "sdc:approvalsRequired": ("approvals_required", _integer(1, MAX_APPROVALS_REQUIRED)),
     "sdc:approvers": ("approvers", _approvers),
     "sdc:humanSessionRoles": ("human_session_roles", _human_session_roles),

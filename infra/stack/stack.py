@@ -22,6 +22,7 @@ from infra.stack.asset import LambdaAsset, build_lambda_asset
 from infra.stack.audit_anchor import AuditAnchorLog, AuditAnchorLogProps
 from infra.stack.dashboard import PipelineDashboard, PipelineDashboardProps, pipeline_metric
 from infra.stack.functions import Functions, FunctionsProps
+from infra.stack.hardware_alerts import HardwareAlerts, HardwareAlertsProps, workspace_targets
 from infra.stack.nag import check_construct
 from infra.stack.no_clusters import refuse_deploying_without_clusters
 from infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
@@ -112,6 +113,7 @@ class SdcRemediationProps:
     job_pods: Mapping[str, str] | None = None
     node_isolation_access: str | None = None
     telemetry: Mapping[str, Mapping[str, str | None]] | None = None
+    hardware_alerts: Mapping[str, Any] | None = None
     approvals_required: int | None = None
     approvers: Sequence[str] | None = None
     human_session_roles: Sequence[str] | None = None
@@ -181,10 +183,13 @@ class SdcRemediation(Construct):
         self.pause_switch = PauseSwitch(
             self, "PauseSwitch", props=PauseSwitchProps(settings.pause_parameter_name)
         )
+        self.hardware_alerts = self._hardware_alerts(settings)
         approval_arn = state_machine_arn(self, approval_name(name))
         self.functions = fns = Functions(
             self, "Functions", props=self._functions_props(settings, code_asset, approval_arn)
         )
+        if self.hardware_alerts:
+            self.hardware_alerts.deliver_to(fns.store_report)
         if settings.node_isolation:
             roles = (fns.kubernetes_roles, fns.recovery_roles, fns.kubernetes_readers)
             isolation = NodeIsolationAccessProps.from_settings(settings, *roles)
@@ -220,6 +225,19 @@ class SdcRemediation(Construct):
         )
         self._outputs(settings)
         check_construct(self)
+
+    def _hardware_alerts(self, settings: Settings) -> HardwareAlerts | None:
+        """The rules and alert manager definitions of the telemetry clusters' workspaces."""
+        if not settings.telemetry:
+            return None
+        props = HardwareAlertsProps(
+            settings.stack_name,
+            workspace_targets(Stack.of(self), settings.telemetry),
+            settings.hardware_alerts,
+            self.notifications.key,
+            settings.log_retention_days,
+        )
+        return HardwareAlerts(self, "HardwareAlerts", props=props)
 
     def _functions_props(
         self, settings: Settings, code_asset: LambdaAsset, approval_arn: str

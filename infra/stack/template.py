@@ -48,11 +48,26 @@ def resources_of_type(template: Mapping[str, Any], resource_type: str) -> dict[s
     }
 
 
+DEPLOY_TIME_FUNCTION: Final = "AWS679f53fac002430cb0da5b7982bd2287"
+"""The construct id (and logical id prefix) CDK gives the one function behind every
+`AwsCustomResource` of a stack: it runs only while the stack deploys (the hardware alerts' alert
+manager definitions), so it is no pipeline function."""
+
+
+def pipeline_functions(template: Mapping[str, Any]) -> dict[str, Any]:
+    """The pipeline's Lambda functions: every function but the deploy-time one."""
+    return {
+        logical_id: resource
+        for logical_id, resource in resources_of_type(template, "AWS::Lambda::Function").items()
+        if not logical_id.startswith(DEPLOY_TIME_FUNCTION)
+    }
+
+
 def function_handlers(template: Mapping[str, Any]) -> dict[str, str]:
-    """Lambda logical id → handler string (`lambdas.handlers.<module>.handler`)."""
+    """Pipeline function logical id → handler string (`lambdas.handlers.<module>.handler`)."""
     return {
         logical_id: resource["Properties"]["Handler"]
-        for logical_id, resource in resources_of_type(template, "AWS::Lambda::Function").items()
+        for logical_id, resource in pipeline_functions(template).items()
     }
 
 

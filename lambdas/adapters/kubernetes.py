@@ -84,21 +84,35 @@ class EksKubernetesNodes:
     # -- the port -------------------------------------------------------------------------
 
     def find_node(self, eks_cluster: str, instance_id: str) -> KubeNode:
+        found = self._first_node(eks_cluster, lambda node: node.instance_id == instance_id)
+        if found is None:
+            raise KubernetesNotFound(
+                f"no node of EKS cluster {eks_cluster} has a providerID naming {instance_id}",
+                status=404,
+            )
+        return found
+
+    def find_node_named(self, eks_cluster: str, name: str) -> KubeNode:
+        found = self._first_node(eks_cluster, lambda node: node.name == name)
+        if found is None:
+            raise KubernetesNotFound(
+                f"EKS cluster {eks_cluster} has no node called {name}", status=404
+            )
+        return found
+
+    def _first_node(self, eks_cluster: str, wanted: Callable[[KubeNode], bool]) -> KubeNode | None:
+        """Every page of `GET /api/v1/nodes` until a node is `wanted`."""
         cursor: str | None = None
         while True:
             query = {"limit": str(LIST_PAGE), **({"continue": cursor} if cursor else {})}
             page = self._call(eks_cluster, "GET", "/api/v1/nodes", query=query)
             for raw in page.get("items") or []:
                 node = KubeNode.from_json(raw)
-                if node.instance_id == instance_id:
+                if wanted(node):
                     return node
             cursor = (page.get("metadata") or {}).get("continue") or None
             if not cursor:
-                break
-        raise KubernetesNotFound(
-            f"no node of EKS cluster {eks_cluster} has a providerID naming {instance_id}",
-            status=404,
-        )
+                return None
 
     def pod_nodes(self, eks_cluster: str, label_selector: str) -> set[str]:
         """Every page of `GET /api/v1/pods?labelSelector=…` (all namespaces): the nodes the

@@ -50,11 +50,18 @@ from lambdas.logic.ports import Deps
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
-from lambdas.models.errors import ClusterNotFound, MalformedEvent
+from lambdas.models.errors import ClusterNotFound, KubernetesNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
+from lambdas.models.hardware_alert import (
+    AlertNotification,
+    AlertStatus,
+    HardwareAlert,
+    sns_message_id,
+)
 from lambdas.models.incident import TriggerSource
 from lambdas.models.payloads import OpenAction, OpenIncidentResult, StoreReportResult
 from lambdas.models.report import ReportEvent, SdcReport
+from lambdas.models.reporter_text import clean
 from lambdas.observability import count, logger
 from trainer_emitter.contract import REPORT_SOURCE, Role
 
@@ -62,6 +69,8 @@ REPORT_TTL = timedelta(days=14)
 MAX_AHEAD = timedelta(minutes=5)
 """How far ahead of the pipeline's clock a report's `emitted_at` may be (clock skew between
 nodes); a report dated further ahead is refused."""
+ALERT_SOURCE = "aps.hardware-alert"
+"""How the audit names where a hardware alert came from (the workspace's alert manager)."""
 OPENING_ROLES = frozenset({Role.CULPRIT, Role.CONFIRMED_SUSPECT})
 """The roles for which a report opens a node-level incident by itself."""
 
@@ -289,11 +298,122 @@ def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
     return [*results, incidents.open_job(step, trigger, free)]
 
 
+# -- hardware alerts ----------------------------------------------------------------------------
+
+
+def hardware_alerts(note: AlertNotification, deps: Deps) -> list[OpenIncidentResult]:
+    """The alerts of one notification of the hardware alert topic, each a claim like a report's:
+    its node is acted on only when HyperPod knows the instance its name holds as a node of the
+    cluster and, where the cluster gives the pipeline its Kubernetes API, Kubernetes finds that
+    instance by `spec.providerID` under that very name. A firing alert opens the node's incident
+    or attaches to the open one (one per cluster and instance), through the same opening as an
+    alarm: guard, storm flags, pause switch. A resolved alert is recorded (on the open incident,
+    else in the audit log) and closes nothing.
+
+    The cluster is the notification's SNS attribute, which the stack fixes per workspace; an
+    alert whose own `cluster` label differs is refused (raised: the message lands in the failure
+    queue), a cluster outside ALLOWED_CLUSTERS ignored."""
+    step = Step(deps, "store_report")
+    subject = ids.event_subject(_hardware_event_id(note))
+    forged = [a.cluster_name for a in note.alerts if a.cluster_name != note.cluster_name]
+    if forged:
+        err = MalformedEvent(
+            "Sns.Message.alerts.labels.cluster",
+            f"an alert names cluster {clean(forged[0], 64)!r}; the workspace's "
+            f"notification is for {note.cluster_name}",
+        )
+        step.audit(subject, AuditAction.EVENT_REFUSED, error_details(err, source=ALERT_SOURCE))
+        count(M.EVENTS_REFUSED)
+        raise err
+    if note.cluster_name not in deps.settings.allowed_clusters:
+        _hardware_ignored(
+            step, note, None, f"cluster {note.cluster_name} is not in ALLOWED_CLUSTERS"
+        )
+        return []
+    received = deps.clock.now()
+    results: list[OpenIncidentResult] = []
+    for alert in note.alerts:
+        result = _hardware_alert(step, note, alert, received)
+        if result is not None:
+            results.append(result)
+    return results
+
+
+def _hardware_alert(
+    step: Step, note: AlertNotification, alert: HardwareAlert, received: datetime
+) -> OpenIncidentResult | None:
+    instance_id = alert.claimed_instance or _instance_named(step, note.cluster_name, alert)
+    if instance_id is None:
+        _hardware_ignored(
+            step,
+            note,
+            alert,
+            f"node {clean(alert.node_name, 253)!r} names no instance: it is not "
+            "hyperpod-<instance id>, and no Kubernetes node of that name gives one by "
+            "providerID (or the cluster gives the pipeline no Kubernetes API)",
+        )
+        return None
+    item = summaries.hardware_evidence(alert, received.isoformat())
+    event_id = _hardware_event_id(note)
+    if alert.status is AlertStatus.RESOLVED:
+        holder = step.deps.incidents.open_incident_id(note.cluster_name, instance_id)
+        if holder is None:
+            _hardware_ignored(step, note, alert, "resolved: recorded; it closes no incident")
+            return None
+        arrivals.attach_items(step, holder, [item], event_id, TriggerSource.HARDWARE)
+        return {"incident_id": holder, "action": OpenAction.ATTACHED}
+    step.deps.settings.require_state_machine_arn()
+    trigger = Trigger(
+        cluster_name=note.cluster_name,
+        instance_id=instance_id,
+        at=received,
+        event_id=event_id,
+        source=TriggerSource.HARDWARE,
+        item=item,
+        metric=alert.rule.value,
+        claims=claims.Claims(node_names={instance_id: frozenset({alert.node_name})}),
+    )
+    return incidents.open_node(step, trigger)
+
+
+def _instance_named(step: Step, cluster_name: str, alert: HardwareAlert) -> str | None:
+    """The instance Kubernetes gives, by its providerID, for the node the alert names (where
+    the cluster gives the pipeline its Kubernetes API); None when it has no such node."""
+    config = step.deps.settings.isolation_for(cluster_name)
+    if not config.isolate or config.eks_cluster is None:
+        return None
+    try:
+        return step.deps.kubernetes.find_node_named(config.eks_cluster, alert.node_name).instance_id
+    except KubernetesNotFound:
+        return None
+
+
+def _hardware_event_id(note: AlertNotification) -> str:
+    return f"sns-{clean(note.message_id, 100)}"
+
+
+def _hardware_ignored(
+    step: Step, note: AlertNotification, alert: HardwareAlert | None, reason: str
+) -> None:
+    step.audit(
+        ids.event_subject(_hardware_event_id(note)),
+        AuditAction.EVENT_IGNORED,
+        {
+            "reason": reason,
+            "cluster_name": note.cluster_name,
+            "alert": summaries.hardware_evidence(alert, step.now()) if alert else None,
+        },
+    )
+    count(M.EVENTS_IGNORED)
+    logger.info("hardware alert ignored", message_id=note.message_id, reason=reason)
+
+
 def refuse(event: Any, err: MalformedEvent, actor: str, deps: Deps) -> None:
     """An `event_refused` audit entry under the event's id naming the bad field, and the
     EventsRefused count."""
     raw = event if isinstance(event, Mapping) else {}
-    event_id = raw.get("id")
+    message_id = sns_message_id(event)
+    event_id = f"sns-{clean(message_id, 100)}" if message_id else raw.get("id")
     Step(deps, actor).audit(
         ids.event_subject(str(event_id)[:200] if event_id else "without-id"),
         AuditAction.EVENT_REFUSED,

@@ -242,6 +242,11 @@ class KubernetesNodes(Protocol):
         """The node whose spec.providerID names `instance_id` exactly. Raises KubernetesNotFound."""
         ...
 
+    def find_node_named(self, eks_cluster: str, name: str) -> KubeNode:
+        """The node called `name`, read from the same node list `find_node` reads (its
+        instance id is its providerID's). Raises KubernetesNotFound."""
+        ...
+
     def cordon(self, eks_cluster: str, node_name: str, taint: Taint) -> NodeChange:
         """spec.unschedulable true and `taint` added, keeping every other taint (conditional on
         the node's resourceVersion; a conflict re-reads and retries)."""
@@ -271,6 +276,9 @@ class NoKubernetes:
         return KubernetesNotConfigured("this deployment has no Kubernetes API access")
 
     def find_node(self, eks_cluster: str, instance_id: str) -> KubeNode:
+        raise self._refuse()
+
+    def find_node_named(self, eks_cluster: str, name: str) -> KubeNode:
         raise self._refuse()
 
     def cordon(self, eks_cluster: str, node_name: str, taint: Taint) -> NodeChange:

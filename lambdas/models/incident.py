@@ -11,6 +11,7 @@ from lambdas.models._record import read_record, record_of
 from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.errors import ErrorRecord
 from lambdas.models.guard import HoldKind, HoldRecord, slot_names
+from lambdas.models.hardware_alert import AlertStatus
 from lambdas.models.health_check import HealthCheckRecord
 from lambdas.models.hyperpod import HyperPodView, NodeRecovery, NodeStatus
 from lambdas.models.isolation import IsolationRecord
@@ -29,6 +30,8 @@ class TriggerSource(StrEnum):
     """A contributor alarm of the metric channel."""
     REPORT = "report"
     """An SDC Report event of the emitter's fast path."""
+    HARDWARE = "hardware"
+    """A hardware alert of the cluster's Prometheus workspace (the GPU's own counters)."""
 
 
 def task_token_digest(task_token: str) -> str:
@@ -138,6 +141,15 @@ class Incident:
     def alarms(self) -> list[dict[str, Any]]:
         """Alarm evidence, in the order it was attached."""
         return [e for e in self.evidence if e.get("kind") == TriggerSource.ALARM]
+
+    @property
+    def hardware(self) -> list[dict[str, Any]]:
+        """Hardware alert evidence that fired (resolved ones are kept, and judged by nobody)."""
+        return [
+            e
+            for e in self.evidence
+            if e.get("kind") == TriggerSource.HARDWARE and e.get("status") == AlertStatus.FIRING
+        ]
 
     @property
     def gpu_uuids(self) -> list[str]:

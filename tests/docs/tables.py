@@ -15,7 +15,7 @@ from typing import Any
 
 from infra.stack.functions import SPECS
 from infra.stack.settings import Settings, SettingsError
-from infra.stack.template import resources_of_type
+from infra.stack.template import pipeline_functions, resources_of_type
 from trainer_emitter.mapping import Rule
 
 ROW_SPLIT = re.compile(r"(?<!\\)\|")
@@ -149,7 +149,7 @@ def function_modules(template: Mapping[str, Any]) -> dict[str, str]:
     """Function logical id → its handler module (`lambdas.handlers.<module>.handler`)."""
     return {
         logical_id: resource["Properties"]["Handler"].split(".")[2]
-        for logical_id, resource in resources_of_type(template, "AWS::Lambda::Function").items()
+        for logical_id, resource in pipeline_functions(template).items()
     }
 
 
@@ -209,7 +209,7 @@ ENVIRONMENT_HEADING = "Environment: read once"
 
 def function_environment(template: Mapping[str, Any]) -> dict[str, set[str]]:
     """Function module → the names of the environment variables the stack gives it."""
-    functions = resources_of_type(template, "AWS::Lambda::Function")
+    functions = pipeline_functions(template)
     return {
         module: set(functions[logical_id]["Properties"]["Environment"]["Variables"])
         for logical_id, module in function_modules(template).items()
@@ -264,4 +264,48 @@ def states_drift(
             found.extend(_differences(f"{state} goes to", ticked(cell), moves.get(state, set())))
             if state in final:
                 found.append(f"{state}: terminal in the code, the doc moves it on")
+    return found
+
+
+# --- docs/deploy.md, "Hardware alerts" vs infra/stack/alert_rules.py `THRESHOLD_KEYS` -------------
+
+THRESHOLDS_HEADING = "Thresholds and windows, `sdc:hardwareAlerts`"
+
+
+def thresholds_drift(doc: str) -> list[str]:
+    """The thresholds table against `THRESHOLD_KEYS` and `Thresholds`: keys, defaults, ranges,
+    reasons, row by row."""
+    from infra.stack.alert_rules import (
+        CRITICAL_XIDS_KEY,
+        CRITICAL_XIDS_REASON,
+        THRESHOLD_KEYS,
+        Thresholds,
+    )
+
+    defaults = Thresholds()
+    expected = [
+        [
+            f"`{key}`",
+            f"`{getattr(defaults, spec.attr)}`",
+            f"{spec.unit}, {spec.low} .. {spec.high}",
+            spec.reason,
+        ]
+        for key, spec in THRESHOLD_KEYS.items()
+    ]
+    expected.append(
+        [
+            f"`{CRITICAL_XIDS_KEY}`",
+            f"`{list(defaults.critical_xids)}`",
+            "list of XIDs the card's catalog holds",
+            CRITICAL_XIDS_REASON,
+        ]
+    )
+    documented = table_after(doc, THRESHOLDS_HEADING)
+    found = [
+        f"row {i + 1}: the doc has {d}, the code {e}"
+        for i, (d, e) in enumerate(zip(documented, expected, strict=False))
+        if d != e
+    ]
+    if len(documented) != len(expected):
+        found.append(f"{len(documented)} rows in the doc, {len(expected)} keys in the code")
     return found

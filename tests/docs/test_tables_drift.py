@@ -71,6 +71,18 @@ def test_the_settings_key_table_is_the_keys_defaults_and_ranges_the_code_accepts
     assert tables.settings_keys_drift(DEPLOY, _PARSERS, Settings()) == []
 
 
+def test_the_hardware_alert_thresholds_table_is_the_rules_thresholds():
+    assert tables.thresholds_drift(DEPLOY) == []
+
+
+def test_a_changed_hardware_alert_default_in_the_doc_is_drift():
+    changed = edited(
+        DEPLOY, "| `linkDowntimeSeconds` | `120` |", "| `linkDowntimeSeconds` | `90` |"
+    )
+
+    assert tables.thresholds_drift(changed) != []
+
+
 def test_the_readme_report_mapping_table_is_the_mapping_rules():
     assert tables.report_mapping_drift(README, list(Rule)) == []
 

@@ -555,3 +555,23 @@ def test_the_card_heading_and_the_lifecycle_event_are_read_as_the_advice():
     assert judge.heading_advice(card) == "replace after review"
     assert judge.heading_advice("no heading") is None
     assert (judge.event_advice(events, "a"), judge.event_advice(events, "c")) == ("x", None)
+
+
+def test_a_hardware_alert_alone_isolates_the_throttling_node_and_proposes_a_reboot(outcomes):
+    outcome = outcomes("hardware-alert")
+
+    assert outcome.passed, outcome.problems
+    (incident,) = outcome.incidents
+    assert incident["instance_id"] == RANK_MAP[13]["instance_id"]
+    steps = [a for a in actions(outcome) if a != "evidence_attached"]
+    assert steps[:4] == [
+        "incident_opened",
+        "execution_started",
+        "node_isolated",
+        "health_check_started",
+    ]
+    said = [line.what for line in outcome.timeline if line.who == "prometheus"]
+    assert any("GpuHardwareThrottling firing on hyperpod-i-0bb00000000000002" in s for s in said)
+    assert "RECOMMENDATION: REBOOT" in (outcome.notification or "")
+    assert "a hardware signal alone: reboot, replace on a repeat" in (outcome.notification or "")
+    assert outcome.replace_calls == []

@@ -10,7 +10,7 @@ import pytest
 
 from infra.stack.dashboard import PAGE_TITLE, Series, plotted
 from infra.stack.functions import PAGE
-from infra.stack.template import resources_of_type
+from infra.stack.template import pipeline_functions, resources_of_type
 from lambdas.metric_names import (
     CLOSE_OUTCOMES,
     PIPELINE_NAMESPACE,
@@ -43,8 +43,7 @@ def names(series: list[Series]) -> list[str | None]:
 
 def function_env(template: dict[str, Any]) -> list[dict[str, str]]:
     return [
-        f["Properties"]["Environment"]["Variables"]
-        for f in resources_of_type(template, "AWS::Lambda::Function").values()
+        f["Properties"]["Environment"]["Variables"] for f in pipeline_functions(template).values()
     ]
 
 
@@ -146,8 +145,7 @@ def test_time_to_decision_and_to_recovery_are_plotted_as_median_and_maximum(temp
 )
 def test_errors_and_throttles_are_plotted_for_every_function(template, title, metric):
     functions = {
-        resolved(template, {"Ref": logical_id})
-        for logical_id in resources_of_type(template, "AWS::Lambda::Function")
+        resolved(template, {"Ref": logical_id}) for logical_id in pipeline_functions(template)
     }
 
     series = series_of(template, title)

@@ -10,7 +10,7 @@ from botocore.config import Config
 from infra.stack import asset
 from infra.stack.asl import TASK_TIMEOUT_SECONDS
 from infra.stack.functions import ALL_FUNCTIONS, PUT_EVENTS, SPECS, time_budget_seconds
-from infra.stack.template import function_handlers, resources_of_type
+from infra.stack.template import function_handlers, pipeline_functions
 from lambdas.adapters._aws import CLIENT_CONFIG, worst_call_seconds
 from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
 from tests.docs.tables import table_after
@@ -76,7 +76,7 @@ def test_function_runs_python_with_json_logs_to_its_own_retained_log_group_and_t
 def test_log_groups_are_not_shared(template):
     groups = [
         r["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
-        for r in resources_of_type(template, "AWS::Lambda::Function").values()
+        for r in pipeline_functions(template).values()
     ]
 
     assert len(groups) == len(set(groups)) == len(ALL_FUNCTIONS)

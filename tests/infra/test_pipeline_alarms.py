@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infra.stack.template import resources_of_type
+from infra.stack.template import pipeline_functions, resources_of_type
 from infra.stack.workflow import REMEDIATION_LOGICAL_ID
 from tests.conftest import REPO
 from tests.infra.template_tools import resolved
@@ -65,7 +65,7 @@ def test_an_error_of_any_pipeline_function_but_decide_alarms(template):
     alarms = [alarm_named(template, "function-errors"), alarm_named(template, "function-errors-2")]
     functions = {
         logical_id: resolved(template, {"Ref": logical_id})
-        for logical_id in resources_of_type(template, "AWS::Lambda::Function")
+        for logical_id in pipeline_functions(template)
     }
 
     metrics = [metric for alarm in alarms for metric in watched(alarm)]

@@ -289,3 +289,35 @@ def test_a_bad_context_value_raises_the_one_settings_error_the_functions_raise_t
         Settings.from_context({"sdc:dryRun": "maybe"})
 
     assert isinstance(raised.value, ValueError)
+
+
+# -- sdc:hardwareAlerts -------------------------------------------------------------------------
+
+
+def test_hardware_alert_thresholds_default_and_override_key_by_key():
+    default = Settings.from_context({}).hardware_alerts
+    changed = Settings.from_context(
+        {"sdc:hardwareAlerts": '{"linkDowntimeSeconds": 60, "criticalXids": [79, 48]}'}
+    ).hardware_alerts
+
+    assert default.link_downtime_seconds == 120
+    assert 79 in default.critical_xids and 31 not in default.critical_xids
+    assert changed.link_downtime_seconds == 60
+    assert changed.critical_xids == (48, 79)
+    assert changed.throttle_minutes == default.throttle_minutes
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ({"throttleMinute": 5}, "unknown keys ['throttleMinute']"),
+        ({"throttleMinutes": 0}, "sdc:hardwareAlerts.throttleMinutes=0"),
+        ({"criticalXids": [7]}, "from the card's catalog"),
+        ({"criticalXids": []}, "non-empty list"),
+        ({"linkWindowMinutes": 5, "linkDowntimeSeconds": 300}, "shorter than the window"),
+    ],
+)
+def test_a_bad_hardware_alert_threshold_is_refused_with_what_is_wrong(value, says):
+    with pytest.raises(SettingsError, match="sdc:hardwareAlerts") as raised:
+        Settings.from_context({"sdc:hardwareAlerts": value})
+    assert says in str(raised.value)

@@ -6,7 +6,6 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from infra.stack.template import resources_of_type
-from tests.infra.template_tools import only
 
 
 @pytest.mark.parametrize("table_id", ["IncidentsTable", "AuditTable"])
@@ -67,7 +66,12 @@ def test_audit_table_keys(template):
 def test_topic_is_encrypted_with_a_rotating_key_and_requires_tls(template):
     topic = template["Resources"]["NotificationTopic"]["Properties"]
     key_id = topic["KmsMasterKeyId"]["Fn::GetAtt"][0]
-    _, policy = only(template, "AWS::SNS::TopicPolicy")
+    (policy,) = [
+        p
+        for p in template["Resources"].values()
+        if p["Type"] == "AWS::SNS::TopicPolicy"
+        and p["Properties"]["Topics"] == [{"Ref": "NotificationTopic"}]
+    ]
     denies = [
         s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"
     ]
@@ -77,7 +81,11 @@ def test_topic_is_encrypted_with_a_rotating_key_and_requires_tls(template):
 
 
 def test_the_notification_email_is_subscribed_when_configured(template, variant_template):
-    subscriptions = resources_of_type(template, "AWS::SNS::Subscription").values()
+    subscriptions = [
+        s
+        for s in resources_of_type(template, "AWS::SNS::Subscription").values()
+        if s["Properties"]["TopicArn"] == {"Ref": "NotificationTopic"}
+    ]
 
     assert [s["Properties"]["Endpoint"] for s in subscriptions] == ["oncall@example.com"]
     assert [s["Properties"]["Protocol"] for s in subscriptions] == ["email"]

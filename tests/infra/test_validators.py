@@ -13,7 +13,7 @@ import botocore.session
 import pytest
 
 from infra.stack.functions import ACTIONS_NEWER_THAN_IAM_LINT, ALL_FUNCTIONS, SPECS
-from infra.stack.template import resources_of_type
+from infra.stack.template import pipeline_functions, resources_of_type
 from infra.stack.validate import (
     Finding,
     IamAcknowledgement,
@@ -89,7 +89,7 @@ def test_unknown_actions_are_acknowledged_only_for_operations_botocore_knows(ver
 def test_the_functions_that_act_on_nodes_or_take_events_in_have_a_concurrency_cap_and_no_other_does(
     template,
 ):
-    functions = resources_of_type(template, "AWS::Lambda::Function")
+    functions = pipeline_functions(template)
     capped = {
         logical_id: resource["Properties"].get("ReservedConcurrentExecutions")
         for logical_id, resource in functions.items()

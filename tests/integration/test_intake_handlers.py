@@ -198,3 +198,44 @@ def test_a_report_dated_a_year_ahead_is_refused_into_the_dead_letter_queue_and_a
     assert (refusal.action, refusal.details["field"]) == ("event_refused", "detail.emitted_at")
     assert aws.items("REPORT#") == []
     assert aws.items("FLAG#") == []
+
+
+# -- hardware alerts (SNS from the telemetry clusters' Prometheus workspaces) ---------------------
+
+
+def test_a_hardware_alert_delivered_by_sns_opens_the_nodes_incident_through_store_report(aws):
+    (result,) = invoke(store_report, load_fixture("events", "hardware_alert_sns"))
+
+    incident = aws.incident(result["incident_id"])
+    assert result["action"] == "opened"
+    assert (incident.cluster_name, incident.instance_id) == (CLUSTER, INSTANCE)
+    (item,) = incident.hardware
+    assert (item["rule"], item["gpu"], item["node_name"]) == (
+        "hardware_throttling",
+        "5",
+        f"hyperpod-{INSTANCE}",
+    )
+    assert len(aws.executions()) == 1
+
+
+def test_a_hardware_alert_and_a_report_for_the_node_share_one_incident(aws):
+    (opened,) = invoke(store_report, load_fixture("events", "hardware_alert_sns"))
+
+    attached = invoke(store_report, load_fixture("events", "sdc_report"))["incidents"]
+
+    assert attached == [{"incident_id": opened["incident_id"], "action": "attached"}]
+    kinds = [e["kind"] for e in aws.incident(opened["incident_id"]).evidence]
+    assert kinds == ["hardware", "report"]
+
+
+def test_a_malformed_hardware_alert_is_refused_under_its_sns_message(aws):
+    event = copy.deepcopy(load_fixture("events", "hardware_alert_sns"))
+    message = json.loads(event["Records"][0]["Sns"]["Message"])
+    message["alerts"][0]["labels"]["rule"] = "made_up"
+    event["Records"][0]["Sns"]["Message"] = json.dumps(message)
+
+    with pytest.raises(MalformedEvent, match=r"Sns\.Message\.alerts\[0\]\.labels"):
+        invoke(store_report, event)
+
+    subject = "event#sns-" + event["Records"][0]["Sns"]["MessageId"]
+    assert aws.actions(subject) == ["event_refused"]

@@ -82,6 +82,16 @@ def test_the_eks_token_of_the_functions_role_is_accepted(kube):
     assert {r.status for r in kube.api.requests} == {200}
 
 
+def test_a_node_found_by_its_name_gives_the_instance_of_its_own_provider_id(kube):
+    named = kube.adapter().find_node_named(EKS, f"hyperpod-{INSTANCE}")
+
+    # the name holds INSTANCE, the providerID another instance: the providerID is the truth
+    assert named.instance_id == "i-0fff0000000000001"
+    assert kube.adapter().find_node_named(EKS, NODE).instance_id == INSTANCE
+    with pytest.raises(KubernetesNotFound):
+        kube.adapter().find_node_named(EKS, "ip-10-1-99-9.us-west-2.compute.internal")
+
+
 @pytest.mark.parametrize(
     "api",
     [

@@ -527,6 +527,13 @@ class FakeKubernetesNodes:
                 return node
         raise KubernetesNotFound(f"no node names {instance_id}", status=404)
 
+    def find_node_named(self, eks_cluster: str, name: str) -> KubeNode:
+        self._enter("find_node_named", eks_cluster, name)
+        raw = self.nodes.get(eks_cluster, {}).get(name)
+        if raw is None:
+            raise KubernetesNotFound(f"no node called {name}", status=404)
+        return self._kube_node(name, raw)
+
     def cordon(self, eks_cluster: str, node_name: str, taint: Taint) -> NodeChange:
         self._enter("cordon", eks_cluster, node_name)
         raw = self._get(eks_cluster, node_name)

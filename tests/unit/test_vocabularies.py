@@ -14,6 +14,7 @@ import pytest
 from infra.cli.render import Output
 from lambdas.models.approvals import Delivery, PrincipalSource
 from lambdas.models.guard import HoldKind
+from lambdas.models.hardware_alert import AlertLabel, AlertSeverity, AlertStatus, HardwareRule
 from lambdas.models.health_check import HealthCheckResult
 from lambdas.models.hyperpod import AwsVocabulary, NodeRecovery, NodeStatus
 from lambdas.models.incident import IncidentState, Scope, TriggerSource
@@ -27,8 +28,12 @@ from trainer_emitter.sinks import SinkName
 
 OURS: tuple[type[StrEnum], ...] = (
     Advice,
+    AlertLabel,
+    AlertSeverity,
+    AlertStatus,
     Decision,
     Delivery,
+    HardwareRule,
     HealthCheckResult,
     HoldKind,
     IncidentState,

@@ -128,7 +128,7 @@ def test_a_hang_named_by_one_signal_alone_is_ambiguous_until_hardware_agrees():
     silent = summary(hang_alarm(silent=(13,)), NODES[1])
 
     alone = recommend([silent], None)
-    with_xid = recommend([silent], None, hardware=(XID,))
+    with_xid = recommend([silent], None, telemetry=(XID,))
 
     assert alone.advice is Advice.HEALTH_CHECK_ONLY
     assert with_xid.advice is Advice.REBOOT
@@ -163,7 +163,7 @@ def test_a_straggler_without_hardware_corroboration_is_notice_only():
 
 
 def test_a_straggler_with_hardware_corroboration_recommends_a_reboot():
-    judged = recommend([summary(straggler_alarm(13), NODES[1])], None, hardware=(XID,))
+    judged = recommend([summary(straggler_alarm(13), NODES[1])], None, telemetry=(XID,))
 
     assert judged.advice is Advice.REBOOT
     assert XID in judged.reasons[0]

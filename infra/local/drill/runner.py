@@ -129,7 +129,14 @@ def run_scenario(
     try:
         with ExitStack() as stack:
             endpoints = None
-            if scenario.hardware:
+            server = None
+            if scenario.hardware_alert:
+                progress("a local Prometheus evaluating the stack's hardware rules")
+                server = stack.enter_context(
+                    stage.alerting_workspace(alarm, rank_map, scenario.context, note)
+                )
+                endpoints = {WORKSPACE_ID: server.base_url}
+            elif scenario.hardware:
                 progress("a local Prometheus with dcgm-exporter's series of every GPU")
                 workspace = stage.prometheus_workspace(alarm, rank_map, note)
                 endpoints = {WORKSPACE_ID: stack.enter_context(workspace)}
@@ -144,18 +151,25 @@ def run_scenario(
             )
             if scenario.muted:
                 stage.mute_alarms(run, note)
-            reported_at = time.monotonic()  # the report event is handled before report() returns
-            emitter = run.emitter(rank_map, report_events=not scenario.muted)
-            result = emitter.report(alarm)
-            published = ", ".join(f"{d.metric.value} on {d.instance_id}" for d in result.datapoints)
-            note(
-                "rank 0",
-                f"step {alarm['step']}: {alarm['check']} check fired; "
-                f"report {result.report_id[:8]} published ({published})",
-                at=reported_at,
-                report_id=result.report_id,
-            )
-            incident_ids = _deliver_alarms(run, scenario, note)
+            sdc: set[tuple[str, str]] = set()
+            if server is not None:
+                incident_ids = stage.deliver_hardware_alert(run, server, note)
+            else:
+                reported_at = time.monotonic()  # handled before report() returns
+                emitter = run.emitter(rank_map, report_events=not scenario.muted)
+                result = emitter.report(alarm)
+                published = ", ".join(
+                    f"{d.metric.value} on {d.instance_id}" for d in result.datapoints
+                )
+                note(
+                    "rank 0",
+                    f"step {alarm['step']}: {alarm['check']} check fired; "
+                    f"report {result.report_id[:8]} published ({published})",
+                    at=reported_at,
+                    report_id=result.report_id,
+                )
+                sdc = {(emitter.config.namespace, d.metric.value) for d in result.datapoints}
+                incident_ids = _deliver_alarms(run, scenario, note)
             card: str | None = None
             holds: list[Any] = []
             if scenario.storm:
@@ -202,7 +216,6 @@ def run_scenario(
                 surfaces["lifecycle event"] = judge.event_advice(lifecycle, incident_id)
             for incident_id, surfaces in deadlines.items():
                 surfaces["lifecycle event"] = judge.event_deadline(lifecycle, incident_id)
-            sdc = {(emitter.config.namespace, d.metric.value) for d in result.datapoints}
             dashboard, dashboard_problems = judge.check_dashboard(run, every_entry, sdc)
             # The scheduled reconciliation, after the scenario: nothing may be left stuck.
             reconciled = run.reconcile()

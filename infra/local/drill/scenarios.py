@@ -181,6 +181,10 @@ class Scenario:
     """The cluster's Prometheus workspace holds dcgm-exporter's series of every GPU (served by a
     real Prometheus when one is installed): the culprit's GPU logged an XID and a row remap
     failure twenty minutes before the alarm; the card must say so, and nothing of other GPUs."""
+    hardware_alert: bool = False
+    """No training report: the culprit's GPU throttles in the cluster's Prometheus (a real one,
+    loaded with the stack's hardware rules); the rule fires, the drill delivers the alert as
+    SNS would to the claims intake, and that opens the incident."""
     muted: bool = False
     """Whether an alarm mute rule (MUTE_RULE) mutes the detection alarms; the job then
     publishes metrics only, so the muted alarm is what opens the incident."""
@@ -284,6 +288,19 @@ SCENARIOS = {
             context=TELEMETRY_CONTEXT,
             replaced=True,
             hardware=True,
+        ),
+        Scenario(
+            "hardware-alert",
+            "no SDC check fired: rank 13's GPU is held down by HW thermal slowdown in the "
+            "cluster's Prometheus; the stack's rule fires, the alert arrives as SNS delivers it, "
+            "the node is isolated and health-checked, the card recommends a reboot; rebooted",
+            REPLAY_CULPRIT,
+            "reboot",
+            "rebooted",
+            context={**TELEMETRY_CONTEXT, "sdc:hardwareAlerts": {"throttleMinutes": 1}},
+            rebooted=True,
+            recommends="reboot",
+            hardware_alert=True,
         ),
         Scenario(
             "muted-alarm",

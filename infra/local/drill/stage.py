@@ -122,3 +122,150 @@ def mute_alarms(run: Any, note: Callable[..., None]) -> None:
         f"alarm mute rule {MUTE_RULE} mutes the SDC alarms' actions for the next hour; the job "
         "publishes metrics only (no report event)",
     )
+
+
+@contextmanager
+def alerting_workspace(
+    alarm: dict[str, Any],
+    rank_map: Sequence[dict[str, Any]],
+    context: dict[str, Any],
+    note: Callable[..., None],
+) -> Iterator[Any]:
+    """The cluster's Prometheus loaded with the stack's hardware rules (as the deployment's
+    `sdc:hardwareAlerts` set them, evaluated every second) over every GPU's series of the last
+    30 minutes, stored as the add-on stores them: the culprit's GPU is held down by HW thermal
+    slowdown (0x40, with the normal SW power cap 0x4), every other GPU only by SW power cap.
+    Needs Debian's prometheus: rules are evaluated by nothing else here. Yields the server."""
+    import yaml
+
+    from infra.local import prometheus
+    from infra.local.run import kube_node_names
+    from infra.stack.alert_rules import rule_groups
+    from infra.stack.settings import Settings
+
+    if prometheus.binaries() is None:
+        raise prometheus.PrometheusNotInstalled(prometheus.INSTALL_HINT)
+    key = "sdc:hardwareAlerts"
+    thresholds = Settings.from_context({key: context.get(key, {})}).hardware_alerts
+    now = int(time.time()) // 15 * 15
+    start = now - 30 * 60
+    culprit = culprit_gpu(alarm, rank_map)
+    hosts = kube_node_names(sorted({str(e["instance_id"]) for e in rank_map}))
+    series = []
+    for n, entry in enumerate(rank_map):
+        bits = THROTTLED if entry["gpu_uuid"] == culprit["gpu_uuid"] else POWER_CAPPED
+        series += prometheus.gpu_series(
+            host=hosts[str(entry["instance_id"])],
+            gpu=str(entry["rank"] % GPUS_PER_NODE),
+            uuid=str(entry["gpu_uuid"]),
+            start=start,
+            end=now,
+            changes={"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": [(start, bits)]},
+            collector=prometheus.collector_labels(f"dcgm-exporter-n{n // 8}", f"10.1.100.{n}"),
+        )
+    content = rule_groups(CLUSTER, thresholds=thresholds)
+    for group in content["groups"]:
+        group["interval"] = "1s"
+    rules = yaml.safe_dump(content, sort_keys=False, width=1000)
+    with prometheus.real_prometheus(series, rules=rules) as server:
+        note(
+            "prometheus",
+            f"Prometheus {server.version} at {server.base_url} evaluates the stack's hardware "
+            f"rules every second over {len(rank_map)} GPUs' series; {culprit['gpu_uuid']} "
+            f"({culprit['instance_id']}) has been held down by HW thermal slowdown for 30 minutes",
+        )
+        yield server
+
+
+THROTTLED = 0x44
+"""HW thermal slowdown with the SW power cap."""
+POWER_CAPPED = 0x04
+"""The SW power cap alone: normal under load."""
+ALERT = "GpuHardwareThrottling"
+
+
+def deliver_hardware_alert(
+    run: Any, server: Any, note: Callable[..., None], *, timeout: float = 180.0
+) -> list[str]:
+    """Wait until the throttling rule fires on the server, then deliver its alert to the claims
+    intake as SNS would: the JSON message the alert manager definition's template writes (every
+    value cut of quotes, backslashes and control characters), the cluster in the message
+    attribute. Returns the incidents the intake opened or attached to."""
+    import hashlib
+    import json
+    import re
+    import urllib.request
+    import uuid
+
+    from lambdas.models.hardware_alert import CLUSTER_ATTRIBUTE, MESSAGE_VERSION, AlertStatus
+
+    def alerts() -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{server.base_url}/api/v1/alerts", timeout=5) as answer:
+            found: list[dict[str, Any]] = json.load(answer)["data"]["alerts"]
+        return [a for a in found if a["labels"].get("alertname") == ALERT]
+
+    deadline = time.monotonic() + timeout
+    pending_seen = False
+    while True:
+        found = alerts()
+        firing = [a for a in found if a["state"] == AlertStatus.FIRING]
+        if firing:
+            break
+        if found and not pending_seen:
+            pending_seen = True
+            note("prometheus", f"{ALERT} pending on {found[0]['labels'].get('node')}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{ALERT} did not fire within {timeout:g} s: {found}")
+        time.sleep(1)
+
+    def cut(value: str) -> str:
+        return re.sub(r'["\\\x00-\x1f\x7f]', "", value)
+
+    entries = []
+    for alert in firing:
+        labels = {cut(k): cut(v) for k, v in sorted(alert["labels"].items())}
+        fingerprint = hashlib.sha256(json.dumps(labels).encode()).hexdigest()[:16]
+        entries.append(
+            {
+                "status": AlertStatus.FIRING.value,
+                "labels": labels,
+                "annotations": {cut(k): cut(v) for k, v in alert["annotations"].items()},
+                "startsAt": alert["activeAt"][:19] + "Z",
+                "fingerprint": fingerprint,
+            }
+        )
+        note(
+            "prometheus",
+            f"{ALERT} firing on {labels.get('node')} GPU {labels.get('gpu')} "
+            f"(rule {labels.get('rule')}, severity {labels.get('severity')})",
+        )
+    message_id = str(uuid.uuid4())
+    event = {
+        "Records": [
+            {
+                "EventSource": "aws:sns",
+                "Sns": {
+                    "MessageId": message_id,
+                    "TopicArn": run.stack.topics.get("HardwareAlertTopic", ""),
+                    "Subject": f"SDC hardware alert: firing ({len(entries)})",
+                    "Message": json.dumps(
+                        {
+                            "version": MESSAGE_VERSION,
+                            "status": AlertStatus.FIRING.value,
+                            "alerts": entries,
+                        }
+                    ),
+                    "MessageAttributes": {CLUSTER_ATTRIBUTE: {"Type": "String", "Value": CLUSTER}},
+                },
+            }
+        ]
+    }
+    function = run.stack.function_by_handler("store_report")
+    response = run.session.client("lambda").invoke(
+        FunctionName=function.arn, Payload=json.dumps(event).encode()
+    )
+    answer = json.loads(response["Payload"].read() or b"null")
+    if "FunctionError" in response:
+        raise RuntimeError(f"store_report refused the hardware alert: {answer}")
+    note("sns", f"the alert manager's notification {message_id[:8]} delivered to store_report")
+    return list(dict.fromkeys(r["incident_id"] for r in answer if r.get("incident_id")))

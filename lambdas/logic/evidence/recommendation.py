@@ -16,6 +16,13 @@ same GPU UUID): both are proposed for replacement. A failed deep health check is
 to propose replacing, and so is one that failed again after a reboot. A job-level incident (an
 ambiguous report) never proposes a replacement.
 
+Hardware alerts (the GPU's own counters, `lambdas.logic.intake.hardware_alerts`):
+- a hardware signal alone → health check, then reboot; replace when the memory cannot repair
+  itself (row remap failure, uncorrectable ECC: severity critical), when the same rule fires
+  again after its first start, or on a node with history.
+- a hardware signal with SDC evidence on the same node → one tier stronger than the reports
+  alone say (health check → reboot, reboot → replace), the card says why.
+
 `judge` is the one place an incident is judged: at the approval request, and again when later
 evidence attaches to a judged incident. It returns the `Recommendation` record the incident
 stores; every card, notice, event and command words that record.
@@ -30,6 +37,7 @@ from typing import Any, Final
 from lambdas.logic.core.steps import Step
 from lambdas.models.audit import AuditAction
 from lambdas.models.guard import PastIncident
+from lambdas.models.hardware_alert import AlertSeverity
 from lambdas.models.health_check import HealthCheckResult
 from lambdas.models.incident import Incident
 from lambdas.models.recommendation import MAX_PAST, Advice, Recommendation
@@ -161,6 +169,36 @@ def _assess_verdict(verdict: dict[str, Any]) -> tuple[Advice, str]:
     return Advice.HEALTH_CHECK_ONLY, f"unattributable mismatch involving {where}"
 
 
+def assess_hardware(
+    alerts: Sequence[dict[str, Any]], history: Sequence[str]
+) -> tuple[Advice, list[str]]:
+    """The advice the firing hardware alerts of an incident give alone, and why."""
+    rules = sorted({str(a.get("rule")) for a in alerts})
+    reasons = [f"hardware alert: {', '.join(rules)} on the node's own counters"]
+    critical = sorted(
+        {str(a.get("rule")) for a in alerts if a.get("severity") == AlertSeverity.CRITICAL}
+    )
+    starts: dict[str, set[str]] = {}
+    for a in alerts:
+        starts.setdefault(str(a.get("rule")), set()).add(str(a.get("starts_at")))
+    repeated = sorted(rule for rule, seen in starts.items() if len(seen) >= 2)
+    if critical:
+        reasons.append(f"{', '.join(critical)}: the GPU's memory cannot repair itself")
+        return Advice.REPLACE, reasons
+    if repeated:
+        reasons.append(f"{', '.join(repeated)} fired again after it resolved: a repeat")
+        return Advice.REPLACE, reasons
+    if history:
+        reasons.append(f"hardware signal on a node with history: {len(history)} past incident(s)")
+        return Advice.REPLACE, reasons
+    reasons.append("a hardware signal alone: reboot, replace on a repeat")
+    return Advice.REBOOT, reasons
+
+
+def _stronger(advice: Advice) -> Advice:
+    return Advice.REBOOT if advice is Advice.HEALTH_CHECK_ONLY else Advice.REPLACE
+
+
 def recommend(
     reports: Sequence[dict[str, Any]],
     health_result: str | None,
@@ -169,24 +207,39 @@ def recommend(
     job_level: bool = False,
     rebooted: bool = False,
     unconfirmed: bool = False,
-    hardware: Sequence[str] = (),
+    telemetry: Sequence[str] = (),
+    alerts: Sequence[dict[str, Any]] = (),
 ) -> Recommendation:
     """The advice for an incident from all its report evidence, the health check result,
     `history` (ids of past incidents of the same instance or GPU that count as history) and
     whether the node was already rebooted in this incident (then the check was the one after
     the reboot, and a reboot is not offered again). `unconfirmed`: the checks did not confirm
     what the reports claim about the node, so they propose nothing beyond a health check (a
-    failed deep health check, HyperPod's own finding, still does). `hardware`: the node's
-    telemetry signals, what corroborates a hang or a straggler (`WatchRow`)."""
+    failed deep health check, HyperPod's own finding, still does). `telemetry`: the node's
+    telemetry signals; they and the firing hardware `alerts` (the workspace's alert rules) are
+    what corroborates a hang or a straggler (`WatchRow`); the alerts also advise on their own
+    (`assess_hardware`)."""
     if job_level:
         return Recommendation(
             Advice.HEALTH_CHECK_ONLY,
             ("ambiguous alarm: the involved nodes are health-checked, no replacement proposed",),
         )
-    assessed = [assess_report(r, hardware) for r in reports]
+    corroboration = (*telemetry, *(f"alert {a.get('rule')}" for a in alerts))
+    assessed = [assess_report(r, corroboration) for r in reports]
     reasons = [reason for _, reason in assessed]
     if assessed:
         advice = max((a for a, _ in assessed), key=lambda a: a.strength)
+        if alerts:
+            alone, why = assess_hardware(alerts, history)
+            stronger = max(_stronger(advice), alone, key=lambda a: a.strength)
+            reasons += [
+                *why,
+                f"SDC evidence and a hardware signal on the same node: {stronger.tier}",
+            ]
+            advice = stronger
+    elif alerts:
+        advice, why = assess_hardware(alerts, history)
+        reasons += why
     else:
         advice = Advice.HEALTH_CHECK_ONLY
         reasons.append("no SDC report for this instance: the alarm alone names no rank")
@@ -228,7 +281,7 @@ def recommend(
 _WATCH: Final = (Check.HANG, Check.STRAGGLER)
 
 
-def _hardware(incident: Incident) -> tuple[str, ...]:
+def _telemetry_signals(incident: Incident) -> tuple[str, ...]:
     """The node's telemetry signals in this incident, as text (none when not queried)."""
     telemetry = incident.telemetry
     return tuple(f.text for f in telemetry.signals) if telemetry else ()
@@ -260,7 +313,8 @@ def judge(
         job_level=incident.is_job,
         rebooted=incident.reboots > 0,
         unconfirmed=bool(incident.unconfirmed),
-        hardware=_hardware(incident),
+        telemetry=_telemetry_signals(incident),
+        alerts=incident.hardware,
     )
     return Recommendation(
         advice=judged.advice,

@@ -16,6 +16,7 @@ from typing import Any
 
 from lambdas.logic.evidence.resume import resume_of
 from lambdas.models.events import ContributorEvent
+from lambdas.models.hardware_alert import HardwareAlert
 from lambdas.models.incident import Incident, TriggerSource
 from lambdas.models.report import ReportSuspect, SdcReport
 from lambdas.models.reporter_text import clean, clean_or_none
@@ -49,6 +50,27 @@ def alarm_evidence(alarm: ContributorEvent) -> dict[str, Any]:
         "state_at": alarm.state_timestamp,
         "reason": alarm.reason[:MAX_REASON],
         **(alarm.mute.to_json() if alarm.mute else {}),
+    }
+
+
+def hardware_evidence(alert: HardwareAlert, received_at: str) -> dict[str, Any]:
+    """A hardware alert as the incident keeps it: one item per alert and start (a repeat of a
+    still-firing alert, or its resolution, is another item: `status` says which)."""
+    return {
+        "kind": TriggerSource.HARDWARE,
+        "key": f"hardware:{clean(alert.fingerprint, MAX_NAME)}:{alert.status}:"
+        f"{clean(alert.starts_at, MAX_NAME)}",
+        "status": alert.status.value,
+        "rule": alert.rule.value,
+        "severity": alert.severity.value,
+        "node_name": clean(alert.node_name, MAX_NODE_NAME),
+        "gpu": clean_or_none(alert.gpu, MAX_NAME),
+        "gpu_uuid": clean_or_none(alert.gpu_uuid, MAX_GPU_UUID),
+        "xid": clean_or_none(alert.xid, MAX_NAME),
+        "counter": clean_or_none(alert.counter, MAX_NAME),
+        "summary": clean(alert.summary, MAX_TEXT),
+        "starts_at": clean(alert.starts_at, MAX_NAME),
+        "received_at": received_at,
     }
 
 

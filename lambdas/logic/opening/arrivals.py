@@ -18,6 +18,7 @@ from typing import Any
 from lambdas.logic.core.steps import Step, send_notice
 from lambdas.logic.evidence import summaries
 from lambdas.logic.evidence.recommendation import audit_recommendation, rejudge
+from lambdas.logic.opening.claims import Claims
 from lambdas.logic.opening.execution import ensure_execution
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
@@ -50,6 +51,9 @@ class Trigger:
     metric: str | None = None
     mute: guard.Blocker | None = None
     """An alarm mute rule mutes the alarm that is the trigger: its incident is held."""
+    claims: Claims | None = None
+    """What the trigger claims about its node beyond its instance id (a hardware alert: the
+    node name its series gave), checked against Kubernetes before anything acts."""
 
 
 def attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:

@@ -208,18 +208,20 @@ def _node_draft(
         raise
     if node.status == NodeStatus.NOT_FOUND:
         return _skip(step, incident_id, trigger, NodeNotFound("node status is NotFound"))
-    if trigger.source == TriggerSource.ALARM:
-        # The alarm's own claim, before it counts toward a storm or cordons anything.
+    own = claims.ALARM_CLAIMS if trigger.source == TriggerSource.ALARM else trigger.claims
+    if own is not None:
+        # The trigger's own claim, before it counts toward a storm or cordons anything.
         try:
-            refused = claims.kubernetes_mismatches(
-                step, cluster, claims.ALARM_CLAIMS, [trigger.instance_id]
-            )
+            refused = claims.kubernetes_mismatches(step, cluster, own, [trigger.instance_id])
         except Exception as err:
             _open_failed(step, trigger, err)
             raise
         if refused:
             why = refused[trigger.instance_id]
-            reason = f"Kubernetes does not confirm the alarm for {trigger.instance_id}: {why}"
+            reason = (
+                f"Kubernetes does not confirm the {trigger.source.value} for "
+                f"{trigger.instance_id}: {why}"
+            )
             return _skip(step, incident_id, trigger, ClaimNotConfirmed(why), reason)
 
     report = trigger.report
