@@ -272,7 +272,7 @@ def test_memory_that_cannot_repair_itself_recommends_a_replacement(rule):
 def test_a_hardware_signal_that_fires_again_or_on_a_node_with_history_recommends_replacing():
     again = recommend([], None, alerts=[hardware_item(start="t1"), hardware_item(start="t2")])
     history = recommend(
-        [], None, ["sdc-ml-cluster-1-i-0abc-20261101T000000"], hardware=[hardware_item()]
+        [], None, ["sdc-ml-cluster-1-i-0abc-20261101T000000"], alerts=[hardware_item()]
     )
 
     assert again.advice is Advice.REPLACE
