@@ -138,7 +138,7 @@ CASES = [
     Case("report: wrong source", "report", _set("source", "sdc.other"), REFUSED),
     Case("report: wrong detail-type", "report", _set("detail-type", "SDC Rapport"), REFUSED),
     Case("report: missing detail", "report", _drop("detail"), REFUSED),
-    Case("report: unknown schema version", "report", _set("detail.schema_version", "2"), REFUSED),
+    Case("report: unknown schema version", "report", _set("detail.schema_version", "3"), REFUSED),
     Case("report: report id too short", "report", _set("detail.report_id", "r-1"), REFUSED),
     Case("report: emitted_at not a time", "report", _set("detail.emitted_at", "now"), REFUSED),
     Case("report: suspects not an array", "report", _set("detail.suspects", {}), REFUSED),

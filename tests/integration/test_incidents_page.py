@@ -4,12 +4,14 @@ its DOM holds the incident and its two buttons."""
 
 from __future__ import annotations
 
+import dataclasses
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from lambdas.handlers import incidents_page
+from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.incident import Incident, IncidentState
 from tests.integration.chromium import ChromiumUnavailable, render
 from tests.integration.conftest import Aws, invoke
@@ -99,8 +101,11 @@ def test_the_handler_answers_the_console_s_describe_with_the_widget_s_documentat
 def test_chromium_renders_the_incident_and_its_approve_and_reject_buttons(
     aws, tmp_path, capsys, monkeypatch
 ):
-    monkeypatch.setenv("APPROVAL_TIMEOUT_SECONDS", "86400")
-    waiting = stored(aws, awaiting_incident())
+    incident = awaiting_incident()
+    assert incident.approval_requested_at is not None
+    # the deadline recorded when its approval was asked for a day's timeout: the page reads it
+    deadline = ApprovalDeadline.after(incident.approval_requested_at, 86_400, "UTC")
+    waiting = stored(aws, dataclasses.replace(incident, approval_deadline=deadline))
     html = invoke(incidents_page, WIDGET_EVENT)
 
     rendered = render(html, Path(tmp_path))
