@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import re
 import shutil
 import socket
 import subprocess
@@ -30,6 +29,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from lambdas.models.slurm import SlurmNodeState
 
 SLURMCTLD: Final = "slurmctld"
 SCONTROL: Final = "scontrol"
@@ -42,9 +43,6 @@ INSTALL_HINT: Final = (
 )
 CLUSTER_NAME: Final = "sdc-drill"
 
-_REASON = re.compile(r" Reason=(?P<reason>.*) \[(?P<user>[^@\]]*)@(?P<at>[^\]]*)\]")
-_STATE = re.compile(r" State=(?P<state>\S+)")
-
 
 class SlurmNotInstalled(RuntimeError):
     """Debian's Slurm packages are missing: the message says what to install."""
@@ -54,44 +52,13 @@ class SlurmDidNotStart(RuntimeError):
     """munged or slurmctld did not come up: the message carries the daemon's own log."""
 
 
-@dataclass(frozen=True)
-class SlurmNode:
-    """One node as `scontrol -o show node` shows it."""
-
-    name: str
-    state: str
-    """The state with its flags, as Slurm writes it: `IDLE+CLOUD+DRAIN+POWERED_DOWN`."""
-    reason: str | None
-    reason_user: str | None
-
-    @property
-    def flags(self) -> frozenset[str]:
-        return frozenset(self.state.split("+"))
-
-    @property
-    def drained(self) -> bool:
-        """Drained or draining: new jobs stay off it."""
-        return "DRAIN" in self.flags
-
-    @property
-    def in_service(self) -> bool:
-        """Neither drained, down nor failed: the scheduler may place jobs on it."""
-        return not self.flags & {"DRAIN", "DOWN", "FAIL", "FAILING"}
+SlurmNode = SlurmNodeState
+"""A node as the controller shows it (the parser the pipeline's adapter uses)."""
 
 
 def parse_node(line: str) -> SlurmNode:
     """A node from one line of `scontrol -o show node <name>`."""
-    name = re.match(r"NodeName=(\S+)", line)
-    state = _STATE.search(line)
-    if name is None or state is None:
-        raise ValueError(f"not a line of `scontrol -o show node`: {line[:200]!r}")
-    reason = _REASON.search(line)
-    return SlurmNode(
-        name=name.group(1),
-        state=state.group("state"),
-        reason=reason.group("reason") if reason else None,
-        reason_user=reason.group("user") if reason else None,
-    )
+    return SlurmNodeState.parse(line)
 
 
 @dataclass(frozen=True)
