@@ -16,6 +16,7 @@ from lambdas.models.errors import SlurmNodeNotFound, SlurmUnreachable
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.settings import IsolationConfig
 from lambdas.models.slurm import DrainOutcome, drain_reason
+from lambdas.wording import cards
 from tests.integration.conftest import SLURM_NODES
 from tests.unit.world import CLUSTER, INSTANCE, World, settings
 
@@ -176,3 +177,40 @@ def test_a_reason_with_shell_characters_is_data_not_commands(commands, slurm):
 
     assert slurm.node(HOST).reason == reason
     assert slurm.node(SLURM_NODES[1]).in_service
+
+
+def test_the_card_names_the_drain_and_what_hyperpod_does_by_itself_on_slurm(commands):
+    world = slurm_world(commands)
+    incident_id = world.awaiting_approval(isolated=True)
+
+    text = cards.approval_card(world.incident(incident_id), world.settings).text
+
+    assert f"drained on Slurm node {HOST} with reason '{drain_reason(incident_id)}'" in text
+    assert '"Action:Replace"' in text
+    assert "NOT isolated" not in text
+
+
+def test_the_card_reports_an_operators_drain_and_the_closing_notice_leaves_it(commands, slurm):
+    slurm.drain(HOST, OPERATOR_REASON)
+    world = slurm_world(commands)
+    incident_id = world.awaiting_approval(isolated=True)
+
+    text = cards.approval_card(world.incident(incident_id), world.settings).text
+    approval.decide(world.decision(incident_id, "reject"), world.deps)
+    close(world, incident_id, Outcome.REJECTED)
+
+    assert f"drained by someone else on Slurm node {HOST}" in text
+    assert OPERATOR_REASON in text
+    notice = world.notifier.published[-1].message
+    assert f"{HOST}: drained by someone else ('{OPERATOR_REASON}'): left as it is" in notice
+
+
+def test_the_closing_notice_says_the_node_was_resumed(commands):
+    world = slurm_world(commands)
+    incident_id = world.awaiting_approval(isolated=True)
+    approval.decide(world.decision(incident_id, "reject"), world.deps)
+
+    close(world, incident_id, Outcome.REJECTED)
+
+    notice = world.notifier.published[-1].message
+    assert f"Isolation: Slurm node {HOST} ({INSTANCE}) resumed, our drain lifted." in notice
