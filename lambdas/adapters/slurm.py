@@ -23,11 +23,14 @@ from lambdas.models.errors import (
     SlurmNodeNotFound,
     SlurmUnreachable,
 )
-from lambdas.models.slurm import DrainChange, DrainOutcome, SlurmNodeState
+from lambdas.models.slurm import RUN_SHELL_SCRIPT, DrainChange, DrainOutcome, SlurmNodeState
 
-RUN_SHELL_SCRIPT: Final = "AWS-RunShellScript"
-"""The SSM document every command is sent as (AWS-owned: no document of ours to deploy)."""
-COMMAND_TIMEOUT_SECONDS: Final = 60
+COMMAND_TIMEOUT_SECONDS: Final = 30
+"""Run Command's own limits on a command: delivery (its minimum) and execution."""
+WAIT_SECONDS: Final = 20
+"""How long a drain or release waits for the command's result (scontrol answers in well under a
+second; the rest is Run Command's delivery). No result by then: SlurmUnreachable, recorded, and
+a retried step finds its own reason on the node."""
 NODE_NOT_FOUND_EXIT: Final = 3
 _DONE: Final = frozenset({"Success", "Failed", "Cancelled", "TimedOut"})
 
@@ -100,7 +103,7 @@ class SsmSlurmControllers:
         self,
         factory: ClientFactory | None = None,
         *,
-        wait_seconds: float = COMMAND_TIMEOUT_SECONDS,
+        wait_seconds: float = WAIT_SECONDS,
         poll_seconds: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:

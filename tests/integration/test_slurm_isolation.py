@@ -10,12 +10,12 @@ import pytest
 
 from infra.local.run_command import LocalRunCommand
 from infra.local.slurm import LocalSlurm
-from lambdas.adapters.slurm import RUN_SHELL_SCRIPT, SsmSlurmControllers
+from lambdas.adapters.slurm import SsmSlurmControllers
 from lambdas.logic import approval, closing, isolation, recovery
 from lambdas.models.errors import SlurmNodeNotFound, SlurmUnreachable
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.settings import IsolationConfig
-from lambdas.models.slurm import DrainOutcome, drain_reason
+from lambdas.models.slurm import RUN_SHELL_SCRIPT, DrainOutcome, drain_reason
 from lambdas.wording import cards
 from tests.integration.conftest import SLURM_NODES
 from tests.unit.world import CLUSTER, INSTANCE, World, settings
