@@ -42,6 +42,9 @@ INSTALL_HINT: Final = (
     "slurm-client munge`"
 )
 CLUSTER_NAME: Final = "sdc-drill"
+DRILL_CONTROLLER: Final = "i-0c0000000000000c1"
+"""The controller instance id of the local run's Slurm cluster (what `sdc:slurmControllers`
+names): Run Command's stand-in sends its commands to this controller."""
 
 
 class SlurmNotInstalled(RuntimeError):

@@ -194,8 +194,10 @@ SPECS: Final = (
     ),
     FunctionSpec(
         "isolate_node",
-        "Cordons and taints the suspect node through the EKS cluster's Kubernetes API",
-        hyperpod=("sagemaker:DescribeCluster",),
+        "Isolates the suspect node: a cordon and taint through the EKS cluster's Kubernetes "
+        "API, or a drain on the Slurm controller",
+        # DescribeClusterNode: a Slurm node's name is its host name (PrivateDnsHostname).
+        hyperpod=("sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode"),
         reads_pause_switch=True,
         kubernetes=True,
         timeout_seconds=90,

@@ -124,7 +124,8 @@ def test_isolating_twice_drains_once_and_keeps_our_reason(commands, slurm):
     assert slurm.node(HOST).reason == drain_reason(incident_id)
 
 
-def test_a_replaced_node_is_not_resumed_mid_recovery(commands, slurm):
+def test_after_a_replacement_the_node_name_it_kept_is_back_in_service(commands, slurm):
+    # Given a drained node, approved and replaced (the new instance keeps the host name)
     world = slurm_world(commands)
     incident_id = world.awaiting_approval(isolated=True)
     approval.decide(world.decision(incident_id, "approve"), world.deps)
@@ -132,12 +133,32 @@ def test_a_replaced_node_is_not_resumed_mid_recovery(commands, slurm):
     recovery.replace_node(ref, world.deps)
     while not recovery.check_replacement(ref, world.deps)["done"]:
         pass
-    resumes_before = len(commands.sent)
-
+    drained_during_replacement = slurm.node(HOST).reason
+    # When the incident closes as replaced
     close(world, incident_id, Outcome.REPLACED)
+    # Then the drain held until the replacement was done, and is lifted after it
+    assert drained_during_replacement == drain_reason(incident_id)
+    assert slurm.node(HOST).in_service
+    node = world.incident(incident_id).isolation.nodes[INSTANCE]
+    assert node.state == "gone"
+    assert "replaced" in str(node.reason)
 
-    assert len(commands.sent) == resumes_before  # nothing sent to the controller
-    assert world.incident(incident_id).isolation.nodes[INSTANCE].state == "gone"
+
+def test_a_reboot_in_progress_keeps_the_drain(commands, slurm):
+    # Given a reboot that never returns (the node stays Pending)
+    world = slurm_world(commands)
+    world.hyperpod.set_reboot_returns(CLUSTER, INSTANCE, returns=False)
+    incident_id = world.awaiting_approval(isolated=True)
+    approval.decide(world.decision(incident_id, "reboot"), world.deps)
+    ref = IncidentRef(incident_id)
+    recovery.reboot_node(ref, world.deps)
+    recovery.check_reboot(ref, world.deps)
+    # When the incident closes as failed mid-recovery
+    close(world, incident_id, Outcome.FAILED)
+    # Then, as a cordon would, the drain stays with our reason for reconciliation to settle
+    node = world.incident(incident_id).isolation.nodes[INSTANCE]
+    assert node.state == "isolated"
+    assert slurm.node(HOST).reason == drain_reason(incident_id)
 
 
 def test_an_unreachable_controller_leaves_the_node_not_isolated_and_the_flow_goes_on(

@@ -317,8 +317,10 @@ def _release_one(
     name = node.node_name
     gone = _gone_reason(incident)
     kept = _kept_reason(incident, instance_id)
-    if not (gone or kept or not name) and record.slurm_controller:
-        return slurm.release_one(step, incident, record, instance_id, node)
+    if record.slurm_controller and name and not kept:
+        # A replacement keeps the Slurm node's name: once it is done, the new instance
+        # would stay drained under our reason; the drain is lifted (only while it is ours).
+        return slurm.release_one(step, incident, record, instance_id, node, replaced=gone)
     if gone or kept or not name:
         outcome = dataclasses.replace(
             node,

@@ -96,10 +96,18 @@ def isolate_one(step: Step, incident: Incident, controller: str, instance_id: st
 
 
 def release_one(
-    step: Step, incident: Incident, record: IsolationRecord, instance_id: str, node: IsolatedNode
+    step: Step,
+    incident: Incident,
+    record: IsolationRecord,
+    instance_id: str,
+    node: IsolatedNode,
+    *,
+    replaced: str | None = None,
 ) -> IsolatedNode:
     """Resume one node whose release is due (`isolation.release` decided that), only while its
-    reason is ours: another reason is someone else's and stays (KEPT)."""
+    reason is ours: another reason is someone else's and stays (KEPT). `replaced`: the
+    instance was replaced (the replacement is done): the node name it kept is resumed the same
+    way, and the record says the instance is GONE."""
     controller = str(record.slurm_controller)
     name = str(node.node_name)
     reason = drain_reason(incident.incident_id)
@@ -141,9 +149,22 @@ def release_one(
     step.audit(
         incident.incident_id,
         AuditAction.NODE_RELEASED,
-        {"instance_id": instance_id, "slurm_controller": controller, **change.to_record()},
+        {
+            "instance_id": instance_id,
+            "slurm_controller": controller,
+            **change.to_record(),
+            **({"replaced": replaced} if replaced else {}),
+        },
     )
     count(M.NODES_RELEASED)
+    if replaced:
+        return dataclasses.replace(
+            node,
+            state=IsolationState.GONE,
+            reason=f"{replaced}; its replacement kept the Slurm node {name}, whose drain "
+            f"({change.outcome}) no longer holds it",
+            cause=None,
+        )
     return dataclasses.replace(node, state=IsolationState.RELEASED, reason=None, cause=None)
 
 
