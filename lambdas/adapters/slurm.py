@@ -35,7 +35,10 @@ NODE_NOT_FOUND_EXIT: Final = 3
 _DONE: Final = frozenset({"Success", "Failed", "Cancelled", "TimedOut"})
 
 _SHOW = 'scontrol -o show node "$node"'
+_PATH = 'PATH="$PATH:/opt/slurm/bin"'
+"""Where HyperPod installs Slurm on its nodes, in case the agent's shell does not have it."""
 _DRAIN_SCRIPT: Final = f"""set -u
+{_PATH}
 node={{node}}
 ours={{reason}}
 before=$({_SHOW} 2>&1) || {{{{ echo "sdc-missing $before"; exit {NODE_NOT_FOUND_EXIT}; }}}}
@@ -49,6 +52,7 @@ esac
 echo "sdc-after $({_SHOW})"
 """
 _RESUME_SCRIPT: Final = f"""set -u
+{_PATH}
 node={{node}}
 ours={{reason}}
 before=$({_SHOW} 2>&1) || {{{{ echo "sdc-missing $before"; exit {NODE_NOT_FOUND_EXIT}; }}}}
