@@ -254,8 +254,8 @@ SPECS: Final = (
         publishes=True,
         kubernetes=True,
         # The notice's retries and, on a Slurm cluster, the wait for the resume command's
-        # result on the controller.
-        timeout_seconds=120,
+        # result on the controller (below the state machine task's own timeout).
+        timeout_seconds=110,
         acts_on_nodes=True,
     ),
     FunctionSpec(
