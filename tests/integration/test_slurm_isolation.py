@@ -10,9 +10,9 @@ import pytest
 
 from infra.local.run_command import LocalRunCommand
 from infra.local.slurm import LocalSlurm
-from lambdas.adapters.slurm import SsmSlurmControllers
+from lambdas.adapters.slurm import SsmSlurmControllers, parse_output
 from lambdas.logic import approval, closing, isolation, recovery
-from lambdas.models.errors import SlurmNodeNotFound, SlurmUnreachable
+from lambdas.models.errors import SlurmError, SlurmNodeNotFound, SlurmUnreachable
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.settings import IsolationConfig
 from lambdas.models.slurm import RUN_SHELL_SCRIPT, DrainOutcome, drain_reason
@@ -235,3 +235,25 @@ def test_the_closing_notice_says_the_node_was_resumed(commands):
 
     notice = world.notifier.published[-1].message
     assert f"Isolation: Slurm node {HOST} ({INSTANCE}) resumed, our drain lifted." in notice
+
+
+class _NeverDone:
+    """Run Command that accepts a command and never finishes it."""
+
+    def send_command(self, **_):
+        return {"Command": {"CommandId": "c-1"}}
+
+    def get_command_invocation(self, **_):
+        return {"Status": "InProgress"}
+
+
+def test_a_command_with_no_result_in_time_is_unreachable_not_a_hang():
+    adapter = SsmSlurmControllers(lambda: _NeverDone(), wait_seconds=0, sleep=lambda _: None)
+
+    with pytest.raises(SlurmUnreachable, match="no result within"):
+        adapter.drain(CONTROLLER, HOST, "sdc-remediation incident x")
+
+
+def test_output_without_the_scripts_lines_is_a_clear_error():
+    with pytest.raises(SlurmError, match="printed no result"):
+        parse_output(HOST, "bash: scontrol: command not found\n", "c-1")
