@@ -17,6 +17,8 @@ CHROMIUM := /usr/bin/chromium
 # The hardware alert manager definition is checked by amtool: Debian's prometheus-alertmanager,
 # installed the same way.
 AMTOOL := /usr/bin/amtool
+# The Slurm tests run a real controller: Debian's slurmctld, scontrol (slurm-client) and munge.
+SLURMCTLD := /usr/sbin/slurmctld
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 # Node 20 is what the machine has; jsii warns that it is past end of life on every call.
@@ -109,13 +111,25 @@ $(AMTOOL):
 	fi
 	@test -x $@ || { echo "make: $@ still missing" >&2; exit 1; }
 
+# As for prometheus: as root it installs Debian's Slurm packages, otherwise it says what to run.
+$(SLURMCTLD):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing Debian's slurmctld, slurm-client and munge for the Slurm tests"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y slurmctld slurm-client munge; \
+	else \
+		echo "make test needs Debian's slurmctld, slurm-client and munge packages." >&2; \
+		echo "Install them as root:  apt-get update && apt-get install -y slurmctld slurm-client munge" >&2; \
+		exit 1; \
+	fi
+	@test -x $@ && test -x /usr/bin/scontrol && test -x /usr/sbin/munged || { echo "make: $@, /usr/bin/scontrol or /usr/sbin/munged still missing" >&2; exit 1; }
+
 # The README's test command: every test. The infra tests run the outside validators too.
-test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS) $(CHROMIUM) $(AMTOOL) ## every test (the README's test command)
+test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS) $(CHROMIUM) $(AMTOOL) $(SLURMCTLD) ## every test (the README's test command)
 	@$(call RUN_PYTEST,)
 
 # The everyday loop: the tests that need no synthesized template, no torch and no end-to-end
 # run (markers synth, torch, slow; tests/e2e and tests/torch are not even imported).
-test-fast: $(STAMP) $(PROMETHEUS) $(CHROMIUM) $(AMTOOL) ## the tests that need no template, no torch, no end-to-end run
+test-fast: $(STAMP) $(PROMETHEUS) $(CHROMIUM) $(AMTOOL) $(SLURMCTLD) ## the tests that need no template, no torch, no end-to-end run
 	@$(call RUN_PYTEST,-m "not synth and not torch and not slow" --ignore=tests/e2e --ignore=tests/torch)
 
 # The whole pipeline on this machine (moto + a fake HyperPod): make drill ARGS="--list"

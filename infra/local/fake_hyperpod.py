@@ -49,6 +49,7 @@ from lambdas.models.hyperpod import (
     NodeInfo,
     NodeRecovery,
     NodeStatus,
+    Orchestrator,
     collect_events,
 )
 
@@ -71,6 +72,8 @@ class FakeNode:
     reboot_returns: bool = True
     """False: a reboot leaves the node Pending for good."""
     reboots: int = 0
+    hostname: str | None = None
+    """`PrivateDnsHostname` (kept by a replacement, as HyperPod keeps a Slurm node's name)."""
 
 
 @dataclass
@@ -82,7 +85,9 @@ class FakeCluster:
     nodes: dict[str, FakeNode] = field(default_factory=dict)
     status: str = "InService"
     eks_cluster_arn: str | None = None
-    """`Orchestrator.Eks.ClusterArn` (None: a Slurm cluster)."""
+    """`Orchestrator.Eks.ClusterArn` (None: not EKS)."""
+    slurm: bool = False
+    """`Orchestrator.Slurm` present (a cluster with neither names no orchestrator)."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """`ClusterEventDetail`s, oldest first (a summary is the detail less `EventDetails`)."""
     events_supported: bool = True
@@ -134,8 +139,12 @@ class FakeHyperPod:
         node_recovery: str = NodeRecovery.NONE.value,
         instance_groups: Sequence[str] = ("workers",),
         eks_cluster: str | None = None,
+        slurm: bool = False,
     ) -> FakeCluster:
-        """`eks_cluster`: the name of the EKS cluster that orchestrates it (None: Slurm)."""
+        """`eks_cluster`: the name of the EKS cluster that orchestrates it; `slurm`: orchestrated
+        by Slurm (neither: DescribeCluster names no orchestrator)."""
+        if slurm and eks_cluster:
+            raise ValueError("a cluster has one orchestrator: EKS or Slurm")
         cluster = FakeCluster(
             name=name,
             arn=f"arn:aws:sagemaker:{self.region}:{self.account}:cluster/{name}",
@@ -146,6 +155,7 @@ class FakeHyperPod:
                 if eks_cluster
                 else None
             ),
+            slurm=slurm,
         )
         self.clusters[name] = cluster
         return cluster
@@ -158,7 +168,9 @@ class FakeHyperPod:
         *,
         status: str = NodeStatus.RUNNING.value,
         health_check_passes: bool = True,
+        hostname: str | None = None,
     ) -> str:
+        """`hostname`: its PrivateDnsHostname (`ip-10-1-69-242.us-west-2.compute.internal`)."""
         cluster = self._cluster(cluster_name)
         if instance_group not in cluster.instance_groups:
             cluster.instance_groups.append(instance_group)
@@ -169,6 +181,7 @@ class FakeHyperPod:
             logical_id=f"{instance_group}-{next(self._ids):04d}",
             status=status,
             health_check_passes=health_check_passes,
+            hostname=hostname,
         )
         return node_id
 
@@ -309,6 +322,13 @@ class FakeHyperPod:
             request_id=self._request_id(),
             node_count=len(cluster.nodes) or None,
             eks_cluster_arn=cluster.eks_cluster_arn,
+            orchestrator=(
+                Orchestrator.EKS
+                if cluster.eks_cluster_arn
+                else Orchestrator.SLURM
+                if cluster.slurm
+                else None
+            ),
         )
 
     def describe_node(self, cluster_name: str, instance_id: str) -> NodeInfo:
@@ -489,6 +509,7 @@ class FakeHyperPod:
             instance_group=node.instance_group,
             logical_id=node.logical_id,
             instance_type=node.instance_type,
+            hostname=node.hostname,
         )
         self.replaced_by[node.instance_id] = new_id
 
@@ -502,6 +523,7 @@ class FakeHyperPod:
             logical_id=node.logical_id,
             instance_type=node.instance_type,
             request_id=self._request_id(),
+            hostname=node.hostname,
         )
 
     def _call(self, operation: str, **params: Any) -> None:

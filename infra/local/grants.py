@@ -11,6 +11,9 @@ botocore). `required` maps a call to the IAM action(s) and resource ARN(s) AWS e
 no Allow statement covers, or that a Deny covers, is a `Denial` naming the function, the action
 and the resource.
 
+The Slurm controllers' commands are recorded as SSM calls (`SendCommand`, `GetCommandInvocation`)
+by the local Run Command stand-in (infra/local/run_command.py), as the fake HyperPod records its.
+
 Not recorded, because no IAM action stands behind them: Kubernetes API requests (authorized by
 the EKS access entry and RBAC, infra/stack/node_isolation.py), the presigned `sts:GetCallerIdentity`
 inside an EKS token (never denied), the Prometheus query (SigV4-signed HTTP, granted as
@@ -154,6 +157,19 @@ def required(
         if call.operation in ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat"):
             target = "task-token"  # evaluated against the token's state machine: resolved later
         return [Need(f"states:{call.operation}", str(target))]
+    if call.service == "ssm" and call.operation == "SendCommand":
+        # the document (AWS's own has no account in its ARN) and every target instance
+        document = str(p.get("DocumentName", ""))
+        owner = "" if document.startswith("AWS-") else ACCOUNT
+        return [
+            Need("ssm:SendCommand", f"arn:aws:ssm:{REGION}:{owner}:document/{document}"),
+            *(
+                Need("ssm:SendCommand", f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{instance}")
+                for instance in p.get("InstanceIds") or []
+            ),
+        ]
+    if call.service == "ssm" and call.operation == "GetCommandInvocation":
+        return [Need("ssm:GetCommandInvocation", "*")]  # it takes no resource
     if call.service == "ssm":
         name = str(p.get("Name", "")).lstrip("/")
         return [Need(f"ssm:{call.operation}", arn(f"parameter/{name}"))]

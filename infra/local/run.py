@@ -56,6 +56,8 @@ from infra.local.routing import (
     invocation_handler,
     new_event,
 )
+from infra.local.run_command import LocalRunCommand
+from infra.local.slurm import DRILL_CONTROLLER, LocalSlurm
 from infra.local.template import LocalStack, stand_up
 from infra.stack.template import ACCOUNT, REGION
 from lambdas.adapters._aws import client_factory
@@ -63,6 +65,7 @@ from lambdas.adapters.eks_token import EksTokens, sts_factory
 from lambdas.adapters.identity import sign_identity_proof
 from lambdas.adapters.kubernetes import EksKubernetesNodes
 from lambdas.adapters.prometheus import AmpPrometheus
+from lambdas.adapters.slurm import SsmSlurmControllers
 from lambdas.handlers import _deps
 from lambdas.handlers._deps import build_deps
 from lambdas.logic.ports import Deps
@@ -80,6 +83,8 @@ CLUSTER = "ml-cluster-1"
 CLUSTER_ID = "ab12cd34ef56"
 EKS_CLUSTER = "ml-eks-1"
 """The EKS cluster that orchestrates CLUSTER; its Kubernetes API is the local stand-in."""
+SLURM_CONTROLLER = DRILL_CONTROLLER
+"""On a Slurm run: the controller instance of CLUSTER, played by a local slurmctld."""
 TERMINAL = frozenset(s.value for s in IncidentState if s.terminal)
 """Closed states: a wait for one of them also waits for the closing execution to end (the state
 is saved before the node's release, the closing audit entry and the notice)."""
@@ -146,23 +151,39 @@ def _session() -> boto3.session.Session:
     return boto3.session.Session(region_name=REGION)
 
 
-def default_cluster(nodes: Sequence[str] = (), *, node_recovery: str = "None") -> FakeHyperPod:
-    """A 4-node fake HyperPod cluster named like the fixtures' rank map."""
+def default_cluster(
+    nodes: Sequence[str] = (), *, node_recovery: str = "None", slurm: bool = False
+) -> FakeHyperPod:
+    """A 4-node fake HyperPod cluster named like the fixtures' rank map; `slurm`: orchestrated
+    by Slurm (each node's host name from `slurm_host_names`), else by the local EKS cluster."""
     hyperpod = FakeHyperPod(region=REGION, account=ACCOUNT)
     hyperpod.add_cluster(
         CLUSTER,
         node_recovery=node_recovery,
         instance_groups=["gpu-workers"],
-        eks_cluster=EKS_CLUSTER,
+        eks_cluster=None if slurm else EKS_CLUSTER,
+        slurm=slurm,
     )
-    for instance_id in nodes or (
+    instance_ids = nodes or (
         "i-0aa00000000000001",
         "i-0bb00000000000002",
         "i-0cc00000000000003",
         "i-0dd00000000000004",
-    ):
-        hyperpod.add_node(CLUSTER, "gpu-workers", instance_id)
+    )
+    hosts = slurm_host_names(instance_ids)
+    for instance_id in instance_ids:
+        hostname = f"{hosts[instance_id]}.{REGION}.compute.internal" if slurm else None
+        hyperpod.add_node(CLUSTER, "gpu-workers", instance_id, hostname=hostname)
     return hyperpod
+
+
+def slurm_host_names(instance_ids: Sequence[str]) -> dict[str, str]:
+    """The Slurm node name of each instance of a local Slurm cluster: its host name, as HyperPod
+    names Slurm nodes (`ip-10-1-69-241`, ... in instance id order)."""
+    return {
+        instance_id: f"ip-10-1-69-{240 + n}"
+        for n, instance_id in enumerate(sorted(instance_ids), start=1)
+    }
 
 
 class _LocalSink:
@@ -199,9 +220,15 @@ class LocalRun:
     """An SQS queue a rule on the default bus fills with the incident lifecycle events."""
     kube_api: KubeApi
     """The EKS cluster's Kubernetes API (the stand-in): its nodes show the cordons."""
+    slurm: LocalSlurm | None
+    """On a Slurm run: the local slurmctld playing the controller; its nodes show the drains."""
+    run_command: LocalRunCommand
+    """Run Command's stand-in: the commands sent to the controller."""
     emf: EmfCapture
     """The functions' metrics (EMF), published into the account after each invocation."""
     recorder: CallRecorder = field(default_factory=CallRecorder)
+    drained_hosts: set[str] = field(default_factory=set)
+    """On a Slurm run: the Slurm nodes the drill saw drained (what it shows again at the end)."""
     """Every AWS call the functions made (infra/local/grants.py)."""
     cluster_arns: dict[str, str] = field(default_factory=dict)
     """HyperPod cluster name → its ARN, as the deployment's roles name it."""
@@ -219,10 +246,13 @@ class LocalRun:
         hyperpod: FakeHyperPod | None = None,
         telemetry_endpoints: Mapping[str, str] | None = None,
         wait_scale: float = WAIT_SCALE,
+        slurm: LocalSlurm | None = None,
     ) -> Iterator[LocalRun]:
         """`telemetry_endpoints`: workspace id → the base URL of a local Prometheus that plays
         that workspace of `sdc:telemetry` (the adapter's local-only override); `wait_scale`:
-        the real seconds of a second of the state machines' waits."""
+        the real seconds of a second of the state machines' waits; `slurm`: the local
+        controller that plays SLURM_CONTROLLER (with SLURM_CONTEXT), reached through the local
+        Run Command stand-in."""
         template = synthesized_template(context)
         remember_response_keys()
         hyperpod = hyperpod or default_cluster()
@@ -230,6 +260,13 @@ class LocalRun:
         hook = recorder.botocore_hook()
         hyperpod.observers.append(
             lambda operation, params: recorder.record("sagemaker", operation, params)
+        )
+        run_command = LocalRunCommand(
+            {SLURM_CONTROLLER: slurm} if slurm else {},
+            observers=[lambda operation, params: recorder.record("ssm", operation, params)],
+        )
+        slurm_controllers = (
+            SsmSlurmControllers(lambda: run_command, sleep=lambda _: None) if slurm else None
         )
         saved = {
             k: os.environ.get(k)
@@ -288,6 +325,7 @@ class LocalRun:
                             session=session,
                             hyperpod=hyperpod,
                             kubernetes=kubernetes(),
+                            slurm=slurm_controllers,
                             prometheus=prometheus,
                             identity=MotoIdentityVerifier(),
                         )
@@ -319,6 +357,8 @@ class LocalRun:
                             inbox_url=_subscribe_inbox(session, settings.topic_arn),
                             lifecycle_url=_route_lifecycle(session),
                             kube_api=kube_api,
+                            slurm=slurm,
+                            run_command=run_command,
                             emf=emf,
                             recorder=recorder,
                             cluster_arns=_cluster_arns({**LOCAL_CONTEXT, **(context or {})}),

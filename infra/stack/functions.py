@@ -36,11 +36,13 @@ from infra.stack.workflow import executions_arn, remediation_name
 from lambdas.adapters._aws import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS, worst_call_seconds
 from lambdas.adapters.kubernetes import TIMEOUT_SECONDS as KUBERNETES_TIMEOUT_SECONDS
 from lambdas.adapters.prometheus import TIMEOUT_SECONDS as TELEMETRY_TIMEOUT_SECONDS
+from lambdas.adapters.slurm import WAIT_SECONDS as SLURM_WAIT_SECONDS
 from lambdas.logic.core.steps import NOTICE_RETRY_WINDOW_SECONDS
 from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
 from lambdas.models.environment import EnvVar
 from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
 from lambdas.models.settings import TelemetryWorkspace, flag_env, list_env
+from lambdas.models.slurm import RUN_SHELL_SCRIPT
 
 RUNTIME: Final = {
     "3.12": lambda_.Runtime.PYTHON_3_12,
@@ -192,8 +194,10 @@ SPECS: Final = (
     ),
     FunctionSpec(
         "isolate_node",
-        "Cordons and taints the suspect node through the EKS cluster's Kubernetes API",
-        hyperpod=("sagemaker:DescribeCluster",),
+        "Isolates the suspect node: a cordon and taint through the EKS cluster's Kubernetes "
+        "API, or a drain on the Slurm controller",
+        # DescribeClusterNode: a Slurm node's name is its host name (PrivateDnsHostname).
+        hyperpod=("sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode"),
         reads_pause_switch=True,
         kubernetes=True,
         timeout_seconds=90,
@@ -249,7 +253,9 @@ SPECS: Final = (
         "Closes the incident with its outcome, lifts the node's isolation and notifies",
         publishes=True,
         kubernetes=True,
-        timeout_seconds=90,
+        # The notice's retries and, on a Slurm cluster, the wait for the resume command's
+        # result on the controller (below the state machine task's own timeout).
+        timeout_seconds=110,
         acts_on_nodes=True,
     ),
     FunctionSpec(
@@ -315,7 +321,10 @@ def time_budget_seconds(spec: FunctionSpec) -> float:
     per_attempt = CONNECT_TIMEOUT_SECONDS + READ_TIMEOUT_SECONDS
     budget = worst_call_seconds() + RECORD_CALLS * per_attempt + ROOM_SECONDS
     if spec.kubernetes or spec.recovers:
-        budget += KUBERNETES_REQUESTS * KUBERNETES_TIMEOUT_SECONDS
+        # One incident is on one cluster: its Kubernetes requests, or its Slurm command (the
+        # wait for its result and the two Run Command calls), never both.
+        slurm = SLURM_WAIT_SECONDS + 2 * per_attempt if spec.kubernetes else 0
+        budget += max(KUBERNETES_REQUESTS * KUBERNETES_TIMEOUT_SECONDS, slurm)
     if spec.queries_telemetry:
         budget += TELEMETRY_TIMEOUT_SECONDS
     if spec.publishes:
@@ -334,6 +343,20 @@ def cluster_arn(scope: Construct, cluster: Cluster) -> str:
 def eks_cluster_arn(scope: Construct, name: str) -> str:
     """`arn:<partition>:eks:<region>:<account>:cluster/<name>` in the stack's account and region."""
     return Stack.of(scope).format_arn(service="eks", resource="cluster", resource_name=name)
+
+
+def controller_instance_arn(scope: Construct, instance_id: str) -> str:
+    """`arn:<partition>:ec2:<region>:<account>:instance/<id>`: a Slurm controller of
+    `sdc:slurmControllers`, the only instances Run Command may target."""
+    return Stack.of(scope).format_arn(service="ec2", resource="instance", resource_name=instance_id)
+
+
+def run_shell_document_arn(scope: Construct) -> str:
+    """AWS's own `AWS-RunShellScript` document: `arn:<partition>:ssm:<region>::document/...`
+    (an AWS-owned document has no account in its ARN)."""
+    return Stack.of(scope).format_arn(
+        service="ssm", resource="document", resource_name=RUN_SHELL_SCRIPT, account=""
+    )
 
 
 def workspace_arn(scope: Construct, source: TelemetrySource) -> str:
@@ -408,6 +431,10 @@ class FunctionsProps:
     """The EKS clusters of `sdc:nodeIsolation`: the functions that reach Kubernetes describe them."""
     workspace_arns: Sequence[str]
     """The Prometheus workspaces of `sdc:telemetry`: request_approval queries them."""
+    controller_arns: Sequence[str]
+    """The Slurm controllers of `sdc:slurmControllers` (instance ARNs): the functions that drain
+    and release nodes send them commands."""
+    run_shell_document_arn: str
     recovery_through_label: bool
     """`sdc:recoveryThroughNodeLabel` names a cluster: replace_node and reboot_node patch nodes."""
     log_retention_days: int
@@ -456,6 +483,11 @@ class FunctionsProps:
             workspace_arns=tuple(
                 sorted({workspace_arn(scope, source) for source in settings.telemetry})
             ),
+            controller_arns=tuple(
+                controller_instance_arn(scope, instance_id)
+                for _, instance_id in settings.slurm_controllers
+            ),
+            run_shell_document_arn=run_shell_document_arn(scope),
             recovery_through_label=bool(settings.recovery_label_clusters),
             log_retention_days=settings.log_retention_days,
             node_action_concurrency=settings.node_action_concurrency,
@@ -501,7 +533,7 @@ def shared_environment(
         EnvVar.POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
         EnvVar.POWERTOOLS_METRICS_NAMESPACE: PIPELINE_NAMESPACE,
     }
-    if settings.node_isolation:
+    if settings.node_isolation or settings.slurm_controllers:
         values[EnvVar.NODE_ISOLATION] = settings.node_isolation_env()
     if settings.telemetry:
         values[EnvVar.TELEMETRY] = telemetry_env(scope, settings.telemetry)
@@ -658,6 +690,8 @@ class Functions(Construct):
                 self.recovery_roles.append(fn.role)
             else:
                 self.kubernetes_readers.append(fn.role)
+        if spec.kubernetes and props.controller_arns:
+            self._grant_slurm_controllers(fn)
         if spec.queries_telemetry and props.workspace_arns:
             fn.add_to_role_policy(
                 iam.PolicyStatement(
@@ -666,6 +700,24 @@ class Functions(Construct):
                     resources=list(props.workspace_arns),
                 )
             )
+
+    def _grant_slurm_controllers(self, fn: lambda_.Function) -> None:
+        """Run Command of AWS-RunShellScript to the controllers of `sdc:slurmControllers` only
+        (the drain and its release), and reading those commands' results back."""
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="SlurmControllersRunCommand",
+                actions=["ssm:SendCommand"],
+                resources=[self.props.run_shell_document_arn, *self.props.controller_arns],
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="SlurmCommandResults",
+                actions=["ssm:GetCommandInvocation"],
+                resources=["*"],
+            )
+        )
 
     def _grant_state_machines(self, spec: FunctionSpec, fn: lambda_.Function) -> None:
         """Start a remediation, read its executions (reconcile), answer its approval task."""
@@ -797,7 +849,10 @@ class Functions(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "X-Ray tracing (Tracing.ACTIVE) adds xray:PutTraceSegments and "
             "xray:PutTelemetryRecords, which support no resource-level permissions, so "
-            "their resource must be '*'. Every other statement names its resources.",
+            "their resource must be '*'; so does ssm:GetCommandInvocation (with "
+            "sdc:slurmControllers: it reads back the result of a command this role sent, "
+            "which SendCommand scopes to the controllers). Every other statement names its "
+            "resources.",
         )
         acknowledge(
             fn,

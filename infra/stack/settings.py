@@ -51,7 +51,7 @@ from lambdas.models.settings import (
     IsolationConfig,
     node_isolation_env,
 )
-from trainer_emitter.contract import NAMESPACE
+from trainer_emitter.contract import INSTANCE_ID_RE, NAMESPACE
 
 PREFIX: Final = "sdc:"
 
@@ -172,6 +172,9 @@ class Settings:
     node_isolation: tuple[tuple[str, str], ...] = ()
     """(HyperPod cluster name, EKS cluster name) pairs whose suspect nodes are isolated."""
     node_isolation_access: str = "group"
+    slurm_controllers: tuple[tuple[str, str], ...] = ()
+    """(HyperPod cluster name, controller instance id) pairs: clusters orchestrated by Slurm
+    whose suspect nodes are drained on that controller (SSM Run Command)."""
     node_action_concurrency: int = 5
     intake_concurrency: int = 10
     """Reserved concurrency of each intake function (store_report, open_incident): a flood of
@@ -226,6 +229,10 @@ class Settings:
                 )
                 for name, eks in self.node_isolation
             }
+            | {
+                name: IsolationConfig(isolate=True, slurm_controller=controller)
+                for name, controller in self.slurm_controllers
+            }
         )
 
     @property
@@ -279,6 +286,18 @@ class Settings:
             raise SettingsError(
                 f"sdc:nodeIsolation names {', '.join(unknown)}, not in sdc:clusters: isolation is "
                 "only for clusters this deployment acts on"
+            )
+        unknown = [name for name, _ in self.slurm_controllers if name not in self.cluster_names]
+        if unknown:
+            raise SettingsError(
+                f"sdc:slurmControllers names {', '.join(unknown)}, not in sdc:clusters: isolation "
+                "is only for clusters this deployment acts on"
+            )
+        both = sorted(isolated & {name for name, _ in self.slurm_controllers})
+        if both:
+            raise SettingsError(
+                f"sdc:slurmControllers and sdc:nodeIsolation both name {', '.join(both)}: a "
+                "cluster has one orchestrator (EKS or Slurm)"
             )
         unknown = [t.cluster for t in self.telemetry if t.cluster not in self.cluster_names]
         if unknown:
@@ -436,6 +455,23 @@ def _node_isolation(key: str, value: Any) -> tuple[tuple[str, str], ...]:
         if not isinstance(eks, str) or not EKS_CLUSTER_NAME_RE.match(eks):
             raise _fail(key, value, f"{expected}; {eks!r} for {name!r} is not an EKS cluster name")
         pairs.append((name, eks))
+    return tuple(sorted(pairs))
+
+
+def _slurm_controllers(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    expected = 'an object {"<HyperPod cluster name>": "<Slurm controller instance id, i-...>"}'
+    value = _json_if_string(key, value, expected)
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, expected)
+    pairs = []
+    for name, controller in value.items():
+        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
+            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+        if not isinstance(controller, str) or not INSTANCE_ID_RE.match(controller):
+            raise _fail(
+                key, value, f"{expected}; {controller!r} for {name!r} is not an instance id"
+            )
+        pairs.append((name, controller))
     return tuple(sorted(pairs))
 
 
@@ -657,6 +693,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:recoveryThroughNodeLabel": ("recovery_label_clusters", _cluster_names),
     "sdc:nodeIsolation": ("node_isolation", _node_isolation),
     "sdc:jobPods": ("job_pods", _job_pods),
+    "sdc:slurmControllers": ("slurm_controllers", _slurm_controllers),
     "sdc:nodeIsolationAccess": (
         "node_isolation_access",
         _string(re.compile(r"^(group|clusterAdminPolicy)$"), "group or clusterAdminPolicy"),

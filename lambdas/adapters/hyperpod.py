@@ -17,6 +17,7 @@ from lambdas.models.hyperpod import (
     NodeInfo,
     NodeRecovery,
     NodeStatus,
+    Orchestrator,
     collect_events,
 )
 
@@ -53,6 +54,7 @@ class SageMakerHyperPod:
             eks_cluster_arn=((response.get("Orchestrator") or {}).get("Eks") or {}).get(
                 "ClusterArn"
             ),
+            orchestrator=_orchestrator(response.get("Orchestrator") or {}),
         )
 
     def describe_node(self, cluster_name: str, instance_id: str) -> NodeInfo:
@@ -155,7 +157,16 @@ def _node(cluster_name: str, response: Mapping[str, Any]) -> NodeInfo:
         logical_id=details.get("NodeLogicalId"),
         instance_type=details.get("InstanceType"),
         request_id=request_id(response),
+        hostname=details.get("PrivateDnsHostname"),
     )
+
+
+def _orchestrator(orchestrator: Mapping[str, Any]) -> Orchestrator | None:
+    """The one key of DescribeCluster's `Orchestrator` (Eks or Slurm); None when it names none."""
+    for member in (Orchestrator.EKS, Orchestrator.SLURM):
+        if member.value in orchestrator:
+            return member
+    return None
 
 
 if TYPE_CHECKING:

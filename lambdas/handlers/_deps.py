@@ -36,11 +36,13 @@ from lambdas.logic.ports import (
     NoLifecycleEvents,
     NoPauseSwitch,
     NoPrometheus,
+    NoSlurm,
     Notifier,
     PageDeps,
     PauseSwitch,
     PrometheusQueries,
     ReportStore,
+    SlurmControllers,
     SystemClock,
     Workflow,
 )
@@ -83,6 +85,7 @@ def build_deps(
     switch: PauseSwitch | None = None,
     clock: Clock | None = None,
     kubernetes: KubernetesNodes | None = None,
+    slurm: SlurmControllers | None = None,
     prometheus: PrometheusQueries | None = None,
     lifecycle: LifecycleEvents | None = None,
     identity: IdentityVerifier | None = None,
@@ -109,6 +112,7 @@ def build_deps(
     from lambdas.adapters.identity import StsIdentityVerifier
     from lambdas.adapters.kubernetes import EksKubernetesNodes
     from lambdas.adapters.prometheus import AmpPrometheus
+    from lambdas.adapters.slurm import SsmSlurmControllers
     from lambdas.adapters.sns import SnsNotifier
     from lambdas.adapters.ssm import SsmPauseSwitch
     from lambdas.adapters.stepfunctions import StepFunctionsWorkflow
@@ -141,6 +145,12 @@ def build_deps(
             EksKubernetesNodes(client_factory("eks", session), EksTokens(sts_factory(session)))
             if any(c.isolate for c in settings.node_isolation.values())
             else NoKubernetes()
+        ),
+        slurm=slurm
+        or (
+            SsmSlurmControllers(client_factory("ssm", session))
+            if any(c.slurm_controller for c in settings.node_isolation.values())
+            else NoSlurm()
         ),
         prometheus=prometheus
         or (AmpPrometheus(session.get_credentials) if settings.telemetry else NoPrometheus()),

@@ -17,6 +17,7 @@ from lambdas.models.audit import AnchorRecord, AuditEntry
 from lambdas.models.errors import (
     IdentityRefused,
     KubernetesNotConfigured,
+    SlurmNotConfigured,
     TelemetryNotConfigured,
 )
 from lambdas.models.guard import ClusterHold, GuardState, PastIncident
@@ -27,6 +28,7 @@ from lambdas.models.lifecycle_event import IncidentStateChange
 from lambdas.models.notices import ChatNotification
 from lambdas.models.report import SdcReport
 from lambdas.models.settings import Settings, TelemetryWorkspace
+from lambdas.models.slurm import DrainChange
 from lambdas.models.writes import (
     ClaimHeldResult,
     ClaimLockResult,
@@ -296,6 +298,37 @@ class NoKubernetes:
         raise self._refuse()
 
 
+class SlurmControllers(Protocol):
+    """The Slurm controllers of HyperPod clusters orchestrated by Slurm, reached by a command
+    run on the controller instance. Every method raises a SlurmError (unreachable, no such
+    node, refused) rather than anything transport-specific; neither ever touches a node that
+    carries a reason other than `reason`."""
+
+    def drain(self, controller: str, node_name: str, reason: str) -> DrainChange:
+        """`scontrol update state=drain reason=<reason>` on the controller instance
+        `controller`, unless the node carries a reason already: ours (ALREADY_OURS) or someone
+        else's (FOREIGN, left as it was)."""
+        ...
+
+    def resume(self, controller: str, node_name: str, reason: str) -> DrainChange:
+        """`state=resume` only when the node's reason is exactly `reason` (RESUMED); a node
+        with another reason is left as it is (FOREIGN), one with none is NOT_DRAINED."""
+        ...
+
+
+class NoSlurm:
+    """No Slurm controller configured: every call says so."""
+
+    def _refuse(self) -> SlurmNotConfigured:
+        return SlurmNotConfigured("this deployment names no Slurm controller")
+
+    def drain(self, controller: str, node_name: str, reason: str) -> DrainChange:
+        raise self._refuse()
+
+    def resume(self, controller: str, node_name: str, reason: str) -> DrainChange:
+        raise self._refuse()
+
+
 class PrometheusQueries(Protocol):
     """The Prometheus HTTP API of a cluster's Amazon Managed Service for Prometheus workspace
     (hardware telemetry). Raises a TelemetryError (unreachable, refused, slow, a bad answer),
@@ -470,6 +503,7 @@ class Deps:
     clock: Clock = field(default_factory=SystemClock)
     switch: PauseSwitch = field(default_factory=NoPauseSwitch)
     kubernetes: KubernetesNodes = field(default_factory=NoKubernetes)
+    slurm: SlurmControllers = field(default_factory=NoSlurm)
     prometheus: PrometheusQueries = field(default_factory=NoPrometheus)
     lifecycle: LifecycleEvents = field(default_factory=NoLifecycleEvents)
     sleep: Callable[[float], None] = time.sleep

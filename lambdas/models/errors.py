@@ -273,3 +273,32 @@ class TelemetryBadAnswer(TelemetryError):
     """An answer the pipeline cannot use: a query error, not JSON, not a matrix, too large."""
 
     cause = TelemetryState.FAILED
+
+
+class SlurmError(SdcError):
+    """A command on a Slurm cluster's controller (through SSM Run Command) failed; `cause` says
+    how, for the incident record and the approval card."""
+
+    cause: IsolationCause = IsolationCause.REFUSED
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "cause": self.cause}
+
+
+class SlurmUnreachable(SlurmError):
+    """Run Command refused the command, or it did not finish in time (no SSM agent, the
+    controller stopped, a throttled call)."""
+
+    cause = IsolationCause.UNREACHABLE
+
+
+class SlurmNodeNotFound(SlurmError):
+    """The controller knows no node by that name."""
+
+    cause = IsolationCause.NOT_FOUND
+
+
+class SlurmNotConfigured(SlurmError):
+    """This deployment names no controller for the cluster."""
+
+    cause = IsolationCause.NOT_CONFIGURED

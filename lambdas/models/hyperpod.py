@@ -66,6 +66,13 @@ class NodeRecovery(AwsVocabulary):
     NONE = "None"
 
 
+class Orchestrator(AwsVocabulary):
+    """DescribeCluster's `Orchestrator`: which scheduler runs the cluster's nodes."""
+
+    EKS = "Eks"
+    SLURM = "Slurm"
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterInfo:
     name: str
@@ -78,6 +85,8 @@ class ClusterInfo:
     """Nodes in the cluster (the instance groups' CurrentCount); None when HyperPod said none."""
     eks_cluster_arn: str | None = None
     """`Orchestrator.Eks.ClusterArn`: the EKS cluster that orchestrates it (None: not EKS)."""
+    orchestrator: Orchestrator | None = None
+    """`Orchestrator`'s one key: Eks or Slurm (None: DescribeCluster named neither)."""
 
     @property
     def eks_cluster_name(self) -> str | None:
@@ -94,6 +103,8 @@ class NodeInfo:
     logical_id: str | None = None
     instance_type: str | None = None
     request_id: str | None = None
+    hostname: str | None = None
+    """`PrivateDnsHostname`: on a Slurm cluster, the node's Slurm name is its first label."""
 
 
 @dataclass(frozen=True, slots=True)

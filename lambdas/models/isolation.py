@@ -53,7 +53,12 @@ class IsolationCause(StrEnum):
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
     NOT_CONFIGURED = "not_configured"
-    """The Kubernetes answers above: `lambdas.models.errors.KubernetesError.cause`."""
+    """The Kubernetes answers above: `lambdas.models.errors.KubernetesError.cause` (and the
+    Slurm controller's: `SlurmError.cause`)."""
+    NO_CONTROLLER = "no_controller"
+    """A cluster orchestrated by Slurm with no `slurm_controller` configured: nowhere to drain."""
+    NO_HOSTNAME = "no_hostname"
+    """HyperPod gave the instance no `PrivateDnsHostname`: its Slurm node name is unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,8 @@ class IsolatedNode:
     cause: IsolationCause | None = None
     status: int | None = None
     """The Kubernetes API's HTTP status when it refused (not isolated)."""
+    found_drain: str | None = None
+    """Slurm: the reason someone else's drain carried when we came (left as it was)."""
 
     def to_record(self) -> dict[str, Any]:
         """What its state needs (the module docstring): the cordon's keys once it is known
@@ -83,7 +90,11 @@ class IsolatedNode:
             unwritten |= {"reason", "cause"}
         if self.state != IsolationState.NOT_ISOLATED:
             unwritten.add("status")
-        return record_of(self, omit_none=("was_unschedulable", "resource_version"), skip=unwritten)
+        return record_of(
+            self,
+            omit_none=("was_unschedulable", "resource_version", "found_drain"),
+            skip=unwritten,
+        )
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> IsolatedNode:
@@ -96,7 +107,10 @@ class IsolationRecord:
     eks_cluster: str | None = None
     nodes: dict[str, IsolatedNode] = field(default_factory=dict)
     taint: str | None = None
-    """`sdc.remediation/incident=<incident id>:NoSchedule`."""
+    """`sdc.remediation/incident=<incident id>:NoSchedule`; on Slurm, the drain reason
+    (`sdc-remediation incident <incident id>`)."""
+    slurm_controller: str | None = None
+    """On Slurm: the controller instance the drain ran on (its release runs there too)."""
     cause: str | None = None
     """Why not isolated: an `IsolationCause`, or several nodes' causes joined by commas."""
     reason: str | None = None
@@ -114,7 +128,9 @@ class IsolationRecord:
     def to_record(self) -> dict[str, Any]:
         """`cause`, `reason` and `at` once settled; `taint` and `released_at` once known."""
         unwritten = () if self.settled else ("cause", "reason", "at")
-        return record_of(self, omit_none=("taint", "released_at"), skip=unwritten)
+        return record_of(
+            self, omit_none=("taint", "released_at", "slurm_controller"), skip=unwritten
+        )
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> IsolationRecord:

@@ -19,7 +19,7 @@ from lambdas.models.environment import EnvVar
 from lambdas.models.errors import SettingsError
 from lambdas.models.hyperpod import HealthCheck
 from lambdas.models.kubernetes import LABEL_KEY_RE
-from trainer_emitter.contract import NAMESPACE
+from trainer_emitter.contract import INSTANCE_ID_RE, NAMESPACE
 
 DEFAULT_HEALTH_CHECKS = (HealthCheck.INSTANCE_STRESS.value, HealthCheck.INSTANCE_CONNECTIVITY.value)
 REQUIRED = (EnvVar.INCIDENTS_TABLE, EnvVar.AUDIT_TABLE, EnvVar.TOPIC_ARN)
@@ -98,6 +98,9 @@ class IsolationConfig:
     """A pod label key naming the job (such as the training operator's job-name label): a
     report's instances are checked against the nodes the pods labelled with its job name run
     on (None: not checked)."""
+    slurm_controller: str | None = None
+    """On a cluster orchestrated by Slurm: the instance id of its controller node, where the
+    drain and its release run (SSM Run Command)."""
 
 
 ISOLATION_OFF = IsolationConfig(isolate=False)
@@ -113,6 +116,9 @@ def node_isolation_env(configs: Mapping[str, IsolationConfig]) -> str:
                 **({"eks_cluster": config.eks_cluster} if config.eks_cluster else {}),
                 **({"recovery": config.recovery} if config.recovery != RECOVERY_API else {}),
                 **({"job_pods": config.job_pods} if config.job_pods else {}),
+                **(
+                    {"slurm_controller": config.slurm_controller} if config.slurm_controller else {}
+                ),
             }
             for cluster, config in configs.items()
         },
@@ -326,8 +332,8 @@ def _json_object(raw: str, expected: str, problems: list[str]) -> dict[str, Any]
 def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]:
     """`NODE_ISOLATION`: a JSON object, HyperPod cluster name → {"isolate": bool,
     "eks_cluster": "<EKS cluster name>" (optional), "recovery": "api" | "node_label" (optional,
-    default api), "job_pods": "<pod label key naming the job>" (optional)}; empty = no cluster
-    isolated."""
+    default api), "job_pods": "<pod label key naming the job>" (optional), "slurm_controller":
+    "<controller instance id>" (optional, Slurm clusters)}; empty = no cluster isolated."""
     if not raw.strip():
         return {}
     expected = (
@@ -343,7 +349,10 @@ def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]
         if not isinstance(value, dict) or not isinstance(value.get("isolate"), bool):
             problems.append(f'{expected}; {cluster!r} needs "isolate": true or false')
             continue
-        unknown = sorted(set(value) - {"isolate", "eks_cluster", "recovery", "job_pods"})
+        unknown = sorted(
+            set(value) - {"isolate", "eks_cluster", "recovery", "job_pods", "slurm_controller"}
+        )
+        controller = value.get("slurm_controller")
         eks = value.get("eks_cluster")
         recovery = value.get("recovery", RECOVERY_API)
         job_pods = value.get("job_pods")
@@ -359,8 +368,21 @@ def _node_isolation(raw: str, problems: list[str]) -> dict[str, IsolationConfig]
             not isinstance(job_pods, str) or not LABEL_KEY_RE.match(job_pods)
         ):
             problems.append(f"{expected}; {cluster!r} has a bad job_pods label key {job_pods!r}")
+        elif controller is not None and (
+            not isinstance(controller, str) or not INSTANCE_ID_RE.match(controller)
+        ):
+            problems.append(
+                f"{expected}; {cluster!r} has a bad slurm_controller {controller!r} "
+                "(an EC2 instance id, i-...)"
+            )
+        elif controller is not None and eks is not None:
+            problems.append(
+                f"{expected}; {cluster!r} names both an EKS cluster and a Slurm controller"
+            )
         else:
-            configs[cluster] = IsolationConfig(value["isolate"], eks, recovery, job_pods)
+            configs[cluster] = IsolationConfig(
+                value["isolate"], eks, recovery, job_pods, controller
+            )
     return configs
 
 

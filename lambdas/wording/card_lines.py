@@ -69,17 +69,35 @@ def recovery_lines(incident: Incident) -> list[str]:
     ]
 
 
+SLURM_RECOVERY_LINES = [
+    "  On Slurm, HyperPod itself reboots or replaces a node whose state is set to fail with",
+    '  reason "Action:Reboot" or "Action:Replace" (and, with NodeRecovery Automatic, one its',
+    "  health checks fail); the pipeline never sets those: it drains with its own reason and,",
+    "  once approved, calls BatchRebootClusterNodes / BatchReplaceClusterNodes.",
+]
+
+
 def isolation_lines(incident: Incident) -> list[str]:
     """Whether the suspect node is kept free of new work while the approval is pending."""
     record = incident.isolation
     nodes = record.nodes if record else {}
     isolated = [
-        f"  cordoned and tainted {record.taint} on node {node.node_name} "
-        f"(instance {instance_id}, EKS cluster {record.eks_cluster})"
-        + (f"; {node.reason}" if node.reason else "")
+        (
+            f"  drained on Slurm node {node.node_name} with reason {record.taint!r} (instance "
+            f"{instance_id}, controller {record.slurm_controller})"
+            if record.slurm_controller and node.cordoned_by_us
+            else f"  drained by someone else on Slurm node {node.node_name} (instance "
+            f"{instance_id}): reason {node.found_drain!r}, left as it is"
+            if record.slurm_controller
+            else f"  cordoned and tainted {record.taint} on node {node.node_name} "
+            f"(instance {instance_id}, EKS cluster {record.eks_cluster})"
+            + (f"; {node.reason}" if node.reason else "")
+        )
         for instance_id, node in sorted(nodes.items())
         if record and node.state == IsolationState.ISOLATED
     ]
+    if record and record.slurm_controller:
+        isolated += SLURM_RECOVERY_LINES
     if record and record.state == IsolationState.ISOLATED:
         return isolated
     reason = (record and record.reason) or "no isolation was recorded for this incident"
@@ -98,10 +116,22 @@ def release_lines(incident: Incident) -> list[str]:
     lines = []
     for instance_id, node in sorted(record.nodes.items()):
         name = node.node_name
-        if node.state == IsolationState.RELEASED:
+        if node.state == IsolationState.RELEASED and record.slurm_controller:
+            lines.append(f"Isolation: Slurm node {name} ({instance_id}) resumed, our drain lifted.")
+        elif node.state == IsolationState.RELEASED:
             lines.append(f"Isolation: {name} ({instance_id}) uncordoned, taint removed.")
         elif node.state in (IsolationState.GONE, IsolationState.KEPT):
             lines.append(f"Isolation: {name or instance_id}: {node.reason}.")
+        elif record.slurm_controller and node.state in (
+            IsolationState.ISOLATED,
+            IsolationState.RELEASE_FAILED,
+        ):
+            lines.append(
+                f"WARNING: Slurm node {name} ({instance_id}) is still drained with reason "
+                f"{record.taint!r}: {node.reason or 'not released'}. Lift it by hand on the "
+                f"controller ({record.slurm_controller}), once the reason is still ours: "
+                f"scontrol update nodename={name} state=resume"
+            )
         elif node.state in (
             IsolationState.ISOLATED,
             IsolationState.PENDING,

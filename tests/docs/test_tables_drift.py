@@ -36,8 +36,9 @@ README = (REPO / "README.md").read_text()
 
 CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/ab12cd34ef56"
 FULL_CONTEXT: dict[str, Any] = {
-    "sdc:clusters": {"ml-cluster-1": CLUSTER_ARN},
+    "sdc:clusters": {"ml-cluster-1": CLUSTER_ARN, "ml-slurm-1": "cd34ef56ab12"},
     "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
+    "sdc:slurmControllers": {"ml-slurm-1": "i-0c0000000000000c1"},
     "sdc:recoveryThroughNodeLabel": ["ml-cluster-1"],
     "sdc:jobPods": {"ml-cluster-1": "training.kubeflow.org/job-name"},
     "sdc:telemetry": {"ml-cluster-1": {"workspace": "ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77"}},

@@ -575,3 +575,34 @@ def test_a_hardware_alert_alone_isolates_the_throttling_node_and_proposes_a_rebo
     assert "RECOMMENDATION: REBOOT" in (outcome.notification or "")
     assert "a hardware signal alone: reboot, replace on a repeat" in (outcome.notification or "")
     assert outcome.replace_calls == []
+
+
+@pytest.mark.parametrize(
+    ("name", "eks_twin"),
+    [("slurm-replay-culprit", "replay-culprit"), ("slurm-reboot-transient", "reboot-transient")],
+)
+def test_on_slurm_scontrol_shows_our_drain_while_waiting_and_the_node_in_service_after(
+    outcomes, name, eks_twin
+):
+    outcome = outcomes(name)
+
+    (incident,) = outcome.incidents
+    shown = [
+        line.what
+        for line in outcome.timeline
+        if line.who == "slurm" and line.what.startswith("scontrol show node")
+    ]
+    waiting, after = shown
+    assert "+DRAIN" in waiting
+    assert waiting.endswith(f"Reason=sdc-remediation incident {incident['incident_id']}")
+    assert "DRAIN" not in after and after.endswith("Reason=None")
+
+    # the same pipeline as on EKS: the same audit actions, in the same order, but for the
+    # release: a replaced EKS node is gone with its cordon, a replaced Slurm node keeps its
+    # name (and would keep our drain): its drain is lifted
+    def steps(o: Outcome) -> list[str]:
+        return [a for a in actions(o) if not a.startswith("node_release")]
+
+    assert steps(outcome) == steps(outcomes(eks_twin))
+    assert "node_released" in actions(outcome)
+    assert any("drained on Slurm node" in line for line in (outcome.notification or "").split("\n"))

@@ -249,3 +249,18 @@ def prometheus() -> Iterator[Any]:
     data = Dataset.build()
     with real_prometheus(data.series) as server:
         yield PrometheusWorld(server, data)
+
+
+SLURM_NODES = ("ip-10-1-69-242", "ip-10-1-69-243", "ip-10-1-69-244")
+"""The host names of the local controller's nodes (HyperPod's Slurm nodes are named after their
+private address)."""
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[Any]:
+    """Debian's real slurmctld (with munged) on 127.0.0.1, `SLURM_NODES` defined. Not installed
+    or not starting: every test that needs it errors with the reason (`make test` installs it)."""
+    from infra.local.slurm import real_slurm
+
+    with real_slurm(SLURM_NODES) as controller:
+        yield controller

@@ -8,7 +8,14 @@ import pytest
 
 from lambdas.models.environment import EnvVar
 from lambdas.models.errors import SettingsError
-from lambdas.models.settings import DEFAULT_HEALTH_CHECKS, Settings, flag_env, list_env
+from lambdas.models.settings import (
+    DEFAULT_HEALTH_CHECKS,
+    IsolationConfig,
+    Settings,
+    flag_env,
+    list_env,
+    node_isolation_env,
+)
 from trainer_emitter.contract import NAMESPACE
 
 BASE = {
@@ -187,6 +194,29 @@ def test_node_isolation_may_name_the_pod_label_that_names_a_job():
 def test_a_job_pods_value_that_is_no_label_key_is_refused_naming_it(key):
     with pytest.raises(SettingsError, match="bad job_pods label key"):
         Settings.from_env(isolation_env(job_pods=key))
+
+
+def test_node_isolation_may_name_a_slurm_controller_and_reads_back_as_the_stack_writes_it():
+    config = IsolationConfig(isolate=True, slurm_controller="i-0c0000000000000c1")
+    env = {**BASE, "NODE_ISOLATION": node_isolation_env({"ml-cluster-1": config})}
+
+    assert Settings.from_env(env).isolation_for("ml-cluster-1") == config
+
+
+def test_a_slurm_controller_that_is_no_instance_id_is_refused_naming_it():
+    env = {
+        **BASE,
+        "NODE_ISOLATION": json.dumps(
+            {"ml-cluster-1": {"isolate": True, "slurm_controller": "controller-1"}}
+        ),
+    }
+    with pytest.raises(SettingsError, match="bad slurm_controller 'controller-1'"):
+        Settings.from_env(env)
+
+
+def test_a_cluster_with_an_eks_cluster_and_a_slurm_controller_is_refused():
+    with pytest.raises(SettingsError, match="both an EKS cluster and a Slurm controller"):
+        Settings.from_env(isolation_env(slurm_controller="i-0c0000000000000c1"))
 
 
 def test_approval_rules_are_read_from_the_environment():

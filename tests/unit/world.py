@@ -11,7 +11,7 @@ from typing import Any
 
 from infra.local.fake_hyperpod import FakeHyperPod
 from lambdas.logic import approval, health_check, intake, isolation
-from lambdas.logic.ports import Deps
+from lambdas.logic.ports import Deps, NoSlurm, SlurmControllers
 from lambdas.logic.safety.decisions import approval_binding
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import Incident
@@ -93,11 +93,19 @@ class World:
     anchor: InMemoryAuditAnchor = field(default_factory=InMemoryAuditAnchor)
     eks_cluster: str | None = None
     """The EKS cluster orchestrating CLUSTER (None: not EKS); its node for INSTANCE is NODE."""
+    slurm: SlurmControllers = field(default_factory=NoSlurm)
+    slurm_hostname: str | None = None
+    """Set: CLUSTER is orchestrated by Slurm, INSTANCE's PrivateDnsHostname is this."""
 
     def __post_init__(self) -> None:
         self.hyperpod.now = lambda: self.clock.current
-        self.hyperpod.add_cluster(CLUSTER, instance_groups=[GROUP], eks_cluster=self.eks_cluster)
-        self.hyperpod.add_node(CLUSTER, GROUP, INSTANCE)
+        self.hyperpod.add_cluster(
+            CLUSTER,
+            instance_groups=[GROUP],
+            eks_cluster=self.eks_cluster,
+            slurm=self.slurm_hostname is not None,
+        )
+        self.hyperpod.add_node(CLUSTER, GROUP, INSTANCE, hostname=self.slurm_hostname)
         if self.eks_cluster:
             self.kube.add_node(self.eks_cluster, NODE, INSTANCE)
 
@@ -116,6 +124,7 @@ class World:
             clock=self.clock,
             switch=self.switch,
             kubernetes=self.kube,
+            slurm=self.slurm,
             prometheus=self.prometheus,
             lifecycle=self.lifecycle,
             sleep=self.slept.append,

@@ -4,13 +4,14 @@ Every problem is one sentence; a run passes with none."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from infra.local.drill.scenarios import DECOY_XIDS, MUTE_RULE, XID, Scenario, culprit_gpu
 from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import IncidentState
+from lambdas.models.slurm import drain_reason
 from lambdas.models.telemetry import TelemetryState
 from lambdas.wording.card_lines import DEADLINE_LABEL, RECOMMENDATION_HEADING, deadline_words
 
@@ -41,6 +42,20 @@ class Observed:
     rank_map: Sequence[dict[str, Any]]
     interactive: bool
     """A person decided (the drill's expectations of the decision do not apply)."""
+    drains: dict[str, str | None] = field(default_factory=dict)
+    """On Slurm: the reason each incident node carried on the controller while the approval
+    waited (instance id → reason)."""
+
+
+def _judge_drains(finals: Sequence[Any], drains: dict[str, str | None]) -> list[str]:
+    """Each incident's nodes carried the drain reason naming it while its approval waited."""
+    return [
+        f"{instance_id}'s Slurm node showed reason {drains.get(instance_id)!r} while the "
+        f"approval waited, not {drain_reason(i.incident_id)!r}"
+        for i in finals
+        for instance_id in i.locked_instances
+        if drains.get(instance_id) != drain_reason(i.incident_id)
+    ]
 
 
 def problems(scenario: Scenario, seen: Observed) -> list[str]:
@@ -48,11 +63,18 @@ def problems(scenario: Scenario, seen: Observed) -> list[str]:
     found = _judge(scenario, seen.finals, seen.replace_calls, seen.chain_ok, seen.interactive)
     found += _judge_recovery(scenario, seen.reboot_calls, seen.card, seen.interactive)
     found += [
-        f"{i.instance_id}'s Kubernetes node is still cordoned or tainted after the incident "
+        f"{i.instance_id}'s node is still cordoned, tainted or drained after the incident "
         f"closed as {i.state.value}"
         for i in seen.finals
         if i.state.value not in GONE and set(i.locked_instances) & seen.isolated
     ]
+    if scenario.slurm and not seen.interactive:
+        found += _judge_drains(seen.finals, seen.drains)
+    if scenario.slurm and seen.isolated:
+        found.append(
+            f"Slurm nodes of {', '.join(sorted(seen.isolated))} are still drained with our reason "
+            "after the incidents closed (a replacement keeps the node's name: the drain must go)"
+        )
     if scenario.storm:
         found += _judge_storm(seen.holds, seen.notices, seen.health_checks)
     if scenario.hardware:

@@ -21,7 +21,7 @@ from typing import Any
 
 from infra.cli.main import main as sdc
 from infra.local.drill import judge, stage
-from infra.local.drill.scenarios import RANK_MAP, WORKSPACE_ID, Scenario
+from infra.local.drill.scenarios import CLUSTER, RANK_MAP, WORKSPACE_ID, Scenario
 from infra.local.grants import GrantsInsufficient, calls_per_function
 from lambdas.models.audit import AuditAction
 from lambdas.models.notices import NoticeKind
@@ -140,9 +140,16 @@ def run_scenario(
                 progress("a local Prometheus with dcgm-exporter's series of every GPU")
                 workspace = stage.prometheus_workspace(alarm, rank_map, note)
                 endpoints = {WORKSPACE_ID: stack.enter_context(workspace)}
+            slurm = None
+            if scenario.slurm:
+                progress("Debian's slurmctld playing the cluster's Slurm controller")
+                slurm = stack.enter_context(stage.slurm_controller(hyperpod, note))
             run = stack.enter_context(
                 LocalRun.open(
-                    context=scenario.context, hyperpod=hyperpod, telemetry_endpoints=endpoints
+                    context=scenario.context,
+                    hyperpod=hyperpod,
+                    telemetry_endpoints=endpoints,
+                    slurm=slurm,
                 )
             )
             note(
@@ -178,11 +185,15 @@ def run_scenario(
             said: dict[str, dict[str, str | None]] = {}
             deadlines: dict[str, dict[str, str | None]] = {}
             heads: dict[str, list[str]] = {}
+            drains: dict[str, str | None] = {}
             if scenario.approval:
                 card = (
-                    _approve(run, scenario, incident_ids, ask, note, said, deadlines, heads) or card
+                    _approve(run, scenario, incident_ids, ask, note, said, deadlines, heads, drains)
+                    or card
                 )
             finals = [run.wait_for(i, scenario.expect, *CLOSED, timeout=90) for i in incident_ids]
+            if run.slurm is not None:
+                _nodes_after(run, drains, note)
             subjects = [i.incident_id for i in finals] + [h.hold_id for h in holds]
             audit, chain_ok, every_entry = _read_audit(run, subjects, wall_start, timeline)
             replace_calls = run.hyperpod.calls_to("BatchReplaceClusterNodes")
@@ -205,6 +216,7 @@ def run_scenario(
                 reboot_calls=reboot_calls,
                 health_checks=health_checks,
                 isolated=_still_isolated(run),
+                drains=drains,
                 alarm=alarm,
                 rank_map=rank_map,
                 interactive=ask is not None,
@@ -337,11 +349,13 @@ def _approve(
     said: dict[str, dict[str, str | None]],
     deadlines: dict[str, dict[str, str | None]],
     heads: dict[str, list[str]],
+    drains: dict[str, str | None],
 ) -> str | None:
     """Each incident's approval card, then the scenario's decision (or the person's) through
     the approval state machine. Returns the last card; `said` and `deadlines` get what each
     surface said the incident's recommendation and approval deadline were while it waited,
-    `heads` the card's first five lines."""
+    `heads` the card's first five lines; `drains`, on Slurm, the reason each of its nodes
+    carried on the controller meanwhile (instance id → reason)."""
     card = None
     for incident_id in incident_ids:
         waiting = run.wait_for(incident_id, "awaiting_approval", timeout=60)
@@ -351,6 +365,8 @@ def _approve(
             run, incident_id, waiting, notice
         )
         heads[incident_id] = card.splitlines()[:SUMMARY_LINES]
+        if run.slurm is not None:
+            drains.update(_drains_shown(run, waiting.locked_instances, note))
         note(
             "approver",
             f"notified: {notice['subject']}",
@@ -374,6 +390,33 @@ def _approve(
             execution=execution["executionArn"].rsplit(":", 1)[-1],
         )
     return card
+
+
+def _drains_shown(run: Any, instance_ids: Sequence[str], note: Note) -> dict[str, str | None]:
+    """What `scontrol show node` on the local controller shows for each instance's node while
+    the approval waits: its state and reason in the timeline, the reason returned."""
+    shown: dict[str, str | None] = {}
+    for instance_id in instance_ids:
+        host = stage.slurm_host(run.hyperpod, instance_id)
+        if host is None:
+            continue
+        node = run.slurm.node(host)
+        shown[instance_id] = node.reason
+        run.drained_hosts.add(host)
+        note(
+            "slurm",
+            f"scontrol show node {host}: State={node.state} Reason={node.reason}",
+            instance_id=instance_id,
+        )
+    return shown
+
+
+def _nodes_after(run: Any, drains: dict[str, str | None], note: Note) -> None:
+    """What `scontrol show node` shows, once the incidents closed, for each node that was
+    drained while its approval waited (a replacement keeps the node's name)."""
+    for host in sorted(run.drained_hosts):
+        node = run.slurm.node(host)
+        note("slurm", f"scontrol show node {host}: State={node.state} Reason={node.reason}")
 
 
 def _surfaces_said(
@@ -508,8 +551,19 @@ def _audit_lines(entries: Sequence[Any], wall_start: float) -> list[Line]:
 
 def _still_isolated(run: Any) -> set[str]:
     """The instances whose Kubernetes node (in the local API stand-in) is still unschedulable or
-    carries an incident taint."""
+    carries an incident taint; on Slurm, whose node the controller shows drained with our
+    reason."""
     from lambdas.models.kubernetes import TAINT_KEY, KubeNode
+    from lambdas.models.slurm import DRAIN_REASON_PREFIX
+
+    if run.slurm is not None:
+        drained = set()
+        for instance_id in list(run.hyperpod.clusters[CLUSTER].nodes):
+            host = stage.slurm_host(run.hyperpod, instance_id)
+            node = run.slurm.node(host) if host else None
+            if node and node.drained and (node.reason or "").startswith(DRAIN_REASON_PREFIX):
+                drained.add(instance_id)
+        return drained
 
     nodes = [KubeNode.from_json(raw) for raw in run.kube_api.nodes.values()]
     return {

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.local.slurm import DRILL_CONTROLLER
+
 CLUSTER = "ml-cluster-1"
 NODES = ("i-0aa00000000000001", "i-0bb00000000000002", "i-0cc00000000000003", "i-0dd00000000000004")
 GPUS_PER_NODE = 8
@@ -108,6 +110,12 @@ ROOM_FOR_A_JOB = {
 }
 """A guard and storm rule with room for a job-level incident over the job's four nodes: every
 node a job-level incident health-checks counts against both."""
+SLURM_CONTEXT = {
+    "sdc:nodeIsolation": {},
+    "sdc:slurmControllers": {CLUSTER: DRILL_CONTROLLER},
+}
+"""A cluster orchestrated by Slurm: its suspect node is drained on its controller (a real
+slurmctld here, reached through the local Run Command stand-in), no EKS cluster."""
 XID = 79
 DECOY_XIDS = {"other GPU of the suspect node": 31, "a GPU of another node": 48}
 
@@ -194,6 +202,10 @@ class Scenario:
     approvers: tuple[str, ...] = ()
     """IAM users of the local account who each give `decision` in turn, as `sdc approve` does
     (an identity proof signed with their key); empty: one unsigned, console-like decision."""
+    slurm: bool = False
+    """The cluster is orchestrated by Slurm (SLURM_CONTEXT): a real slurmctld plays its
+    controller, and `scontrol show node` must show our drain while the approval waits and the
+    node back in service after (unless replaced)."""
 
 
 SCENARIOS = {
@@ -235,6 +247,31 @@ SCENARIOS = {
             "rebooted",
             rebooted=True,
             recommends="reboot",
+        ),
+        Scenario(
+            "slurm-replay-culprit",
+            "replay-culprit on a cluster orchestrated by Slurm: the node is drained on the "
+            "controller with the incident's reason while the approval waits; approved; node "
+            "replaced",
+            REPLAY_CULPRIT,
+            "approve",
+            "replaced",
+            replaced=True,
+            context=SLURM_CONTEXT,
+            slurm=True,
+        ),
+        Scenario(
+            "slurm-reboot-transient",
+            "reboot-transient on a cluster orchestrated by Slurm: drained while the approval "
+            "waits; rebooted, the health check after it passes, the drain is lifted (the node "
+            "back in service); nothing is replaced",
+            NONFINITE_TRANSIENT,
+            "reboot",
+            "rebooted",
+            rebooted=True,
+            recommends="reboot",
+            context=SLURM_CONTEXT,
+            slurm=True,
         ),
         Scenario(
             "weight-suspect",

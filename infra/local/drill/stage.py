@@ -27,13 +27,41 @@ def cluster(scenario: Scenario, alarm: dict[str, Any], rank_map: Sequence[dict[s
     from infra.local.run import default_cluster  # heavy: moto
 
     spares = tuple(f"i-0ee{n:014x}" for n in range(1, scenario.spare_nodes + 1))
-    hyperpod = default_cluster((*NODES, *spares), node_recovery=scenario.node_recovery)
+    hyperpod = default_cluster(
+        (*NODES, *spares), node_recovery=scenario.node_recovery, slurm=scenario.slurm
+    )
     if scenario.health_check_fails:
         culprits = alarm.get("culprits", [])
         suspects = {str(d["instance_id"]) for d in rank_map if d["rank"] in culprits}
         for instance_id in suspects:
             hyperpod.set_health_check_result(CLUSTER, instance_id, passes=False)
     return hyperpod
+
+
+@contextmanager
+def slurm_controller(hyperpod: Any, note: Callable[..., None]) -> Iterator[Any]:
+    """Debian's slurmctld with every node of the fake cluster defined by its host name, playing
+    the cluster's controller. Yields the LocalSlurm."""
+    from infra.local.slurm import DRILL_CONTROLLER, real_slurm
+    from lambdas.models.slurm import slurm_node_name
+
+    hosts = sorted(
+        slurm_node_name(str(node.hostname)) for node in hyperpod.clusters[CLUSTER].nodes.values()
+    )
+    with real_slurm(hosts) as slurm:
+        note(
+            "slurm",
+            f"slurmctld (Debian's) plays controller {DRILL_CONTROLLER}: nodes {', '.join(hosts)}",
+        )
+        yield slurm
+
+
+def slurm_host(hyperpod: Any, instance_id: str) -> str | None:
+    """The Slurm node name of an instance of the fake cluster (None: it has left it)."""
+    from lambdas.models.slurm import slurm_node_name
+
+    node = hyperpod.clusters[CLUSTER].nodes.get(instance_id)
+    return slurm_node_name(node.hostname) if node and node.hostname else None
 
 
 @contextmanager

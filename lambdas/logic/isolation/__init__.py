@@ -1,7 +1,10 @@
 """Node isolation while an incident is open: cordon the suspect node and taint it with the
 incident (`sdc.remediation/incident=<incident id>:NoSchedule`) through the EKS cluster's
 Kubernetes API, so that a restarted job does not land on it while the approval is pending; undo
-exactly that when the incident closes without a replacement.
+exactly that when the incident closes without a replacement. On a cluster orchestrated by Slurm
+the same step drains the node on the cluster's controller instead
+(`lambdas.logic.isolation.slurm`): which one runs is what HyperPod's DescribeCluster names as the
+orchestrator; the rules of when to release, keep or leave a node are the same for both.
 
 `incident.isolation` records what was done, per instance (`lambdas.models.isolation`).
 
@@ -24,11 +27,15 @@ from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.errors import KubernetesError, KubernetesNotFound, SdcError
 from lambdas.models.health_check import HealthCheckResult
+from lambdas.models.hyperpod import Orchestrator
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.isolation import IsolatedNode, IsolationCause, IsolationRecord, IsolationState
 from lambdas.models.kubernetes import Taint, incident_taint
 from lambdas.models.payloads import IncidentRef, IsolationResult
+from lambdas.models.slurm import drain_reason
 from lambdas.observability import count, logger
+
+from . import slurm
 
 _TO_RELEASE = frozenset(
     {IsolationState.ISOLATED, IsolationState.PENDING, IsolationState.RELEASE_FAILED}
@@ -91,6 +98,8 @@ def isolate(step: Step, incident: Incident) -> Incident:
         return _settle(
             step, incident, base, IsolationCause.HYPERPOD, f"DescribeCluster failed: {err}"
         )
+    if config.slurm_controller or info.orchestrator is Orchestrator.SLURM:
+        return _drain(step, incident, base, info.orchestrator, config.slurm_controller, instances)
     eks = config.eks_cluster or info.eks_cluster_name
     if info.eks_cluster_name is None:
         return _settle(
@@ -115,6 +124,33 @@ def isolate(step: Step, incident: Incident) -> Incident:
     for instance_id in instances:
         nodes[instance_id], incident = _isolate_one(step, incident, eks, taint, instance_id, nodes)
     done = dataclasses.replace(base, eks_cluster=eks, nodes=nodes)
+    failed = {i: n for i, n in nodes.items() if n.state != IsolationState.ISOLATED}
+    if not failed:
+        return _settle(step, incident, done, None, None, state=IsolationState.ISOLATED)
+    causes = sorted({str(n.cause) for n in failed.values()})
+    reason = "; ".join(f"{i}: {n.reason}" for i, n in sorted(failed.items()))
+    return _settle(step, incident, done, ",".join(causes), reason)
+
+
+def _drain(
+    step: Step,
+    incident: Incident,
+    base: IsolationRecord,
+    orchestrator: Orchestrator | None,
+    controller: str | None,
+    instances: list[str],
+) -> Incident:
+    """Slurm: drain each instance's node on the controller (`lambdas.logic.isolation.slurm`)."""
+    base = dataclasses.replace(base, taint=drain_reason(incident.incident_id))
+    refused = slurm.refusal(orchestrator, controller, incident.cluster_name)
+    if refused is not None:
+        return _settle(step, incident, base, *refused)
+    assert controller is not None
+    existing = incident.isolation
+    nodes = dict(existing.nodes) if existing else {}
+    for instance_id in instances:
+        nodes[instance_id] = slurm.isolate_one(step, incident, controller, instance_id)
+    done = dataclasses.replace(base, slurm_controller=controller, nodes=nodes)
     failed = {i: n for i, n in nodes.items() if n.state != IsolationState.ISOLATED}
     if not failed:
         return _settle(step, incident, done, None, None, state=IsolationState.ISOLATED)
@@ -249,10 +285,9 @@ def release(step: Step, incident: Incident) -> Incident:
     due = {i: n for i, n in nodes.items() if n.state in _TO_RELEASE}
     if not due:
         return incident
-    eks = str(record.eks_cluster)
     taint = incident_taint(incident.incident_id)
     for instance_id, node in due.items():
-        nodes[instance_id] = _release_one(step, incident, eks, taint, instance_id, node)
+        nodes[instance_id] = _release_one(step, incident, record, taint, instance_id, node)
     states = {n.state for n in nodes.values()}
     overall = (
         IsolationState.RELEASE_FAILED
@@ -271,11 +306,21 @@ def release(step: Step, incident: Incident) -> Incident:
 
 
 def _release_one(
-    step: Step, incident: Incident, eks: str, taint: Taint, instance_id: str, node: IsolatedNode
+    step: Step,
+    incident: Incident,
+    record: IsolationRecord,
+    taint: Taint,
+    instance_id: str,
+    node: IsolatedNode,
 ) -> IsolatedNode:
+    eks = str(record.eks_cluster)
     name = node.node_name
     gone = _gone_reason(incident)
     kept = _kept_reason(incident, instance_id)
+    if record.slurm_controller and name and not kept:
+        # A replacement keeps the Slurm node's name: once it is done, the new instance
+        # would stay drained under our reason; the drain is lifted (only while it is ours).
+        return slurm.release_one(step, incident, record, instance_id, node, replaced=gone)
     if gone or kept or not name:
         outcome = dataclasses.replace(
             node,

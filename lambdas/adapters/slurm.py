@@ -1,0 +1,188 @@
+"""Slurm controllers through SSM Run Command: a short shell script (`AWS-RunShellScript`) sent to
+the cluster's controller instance runs `scontrol` there and prints what it found and did.
+
+The check and the change run in one script, on the controller, so that nothing else comes
+between reading a node's reason and draining it (a drain reason someone else set is never
+overwritten: Slurm has no conditional update, and this is the shortest window there is).
+
+What the script prints, one line each: `sdc-before <scontrol -o show node>`, `sdc-outcome
+<DrainOutcome>`, `sdc-after <scontrol -o show node>`. Exit 3: the controller knows no such node.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory
+from lambdas.models.errors import (
+    AwsError,
+    SlurmError,
+    SlurmNodeNotFound,
+    SlurmUnreachable,
+)
+from lambdas.models.slurm import RUN_SHELL_SCRIPT, DrainChange, DrainOutcome, SlurmNodeState
+
+COMMAND_TIMEOUT_SECONDS: Final = 30
+"""Run Command's own limits on a command: delivery (its minimum) and execution."""
+WAIT_SECONDS: Final = 20
+"""How long a drain or release waits for the command's result (scontrol answers in well under a
+second; the rest is Run Command's delivery). No result by then: SlurmUnreachable, recorded, and
+a retried step finds its own reason on the node."""
+NODE_NOT_FOUND_EXIT: Final = 3
+_DONE: Final = frozenset({"Success", "Failed", "Cancelled", "TimedOut"})
+
+_SHOW = 'scontrol -o show node "$node"'
+_PATH = 'PATH="$PATH:/opt/slurm/bin"'
+"""Where HyperPod installs Slurm on its nodes, in case the agent's shell does not have it."""
+_DRAIN_SCRIPT: Final = f"""set -u
+{_PATH}
+node={{node}}
+ours={{reason}}
+before=$({_SHOW} 2>&1) || {{{{ echo "sdc-missing $before"; exit {NODE_NOT_FOUND_EXIT}; }}}}
+echo "sdc-before $before"
+case "$before" in
+  *" Reason=$ours ["*) echo "sdc-outcome {DrainOutcome.ALREADY_OURS}" ;;
+  *" Reason="*) echo "sdc-outcome {DrainOutcome.FOREIGN}" ;;
+  *) scontrol update nodename="$node" state=drain reason="$ours" || exit 4
+     echo "sdc-outcome {DrainOutcome.DRAINED}" ;;
+esac
+echo "sdc-after $({_SHOW})"
+"""
+_RESUME_SCRIPT: Final = f"""set -u
+{_PATH}
+node={{node}}
+ours={{reason}}
+before=$({_SHOW} 2>&1) || {{{{ echo "sdc-missing $before"; exit {NODE_NOT_FOUND_EXIT}; }}}}
+echo "sdc-before $before"
+case "$before" in
+  *" Reason=$ours ["*) scontrol update nodename="$node" state=resume || exit 4
+     echo "sdc-outcome {DrainOutcome.RESUMED}" ;;
+  *" Reason="*) echo "sdc-outcome {DrainOutcome.FOREIGN}" ;;
+  *) echo "sdc-outcome {DrainOutcome.NOT_DRAINED}" ;;
+esac
+echo "sdc-after $({_SHOW})"
+"""
+
+
+def drain_script(node_name: str, reason: str) -> str:
+    """The commands that drain `node_name` with `reason` unless it carries a reason already."""
+    return _DRAIN_SCRIPT.format(node=shlex.quote(node_name), reason=shlex.quote(reason))
+
+
+def resume_script(node_name: str, reason: str) -> str:
+    """The commands that resume `node_name` only while its reason is exactly `reason`."""
+    return _RESUME_SCRIPT.format(node=shlex.quote(node_name), reason=shlex.quote(reason))
+
+
+def parse_output(node_name: str, stdout: str, command_id: str | None) -> DrainChange:
+    """The script's printed lines as a DrainChange; SlurmError when they are not all there."""
+    lines = dict(
+        line.split(" ", 1)
+        for line in stdout.splitlines()
+        if line.startswith("sdc-") and " " in line
+    )
+    try:
+        return DrainChange(
+            node_name=node_name,
+            outcome=DrainOutcome(lines["sdc-outcome"].strip()),
+            before=SlurmNodeState.parse(lines["sdc-before"]),
+            after=SlurmNodeState.parse(lines["sdc-after"]),
+            command_id=command_id,
+        )
+    except (KeyError, ValueError) as err:
+        raise SlurmError(
+            f"the command on the controller printed no result for {node_name} ({err}): "
+            f"{stdout[-500:]!r}"
+        ) from err
+
+
+class SsmSlurmControllers:
+    """SendCommand (`AWS-RunShellScript`) to the controller instance, then GetCommandInvocation
+    until the command is done or `wait_seconds` have passed."""
+
+    def __init__(
+        self,
+        factory: ClientFactory | None = None,
+        *,
+        wait_seconds: float = WAIT_SECONDS,
+        poll_seconds: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._client = LazyClient(factory or client_factory("ssm"))
+        self.wait_seconds = wait_seconds
+        self.poll_seconds = poll_seconds
+        self._sleep = sleep
+
+    @property
+    def client(self) -> Any:
+        return self._client.get()
+
+    def drain(self, controller: str, node_name: str, reason: str) -> DrainChange:
+        return self._run(controller, node_name, drain_script(node_name, reason), "drain")
+
+    def resume(self, controller: str, node_name: str, reason: str) -> DrainChange:
+        return self._run(controller, node_name, resume_script(node_name, reason), "resume")
+
+    def _run(self, controller: str, node_name: str, script: str, verb: str) -> DrainChange:
+        try:
+            with aws_call("SendCommand"):
+                sent = self.client.send_command(
+                    InstanceIds=[controller],
+                    DocumentName=RUN_SHELL_SCRIPT,
+                    Parameters={
+                        "commands": [script],
+                        "executionTimeout": [str(COMMAND_TIMEOUT_SECONDS)],
+                    },
+                    TimeoutSeconds=COMMAND_TIMEOUT_SECONDS,
+                    Comment=f"sdc-remediation: {verb} {node_name}"[:100],
+                )
+        except AwsError as err:
+            raise SlurmUnreachable(f"SendCommand to controller {controller} failed: {err}") from err
+        command_id = str(sent["Command"]["CommandId"])
+        invocation = self._wait(controller, command_id)
+        status = invocation.get("Status")
+        stdout = str(invocation.get("StandardOutputContent") or "")
+        if status == "Success":
+            return parse_output(node_name, stdout, command_id)
+        if invocation.get("ResponseCode") == NODE_NOT_FOUND_EXIT:
+            raise SlurmNodeNotFound(
+                f"the controller of instance {controller} knows no node {node_name}: "
+                f"{stdout.strip()[-300:]}"
+            )
+        if status in _DONE:
+            raise SlurmError(
+                f"{verb} {node_name} on controller {controller} ended {status} "
+                f"(exit {invocation.get('ResponseCode')}): "
+                f"{str(invocation.get('StandardErrorContent') or stdout)[-300:]}"
+            )
+        raise SlurmUnreachable(
+            f"{verb} {node_name} on controller {controller}: no result within "
+            f"{self.wait_seconds:.0f} s (status {status}; command {command_id})"
+        )
+
+    def _wait(self, controller: str, command_id: str) -> dict[str, Any]:
+        deadline = time.monotonic() + self.wait_seconds
+        invocation: dict[str, Any] = {}
+        while True:
+            try:
+                with aws_call("GetCommandInvocation"):
+                    invocation = self.client.get_command_invocation(
+                        CommandId=command_id, InstanceId=controller
+                    )
+            except AwsError as err:
+                if err.code != "InvocationDoesNotExist":  # not registered yet, just after sending
+                    raise SlurmUnreachable(
+                        f"GetCommandInvocation of {command_id} failed: {err}"
+                    ) from err
+            if invocation.get("Status") in _DONE or time.monotonic() >= deadline:
+                return invocation
+            self._sleep(self.poll_seconds)
+
+
+if TYPE_CHECKING:
+    from lambdas.logic.ports import SlurmControllers
+
+    _port: SlurmControllers = SsmSlurmControllers()

@@ -1,0 +1,259 @@
+"""Isolation on a HyperPod cluster orchestrated by Slurm, judged by a real slurmctld: the SSM
+adapter's scripts run through the local Run Command stand-in on the local controller, and
+`scontrol show node` says what they did."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from infra.local.run_command import LocalRunCommand
+from infra.local.slurm import LocalSlurm
+from lambdas.adapters.slurm import SsmSlurmControllers, parse_output
+from lambdas.logic import approval, closing, isolation, recovery
+from lambdas.models.errors import SlurmError, SlurmNodeNotFound, SlurmUnreachable
+from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from lambdas.models.settings import IsolationConfig
+from lambdas.models.slurm import RUN_SHELL_SCRIPT, DrainOutcome, drain_reason
+from lambdas.wording import cards
+from tests.integration.conftest import SLURM_NODES
+from tests.unit.world import CLUSTER, INSTANCE, World, settings
+
+CONTROLLER = "i-0c0000000000000c1"
+HOST = SLURM_NODES[0]
+HOSTNAME = f"{HOST}.us-west-2.compute.internal"
+OPERATOR_REASON = "operator: NVLink flaps, ticket OPS-77"
+
+
+@pytest.fixture
+def commands(slurm: LocalSlurm) -> Iterator[LocalRunCommand]:
+    for name in SLURM_NODES:  # every test starts from nodes in service
+        if not slurm.node(name).in_service:
+            slurm.resume(name)
+    yield LocalRunCommand({CONTROLLER: slurm})
+
+
+def slurm_world(commands: LocalRunCommand, **config: str) -> World:
+    isolation_config = IsolationConfig(isolate=True, slurm_controller=CONTROLLER, **config)
+    return World(
+        settings=settings(node_isolation={CLUSTER: isolation_config}),
+        slurm=SsmSlurmControllers(lambda: commands, sleep=lambda _: None),
+        slurm_hostname=HOSTNAME,
+    )
+
+
+def close(world: World, incident_id: str, outcome: Outcome) -> None:
+    closing.close_incident(CloseRequest(incident_id, outcome, None), world.deps)
+
+
+def test_the_node_is_drained_with_our_reason_while_the_approval_waits(commands, slurm):
+    world = slurm_world(commands)
+
+    incident_id = world.awaiting_approval(isolated=True)
+
+    node = slurm.node(HOST)
+    assert node.drained and not node.in_service
+    assert node.reason == drain_reason(incident_id)
+    record = world.incident(incident_id).isolation
+    assert record.state == "isolated"
+    assert record.slurm_controller == CONTROLLER
+    assert record.nodes[INSTANCE].node_name == HOST
+    assert record.nodes[INSTANCE].cordoned_by_us is True
+    sent = commands.sent[0]
+    assert (sent.instance_id, sent.document) == (CONTROLLER, RUN_SHELL_SCRIPT)
+
+
+def test_the_node_is_back_in_service_after_a_rejected_incident_closes(commands, slurm):
+    world = slurm_world(commands)
+    incident_id = world.awaiting_approval(isolated=True)
+    approval.decide(world.decision(incident_id, "reject"), world.deps)
+
+    close(world, incident_id, Outcome.REJECTED)
+
+    node = slurm.node(HOST)
+    assert node.in_service and node.reason is None
+    assert world.incident(incident_id).isolation.state == "released"
+    assert "node_released" in world.audit.actions(incident_id)
+
+
+def test_an_operators_drain_reason_set_before_the_incident_is_still_there_after_it_closes(
+    commands, slurm
+):
+    # Given an operator drained the node before the incident
+    slurm.drain(HOST, OPERATOR_REASON)
+    world = slurm_world(commands)
+    # When the incident isolates, waits, is rejected and closes
+    incident_id = world.awaiting_approval(isolated=True)
+    during = slurm.node(HOST)
+    approval.decide(world.decision(incident_id, "reject"), world.deps)
+    close(world, incident_id, Outcome.REJECTED)
+    # Then the operator's drain and reason were never touched, and the record says whose it is
+    after = slurm.node(HOST)
+    assert during.reason == after.reason == OPERATOR_REASON
+    assert after.drained
+    node = world.incident(incident_id).isolation.nodes[INSTANCE]
+    assert node.state == "kept"
+    assert node.found_drain == OPERATOR_REASON
+    assert node.cordoned_by_us is False
+
+
+def test_a_drain_someone_set_while_the_incident_was_open_is_left_on_release(commands, slurm):
+    world = slurm_world(commands)
+    incident_id = world.awaiting_approval(isolated=True)
+    slurm.resume(HOST)
+    slurm.drain(HOST, OPERATOR_REASON)  # an operator took the node over
+    approval.decide(world.decision(incident_id, "reject"), world.deps)
+
+    close(world, incident_id, Outcome.REJECTED)
+
+    assert slurm.node(HOST).reason == OPERATOR_REASON
+    assert world.incident(incident_id).isolation.nodes[INSTANCE].state == "kept"
+
+
+def test_isolating_twice_drains_once_and_keeps_our_reason(commands, slurm):
+    world = slurm_world(commands)
+    incident_id = world.opened()
+    ref = IncidentRef(incident_id)
+    isolation.isolate_node(ref, world.deps)
+    world.incident(incident_id)  # the record as the first attempt left it
+
+    change = world.deps.slurm.drain(CONTROLLER, HOST, drain_reason(incident_id))
+
+    assert change.outcome is DrainOutcome.ALREADY_OURS
+    assert slurm.node(HOST).reason == drain_reason(incident_id)
+
+
+def test_after_a_replacement_the_node_name_it_kept_is_back_in_service(commands, slurm):
+    # Given a drained node, approved and replaced (the new instance keeps the host name)
+    world = slurm_world(commands)
+    incident_id = world.awaiting_approval(isolated=True)
+    approval.decide(world.decision(incident_id, "approve"), world.deps)
+    ref = IncidentRef(incident_id)
+    recovery.replace_node(ref, world.deps)
+    while not recovery.check_replacement(ref, world.deps)["done"]:
+        pass
+    drained_during_replacement = slurm.node(HOST).reason
+    # When the incident closes as replaced
+    close(world, incident_id, Outcome.REPLACED)
+    # Then the drain held until the replacement was done, and is lifted after it
+    assert drained_during_replacement == drain_reason(incident_id)
+    assert slurm.node(HOST).in_service
+    node = world.incident(incident_id).isolation.nodes[INSTANCE]
+    assert node.state == "gone"
+    assert "replaced" in str(node.reason)
+
+
+def test_a_reboot_in_progress_keeps_the_drain(commands, slurm):
+    # Given a reboot that never returns (the node stays Pending)
+    world = slurm_world(commands)
+    world.hyperpod.set_reboot_returns(CLUSTER, INSTANCE, returns=False)
+    incident_id = world.awaiting_approval(isolated=True)
+    approval.decide(world.decision(incident_id, "reboot"), world.deps)
+    ref = IncidentRef(incident_id)
+    recovery.reboot_node(ref, world.deps)
+    recovery.check_reboot(ref, world.deps)
+    # When the incident closes as failed mid-recovery
+    close(world, incident_id, Outcome.FAILED)
+    # Then, as a cordon would, the drain stays with our reason for reconciliation to settle
+    node = world.incident(incident_id).isolation.nodes[INSTANCE]
+    assert node.state == "isolated"
+    assert slurm.node(HOST).reason == drain_reason(incident_id)
+
+
+def test_an_unreachable_controller_leaves_the_node_not_isolated_and_the_flow_goes_on(
+    commands, slurm
+):
+    commands.offline.add(CONTROLLER)
+    world = slurm_world(commands)
+    incident_id = world.opened()
+
+    result = isolation.isolate_node(IncidentRef(incident_id), world.deps)
+
+    assert result["isolated"] is False
+    assert "unreachable" in str(result["reason"])
+    assert slurm.node(HOST).in_service
+    assert "node_not_isolated" in world.audit.actions(incident_id)
+
+
+def test_a_node_the_controller_does_not_know_is_reported_not_found(commands):
+    adapter = SsmSlurmControllers(lambda: commands, sleep=lambda _: None)
+
+    with pytest.raises(SlurmNodeNotFound, match="ip-10-9-9-9"):
+        adapter.drain(CONTROLLER, "ip-10-9-9-9", "sdc-remediation incident x")
+
+
+def test_a_command_to_an_instance_that_is_not_a_controller_is_refused(commands):
+    adapter = SsmSlurmControllers(lambda: commands, sleep=lambda _: None)
+
+    with pytest.raises(SlurmUnreachable, match="InvalidInstanceId"):
+        adapter.drain("i-0ddd000000000000d", HOST, "sdc-remediation incident x")
+
+
+def test_a_reason_with_shell_characters_is_data_not_commands(commands, slurm):
+    adapter = SsmSlurmControllers(lambda: commands, sleep=lambda _: None)
+    reason = "sdc-remediation incident x'; scontrol update nodename=ip-10-1-69-243 state=drain #"
+
+    adapter.drain(CONTROLLER, HOST, reason)
+
+    assert slurm.node(HOST).reason == reason
+    assert slurm.node(SLURM_NODES[1]).in_service
+
+
+def test_the_card_names_the_drain_and_what_hyperpod_does_by_itself_on_slurm(commands):
+    world = slurm_world(commands)
+    incident_id = world.awaiting_approval(isolated=True)
+
+    text = cards.approval_card(world.incident(incident_id), world.settings).text
+
+    assert f"drained on Slurm node {HOST} with reason '{drain_reason(incident_id)}'" in text
+    assert '"Action:Replace"' in text
+    assert "NOT isolated" not in text
+
+
+def test_the_card_reports_an_operators_drain_and_the_closing_notice_leaves_it(commands, slurm):
+    slurm.drain(HOST, OPERATOR_REASON)
+    world = slurm_world(commands)
+    incident_id = world.awaiting_approval(isolated=True)
+
+    text = cards.approval_card(world.incident(incident_id), world.settings).text
+    approval.decide(world.decision(incident_id, "reject"), world.deps)
+    close(world, incident_id, Outcome.REJECTED)
+
+    assert f"drained by someone else on Slurm node {HOST}" in text
+    assert OPERATOR_REASON in text
+    notice = world.notifier.published[-1].message
+    assert f"{HOST}: drained by someone else ('{OPERATOR_REASON}'): left as it is" in notice
+
+
+def test_the_closing_notice_says_the_node_was_resumed(commands):
+    world = slurm_world(commands)
+    incident_id = world.awaiting_approval(isolated=True)
+    approval.decide(world.decision(incident_id, "reject"), world.deps)
+
+    close(world, incident_id, Outcome.REJECTED)
+
+    notice = world.notifier.published[-1].message
+    assert f"Isolation: Slurm node {HOST} ({INSTANCE}) resumed, our drain lifted." in notice
+
+
+class _NeverDone:
+    """Run Command that accepts a command and never finishes it."""
+
+    def send_command(self, **_):
+        return {"Command": {"CommandId": "c-1"}}
+
+    def get_command_invocation(self, **_):
+        return {"Status": "InProgress"}
+
+
+def test_a_command_with_no_result_in_time_is_unreachable_not_a_hang():
+    adapter = SsmSlurmControllers(lambda: _NeverDone(), wait_seconds=0, sleep=lambda _: None)
+
+    with pytest.raises(SlurmUnreachable, match="no result within"):
+        adapter.drain(CONTROLLER, HOST, "sdc-remediation incident x")
+
+
+def test_output_without_the_scripts_lines_is_a_clear_error():
+    with pytest.raises(SlurmError, match="printed no result"):
+        parse_output(HOST, "bash: scontrol: command not found\n", "c-1")
