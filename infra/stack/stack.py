@@ -114,6 +114,7 @@ class SdcRemediationProps:
     node_isolation_access: str | None = None
     telemetry: Mapping[str, Mapping[str, str | None]] | None = None
     hardware_alerts: Mapping[str, Any] | None = None
+    slurm_controllers: Mapping[str, str] | None = None
     approvals_required: int | None = None
     approvers: Sequence[str] | None = None
     human_session_roles: Sequence[str] | None = None
