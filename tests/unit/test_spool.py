@@ -54,7 +54,7 @@ def test_a_missing_spool_folder_is_created_private_to_the_user(tmp_path):
 
 @pytest.mark.parametrize("mode", [0o777, 0o1777, 0o770])
 def test_a_spool_folder_others_can_write_to_is_refused_when_the_emitter_is_built(tmp_path, mode):
-    spool_dir = tmp_path / "shared"
+    spool_dir = tmp_path / "world-writable"
     spool_dir.mkdir()
     spool_dir.chmod(mode)
 
