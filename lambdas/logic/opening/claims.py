@@ -8,6 +8,9 @@ cannot authenticate. Before anything acts on an instance a report names:
 - Where node isolation is configured for the cluster (it gives the pipeline the Kubernetes API),
   the node Kubernetes finds by `spec.providerID` is the truth about the node's name: a report
   naming another node for the instance does not match (`kubernetes_mismatches`).
+- On a cluster orchestrated by Slurm, HyperPod's `PrivateDnsHostname` is the truth about the
+  node's name (the Slurm node is named after its host): a report naming another host for the
+  instance does not match (`slurm_mismatches`). `mismatches` asks whichever applies.
 - Where the cluster also names a pod label for jobs (`job_pods`, such as the training
   operator's job-name label), the job's pods are listed (`<label>=<the report's job name>`, any
   namespace): an instance whose node runs none of them does not match either.
@@ -31,10 +34,11 @@ from dataclasses import dataclass, field
 
 from lambdas.logic.core.steps import Step
 from lambdas.models.errors import KubernetesError, NodeNotFound
-from lambdas.models.hyperpod import ClusterInfo, NodeStatus
+from lambdas.models.hyperpod import ClusterInfo, NodeStatus, Orchestrator
 from lambdas.models.kubernetes import LABEL_VALUE_RE
 from lambdas.models.report import SdcReport
 from lambdas.models.reporter_text import quoted
+from lambdas.models.slurm import slurm_node_name
 
 MAX_CHECKED = 256
 """The most instances of one report asked of HyperPod (one DescribeClusterNode each); the rest
@@ -88,6 +92,66 @@ class Claims:
 
 ALARM_CLAIMS = Claims(any_job=True)
 """A contributor alarm's claim about its instance (see the module docstring)."""
+
+
+def mismatches(
+    step: Step,
+    cluster: ClusterInfo,
+    report: SdcReport | Claims | None,
+    instance_ids: Sequence[str],
+) -> dict[str, str]:
+    """The instances whose claims the cluster's orchestrator does not confirm, each with why:
+    Slurm's host names on a Slurm cluster, Kubernetes otherwise (see the two below)."""
+    if _is_slurm(step, cluster):
+        return slurm_mismatches(step, cluster, report, instance_ids)
+    return kubernetes_mismatches(step, cluster, report, instance_ids)
+
+
+def confirmer(step: Step, cluster: ClusterInfo) -> str:
+    """Whose word `mismatches` takes for the cluster's node names, for a sentence."""
+    return "HyperPod's host name" if _is_slurm(step, cluster) else "Kubernetes"
+
+
+def _is_slurm(step: Step, cluster: ClusterInfo) -> bool:
+    config = step.deps.settings.isolation_for(cluster.name)
+    return cluster.orchestrator is Orchestrator.SLURM or bool(config.slurm_controller)
+
+
+def slurm_mismatches(
+    step: Step,
+    cluster: ClusterInfo,
+    report: SdcReport | Claims | None,
+    instance_ids: Sequence[str],
+) -> dict[str, str]:
+    """The instances of a Slurm cluster whose claimed node name is not the host HyperPod names
+    for them (`PrivateDnsHostname`'s first label, the Slurm node's name), each with why; an
+    instance whose node the report does not name is not checked (an alarm names none: only
+    HyperPod's word that it is a node of the cluster holds for it)."""
+    if report is None:
+        return {}
+    claims = report if isinstance(report, Claims) else Claims.of(report)
+    found: dict[str, str] = {}
+    for instance_id in instance_ids[:MAX_CHECKED]:
+        claimed = sorted(claims.node_names.get(instance_id, ()))
+        if not claimed:
+            continue
+        try:
+            node = step.deps.hyperpod.describe_node(cluster.name, instance_id)
+        except NodeNotFound as err:
+            found[instance_id] = f"not a node of cluster {cluster.name} ({err})"
+            continue
+        host = slurm_node_name(node.hostname) if node.hostname else None
+        if host is None:
+            found[instance_id] = (
+                f"the report names node {', '.join(quoted(n) for n in claimed)}; HyperPod "
+                f"gives {instance_id} no host name to check it against"
+            )
+        elif claimed != [host]:
+            found[instance_id] = (
+                f"the report names node {', '.join(quoted(n) for n in claimed)}; HyperPod "
+                f"names {instance_id}'s host {host} (its Slurm node)"
+            )
+    return found
 
 
 def kubernetes_mismatches(

@@ -212,15 +212,15 @@ def _node_draft(
     if own is not None:
         # The trigger's own claim, before it counts toward a storm or cordons anything.
         try:
-            refused = claims.kubernetes_mismatches(step, cluster, own, [trigger.instance_id])
+            refused = claims.mismatches(step, cluster, own, [trigger.instance_id])
         except Exception as err:
             _open_failed(step, trigger, err)
             raise
         if refused:
             why = refused[trigger.instance_id]
             reason = (
-                f"Kubernetes does not confirm the {trigger.source.value} for "
-                f"{trigger.instance_id}: {why}"
+                f"{claims.confirmer(step, cluster)} does not confirm the "
+                f"{trigger.source.value} for {trigger.instance_id}: {why}"
             )
             return _skip(step, incident_id, trigger, ClaimNotConfirmed(why), reason)
 
@@ -228,7 +228,7 @@ def _node_draft(
     if report is None and trigger.source == TriggerSource.ALARM:
         report = deps.reports.latest_report(trigger.cluster_name, trigger.instance_id)
     try:
-        mismatched = claims.kubernetes_mismatches(step, cluster, report, [trigger.instance_id])
+        mismatched = claims.mismatches(step, cluster, report, [trigger.instance_id])
     except Exception as err:
         _open_failed(step, trigger, err)
         raise
@@ -288,7 +288,7 @@ def _job_draft(
         nodes, unconfirmed = claims.hyperpod_nodes(step, trigger.cluster_name, free)
         # More nodes than the guard allows hold the incident whatever Kubernetes says.
         within = len(nodes) <= guard.open_limit(cluster.node_count, step.deps.settings)
-        mismatched = claims.kubernetes_mismatches(step, cluster, report, nodes) if within else {}
+        mismatched = claims.mismatches(step, cluster, report, nodes) if within else {}
     except ClusterNotFound as err:
         return _skip_job(step, trigger, free, str(err), err.request_id)
     except Exception as err:

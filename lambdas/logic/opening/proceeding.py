@@ -11,11 +11,11 @@ The held incident stays closed as it was; a new job-level incident
 over the nodes HyperPod still knows and Kubernetes confirms, with the held incident's evidence.
 The guard held the job before Kubernetes was asked (a forged report must not buy a call per
 node it names), so its claims are checked here, before anything acts: the node names its report
-gives and, with `job_pods`, the job's pods (`opening.claims.kubernetes_mismatches`). What does
-not match is kept unconfirmed and never acted on; when nothing is confirmed, the decision is
-refused. Its nodes count against
-the guard like any others (it takes one slot per node, beyond the limit: the person decided so),
-so nothing else opens in the cluster until it closes. Refused, audited: an incident that is not
+gives and, with `job_pods`, the job's pods (`opening.claims.mismatches`; on Slurm, the host
+names HyperPod gives). What does not match is kept unconfirmed and never acted on; when nothing
+is confirmed, the decision is refused. Its nodes count against the guard like any others (it
+takes one slot per node, beyond the limit: the person decided so), so nothing else opens in the
+cluster until it closes. Refused, audited: an incident that is not
 a held job-level one, one held for another reason than the guard, a cluster under a storm hold
 or paused, a second `proceed`.
 """
@@ -59,7 +59,7 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
         nodes, unconfirmed = claims.hyperpod_nodes(step, held.cluster_name, held.instance_ids)
     except ClusterNotFound as err:
         raise DecisionRefused(f"incident {held.incident_id} cannot proceed: {err}") from err
-    mismatched = claims.kubernetes_mismatches(step, cluster, _claims(step, held, nodes), nodes)
+    mismatched = claims.mismatches(step, cluster, _claims(step, held, nodes), nodes)
     unconfirmed.update(mismatched)
     nodes = [i for i in nodes if i not in mismatched]
     if not nodes:
