@@ -9,16 +9,15 @@ NODE_STAMP := node_modules/.installed
 # packages the project's own environment has at other versions.
 VALIDATORS_VENV  := $(VENV)/validators
 VALIDATORS_STAMP := $(VALIDATORS_VENV)/.installed
-# The hardware-telemetry tests query a real Prometheus: Debian's package (prometheus, promtool).
-# The binary is the stamp: installed once, as root, whenever it is missing.
-PROMETHEUS := /usr/bin/prometheus
-# The dashboard page's tests render the widget in headless Chromium: Debian's package, the same way.
-CHROMIUM := /usr/bin/chromium
-# The hardware alert manager definition is checked by amtool: Debian's prometheus-alertmanager,
-# installed the same way.
-AMTOOL := /usr/bin/amtool
-# The Slurm tests run a real controller: Debian's slurmctld, scontrol (slurm-client) and munge.
-SLURMCTLD := /usr/sbin/slurmctld
+# The tests run real outside programs, from Debian's packages: Prometheus and promtool (the
+# hardware telemetry and alert rules), amtool (the alert manager definition), Chromium (the
+# dashboard page, headless), a Slurm controller with scontrol and munge (the Slurm drain). Each
+# is `binary=package`; the binaries are the stamps: whatever is missing is installed, as root,
+# in one apt-get run.
+DEBIAN_TOOLS := /usr/bin/prometheus=prometheus /usr/bin/promtool=prometheus \
+	/usr/bin/amtool=prometheus-alertmanager /usr/bin/chromium=chromium \
+	/usr/sbin/slurmctld=slurmctld /usr/bin/scontrol=slurm-client /usr/sbin/munged=munge
+DEBIAN_BINARIES := $(foreach tool,$(DEBIAN_TOOLS),$(firstword $(subst =, ,$(tool))))
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 # Node 20 is what the machine has; jsii warns that it is past end of life on every call.
@@ -74,62 +73,29 @@ $(VALIDATORS_STAMP): requirements-validators.txt
 	echo "make: validators ready in $$(( $$(date +%s) - start )) s"
 	@touch $@
 
-# As root (CI) it installs the package; otherwise it says what to run, and stops. On a host run
-# by systemd the package also enables its own service on :9090: the tests never use it.
-$(PROMETHEUS):
-	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "make: installing Debian's prometheus package for the hardware-telemetry tests"; \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus; \
+# As root (CI) it installs the missing packages; otherwise it says what to run, and stops. On a
+# host run by systemd, prometheus and slurmctld also enable their own services: the tests never
+# use them (they start their own on free ports).
+$(DEBIAN_BINARIES) &:
+	@missing=$$(for tool in $(DEBIAN_TOOLS); do test -x "$${tool%%=*}" || echo "$${tool#*=}"; done | sort -u | tr '\n' ' ' | sed 's/ $$//'); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing Debian's $$missing (real Prometheus, Alertmanager, Chromium and Slurm for the tests)"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	else \
-		echo "make test needs Debian's prometheus package (prometheus and promtool in /usr/bin)." >&2; \
-		echo "Install it as root:  apt-get update && apt-get install -y prometheus" >&2; \
+		echo "make test needs Debian's packages: $$missing" >&2; \
+		echo "Install them as root:  apt-get update && apt-get install -y $$missing" >&2; \
 		exit 1; \
 	fi
-	@test -x $@ && test -x /usr/bin/promtool || { echo "make: $@ or /usr/bin/promtool still missing" >&2; exit 1; }
-
-# As root it installs Debian's chromium package (the page's browser tests); otherwise it says what
-# to run, and stops.
-$(CHROMIUM):
-	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "make: installing Debian's chromium package for the dashboard page's browser tests"; \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
-	else \
-		echo "make test needs Debian's chromium package (/usr/bin/chromium, run headless)." >&2; \
-		echo "Install it as root:  apt-get update && apt-get install -y chromium" >&2; \
-		exit 1; \
-	fi
-	@test -x $@ || { echo "make: $@ still missing" >&2; exit 1; }
-
-$(AMTOOL):
-	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "make: installing Debian's prometheus-alertmanager package (amtool) for the alert manager test"; \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus-alertmanager; \
-	else \
-		echo "make test needs Debian's prometheus-alertmanager package (amtool in /usr/bin)." >&2; \
-		echo "Install it as root:  apt-get update && apt-get install -y prometheus-alertmanager" >&2; \
-		exit 1; \
-	fi
-	@test -x $@ || { echo "make: $@ still missing" >&2; exit 1; }
-
-# As for prometheus: as root it installs Debian's Slurm packages, otherwise it says what to run.
-$(SLURMCTLD):
-	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "make: installing Debian's slurmctld, slurm-client and munge for the Slurm tests"; \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y slurmctld slurm-client munge; \
-	else \
-		echo "make test needs Debian's slurmctld, slurm-client and munge packages." >&2; \
-		echo "Install them as root:  apt-get update && apt-get install -y slurmctld slurm-client munge" >&2; \
-		exit 1; \
-	fi
-	@test -x $@ && test -x /usr/bin/scontrol && test -x /usr/sbin/munged || { echo "make: $@, /usr/bin/scontrol or /usr/sbin/munged still missing" >&2; exit 1; }
+	@for binary in $(DEBIAN_BINARIES); do test -x $$binary || { echo "make: $$binary still missing" >&2; exit 1; }; done
 
 # The README's test command: every test. The infra tests run the outside validators too.
-test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(PROMETHEUS) $(CHROMIUM) $(AMTOOL) $(SLURMCTLD) ## every test (the README's test command)
+test: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) $(DEBIAN_BINARIES) ## every test (the README's test command)
 	@$(call RUN_PYTEST,)
 
 # The everyday loop: the tests that need no synthesized template, no torch and no end-to-end
 # run (markers synth, torch, slow; tests/e2e and tests/torch are not even imported).
-test-fast: $(STAMP) $(PROMETHEUS) $(CHROMIUM) $(AMTOOL) $(SLURMCTLD) ## the tests that need no template, no torch, no end-to-end run
+test-fast: $(STAMP) $(DEBIAN_BINARIES) ## the tests that need no template, no torch, no end-to-end run
 	@$(call RUN_PYTEST,-m "not synth and not torch and not slow" --ignore=tests/e2e --ignore=tests/torch)
 
 # The whole pipeline on this machine (moto + a fake HyperPod): make drill ARGS="--list"

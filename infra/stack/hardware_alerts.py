@@ -157,32 +157,29 @@ class HardwareAlerts(Construct):
             ),
         )
         definition = alert_manager_definition(cluster, self.topic.topic_arn, target.region)
-        call = {"workspaceId": target.source.workspace_id, "data": definition}
+        workspace = {"workspaceId": target.source.workspace_id}
         physical = cr.PhysicalResourceId.of(target.source.workspace_id)
+
+        def amp(action: str, parameters: dict[str, str], *, keeps: bool) -> cr.AwsSdkCall:
+            return cr.AwsSdkCall(
+                service="amp",
+                action=action,
+                parameters=parameters,
+                region=target.region,
+                physical_resource_id=physical if keeps else None,
+            )
+
         self.definitions[cluster] = cr.AwsCustomResource(
             self,
             f"AlertManager{index}",
             resource_type="Custom::AlertManagerDefinition",
-            on_create=cr.AwsSdkCall(
-                service="amp",
-                action="CreateAlertManagerDefinition",
-                parameters=call,
-                region=target.region,
-                physical_resource_id=physical,
+            on_create=amp(
+                "CreateAlertManagerDefinition", {**workspace, "data": definition}, keeps=True
             ),
-            on_update=cr.AwsSdkCall(
-                service="amp",
-                action="PutAlertManagerDefinition",
-                parameters=call,
-                region=target.region,
-                physical_resource_id=physical,
+            on_update=amp(
+                "PutAlertManagerDefinition", {**workspace, "data": definition}, keeps=True
             ),
-            on_delete=cr.AwsSdkCall(
-                service="amp",
-                action="DeleteAlertManagerDefinition",
-                parameters={"workspaceId": target.source.workspace_id},
-                region=target.region,
-            ),
+            on_delete=amp("DeleteAlertManagerDefinition", workspace, keeps=False),
             policy=cr.AwsCustomResourcePolicy.from_statements(
                 [iam.PolicyStatement(actions=list(DEFINITION_ACTIONS), resources=[target.arn])]
             ),

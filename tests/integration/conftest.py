@@ -169,10 +169,17 @@ def eks_account() -> Iterator[None]:
 
 
 @pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """An empty moto account (for adapter tests that create what they need)."""
+def fake_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials no real account accepts, and the tests' region, in the environment: what
+    boto3 finds in a process that builds its own clients (the emitter's)."""
     for key, value in FAKE_CREDENTIALS.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+
+
+@pytest.fixture
+def aws_env(fake_aws_credentials: None) -> Iterator[None]:
+    """An empty moto account (for adapter tests that create what they need)."""
     with mock_aws():
         yield
 

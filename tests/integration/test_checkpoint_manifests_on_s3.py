@@ -19,15 +19,7 @@ PREFIX = "llama-70b/run-7"
 URL = f"s3://{BUCKET}/{PREFIX}"
 
 
-@pytest.fixture(autouse=True)
-def fake_credentials(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
+pytestmark = pytest.mark.usefixtures("fake_aws_credentials")
 
 
 @pytest.fixture

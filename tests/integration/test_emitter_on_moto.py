@@ -28,15 +28,7 @@ retries" (three attempts per call, two calls). The goal figure (<= 1.1) is measu
 `make bench` (emitter), not asserted here, where a loaded machine delays a thread's wake-up."""
 
 
-@pytest.fixture(autouse=True)
-def fake_credentials(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
+pytestmark = pytest.mark.usefixtures("fake_aws_credentials")
 
 
 @pytest.fixture

@@ -251,23 +251,37 @@ def _judge_hardware(card: str | None, finals: Sequence[Any], culprit: dict[str, 
     return problems
 
 
-def heading_advice(text: str | None) -> str | None:
-    """The advice a card or `sdc show` heads its recommendation with, as `Advice` spells it."""
+def labelled(text: str | None, label: str) -> str | None:
+    """What follows `label` on the first line of `text` that starts with it."""
     for line in (text or "").splitlines():
-        if line.startswith(RECOMMENDATION_HEADING):
-            return line.removeprefix(RECOMMENDATION_HEADING).strip().lower()
+        if line.startswith(label):
+            return line.removeprefix(label)
     return None
 
 
-def event_advice(lifecycle: Sequence[dict[str, Any]], incident_id: str) -> str | None:
-    """The advice of the incident's last lifecycle event into awaiting_approval."""
+def heading_advice(text: str | None) -> str | None:
+    """The advice a card or `sdc show` heads its recommendation with, as `Advice` spells it."""
+    found = labelled(text, RECOMMENDATION_HEADING)
+    return found.strip().lower() if found is not None else None
+
+
+def last_waiting_event(
+    lifecycle: Sequence[dict[str, Any]], incident_id: str
+) -> dict[str, Any] | None:
+    """The incident's last lifecycle event into awaiting_approval (None: it never waited)."""
     waiting = [
         event
         for event in lifecycle
         if event["incident_id"] == incident_id
         and event["new_state"] == IncidentState.AWAITING_APPROVAL
     ]
-    recommendation = waiting[-1].get("recommendation") if waiting else None
+    return waiting[-1] if waiting else None
+
+
+def event_advice(lifecycle: Sequence[dict[str, Any]], incident_id: str) -> str | None:
+    """The advice of the incident's last lifecycle event into awaiting_approval."""
+    event = last_waiting_event(lifecycle, incident_id)
+    recommendation = event.get("recommendation") if event else None
     return recommendation.get("advice") if recommendation else None
 
 
@@ -290,10 +304,8 @@ def one_recommendation(said: dict[str, dict[str, str | None]]) -> list[str]:
 
 def card_deadline(text: str | None) -> str | None:
     """The deadline a card's `DECIDE BY:` line gives, as `deadline_words` spells it."""
-    for line in (text or "").splitlines():
-        if line.startswith(DEADLINE_LABEL):
-            return line.removeprefix(DEADLINE_LABEL).split(";", 1)[0].strip()
-    return None
+    found = labelled(text, DEADLINE_LABEL)
+    return found.split(";", 1)[0].strip() if found is not None else None
 
 
 def shown_deadline(text: str | None) -> str | None:
@@ -307,13 +319,8 @@ def shown_deadline(text: str | None) -> str | None:
 
 def event_deadline(lifecycle: Sequence[dict[str, Any]], incident_id: str) -> str | None:
     """The deadline of the incident's last lifecycle event into awaiting_approval, worded."""
-    waiting = [
-        event
-        for event in lifecycle
-        if event["incident_id"] == incident_id
-        and event["new_state"] == IncidentState.AWAITING_APPROVAL
-    ]
-    found = waiting[-1].get("approval_deadline") if waiting else None
+    event = last_waiting_event(lifecycle, incident_id)
+    found = event.get("approval_deadline") if event else None
     if not found:
         return None
     return deadline_words(ApprovalDeadline(found["expires_at"], found["time_zone"]))
