@@ -77,7 +77,7 @@ def instance_id_from_resource_config(node_name: str | None, path: str | None = N
         return None
     try:
         instances = list(_instances(json.loads(text)))
-    except ValueError as exc:  # a torn file (json.JSONDecodeError) or a foreign one
+    except (ValueError, RecursionError) as exc:  # torn (json.JSONDecodeError) or foreign
         log.warning(
             "%s is not a HyperPod resource config (%s): node %r stays unmapped",
             file,

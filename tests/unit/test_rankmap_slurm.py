@@ -223,3 +223,14 @@ def test_names_of_another_type_in_an_entry_are_no_names(tmp_path):
     path = write(tmp_path, config)
 
     assert instance_id_from_resource_config(WORKER, path) is None
+
+
+def test_a_foreign_file_nested_past_the_parser_s_depth_is_a_warning_not_an_exception(
+    tmp_path, caplog
+):
+    path = write(tmp_path, "[" * 100_000 + "]" * 100_000)
+
+    with caplog.at_level(logging.WARNING, logger="trainer_emitter"):
+        assert instance_id_from_resource_config(WORKER, path) is None
+
+    assert f"{path} is not a HyperPod resource config" in caplog.text
