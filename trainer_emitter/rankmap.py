@@ -15,6 +15,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainer_emitter.contract import instance_id_from_node_name, is_instance_id
+from trainer_emitter.resource_config import (
+    RESOURCE_CONFIG_VARIABLE,
+    instance_id_from_resource_config,
+)
 
 log = logging.getLogger("trainer_emitter")
 
@@ -24,6 +28,14 @@ RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 """Where launchers put a process's global rank, first found wins: torchrun and the PyTorch
 operators (`RANK`), Open MPI, MPICH and Intel MPI (`PMI_RANK`), Slurm's `srun` (`SLURM_PROCID`:
 last, since under `srun ... torchrun` it numbers the launchers, not the ranks)."""
+
+NODE_NAME_VARIABLES = ("NODE_NAME", "SLURMD_NODENAME")
+"""Where a rank finds its node's name, first found wins: Kubernetes (`NODE_NAME`, which the pod
+spec sets from `spec.nodeName`), then Slurm (`SLURMD_NODENAME`, which slurmd sets for every job
+step, and which `srun`, `torchrun` and MPI launchers pass on to the ranks). The host name is not
+read: a host's name need not be its scheduler's name for it (Slurm's `NodeName` and
+`NodeHostname` may differ, a container may have a host name of its own), and a wrong node name
+would pair ring-replay peers on one machine or match the wrong resource config entry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,21 +132,30 @@ def local_rank_info(
 ) -> RankInfo:
     """This process's rank, node, instance and GPU.
 
-    Rank: `rank`, else `process_rank()`, else 0 (a process alone). Instance id, first found wins: `SDC_INSTANCE_ID`; the `hyperpod-i-…` form of `NODE_NAME`;
-    EC2 instance metadata when `SDC_USE_IMDS=1` (off by default: from a pod it is often not
-    reachable, and a laptop has none). Otherwise the rank stays unmapped.
+    Rank: `rank`, else `process_rank()`, else 0 (a process alone). Node name: the first of
+    `NODE_NAME_VARIABLES` that is set, else none. Instance id, first found wins:
+    `SDC_INSTANCE_ID`; the `hyperpod-i-…` form of the node name (HyperPod EKS); the one entry
+    for the node in HyperPod's resource config on the node (`/opt/ml/config/resource_config.json`,
+    or `SDC_RESOURCE_CONFIG`: see `trainer_emitter.resource_config`), which maps a Slurm node
+    `ip-10-1-69-242` to its instance; EC2 instance metadata when `SDC_USE_IMDS=1` (off by
+    default: from a pod it is often not reachable, and a laptop has none). Otherwise the rank
+    stays unmapped.
     """
     env = os.environ if environ is None else environ
     if rank is None:
         known = process_rank(env)
         rank = 0 if known is None else known
-    node_name = env.get("NODE_NAME") or None
+    node_name = local_node_name(env)
     explicit = env.get("SDC_INSTANCE_ID") or None
     if explicit is not None and not is_instance_id(explicit):
         raise ValueError(
             f"SDC_INSTANCE_ID={explicit!r} is not 'i-' followed by 8 or 17 lowercase hex digits"
         )
-    instance_id = explicit or instance_id_from_node_name(node_name)
+    instance_id = (
+        explicit
+        or instance_id_from_node_name(node_name)
+        or instance_id_from_resource_config(node_name, env.get(RESOURCE_CONFIG_VARIABLE))
+    )
     if instance_id is None and (
         use_imds if use_imds is not None else env.get("SDC_USE_IMDS") == "1"
     ):
@@ -142,6 +163,16 @@ def local_rank_info(
     return RankInfo(
         rank=rank, node_name=node_name, instance_id=instance_id, gpu_uuid=local_gpu_uuid()
     )
+
+
+def local_node_name(environ: Mapping[str, str] | None = None) -> str | None:
+    """This process's node name: the first of `NODE_NAME_VARIABLES` set to something, else None."""
+    env = os.environ if environ is None else environ
+    for name in NODE_NAME_VARIABLES:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
 
 
 def instance_id_from_imds(endpoint: str | None = None, timeout: float = 0.5) -> str | None:

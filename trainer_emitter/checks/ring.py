@@ -54,13 +54,14 @@ def ranks_per_node(nodes: Sequence[str | None]) -> int:
 
 def check_topology(nodes: Sequence[str | None], offset: int) -> None:
     """Raise TopologyError unless, for every target, replayer, target and third run on three
-    different nodes (`nodes[rank]` is the rank's NODE_NAME)."""
+    different nodes (`nodes[rank]` is the rank's node name: NODE_NAME, else SLURMD_NODENAME)."""
     world = len(nodes)
     unknown = [rank for rank, node in enumerate(nodes) if not node]
     if unknown:
         raise TopologyError(
             f"ranks {unknown} have no node name: set NODE_NAME on every rank (Kubernetes "
-            "downward API, spec.nodeName) so that the ring replay can pick peers on other nodes"
+            "downward API, spec.nodeName), or run them under Slurm, which sets SLURMD_NODENAME, "
+            "so that the ring replay can pick peers on other nodes"
         )
     if len(set(nodes)) < 3:
         raise TopologyError(
