@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_emitter import spool
-from trainer_emitter.contract import NAMESPACE
+from trainer_emitter.contract import MAX_EXACT_INTEGER, NAMESPACE
 from trainer_emitter.mapping import Datapoint, Report, build_report
 from trainer_emitter.rankmap import (
     RankInfo,
@@ -67,6 +67,7 @@ class EmitterConfig:
     | sink            | SDC_SINK             | "aws" ("emf", "memory")     |
     (`Emitter(sink=...)` and `setup(sink=...)` also take a sink object.)
     | event_bus       | SDC_EVENT_BUS        | "default"                   |
+    | tokens_per_step | SDC_TOKENS_PER_STEP  | None (rollback in steps only) |
     """
 
     cluster_name: str
@@ -78,6 +79,9 @@ class EmitterConfig:
     spool_dir: Path = field(default_factory=lambda: Path(spool.default_spool_dir()))
     sink: SinkName = SinkName.AWS
     event_bus: str = "default"
+    tokens_per_step: int | None = None
+    """The tokens one optimizer step trains on (global batch size x sequence length): reports
+    carry it, and the approval card gives the rollback in tokens as well as steps."""
 
     @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> EmitterConfig:
@@ -127,6 +131,7 @@ class EmitterConfig:
                 f"endpoint URL {endpoint!r} must start with http:// or https://"
             )
         spool_dir = pick("spool_dir", "SDC_SPOOL_DIR")
+        tokens_per_step = _tokens_per_step(pick("tokens_per_step", "SDC_TOKENS_PER_STEP"))
         return cls(
             cluster_name=str(cluster),
             job_name=pick("job_name", "SDC_JOB_NAME"),
@@ -137,7 +142,31 @@ class EmitterConfig:
             spool_dir=Path(spool_dir) if spool_dir else Path(spool.default_spool_dir()),
             sink=sink,
             event_bus=str(pick("event_bus", "SDC_EVENT_BUS") or "default"),
+            tokens_per_step=tokens_per_step,
         )
+
+
+def _tokens_per_step(value: object) -> int | None:
+    """A whole number of tokens from 1 to MAX_EXACT_INTEGER (an argument, or the text of
+    SDC_TOKENS_PER_STEP), or None when not given."""
+    if value is None:
+        return None
+    tokens: object = value
+    if isinstance(value, str):
+        try:
+            tokens = int(value.strip())
+        except ValueError:
+            tokens = value
+    if (
+        isinstance(tokens, bool)
+        or not isinstance(tokens, int)
+        or not 1 <= tokens <= MAX_EXACT_INTEGER
+    ):
+        raise ConfigurationError(
+            f"tokens per step {value!r} (SDC_TOKENS_PER_STEP) must be a whole number of tokens "
+            f"from 1 to {MAX_EXACT_INTEGER}: the global batch size times the sequence length"
+        )
+    return tokens
 
 
 def _sink_name(value: object) -> SinkName:
@@ -238,6 +267,7 @@ class Emitter:
             report_id=str(uuid.uuid4()),
             now=datetime.now(UTC),
             reporting_rank=self.rank,
+            tokens_per_step=self.config.tokens_per_step,
         )
 
     def report(self, alarm: object) -> ReportResult:

@@ -379,7 +379,10 @@ def build_report(
     report_id: str,
     now: datetime,
     reporting_rank: int | None = None,
+    tokens_per_step: int | None = None,
 ) -> Report:
+    """`tokens_per_step` (the emitter's setting) goes into the report only when given: a report
+    without it is exactly what emitters before it sent."""
     reader = _AlarmReader(alarm)
     check = reader.check()
     nonfinite = reader.ranks("nonfinite")
@@ -494,6 +497,7 @@ def build_report(
         "last_audit_pass": reader.step("last_audit_pass"),
         "last_weight_check_pass": reader.step("last_weight_check_pass"),
         "checkpoints": reader.checkpoints(),
+        **({} if tokens_per_step is None else {"tokens_per_step": tokens_per_step}),
         **watch_evidence,
         "errors": reader.errors,
         # the watch's evidence is in the detail once, cleaned: the copy of the alarm leaves it out

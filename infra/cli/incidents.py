@@ -23,6 +23,7 @@ from infra.cli.render import (
 )
 from infra.cli.wiring import Operator
 from lambdas.models.incident import IncidentState
+from lambdas.models.resume_point import ResumePoint
 from lambdas.wording import cards
 from lambdas.wording.card_lines import approvals_line
 
@@ -101,6 +102,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
                 "recommendation": (
                     incident.recommendation.to_event() if incident.recommendation else None
                 ),
+                "resume": point.to_event() if (point := ResumePoint.of(incident.reports)) else None,
                 "audit": [e.to_record() for e in entries],
                 "chain": verdict_record(verdict),
             }

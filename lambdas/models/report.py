@@ -115,6 +115,9 @@ class SdcReport:
     """The detail as received, stored unchanged."""
     checkpoints: tuple[ReportCheckpoint, ...] = ()
     """Oldest first; empty when the report names none (older emitters)."""
+    tokens_per_step: int | None = None
+    """The tokens one step trains on (global batch size x sequence length), as the job gave
+    it; None when it did not (and from older emitters): the rollback is then in steps only."""
     hang: Mapping[str, Any] | None = None
     """The hang watchdog's evidence (schema version 2, check `hang`), as received and checked."""
     straggler: Mapping[str, Any] | None = None
@@ -178,6 +181,7 @@ def parse_report(detail: Any) -> SdcReport:
         errors=tuple(detail["errors"]) + dropped,
         detail=detail,
         checkpoints=checkpoints,
+        tokens_per_step=_nullable(int, detail.get("tokens_per_step")),
         hang=detail.get("hang"),
         straggler=detail.get("straggler"),
     )

@@ -7,7 +7,9 @@ Of several reports, the one whose suspect window starts first decides: a checkpo
 is before every other window too.
 
 - rollback: the steps the job trains again, from the checkpoint's step to the alarm's step
-  (detection); unknown without a checkpoint.
+  (detection); unknown without a checkpoint. In tokens too when that report carries the job's
+  tokens per step (global batch size x sequence length): steps x tokens per step; reports
+  without it (older emitters, or a job that did not give it) leave the token figure unknown.
 - exposure window: the steps trained between the suspect window's start and detection
   (`[window start, alarm step]`, both counted): the training a corruption may have reached.
 """
@@ -28,12 +30,21 @@ class ResumePoint:
     """The suspect window of the report that decides; None: a report has none."""
     detected_step: int | None
     """The step of that report's alarm."""
+    tokens_per_step: int | None = None
+    """That report's tokens per step; None when it carries none."""
 
     @property
     def rollback_steps(self) -> int | None:
         if self.checkpoint_step is None or self.detected_step is None:
             return None
         return max(self.detected_step - self.checkpoint_step, 0)
+
+    @property
+    def rollback_tokens(self) -> int | None:
+        steps = self.rollback_steps
+        if steps is None or self.tokens_per_step is None:
+            return None
+        return steps * self.tokens_per_step
 
     @property
     def exposure(self) -> tuple[int, int] | None:
@@ -72,6 +83,7 @@ class ResumePoint:
                 else None
             ),
             detected_step=s if _is_step(s := report.get("step")) else None,
+            tokens_per_step=t if _is_step(t := report.get("tokens_per_step")) and t > 0 else None,
         )
 
     def to_event(self) -> dict[str, Any]:
@@ -85,6 +97,8 @@ class ResumePoint:
             ),
             "detected_step": self.detected_step,
             "rollback_steps": self.rollback_steps,
+            "tokens_per_step": self.tokens_per_step,
+            "rollback_tokens": self.rollback_tokens,
             "exposure": (
                 None
                 if exposure is None

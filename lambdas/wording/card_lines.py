@@ -439,8 +439,9 @@ def resume_lines(incident: Incident) -> list[str]:
 
 
 def exposure_lines(incident: Incident) -> list[str]:
-    """One line: the steps the job trains again, and the steps trained between the suspect
-    window's start and detection; none when no report places a window."""
+    """One line: the steps the job trains again (and the tokens, when the report carries the
+    job's tokens per step), and the steps trained between the suspect window's start and
+    detection; none when no report places a window."""
     point = ResumePoint.of(incident.reports)
     if point is None or point.exposure is None:
         return []
@@ -454,9 +455,22 @@ def exposure_lines(incident: Incident) -> list[str]:
     if point.rollback_steps is None:
         return [f"  Rollback: unknown (the alarm's step is not recorded); {exposure}"]
     return [
-        f"  Rollback: {point.rollback_steps} steps (from the alarm at step {point.detected_step} "
-        f"back to the checkpoint at step {point.checkpoint_step}); {exposure}"
+        f"  Rollback: {_rollback_size(point)} (from the alarm at step {point.detected_step} back "
+        f"to the checkpoint at step {point.checkpoint_step}{_per_step(point)}); {exposure}"
     ]
+
+
+def _rollback_size(point: ResumePoint) -> str:
+    """`10 steps, 40,960 tokens`; the steps alone when the report carries no tokens per step."""
+    if point.rollback_tokens is None:
+        return f"{point.rollback_steps} steps"
+    return f"{point.rollback_steps} steps, {point.rollback_tokens:,} tokens"
+
+
+def _per_step(point: ResumePoint) -> str:
+    if point.tokens_per_step is None:
+        return ""
+    return f"; {point.tokens_per_step:,} tokens per step"
 
 
 def _resume_from_lines(incident: Incident) -> list[str]:

@@ -415,6 +415,36 @@ def test_show_prints_the_checkpoint_to_resume_from(deployed, capsys):
     ) in out
 
 
+def test_show_gives_the_rollback_in_steps_and_tokens_when_the_report_carries_tokens_per_step(
+    deployed, capsys
+):
+    resume = {
+        "checkpoint": {
+            "step": 20,
+            "last_audit_pass": 20,
+            "last_weight_check_pass": 20,
+            "location": "s3://ckpt/llama/step-20",
+        },
+        "before_step": 21,
+        "unverified": [],
+        "known": 1,
+    }
+    evidence = {**REPORT_EVIDENCE, "resume": resume, "tokens_per_step": 4_194_304}
+    incident_id = deployed.incident("awaiting_approval", evidence=[evidence])
+
+    deployed.sdc("show", incident_id)
+    text = capsys.readouterr().out
+    deployed.sdc("show", incident_id, "--json")
+    shown = json.loads(capsys.readouterr().out)
+
+    assert (
+        "Rollback: 10 steps, 41,943,040 tokens (from the alarm at step 30 back to the checkpoint "
+        "at step 20; 4,194,304 tokens per step)"
+    ) in text
+    assert shown["resume"]["rollback_steps"] == 10
+    assert shown["resume"]["rollback_tokens"] == 41_943_040
+
+
 def test_show_prints_the_decision_and_the_replacement(deployed, capsys):
     approver = "arn:aws:states:us-west-2:123456789012:execution:sdc-approval:cli-alice-1"
     incident_id = deployed.incident(

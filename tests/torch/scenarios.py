@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
+import tempfile
 import traceback
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer_emitter import MemorySink
+from trainer_emitter.checkpoints import CheckpointLedger, read_directory, safe_checkpoint
 from trainer_emitter.checks import Schedule, SdcChecks, find_divergent_ranks
 from trainer_emitter.checks.fingerprint import fingerprints
 from trainer_emitter.checks.ring import ReplicaVerdict
@@ -134,6 +137,7 @@ class Run:
     """Built as a job resuming from CKPT: its tags and the checkpoint itself given to the checks."""
     saves: list[dict[str, Any]] = field(default_factory=list)
     forwards: int = 0
+    ledger: CheckpointLedger | None = None
 
     def __post_init__(self) -> None:
         torch.manual_seed(0)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
@@ -149,6 +153,7 @@ class Run:
             save=self.save,
             resume_tags=CKPT_TAGS if self.resumed else None,
             checkpoints=[CKPT] if self.resumed else None,
+            ledger=self.ledger,
         )
         torch.manual_seed(1 + self.rank)  # each rank its own dropout masks
         if self.fault:
@@ -342,6 +347,41 @@ def groups_on_load(rank: int) -> dict[str, Any]:
     return {**run.finish([run.step(CKPT_STEP + 1)]), "verdicts": verdicts, "refused": refused}
 
 
+def remembered_saves(rank: int) -> dict[str, Any]:
+    """A loop that saves by itself (no `save` schedule) at steps 5 and 10 and records each save
+    with `remember_checkpoint`, with a ledger on a directory rank 0 makes; audits and weight
+    checks every 5 steps, 12 steps; after step 12 it remembers step 5's again (as a restarted job
+    passes on the one it resumed from). Rank 0 then reads the directory and asks
+    `safe_checkpoint`."""
+    made = [tempfile.mkdtemp(prefix="sdc-remembered-") if rank == 0 else None]
+    dist.broadcast_object_list(made, src=0)
+    directory = str(made[0])
+    schedule = Schedule(audit_every=5, check_every=5, peer_offset=1)
+    run = Run(rank, schedule, ledger=CheckpointLedger(directory))
+    steps = []
+    for step in range(1, 13):
+        steps.append(run.step(step))
+        if step % 5 == 0:
+            run.checks.remember_checkpoint(step, f"mem://ckpt/step-{step}")
+    run.checks.remember_checkpoint(5, "mem://ckpt/step-5")
+    result = run.finish(steps)
+    dist.barrier()  # every rank done before rank 0 reads and removes the directory
+    if rank == 0:
+        manifests = read_directory(CheckpointLedger(directory).store).manifests
+        safe = safe_checkpoint(directory)
+        result["manifests"] = {
+            step: {
+                "location": m.location,
+                "clean_through": m.clean_through,
+                "fingerprinted": m.fingerprint is not None,
+            }
+            for step, m in manifests.items()
+        }
+        result["safe"] = {"step": safe.step, "location": safe.location, "reason": safe.reason}
+        shutil.rmtree(directory)
+    return result
+
+
 SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     "clean": clean,
     "nan_once": nan_once,
@@ -355,6 +395,7 @@ SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     "load_unverified": load_unverified,
     "split_on_load": split_on_load,
     "groups_on_load": groups_on_load,
+    "remembered_saves": remembered_saves,
 }
 
 

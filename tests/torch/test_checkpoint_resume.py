@@ -13,6 +13,7 @@ import pytest
 
 from infra.local.ddp_job import Fault, JobResult, run_job
 from infra.local.drill.scenarios import NODES
+from tests.torch.harness import run_group
 from trainer_emitter.checkpoints import (
     Manifest,
     SafeCheckpoint,
@@ -115,3 +116,27 @@ def test_after_the_resumed_run_its_own_confirmed_save_is_the_safe_one(resumed, d
 
     assert safe.step == 40
     assert "no alarm is open" in safe.reason
+
+
+@pytest.fixture(scope="module")
+def remembered() -> dict:
+    """Rank 0's result of a loop that saves by itself and records each save with
+    `remember_checkpoint` (scenario `remembered_saves`)."""
+    return run_group(["remembered_saves"])["remembered_saves"][0]
+
+
+def test_a_checkpoint_recorded_with_remember_checkpoint_gets_a_manifest_like_a_driver_save(
+    remembered,
+):
+    # step 5's was confirmed at step 10; remembering it again after step 12 left it alone
+    assert remembered["manifests"] == {
+        5: {"location": "mem://ckpt/step-5", "clean_through": 10, "fingerprinted": True},
+        10: {"location": "mem://ckpt/step-10", "clean_through": None, "fingerprinted": True},
+    }
+
+
+def test_safe_checkpoint_finds_the_remembered_save_a_later_check_confirmed_not_the_newest(
+    remembered,
+):
+    assert remembered["safe"]["step"] == 5
+    assert remembered["safe"]["location"] == "mem://ckpt/step-5"

@@ -173,6 +173,24 @@ def test_the_card_names_the_rollback_and_the_exposure_window_below_the_resume_po
     assert card[card.index(line) - 1].startswith("  Resume from: checkpoint at step 20")
 
 
+def test_with_the_jobs_tokens_per_step_the_rollback_is_in_steps_and_tokens(world):
+    card = card_for_report(world, checkpoints=[ckpt(20)], tokens_per_step=4_194_304)
+
+    assert (
+        "  Rollback: 10 steps, 41,943,040 tokens (from the alarm at step 30 back to the "
+        "checkpoint at step 20; 4,194,304 tokens per step); exposure window: steps 21-30 (10 "
+        "steps trained between the suspect window's start and detection)"
+    ) in card.splitlines()
+
+
+def test_a_report_without_tokens_per_step_gives_the_rollback_in_steps_alone(world):
+    card = card_for_report(world, checkpoints=[ckpt(20)])
+
+    line = next(line for line in card.splitlines() if line.startswith("  Rollback:"))
+    assert line.startswith("  Rollback: 10 steps (from the alarm at step 30")
+    assert "tokens" not in line
+
+
 def test_without_a_checkpoint_the_rollback_is_unknown_and_the_exposure_still_shown(world):
     card = card_for_report(world)
 

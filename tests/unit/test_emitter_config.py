@@ -44,11 +44,45 @@ def test_arguments_win_over_the_environment():
         ({**ENV, "SDC_DEADLINE_SECONDS": "nan"}, "must be more than 0"),
         ({**ENV, "SDC_SINK": "kafka"}, "is not one of aws, emf, memory"),
         ({**ENV, "SDC_ENDPOINT_URL": "localhost:5000"}, "must start with http"),
+        ({**ENV, "SDC_TOKENS_PER_STEP": "4M"}, "tokens per step '4M'"),
+        ({**ENV, "SDC_TOKENS_PER_STEP": "0"}, "must be a whole number of tokens from 1"),
+        ({**ENV, "SDC_TOKENS_PER_STEP": "9007199254740992"}, "from 1 to 9007199254740991"),
     ],
 )
 def test_a_bad_setting_fails_at_construction_naming_the_setting(env, message):
     with pytest.raises(ConfigurationError, match=message):
         EmitterConfig.resolve(env)
+
+
+def test_tokens_per_step_is_unset_by_default_and_comes_from_the_environment_or_an_argument():
+    assert EmitterConfig.resolve(ENV).tokens_per_step is None
+    assert EmitterConfig.resolve({**ENV, "SDC_TOKENS_PER_STEP": "4194304"}).tokens_per_step == (
+        4_194_304
+    )
+    assert EmitterConfig.resolve(ENV, tokens_per_step=1024 * 4096).tokens_per_step == 4_194_304
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True, "many"])
+def test_a_tokens_per_step_argument_that_is_no_positive_whole_number_fails_at_construction(value):
+    with pytest.raises(ConfigurationError, match="global batch size times the sequence length"):
+        EmitterConfig.resolve(ENV, tokens_per_step=value)
+
+
+def test_the_report_carries_the_tokens_per_step_setup_was_given():
+    sink = MemorySink()
+    emitter = Emitter(
+        cluster_name="ml-cluster-1",
+        region="us-west-2",
+        sink=sink,
+        rank=0,
+        rank_map=load_fixture("alarms", "rank_map"),
+        tokens_per_step=4096,
+    )
+
+    result = emitter.report(load_fixture("alarms", "replay_culprit"))
+
+    assert result.delivered
+    assert sink.events[0]["tokens_per_step"] == 4096
 
 
 def test_a_malformed_explicit_instance_id_fails_at_construction():

@@ -140,8 +140,29 @@ def test_an_event_names_the_checkpoint_to_resume_from_the_rollback_and_the_expos
         "checkpoint": {"step": 20, "location": "s3://c/20"},
         "detected_step": 30,
         "rollback_steps": 10,
+        "tokens_per_step": None,
+        "rollback_tokens": None,
         "exposure": {"first": 21, "last": 30, "steps": 10},
     }
+    jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker()).validate(
+        detail
+    )
+
+
+def test_an_event_gives_the_rollback_in_tokens_when_the_report_carries_tokens_per_step():
+    world = World()
+    event = load_fixture("events", "sdc_report")  # compute at step 30, window [21, 30]
+    event["detail"]["checkpoints"] = [
+        {"step": 20, "last_audit_pass": 20, "last_weight_check_pass": 20, "location": "s3://c/20"}
+    ]
+    event["detail"]["tokens_per_step"] = 4096
+    intake.store_report(parse_report_event(event), world.deps)
+    world.awaiting_approval()
+
+    detail = world.lifecycle.changes[-1].to_detail()
+
+    assert (detail["resume"]["rollback_steps"], detail["resume"]["tokens_per_step"]) == (10, 4096)
+    assert detail["resume"]["rollback_tokens"] == 40960
     jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker()).validate(
         detail
     )

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import jsonschema
 import pytest
 
+from lambdas.models.errors import MalformedEvent
 from lambdas.models.report import parse_report
 from tests.conftest import load_fixture
 from trainer_emitter.contract import (
@@ -434,3 +435,36 @@ def test_an_alarm_too_deep_or_with_huge_integers_is_carried_within_the_schema_bo
     assert detail["alarm"]["seed"] == str(2**70)
     assert_valid(detail)
     parse_report(detail)  # the pipeline's own bounds: raises where it would refuse the report
+
+
+def test_tokens_per_step_given_goes_into_the_report_and_the_pipeline_reads_it():
+    report = build_report(
+        load_fixture("alarms", "replay_culprit"),
+        rank_map(),
+        cluster_name="ml-cluster-1",
+        job_name="llama-pretrain",
+        namespace=NAMESPACE,
+        report_id="3b0f3c4e-0000-4000-8000-000000000001",
+        now=NOW,
+        tokens_per_step=4_194_304,
+    )
+
+    assert report.detail["tokens_per_step"] == 4_194_304
+    assert_valid(report.detail)
+    assert parse_report(report.detail).tokens_per_step == 4_194_304
+
+
+def test_without_tokens_per_step_the_report_is_what_older_emitters_sent_and_still_reads():
+    report = build(load_fixture("alarms", "replay_culprit"))
+
+    assert "tokens_per_step" not in report.detail
+    assert_valid(report.detail)
+    assert parse_report(report.detail).tokens_per_step is None
+
+
+@pytest.mark.parametrize("value", [0, -4096, 2.5, "4096", 2**53])
+def test_the_pipeline_refuses_a_report_whose_tokens_per_step_is_no_positive_whole_number(value):
+    detail = {**build(load_fixture("alarms", "replay_culprit")).detail, "tokens_per_step": value}
+
+    with pytest.raises(MalformedEvent, match=r"detail\.tokens_per_step"):
+        parse_report(detail)

@@ -35,8 +35,34 @@ def test_a_report_without_a_window_leaves_everything_unknown():
         "checkpoint": None,
         "detected_step": None,
         "rollback_steps": None,
+        "tokens_per_step": None,
+        "rollback_tokens": None,
         "exposure": None,
     }
+
+
+def test_the_rollback_in_tokens_is_its_steps_times_the_deciding_reports_tokens_per_step():
+    decides = {**summary(36, [32, 36], 32, {"step": 30, "location": None}), "tokens_per_step": 8}
+    later = {**summary(60, [51, 60], 51, {"step": 50, "location": None}), "tokens_per_step": 99}
+
+    point = ResumePoint.of([later, decides])
+
+    assert point is not None
+    assert (point.rollback_steps, point.tokens_per_step, point.rollback_tokens) == (6, 8, 48)
+
+
+def test_a_summary_stored_before_tokens_per_step_leaves_the_token_figure_unknown():
+    point = ResumePoint.of([summary(36, [32, 36], 32, {"step": 30, "location": None})])
+
+    assert point is not None
+    assert (point.rollback_steps, point.rollback_tokens) == (6, None)
+
+
+def test_without_a_checkpoint_the_rollback_in_tokens_is_unknown_too():
+    point = ResumePoint.of([{**summary(36, [32, 36], 32), "tokens_per_step": 8}])
+
+    assert point is not None
+    assert (point.rollback_steps, point.rollback_tokens) == (None, None)
 
 
 def test_an_old_summary_without_its_step_falls_back_to_the_window_s_end():

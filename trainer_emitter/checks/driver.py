@@ -11,8 +11,9 @@
     checkpoint   → saved only after its weight check passed, tagged with the last passes; the
                    last few saved (and any known from before a restart) ride on every alarm
     ledger       → with a `CheckpointLedger` (trainer_emitter.checkpoints), the reporter rank
-                   writes a manifest beside each save, marks it clean once a later audit and
-                   weight check passed, and writes the alarm marker before the alarm returns
+                   writes a manifest beside each save (`save`'s, or the loop's own recorded with
+                   `remember_checkpoint`), marks it clean once a later audit and weight check
+                   passed, and writes the alarm marker before the alarm returns
 
 Every decision is taken from all-gathered data with the same pure rules on every rank, so all
 ranks return the same alarm at the same step and never disagree about applying a step.
@@ -32,7 +33,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer_emitter.checkpoints.ledger import CheckpointLedger
-from trainer_emitter.checks.alarms import Passes, location_of
+from trainer_emitter.checks.alarms import Passes, checkpoint_entry, location_of
 from trainer_emitter.checks.comm import comm_device, gather
 from trainer_emitter.checks.determinism import deterministic
 from trainer_emitter.checks.fingerprint import DEFAULT_CHUNK_ELEMENTS, weights_fingerprint
@@ -165,6 +166,8 @@ class SdcChecks:
         self._verify_pending = self.schedule.verify_on_start
         self.ledger = ledger if self.rank == reporter_rank else None
         self._marked: dict[str, Any] | None = None
+        self._last_step: int | None = None
+        """The step `step()` was last given: the weights in memory are that step's."""
         if self.ledger is not None and resumed_from is not None:
             self.ledger.resumed(resumed_from)
 
@@ -180,6 +183,7 @@ class SdcChecks:
 
     def _step(self, step: int, batch: Any) -> StepResult:
         self.passes.saw(step)
+        self._last_step = step
         verified = self._verify_pending
         if verified:
             alarm = self.verify_replicas(step).alarm
@@ -268,8 +272,15 @@ class SdcChecks:
 
     def remember_checkpoint(self, step: int, location: str | None = None) -> dict[str, Any]:
         """A checkpoint the loop saved itself at `step` (after this step's checks), tagged with
-        `tags()` as they stand: later alarms carry it like the ones `save` wrote."""
-        return self.passes.saved(step, location)
+        `tags()` as they stand: later alarms carry it like the ones `save` wrote. With a
+        `ledger`, a save of the step just taken gets its manifest exactly as those do (so
+        `safe_checkpoint` can propose it once a later audit and weight check pass): call it
+        right after the save, before the next step. A checkpoint of any other step (one known
+        from before a restart) is only carried: its manifest was written when it was saved."""
+        entry = self.passes.saved(step, location)
+        if step == self._last_step:
+            self._write_manifest(entry)
+        return entry
 
     # ---- the checkpoint directory ----------------------------------------------------------
 
@@ -283,15 +294,21 @@ class SdcChecks:
             return
         self.ledger.passed(self.passes.last_audit_pass, self.passes.last_weight_check_pass)
         if result.saved:
-            entry = self.passes.checkpoints.entries()[-1]
-            self.ledger.saved(
-                result.step,
-                self.passes.tags(),
-                location=entry["location"] if entry["step"] == result.step else None,
-                fingerprint=weights_fingerprint(
-                    self.parameters, chunk_elements=self.chunk_elements
-                ),
-            )
+            saved = [e for e in self.passes.checkpoints.entries() if e["step"] == result.step]
+            entry = saved[0] if saved else checkpoint_entry(result.step, self.passes.tags())
+            self._write_manifest(entry)
+
+    def _write_manifest(self, entry: Mapping[str, Any]) -> None:
+        """The reporter rank's manifest of the checkpoint `entry` (a `Checkpoints` entry: its
+        step, the tags saved with it, its location) just saved, by `save` or by the loop."""
+        if self.ledger is None:
+            return
+        self.ledger.saved(
+            entry["step"],
+            entry,
+            location=entry["location"],
+            fingerprint=weights_fingerprint(self.parameters, chunk_elements=self.chunk_elements),
+        )
 
     # ---- reporting ------------------------------------------------------------------------
 

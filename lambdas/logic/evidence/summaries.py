@@ -98,6 +98,7 @@ def report_evidence(report: SdcReport, instance_id: str | None) -> dict[str, Any
             "stale": report.stale,
             "job_name": clean_or_none(report.job_name, MAX_NAME),
             "step": report.step,
+            "tokens_per_step": report.tokens_per_step,
             "check": report.check.value if report.check else None,
             "ambiguous": report.ambiguous,
             "role": role,
