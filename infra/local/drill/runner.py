@@ -123,6 +123,8 @@ def run_scenario(
         alarm, rank_map = job.alarm, job.rank_map
         for what, ids in job.lines():
             note("training", what, **ids)
+    if scenario.slurm:
+        rank_map = stage.slurm_rank_map(rank_map)
     progress("synthesizing the stack and standing it up in a local account")
     hyperpod = stage.cluster(scenario, alarm, rank_map)
     grant_problems: list[str] = []

@@ -257,6 +257,7 @@ SCENARIOS = {
             "approve",
             "replaced",
             replaced=True,
+            recommends="replace after review",
             context=SLURM_CONTEXT,
             slurm=True,
         ),

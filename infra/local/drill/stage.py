@@ -56,6 +56,53 @@ def slurm_controller(hyperpod: Any, note: Callable[..., None]) -> Iterator[Any]:
         yield slurm
 
 
+def slurm_rank_map(rank_map: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rank map as the emitter makes it on the Slurm nodes of the drill's cluster: each
+    rank's node named by `SLURMD_NODENAME` (its host, as slurmd sets it), its instance found in
+    HyperPod's resource config on the node (written here as HyperPod writes it), through the
+    emitter's own `local_rank_info`."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from infra.local.run import slurm_host_names
+    from trainer_emitter.rankmap import local_rank_info
+
+    instance_ids = sorted({str(entry["instance_id"]) for entry in rank_map})
+    hosts = slurm_host_names(instance_ids)
+    config = {
+        "ClusterConfig": {"ClusterName": CLUSTER},
+        "InstanceGroups": [
+            {
+                "Name": "gpu-workers",
+                "Instances": [
+                    {
+                        "InstanceName": f"gpu-workers-{n}",
+                        "CustomerIpAddress": hosts[i].removeprefix("ip-").replace("-", "."),
+                        "InstanceId": i,
+                    }
+                    for n, i in enumerate(instance_ids, start=1)
+                ],
+            }
+        ],
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "resource_config.json"
+        path.write_text(json.dumps(config))
+        mapped = []
+        for entry in rank_map:
+            info = local_rank_info(
+                int(entry["rank"]),
+                environ={
+                    "SLURMD_NODENAME": hosts[str(entry["instance_id"])],
+                    "SDC_RESOURCE_CONFIG": str(path),
+                },
+            )
+            rest = {k: v for k, v in entry.items() if k not in ("node", "node_name")}
+            mapped.append({**rest, "node": info.node_name, "instance_id": info.instance_id})
+    return mapped
+
+
 def slurm_host(hyperpod: Any, instance_id: str) -> str | None:
     """The Slurm node name of an instance of the fake cluster (None: it has left it)."""
     from lambdas.models.slurm import slurm_node_name
