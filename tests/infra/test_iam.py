@@ -199,6 +199,7 @@ def test_only_start_health_check_and_reconcile_start_health_checks_only_replace_
         "CheckRebootFunction",
         "ReconcileFunction",
         "DecideFunction",  # a `proceed` checks the held job's nodes again
+        "IsolateNodeFunction",  # a Slurm node's name is its host name (PrivateDnsHostname)
     }
 
 
