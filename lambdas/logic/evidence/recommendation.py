@@ -23,6 +23,12 @@ Hardware alerts (the GPU's own counters, `lambdas.logic.intake.hardware_alerts`)
 - a hardware signal with SDC evidence on the same node → one tier stronger than the reports
   alone say (health check → reboot, reboot → replace), the card says why.
 
+The watch rows also decide what the pipeline does before anyone decides (`WatchRow.course`,
+read through `course_of` by the opening and the isolation step): a straggler without hardware
+corroboration is a notice only (held, kind `notice`: nothing isolated, no health check, nothing
+proposed), a hang the table calls ambiguous is health-checked without isolation; any evidence
+beyond the training watch's acts.
+
 `judge` is the one place an incident is judged: at the approval request, and again when later
 evidence attaches to a judged incident. It returns the `Recommendation` record the incident
 stores; every card, notice, event and command words that record.

@@ -7,7 +7,9 @@ about the cluster (and the node), and what it does not know is skipped; the guar
 switch, a full blast-radius guard), and before all of them, for an incident a report asks for, the
 rate bound of `lambdas.logic.safety.rate` (before it is drafted); the incident is created atomically with its open lock and
 its guard slot, or finds another incident holding the lock and attaches to it; it is audited and
-its remediation execution started. What differs by scope is drafted first (`_Draft`).
+its remediation execution started. What differs by scope is drafted first (`_Draft`). An
+incident the training watch's evidence alone asks for goes by its decision table row's course
+(`course_of`, after the node's telemetry is read): a notice only is held (kind `notice`).
 """
 
 from __future__ import annotations
