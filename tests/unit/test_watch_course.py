@@ -13,6 +13,7 @@ from typing import Any
 from lambdas.logic import intake, isolation
 from lambdas.logic.evidence.recommendation import WatchRow, course_of
 from lambdas.models.audit import AuditAction
+from lambdas.models.events import parse_contributor_event
 from lambdas.models.guard import HoldKind, PastIncident
 from lambdas.models.hardware_alert import parse_alert_notification
 from lambdas.models.incident import IncidentState
@@ -31,7 +32,8 @@ from tests.unit.test_watch_pipeline import (
     hang_alarm,
     straggler_alarm,
 )
-from tests.unit.world import CLUSTER, EKS, GROUP, World, room_for_a_job
+from tests.unit.world import CLUSTER, EKS, GROUP, World, alarm_event, room_for_a_job
+from trainer_emitter.contract import Metric
 
 SLOW_RANK = 13
 SLOW_NODE = NODES[1]
@@ -245,3 +247,19 @@ def test_an_sdc_report_on_the_noticed_node_acts_whatever_the_straggler_says():
     incident = world.incident(sdc["incident_id"])
     assert sdc["action"] == "opened" and sdc["incident_id"] != opened["incident_id"]
     assert course_of(incident)[0] is Course.ACT
+
+
+def test_a_straggler_alarm_without_its_report_is_a_notice_too():
+    world = watch_world()
+    event = alarm_event()
+    event["detail"]["alarmName"] = Metric.STRAGGLER.alarm_name
+    event["detail"]["alarmContributor"]["attributes"].update(
+        InstanceId=SLOW_NODE, ClusterName=CLUSTER
+    )
+
+    result = intake.open_incident(parse_contributor_event(event), world.deps)
+
+    incident = world.incident(str(result["incident_id"]))
+    assert incident.metrics == [Metric.STRAGGLER]
+    assert (incident.state, incident.hold_kind) == (IncidentState.HELD, HoldKind.NOTICE)
+    assert not world.workflow.executions

@@ -146,8 +146,12 @@ def course_of(incident: Incident) -> tuple[Course, str]:
     `recommend` reads them, so the course and the advice come from the same row)."""
     reports = incident.reports
     beyond = [e for e in incident.evidence if not watch_evidence(e)]
-    if beyond or not reports:
+    if beyond or not incident.evidence:
         return Course.ACT, "evidence beyond the training watch's: the pipeline acts"
+    if not reports:
+        metrics = {a.get("metric") for a in incident.alarms}
+        row = WatchRow.HANG_AMBIGUOUS if Metric.HANG in metrics else WatchRow.STRAGGLER_ALONE
+        return row.course, f"{row.evidence}: the watch's alarm alone names no rank"
     corroboration = (
         *_telemetry_signals(incident),
         *(f"alert {a.get('rule')}" for a in incident.hardware),
