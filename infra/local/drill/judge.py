@@ -11,6 +11,7 @@ from infra.local.drill.scenarios import DECOY_XIDS, MUTE_RULE, XID, Scenario, cu
 from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import IncidentState
+from lambdas.models.notices import NoticeKind
 from lambdas.models.slurm import drain_reason
 from lambdas.models.telemetry import TelemetryState
 from lambdas.wording.card_lines import DEADLINE_LABEL, RECOMMENDATION_HEADING, deadline_words
@@ -108,7 +109,10 @@ def _judge_trail(scenario: Scenario, seen: Observed) -> list[str]:
         if done:
             problems.append(f"{incident.incident_id}'s trail holds {done}; expected none")
     if scenario.notice_says is not None:
-        if seen.notices != ["held"] or scenario.notice_says not in seen.held_texts[0]:
+        if (
+            list(seen.notices) != [NoticeKind.HELD]
+            or scenario.notice_says not in seen.held_texts[0]
+        ):
             problems.append(
                 f"notifications {list(seen.notices)}; expected one held notice saying "
                 f"{scenario.notice_says!r}"
