@@ -1,6 +1,6 @@
 """A real, tiny gloo job on CPU with the training watch on every rank: the hangs and the
-stragglers the drill's `hang-one-rank`, `hang-ambiguous` and `straggler` scenarios publish, and
-the long pauses that must raise nothing.
+stragglers the drill's `hang-one-rank`, `hang-ambiguous`, `straggler` and
+`straggler-corroborated` scenarios publish, and the long pauses that must raise nothing.
 
 One process per rank (`infra.local.ranks`), rank r on node `nodes[r // ranks_per_node]` of the
 drill's cluster. Each step: a data-loading section, a forward/backward section, an all-reduce

@@ -172,6 +172,8 @@ SPECS: Final = (
         "Opens an incident for a contributor ALARM and starts the remediation execution",
         hyperpod=HYPERPOD_READ,
         publishes=True,
+        # The training watch's evidence alone: its node's telemetry decides the row's course.
+        queries_telemetry=True,
         starts_remediation=True,
         reads_pause_switch=True,
         checks_claims=True,
@@ -184,6 +186,8 @@ SPECS: Final = (
         "Stores an SDC Report event as evidence; opens the incidents it names",
         hyperpod=HYPERPOD_READ,
         publishes=True,
+        # The training watch's evidence alone: its node's telemetry decides the row's course.
+        queries_telemetry=True,
         starts_remediation=True,
         reads_pause_switch=True,
         checks_claims=True,
@@ -430,7 +434,9 @@ class FunctionsProps:
     eks_cluster_arns: Sequence[str]
     """The EKS clusters of `sdc:nodeIsolation`: the functions that reach Kubernetes describe them."""
     workspace_arns: Sequence[str]
-    """The Prometheus workspaces of `sdc:telemetry`: request_approval queries them."""
+    """The Prometheus workspaces of `sdc:telemetry`: request_approval queries them, and so do
+    the intake functions for the training watch's evidence alone (the corroboration a
+    straggler's decision table row asks for)."""
     controller_arns: Sequence[str]
     """The Slurm controllers of `sdc:slurmControllers` (instance ARNs): the functions that drain
     and release nodes send them commands."""

@@ -27,6 +27,10 @@ class HoldKind(StrEnum):
     RATE = "rate"
     """The rate bound: reports opened as many incidents on the cluster (or for the job) this
     minute as it allows; held before it is checked, one notice per cluster and minute."""
+    NOTICE = "notice"
+    """Notice only: the decision table's row for the evidence (a straggler without hardware
+    corroboration, `WatchRow.STRAGGLER_ALONE`) isolates nothing, checks nothing and proposes
+    nothing; the incident is recorded, audited and notified, and that is all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,9 +186,12 @@ class PastIncident:
 
     @property
     def counts_as_history(self) -> bool:
-        """Skipped incidents (not a node) and storm holds (a software problem) say nothing about
-        the hardware."""
-        return self.state != IncidentState.SKIPPED and self.hold_kind != HoldKind.STORM
+        """Skipped incidents (not a node), storm holds (a software problem) and notices (a slow
+        rank nothing in the hardware corroborated) say nothing about the hardware."""
+        return self.state != IncidentState.SKIPPED and self.hold_kind not in (
+            HoldKind.STORM,
+            HoldKind.NOTICE,
+        )
 
     def to_record(self) -> dict[str, Any]:
         return record_of(self)

@@ -41,6 +41,8 @@ class IsolationCause(StrEnum):
     OFF = "off"
     """`sdc:nodeIsolation` does not name the cluster."""
     HELD = "held"
+    COURSE = "course"
+    """The decision table's row for the evidence isolates nothing (a hang it calls ambiguous)."""
     NO_INSTANCE = "no_instance"
     HYPERPOD = "hyperpod"
     """DescribeCluster failed: the orchestrator could not be established."""

@@ -31,6 +31,22 @@ class Advice(StrEnum):
         return _TIER[self]
 
 
+class Course(StrEnum):
+    """What the pipeline does with an incident before anyone decides: the decision table's
+    watch rows choose it (`lambdas.logic.evidence.recommendation.WatchRow`, `course_of`); every
+    other kind of evidence acts."""
+
+    ACT = "isolate, health-check, ask for a decision"
+    CHECK = "health check within the guard; nothing isolated, no recovery proposed"
+    NOTICE = "notice only: nothing isolated, no health check, no recovery proposed"
+
+    @property
+    def strength(self) -> int:
+        return _COURSE_STRENGTH[self]
+
+
+_COURSE_STRENGTH: Final = {Course.NOTICE: 0, Course.CHECK: 1, Course.ACT: 2}
+
 _STRENGTH: Final = {Advice.HEALTH_CHECK_ONLY: 0, Advice.REBOOT: 1, Advice.REPLACE: 2}
 _TIER: Final = {
     Advice.HEALTH_CHECK_ONLY: "health check only",

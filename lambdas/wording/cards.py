@@ -23,6 +23,7 @@ from lambdas.models.console import console_link
 from lambdas.models.guard import ClusterHold, HoldKind
 from lambdas.models.incident import Incident
 from lambdas.models.payloads import Decision
+from lambdas.models.recommendation import Course
 from lambdas.models.recovery import MAX_REBOOTS
 from lambdas.models.settings import Settings
 from lambdas.wording import card_lines
@@ -386,14 +387,22 @@ HELD_NOTICE_REPORTS = 3
 
 
 def held_notice(incident: Incident) -> Card:
-    """A new incident recorded as held (paused, muted, or the blast-radius guard is full)."""
+    """A new incident recorded as held (paused, muted, or the blast-radius guard is full), or as
+    notice only (the decision table's row for its evidence)."""
     hold = incident.hold
+    notice = incident.hold_kind == HoldKind.NOTICE
     subject = _subject(
-        f"SDC: incident on {incident.target} held ({incident.hold_kind}), nothing acts"
+        f"SDC: notice only for {incident.target}: {suspected(incident)}, nothing acts"
+        if notice
+        else f"SDC: incident on {incident.target} held ({incident.hold_kind}), nothing acts"
     )
     what = (
         f"Incident {incident.incident_id} on cluster {incident.cluster_name} was recorded as "
-        "HELD: no health check, no approval request, no replacement.",
+        + (
+            f"NOTICE ONLY ({Course.NOTICE.value}): no approval request."
+            if notice
+            else "HELD: no health check, no approval request, no replacement."
+        ),
         f"Why: {(hold and hold.reason) or incident.reason}",
         f"Metrics: {', '.join(incident.metrics) or 'none'}",
         *(
@@ -431,6 +440,16 @@ def held_notice(incident: Incident) -> Card:
             f'or from a shell: sdc proceed {incident.incident_id} -m "<why>"',
             "A new job-level incident then health-checks the nodes HyperPod still knows; they "
             "count against the guard until it closes.",
+        )
+    elif notice:
+        next_steps = (
+            "The decision table gives a straggler notice only when no hardware signal of its "
+            "node corroborated it when the report arrived (or it spans several instances).",
+            "If the node's hardware corroborates it later (a hardware alert of the workspace's "
+            "rules: clock throttling, an XID), or an SDC check names the node, that opens the "
+            "node's incident on the normal path: isolated, health-checked, a recovery proposed.",
+            "Another straggler report or alarm for this node joins this notice within the hold "
+            "window (sdc:stormWindowSeconds); after it, the next one is judged afresh.",
         )
     elif incident.hold_kind == HoldKind.RATE:
         next_steps = (

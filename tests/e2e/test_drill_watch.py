@@ -1,5 +1,6 @@
-"""`make drill ARGS="--scenario hang-one-rank"` (and `hang-ambiguous`, `straggler`): a real
-4-rank gloo job's training watch drives the pipeline; each judged on its timeline."""
+"""`make drill ARGS="--scenario hang-one-rank"` (and `hang-ambiguous`, `straggler`,
+`straggler-corroborated`): a real 4-rank gloo job's training watch drives the pipeline; each
+judged on its timeline."""
 
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ def test_a_hang_on_two_nodes_opens_one_job_level_incident_that_proposes_nothing(
     assert reported.ids["localised"] == "None"
     assert incident["state"] == "checked"
     assert outcome.replace_calls == []  # and no reboot: the judge counts the calls
+    actions = actions_of(outcome, incident["incident_id"])
+    assert "isolation_skipped" in actions and "node_isolated" not in actions
+    assert "health_check_started" in actions
 
 
 def test_a_straggler_without_hardware_signals_is_a_notice_and_nothing_is_done(outcomes):
@@ -74,5 +78,26 @@ def test_a_straggler_without_hardware_signals_is_a_notice_and_nothing_is_done(ou
 
     assert outcome.passed, outcome.problems
     assert flagged.ids["flagged"] == str(STRAGGLER_RANK)
-    assert incident["instance_id"] == NODES[STRAGGLER_RANK] and incident["state"] == "rejected"
+    assert incident["instance_id"] == NODES[STRAGGLER_RANK] and incident["state"] == "held"
+    actions = actions_of(outcome, incident["incident_id"])
+    assert actions[:2] == ["incident_held", "held_notified"]
+    assert not {"node_isolated", "health_check_started", "approval_requested"} & set(actions)
+    assert "NOTICE ONLY" in (outcome.notification or "")
     assert outcome.replace_calls == []  # and no reboot: the judge counts the calls
+
+
+def test_a_straggler_its_gpu_throttling_corroborates_is_isolated_and_rebooted(outcomes):
+    outcome = outcome_of(outcomes, "straggler-corroborated")
+    (incident,) = outcome.incidents
+
+    assert outcome.passed, outcome.problems
+    assert incident["instance_id"] == NODES[STRAGGLER_RANK] and incident["state"] == "rebooted"
+    actions = actions_of(outcome, incident["incident_id"])
+    steps = ["node_isolated", "health_check_started", "approval_requested", "reboot_requested"]
+    assert [a for a in dict.fromkeys(actions) if a in steps] == steps
+    assert "RECOMMENDATION: REBOOT" in (outcome.notification or "")
+    assert outcome.replace_calls == []
+
+
+def actions_of(outcome: Outcome, incident_id: str) -> list[str]:
+    return [entry["action"] for entry in outcome.audit[incident_id]]

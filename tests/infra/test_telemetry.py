@@ -1,5 +1,7 @@
-"""Hardware telemetry in the synthesized stack: only request_approval may query, only the
-configured workspaces, and its environment says where they are in the lambdas' own format."""
+"""Hardware telemetry in the synthesized stack: only request_approval and the two intake
+functions (for the training watch's evidence alone: a straggler's corroboration) may query, only
+the configured workspaces, and their environment says where they are in the lambdas' own
+format."""
 
 from __future__ import annotations
 
@@ -22,17 +24,28 @@ def _environment(template, function_id):
     return template["Resources"][function_id]["Properties"]["Environment"]["Variables"]
 
 
-def test_only_request_approval_may_query_and_only_the_configured_workspaces(template):
-    (statement,) = _aps_statements(template)
-
-    assert statement in statements_of_function(template, "RequestApprovalFunction")
-    assert actions(statement) == {"aps:QueryMetrics"}
-    assert sorted(resolved(template, statement["Resource"])) == sorted(
-        [WORKSPACE_ARN, f"arn:aws:aps:us-west-2:123456789012:workspace/{WORKSPACE_ID}"]
-    )
+QUERYING = {"RequestApprovalFunction", "StoreReportFunction", "OpenIncidentFunction"}
 
 
-def test_only_request_approval_is_told_where_the_workspaces_are(template):
+def test_only_the_querying_functions_may_query_and_only_the_configured_workspaces(template):
+    statements = _aps_statements(template)
+
+    holders = {
+        function_id
+        for function_id in QUERYING
+        for s in statements_of_function(template, function_id)
+        if s in statements
+    }
+    assert holders == QUERYING
+    assert len(statements) == len(QUERYING)
+    for statement in statements:
+        assert actions(statement) == {"aps:QueryMetrics"}
+        assert sorted(resolved(template, statement["Resource"])) == sorted(
+            [WORKSPACE_ARN, f"arn:aws:aps:us-west-2:123456789012:workspace/{WORKSPACE_ID}"]
+        )
+
+
+def test_only_the_querying_functions_are_told_where_the_workspaces_are(template):
     holders = {
         logical_id
         for logical_id, resource in template["Resources"].items()
@@ -40,7 +53,7 @@ def test_only_request_approval_is_told_where_the_workspaces_are(template):
         and "TELEMETRY" in resource["Properties"].get("Environment", {}).get("Variables", {})
     }
 
-    assert holders == {"RequestApprovalFunction"}
+    assert holders == QUERYING
 
 
 def test_the_environment_names_each_workspaces_query_url_region_dashboard_and_node_label(template):

@@ -165,6 +165,7 @@ def test_a_value_compared_as_text_is_found():
 def test_a_member_no_code_names_is_reported():
     tree = ast.parse(
         "x = HoldKind.PAUSED\nH = HoldKind\ny = H.MUTED\nz = HoldKind.STORM\nr = H.RATE\n"
+        "n = HoldKind.NOTICE\n"
     )
 
     assert {m.name for m in HoldKind} - members_named([tree], HoldKind) == {"GUARD"}

@@ -11,6 +11,7 @@ from infra.local.drill.scenarios import DECOY_XIDS, MUTE_RULE, XID, Scenario, cu
 from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import IncidentState
+from lambdas.models.notices import NoticeKind
 from lambdas.models.slurm import drain_reason
 from lambdas.models.telemetry import TelemetryState
 from lambdas.wording.card_lines import DEADLINE_LABEL, RECOMMENDATION_HEADING, deadline_words
@@ -42,6 +43,8 @@ class Observed:
     rank_map: Sequence[dict[str, Any]]
     interactive: bool
     """A person decided (the drill's expectations of the decision do not apply)."""
+    actions: dict[str, list[str]] = field(default_factory=dict)
+    """Each incident's audit actions, in the order of its trail (its timeline)."""
     drains: dict[str, str | None] = field(default_factory=dict)
     """On Slurm: the reason each incident node carried on the controller while the approval
     waited (instance id → reason)."""
@@ -83,7 +86,49 @@ def problems(scenario: Scenario, seen: Observed) -> list[str]:
         found += _judge_muted(seen.finals, seen.notices, seen.held_texts, seen.health_checks)
     if scenario.approvers and not seen.interactive:
         found += _judge_approvers(scenario, seen.finals)
+    if not seen.interactive:
+        found += _judge_trail(scenario, seen)
     return found
+
+
+def _judge_trail(scenario: Scenario, seen: Observed) -> list[str]:
+    """Each incident's audit trail holds the scenario's steps in order and none of what must
+    never happen; a notice-only scenario's one notification is the notice, saying so, and
+    nothing was health-checked or cordoned."""
+    problems: list[str] = []
+    for incident in seen.finals:
+        trail = seen.actions.get(incident.incident_id, [])
+        found = [a for a in trail if a in scenario.steps]
+        order = list(dict.fromkeys(found))
+        if order != list(scenario.steps):
+            problems.append(
+                f"{incident.incident_id}'s trail has {order} of the steps "
+                f"{list(scenario.steps)}, not all in that order"
+            )
+        done = sorted(set(trail) & set(scenario.never))
+        if done:
+            problems.append(f"{incident.incident_id}'s trail holds {done}; expected none")
+    if scenario.notice_says is not None:
+        if (
+            list(seen.notices) != [NoticeKind.HELD]
+            or scenario.notice_says not in seen.held_texts[0]
+        ):
+            problems.append(
+                f"notifications {list(seen.notices)}; expected one held notice saying "
+                f"{scenario.notice_says!r}"
+            )
+        if seen.health_checks:
+            problems.append(f"{len(seen.health_checks)} deep health checks started; expected none")
+        cordoned = [i.incident_id for i in seen.finals if i.isolation is not None]
+        if cordoned or seen.isolated:
+            problems.append(
+                f"isolation ran for {cordoned}, nodes left cordoned {sorted(seen.isolated)}; "
+                "expected none"
+            )
+        kinds = [i.hold_kind for i in seen.finals]
+        if kinds != [HoldKind.NOTICE] * len(seen.finals):
+            problems.append(f"the incidents are held as {kinds}; expected notice only")
+    return problems
 
 
 def _judge_approvers(scenario: Scenario, finals: Sequence[Any]) -> list[str]:

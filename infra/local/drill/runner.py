@@ -138,6 +138,12 @@ def run_scenario(
                     stage.alerting_workspace(alarm, rank_map, scenario.context, note)
                 )
                 endpoints = {WORKSPACE_ID: server.base_url}
+            elif scenario.straggler_telemetry is not None:
+                progress("a local Prometheus with every GPU's clock-throttle reasons")
+                workspace = stage.throttle_workspace(
+                    alarm, rank_map, scenario.straggler_telemetry, note
+                )
+                endpoints = {WORKSPACE_ID: stack.enter_context(workspace)}
             elif scenario.hardware:
                 progress("a local Prometheus with dcgm-exporter's series of every GPU")
                 workspace = stage.prometheus_workspace(alarm, rank_map, note)
@@ -205,7 +211,7 @@ def run_scenario(
             held_texts = [
                 n["message"] for n in received if n["attributes"].get("kind") == NoticeKind.HELD
             ]
-            if scenario.muted and held_texts:
+            if (scenario.muted or scenario.notice_says) and held_texts:
                 card = held_texts[0]
             seen = judge.Observed(
                 finals=finals,
@@ -222,6 +228,10 @@ def run_scenario(
                 alarm=alarm,
                 rank_map=rank_map,
                 interactive=ask is not None,
+                actions={
+                    subject: [entry["action"] for entry in entries]
+                    for subject, entries in audit.items()
+                },
             )
             lifecycle = sorted(
                 run.lifecycle_events(), key=lambda d: (d["incident_id"], d["sequence"])

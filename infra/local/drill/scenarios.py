@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.local.slurm import DRILL_CONTROLLER
+from lambdas.models.audit import AuditAction
 
 CLUSTER = "ml-cluster-1"
 NODES = ("i-0aa00000000000001", "i-0bb00000000000002", "i-0cc00000000000003", "i-0dd00000000000004")
@@ -128,6 +129,13 @@ def tiny_ddp_job() -> Any:
     return run_job(NODES)
 
 
+NOTHING_ACTS = (
+    AuditAction.EXECUTION_STARTED,
+    AuditAction.NODE_ISOLATED,
+    AuditAction.HEALTH_CHECK_STARTED,
+    AuditAction.APPROVAL_REQUESTED,
+)
+"""What a notice never does: no execution, no cordon, no health check, no approval card."""
 HANG_RANK = 2
 """The rank the `hang-one-rank` job stops before an all-reduce (one rank per node)."""
 HANG_SPAN = (1, 3)
@@ -202,6 +210,16 @@ class Scenario:
     approvers: tuple[str, ...] = ()
     """IAM users of the local account who each give `decision` in turn, as `sdc approve` does
     (an identity proof signed with their key); empty: one unsigned, console-like decision."""
+    straggler_telemetry: bool | None = None
+    """The cluster's Prometheus workspace holds every GPU's clock-throttle reasons (None: no
+    workspace): True, the straggler's GPU is held down by HW slowdown (the hardware
+    corroboration), False, no GPU is throttled by the hardware."""
+    steps: tuple[str, ...] = ()
+    """Audit actions each incident's trail must hold in this order (its timeline)."""
+    never: tuple[str, ...] = ()
+    """Audit actions no incident's trail may hold."""
+    notice_says: str | None = None
+    """What the one held notice (the only notification) must say."""
     slurm: bool = False
     """The cluster is orchestrated by Slurm (SLURM_CONTEXT): a real slurmctld plays its
     controller, and `scontrol show node` must show our drain while the approval waits and the
@@ -408,8 +426,8 @@ SCENARIOS = {
         Scenario(
             "hang-ambiguous",
             "a real 4-rank gloo job on CPU: ranks on two nodes stop; the hang spans instances: "
-            "one job-level incident, health checks of the two nodes only, nothing proposed, "
-            "nothing left cordoned (needs torch)",
+            "one job-level incident, health checks of the two nodes only, nothing cordoned, "
+            "nothing proposed (needs torch)",
             {},
             None,
             "checked",
@@ -421,13 +439,39 @@ SCENARIOS = {
         Scenario(
             "straggler",
             "a real 4-rank gloo job on CPU: one rank sleeps a part of every step; the straggler "
-            "scores flag it; no hardware signal, so the card proposes nothing beyond the health "
-            "check and the approver rejects (needs torch)",
+            "scores flag it; its node's telemetry in the cluster's Prometheus shows no hardware "
+            "throttling, so it is a notice only: nothing cordoned, no health check, nothing "
+            "proposed (needs torch)",
             {},
-            "reject",
-            "rejected",
-            recommends="health check only",
+            None,
+            "held",
+            approval=False,
+            context=TELEMETRY_CONTEXT,
             job=straggler_job,
+            straggler_telemetry=False,
+            steps=(AuditAction.INCIDENT_HELD, AuditAction.HELD_NOTIFIED),
+            never=NOTHING_ACTS,
+            notice_says="NOTICE ONLY",
+        ),
+        Scenario(
+            "straggler-corroborated",
+            "the straggler job again, and the cluster's Prometheus shows the slow rank's GPU "
+            "held down by HW slowdown: its node is isolated and health-checked, the card "
+            "recommends a reboot; rebooted (needs torch)",
+            {},
+            "reboot",
+            "rebooted",
+            rebooted=True,
+            recommends="reboot",
+            context=TELEMETRY_CONTEXT,
+            job=straggler_job,
+            straggler_telemetry=True,
+            steps=(
+                AuditAction.NODE_ISOLATED,
+                AuditAction.HEALTH_CHECK_STARTED,
+                AuditAction.APPROVAL_REQUESTED,
+                AuditAction.REBOOT_REQUESTED,
+            ),
         ),
     )
 }

@@ -1,6 +1,6 @@
 """What the drill sets up around the deployed stack for a scenario: the fake HyperPod cluster,
-the cluster's Prometheus workspace with every GPU's dcgm-exporter series (hardware-evidence),
-and an alarm mute rule over the detection alarms (muted-alarm)."""
+the cluster's Prometheus workspace with every GPU's dcgm-exporter series (hardware-evidence,
+and the clock-throttle reasons the straggler scenarios read), and an alarm mute rule over the detection alarms (muted-alarm)."""
 
 from __future__ import annotations
 
@@ -254,6 +254,58 @@ def alerting_workspace(
 
 THROTTLED = 0x44
 """HW thermal slowdown with the SW power cap."""
+HW_SLOWDOWN = 0x0C
+"""HW slowdown with the SW power cap: the straggler's GPU in `straggler-corroborated`."""
+
+
+@contextmanager
+def throttle_workspace(
+    alarm: dict[str, Any],
+    rank_map: Sequence[dict[str, Any]],
+    throttled: bool,
+    note: Callable[..., None],
+) -> Iterator[str]:
+    """The cluster's Prometheus with every GPU's dcgm-exporter series of the last 30 minutes as
+    the add-on stores them, clock-throttle reasons included: every GPU only by the SW power cap
+    (normal under load) or, when `throttled`, the straggler's GPU held down by HW slowdown all
+    along: the hardware corroboration the decision table asks of a straggler. Served by a real
+    Prometheus when one is installed, else by the stand-in. Yields the base URL."""
+    from infra.local import prometheus
+    from infra.local.run import kube_node_names
+
+    now = int(time.time()) // 15 * 15
+    start = now - 30 * 60
+    (flagged,) = alarm["straggler"]["flagged"]
+    slow = next(e for e in rank_map if e["rank"] == flagged)
+    hosts = kube_node_names(sorted({str(e["instance_id"]) for e in rank_map}))
+    series = []
+    for n, entry in enumerate(rank_map):
+        bits = HW_SLOWDOWN if throttled and entry["rank"] == flagged else POWER_CAPPED
+        series += prometheus.gpu_series(
+            host=hosts[str(entry["instance_id"])],
+            gpu=str(entry["rank"] % GPUS_PER_NODE),
+            uuid=str(entry["gpu_uuid"]),
+            start=start,
+            end=now,
+            changes={"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": [(start, bits)]},
+            collector=prometheus.collector_labels(f"dcgm-exporter-n{n}", f"10.1.100.{n + 1}"),
+        )
+    what = f"{len(rank_map)} GPUs' dcgm-exporter series; " + (
+        f"the straggler's GPU {slow['gpu_uuid']} ({slow['instance_id']}) held down by HW "
+        "slowdown for 30 minutes"
+        if throttled
+        else "no GPU throttled by the hardware (SW power cap only)"
+    )
+    if prometheus.binaries() is None:
+        with prometheus.StandIn(series).serve() as url:
+            note("prometheus", f"a stand-in (no prometheus installed) at {url} holds {what}")
+            yield url
+        return
+    with prometheus.real_prometheus(series) as server:
+        note("prometheus", f"Prometheus {server.version} at {server.base_url} holds {what}")
+        yield server.base_url
+
+
 POWER_CAPPED = 0x04
 """The SW power cap alone: normal under load."""
 ALERT = "GpuHardwareThrottling"

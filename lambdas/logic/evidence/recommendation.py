@@ -23,6 +23,12 @@ Hardware alerts (the GPU's own counters, `lambdas.logic.intake.hardware_alerts`)
 - a hardware signal with SDC evidence on the same node → one tier stronger than the reports
   alone say (health check → reboot, reboot → replace), the card says why.
 
+The watch rows also decide what the pipeline does before anyone decides (`WatchRow.course`,
+read through `course_of` by the opening and the isolation step): a straggler without hardware
+corroboration is a notice only (held, kind `notice`: nothing isolated, no health check, nothing
+proposed), a hang the table calls ambiguous is health-checked without isolation; any evidence
+beyond the training watch's acts.
+
 `judge` is the one place an incident is judged: at the approval request, and again when later
 evidence attaches to a judged incident. It returns the `Recommendation` record the incident
 stores; every card, notice, event and command words that record.
@@ -39,40 +45,48 @@ from lambdas.models.audit import AuditAction
 from lambdas.models.guard import PastIncident
 from lambdas.models.hardware_alert import AlertSeverity
 from lambdas.models.health_check import HealthCheckResult
-from lambdas.models.incident import Incident
-from lambdas.models.recommendation import MAX_PAST, Advice, Recommendation
-from trainer_emitter.contract import Check, Role, VerdictKind
+from lambdas.models.incident import Incident, TriggerSource
+from lambdas.models.recommendation import MAX_PAST, Advice, Course, Recommendation
+from trainer_emitter.contract import Check, Metric, Role, VerdictKind
 
 
 class WatchRow(Enum):
     """The decision table's rows for the training watch's reports (check `hang`, `straggler`):
-    the evidence, the advice, and what the card says. The training operator restarting the job
-    is the lowest tier and happens without us: every hang row says so."""
+    the evidence, the advice, what the pipeline does before anyone decides (`course`: the one
+    place that decides it, read by the opening and the isolation step through `course_of`),
+    and what the card says. The training operator restarting the job is the lowest tier and
+    happens without us: every hang row says so."""
 
     HANG_LOCALISED = (
         "hang localised to this instance, with a second independent signal agreeing",
         Advice.REBOOT,
+        Course.ACT,
         "isolate, health-check, reboot (replace on a repeat)",
     )
     HANG_AMBIGUOUS = (
         "hang spanning instances, localised by one signal only, or naming no rank here",
         Advice.HEALTH_CHECK_ONLY,
-        "notice and health check of the named nodes within the guard; no recovery proposed",
+        Course.CHECK,
+        "notice and health check of the named nodes within the guard; nothing isolated, "
+        "no recovery proposed",
     )
     STRAGGLER_CORROBORATED = (
         "straggler on this instance for k windows, with hardware corroboration",
         Advice.REBOOT,
+        Course.ACT,
         "isolate, health-check, reboot",
     )
     STRAGGLER_ALONE = (
         "straggler without hardware corroboration, or on several instances",
         Advice.HEALTH_CHECK_ONLY,
-        "notice only: nothing proposed beyond the health check",
+        Course.NOTICE,
+        "notice only: nothing isolated, no health check, no recovery proposed",
     )
 
-    def __init__(self, evidence: str, advice: Advice, action: str) -> None:
+    def __init__(self, evidence: str, advice: Advice, course: Course, action: str) -> None:
         self.evidence = evidence
         self.advice = advice
+        self.course = course
         self.action = action
 
 
@@ -119,6 +133,41 @@ def assess_watch(report: dict[str, Any], hardware: Sequence[str]) -> tuple[Watch
     if localised and flagged and hardware:
         return WatchRow.STRAGGLER_CORROBORATED, f"straggler: {what}; {corroboration}"
     return WatchRow.STRAGGLER_ALONE, f"straggler: {what}; {corroboration}: notice only"
+
+
+_WATCH_METRICS: Final = (Metric.HANG, Metric.STRAGGLER)
+
+
+def course_of(incident: Incident) -> tuple[Course, str]:
+    """What the pipeline does with `incident` before anyone decides, and why. Evidence beyond
+    the training watch's (an SDC report or alarm, a hardware alert) acts; the watch's reports
+    alone go by their rows (`WatchRow.course`), the strongest course winning, corroborated by
+    the node's telemetry signals recorded on the incident and its firing hardware alerts (as
+    `recommend` reads them, so the course and the advice come from the same row)."""
+    reports = incident.reports
+    beyond = [e for e in incident.evidence if not watch_evidence(e)]
+    if beyond or not incident.evidence:
+        return Course.ACT, "evidence beyond the training watch's: the pipeline acts"
+    if not reports:
+        metrics = {a.get("metric") for a in incident.alarms}
+        row = WatchRow.HANG_AMBIGUOUS if Metric.HANG in metrics else WatchRow.STRAGGLER_ALONE
+        return row.course, f"{row.evidence}: the watch's alarm alone names no rank"
+    corroboration = (
+        *_telemetry_signals(incident),
+        *(f"alert {a.get('rule')}" for a in incident.hardware),
+    )
+    rows = [assess_watch(r, corroboration) for r in reports]
+    row, reason = max(rows, key=lambda found: found[0].course.strength)
+    return row.course, f"{row.evidence}: {reason}"
+
+
+def watch_evidence(item: dict[str, Any]) -> bool:
+    """An evidence item only the training watch gives: its report or its alarm."""
+    if item.get("kind") == TriggerSource.REPORT:
+        return item.get("check") in _WATCH
+    if item.get("kind") == TriggerSource.ALARM:
+        return item.get("metric") in _WATCH_METRICS
+    return False
 
 
 def assess_report(report: dict[str, Any], hardware: Sequence[str] = ()) -> tuple[Advice, str]:

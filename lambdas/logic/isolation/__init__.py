@@ -8,7 +8,9 @@ orchestrator; the rules of when to release, keep or leave a node are the same fo
 
 `incident.isolation` records what was done, per instance (`lambdas.models.isolation`).
 
-Rules: a cluster not configured for isolation is not touched; a Kubernetes API that does not
+Rules: an incident whose course (`lambdas.logic.evidence.recommendation.course_of`: the
+decision table's row for the training watch's evidence alone) is not to act isolates nothing, a
+hang the table calls ambiguous included; a cluster not configured for isolation is not touched; a Kubernetes API that does not
 answer (or refuses) never fails the incident: it records "not isolated: <cause>" and the flow
 goes on; before a node is patched its prior `unschedulable` is written ahead, so a retried step
 neither patches twice nor mistakes its own cordon for an operator's; release removes only the
@@ -21,6 +23,7 @@ import dataclasses
 
 from lambdas.logic.core import lifecycle
 from lambdas.logic.core.steps import Step
+from lambdas.logic.evidence.recommendation import course_of
 from lambdas.logic.ports import Deps
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
@@ -32,6 +35,7 @@ from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.isolation import IsolatedNode, IsolationCause, IsolationRecord, IsolationState
 from lambdas.models.kubernetes import Taint, incident_taint
 from lambdas.models.payloads import IncidentRef, IsolationResult
+from lambdas.models.recommendation import Course
 from lambdas.models.slurm import drain_reason
 from lambdas.observability import count, logger
 
@@ -74,6 +78,11 @@ def isolate(step: Step, incident: Incident) -> Incident:
     if incident.state is not IncidentState.OPENED:
         return _settle(
             step, incident, base, IsolationCause.STATE, f"the incident is already {incident.state}"
+        )
+    course, why = course_of(incident)
+    if course is not Course.ACT:
+        return _settle(
+            step, incident, base, IsolationCause.COURSE, f"the decision table's row: {why}"
         )
     config = deps.settings.isolation_for(incident.cluster_name)
     if not config.isolate:

@@ -7,12 +7,19 @@ that window joins it (`arrivals.attach_held`) instead of opening another: one he
 at most one notice per instance and window. A held job-level incident takes none: an alarm on
 one of its nodes is that node's own incident. Once what held it no longer holds (`still_held`),
 a new trigger is judged afresh.
+
+A notice-only incident (kind `notice`: the decision table's row for a straggler without hardware
+corroboration) is held the same way, so that the straggler's alarm and report make one notice;
+it holds only what the training watch says again. Anything else for the node in its window (a
+hardware alert, an SDC report or alarm) is the corroboration it lacked, or a fault of its own:
+it opens the node's incident on the normal path.
 """
 
 from __future__ import annotations
 
 from lambdas.logic.core.steps import Step
 from lambdas.logic.evidence.history import record_history
+from lambdas.logic.evidence.recommendation import watch_evidence
 from lambdas.logic.opening import arrivals
 from lambdas.logic.opening.arrivals import Trigger
 from lambdas.logic.safety import guard, rate
@@ -48,7 +55,7 @@ def hold(
             case IncidentExists():
                 return arrivals.redelivered(step, incident.incident_id, trigger)
             case HeldBy(holder=holder):
-                if replacing is not None or still_held(step, holder):
+                if replacing is not None or still_held(step, holder, trigger):
                     return arrivals.attach_held(step, holder, trigger)
                 replacing = holder  # its hold has ended: this hold takes the lock over
     # A held job-level incident takes no held lock of its instances: an alarm on one of them,
@@ -76,11 +83,12 @@ def hold(
     return {"incident_id": incident.incident_id, "action": OpenAction.HELD}
 
 
-def still_held(step: Step, incident_id: str) -> bool:
-    """Whether what held the incident still holds: a reset storm hold, a pause switch flipped
-    back or an ended mute window lets the next trigger be judged afresh (the recipe was fixed; a
-    GPU that still fails is not to be swallowed by the old hold). A guard hold keeps its window:
-    judging afresh would only hold again, with a second notice. A rate hold keeps its minute."""
+def still_held(step: Step, incident_id: str, trigger: Trigger | None = None) -> bool:
+    """Whether what held the incident still holds (for `trigger`): a reset storm hold, a pause
+    switch flipped back or an ended mute window lets the next trigger be judged afresh (the
+    recipe was fixed; a GPU that still fails is not to be swallowed by the old hold). A guard
+    hold keeps its window: judging afresh would only hold again, with a second notice. A rate
+    hold keeps its minute. A notice holds the training watch's own evidence only."""
     incident = step.deps.incidents.get(incident_id)
     if incident is None:
         return False
@@ -97,6 +105,8 @@ def still_held(step: Step, incident_id: str) -> bool:
         return until is not None and step.deps.clock.now() < until
     if hold.kind == HoldKind.RATE:
         return rate.held_this_minute(step, incident.closed_at)
+    if hold.kind == HoldKind.NOTICE:
+        return trigger is None or watch_evidence(trigger.item)
     return True
 
 

@@ -7,7 +7,9 @@ about the cluster (and the node), and what it does not know is skipped; the guar
 switch, a full blast-radius guard), and before all of them, for an incident a report asks for, the
 rate bound of `lambdas.logic.safety.rate` (before it is drafted); the incident is created atomically with its open lock and
 its guard slot, or finds another incident holding the lock and attaches to it; it is audited and
-its remediation execution started. What differs by scope is drafted first (`_Draft`).
+its remediation execution started. What differs by scope is drafted first (`_Draft`). An
+incident the training watch's evidence alone asks for goes by its decision table row's course
+(`course_of`, after the node's telemetry is read): a notice only is held (kind `notice`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 
 from lambdas.logic.core import ids
 from lambdas.logic.core.steps import Step, error_details
-from lambdas.logic.evidence import summaries
+from lambdas.logic.evidence import summaries, telemetry
+from lambdas.logic.evidence.recommendation import course_of
 from lambdas.logic.evidence.summaries import MAX_NAME
 from lambdas.logic.opening import arrivals, claims, holding
 from lambdas.logic.opening.arrivals import Trigger
@@ -32,6 +35,7 @@ from lambdas.models.guard import HoldKind
 from lambdas.models.hyperpod import NodeRecovery, NodeStatus
 from lambdas.models.incident import Incident, IncidentState, Scope, TriggerSource
 from lambdas.models.payloads import OpenAction, OpenIncidentResult
+from lambdas.models.recommendation import Course
 from lambdas.models.reporter_text import clean_or_none
 from lambdas.models.writes import Created, GuardFull, IncidentExists, LockHeld
 from lambdas.observability import count, logger
@@ -63,7 +67,7 @@ def open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenInc
     held_by = deps.incidents.held_incident_id(
         trigger.cluster_name, trigger.instance_id, holding.epoch(step)
     )
-    if held_by and holding.still_held(step, held_by):
+    if held_by and holding.still_held(step, held_by, trigger):
         return arrivals.attach_held(step, held_by, trigger)
     incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
     return _create(
@@ -106,7 +110,7 @@ def _create(
     if not isinstance(drafted, _Draft):
         return drafted
     incident = drafted.incident
-    blocker = _blocker(step, trigger, drafted.flag)
+    blocker = _blocker(step, trigger, drafted.flag) or _notice_only(step, incident)
     if blocker is not None:
         return holding.hold(step, incident, trigger, blocker)
     limit = guard.open_limit(drafted.node_count, deps.settings)
@@ -164,6 +168,25 @@ def _blocker(step: Step, trigger: Trigger, flag: Sequence[str]) -> guard.Blocker
             HoldKind.STORM, f"storm hold {storm.hold_id}: {storm.reason}", storm.hold_id
         )
     return trigger.mute or guard.pause_blocker(step.deps)
+
+
+def _notice_only(step: Step, incident: Incident) -> guard.Blocker | None:
+    """The notice that holds an incident whose course is notice only (`course_of`: the decision
+    table's row for the training watch's evidence alone). Before it is judged, the node's
+    telemetry is read and kept on the incident: it is the hardware corroboration a straggler or
+    a hang localised by one signal needs, and the isolation step judges the course again from
+    the same record. Nothing is read for evidence that acts anyway, nor for a job-level incident
+    (it names no one node)."""
+    course, why = course_of(incident)
+    if course is Course.ACT:
+        return None
+    if not incident.is_job:
+        incident.telemetry = telemetry.gather(step.deps, incident, step.deps.clock.now())
+        course, why = course_of(incident)
+    if course is not Course.NOTICE:
+        return None
+    read = f"; telemetry: {incident.telemetry.summary}" if incident.telemetry else ""
+    return guard.Blocker(HoldKind.NOTICE, f"notice only: {why}{read}")
 
 
 def _opened(step: Step, drafted: _Draft, trigger: Trigger, limit: int) -> OpenIncidentResult:
