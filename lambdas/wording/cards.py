@@ -77,6 +77,8 @@ class ApprovalCard:
     node: Section
     isolation: Section
     evidence: Section
+    hardware_alerts: Section | None
+    """The hardware alerts attached to the incident, firing or resolved (None: none)."""
     claims: Section | None
     """What the reports claim that the checks did not confirm (None: all confirmed)."""
     health_check: Section
@@ -106,6 +108,7 @@ class ApprovalCard:
             self.node,
             self.isolation,
             self.evidence,
+            *([self.hardware_alerts] if self.hardware_alerts else []),
             *([self.claims] if self.claims else []),
             self.health_check,
             self.hyperpod,
@@ -177,13 +180,14 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
         node=empty,
         isolation=empty,
         evidence=empty,
+        hardware_alerts=None,
         claims=None,
         health_check=empty,
         telemetry=empty,
         history=empty,
         raw=empty,
     )
-    share = max((max_bytes - _size(fixed)) // 8 - 200, 0)
+    share = max((max_bytes - _size(fixed)) // _CUT_SECTIONS - 200, 0)
     see = f"  ... cut to fit: `sdc show {incident_id}`"
 
     def cut(section: Section) -> Section:
@@ -202,6 +206,7 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
         node=cut(card.node),
         isolation=cut(card.isolation),
         evidence=cut(card.evidence),
+        hardware_alerts=cut(card.hardware_alerts) if card.hardware_alerts else None,
         claims=cut(card.claims) if card.claims else None,
         health_check=cut(card.health_check),
         telemetry=cut(card.telemetry),
@@ -212,6 +217,11 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
         return shares
     # not even each section's heading fits: one line says where the evidence is
     return dataclasses.replace(fixed, evidence=Section("EVIDENCE", (see,)))
+
+
+_CUT_SECTIONS: Final = 9
+"""The sections `_cut_to_fit` shares the room among: node, isolation, evidence, hardware alerts,
+claims, health check, telemetry, history, raw values."""
 
 
 _SUSPICIONS: Final = (
@@ -260,6 +270,11 @@ def _approval_card(
                 *card_lines.alarm_lines(incident),
                 *card_lines.report_lines(incident, shown_reports),
             ),
+        ),
+        hardware_alerts=(
+            Section(card_lines.HARDWARE_ALERTS_HEADING, hardware)
+            if (hardware := card_lines.hardware_alert_lines(incident))
+            else None
         ),
         claims=(
             Section(
