@@ -140,6 +140,13 @@ def approval_input(incident_id: str, decision: Decision) -> dict[str, str]:
     return {"incident_id": incident_id, "decision": decision.value, "comment": COMMENT_PLACEHOLDER}
 
 
+def reboot_offered(incident: Incident) -> bool:
+    """Whether the incident's recovery path still allows a reboot: not once it has had
+    `MAX_REBOOTS` (then `decide` refuses one: replace or reject). The card, `sdc show` and the
+    dashboard's page offer the reboot by this one rule."""
+    return incident.reboots < MAX_REBOOTS
+
+
 def approval_card(
     incident: Incident,
     settings: Settings,
@@ -245,7 +252,7 @@ def _approval_card(
 ) -> ApprovalCard:
     rebooted = incident.reboots > 0
     verb = "replacing" if rebooted else "rebooting or replacing"
-    reboot = (Decision.REBOOT,) if incident.reboots < MAX_REBOOTS else ()
+    reboot = (Decision.REBOOT,) if reboot_offered(incident) else ()
     inputs = {
         decision: approval_input(incident.incident_id, decision)
         for decision in (*reboot, Decision.APPROVE, Decision.REJECT)
