@@ -199,6 +199,7 @@ def render_incident(
         ),
         card.node,
         card.evidence,
+        *([card.hardware_alerts] if card.hardware_alerts else []),
         card.health_check,
         card.hyperpod,
         card.telemetry,

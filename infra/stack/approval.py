@@ -11,6 +11,8 @@ Step Functions has no resource-based policy, so who may start it is decided by t
 own IAM policies: the stack offers one, `ApproverPolicy`, to attach to approvers. With
 `sdc:approvers` set, its allow holds only for principals whose `aws:PrincipalArn` matches one
 of the patterns, and `decide` checks the same patterns against the principal STS names.
+It also lets them invoke the dashboard's page of open incidents (`incidents_page`, and no
+other function): the console runs a custom widget with the viewer's own credentials.
 
 Approvers may read an incident (GetItem) but never a task token: whoever holds the token of
 the waiting approval can answer it with SendTaskSuccess, past `decide`. The pipeline keeps
@@ -61,17 +63,26 @@ class ApprovalWorkflowProps:
     """The one function it invokes; it may read back the executions that invoke it."""
     incidents_table_arn: str
     """Approvers may read an incident (GetItem) before they decide, never a task token's item."""
+    page: lambda_.IFunction
+    """The dashboard's page of open incidents: a custom widget, which the console invokes with
+    the viewer's own credentials, so approvers may invoke it (and no other function)."""
     approvers: Sequence[str]
     """ARN patterns the approver policy is limited to (`sdc:approvers`); empty: no limit."""
     log_retention_days: int
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, decide: lambda_.IFunction, incidents_table_arn: str
+        cls,
+        settings: Settings,
+        *,
+        decide: lambda_.IFunction,
+        page: lambda_.IFunction,
+        incidents_table_arn: str,
     ) -> ApprovalWorkflowProps:
         return cls(
             name=approval_name(settings.stack_name),
             decide=decide,
+            page=page,
             incidents_table_arn=incidents_table_arn,
             approvers=settings.approvers,
             log_retention_days=settings.log_retention_days,
@@ -127,7 +138,8 @@ class ApprovalWorkflow(Construct):
             self,
             "ApproverPolicy",
             description="Attach to approvers: start the SDC approval state machine (approve, "
-            "reboot, reject, reset) and follow the approval execution",
+            "reboot, reject, reset), follow the approval execution, see the page of open "
+            "incidents",
             statements=[
                 iam.PolicyStatement(
                     sid="StartApproval",
@@ -146,6 +158,12 @@ class ApprovalWorkflow(Construct):
                     actions=["dynamodb:GetItem"],
                     resources=[props.incidents_table_arn],
                     conditions={**(conditions or {}), **not_a_token},
+                ),
+                iam.PolicyStatement(
+                    sid="SeeTheIncidentsPage",
+                    actions=["lambda:InvokeFunction"],
+                    resources=[props.page.function_arn],
+                    conditions=conditions,
                 ),
                 iam.PolicyStatement(
                     sid="NeverTheTaskToken",

@@ -4,7 +4,7 @@ One dashboard per deployment (`<stack>-<region>`, its URL the `DashboardUrl` out
 
 0. the open incidents, a custom widget the `incidents_page` function renders
    (`lambdas.wording.page`): each with its evidence, recommendation, deadline, exposure and
-   Approve / Reject buttons that show how to decide as yourself;
+   Approve / Reject (and Reboot instead, where allowed) buttons that show how to decide as yourself;
 1. the three SDC metrics, with the detection alarms' own Metrics Insights queries
    (`infra.stack.alarms.detection_query`): one series per cluster and instance;
 2. incidents opened and held, closed by outcome, approvals (waiting, requested, decided);

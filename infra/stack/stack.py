@@ -200,7 +200,10 @@ class SdcRemediation(Construct):
         )
         self.remediation = RemediationWorkflow(self, "Remediation", props=remediation)
         approval = ApprovalWorkflowProps.from_settings(
-            settings, decide=fns.decide, incidents_table_arn=self.storage.incidents.table_arn
+            settings,
+            decide=fns.decide,
+            page=fns.page,
+            incidents_table_arn=self.storage.incidents.table_arn,
         )
         self.approval = ApprovalWorkflow(self, "Approval", props=approval)
         self.contributor_alarms = ContributorAlarms(

@@ -42,7 +42,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from lambdas.logic.core import ids
-from lambdas.logic.core.steps import Step, error_details
+from lambdas.logic.core.steps import Step, error_details, mark_audited, was_audited
 from lambdas.logic.evidence import summaries
 from lambdas.logic.opening import arrivals, claims, incidents
 from lambdas.logic.opening.arrivals import Trigger
@@ -312,7 +312,10 @@ def hardware_alerts(note: AlertNotification, deps: Deps) -> list[OpenIncidentRes
 
     The cluster is the notification's SNS attribute, which the stack fixes per workspace; an
     alert whose own `cluster` label differs is refused (raised: the message lands in the failure
-    queue), a cluster outside ALLOWED_CLUSTERS ignored."""
+    queue), a cluster outside ALLOWED_CLUSTERS ignored. An alert that cannot be taken (Kubernetes
+    or HyperPod unreachable while its node is resolved or checked, a table that fails) is
+    audited as `open_failed` under the notification's event, then raised: SNS retries the
+    message and then keeps it in the failure queue, and the audit log says why."""
     step = Step(deps, "store_report")
     subject = ids.event_subject(_hardware_event_id(note))
     forged = [a.cluster_name for a in note.alerts if a.cluster_name != note.cluster_name]
@@ -333,10 +336,42 @@ def hardware_alerts(note: AlertNotification, deps: Deps) -> list[OpenIncidentRes
     received = deps.clock.now()
     results: list[OpenIncidentResult] = []
     for alert in note.alerts:
-        result = _hardware_alert(step, note, alert, received)
+        try:
+            result = _hardware_alert(step, note, alert, received)
+        except Exception as err:
+            _hardware_failed(step, note, alert, err)
+            raise
         if result is not None:
             results.append(result)
     return results
+
+
+def _hardware_failed(
+    step: Step, note: AlertNotification, alert: HardwareAlert, err: Exception
+) -> None:
+    """The alert's failure in the audit log (`open_failed` under the notification's event),
+    unless the opening audited it already; a failing audit log is logged and never hides
+    `err`."""
+    if was_audited(err):
+        return
+    subject = ids.event_subject(_hardware_event_id(note))
+    try:
+        step.audit(
+            subject,
+            AuditAction.OPEN_FAILED,
+            error_details(
+                err,
+                source=TriggerSource.HARDWARE,
+                cluster_name=note.cluster_name,
+                alert=summaries.hardware_evidence(alert, step.now()),
+            ),
+            [getattr(err, "request_id", None)],
+        )
+    except Exception:
+        logger.exception("could not audit the failed alert", message_id=note.message_id)
+        return
+    mark_audited(err, AuditAction.OPEN_FAILED, subject)
+    logger.warning("hardware alert failed", message_id=note.message_id, error=type(err).__name__)
 
 
 def _hardware_alert(

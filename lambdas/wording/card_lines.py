@@ -14,9 +14,10 @@ from typing import Any, Final
 
 from lambdas.models.approvals import ApprovalRecord
 from lambdas.models.deadline import DEFAULT_TIME_ZONE, ApprovalDeadline
+from lambdas.models.hardware_alert import AlertStatus
 from lambdas.models.health_check import CheckSummary, HealthCheckRecord, HealthCheckResult
 from lambdas.models.hyperpod import EventLevel, HyperPodView, NodeRecovery
-from lambdas.models.incident import Incident
+from lambdas.models.incident import Incident, TriggerSource
 from lambdas.models.isolation import IsolationState
 from lambdas.models.recommendation import Recommendation
 from lambdas.models.reporter_text import quoted
@@ -361,6 +362,62 @@ def metric_lines(incident: Incident) -> list[str]:
             description = ""
         lines.append(f"  metric {name}: {description}".rstrip())
     return lines or ["  metric: none recorded"]
+
+
+HARDWARE_ALERTS_HEADING: Final = (
+    "HARDWARE ALERTS (the cluster's Prometheus alert rules over the GPU's own counters)"
+)
+
+
+def hardware_alert_lines(incident: Incident) -> list[str]:
+    """Each hardware alert attached to the incident, once: its rule, where (GPU, or the node
+    for a network port's rule), severity, when it started, whether it is still firing or was
+    resolved (and when that arrived), and what the rule means (the rule's own summary, as the
+    alert carried it). A repeat of a still-firing alert is the same alert; empty without one."""
+    alerts: dict[tuple[Any, ...], dict[str, Any]] = {}
+    resolved: dict[tuple[Any, ...], str] = {}
+    for item in incident.evidence:
+        if item.get("kind") != TriggerSource.HARDWARE:
+            continue
+        same = tuple(item.get(k) for k in _ALERT_IDENTITY)
+        if item.get("status") == AlertStatus.RESOLVED:
+            resolved[same] = str(item.get("received_at") or "")
+        alerts.setdefault(same, item)
+    lines: list[str] = []
+    for same, item in alerts.items():
+        state = (
+            f"resolved (received {_when(resolved[same])})" if same in resolved else "still firing"
+        )
+        lines.append(
+            f"  {_v(item.get('rule'))} on {_alert_where(item)}: {_v(item.get('severity'))}, "
+            f"started {_when(item.get('starts_at'))}, {state}"
+        )
+        if item.get("summary"):
+            lines.append(f"    {item['summary']}")
+    return lines
+
+
+_ALERT_IDENTITY: Final = ("rule", "node_name", "gpu", "gpu_uuid", "xid", "counter", "starts_at")
+"""What makes two hardware evidence items the same alert: its labels and when it started (the
+alert manager keeps an alert's start when it resolves)."""
+
+
+def _alert_where(item: dict[str, Any]) -> str:
+    node = _q(item.get("node_name"))
+    if item.get("gpu") is None and item.get("gpu_uuid") is None:
+        return f"node {node}"
+    extra = [f"XID {item['xid']}"] if item.get("xid") else []
+    extra += [f"counter {item['counter']}"] if item.get("counter") else []
+    uuid = f" ({item['gpu_uuid']})" if item.get("gpu_uuid") else ""
+    return f"GPU {_v(item.get('gpu'))}{uuid} of node {node}" + "".join(f", {e}" for e in extra)
+
+
+def _when(text: Any) -> str:
+    """A recorded time as the card shows it (UTC); the text as stored if it is no time."""
+    try:
+        return _stamp(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return _v(text or None)
 
 
 def alarm_lines(incident: Incident) -> list[str]:

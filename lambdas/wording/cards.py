@@ -78,6 +78,8 @@ class ApprovalCard:
     node: Section
     isolation: Section
     evidence: Section
+    hardware_alerts: Section | None
+    """The hardware alerts attached to the incident, firing or resolved (None: none)."""
     claims: Section | None
     """What the reports claim that the checks did not confirm (None: all confirmed)."""
     health_check: Section
@@ -107,6 +109,7 @@ class ApprovalCard:
             self.node,
             self.isolation,
             self.evidence,
+            *([self.hardware_alerts] if self.hardware_alerts else []),
             *([self.claims] if self.claims else []),
             self.health_check,
             self.hyperpod,
@@ -136,6 +139,13 @@ DRY_RUN = Section("DRY RUN: an approval is recorded as 'would replace'; no node 
 def approval_input(incident_id: str, decision: Decision) -> dict[str, str]:
     """The approval state machine's input, exactly as it is to be pasted."""
     return {"incident_id": incident_id, "decision": decision.value, "comment": COMMENT_PLACEHOLDER}
+
+
+def reboot_offered(incident: Incident) -> bool:
+    """Whether the incident's recovery path still allows a reboot: not once it has had
+    `MAX_REBOOTS` (then `decide` refuses one: replace or reject). The card, `sdc show` and the
+    dashboard's page offer the reboot by this one rule."""
+    return incident.reboots < MAX_REBOOTS
 
 
 def approval_card(
@@ -178,13 +188,14 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
         node=empty,
         isolation=empty,
         evidence=empty,
+        hardware_alerts=None,
         claims=None,
         health_check=empty,
         telemetry=empty,
         history=empty,
         raw=empty,
     )
-    share = max((max_bytes - _size(fixed)) // 8 - 200, 0)
+    share = max((max_bytes - _size(fixed)) // _CUT_SECTIONS - 200, 0)
     see = f"  ... cut to fit: `sdc show {incident_id}`"
 
     def cut(section: Section) -> Section:
@@ -203,6 +214,7 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
         node=cut(card.node),
         isolation=cut(card.isolation),
         evidence=cut(card.evidence),
+        hardware_alerts=cut(card.hardware_alerts) if card.hardware_alerts else None,
         claims=cut(card.claims) if card.claims else None,
         health_check=cut(card.health_check),
         telemetry=cut(card.telemetry),
@@ -213,6 +225,11 @@ def _cut_to_fit(card: ApprovalCard, max_bytes: int, incident_id: str) -> Approva
         return shares
     # not even each section's heading fits: one line says where the evidence is
     return dataclasses.replace(fixed, evidence=Section("EVIDENCE", (see,)))
+
+
+_CUT_SECTIONS: Final = 9
+"""The sections `_cut_to_fit` shares the room among: node, isolation, evidence, hardware alerts,
+claims, health check, telemetry, history, raw values."""
 
 
 _SUSPICIONS: Final = (
@@ -236,7 +253,7 @@ def _approval_card(
 ) -> ApprovalCard:
     rebooted = incident.reboots > 0
     verb = "replacing" if rebooted else "rebooting or replacing"
-    reboot = (Decision.REBOOT,) if incident.reboots < MAX_REBOOTS else ()
+    reboot = (Decision.REBOOT,) if reboot_offered(incident) else ()
     inputs = {
         decision: approval_input(incident.incident_id, decision)
         for decision in (*reboot, Decision.APPROVE, Decision.REJECT)
@@ -261,6 +278,11 @@ def _approval_card(
                 *card_lines.alarm_lines(incident),
                 *card_lines.report_lines(incident, shown_reports),
             ),
+        ),
+        hardware_alerts=(
+            Section(card_lines.HARDWARE_ALERTS_HEADING, hardware)
+            if (hardware := card_lines.hardware_alert_lines(incident))
+            else None
         ),
         claims=(
             Section(

@@ -4,14 +4,15 @@ from the incident records alone (as the card is), never judged again.
 Each incident: what and where, the evidence in one line, the stored recommendation with its
 reasons, the approval deadline (in the dashboard's time zone and in UTC), the checkpoint to
 resume from with the rollback and the exposure window (`lambdas.models.resume_point`), and, while
-it awaits approval, an Approve and a Reject button. Incidents awaiting approval come first, the
+it awaits approval, an Approve and a Reject button, and a third, Reboot instead, where its
+recovery path still allows a reboot (`cards.reboot_offered`, the card's rule). Incidents awaiting approval come first, the
 soonest deadline on top; the others follow, oldest first.
 
 The buttons decide nothing. A custom widget's `<cwdb-action action="call">` invokes a function
 with the viewer's credentials, but the function then runs as its own role and learns only the
 account, not who clicked: a decision made there would be the widget's, not the approver's. So
 each button opens a popup (`action="html"`) with the decision to make as yourself: the
-`sdc approve|reject` command, which signs a proof of who you are for `decide` to check against
+`sdc approve|reject|reboot` command, which signs a proof of who you are for `decide` to check against
 `sdc:approvers`, and, where the deployment accepts console approvals, the approval state
 machine's console page with the input to paste. Either way the decision goes through the
 approval state machine and `decide`: the same rules, the same audit.
@@ -35,15 +36,22 @@ from lambdas.models.payloads import Decision
 from lambdas.models.settings import Settings
 from lambdas.models.widget import WidgetZone
 from lambdas.wording import card_lines
-from lambdas.wording.cards import approval_input
+from lambdas.wording.cards import approval_input, reboot_offered
 
-BUTTONS: Final = (Decision.APPROVE, Decision.REJECT)
-"""The decisions the page offers a button for, in order (a reboot is offered in the card and
-by `sdc reboot`)."""
-BUTTON_LABELS: Final = {Decision.APPROVE: "Approve", Decision.REJECT: "Reject"}
+BUTTONS: Final = (Decision.APPROVE, Decision.REJECT, Decision.REBOOT)
+"""The decisions the page offers a button for, in order; the reboot only where the incident's
+recovery path still allows one (`reboot_offered`)."""
+BUTTON_LABELS: Final = {
+    Decision.APPROVE: "Approve",
+    Decision.REJECT: "Reject",
+    Decision.REBOOT: "Reboot instead",
+}
 WHAT_EACH_DOES: Final = {
     Decision.APPROVE: "replaces the node (a new instance; this one's volumes are destroyed)",
     Decision.REJECT: "closes the incident and releases the node; nothing is replaced",
+    Decision.REBOOT: "restarts the same instance rather than replacing it (its volumes kept, "
+    "minutes; it stays isolated, is health-checked again and released if that passes; if "
+    "not, you are asked again, without a second reboot)",
 }
 
 STYLE: Final = """<style>
@@ -59,9 +67,10 @@ DESCRIBE: Final = """## Open SDC incidents
 
 Lists the pipeline's open incidents, those awaiting approval first, with the evidence in one
 line, the recommendation as the approval card states it, the approval deadline, the checkpoint
-to resume from with the rollback and the exposure window. The Approve and Reject buttons show
-how to decide with your own AWS identity (`sdc approve|reject`, or the approval state machine's
-console page where console approvals are accepted): the widget itself decides nothing.
+to resume from with the rollback and the exposure window. The Approve, Reject and (where a
+reboot is still allowed) Reboot instead buttons show how to decide with your own AWS identity
+(`sdc approve|reject|reboot`, or the approval state machine's console page where console
+approvals are accepted): the widget itself decides nothing.
 
 No parameters. Reads the incidents table's `by_state` index only."""
 """What the widget answers the console's `{"describe": true}`."""
@@ -178,7 +187,8 @@ def _resume_rows(incident: Incident) -> list[tuple[str, str]]:
 def _buttons(incident: Incident, settings: Settings) -> str:
     """In a `div`, never a `p`: a popup's own blocks (`h4`, `p`, `pre`) would close a `p` and
     spill out of their `cwdb-action` (the HTML parser ends a `p` at the next block)."""
-    buttons = "".join(_button(incident, d, settings) for d in BUTTONS)
+    offered = [d for d in BUTTONS if d is not Decision.REBOOT or reboot_offered(incident)]
+    buttons = "".join(_button(incident, d, settings) for d in offered)
     return f'<div class="sdc-buttons">{buttons}</div>'
 
 

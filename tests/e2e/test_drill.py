@@ -578,6 +578,9 @@ def test_a_hardware_alert_alone_isolates_the_throttling_node_and_proposes_a_rebo
     assert "RECOMMENDATION: REBOOT" in (outcome.notification or "")
     assert "a hardware signal alone: reboot, replace on a repeat" in (outcome.notification or "")
     assert outcome.replace_calls == []
+    alerts = (outcome.notification or "").split("HARDWARE ALERTS", 1)[1].split("\n\n", 1)[0]
+    assert "hardware_throttling on GPU" in alerts and "warning, started" in alerts
+    assert "still firing" in alerts and "HW thermal slowdown" in alerts
 
 
 @pytest.mark.parametrize(

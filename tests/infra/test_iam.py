@@ -379,6 +379,18 @@ def test_the_approver_policy_starts_only_the_approval_machine(template):
     assert "Condition" not in start  # no sdc:approvers in this context: anyone it is attached to
 
 
+def test_the_approver_policy_may_invoke_the_page_function_and_no_other(template):
+    """The page is a custom widget: the console invokes its function with the viewer's own
+    credentials, so an approver sees it only with lambda:InvokeFunction on it."""
+    statements = _approver_policy(template)["Properties"]["PolicyDocument"]["Statement"]
+    lambdas = [s for s in statements if any(a.startswith("lambda:") for a in actions(s))]
+
+    (invoke,) = lambdas
+    assert (invoke["Effect"], actions(invoke)) == ("Allow", {"lambda:InvokeFunction"})
+    assert invoke["Resource"] == {"Fn::GetAtt": [PAGE.logical_id, "Arn"]}
+    assert "Condition" not in invoke  # no sdc:approvers in this context
+
+
 def test_the_approver_policy_is_limited_to_the_approver_patterns(lambda_asset):
     from infra.stack.synth import synthesize_once
 

@@ -385,6 +385,35 @@ def test_show_prints_the_evidence_and_the_recommendation(deployed, capsys):
     assert "rank 13 mismatched in both of its ring comparisons" in out
 
 
+HARDWARE_EVIDENCE = {
+    "kind": "hardware",
+    "key": "hardware:5c1e0a9b2d3f4e51:firing:2026-11-30T08:14:00Z",
+    "status": "firing",
+    "rule": "uncorrectable_ecc",
+    "severity": "critical",
+    "node_name": "hyperpod-i-0bb00000000000002",
+    "gpu": "5",
+    "gpu_uuid": "GPU-5b5b5b5b-0000-4000-8000-000000000005",
+    "xid": None,
+    "counter": None,
+    "summary": "Uncorrectable (double-bit) ECC errors rose within 10 minutes.",
+    "starts_at": "2026-11-30T08:14:00Z",
+    "received_at": "2026-11-30T08:15:04+00:00",
+}
+
+
+def test_show_prints_the_hardware_alerts_in_their_own_section(deployed, capsys):
+    incident_id = deployed.incident("awaiting_approval", evidence=[HARDWARE_EVIDENCE])
+
+    deployed.sdc("show", incident_id)
+
+    out = capsys.readouterr().out
+    section = out.split("HARDWARE ALERTS", 1)[1].split("\n\n", 1)[0]
+    assert "uncorrectable_ecc on GPU 5 (GPU-5b5b5b5b-0000-4000-8000-000000000005)" in section
+    assert "critical, started 2026-11-30 08:14:00 UTC, still firing" in section
+    assert "Uncorrectable (double-bit) ECC errors rose within 10 minutes." in section
+
+
 def test_show_prints_the_checkpoint_to_resume_from(deployed, capsys):
     resume = {
         "checkpoint": {

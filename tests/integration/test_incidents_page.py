@@ -1,6 +1,7 @@
 """The dashboard's page on moto and in a browser: the handler reads the open incidents through
 the `by_state` index and answers HTML; headless Chromium renders that HTML, screenshots it, and
-its DOM holds the incident and its two buttons."""
+its DOM holds the incident and its buttons (approve, reject, and reboot instead where a
+reboot is still allowed)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from lambdas.handlers import incidents_page
 from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.recovery import MAX_REBOOTS, RebootRecord
 from tests.integration.chromium import ChromiumUnavailable, render
 from tests.integration.conftest import Aws, invoke
 from tests.unit.world import TOKEN, World
@@ -98,7 +100,7 @@ def test_the_handler_answers_the_console_s_describe_with_the_widget_s_documentat
     assert invoke(incidents_page, {"describe": True}).startswith("## Open SDC incidents")
 
 
-def test_chromium_renders_the_incident_and_its_approve_and_reject_buttons(
+def test_chromium_renders_the_incident_and_its_approve_reject_and_reboot_instead_buttons(
     aws, tmp_path, capsys, monkeypatch
 ):
     incident = awaiting_incident()
@@ -114,12 +116,23 @@ def test_chromium_renders_the_incident_and_its_approve_and_reject_buttons(
 
     buttons = Buttons()
     buttons.feed(rendered.dom)
-    assert buttons.by_incident == {waiting.incident_id: ["Approve", "Reject"]}
+    assert buttons.by_incident == {waiting.incident_id: ["Approve", "Reject", "Reboot instead"]}
     shown = " ".join(buttons.visible)
     assert "REPLACE AFTER REVIEW" in shown and "exposure window: steps 21-30" in shown
     assert "expired at 2026-12-01 09:15 Europe/Berlin (2026-12-01 08:15 UTC)" in shown
     assert "From a shell" not in shown, "a popup's content spilled out of its cwdb-action"
     assert rendered.screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_chromium_shows_no_reboot_button_for_an_incident_already_rebooted(aws, tmp_path):
+    incident = awaiting_incident()
+    rebooted = stored(aws, dataclasses.replace(incident, reboot=RebootRecord(count=MAX_REBOOTS)))
+
+    rendered = render(invoke(incidents_page, WIDGET_EVENT), Path(tmp_path))
+
+    buttons = Buttons()
+    buttons.feed(rendered.dom)
+    assert buttons.by_incident == {rebooted.incident_id: ["Approve", "Reject"]}
 
 
 @pytest.mark.parametrize("hostile", ["<script>document.title='owned'</script>", "<b>bold</b>"])

@@ -14,6 +14,7 @@ from lambdas.logic.approval import incidents_page
 from lambdas.logic.ports import OpenIncidents, PageDeps
 from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.recovery import MAX_REBOOTS, RebootRecord
 from lambdas.models.widget import (
     WidgetRequest,
     WidgetRequestError,
@@ -103,13 +104,17 @@ def test_a_passed_deadline_says_a_decision_now_is_refused(world, waiting):
     assert "expired at 2026-11-30 08:16 UTC: a decision now is refused" in html
 
 
-def test_an_incident_awaiting_approval_has_an_approve_and_a_reject_button(world, waiting):
+def test_an_incident_awaiting_approval_has_approve_reject_and_reboot_instead_buttons(
+    world, waiting
+):
     elements = parsed(page.page_html([waiting], world.deps.settings, now=NOW, zone=BERLIN))
 
     buttons = [a for a in elements.tags("a") if "btn" in (a.get("class") or "")]
-    assert [b["data-decision"] for b in buttons] == ["approve", "reject"]
+    assert [b["data-decision"] for b in buttons] == ["approve", "reject", "reboot"]
+    labels = [link for link in elements.links if link in page.BUTTON_LABELS.values()]
+    assert labels == ["Approve", "Reject", "Reboot instead"]
     actions = elements.tags("cwdb-action")
-    assert [a["action"] for a in actions] == ["html", "html"]
+    assert [a["action"] for a in actions] == ["html", "html", "html"]
     assert all(a["display"] == "popup" for a in actions)
     assert not any(a.get("endpoint") for a in actions), "a button must never call a function"
 
@@ -119,6 +124,31 @@ def test_each_button_gives_the_command_that_decides_with_the_viewer_s_identity(w
 
     assert f"sdc approve {waiting.incident_id} -m &#x27;&lt;why&gt;&#x27;" in html
     assert f"sdc reject {waiting.incident_id} -m &#x27;&lt;why&gt;&#x27;" in html
+    assert f"sdc reboot {waiting.incident_id} -m &#x27;&lt;why&gt;&#x27;" in html
+
+
+def test_an_incident_already_rebooted_offers_no_second_reboot(world, waiting):
+    rebooted = dataclasses.replace(waiting, reboot=RebootRecord(count=1))
+    assert rebooted.reboots == MAX_REBOOTS
+
+    html = page.page_html([rebooted], world.deps.settings, now=NOW, zone=BERLIN)
+
+    buttons = [a for a in parsed(html).tags("a") if "btn" in (a.get("class") or "")]
+    assert [b["data-decision"] for b in buttons] == ["approve", "reject"]
+    assert "sdc reboot" not in html
+
+
+def test_the_reboot_popup_gives_the_console_input_of_a_reboot_like_the_card(world, waiting):
+    html = page.page_html([waiting], world.deps.settings, now=NOW, zone=BERLIN)
+
+    reboot = html.split('data-decision="reboot"', 1)[1]
+    popup = reboot.split("<cwdb-action", 1)[1].split("</cwdb-action>", 1)[0]
+    assert f"Reboot instead {waiting.incident_id}" in popup
+    assert "restarts the same instance rather than replacing it" in popup
+    assert (
+        f"{{&quot;incident_id&quot;: &quot;{waiting.incident_id}&quot;, "
+        "&quot;decision&quot;: &quot;reboot&quot;" in popup
+    )
 
 
 def test_where_console_approvals_are_accepted_the_popup_links_the_approval_machine_and_input(

@@ -14,7 +14,12 @@ from lambdas.models.incident import IncidentState
 from lambdas.models.notices import NoticeKind
 from lambdas.models.slurm import drain_reason
 from lambdas.models.telemetry import TelemetryState
-from lambdas.wording.card_lines import DEADLINE_LABEL, RECOMMENDATION_HEADING, deadline_words
+from lambdas.wording.card_lines import (
+    DEADLINE_LABEL,
+    HARDWARE_ALERTS_HEADING,
+    RECOMMENDATION_HEADING,
+    deadline_words,
+)
 
 GONE = ("replaced", "replaced_by_hyperpod")
 """Outcomes after which the suspect node is gone, its cordon with it."""
@@ -82,6 +87,8 @@ def problems(scenario: Scenario, seen: Observed) -> list[str]:
         found += _judge_storm(seen.holds, seen.notices, seen.health_checks)
     if scenario.hardware:
         found += _judge_hardware(seen.card, seen.finals, culprit_gpu(seen.alarm, seen.rank_map))
+    if scenario.hardware_alert:
+        found += _judge_hardware_alert(seen.card, culprit_gpu(seen.alarm, seen.rank_map))
     if scenario.muted:
         found += _judge_muted(seen.finals, seen.notices, seen.held_texts, seen.health_checks)
     if scenario.approvers and not seen.interactive:
@@ -294,6 +301,22 @@ def _judge_hardware(card: str | None, finals: Sequence[Any], culprit: dict[str, 
     if states != [TelemetryState.SIGNAL]:
         problems.append(f"the incidents' telemetry is {states}; expected ['signal']")
     return problems
+
+
+def _judge_hardware_alert(card: str | None, culprit: dict[str, Any]) -> list[str]:
+    """The card lists the throttling alert on the culprit's GPU, still firing, in the section of
+    its own."""
+    paragraphs = (card or "").split("\n\n")
+    section = next((p for p in paragraphs if p.startswith(HARDWARE_ALERTS_HEADING)), None)
+    if section is None:
+        return ["the card has no HARDWARE ALERTS section"]
+    uuid = culprit["gpu_uuid"]
+    if not any(
+        "hardware_throttling on GPU" in line and uuid in line and "still firing" in line
+        for line in section.splitlines()
+    ):
+        return [f"the card's HARDWARE ALERTS do not list the throttling alert on {uuid} firing"]
+    return []
 
 
 def labelled(text: str | None, label: str) -> str | None:

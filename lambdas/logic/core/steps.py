@@ -196,6 +196,22 @@ def error_details(err: BaseException, **extra: Any) -> dict[str, Any]:
     }
 
 
+AUDITED_NOTE: Final = "audited as "
+"""How a raised error says its failure is in the audit log already (`mark_audited`)."""
+
+
+def mark_audited(err: BaseException, action: AuditAction, subject: str) -> None:
+    """Note on `err` that its failure was audited (`action` under `subject`), so a caller
+    further up that audits whatever it cannot handle does not write it twice; the note shows
+    in the error's traceback, in the function's log and its failure queue."""
+    err.add_note(f"{AUDITED_NOTE}{action} under {subject}")
+
+
+def was_audited(err: BaseException) -> bool:
+    """Whether a step below already audited this failure (`mark_audited`)."""
+    return any(note.startswith(AUDITED_NOTE) for note in getattr(err, "__notes__", ()))
+
+
 NOTICE_RETRY_DELAYS: Final = (0.5, 1.0, 2.0, 4.0)
 """Seconds between the attempts of one notice (after the SDK's own retries of each)."""
 NOTICE_RETRY_WINDOW_SECONDS: Final = 8.0

@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 
 from lambdas.logic.core import ids
-from lambdas.logic.core.steps import Step, error_details
+from lambdas.logic.core.steps import Step, error_details, mark_audited
 from lambdas.logic.evidence import summaries, telemetry
 from lambdas.logic.evidence.recommendation import course_of
 from lambdas.logic.evidence.summaries import MAX_NAME
@@ -416,8 +416,9 @@ def _skip(
 
 
 def _open_failed(step: Step, trigger: Trigger, err: Exception) -> None:
+    subject = ids.event_subject(trigger.event_id)
     step.audit(
-        ids.event_subject(trigger.event_id),
+        subject,
         AuditAction.OPEN_FAILED,
         error_details(
             err,
@@ -427,3 +428,4 @@ def _open_failed(step: Step, trigger: Trigger, err: Exception) -> None:
         ),
         [getattr(err, "request_id", None)],
     )
+    mark_audited(err, AuditAction.OPEN_FAILED, subject)
