@@ -144,6 +144,28 @@ def test_after_a_replacement_the_node_name_it_kept_is_back_in_service(commands, 
     assert "replaced" in str(node.reason)
 
 
+def test_a_replaced_node_that_was_kept_for_inspection_is_lifted_all_the_same(
+    commands, slurm, monkeypatch
+):
+    # Given a node that would be kept for inspection (as a job-level incident keeps a node that
+    # failed its health check), approved and replaced
+    world = slurm_world(commands)
+    incident_id = world.awaiting_approval(isolated=True)
+    approval.decide(world.decision(incident_id, "approve"), world.deps)
+    ref = IncidentRef(incident_id)
+    recovery.replace_node(ref, world.deps)
+    while not recovery.check_replacement(ref, world.deps)["done"]:
+        pass
+    monkeypatch.setattr(
+        isolation, "_kept_reason", lambda *_: "failed its deep health check: left for inspection"
+    )
+    # When the incident closes as replaced
+    close(world, incident_id, Outcome.REPLACED)
+    # Then the name the new instance kept is not left drained under our reason
+    assert slurm.node(HOST).in_service
+    assert world.incident(incident_id).isolation.nodes[INSTANCE].state == "gone"
+
+
 def test_a_reboot_in_progress_keeps_the_drain(commands, slurm):
     # Given a reboot that never returns (the node stays Pending)
     world = slurm_world(commands)

@@ -326,9 +326,11 @@ def _release_one(
     name = node.node_name
     gone = _gone_reason(incident)
     kept = _kept_reason(incident, instance_id)
-    if record.slurm_controller and name and not kept:
+    if record.slurm_controller and name and (gone or not kept):
         # A replacement keeps the Slurm node's name: once it is done, the new instance
-        # would stay drained under our reason; the drain is lifted (only while it is ours).
+        # would stay drained under our reason; the drain is lifted (only while it is ours),
+        # even where the old instance was to be kept for inspection (a job-level incident's
+        # node that failed its health check): the name is the new instance's now.
         return slurm.release_one(step, incident, record, instance_id, node, replaced=gone)
     if gone or kept or not name:
         outcome = dataclasses.replace(
