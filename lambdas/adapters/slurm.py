@@ -32,16 +32,24 @@ WAIT_SECONDS: Final = 20
 second; the rest is Run Command's delivery). No result by then: SlurmUnreachable, recorded, and
 a retried step finds its own reason on the node."""
 NODE_NOT_FOUND_EXIT: Final = 3
+CONTROLLER_FAILED_EXIT: Final = 5
 _DONE: Final = frozenset({"Success", "Failed", "Cancelled", "TimedOut"})
 
 _SHOW = 'scontrol -o show node "$node"'
+_MISSING_OR_UNREACHABLE = (
+    f'case "$before" in *" not found"*) exit {NODE_NOT_FOUND_EXIT} ;; esac; '
+    f"exit {CONTROLLER_FAILED_EXIT}"
+)
+"""`scontrol show node` fails for a node the controller does not know ("Node x not found") and
+when it cannot reach slurmctld at all: only the first is a node gone; the second fails the
+command (a release that can be retried), never reads as a missing node."""
 _PATH = 'PATH="$PATH:/opt/slurm/bin"'
 """Where HyperPod installs Slurm on its nodes, in case the agent's shell does not have it."""
 _DRAIN_SCRIPT: Final = f"""set -u
 {_PATH}
 node={{node}}
 ours={{reason}}
-before=$({_SHOW} 2>&1) || {{{{ echo "sdc-missing $before"; exit {NODE_NOT_FOUND_EXIT}; }}}}
+before=$({_SHOW} 2>&1) || {{{{ echo "sdc-missing $before"; {_MISSING_OR_UNREACHABLE}; }}}}
 echo "sdc-before $before"
 case "$before" in
   *" Reason=$ours ["*) echo "sdc-outcome {DrainOutcome.ALREADY_OURS}" ;;
@@ -55,7 +63,7 @@ _RESUME_SCRIPT: Final = f"""set -u
 {_PATH}
 node={{node}}
 ours={{reason}}
-before=$({_SHOW} 2>&1) || {{{{ echo "sdc-missing $before"; exit {NODE_NOT_FOUND_EXIT}; }}}}
+before=$({_SHOW} 2>&1) || {{{{ echo "sdc-missing $before"; {_MISSING_OR_UNREACHABLE}; }}}}
 echo "sdc-before $before"
 case "$before" in
   *" Reason=$ours ["*) scontrol update nodename="$node" state=resume || exit 4
