@@ -117,3 +117,30 @@ def test_the_confirmer_is_named_for_the_orchestrator():
     assert claims.confirmer(Step(slurm.deps, "test"), cluster) == "HyperPod's host name"
     eks_cluster = eks.hyperpod.describe_cluster(CLUSTER)
     assert claims.confirmer(Step(eks.deps, "test"), eks_cluster) == "Kubernetes"
+
+
+def test_an_alarm_naming_the_slurm_controller_is_skipped_before_anything_acts():
+    world = slurm_world()
+    world.hyperpod.add_node(CLUSTER, "controller-machine", CONTROLLER)
+    event = copy.deepcopy(alarm_event())
+    event["detail"]["alarmContributor"]["attributes"]["InstanceId"] = CONTROLLER
+    at = world.clock.current + timedelta(seconds=1)
+    event["detail"]["state"]["timestamp"] = at.strftime("%Y-%m-%dT%H:%M:%S.000+0000")
+
+    result = intake.open_incident(parse_contributor_event(event), world.deps)
+
+    assert result["action"] == "skipped"
+    assert not world.workflow.executions
+    assert not world.hyperpod.calls_to("StartClusterHealthCheck")
+
+
+def test_a_report_naming_the_slurm_controller_leaves_it_unconfirmed():
+    world = slurm_world()
+    world.hyperpod.add_node(CLUSTER, "controller-machine", CONTROLLER)
+    event = forged_event([CONTROLLER, INSTANCE], ambiguous=True)
+
+    intake.store_report(parse_report_event(event), world.deps)
+
+    (incident,) = world.store.incidents.values()
+    assert "is the Slurm controller" in incident.unconfirmed[CONTROLLER]
+    assert CONTROLLER not in incident.instance_ids

@@ -54,6 +54,10 @@ def hyperpod_nodes(
     nodes: list[str] = []
     unconfirmed: dict[str, str] = {}
     for index, instance_id in enumerate(instance_ids):
+        controller = controller_refusal(step, cluster_name, instance_id)
+        if controller is not None:
+            unconfirmed[instance_id] = controller
+            continue
         if index >= MAX_CHECKED:
             unconfirmed[instance_id] = (
                 f"not checked: the report names more than {MAX_CHECKED} instances"
@@ -69,6 +73,19 @@ def hyperpod_nodes(
         else:
             nodes.append(instance_id)
     return nodes, unconfirmed
+
+
+def controller_refusal(step: Step, cluster_name: str, instance_id: str) -> str | None:
+    """Why the instance is never a suspect (None: it may be one): it is the cluster's Slurm
+    controller as configured. HyperPod lists the controller as a node of the cluster, so a
+    forged report or alarm naming it would otherwise propose to reboot or replace the one
+    machine every job of the cluster depends on."""
+    if instance_id == step.deps.settings.isolation_for(cluster_name).slurm_controller:
+        return (
+            f"{instance_id} is the Slurm controller of cluster {cluster_name} "
+            "(sdc:slurmControllers): never a suspect"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)

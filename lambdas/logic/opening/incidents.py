@@ -221,6 +221,9 @@ def _node_draft(
     instance's latest stored report); skipped when HyperPod does not know the node. `flag`: the
     node is to be flagged for storm detection (the caller has not yet)."""
     deps = step.deps
+    controller = claims.controller_refusal(step, trigger.cluster_name, trigger.instance_id)
+    if controller is not None:
+        return _skip(step, incident_id, trigger, ClaimNotConfirmed(controller), controller)
     try:
         cluster = deps.hyperpod.describe_cluster(trigger.cluster_name)
         node = deps.hyperpod.describe_node(trigger.cluster_name, trigger.instance_id)
