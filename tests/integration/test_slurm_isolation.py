@@ -166,6 +166,36 @@ def test_a_replaced_node_that_was_kept_for_inspection_is_lifted_all_the_same(
     assert world.incident(incident_id).isolation.nodes[INSTANCE].state == "gone"
 
 
+class LateRunCommand:
+    """The SSM Slurm port whose drain runs on the controller but answers too late."""
+
+    def __init__(self, real: SsmSlurmControllers) -> None:
+        self.real = real
+
+    def drain(self, controller, node_name, reason):
+        self.real.drain(controller, node_name, reason)
+        raise SlurmUnreachable("drain: no result within 20 s (status InProgress)")
+
+    def resume(self, controller, node_name, reason):
+        return self.real.resume(controller, node_name, reason)
+
+
+def test_a_drain_that_answered_too_late_is_lifted_when_the_incident_closes(commands, slurm):
+    # Given a drain whose command ran on the controller after the wait for its result ended
+    world = slurm_world(commands)
+    world.slurm = LateRunCommand(world.slurm)
+    incident_id = world.awaiting_approval(isolated=True)
+    node = world.incident(incident_id).isolation.nodes[INSTANCE]
+    assert (node.state, node.cause, node.node_name) == ("not_isolated", "unreachable", HOST)
+    assert slurm.node(HOST).reason == drain_reason(incident_id)
+    approval.decide(world.decision(incident_id, "reject"), world.deps)
+    # When the incident closes
+    close(world, incident_id, Outcome.REJECTED)
+    # Then our late drain is lifted, not left for good
+    assert slurm.node(HOST).in_service
+    assert world.incident(incident_id).isolation.nodes[INSTANCE].state == "released"
+
+
 def test_a_reboot_in_progress_keeps_the_drain(commands, slurm):
     # Given a reboot that never returns (the node stays Pending)
     world = slurm_world(commands)

@@ -291,7 +291,11 @@ def release(step: Step, incident: Incident) -> Incident:
     if record is None:
         return incident
     nodes = dict(record.nodes)
-    due = {i: n for i, n in nodes.items() if n.state in _TO_RELEASE}
+    due = {
+        i: n
+        for i, n in nodes.items()
+        if n.state in _TO_RELEASE or slurm.may_carry_a_late_drain(record, n)
+    }
     if not due:
         return incident
     taint = incident_taint(incident.incident_id)

@@ -20,7 +20,7 @@ import dataclasses
 from lambdas.logic.core.steps import Step
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
-from lambdas.models.errors import SdcError, SlurmError, SlurmNodeNotFound
+from lambdas.models.errors import SdcError, SlurmError, SlurmNodeNotFound, SlurmUnreachable
 from lambdas.models.hyperpod import Orchestrator
 from lambdas.models.incident import Incident
 from lambdas.models.isolation import IsolatedNode, IsolationCause, IsolationRecord, IsolationState
@@ -52,15 +52,20 @@ def isolate_one(step: Step, incident: Incident, controller: str, instance_id: st
     reason = drain_reason(incident.incident_id)
     try:
         node_name = _node_name(step, incident.cluster_name, instance_id)
-        change = step.deps.slurm.drain(controller, node_name, reason)
     except _Unnamed as err:
         return _not_isolated(
             step, incident, instance_id, controller, IsolationCause.NO_HOSTNAME, err
         )
-    except SlurmError as err:
-        return _not_isolated(step, incident, instance_id, controller, err.cause, err)
     except SdcError as err:
         return _not_isolated(step, incident, instance_id, controller, IsolationCause.HYPERPOD, err)
+    try:
+        change = step.deps.slurm.drain(controller, node_name, reason)
+    except SlurmUnreachable as err:
+        # No answer in time is no proof the drain did not run: Run Command may still deliver
+        # it. The name is kept so that the release resumes it (only while the reason is ours).
+        return _not_isolated(step, incident, instance_id, controller, err.cause, err, node_name)
+    except SlurmError as err:
+        return _not_isolated(step, incident, instance_id, controller, err.cause, err)
     ours = change.outcome is not DrainOutcome.FOREIGN
     record = IsolatedNode(
         IsolationState.ISOLATED,
@@ -93,6 +98,17 @@ def isolate_one(step: Step, incident: Incident, controller: str, instance_id: st
         outcome=str(change.outcome),
     )
     return record
+
+
+def may_carry_a_late_drain(record: IsolationRecord, node: IsolatedNode) -> bool:
+    """A node whose drain got no answer in time: the command may have run after all, so its
+    release is due like an isolated node's (the resume touches only a reason that is ours)."""
+    return (
+        record.slurm_controller is not None
+        and node.state is IsolationState.NOT_ISOLATED
+        and node.cause is IsolationCause.UNREACHABLE
+        and node.node_name is not None
+    )
 
 
 def release_one(
@@ -189,8 +205,11 @@ def _not_isolated(
     controller: str,
     cause: IsolationCause,
     err: SdcError,
+    node_name: str | None = None,
 ) -> IsolatedNode:
-    record = IsolatedNode(IsolationState.NOT_ISOLATED, cause=cause, reason=f"{cause}: {err}")
+    record = IsolatedNode(
+        IsolationState.NOT_ISOLATED, node_name=node_name, cause=cause, reason=f"{cause}: {err}"
+    )
     step.audit(
         incident.incident_id,
         AuditAction.NODE_NOT_ISOLATED,
