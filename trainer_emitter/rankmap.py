@@ -29,10 +29,13 @@ RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 operators (`RANK`), Open MPI, MPICH and Intel MPI (`PMI_RANK`), Slurm's `srun` (`SLURM_PROCID`:
 last, since under `srun ... torchrun` it numbers the launchers, not the ranks)."""
 
-NODE_NAME_VARIABLES = ("NODE_NAME", "SLURMD_NODENAME")
-"""Where a rank finds its node's name, first found wins: Kubernetes (`NODE_NAME`, which the pod
-spec sets from `spec.nodeName`), then Slurm (`SLURMD_NODENAME`, which slurmd sets for every job
-step, and which `srun`, `torchrun` and MPI launchers pass on to the ranks). The host name is not
+NODE_NAME_VARIABLES = ("SLURMD_NODENAME", "NODE_NAME")
+"""Where a rank finds its node's name, first found wins: Slurm (`SLURMD_NODENAME`, which slurmd
+sets on each node for every job step, and which `srun`, `torchrun` and MPI launchers pass on to
+the ranks), then Kubernetes (`NODE_NAME`, which the pod spec sets from `spec.nodeName`; never set
+with slurmd). Slurm's comes first because `srun` passes the submitting shell's environment to
+every rank (`--export=ALL`): a `NODE_NAME` exported there names one node for all ranks, while
+slurmd sets its own variable on each node. The host name is not
 read: a host's name need not be its scheduler's name for it (Slurm's `NodeName` and
 `NodeHostname` may differ, a container may have a host name of its own), and a wrong node name
 would pair ring-replay peers on one machine or match the wrong resource config entry."""
@@ -134,7 +137,8 @@ def local_rank_info(
 
     Rank: `rank`, else `process_rank()`, else 0 (a process alone). Node name: the first of
     `NODE_NAME_VARIABLES` that is set, else none. Instance id, first found wins:
-    `SDC_INSTANCE_ID`; the `hyperpod-i-…` form of the node name (HyperPod EKS); the one entry
+    `SDC_INSTANCE_ID` (on Slurm, one that the resource config contradicts leaves the rank
+    unmapped, with a warning: `srun` passes one shell's value to every rank); the `hyperpod-i-…` form of the node name (HyperPod EKS); the one entry
     for the node in HyperPod's resource config on the node (`/opt/ml/config/resource_config.json`,
     or `SDC_RESOURCE_CONFIG`: see `trainer_emitter.resource_config`), which maps a Slurm node
     `ip-10-1-69-242` to its instance; EC2 instance metadata when `SDC_USE_IMDS=1` (off by
@@ -151,11 +155,20 @@ def local_rank_info(
         raise ValueError(
             f"SDC_INSTANCE_ID={explicit!r} is not 'i-' followed by 8 or 17 lowercase hex digits"
         )
-    instance_id = (
-        explicit
-        or instance_id_from_node_name(node_name)
-        or instance_id_from_resource_config(node_name, env.get(RESOURCE_CONFIG_VARIABLE))
-    )
+    listed = instance_id_from_resource_config(node_name, env.get(RESOURCE_CONFIG_VARIABLE))
+    on_slurm = bool(env.get("SLURMD_NODENAME", "").strip())
+    if on_slurm and explicit and listed and explicit != listed:
+        # srun passes the submitting shell's SDC_INSTANCE_ID to every rank: one id for all.
+        log.warning(
+            "SDC_INSTANCE_ID=%s, but HyperPod's resource config lists node %s as %s: rank %s "
+            "left unmapped (unset SDC_INSTANCE_ID in the job script, or set it per node)",
+            explicit,
+            node_name,
+            listed,
+            rank,
+        )
+        return RankInfo(rank=rank, node_name=node_name, instance_id=None, gpu_uuid=local_gpu_uuid())
+    instance_id = explicit or instance_id_from_node_name(node_name) or listed
     if instance_id is None and (
         use_imds if use_imds is not None else env.get("SDC_USE_IMDS") == "1"
     ):

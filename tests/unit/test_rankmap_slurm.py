@@ -172,23 +172,42 @@ def test_a_resource_config_the_variable_names_but_that_is_missing_is_warned_abou
     assert f"HyperPod resource config {missing} (SDC_RESOURCE_CONFIG) does not exist" in caplog.text
 
 
-def test_an_explicit_instance_id_wins_over_the_resource_config(config_path):
-    info = local_rank_info(environ=slurm_env(WORKER, config_path, SDC_INSTANCE_ID="i-0123abcd"))
+def test_an_explicit_instance_id_the_resource_config_agrees_with_maps_the_rank(config_path):
+    info = local_rank_info(environ=slurm_env(WORKER, config_path, SDC_INSTANCE_ID=WORKER_ID))
+
+    assert info.instance_id == WORKER_ID
+
+
+def test_an_explicit_instance_id_the_resource_config_contradicts_leaves_the_rank_unmapped(
+    config_path, caplog
+):
+    # srun passes the submitting shell's environment to every rank: one id for all of them
+    with caplog.at_level(logging.WARNING, logger="trainer_emitter"):
+        info = local_rank_info(
+            environ=slurm_env(WORKER, config_path, SDC_INSTANCE_ID="i-0aa00000000000001")
+        )
+
+    assert info.instance_id is None
+    assert f"lists node {WORKER} as {WORKER_ID}" in caplog.text
+
+
+def test_an_explicit_instance_id_holds_where_no_resource_config_lists_the_node(tmp_path):
+    missing = str(tmp_path / "absent.json")
+
+    info = local_rank_info(environ=slurm_env(WORKER, missing, SDC_INSTANCE_ID="i-0123abcd"))
 
     assert info.instance_id == "i-0123abcd"
 
 
-def test_slurmd_s_node_name_is_used_only_where_kubernetes_gives_none(config_path):
+def test_slurmd_s_node_name_wins_over_a_node_name_the_job_script_exported(config_path):
+    # `export NODE_NAME=...` in an sbatch script reaches every rank through srun
     both = local_rank_info(
         environ=slurm_env(WORKER, config_path, NODE_NAME="hyperpod-i-0aa00000000000001")
     )
-    slurm_only = local_rank_info(environ=slurm_env(WORKER, config_path, NODE_NAME=" "))
+    kubernetes_only = local_rank_info(environ={"NODE_NAME": "hyperpod-i-0aa00000000000001"})
 
-    assert (both.node_name, both.instance_id) == (
-        "hyperpod-i-0aa00000000000001",
-        "i-0aa00000000000001",
-    )
-    assert (slurm_only.node_name, slurm_only.instance_id) == (WORKER, WORKER_ID)
+    assert (both.node_name, both.instance_id) == (WORKER, WORKER_ID)
+    assert kubernetes_only.instance_id == "i-0aa00000000000001"
 
 
 def test_an_eks_rank_maps_as_before_whatever_resource_config_lies_beside_it(config_path):
