@@ -16,6 +16,7 @@ from lambdas.models.errors import SlurmError, SlurmNodeNotFound, SlurmUnreachabl
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from lambdas.models.settings import IsolationConfig
 from lambdas.models.slurm import RUN_SHELL_SCRIPT, DrainOutcome, drain_reason
+from lambdas.models.states import Scope
 from lambdas.wording import cards
 from tests.integration.conftest import SLURM_NODES
 from tests.unit.world import CLUSTER, INSTANCE, World, settings
@@ -194,6 +195,42 @@ def test_a_drain_that_answered_too_late_is_lifted_when_the_incident_closes(comma
     # Then our late drain is lifted, not left for good
     assert slurm.node(HOST).in_service
     assert world.incident(incident_id).isolation.nodes[INSTANCE].state == "released"
+
+
+class SilentRunCommand:
+    """The SSM Slurm port of a controller that never answers; counts the drains sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def drain(self, controller, node_name, reason):
+        self.sent.append(node_name)
+        raise SlurmUnreachable("drain: no result within 20 s (status InProgress)")
+
+    def resume(self, controller, node_name, reason):
+        raise SlurmUnreachable("resume: no result within 20 s (status InProgress)")
+
+
+def test_after_one_silent_drain_the_other_nodes_of_the_incident_are_not_sent():
+    world = slurm_world(None)
+    world.slurm = silent = SilentRunCommand()
+    others = [f"i-0f{n:015x}" for n in range(3)]
+    for n, instance_id in enumerate(others):
+        world.hyperpod.add_node(CLUSTER, "workers", instance_id, hostname=f"ip-10-9-0-{n}.x")
+    incident_id = world.opened()
+    incident = world.incident(incident_id)
+    # a job-level incident over four nodes, as an ambiguous report opens one
+    incident.scope, incident.instance_id = Scope.JOB, ""
+    incident.instance_ids = [INSTANCE, *others]
+    world.store.incidents[incident_id] = incident
+
+    isolation.isolate_node(IncidentRef(incident_id), world.deps)
+
+    assert silent.sent == [HOST]
+    nodes = world.incident(incident_id).isolation.nodes
+    assert {nodes[i].cause for i in others} == {"unreachable"}
+    assert all("not sent" in str(nodes[i].reason) for i in others)
+    assert all(nodes[i].node_name is None for i in others)
 
 
 def test_a_reboot_in_progress_keeps_the_drain(commands, slurm):

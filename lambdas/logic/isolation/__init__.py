@@ -157,8 +157,16 @@ def _drain(
     assert controller is not None
     existing = incident.isolation
     nodes = dict(existing.nodes) if existing else {}
+    silent: str | None = None
     for instance_id in instances:
+        if silent is not None:
+            # One wait for an answer per node would outlast the function's time limit: the
+            # other nodes are not sent (nothing of ours can land on them later).
+            nodes[instance_id] = slurm.not_sent(step, incident, controller, instance_id, silent)
+            continue
         nodes[instance_id] = slurm.isolate_one(step, incident, controller, instance_id)
+        if nodes[instance_id].cause is IsolationCause.UNREACHABLE:
+            silent = instance_id
     done = dataclasses.replace(base, slurm_controller=controller, nodes=nodes)
     failed = {i: n for i, n in nodes.items() if n.state != IsolationState.ISOLATED}
     if not failed:

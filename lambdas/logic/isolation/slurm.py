@@ -100,6 +100,17 @@ def isolate_one(step: Step, incident: Incident, controller: str, instance_id: st
     return record
 
 
+def not_sent(
+    step: Step, incident: Incident, controller: str, instance_id: str, silent_for: str
+) -> IsolatedNode:
+    """The record of a node whose drain was not sent: the controller gave no answer for an
+    earlier node of the same incident (audited and counted like any node not isolated)."""
+    err = SlurmUnreachable(
+        f"not sent: controller {controller} gave no answer in time for {silent_for}"
+    )
+    return _not_isolated(step, incident, instance_id, controller, err.cause, err)
+
+
 def may_carry_a_late_drain(record: IsolationRecord, node: IsolatedNode) -> bool:
     """A node whose drain got no answer in time: the command may have run after all, so its
     release is due like an isolated node's (the resume touches only a reason that is ours)."""
