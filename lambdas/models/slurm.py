@@ -17,7 +17,9 @@ DRAIN_REASON_PREFIX: Final = "sdc-remediation incident "
 RUN_SHELL_SCRIPT: Final = "AWS-RunShellScript"
 """The SSM document the commands on a controller are sent as (AWS-owned: none of ours to deploy;
 the functions' roles may send it to the configured controllers only)."""
-_REASON = re.compile(r" Reason=(?P<reason>.*) \[(?P<user>[^@\]]*)@(?P<at>[^\]]*)\]")
+_REASON = re.compile(r" Reason=(?P<reason>.*?) \[(?P<user>[^@\]]*)@(?P<at>[^\]]*)\]")
+"""The reason runs to the first ` [user@time]` that Slurm writes after it: a later field that
+carries such text of its own (a comment) is not read as part of the reason."""
 _STATE = re.compile(r" State=(?P<state>\S+)")
 _NAME = re.compile(r"NodeName=(?P<name>\S+)")
 

@@ -15,7 +15,7 @@ from lambdas.adapters.slurm import (
     drain_script,
     resume_script,
 )
-from lambdas.models.slurm import drain_reason
+from lambdas.models.slurm import SlurmNodeState, drain_reason
 
 SCRIPTS = {"drain": drain_script, "resume": resume_script}
 
@@ -53,3 +53,14 @@ def test_a_controller_that_does_not_answer_is_no_missing_node(tmp_path, verb):
     )
 
     assert code == CONTROLLER_FAILED_EXIT
+
+
+def test_the_reason_ends_at_the_first_user_and_time_slurm_writes_after_it():
+    line = (
+        "NodeName=ip-10-1-69-242 Arch=x86_64 State=IDLE+DRAIN Reason=maint [root@2026-12-05T10:00:00]"
+        " Comment=see [alice@elsewhere]"
+    )
+
+    node = SlurmNodeState.parse(line)
+
+    assert (node.reason, node.reason_user) == ("maint", "root")
