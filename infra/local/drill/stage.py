@@ -98,8 +98,14 @@ def slurm_rank_map(rank_map: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     "SDC_RESOURCE_CONFIG": str(path),
                 },
             )
-            rest = {k: v for k, v in entry.items() if k not in ("node", "node_name")}
-            mapped.append({**rest, "node": info.node_name, "instance_id": info.instance_id})
+            mapped.append(
+                {
+                    **dict(entry),
+                    "node": info.node_name,
+                    "node_name": info.node_name,
+                    "instance_id": info.instance_id,
+                }
+            )
     return mapped
 
 
