@@ -240,11 +240,14 @@ _SUSPICIONS: Final = (
 
 
 def suspected(incident: Incident) -> str:
-    """What the incident's metrics suspect, as the card's first line (WHAT) says it: silent
-    data corruption, a training hang, a straggler (or several of them); silent data corruption
-    when its evidence names no metric (an alarm the record could not attribute)."""
+    """What the incident's evidence suspects, as the card's first line (WHAT) says it: silent
+    data corruption, a training hang, a straggler, failing hardware (the cluster's hardware
+    alerts), or several of them; silent data corruption when its evidence names none of them
+    (an alarm the record could not attribute)."""
     metrics = set(incident.metrics)
     named = [what for kinds, what in _SUSPICIONS if metrics & {m.value for m in kinds}]
+    if incident.hardware:
+        named.append("failing hardware")
     return " and ".join(named) or "silent data corruption"
 
 
@@ -335,7 +338,8 @@ def _summary(
 ) -> Section:
     """The card's first five lines: what, where, the recommendation (the stored one, as its
     heading), the deadline, how to decide."""
-    metrics = ", ".join(incident.metrics) or "no metric recorded"
+    rules = sorted({str(item.get("rule")) for item in incident.hardware if item.get("rule")})
+    metrics = ", ".join([*incident.metrics, *rules]) or "no metric recorded"
     decisions = "|".join(decision.value for decision in inputs)
     command = f"sdc {decisions} {incident.incident_id} -m '<why>'"
     how = (

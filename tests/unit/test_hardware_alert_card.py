@@ -104,3 +104,13 @@ def test_a_card_too_large_cuts_the_alerts_like_other_evidence_and_keeps_the_summ
     shown = card.hardware_alerts.lines if card.hardware_alerts else ()
     assert len(shown) < 80
     assert f"`sdc show {incident.incident_id}`" in card.text
+
+
+def test_an_incident_opened_by_hardware_alerts_alone_says_failing_hardware_first(world):
+    (opened,) = deliver(world, sns_event(alert()))
+
+    card = cards.approval_card(world.incident(opened["incident_id"]), world.settings)
+
+    (what,) = [line for line in card.text.splitlines() if line.startswith("WHAT: ")]
+    assert what.startswith("WHAT: failing hardware suspected on ")
+    assert what.endswith("(hardware_throttling)")
