@@ -45,34 +45,37 @@ when it cannot reach slurmctld at all: only the first is a node gone; the second
 command (a release that can be retried), never reads as a missing node."""
 _PATH = 'PATH="$PATH:/opt/slurm/bin"'
 """Where HyperPod installs Slurm on its nodes, in case the agent's shell does not have it."""
-_DRAIN_SCRIPT: Final = f"""set -u
+
+
+def _script(cases: str) -> str:
+    """A script that reads the node (`sdc-before`), acts by `cases` on what it read (a `case` on
+    `$before`, printing `sdc-outcome`), and reads it again (`sdc-after`); `{node}` and
+    `{reason}` are filled in, quoted, by the caller."""
+    return f"""set -u
 {_PATH}
 node={{node}}
 ours={{reason}}
 before=$({_SHOW} 2>&1) || {{{{ echo "sdc-missing $before"; {_MISSING_OR_UNREACHABLE}; }}}}
 echo "sdc-before $before"
 case "$before" in
-  *" Reason=$ours ["*) echo "sdc-outcome {DrainOutcome.ALREADY_OURS}" ;;
+{cases}
+esac
+echo "sdc-after $({_SHOW})"
+"""
+
+
+_DRAIN_SCRIPT: Final = _script(
+    f"""  *" Reason=$ours ["*) echo "sdc-outcome {DrainOutcome.ALREADY_OURS}" ;;
   *" Reason="*) echo "sdc-outcome {DrainOutcome.FOREIGN}" ;;
   *) scontrol update nodename="$node" state=drain reason="$ours" || exit 4
-     echo "sdc-outcome {DrainOutcome.DRAINED}" ;;
-esac
-echo "sdc-after $({_SHOW})"
-"""
-_RESUME_SCRIPT: Final = f"""set -u
-{_PATH}
-node={{node}}
-ours={{reason}}
-before=$({_SHOW} 2>&1) || {{{{ echo "sdc-missing $before"; {_MISSING_OR_UNREACHABLE}; }}}}
-echo "sdc-before $before"
-case "$before" in
-  *" Reason=$ours ["*) scontrol update nodename="$node" state=resume || exit 4
+     echo "sdc-outcome {DrainOutcome.DRAINED}" ;;"""
+)
+_RESUME_SCRIPT: Final = _script(
+    f"""  *" Reason=$ours ["*) scontrol update nodename="$node" state=resume || exit 4
      echo "sdc-outcome {DrainOutcome.RESUMED}" ;;
   *" Reason="*) echo "sdc-outcome {DrainOutcome.FOREIGN}" ;;
-  *) echo "sdc-outcome {DrainOutcome.NOT_DRAINED}" ;;
-esac
-echo "sdc-after $({_SHOW})"
-"""
+  *) echo "sdc-outcome {DrainOutcome.NOT_DRAINED}" ;;"""
+)
 
 
 def drain_script(node_name: str, reason: str) -> str:

@@ -44,6 +44,17 @@ def slurm_world(commands: LocalRunCommand, **config: str) -> World:
     )
 
 
+def drained_approved_and_replaced(world: World) -> str:
+    """An incident whose node was drained, approved and replaced (the replacement done)."""
+    incident_id = world.awaiting_approval(isolated=True)
+    approval.decide(world.decision(incident_id, "approve"), world.deps)
+    ref = IncidentRef(incident_id)
+    recovery.replace_node(ref, world.deps)
+    while not recovery.check_replacement(ref, world.deps)["done"]:
+        pass
+    return incident_id
+
+
 def close(world: World, incident_id: str, outcome: Outcome) -> None:
     closing.close_incident(CloseRequest(incident_id, outcome, None), world.deps)
 
@@ -128,12 +139,7 @@ def test_isolating_twice_drains_once_and_keeps_our_reason(commands, slurm):
 def test_after_a_replacement_the_node_name_it_kept_is_back_in_service(commands, slurm):
     # Given a drained node, approved and replaced (the new instance keeps the host name)
     world = slurm_world(commands)
-    incident_id = world.awaiting_approval(isolated=True)
-    approval.decide(world.decision(incident_id, "approve"), world.deps)
-    ref = IncidentRef(incident_id)
-    recovery.replace_node(ref, world.deps)
-    while not recovery.check_replacement(ref, world.deps)["done"]:
-        pass
+    incident_id = drained_approved_and_replaced(world)
     drained_during_replacement = slurm.node(HOST).reason
     # When the incident closes as replaced
     close(world, incident_id, Outcome.REPLACED)
@@ -151,12 +157,7 @@ def test_a_replaced_node_that_was_kept_for_inspection_is_lifted_all_the_same(
     # Given a node that would be kept for inspection (as a job-level incident keeps a node that
     # failed its health check), approved and replaced
     world = slurm_world(commands)
-    incident_id = world.awaiting_approval(isolated=True)
-    approval.decide(world.decision(incident_id, "approve"), world.deps)
-    ref = IncidentRef(incident_id)
-    recovery.replace_node(ref, world.deps)
-    while not recovery.check_replacement(ref, world.deps)["done"]:
-        pass
+    incident_id = drained_approved_and_replaced(world)
     monkeypatch.setattr(
         isolation, "_kept_reason", lambda *_: "failed its deep health check: left for inspection"
     )

@@ -220,7 +220,6 @@ def alerting_workspace(
     import yaml
 
     from infra.local import prometheus
-    from infra.local.run import kube_node_names
     from infra.stack.alert_rules import rule_groups
     from infra.stack.settings import Settings
 
@@ -231,19 +230,13 @@ def alerting_workspace(
     now = int(time.time()) // 15 * 15
     start = now - 30 * 60
     culprit = culprit_gpu(alarm, rank_map)
-    hosts = kube_node_names(sorted({str(e["instance_id"]) for e in rank_map}))
-    series = []
-    for n, entry in enumerate(rank_map):
-        bits = THROTTLED if entry["gpu_uuid"] == culprit["gpu_uuid"] else POWER_CAPPED
-        series += prometheus.gpu_series(
-            host=hosts[str(entry["instance_id"])],
-            gpu=str(entry["rank"] % GPUS_PER_NODE),
-            uuid=str(entry["gpu_uuid"]),
-            start=start,
-            end=now,
-            changes={"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": [(start, bits)]},
-            collector=prometheus.collector_labels(f"dcgm-exporter-n{n // 8}", f"10.1.100.{n}"),
-        )
+    series = throttle_series(
+        rank_map,
+        start,
+        now,
+        lambda entry: THROTTLED if entry["gpu_uuid"] == culprit["gpu_uuid"] else POWER_CAPPED,
+        lambda n: (f"dcgm-exporter-n{n // 8}", f"10.1.100.{n}"),
+    )
     content = rule_groups(CLUSTER, thresholds=thresholds)
     for group in content["groups"]:
         group["interval"] = "1s"
@@ -277,25 +270,18 @@ def throttle_workspace(
     along: the hardware corroboration the decision table asks of a straggler. Served by a real
     Prometheus when one is installed, else by the stand-in. Yields the base URL."""
     from infra.local import prometheus
-    from infra.local.run import kube_node_names
 
     now = int(time.time()) // 15 * 15
     start = now - 30 * 60
     (flagged,) = alarm["straggler"]["flagged"]
     slow = next(e for e in rank_map if e["rank"] == flagged)
-    hosts = kube_node_names(sorted({str(e["instance_id"]) for e in rank_map}))
-    series = []
-    for n, entry in enumerate(rank_map):
-        bits = HW_SLOWDOWN if throttled and entry["rank"] == flagged else POWER_CAPPED
-        series += prometheus.gpu_series(
-            host=hosts[str(entry["instance_id"])],
-            gpu=str(entry["rank"] % GPUS_PER_NODE),
-            uuid=str(entry["gpu_uuid"]),
-            start=start,
-            end=now,
-            changes={"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": [(start, bits)]},
-            collector=prometheus.collector_labels(f"dcgm-exporter-n{n}", f"10.1.100.{n + 1}"),
-        )
+    series = throttle_series(
+        rank_map,
+        start,
+        now,
+        lambda entry: HW_SLOWDOWN if throttled and entry["rank"] == flagged else POWER_CAPPED,
+        lambda n: (f"dcgm-exporter-n{n}", f"10.1.100.{n + 1}"),
+    )
     what = f"{len(rank_map)} GPUs' dcgm-exporter series; " + (
         f"the straggler's GPU {slow['gpu_uuid']} ({slow['instance_id']}) held down by HW "
         "slowdown for 30 minutes"
@@ -402,3 +388,31 @@ def deliver_hardware_alert(
         raise RuntimeError(f"store_report refused the hardware alert: {answer}")
     note("sns", f"the alert manager's notification {message_id[:8]} delivered to store_report")
     return list(dict.fromkeys(r["incident_id"] for r in answer if r.get("incident_id")))
+
+
+def throttle_series(
+    rank_map: Sequence[dict[str, Any]],
+    start: int,
+    now: int,
+    bits: Callable[[dict[str, Any]], int],
+    collector: Callable[[int], tuple[str, str]],
+) -> list[Any]:
+    """Every GPU's dcgm-exporter series from `start` to `now`, as the observability add-on
+    stores them (each named by its Kubernetes node), its clock throttle reasons `bits(entry)`
+    throughout; `collector(n)`: the n-th series' exporter pod and address."""
+    from infra.local import prometheus
+    from infra.local.run import kube_node_names
+
+    hosts = kube_node_names(sorted({str(e["instance_id"]) for e in rank_map}))
+    series: list[Any] = []
+    for n, entry in enumerate(rank_map):
+        series += prometheus.gpu_series(
+            host=hosts[str(entry["instance_id"])],
+            gpu=str(entry["rank"] % GPUS_PER_NODE),
+            uuid=str(entry["gpu_uuid"]),
+            start=start,
+            end=now,
+            changes={"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": [(start, bits(entry))]},
+            collector=prometheus.collector_labels(*collector(n)),
+        )
+    return series

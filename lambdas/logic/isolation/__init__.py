@@ -39,7 +39,7 @@ from lambdas.models.recommendation import Course
 from lambdas.models.slurm import drain_reason
 from lambdas.observability import count, logger
 
-from . import slurm
+from . import outcomes, slurm
 
 _TO_RELEASE = frozenset(
     {IsolationState.ISOLATED, IsolationState.PENDING, IsolationState.RELEASE_FAILED}
@@ -133,12 +133,7 @@ def isolate(step: Step, incident: Incident) -> Incident:
     for instance_id in instances:
         nodes[instance_id], incident = _isolate_one(step, incident, eks, taint, instance_id, nodes)
     done = dataclasses.replace(base, eks_cluster=eks, nodes=nodes)
-    failed = {i: n for i, n in nodes.items() if n.state != IsolationState.ISOLATED}
-    if not failed:
-        return _settle(step, incident, done, None, None, state=IsolationState.ISOLATED)
-    causes = sorted({str(n.cause) for n in failed.values()})
-    reason = "; ".join(f"{i}: {n.reason}" for i, n in sorted(failed.items()))
-    return _settle(step, incident, done, ",".join(causes), reason)
+    return _settle_nodes(step, incident, done)
 
 
 def _drain(
@@ -168,12 +163,7 @@ def _drain(
         if nodes[instance_id].cause is IsolationCause.UNREACHABLE:
             silent = instance_id
     done = dataclasses.replace(base, slurm_controller=controller, nodes=nodes)
-    failed = {i: n for i, n in nodes.items() if n.state != IsolationState.ISOLATED}
-    if not failed:
-        return _settle(step, incident, done, None, None, state=IsolationState.ISOLATED)
-    causes = sorted({str(n.cause) for n in failed.values()})
-    reason = "; ".join(f"{i}: {n.reason}" for i, n in sorted(failed.items()))
-    return _settle(step, incident, done, ",".join(causes), reason)
+    return _settle_nodes(step, incident, done)
 
 
 def _isolate_one(
@@ -259,6 +249,17 @@ def _failed(err: KubernetesError, node_name: str | None) -> IsolatedNode:
         reason=f"{err.cause}: {err}",
         status=err.status,
     )
+
+
+def _settle_nodes(step: Step, incident: Incident, done: IsolationRecord) -> Incident:
+    """Settle a record whose nodes were each tried: isolated when all are, else not, with each
+    failed node's cause and reason."""
+    failed = {i: n for i, n in done.nodes.items() if n.state != IsolationState.ISOLATED}
+    if not failed:
+        return _settle(step, incident, done, None, None, state=IsolationState.ISOLATED)
+    causes = sorted({str(n.cause) for n in failed.values()})
+    reason = "; ".join(f"{i}: {n.reason}" for i, n in sorted(failed.items()))
+    return _settle(step, incident, done, ",".join(causes), reason)
 
 
 def _settle(
@@ -361,26 +362,9 @@ def _release_one(
             eks, str(name), taint, clear_unschedulable=bool(node.cordoned_by_us)
         )
     except KubernetesNotFound as err:
-        outcome = dataclasses.replace(
-            node, state=IsolationState.GONE, reason=f"the node is gone: {err}"
-        )
-        step.audit(
-            incident.incident_id,
-            AuditAction.NODE_RELEASE_SKIPPED,
-            {"instance_id": instance_id, "node_name": name, "reason": outcome.reason},
-        )
-        return outcome
+        return outcomes.gone(step, incident, instance_id, node, str(name), err)
     except KubernetesError as err:
-        outcome = dataclasses.replace(
-            node, state=IsolationState.RELEASE_FAILED, cause=err.cause, reason=str(err)
-        )
-        step.audit(
-            incident.incident_id,
-            AuditAction.NODE_RELEASE_FAILED,
-            {"instance_id": instance_id, "node_name": name, **err.details()},
-        )
-        count(M.NODE_RELEASES_FAILED)
-        return outcome
+        return outcomes.release_failed(step, incident, instance_id, node, str(name), err)
     step.audit(
         incident.incident_id,
         AuditAction.NODE_RELEASED,

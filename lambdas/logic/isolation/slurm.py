@@ -27,6 +27,8 @@ from lambdas.models.isolation import IsolatedNode, IsolationCause, IsolationReco
 from lambdas.models.slurm import DrainOutcome, drain_reason, slurm_node_name
 from lambdas.observability import count, logger
 
+from . import outcomes
+
 
 def refusal(
     orchestrator: Orchestrator | None, controller: str | None, cluster_name: str
@@ -141,25 +143,9 @@ def release_one(
     try:
         change = step.deps.slurm.resume(controller, name, reason)
     except SlurmNodeNotFound as err:
-        outcome = dataclasses.replace(
-            node, state=IsolationState.GONE, reason=f"the node is gone: {err}"
-        )
-        step.audit(
-            incident.incident_id,
-            AuditAction.NODE_RELEASE_SKIPPED,
-            {"instance_id": instance_id, "node_name": name, "reason": outcome.reason},
-        )
-        return outcome
+        return outcomes.gone(step, incident, instance_id, node, name, err)
     except SlurmError as err:
-        step.audit(
-            incident.incident_id,
-            AuditAction.NODE_RELEASE_FAILED,
-            {"instance_id": instance_id, "node_name": name, **err.details()},
-        )
-        count(M.NODE_RELEASES_FAILED)
-        return dataclasses.replace(
-            node, state=IsolationState.RELEASE_FAILED, cause=err.cause, reason=str(err)
-        )
+        return outcomes.release_failed(step, incident, instance_id, node, name, err)
     if change.outcome is DrainOutcome.FOREIGN:
         outcome = dataclasses.replace(
             node,
