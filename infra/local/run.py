@@ -617,10 +617,10 @@ class LocalRun:
 
 def _cluster_arns(context: Mapping[str, Any]) -> dict[str, str]:
     """Cluster name → the ARN the roles name (`sdc:clusters` gives the id or the ARN)."""
-    from infra.stack.settings import Settings as InfraSettings
+    from infra.stack.settings import DeploymentSettings
 
     arns = {}
-    for cluster in InfraSettings.from_context(context).clusters:
+    for cluster in DeploymentSettings.from_context(context).clusters:
         value = cluster.arn_or_id
         arns[cluster.name] = (
             value

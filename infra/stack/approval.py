@@ -34,7 +34,7 @@ from constructs import Construct
 
 from infra.stack.definitions import approval_definition
 from infra.stack.nag import acknowledge, acknowledge_iam_lint
-from infra.stack.settings import Settings
+from infra.stack.settings import DeploymentSettings
 from infra.stack.workflow import (
     APPROVAL_LOGICAL_ID,
     approval_name,
@@ -73,7 +73,7 @@ class ApprovalWorkflowProps:
     @classmethod
     def from_settings(
         cls,
-        settings: Settings,
+        settings: DeploymentSettings,
         *,
         decide: lambda_.IFunction,
         page: lambda_.IFunction,

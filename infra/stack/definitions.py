@@ -70,7 +70,7 @@ from infra.stack.asl import (
     wait,
     when,
 )
-from infra.stack.settings import Settings
+from infra.stack.settings import DeploymentSettings
 from lambdas.models.recovery import MAX_REBOOTS
 
 APPROVAL_TASK_TIMEOUT_ERRORS: Final = tuple(e for e in TIMEOUT_ERRORS if e != "States.Timeout")
@@ -87,7 +87,7 @@ APPROVAL_COMMENT: Final = (
 
 
 def remediation_definition(
-    functions: Mapping[str, str], settings: Settings, approval_state_machine_arn: str
+    functions: Mapping[str, str], settings: DeploymentSettings, approval_state_machine_arn: str
 ) -> dict[str, Any]:
     """The remediation state machine; `functions` maps handler module name → function ARN."""
     states: dict[str, State] = {
@@ -105,7 +105,7 @@ def remediation_definition(
     }
 
 
-def _health_check_states(fn: Mapping[str, str], s: Settings) -> dict[str, State]:
+def _health_check_states(fn: Mapping[str, str], s: DeploymentSettings) -> dict[str, State]:
     """Set the loop counters, isolate the node, run the deep health check and poll it (bounded);
     then close, or ask for approval."""
     return {
@@ -192,7 +192,7 @@ def _health_check_states(fn: Mapping[str, str], s: Settings) -> dict[str, State]
 
 
 def _approval_states(
-    fn: Mapping[str, str], s: Settings, approval_state_machine_arn: str
+    fn: Mapping[str, str], s: DeploymentSettings, approval_state_machine_arn: str
 ) -> dict[str, State]:
     """Wait for the approver's decision (bounded by the approval timeout), then branch on it."""
     approval_hint = {
@@ -264,7 +264,7 @@ def _request_states(
     answered: str,
     gone: str,
     then: str,
-    s: Settings,
+    s: DeploymentSettings,
 ) -> dict[str, State]:
     """Ask HyperPod for the reboot or the replacement (`verb`: "Reboot" or "Replace"), and read
     its per-node answer (`lambdas.logic.recovery.engine`): held → CloseHeld, the node is gone → `gone`,
@@ -305,7 +305,7 @@ def _request_states(
     }
 
 
-def _reboot_states(fn: Mapping[str, str], s: Settings) -> dict[str, State]:
+def _reboot_states(fn: Mapping[str, str], s: DeploymentSettings) -> dict[str, State]:
     """The reboot an approver chose: request it (retried like the replacement), wait until the
     node is Running again (bounded), then run the deep health check again from the top."""
     return {
@@ -361,7 +361,7 @@ def _reboot_states(fn: Mapping[str, str], s: Settings) -> dict[str, State]:
     }
 
 
-def _replacement_states(fn: Mapping[str, str], s: Settings) -> dict[str, State]:
+def _replacement_states(fn: Mapping[str, str], s: DeploymentSettings) -> dict[str, State]:
     """The replacement an approver chose: request it (retried), then wait until it is done
     (bounded)."""
     return {

@@ -30,7 +30,7 @@ from infra.stack.nag import (
 )
 from infra.stack.notifications import Notifications
 from infra.stack.pause import PauseSwitch
-from infra.stack.settings import Cluster, Settings, TelemetrySource
+from infra.stack.settings import Cluster, DeploymentSettings, TelemetrySource
 from infra.stack.storage import Storage
 from infra.stack.workflow import executions_arn, remediation_name
 from lambdas.adapters._aws import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS, worst_call_seconds
@@ -41,7 +41,8 @@ from lambdas.logic.core.steps import NOTICE_RETRY_WINDOW_SECONDS
 from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
 from lambdas.models.environment import EnvVar
 from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
-from lambdas.models.settings import TelemetryWorkspace, flag_env, list_env
+from lambdas.models.setting_declarations import SETTINGS
+from lambdas.models.settings import TelemetryWorkspace, env_text, list_env
 from lambdas.models.slurm import RUN_SHELL_SCRIPT
 
 RUNTIME: Final = {
@@ -400,14 +401,13 @@ def _default_policy(fn: lambda_.Function) -> iam.Policy:
     return policy
 
 
-def decision_env(settings: Settings) -> dict[EnvVar, str]:
-    """Who may decide and how many must agree: decide enforces it, request_approval's card and
-    the CLI say it."""
+def settings_env(settings: DeploymentSettings) -> dict[EnvVar, str]:
+    """The variables that carry a declared setting as it is (`Setting.env`, not `env_built`):
+    derived from the declaration, never listed again."""
     return {
-        EnvVar.APPROVALS_REQUIRED: str(settings.approvals_required),
-        EnvVar.APPROVERS: list_env(settings.approvers),
-        EnvVar.HUMAN_SESSION_ROLES: list_env(settings.human_session_roles),
-        EnvVar.REQUIRE_IDENTITY_PROOF: flag_env(settings.require_identity_proof),
+        setting.env: env_text(getattr(settings, setting.attr))
+        for setting in SETTINGS
+        if setting.env is not None and not setting.env_built
     }
 
 
@@ -453,7 +453,7 @@ class FunctionsProps:
     def from_settings(
         cls,
         scope: Construct,
-        settings: Settings,
+        settings: DeploymentSettings,
         *,
         code_asset: asset_build.LambdaAsset,
         storage: Storage,
@@ -503,7 +503,7 @@ class FunctionsProps:
 
 def shared_environment(
     scope: Construct,
-    settings: Settings,
+    settings: DeploymentSettings,
     *,
     storage: Storage,
     audit_anchor: AuditAnchorLog,
@@ -512,29 +512,18 @@ def shared_environment(
     remediation_arn: str,
     approval_arn: str,
 ) -> dict[EnvVar, str]:
-    """The value of every environment variable (docs/pipeline.md, "Environment"), in `EnvVar`
-    order; `NODE_ISOLATION` and `TELEMETRY` only when their settings are given."""
+    """The value of every environment variable (docs/pipeline.md, "Environment"); `NODE_ISOLATION`
+    and `TELEMETRY` only when their settings are given."""
     values: dict[EnvVar, str] = {
         EnvVar.INCIDENTS_TABLE: storage.incidents.table_name,
         EnvVar.AUDIT_TABLE: storage.audit.table_name,
         EnvVar.TOPIC_ARN: notifications.topic.topic_arn,
         EnvVar.STATE_MACHINE_ARN: remediation_arn,
         EnvVar.ALLOWED_CLUSTERS: list_env(settings.cluster_names),
-        EnvVar.HEALTH_CHECKS: list_env(settings.health_checks),
-        EnvVar.NAMESPACE: settings.namespace,
-        EnvVar.DRY_RUN: flag_env(settings.dry_run),
         EnvVar.EVENT_BUS_NAME: LIFECYCLE_BUS,
         EnvVar.APPROVAL_STATE_MACHINE_ARN: approval_arn,
-        EnvVar.APPROVAL_TIMEOUT_SECONDS: str(settings.approval_timeout_seconds),
-        EnvVar.APPROVER_TIME_ZONE: settings.approver_time_zone,
-        EnvVar.GUARD_MAX_OPEN_NODES: str(settings.guard_max_open_nodes),
-        EnvVar.GUARD_MAX_OPEN_PERCENT: str(settings.guard_max_open_percent),
-        EnvVar.STORM_THRESHOLD: str(settings.storm_threshold),
-        EnvVar.STORM_WINDOW_SECONDS: str(settings.storm_window_seconds),
-        EnvVar.REPORT_OPENINGS_PER_MINUTE: str(settings.report_openings_per_minute),
-        EnvVar.JOB_OPENINGS_PER_MINUTE: str(settings.job_openings_per_minute),
         EnvVar.PAUSE_PARAMETER: pause_switch.name,
-        **decision_env(settings),
+        **settings_env(settings),
         EnvVar.AUDIT_ANCHOR_LOG_GROUP: audit_anchor.name,
         EnvVar.POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
         EnvVar.POWERTOOLS_METRICS_NAMESPACE: PIPELINE_NAMESPACE,

@@ -31,7 +31,7 @@ from aws_cdk import aws_eks as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.stack.settings import Settings
+from infra.stack.settings import DeploymentSettings
 
 KUBERNETES_GROUP: Final = "sdc-remediation"
 RECOVERY_GROUP: Final = "sdc-remediation-recovery"
@@ -57,7 +57,7 @@ class NodeIsolationAccessProps:
     @classmethod
     def from_settings(
         cls,
-        settings: Settings,
+        settings: DeploymentSettings,
         roles: Sequence[iam.IRole],
         recoverers: Sequence[iam.IRole] = (),
         readers: Sequence[iam.IRole] = (),

@@ -5,8 +5,9 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
 
     npx cdk deploy -c 'sdc:clusters={"ml-cluster-1": "ab12cd34ef56"}' -c sdc:approvalTimeoutSeconds=7200
 
-The keys, their types, defaults and meaning: docs/deploy.md, "Settings: the `sdc:*` context keys"
-(tests/docs/test_tables_drift.py keeps that table to `_PARSERS` and `Settings` below).
+Each key is declared once, with its type, range, default and meaning, in
+`lambdas.models.setting_declarations`; the parsers here are derived from it, and so is the table of
+docs/settings.md (tests/docs/test_tables_drift.py holds it to the declaration).
 
 Unknown `sdc:*` keys are an error (a typo must not silently fall back to a default).
 """
@@ -22,36 +23,34 @@ from typing import Any, Final
 
 from infra.stack.alert_rules import CRITICAL_XIDS_KEY, THRESHOLD_KEYS, Thresholds
 from lambdas.logic.evidence.xids import CATALOG
-from lambdas.models.deadline import DEFAULT_TIME_ZONE, TIME_ZONE_RE, zone
+from lambdas.models.deadline import TIME_ZONE_RE, zone
 from lambdas.models.errors import SettingsError
 from lambdas.models.hyperpod import HealthCheck
 from lambdas.models.kubernetes import LABEL_KEY_RE
 from lambdas.models.recovery import MAX_REBOOTS
+from lambdas.models.setting_declarations import (
+    BY_KEY,
+    DECLARED,
+    MAX_APPROVAL_TIMEOUT_SECONDS,
+    RENAMED,
+    SETTINGS,
+    Form,
+    Setting,
+    key_of,
+    with_declared_defaults,
+)
 from lambdas.models.settings import (
     APPROVER_PATTERN_RE,
-    DEFAULT_APPROVALS_REQUIRED,
-    DEFAULT_GUARD_MAX_OPEN_NODES,
-    DEFAULT_GUARD_MAX_OPEN_PERCENT,
-    DEFAULT_HEALTH_CHECKS,
-    DEFAULT_JOB_OPENINGS_PER_MINUTE,
-    DEFAULT_REPORT_OPENINGS_PER_MINUTE,
-    DEFAULT_STORM_THRESHOLD,
-    DEFAULT_STORM_WINDOW_SECONDS,
     EKS_CLUSTER_NAME_RE,
-    GUARD_MAX_OPEN_NODES_RANGE,
     HUMAN_SESSION_ROLE_RE,
     LABEL_NAME_RE,
-    MAX_APPROVAL_TIMEOUT_SECONDS,
-    MAX_APPROVALS_REQUIRED,
-    OPENINGS_PER_MINUTE_RANGE,
     RECOVERY_API,
     RECOVERY_NODE_LABEL,
     REGION_RE,
-    STORM_THRESHOLD_RANGE,
     IsolationConfig,
     node_isolation_env,
 )
-from trainer_emitter.contract import INSTANCE_ID_RE, NAMESPACE
+from trainer_emitter.contract import INSTANCE_ID_RE
 
 PREFIX: Final = "sdc:"
 
@@ -140,66 +139,56 @@ class TelemetrySource:
 
 
 @dataclass(frozen=True)
-class Settings:
-    """The typed form of the `sdc:*` context keys (docs/deploy.md has the table)."""
+@with_declared_defaults
+class DeploymentSettings:
+    """The typed form of the `sdc:*` context keys: one attribute per declared setting
+    (`lambdas.models.setting_declarations`, which holds each one's default and meaning; the
+    table is docs/settings.md)."""
 
-    stack_name: str = "SdcRemediation"
-    clusters: tuple[Cluster, ...] = ()
-    approval_timeout_seconds: int = 86_400
-    approver_time_zone: str = DEFAULT_TIME_ZONE
-    notification_email: str | None = None
-    namespace: str = NAMESPACE
-    alarm_name_prefix: str = ""
-    health_checks: tuple[str, ...] = DEFAULT_HEALTH_CHECKS
-    health_check_poll_seconds: int = 300
-    health_check_max_polls: int = 48
-    replacement_poll_seconds: int = 120
-    replacement_max_polls: int = 60
-    replace_retry_seconds: int = 300
-    replace_max_retries: int = 6
-    reboot_poll_seconds: int = 60
-    reboot_max_polls: int = 30
-    dry_run: bool = False
-    log_retention_days: int = 90
-    guard_max_open_nodes: int = DEFAULT_GUARD_MAX_OPEN_NODES
-    guard_max_open_percent: int = DEFAULT_GUARD_MAX_OPEN_PERCENT
-    storm_threshold: int = DEFAULT_STORM_THRESHOLD
-    storm_window_seconds: int = DEFAULT_STORM_WINDOW_SECONDS
-    report_openings_per_minute: int = DEFAULT_REPORT_OPENINGS_PER_MINUTE
-    job_openings_per_minute: int = DEFAULT_JOB_OPENINGS_PER_MINUTE
-    pause_parameter: str | None = None
+    stack_name: str = DECLARED
+    clusters: tuple[Cluster, ...] = DECLARED
+    approval_timeout_seconds: int = DECLARED
+    approver_time_zone: str = DECLARED
+    notification_email: str | None = DECLARED
+    namespace: str = DECLARED
+    alarm_name_prefix: str = DECLARED
+    health_checks: tuple[str, ...] = DECLARED
+    health_check_poll_seconds: int = DECLARED
+    health_check_max_polls: int = DECLARED
+    replacement_poll_seconds: int = DECLARED
+    replacement_max_polls: int = DECLARED
+    replace_retry_seconds: int = DECLARED
+    replace_max_retries: int = DECLARED
+    reboot_poll_seconds: int = DECLARED
+    reboot_max_polls: int = DECLARED
+    dry_run: bool = DECLARED
+    log_retention_days: int = DECLARED
+    guard_max_open_nodes: int = DECLARED
+    guard_max_open_percent: int = DECLARED
+    storm_threshold: int = DECLARED
+    storm_window_seconds: int = DECLARED
+    report_openings_per_minute: int = DECLARED
+    job_openings_per_minute: int = DECLARED
+    pause_parameter: str | None = DECLARED
     """None: `/<stack name>/paused` (see `pause_parameter_name`)."""
-    node_isolation: tuple[tuple[str, str], ...] = ()
+    node_isolation: tuple[tuple[str, str], ...] = DECLARED
     """(HyperPod cluster name, EKS cluster name) pairs whose suspect nodes are isolated."""
-    node_isolation_access: str = "group"
-    slurm_controllers: tuple[tuple[str, str], ...] = ()
-    """(HyperPod cluster name, controller instance id) pairs: clusters orchestrated by Slurm
-    whose suspect nodes are drained on that controller (SSM Run Command)."""
-    node_action_concurrency: int = 5
-    intake_concurrency: int = 10
-    """Reserved concurrency of each intake function (store_report, open_incident): a flood of
-    events waits in Lambda's asynchronous queue instead of taking the account's unreserved
-    concurrency from decide, request_approval and check_health. With the node-action cap it
-    takes 6 * 5 + 2 * 10 = 50 of the account's quota, which deploys wherever the quota is at
-    least 150 (Lambda keeps 100 unreserved; the default quota is 1000)."""
-    recovery_label_clusters: tuple[str, ...] = ()
-    """HyperPod clusters whose approved recoveries go through the node health label."""
-    job_pods: tuple[tuple[str, str], ...] = ()
-    """(HyperPod cluster name, pod label key naming the job) pairs whose reports are checked
-    against the nodes the job's pods run on."""
-    telemetry: tuple[TelemetrySource, ...] = ()
-    """Clusters whose approval card shows the suspect GPU's hardware counters, and whose
-    workspace gets the hardware alerting rules."""
+    node_isolation_access: str = DECLARED
+    slurm_controllers: tuple[tuple[str, str], ...] = DECLARED
+    """(HyperPod cluster name, controller instance id) pairs."""
+    node_action_concurrency: int = DECLARED
+    intake_concurrency: int = DECLARED
+    recovery_label_clusters: tuple[str, ...] = DECLARED
+    job_pods: tuple[tuple[str, str], ...] = DECLARED
+    """(HyperPod cluster name, pod label key naming the job) pairs."""
+    telemetry: tuple[TelemetrySource, ...] = DECLARED
     hardware_alerts: Thresholds = field(default_factory=Thresholds)
-    """The hardware alerting rules' thresholds and windows (`infra.stack.alert_rules`)."""
-    approvals_required: int = DEFAULT_APPROVALS_REQUIRED
-    approvers: tuple[str, ...] = ()
-    """ARN patterns of who may decide; empty: whoever may start the approval state machine."""
-    human_session_roles: tuple[str, ...] = ()
-    """IAM role ARN patterns whose sessions are named after the human (see lambdas' Settings)."""
-    require_identity_proof: bool = False
-    acknowledge_no_clusters: bool = False
-    """Deploy with no cluster knowingly (`refuses_to_deploy`)."""
+    """The declared default (no key given: every threshold at its own default) as its type."""
+    approvals_required: int = DECLARED
+    approvers: tuple[str, ...] = DECLARED
+    human_session_roles: tuple[str, ...] = DECLARED
+    require_identity_proof: bool = DECLARED
+    acknowledge_no_clusters: bool = DECLARED
 
     @property
     def refuses_to_deploy(self) -> bool:
@@ -246,7 +235,7 @@ class Settings:
         return name if name.startswith("/") else f"/{name}"
 
     @classmethod
-    def from_context(cls, context: Mapping[str, Any]) -> Settings:
+    def from_context(cls, context: Mapping[str, Any]) -> DeploymentSettings:
         """Parse the whole context (other keys, e.g. CDK feature flags, are ignored)."""
         own = {k: v for k, v in context.items() if k.startswith(PREFIX)}
         renamed = [f"{old} is now {new}" for old, new in RENAMED.items() if old in own]
@@ -271,38 +260,38 @@ class Settings:
         unlabelled = [name for name in self.recovery_label_clusters if name not in isolated]
         if unlabelled:
             raise SettingsError(
-                f"sdc:recoveryThroughNodeLabel names {', '.join(unlabelled)}, not in "
-                "sdc:nodeIsolation: the node health label is set through the EKS cluster that "
+                f"{key_of('recovery_label_clusters')} names {', '.join(unlabelled)}, not in "
+                f"{key_of('node_isolation')}: the node health label is set through the EKS cluster that "
                 "isolation uses"
             )
         unlisted = [name for name, _ in self.job_pods if name not in isolated]
         if unlisted:
             raise SettingsError(
-                f"sdc:jobPods names {', '.join(unlisted)}, not in sdc:nodeIsolation: the job's "
+                f"{key_of('job_pods')} names {', '.join(unlisted)}, not in {key_of('node_isolation')}: the job's "
                 "pods are listed through the EKS cluster that isolation uses"
             )
         unknown = [name for name, _ in self.node_isolation if name not in self.cluster_names]
         if unknown:
             raise SettingsError(
-                f"sdc:nodeIsolation names {', '.join(unknown)}, not in sdc:clusters: isolation is "
+                f"{key_of('node_isolation')} names {', '.join(unknown)}, not in {key_of('clusters')}: isolation is "
                 "only for clusters this deployment acts on"
             )
         unknown = [name for name, _ in self.slurm_controllers if name not in self.cluster_names]
         if unknown:
             raise SettingsError(
-                f"sdc:slurmControllers names {', '.join(unknown)}, not in sdc:clusters: isolation "
+                f"{key_of('slurm_controllers')} names {', '.join(unknown)}, not in {key_of('clusters')}: isolation "
                 "is only for clusters this deployment acts on"
             )
         both = sorted(isolated & {name for name, _ in self.slurm_controllers})
         if both:
             raise SettingsError(
-                f"sdc:slurmControllers and sdc:nodeIsolation both name {', '.join(both)}: a "
+                f"{key_of('slurm_controllers')} and {key_of('node_isolation')} both name {', '.join(both)}: a "
                 "cluster has one orchestrator (EKS or Slurm)"
             )
         unknown = [t.cluster for t in self.telemetry if t.cluster not in self.cluster_names]
         if unknown:
             raise SettingsError(
-                f"sdc:telemetry names {', '.join(unknown)}, not in sdc:clusters: telemetry is "
+                f"{key_of('telemetry')} names {', '.join(unknown)}, not in {key_of('clusters')}: telemetry is "
                 "only for clusters this deployment acts on"
             )
         # The longest path: a health check, a reboot, the health check again, a second
@@ -316,8 +305,8 @@ class Settings:
         )
         if loops > MAX_LOOP_ITERATIONS:
             raise SettingsError(
-                f"{checks} x sdc:healthCheckMaxPolls + sdc:rebootMaxPolls + "
-                f"sdc:replacementMaxPolls + {checks} x sdc:replaceMaxRetries = "
+                f"{checks} x {key_of('health_check_max_polls')} + {key_of('reboot_max_polls')} + "
+                f"{key_of('replacement_max_polls')} + {checks} x {key_of('replace_max_retries')} = "
                 f"{loops} exceeds {MAX_LOOP_ITERATIONS}: the execution history (25,000 events) "
                 "would overflow"
             )
@@ -650,68 +639,53 @@ def _retention(key: str, value: Any) -> int:
     return days
 
 
-_PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
-    "sdc:stackName": (
-        "stack_name",
-        _string(STACK_NAME_RE, "a stack name: a letter, then letters, digits or '-' (<= 60)"),
+Parser = Callable[[str, Any], Any]
+
+_FORMS: Final[Mapping[Form, Parser]] = {
+    Form.STACK_NAME: _string(
+        STACK_NAME_RE, "a stack name: a letter, then letters, digits or '-' (<= 60)"
     ),
-    "sdc:clusters": ("clusters", _clusters),
-    "sdc:approvalTimeoutSeconds": (
-        "approval_timeout_seconds",
-        _integer(1, MAX_APPROVAL_TIMEOUT_SECONDS),
+    Form.CLUSTERS: _clusters,
+    Form.TIME_ZONE: _time_zone,
+    Form.EMAIL: _email,
+    Form.NAMESPACE: _namespace,
+    Form.ALARM_NAME_PREFIX: _string(
+        ALARM_PREFIX_RE, "letters, digits, '_', '.', '-' (not at either end), or empty"
     ),
-    "sdc:approverTimeZone": ("approver_time_zone", _time_zone),
-    "sdc:notificationEmail": ("notification_email", _email),
-    "sdc:namespace": ("namespace", _namespace),
-    "sdc:alarmNamePrefix": (
-        "alarm_name_prefix",
-        _string(ALARM_PREFIX_RE, "letters, digits, '_', '.', '-' (not at either end), or empty"),
+    Form.HEALTH_CHECKS: _health_checks,
+    Form.LOG_RETENTION: _retention,
+    Form.NODE_ISOLATION: _node_isolation,
+    Form.SLURM_CONTROLLERS: _slurm_controllers,
+    Form.ISOLATION_ACCESS: _string(
+        re.compile(r"^(group|clusterAdminPolicy)$"), "group or clusterAdminPolicy"
     ),
-    "sdc:healthChecks": ("health_checks", _health_checks),
-    "sdc:healthCheckPollSeconds": ("health_check_poll_seconds", _integer(1, 86_400)),
-    "sdc:healthCheckMaxPolls": ("health_check_max_polls", _integer(1, 1000)),
-    "sdc:replacementPollSeconds": ("replacement_poll_seconds", _integer(1, 86_400)),
-    "sdc:replacementMaxPolls": ("replacement_max_polls", _integer(1, 1000)),
-    "sdc:replaceRetrySeconds": ("replace_retry_seconds", _integer(1, 86_400)),
-    "sdc:replaceMaxRetries": ("replace_max_retries", _integer(0, 100)),
-    "sdc:rebootPollSeconds": ("reboot_poll_seconds", _integer(1, 86_400)),
-    "sdc:rebootMaxPolls": ("reboot_max_polls", _integer(1, 1000)),
-    "sdc:dryRun": ("dry_run", _boolean),
-    "sdc:logRetentionDays": ("log_retention_days", _retention),
-    "sdc:guardMaxOpenNodes": ("guard_max_open_nodes", _integer(*GUARD_MAX_OPEN_NODES_RANGE)),
-    "sdc:guardMaxOpenPercent": ("guard_max_open_percent", _integer(1, 100)),
-    "sdc:stormThreshold": ("storm_threshold", _integer(*STORM_THRESHOLD_RANGE)),
-    "sdc:stormWindowSeconds": ("storm_window_seconds", _integer(60, 86_400)),
-    "sdc:reportOpeningsPerMinute": (
-        "report_openings_per_minute",
-        _integer(*OPENINGS_PER_MINUTE_RANGE),
-    ),
-    "sdc:jobOpeningsPerMinute": ("job_openings_per_minute", _integer(*OPENINGS_PER_MINUTE_RANGE)),
-    "sdc:pauseParameterName": ("pause_parameter", _parameter_name),
-    "sdc:nodeActionConcurrency": ("node_action_concurrency", _integer(1, 100)),
-    "sdc:intakeConcurrency": ("intake_concurrency", _integer(1, 100)),
-    "sdc:recoveryThroughNodeLabel": ("recovery_label_clusters", _cluster_names),
-    "sdc:nodeIsolation": ("node_isolation", _node_isolation),
-    "sdc:jobPods": ("job_pods", _job_pods),
-    "sdc:slurmControllers": ("slurm_controllers", _slurm_controllers),
-    "sdc:nodeIsolationAccess": (
-        "node_isolation_access",
-        _string(re.compile(r"^(group|clusterAdminPolicy)$"), "group or clusterAdminPolicy"),
-    ),
-    "sdc:telemetry": ("telemetry", _telemetry),
-    "sdc:hardwareAlerts": ("hardware_alerts", _hardware_alerts),
-    "sdc:approvalsRequired": ("approvals_required", _integer(1, MAX_APPROVALS_REQUIRED)),
-    "sdc:approvers": ("approvers", _approvers),
-    "sdc:humanSessionRoles": ("human_session_roles", _human_session_roles),
-    "sdc:requireIdentityProof": ("require_identity_proof", _boolean),
-    "sdc:acknowledgeNoClusters": ("acknowledge_no_clusters", _boolean),
+    Form.JOB_PODS: _job_pods,
+    Form.CLUSTER_NAMES: _cluster_names,
+    Form.PARAMETER_NAME: _parameter_name,
+    Form.TELEMETRY: _telemetry,
+    Form.HARDWARE_ALERTS: _hardware_alerts,
+    Form.APPROVERS: _approvers,
+    Form.HUMAN_SESSION_ROLES: _human_session_roles,
+    Form.BOOLEAN: _boolean,
 }
+"""The parser of each form; an `INTEGER` setting's is its declared range's (`_parser`)."""
 
-CONTEXT_KEYS: Final = tuple(_PARSERS)
 
-CONTEXT_ATTRIBUTES: Final = {key: attr for key, (attr, _) in _PARSERS.items()}
-"""`sdc:*` key → the `Settings` attribute it sets (and the `SdcRemediationProps` field)."""
+def _parser(setting: Setting) -> Parser:
+    if setting.form is Form.INTEGER:
+        if setting.low is None or setting.high is None:
+            raise TypeError(f"{setting.key} is an integer setting without a range")
+        return _integer(setting.low, setting.high)
+    return _FORMS[setting.form]
 
-RENAMED: Final = {"sdc:guardMaxOpenIncidents": "sdc:guardMaxOpenNodes"}
-"""Keys of earlier releases, named in the error so that an upgrade says what to change (the guard
-has always counted nodes, never incidents)."""
+
+_PARSERS: Final[dict[str, tuple[str, Parser]]] = {
+    setting.key: (setting.attr, _parser(setting)) for setting in SETTINGS
+}
+"""`sdc:*` key → (the attribute it sets, its parser): derived from the declaration."""
+
+CONTEXT_KEYS: Final = tuple(BY_KEY)
+
+CONTEXT_ATTRIBUTES: Final = {setting.key: setting.attr for setting in SETTINGS}
+"""`sdc:*` key → the `DeploymentSettings` attribute it sets (and the `SdcRemediationProps`
+field)."""

@@ -39,7 +39,7 @@ from infra.stack.reconciliation import (
     ReconciliationProps,
 )
 from infra.stack.routing import Routing, RoutingProps
-from infra.stack.settings import CONTEXT_ATTRIBUTES, Settings
+from infra.stack.settings import CONTEXT_ATTRIBUTES, DeploymentSettings
 from infra.stack.storage import Storage
 from infra.stack.training_access import TrainingAccess, TrainingAccessProps
 from infra.stack.workflow import (
@@ -72,9 +72,9 @@ def console_url(state_machine_arn: str) -> str:
 @dataclass(frozen=True)
 class SdcRemediationProps:
     """Every `sdc:*` context key as a field (`CONTEXT_FIELDS` names each field's key), in the
-    values the key takes (docs/deploy.md, "Settings"); None: the key's default. The props are
+    values the key takes (docs/settings.md); None: the key's default. The props are
     checked when made, by the same parsers and with the same messages as the context keys
-    (`infra.stack.settings.Settings.from_context`): a bad value raises `SettingsError`.
+    (`infra.stack.settings.DeploymentSettings.from_context`): a bad value raises `SettingsError`.
 
     Used as a construct in a team's own stack, `stack_name` names the pipeline's resources
     (the state machines `<stack_name>-remediation` and `-approval`, the pause switch
@@ -126,9 +126,9 @@ class SdcRemediationProps:
         self.settings  # noqa: B018 - checked when made, as the context keys are at synth
 
     @property
-    def settings(self) -> Settings:
+    def settings(self) -> DeploymentSettings:
         """The typed settings these props give (raises `SettingsError` on a bad value)."""
-        return Settings.from_context(self.context())
+        return DeploymentSettings.from_context(self.context())
 
     def context(self) -> dict[str, Any]:
         """The props as the `sdc:*` context keys they stand for (the given ones only)."""
@@ -144,7 +144,7 @@ class SdcRemediationProps:
     ) -> SdcRemediationProps:
         """The props an app's context gives: its `sdc:*` keys checked whole first (an unknown
         or renamed key is refused, as `cdk synth` refuses it), every other key ignored."""
-        Settings.from_context(context)
+        DeploymentSettings.from_context(context)
         given = {attr: context.get(key) for key, attr in CONTEXT_FIELDS.items()}
         return cls(**given, code_asset=code_asset)
 
@@ -230,7 +230,7 @@ class SdcRemediation(Construct):
         self._outputs(settings)
         check_construct(self)
 
-    def _hardware_alerts(self, settings: Settings) -> HardwareAlerts | None:
+    def _hardware_alerts(self, settings: DeploymentSettings) -> HardwareAlerts | None:
         """The rules and alert manager definitions of the telemetry clusters' workspaces."""
         if not settings.telemetry:
             return None
@@ -244,7 +244,7 @@ class SdcRemediation(Construct):
         return HardwareAlerts(self, "HardwareAlerts", props=props)
 
     def _functions_props(
-        self, settings: Settings, code_asset: LambdaAsset, approval_arn: str
+        self, settings: DeploymentSettings, code_asset: LambdaAsset, approval_arn: str
     ) -> FunctionsProps:
         return FunctionsProps.from_settings(
             self,
@@ -310,7 +310,7 @@ class SdcRemediation(Construct):
         ]
 
     def _dashboard_props(
-        self, settings: Settings, alarms: list[cloudwatch.Alarm]
+        self, settings: DeploymentSettings, alarms: list[cloudwatch.Alarm]
     ) -> PipelineDashboardProps:
         return PipelineDashboardProps(
             stack_name=settings.stack_name,
@@ -327,7 +327,7 @@ class SdcRemediation(Construct):
             page=self.functions.page,
         )
 
-    def _outputs(self, settings: Settings) -> None:
+    def _outputs(self, settings: DeploymentSettings) -> None:
         """What an operator and the CLI read after a deploy: consoles, names, ARNs, URLs."""
         CfnOutput(
             self,

@@ -23,7 +23,7 @@ from aws_cdk import App
 
 from infra.stack.app import build_app
 from infra.stack.asset import REPO_ROOT, LambdaAsset, build_lambda_asset, locked
-from infra.stack.settings import Settings
+from infra.stack.settings import DeploymentSettings
 
 DISABLE_ASSET_STAGING: Final = "aws:cdk:disable-asset-staging"
 """CDK context: reference the asset directory in place instead of copying ~50 MB per synth."""
@@ -56,7 +56,7 @@ def synthesize(
 ) -> Synthesized:
     """Synthesize the app with `context` (over the defaults) into a temporary directory."""
     ctx = {DISABLE_ASSET_STAGING: True, **(context or {})}
-    stack_name = Settings.from_context(ctx).stack_name
+    stack_name = DeploymentSettings.from_context(ctx).stack_name
     with tempfile.TemporaryDirectory(prefix="sdc-cdk-") as outdir:
         app = build_app(
             App(context=ctx, outdir=outdir),

@@ -22,7 +22,7 @@ from infra.stack.definitions import remediation_definition
 from infra.stack.dependencies import depend_on_role_policy_only
 from infra.stack.log_groups import retained_log_group
 from infra.stack.nag import acknowledge
-from infra.stack.settings import Settings
+from infra.stack.settings import DeploymentSettings
 
 REMEDIATION_LOGICAL_ID: Final = "RemediationStateMachine"
 APPROVAL_LOGICAL_ID: Final = "ApprovalStateMachine"
@@ -137,7 +137,7 @@ class RemediationWorkflowProps:
     @classmethod
     def from_settings(
         cls,
-        settings: Settings,
+        settings: DeploymentSettings,
         *,
         functions: Mapping[str, lambda_.IFunction],
         approval_state_machine_arn: str,

@@ -19,49 +19,23 @@ from lambdas.models.environment import EnvVar
 from lambdas.models.errors import SettingsError
 from lambdas.models.hyperpod import HealthCheck
 from lambdas.models.kubernetes import LABEL_KEY_RE
+from lambdas.models.setting_declarations import (
+    BY_ATTR,
+    DECLARED,
+    SETTINGS,
+    Form,
+    integer_range,
+    with_declared_defaults,
+)
 from trainer_emitter.contract import INSTANCE_ID_RE, NAMESPACE
 
-DEFAULT_HEALTH_CHECKS = (HealthCheck.INSTANCE_STRESS.value, HealthCheck.INSTANCE_CONNECTIVITY.value)
 REQUIRED = (EnvVar.INCIDENTS_TABLE, EnvVar.AUDIT_TABLE, EnvVar.TOPIC_ARN)
-
-DEFAULT_GUARD_MAX_OPEN_NODES = 3
-DEFAULT_GUARD_MAX_OPEN_PERCENT = 10
-DEFAULT_STORM_THRESHOLD = 4
-DEFAULT_STORM_WINDOW_SECONDS = 900
-DEFAULT_APPROVALS_REQUIRED = 1
-DEFAULT_REPORT_OPENINGS_PER_MINUTE = 10
-"""Above the storm rule's default (4 distinct instances in 15 minutes), so that on a default
-deployment a burst of genuine reports about real nodes meets the storm hold (one notice, an
-audited reset) first; far above what genuine reports open (one incident per failing node)."""
-DEFAULT_JOB_OPENINGS_PER_MINUTE = 5
-"""One job's reports open one incident per failing node: above the storm rule's default as
-well (a genuine report naming a storm's worth of culprits meets the storm hold first), and half
-the cluster's bound, so that one job's flood leaves room for the others' reports."""
-MAX_APPROVALS_REQUIRED = 10
-GUARD_MAX_OPEN_NODES_RANGE: Final = (1, 10_000)
-"""Nodes in open incidents per cluster the guard allows at most, as `sdc:guardMaxOpenNodes` and
-`GUARD_MAX_OPEN_NODES` may set it: above any HyperPod cluster's size, low enough to catch a
-typo (the percent cap applies as well)."""
-STORM_THRESHOLD_RANGE: Final = (2, 10_000)
-"""Distinct instances within the storm window that make a storm."""
-OPENINGS_PER_MINUTE_RANGE: Final = (1, 10_000)
-"""Incidents reports may open per cluster (`sdc:reportOpeningsPerMinute`) or per job
-(`sdc:jobOpeningsPerMinute`) in one minute of the pipeline's clock."""
-MAX_APPROVAL_TIMEOUT_SECONDS = 31_536_000
-"""One year: a Standard execution's maximum duration, so the longest a task may wait."""
-_POSITIVE = {
-    # variable: (attribute, lowest, highest)
-    EnvVar.GUARD_MAX_OPEN_NODES: ("guard_max_open_nodes", *GUARD_MAX_OPEN_NODES_RANGE),
-    EnvVar.GUARD_MAX_OPEN_PERCENT: ("guard_max_open_percent", 1, 100),
-    EnvVar.STORM_THRESHOLD: ("storm_threshold", *STORM_THRESHOLD_RANGE),
-    EnvVar.STORM_WINDOW_SECONDS: ("storm_window_seconds", 1, 7 * 86_400),
-    EnvVar.REPORT_OPENINGS_PER_MINUTE: (
-        "report_openings_per_minute",
-        *OPENINGS_PER_MINUTE_RANGE,
-    ),
-    EnvVar.JOB_OPENINGS_PER_MINUTE: ("job_openings_per_minute", *OPENINGS_PER_MINUTE_RANGE),
-    EnvVar.APPROVAL_TIMEOUT_SECONDS: ("approval_timeout_seconds", 1, MAX_APPROVAL_TIMEOUT_SECONDS),
-    EnvVar.APPROVALS_REQUIRED: ("approvals_required", 1, MAX_APPROVALS_REQUIRED),
+DEFAULT_HEALTH_CHECKS: Final = BY_ATTR["health_checks"].typed_default
+_POSITIVE: Final = {
+    # variable: (attribute, lowest, highest), for every integer setting the functions read
+    setting.env: (setting.attr, *integer_range(setting.attr))
+    for setting in SETTINGS
+    if setting.env is not None and setting.form is Form.INTEGER
 }
 APPROVER_PATTERN_RE = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::[0-9*?]{1,12}:[!-~]{1,200}$")
 """An `APPROVERS` entry: an IAM user/role or STS assumed-role ARN, `*` and `?` as wildcards."""
@@ -145,30 +119,35 @@ class TelemetryWorkspace:
 
 
 @dataclass(frozen=True, slots=True)
+@with_declared_defaults
 class Settings:
+    """The functions' side of the settings (`from_env`); each attribute that is a declared
+    setting (`lambdas.models.setting_declarations`) takes its declared default unless it sets
+    its own here."""
+
     incidents_table: str
     audit_table: str
     topic_arn: str
     allowed_clusters: frozenset[str] = field(default_factory=frozenset)
     """Clusters this deployment may act on; empty = none."""
-    health_checks: tuple[str, ...] = DEFAULT_HEALTH_CHECKS
-    namespace: str = NAMESPACE
-    dry_run: bool = False
+    health_checks: tuple[str, ...] = DECLARED
+    namespace: str = DECLARED
+    dry_run: bool = DECLARED
     state_machine_arn: str | None = None
     """The remediation state machine; only open_incident needs it."""
     approval_state_machine_arn: str | None = None
     """For the console link and the paste-able input in approval notifications."""
-    guard_max_open_nodes: int = DEFAULT_GUARD_MAX_OPEN_NODES
+    guard_max_open_nodes: int = DECLARED
     """Blast-radius guard: open incidents per cluster, at most (absolute)."""
-    guard_max_open_percent: int = DEFAULT_GUARD_MAX_OPEN_PERCENT
+    guard_max_open_percent: int = DECLARED
     """Blast-radius guard: open incidents per cluster, at most this share of its nodes (rounded
     up, so every cluster allows one)."""
-    storm_threshold: int = DEFAULT_STORM_THRESHOLD
+    storm_threshold: int = DECLARED
     """Distinct instances flagged within `storm_window_seconds` that make a storm."""
-    storm_window_seconds: int = DEFAULT_STORM_WINDOW_SECONDS
-    report_openings_per_minute: int = DEFAULT_REPORT_OPENINGS_PER_MINUTE
+    storm_window_seconds: int = DECLARED
+    report_openings_per_minute: int = DECLARED
     """Rate bound: incidents reports may open per cluster per minute; beyond it they are held."""
-    job_openings_per_minute: int = DEFAULT_JOB_OPENINGS_PER_MINUTE
+    job_openings_per_minute: int = DECLARED
     """Rate bound: incidents the reports naming one job may open per cluster per minute."""
     pause_parameter: str | None = None
     """The SSM parameter of the pause switch; None = no switch (never paused)."""
@@ -177,23 +156,23 @@ class Settings:
     approval_timeout_seconds: int | None = None
     """The approval task's timeout: a decision arriving later is refused (None: not checked
     here; Step Functions still refuses the expired token)."""
-    approver_time_zone: str = DEFAULT_TIME_ZONE
+    approver_time_zone: str = DECLARED
     """The IANA time zone the approvers read the approval deadline in (besides UTC)."""
     node_isolation: Mapping[str, IsolationConfig] = field(default_factory=dict)
     """Per HyperPod cluster name; a cluster not listed is not isolated."""
     telemetry: Mapping[str, TelemetryWorkspace] = field(default_factory=dict)
     """Per HyperPod cluster name; a cluster not listed has no hardware telemetry."""
-    approvals_required: int = DEFAULT_APPROVALS_REQUIRED
+    approvals_required: int = DECLARED
     """Distinct verified principals whose approve (or reboot) it takes; a reject by any
     allowed approver ends the approval."""
-    approvers: tuple[str, ...] = ()
+    approvers: tuple[str, ...] = DECLARED
     """ARN patterns (`*`, `?`) of the principals allowed to decide; empty: anyone who may start
     the approval state machine."""
-    human_session_roles: tuple[str, ...] = ()
+    human_session_roles: tuple[str, ...] = DECLARED
     """IAM role ARN patterns whose sessions are named after the human who assumed them (the
     role's trust policy makes it so, e.g. session name = source identity): such a session counts
     as that human. IAM Identity Center's `AWSReservedSSO_*` roles need no listing."""
-    require_identity_proof: bool = False
+    require_identity_proof: bool = DECLARED
     """Refuse decisions that carry no identity proof (console approvals)."""
     audit_anchor_log_group: str | None = None
     """The CloudWatch Logs group every audit entry's hash is appended to; None: not anchored."""
@@ -299,6 +278,15 @@ class Settings:
                 f"{EnvVar.STATE_MACHINE_ARN} is not set: open_incident cannot start work"
             )
         return self.state_machine_arn
+
+
+def env_text(value: bool | int | str | tuple[str, ...]) -> str:
+    """A setting's value as its variable carries it and `from_env` reads it back."""
+    if isinstance(value, bool):
+        return flag_env(value)
+    if isinstance(value, tuple):
+        return list_env(value)
+    return str(value)
 
 
 def flag_env(value: bool) -> str:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from infra.stack.functions import SPECS
-from infra.stack.settings import Settings, SettingsError
+from infra.stack.settings import DeploymentSettings, SettingsError
 from infra.stack.template import pipeline_functions, resources_of_type
 from trainer_emitter.mapping import Rule
 
@@ -58,19 +58,19 @@ def _differences(what: str, documented: Iterable[str], in_code: Iterable[str]) -
 
 # --- (a) docs/deploy.md, the `sdc:*` context keys vs infra/stack/settings.py -------------------------
 
-SETTINGS_HEADING = "## Settings: the `sdc:*` context keys"
+SETTINGS_HEADING = "## DeploymentSettings: the `sdc:*` context keys"
 
 Parsers = Mapping[str, tuple[str, Callable[[str, Any], Any]]]
 
 
-def _in_effect(settings: Settings) -> Settings:
+def _in_effect(settings: DeploymentSettings) -> DeploymentSettings:
     """The settings as they take effect (the pause switch's name filled in)."""
     return replace(settings, pause_parameter=settings.pause_parameter_name)
 
 
-def settings_keys_drift(doc: str, parsers: Parsers, defaults: Settings) -> list[str]:
+def settings_keys_drift(doc: str, parsers: Parsers, defaults: DeploymentSettings) -> list[str]:
     """The keys of the table against the keys the parsers accept; each documented default,
-    given as the value, against the default `Settings` (the same once in effect); each
+    given as the value, against the default `DeploymentSettings` (the same once in effect); each
     documented integer range against the parser's bounds."""
     rows = {ticked(row[0])[0]: row for row in table_after(doc, SETTINGS_HEADING)}
     found = _differences("sdc:* keys", rows, parsers)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infra.stack.settings import Settings
+from infra.stack.settings import DeploymentSettings
 from infra.stack.synth import synthesize_once
 from infra.stack.template import resources_of_type
 from tests.docs.test_tables_drift import FULL_CONTEXT
@@ -65,7 +65,7 @@ def _functions(template: Template) -> dict[str, dict[str, Any]]:
 
 
 def _node_action_functions(template: Template) -> int:
-    cap = Settings().node_action_concurrency
+    cap = DeploymentSettings().node_action_concurrency
     return sum(
         1 for p in _functions(template).values() if p.get("ReservedConcurrentExecutions") == cap
     )

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.stack.settings import Settings
+from infra.stack.settings import DeploymentSettings
 from tests.conftest import REPO
 from tests.docs.blocks import Block, blocks_of
 
@@ -74,7 +74,7 @@ def test_every_documented_context_value_is_accepted_by_the_settings(block):
 
     for context in contexts:
         # The CLI hands -c values over as strings; the settings parse the JSON ones
-        settings = Settings.from_context(context)
+        settings = DeploymentSettings.from_context(context)
 
         assert context, f"{block.id}: a deploy line without -c"
         assert settings.clusters, f"{block.id}: a deployment that may act on no cluster"
@@ -84,7 +84,7 @@ def test_a_context_value_the_settings_refuse_fails_the_check():
     argv = next(shell_lines('npx cdk deploy -c \'sdc:clusters={"ml-cluster-1": "nope"}\''))
 
     with pytest.raises(ValueError, match="sdc:clusters"):
-        Settings.from_context(context_of(argv))
+        DeploymentSettings.from_context(context_of(argv))
 
 
 # -- json ------------------------------------------------------------------------------------
@@ -135,7 +135,7 @@ def check_approval_input(block: Block) -> None:
     from infra.stack.definitions import _approval_states
 
     arn = "arn:aws:states:us-west-2:123456789012:stateMachine:SdcRemediation-approval"
-    states = _approval_states({"request_approval": "fn"}, Settings(), arn)
+    states = _approval_states({"request_approval": "fn"}, DeploymentSettings(), arn)
     hint = states["RequestApproval"]["Parameters"]["Payload"]["approval_input"]
     (documented,) = parsed(block).values()
     incident_id = documented["approve"]["incident_id"]

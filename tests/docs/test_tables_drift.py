@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from infra.local.drill import calls as drill_calls
-from infra.stack.settings import _PARSERS, Settings
+from infra.stack.settings import _PARSERS, DeploymentSettings
 from infra.stack.synth import synthesize_once
 from lambdas.logic.core.lifecycle import TRANSITIONS
 from lambdas.models.environment import EnvVar
@@ -69,7 +69,7 @@ def without_line(text: str, start: str) -> str:
 
 
 def test_the_settings_key_table_is_the_keys_defaults_and_ranges_the_code_accepts():
-    assert tables.settings_keys_drift(DEPLOY, _PARSERS, Settings()) == []
+    assert tables.settings_keys_drift(DEPLOY, _PARSERS, DeploymentSettings()) == []
 
 
 def test_the_hardware_alert_thresholds_table_is_the_rules_thresholds():
@@ -139,10 +139,10 @@ def _settings_parsers_without(key: str) -> dict[str, Any]:
 
 SETTINGS_CHANGES: dict[str, Callable[[], list[str]]] = {
     "doc drops a key": lambda: tables.settings_keys_drift(
-        without_line(DEPLOY, "| `sdc:dryRun` |"), _PARSERS, Settings()
+        without_line(DEPLOY, "| `sdc:dryRun` |"), _PARSERS, DeploymentSettings()
     ),
     "doc changes a default": lambda: tables.settings_keys_drift(
-        edited(DEPLOY, "| `86400` |", "| `86401` |"), _PARSERS, Settings()
+        edited(DEPLOY, "| `86400` |", "| `86401` |"), _PARSERS, DeploymentSettings()
     ),
     "doc changes a range": lambda: tables.settings_keys_drift(
         edited(
@@ -151,19 +151,19 @@ SETTINGS_CHANGES: dict[str, Callable[[], list[str]]] = {
             "| `sdc:guardMaxOpenNodes` | integer, 1 .. 100",
         ),
         _PARSERS,
-        Settings(),
+        DeploymentSettings(),
     ),
     "code adds a key": lambda: tables.settings_keys_drift(
-        DEPLOY, {**_PARSERS, "sdc:newKey": _PARSERS["sdc:dryRun"]}, Settings()
+        DEPLOY, {**_PARSERS, "sdc:newKey": _PARSERS["sdc:dryRun"]}, DeploymentSettings()
     ),
     "code drops a key": lambda: tables.settings_keys_drift(
-        DEPLOY, _settings_parsers_without("sdc:stormThreshold"), Settings()
+        DEPLOY, _settings_parsers_without("sdc:stormThreshold"), DeploymentSettings()
     ),
     "code changes a default": lambda: tables.settings_keys_drift(
-        DEPLOY, _PARSERS, replace(Settings(), storm_window_seconds=600)
+        DEPLOY, _PARSERS, replace(DeploymentSettings(), storm_window_seconds=600)
     ),
     "code gives a null default a value": lambda: tables.settings_keys_drift(
-        DEPLOY, _PARSERS, replace(Settings(), notification_email="ops@example.com")
+        DEPLOY, _PARSERS, replace(DeploymentSettings(), notification_email="ops@example.com")
     ),
 }
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from infra.construct import CONTEXT_FIELDS, SdcRemediationProps
-from infra.stack.settings import CONTEXT_KEYS, Settings
+from infra.stack.settings import CONTEXT_KEYS, DeploymentSettings
 from lambdas.models.errors import SettingsError
 from tests.infra.team_app import PLATFORM_STACK, TEAM_STACK, team_app
 
@@ -38,7 +38,7 @@ def test_every_context_key_is_a_props_field():
 )
 def test_a_bad_props_value_is_refused_with_the_context_keys_own_message(key, value):
     with pytest.raises(SettingsError) as from_context:
-        Settings.from_context({key: value})
+        DeploymentSettings.from_context({key: value})
 
     with pytest.raises(SettingsError) as from_props:
         SdcRemediationProps(**{CONTEXT_FIELDS[key]: value})
@@ -53,14 +53,14 @@ def test_props_given_as_python_sequences_mean_what_the_context_lists_mean():
         approvers=("arn:aws:iam::123456789012:role/Oncall*",),
     )
 
-    assert props.settings == Settings.from_context(
+    assert props.settings == DeploymentSettings.from_context(
         {
             "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56"},
             "sdc:healthChecks": ["InstanceStress"],
             "sdc:approvers": ["arn:aws:iam::123456789012:role/Oncall*"],
         }
     )
-    assert SdcRemediationProps().settings == Settings()
+    assert SdcRemediationProps().settings == DeploymentSettings()
 
 
 def test_the_app_context_gives_the_props_and_an_unknown_key_is_still_refused():

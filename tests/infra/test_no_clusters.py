@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from infra.stack.no_clusters import ACKNOWLEDGED, MESSAGE, PARAMETER, RULE
-from infra.stack.settings import Settings
+from infra.stack.settings import DeploymentSettings
 from infra.stack.synth import synthesize_once
 
 
@@ -25,14 +25,14 @@ from infra.stack.synth import synthesize_once
     ],
 )
 def test_only_an_empty_unacknowledged_cluster_list_outside_dry_run_is_refused(context, refused):
-    assert Settings.from_context(context).refuses_to_deploy is refused
+    assert DeploymentSettings.from_context(context).refuses_to_deploy is refused
 
 
 def test_a_bad_acknowledgement_value_names_the_key():
     from lambdas.models.errors import SettingsError
 
     with pytest.raises(SettingsError, match="sdc:acknowledgeNoClusters='maybe': expected true"):
-        Settings.from_context({"sdc:acknowledgeNoClusters": "maybe"})
+        DeploymentSettings.from_context({"sdc:acknowledgeNoClusters": "maybe"})
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from infra.stack.node_isolation import (
     NodeIsolationAccess,
     NodeIsolationAccessProps,
 )
-from infra.stack.settings import Settings, SettingsError
+from infra.stack.settings import DeploymentSettings, SettingsError
 from infra.stack.template import resources_of_type
 from tests.infra.template_tools import actions, resolved, statements_of_function
 
@@ -115,7 +115,7 @@ def test_the_cluster_admin_policy_is_only_associated_when_opted_in():
     app = App()
     stack = Stack(app, "Probe")
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-    settings = Settings.from_context(
+    settings = DeploymentSettings.from_context(
         {
             "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56"},
             "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
@@ -151,7 +151,9 @@ def test_the_cluster_admin_policy_is_only_associated_when_opted_in():
 )
 def test_bad_node_isolation_context_is_refused_naming_the_key(context, says):
     with pytest.raises(SettingsError, match=says):
-        Settings.from_context({"sdc:clusters": {"ml-cluster-1": "ab12cd34ef56"}, **context})
+        DeploymentSettings.from_context(
+            {"sdc:clusters": {"ml-cluster-1": "ab12cd34ef56"}, **context}
+        )
 
 
 def _list(value):
@@ -223,7 +225,7 @@ def test_without_label_recovery_the_recovering_functions_get_no_kubernetes_acces
 
 def test_label_recovery_for_a_cluster_without_isolation_is_refused():
     with pytest.raises(SettingsError, match="sdc:recoveryThroughNodeLabel names ml-cluster-2"):
-        Settings.from_context(
+        DeploymentSettings.from_context(
             {
                 "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56", "ml-cluster-2": "0123456789ab"},
                 "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
@@ -233,7 +235,7 @@ def test_label_recovery_for_a_cluster_without_isolation_is_refused():
 
 
 def test_job_pods_reach_the_functions_with_the_clusters_node_isolation():
-    settings = Settings.from_context(
+    settings = DeploymentSettings.from_context(
         {
             "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56"},
             "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
@@ -259,7 +261,7 @@ def test_job_pods_reach_the_functions_with_the_clusters_node_isolation():
 )
 def test_bad_job_pods_context_is_refused_naming_why(job_pods, says):
     with pytest.raises(SettingsError, match=says):
-        Settings.from_context(
+        DeploymentSettings.from_context(
             {
                 "sdc:clusters": {"ml-cluster-1": "ab12cd34ef56", "ml-cluster-2": "ab12cd34ef57"},
                 "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},

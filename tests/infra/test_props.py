@@ -1,5 +1,5 @@
 """Each construct takes what it uses: a frozen props dataclass of its own module, never the whole
-`Settings`; the stack's and `Functions`' constructors stay a short list of parts."""
+`DeploymentSettings`; the stack's and `Functions`' constructors stay a short list of parts."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from aws_cdk import Stack
 from constructs import Construct
 
 from infra.stack.functions import Functions
-from infra.stack.settings import Settings
+from infra.stack.settings import DeploymentSettings
 from infra.stack.stack import SdcRemediation, SdcRemediationStack
 from tests.conftest import REPO
 
@@ -33,7 +33,7 @@ def stack_modules() -> list[ModuleType]:
 
 
 def constructs() -> list[type[Construct]]:
-    """The constructs `infra/stack/` defines, but the stack: it is where `Settings` is taken
+    """The constructs `infra/stack/` defines, but the stack: it is where `DeploymentSettings` is taken
     apart."""
     return sorted(
         {
@@ -51,13 +51,13 @@ def constructs() -> list[type[Construct]]:
 
 def props_problems(cls: type) -> list[str]:
     """What is wrong with `cls`'s constructor: anything besides `scope` and `construct_id` but
-    one keyword-only `props`, a frozen dataclass of `cls`'s own module; `Settings` anywhere."""
+    one keyword-only `props`, a frozen dataclass of `cls`'s own module; `DeploymentSettings` anywhere."""
     hints = typing.get_type_hints(cls.__init__)
     parameters = list(inspect.signature(cls.__init__).parameters.values())[3:]
     problems = [
-        f"{cls.__qualname__}.__init__ takes {name}: Settings"
+        f"{cls.__qualname__}.__init__ takes {name}: DeploymentSettings"
         for name, hint in hints.items()
-        if hint is Settings
+        if hint is DeploymentSettings
     ]
     if not parameters:
         return problems
@@ -75,8 +75,8 @@ def props_problems(cls: type) -> list[str]:
     ):
         problems.append(f"{cls.__qualname__}'s props is not a frozen dataclass of its module")
     for field in dataclasses.fields(props) if dataclasses.is_dataclass(props) else ():
-        if typing.get_type_hints(props).get(field.name) is Settings:
-            problems.append(f"{props.__qualname__}.{field.name} is the whole Settings")
+        if typing.get_type_hints(props).get(field.name) is DeploymentSettings:
+            problems.append(f"{props.__qualname__}.{field.name} is the whole DeploymentSettings")
     return problems
 
 
@@ -97,11 +97,13 @@ class _GoodProps:
 
 @dataclasses.dataclass(frozen=True)
 class _SettingsProps:
-    settings: Settings
+    settings: DeploymentSettings
 
 
 class _TakesSettings(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: DeploymentSettings
+    ) -> None:
         super().__init__(scope, construct_id)
 
 

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from infra.stack import log_groups
-from infra.stack.settings import CONTEXT_KEYS, LOG_RETENTION_DAYS, Cluster, Settings, SettingsError
+from infra.stack.settings import (
+    CONTEXT_KEYS,
+    LOG_RETENTION_DAYS,
+    Cluster,
+    DeploymentSettings,
+    SettingsError,
+)
 from trainer_emitter.contract import NAMESPACE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,25 +23,25 @@ REPO = Path(__file__).resolve().parents[2]
 def test_cdk_json_context_is_exactly_the_documented_defaults():
     context = json.loads((REPO / "cdk.json").read_text())["context"]
 
-    assert Settings.from_context(context) == Settings()
+    assert DeploymentSettings.from_context(context) == DeploymentSettings()
 
 
 def test_the_default_namespace_is_the_contracts():
-    assert Settings().namespace == NAMESPACE
+    assert DeploymentSettings().namespace == NAMESPACE
 
 
-def test_the_settings_module_points_at_the_deploy_docs_key_table_instead_of_restating_it():
-    # The table itself is checked against the parsers by tests/docs/test_tables_drift.py.
+def test_the_settings_module_points_at_the_settings_table_instead_of_restating_it():
+    # The table itself is checked against the declaration by tests/docs/test_tables_drift.py.
     import infra.stack.settings
 
     docstring = infra.stack.settings.__doc__ or ""
 
-    assert "docs/deploy.md" in docstring
+    assert "docs/settings.md" in docstring
     assert [key for key in CONTEXT_KEYS if f"`{key}`" in docstring] == []
 
 
 def test_values_given_on_the_command_line_as_strings_are_parsed():
-    settings = Settings.from_context(
+    settings = DeploymentSettings.from_context(
         {
             "sdc:clusters": '{"ml-cluster-1": "ab12cd34ef56"}',
             "sdc:approvalTimeoutSeconds": "7200",
@@ -53,7 +59,7 @@ def test_values_given_on_the_command_line_as_strings_are_parsed():
 
 
 def test_roles_whose_sessions_name_the_human_are_role_arns_of_named_accounts():
-    settings = Settings.from_context(
+    settings = DeploymentSettings.from_context(
         {"sdc:humanSessionRoles": '["arn:aws:iam::111122223333:role/Oncall*"]'}
     )
 
@@ -62,7 +68,7 @@ def test_roles_whose_sessions_name_the_human_are_role_arns_of_named_accounts():
 
 def test_a_cluster_is_given_by_arn_or_by_id():
     arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/ab12cd34ef56"
-    settings = Settings.from_context({"sdc:clusters": {"b": "0123456789ab", "a": arn}})
+    settings = DeploymentSettings.from_context({"sdc:clusters": {"b": "0123456789ab", "a": arn}})
 
     assert settings.cluster_names == ("a", "b")
     assert settings.clusters[0].arn == arn
@@ -71,9 +77,9 @@ def test_a_cluster_is_given_by_arn_or_by_id():
 
 
 def test_keys_of_other_tools_are_ignored():
-    settings = Settings.from_context({"@aws-cdk/core:newStyleStackSynthesis": True})
+    settings = DeploymentSettings.from_context({"@aws-cdk/core:newStyleStackSynthesis": True})
 
-    assert settings == Settings()
+    assert settings == DeploymentSettings()
 
 
 @pytest.mark.parametrize(
@@ -113,11 +119,11 @@ def test_keys_of_other_tools_are_ignored():
 )
 def test_a_bad_value_fails_fast_naming_the_key(context, message):
     with pytest.raises(SettingsError, match=message):
-        Settings.from_context(context)
+        DeploymentSettings.from_context(context)
 
 
 def test_an_empty_email_means_no_subscription():
-    assert Settings.from_context({"sdc:notificationEmail": ""}).notification_email is None
+    assert DeploymentSettings.from_context({"sdc:notificationEmail": ""}).notification_email is None
 
 
 def test_every_allowed_log_retention_maps_to_a_cdk_retention():
@@ -125,18 +131,18 @@ def test_every_allowed_log_retention_maps_to_a_cdk_retention():
 
 
 def test_the_guard_and_storm_defaults_are_documented_values():
-    settings = Settings()
+    settings = DeploymentSettings()
 
     assert (settings.guard_max_open_nodes, settings.guard_max_open_percent) == (3, 10)
     assert (settings.storm_threshold, settings.storm_window_seconds) == (4, 900)
 
 
 def test_the_pause_parameter_defaults_to_one_under_the_stack_name():
-    assert Settings(stack_name="Prod").pause_parameter_name == "/Prod/paused"
+    assert DeploymentSettings(stack_name="Prod").pause_parameter_name == "/Prod/paused"
 
 
 def test_a_pause_parameter_name_is_used_as_given_with_a_leading_slash():
-    settings = Settings.from_context({"sdc:pauseParameterName": "ops/sdc/paused"})
+    settings = DeploymentSettings.from_context({"sdc:pauseParameterName": "ops/sdc/paused"})
 
     assert settings.pause_parameter_name == "/ops/sdc/paused"
 
@@ -144,7 +150,7 @@ def test_a_pause_parameter_name_is_used_as_given_with_a_leading_slash():
 @pytest.mark.parametrize("value", ["/aws/reserved", "has space", "/a//b", 7])
 def test_a_bad_pause_parameter_name_fails_the_synth_naming_the_key(value):
     with pytest.raises(SettingsError, match="sdc:pauseParameterName"):
-        Settings.from_context({"sdc:pauseParameterName": value})
+        DeploymentSettings.from_context({"sdc:pauseParameterName": value})
 
 
 @pytest.mark.parametrize(
@@ -158,14 +164,14 @@ def test_a_bad_pause_parameter_name_fails_the_synth_naming_the_key(value):
 )
 def test_guard_and_storm_limits_out_of_range_fail_the_synth(key, value):
     with pytest.raises(SettingsError, match=key):
-        Settings.from_context({key: value})
+        DeploymentSettings.from_context({key: value})
 
 
 def test_the_old_name_of_the_node_guard_is_refused_with_its_new_name():
     with pytest.raises(
         SettingsError, match="sdc:guardMaxOpenIncidents is now sdc:guardMaxOpenNodes"
     ):
-        Settings.from_context({"sdc:guardMaxOpenIncidents": 5})
+        DeploymentSettings.from_context({"sdc:guardMaxOpenIncidents": 5})
 
 
 @pytest.mark.parametrize(
@@ -184,7 +190,7 @@ def test_the_stack_and_the_functions_accept_the_same_range(key, variable):
     base = {"INCIDENTS_TABLE": "i", "AUDIT_TABLE": "a", "TOPIC_ARN": "arn:aws:sns:r:1:t"}
     highest = 10_000
     for value, accepted in ((highest, True), (highest + 1, False)):
-        stack_accepts = _accepts(Settings.from_context, {key: value})
+        stack_accepts = _accepts(DeploymentSettings.from_context, {key: value})
         functions_accept = _accepts(
             functions_side.Settings.from_env, {**base, variable: str(value)}
         )
@@ -211,10 +217,10 @@ def with_telemetry(telemetry: object) -> dict[str, object]:
 
 
 def test_a_clusters_workspace_is_given_by_id_or_by_arn_with_an_optional_dashboard():
-    by_id = Settings.from_context(
+    by_id = DeploymentSettings.from_context(
         with_telemetry('{"ml-cluster-1": {"workspace": "ws-1234abcd-0000", "dashboard": null}}')
     ).telemetry[0]
-    by_arn = Settings.from_context(
+    by_arn = DeploymentSettings.from_context(
         with_telemetry(
             {
                 "ml-cluster-1": {
@@ -244,9 +250,9 @@ def test_a_clusters_workspace_is_given_by_id_or_by_arn_with_an_optional_dashboar
 def test_a_workspace_in_the_china_partition_is_reached_under_its_dns_suffix():
     arn = "arn:aws-cn:aps:cn-north-1:111122223333:workspace/ws-1234abcd-0000"
 
-    source = Settings.from_context(with_telemetry({"ml-cluster-1": {"workspace": arn}})).telemetry[
-        0
-    ]
+    source = DeploymentSettings.from_context(
+        with_telemetry({"ml-cluster-1": {"workspace": arn}})
+    ).telemetry[0]
 
     assert (source.region, source.url_suffix) == ("cn-north-1", "amazonaws.com.cn")
 
@@ -270,7 +276,7 @@ def test_a_workspace_in_the_china_partition_is_reached_under_its_dns_suffix():
 )
 def test_a_bad_telemetry_value_fails_the_synth_naming_the_key(telemetry, message):
     with pytest.raises(SettingsError, match=message) as raised:
-        Settings.from_context(with_telemetry(telemetry))
+        DeploymentSettings.from_context(with_telemetry(telemetry))
 
     assert "sdc:telemetry" in str(raised.value)
 
@@ -279,14 +285,16 @@ def test_telemetry_for_a_cluster_the_deployment_does_not_act_on_fails_the_synth(
     with pytest.raises(
         SettingsError, match="sdc:telemetry names ml-cluster-9, not in sdc:clusters"
     ):
-        Settings.from_context(with_telemetry({"ml-cluster-9": {"workspace": "ws-1234abcd"}}))
+        DeploymentSettings.from_context(
+            with_telemetry({"ml-cluster-9": {"workspace": "ws-1234abcd"}})
+        )
 
 
 def test_a_bad_context_value_raises_the_one_settings_error_the_functions_raise_too():
     from lambdas.models.errors import SettingsError as FunctionsSettingsError
 
     with pytest.raises(FunctionsSettingsError, match="sdc:dryRun") as raised:
-        Settings.from_context({"sdc:dryRun": "maybe"})
+        DeploymentSettings.from_context({"sdc:dryRun": "maybe"})
 
     assert isinstance(raised.value, ValueError)
 
@@ -295,8 +303,8 @@ def test_a_bad_context_value_raises_the_one_settings_error_the_functions_raise_t
 
 
 def test_hardware_alert_thresholds_default_and_override_key_by_key():
-    default = Settings.from_context({}).hardware_alerts
-    changed = Settings.from_context(
+    default = DeploymentSettings.from_context({}).hardware_alerts
+    changed = DeploymentSettings.from_context(
         {"sdc:hardwareAlerts": '{"linkDowntimeSeconds": 60, "criticalXids": [79, 48]}'}
     ).hardware_alerts
 
@@ -319,5 +327,5 @@ def test_hardware_alert_thresholds_default_and_override_key_by_key():
 )
 def test_a_bad_hardware_alert_threshold_is_refused_with_what_is_wrong(value, says):
     with pytest.raises(SettingsError, match="sdc:hardwareAlerts") as raised:
-        Settings.from_context({"sdc:hardwareAlerts": value})
+        DeploymentSettings.from_context({"sdc:hardwareAlerts": value})
     assert says in str(raised.value)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infra.stack.functions import SPECS
-from infra.stack.settings import Settings, SettingsError
+from infra.stack.settings import DeploymentSettings, SettingsError
 from infra.stack.synth import synthesize_once
 from infra.stack.template import ACCOUNT, REGION
 from tests.infra.conftest import CLUSTER_ID
@@ -100,4 +100,4 @@ def test_without_slurm_controllers_no_function_may_send_commands(template):
 )
 def test_a_bad_slurm_controller_setting_is_refused_naming_the_key(changes, message):
     with pytest.raises(SettingsError, match=message):
-        Settings.from_context({**SLURM_CONTEXT, **changes})
+        DeploymentSettings.from_context({**SLURM_CONTEXT, **changes})

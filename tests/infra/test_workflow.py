@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from infra.stack.asl import LAMBDA_INVOKE, LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN, TASK_TIMEOUT_SECONDS
-from infra.stack.settings import Settings
+from infra.stack.settings import DeploymentSettings
 from infra.stack.template import (
     function_handlers,
     placeholder_arns,
@@ -352,11 +352,11 @@ def test_loop_bounds_and_waits_follow_the_context(variant_template):
         "health": VARIANT_CONTEXT["sdc:healthCheckMaxPolls"],
         "replacement": VARIANT_CONTEXT["sdc:replacementMaxPolls"],
         "replace_retries": VARIANT_CONTEXT["sdc:replaceMaxRetries"],
-        "reboot": Settings().reboot_max_polls,
+        "reboot": DeploymentSettings().reboot_max_polls,
         "reboot_retries": VARIANT_CONTEXT["sdc:replaceMaxRetries"],
         "reboots": MAX_REBOOTS,
     }
-    assert states["WaitForReboot"]["Seconds"] == Settings().reboot_poll_seconds
+    assert states["WaitForReboot"]["Seconds"] == DeploymentSettings().reboot_poll_seconds
     assert states["WaitForHealthCheck"]["Seconds"] == VARIANT_CONTEXT["sdc:healthCheckPollSeconds"]
     assert states["WaitForReplacement"]["Seconds"] == VARIANT_CONTEXT["sdc:replacementPollSeconds"]
     assert states["WaitToRetryReplace"]["Seconds"] == VARIANT_CONTEXT["sdc:replaceRetrySeconds"]

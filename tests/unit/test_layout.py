@@ -234,11 +234,11 @@ def test_each_handler_calls_the_function_the_stage_map_names(stage):
 
 def test_the_stage_map_names_the_states_that_invoke_each_handler():
     from infra.stack.definitions import approval_definition, remediation_definition
-    from infra.stack.settings import Settings
+    from infra.stack.settings import DeploymentSettings
 
     arns = {stage.handler: f"arn:function:{stage.handler}" for stage in STAGES}
     definitions = (
-        remediation_definition(arns, Settings.from_context({}), "arn:approval"),
+        remediation_definition(arns, DeploymentSettings.from_context({}), "arn:approval"),
         approval_definition(arns["decide"]),
     )
     invoked_by: dict[str, set[str]] = {}

@@ -221,12 +221,12 @@ def alerting_workspace(
 
     from infra.local import prometheus
     from infra.stack.alert_rules import rule_groups
-    from infra.stack.settings import Settings
+    from infra.stack.settings import DeploymentSettings
 
     if prometheus.binaries() is None:
         raise prometheus.PrometheusNotInstalled(prometheus.INSTALL_HINT)
     key = "sdc:hardwareAlerts"
-    thresholds = Settings.from_context({key: context.get(key, {})}).hardware_alerts
+    thresholds = DeploymentSettings.from_context({key: context.get(key, {})}).hardware_alerts
     now = int(time.time()) // 15 * 15
     start = now - 30 * 60
     culprit = culprit_gpu(alarm, rank_map)
