@@ -10,18 +10,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from infra.stack.functions import SPECS
-from infra.stack.settings import DeploymentSettings, SettingsError
+from infra.stack import settings_table
+from lambdas.models.setting_declarations import Setting
 from infra.stack.template import pipeline_functions, resources_of_type
 from trainer_emitter.mapping import Rule
 
 ROW_SPLIT = re.compile(r"(?<!\\)\|")
 TICKED = re.compile(r"`([^`]+)`")
 IAM_ACTION = re.compile(r"^[a-z0-9-]+:[A-Z][A-Za-z]+$")
-RANGE = re.compile(r"integer, (-?\d+) \.\. (-?\d+)")
 EVERY_FUNCTION = "every function"
 FINAL = "final"
 
@@ -56,63 +55,39 @@ def _differences(what: str, documented: Iterable[str], in_code: Iterable[str]) -
     return found
 
 
-# --- (a) docs/deploy.md, the `sdc:*` context keys vs infra/stack/settings.py -------------------------
-
-SETTINGS_HEADING = "## DeploymentSettings: the `sdc:*` context keys"
-
-Parsers = Mapping[str, tuple[str, Callable[[str, Any], Any]]]
+# --- (a) docs/settings.md, the one settings table vs the declaration of the settings -----------
 
 
-def _in_effect(settings: DeploymentSettings) -> DeploymentSettings:
-    """The settings as they take effect (the pause switch's name filled in)."""
-    return replace(settings, pause_parameter=settings.pause_parameter_name)
-
-
-def settings_keys_drift(doc: str, parsers: Parsers, defaults: DeploymentSettings) -> list[str]:
-    """The keys of the table against the keys the parsers accept; each documented default,
-    given as the value, against the default `DeploymentSettings` (the same once in effect); each
-    documented integer range against the parser's bounds."""
-    rows = {ticked(row[0])[0]: row for row in table_after(doc, SETTINGS_HEADING)}
-    found = _differences("sdc:* keys", rows, parsers)
-    for key in sorted(rows.keys() & parsers.keys()):
-        _, kind, default, _ = rows[key]
-        attr, parse = parsers[key]
-        raw = ticked(default)[0].replace("<sdc:stackName>", defaults.stack_name)
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        try:
-            documented = replace(defaults, **{attr: None if value is None else parse(key, value)})
-        except SettingsError as err:
-            found.append(f"{key}: the documented default {raw!r} is refused: {err}")
-            continue
-        if _in_effect(documented) != _in_effect(defaults):
-            found.append(
-                f"{key}: documented default {raw!r}, the code's {getattr(defaults, attr)!r}"
-            )
-        bounds = RANGE.search(kind)
-        if bounds:
-            found.extend(_range_drift(key, parse, int(bounds[1]), int(bounds[2])))
+def settings_table_drift(doc: str, settings: Iterable[Setting]) -> list[str]:
+    """The generated table as the doc holds it against the table the declaration gives, row by
+    row (`python -m infra.stack.settings_table --write` puts it right)."""
+    documented = settings_table.documented(doc).splitlines()
+    expected = settings_table.settings_table(settings).splitlines()
+    found = [
+        f"line {i + 1}: the doc has {d!r}, the declaration gives {e!r}"
+        for i, (d, e) in enumerate(zip(documented, expected, strict=False))
+        if d != e
+    ]
+    if len(documented) != len(expected):
+        found.append(f"{len(documented)} lines in the doc, {len(expected)} from the declaration")
     return found
 
 
-def _range_drift(key: str, parse: Callable[[str, Any], Any], low: int, high: int) -> list[str]:
-    def accepts(value: int) -> bool:
-        try:
-            parse(key, value)
-        except SettingsError:
-            return False
-        return True
-
-    if [accepts(low - 1), accepts(low), accepts(high), accepts(high + 1)] != [
-        False,
-        True,
-        True,
-        False,
-    ]:
-        return [f"{key}: the documented range {low} .. {high} is not what the code accepts"]
-    return []
+def environment_settings_drift(doc: str, settings: Iterable[Setting]) -> list[str]:
+    """Each variable of the environment table that carries settings names exactly those
+    settings' keys, and restates no default (the settings table has them)."""
+    carried: dict[str, set[str]] = {}
+    for setting in settings:
+        if setting.env is not None:
+            carried.setdefault(setting.env.value, set()).add(setting.key)
+    rows = {ticked(row[0])[0]: row[2] for row in table_after(doc, ENVIRONMENT_HEADING)}
+    found = []
+    for name in sorted(rows.keys() & carried.keys()):
+        named = {token for token in ticked(rows[name]) if token.startswith("sdc:")}
+        found.extend(_differences(f"settings {name} carries", named, carried[name]))
+        if "default" in rows[name]:
+            found.append(f"{name}: the environment table restates a default")
+    return found
 
 
 # --- (b) README.md, "What a report publishes" vs trainer_emitter/mapping.py `Rule` ----------------

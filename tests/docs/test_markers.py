@@ -22,6 +22,7 @@ RUNNERS = {
     "aws-model": "test_shell_blocks.py: each command's parameters against the AWS API model",
     "transcript": "test_shell_blocks.py: each `$` command run, its output's shape compared",
     "approver-policy": "test_shell_blocks.py: the actions `sdc approve` calls, recorded",
+    "diagram": "test_readme.py: the functions and states it names, against the synthesized stack",
 }
 
 

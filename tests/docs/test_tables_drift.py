@@ -1,7 +1,8 @@
 """Every table a doc keeps of something the code holds is derived from the code and fails on drift.
 
-Five tables: the `sdc:*` keys (docs/deploy.md ↔ infra/stack/settings.py), the report mapping
-(README.md ↔ trainer_emitter/mapping.py `Rule`), the permissions (docs/deploy.md ↔ the function
+Five tables: the settings (docs/settings.md ↔ the declaration,
+lambdas/models/setting_declarations.py), the report mapping
+(docs/training.md ↔ trainer_emitter/mapping.py `Rule`), the permissions (docs/deploy.md ↔ the function
 roles of the synthesized stack), each function's environment (docs/pipeline.md ↔ the functions
 of the synthesized stack) and the incident states (docs/pipeline.md ↔ `IncidentState`,
 `TRANSITIONS`). Each comparison (tests/docs/tables.py) runs on the real pair, and on copies
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from infra.local.drill import calls as drill_calls
-from infra.stack.settings import _PARSERS, DeploymentSettings
+from lambdas.models.setting_declarations import SETTINGS, Form, Setting
 from infra.stack.synth import synthesize_once
 from lambdas.logic.core.lifecycle import TRANSITIONS
 from lambdas.models.environment import EnvVar
@@ -32,7 +33,8 @@ from trainer_emitter.mapping import Rule
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = (REPO / "docs" / "deploy.md").read_text()
 PIPELINE = (REPO / "docs" / "pipeline.md").read_text()
-README = (REPO / "README.md").read_text()
+SETTINGS_DOC = (REPO / "docs" / "settings.md").read_text()
+TRAINING = (REPO / "docs" / "training.md").read_text()
 
 CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/ab12cd34ef56"
 FULL_CONTEXT: dict[str, Any] = {
@@ -68,8 +70,28 @@ def without_line(text: str, start: str) -> str:
 # --- the real tables are in step --------------------------------------------------------------
 
 
-def test_the_settings_key_table_is_the_keys_defaults_and_ranges_the_code_accepts():
-    assert tables.settings_keys_drift(DEPLOY, _PARSERS, DeploymentSettings()) == []
+def test_the_settings_table_is_the_one_the_declaration_gives():
+    assert tables.settings_table_drift(SETTINGS_DOC, SETTINGS) == []
+
+
+def test_the_environment_table_names_the_settings_each_variable_carries_and_no_default():
+    assert tables.environment_settings_drift(PIPELINE, SETTINGS) == []
+
+
+def test_settings_are_in_one_table_only():
+    # Given every document, When the documents with a table row per `sdc:*` key are listed,
+    # Then only docs/settings.md has one
+    from tests.docs.blocks import DOCUMENTS
+
+    holding = [
+        document
+        for document in DOCUMENTS
+        if any(
+            line.startswith("| `sdc:") for line in (REPO / document).read_text().splitlines()
+        )
+    ]
+
+    assert holding == ["docs/settings.md"]
 
 
 def test_the_hardware_alert_thresholds_table_is_the_rules_thresholds():
@@ -84,14 +106,14 @@ def test_a_changed_hardware_alert_default_in_the_doc_is_drift():
     assert tables.thresholds_drift(changed) != []
 
 
-def test_the_readme_report_mapping_table_is_the_mapping_rules():
-    assert tables.report_mapping_drift(README, list(Rule)) == []
+def test_the_training_report_mapping_table_is_the_mapping_rules():
+    assert tables.report_mapping_drift(TRAINING, list(Rule)) == []
 
 
-def test_the_readme_watch_decision_table_is_the_watch_rows():
+def test_the_training_watch_decision_table_is_the_watch_rows():
     from lambdas.logic.evidence.recommendation import WatchRow
 
-    lines = README[README.index("| evidence | recommend | the card says |") :].splitlines()[2:]
+    lines = TRAINING[TRAINING.index("| evidence | recommend | the card says |") :].splitlines()[2:]
     rows = lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]
 
     assert rows == [f"| {r.evidence} | {r.advice.tier} | {r.action} |" for r in WatchRow]
@@ -133,58 +155,58 @@ class ChangedRule:
     scope: str = ""
 
 
-def _settings_parsers_without(key: str) -> dict[str, Any]:
-    return {k: v for k, v in _PARSERS.items() if k != key}
-
+A_SETTING = Setting("sdc:newKey", "new_key", Form.BOOLEAN, default=False, doc="new")
 
 SETTINGS_CHANGES: dict[str, Callable[[], list[str]]] = {
-    "doc drops a key": lambda: tables.settings_keys_drift(
-        without_line(DEPLOY, "| `sdc:dryRun` |"), _PARSERS, DeploymentSettings()
+    "doc drops a row": lambda: tables.settings_table_drift(
+        without_line(SETTINGS_DOC, "| `sdc:dryRun` |"), SETTINGS
     ),
-    "doc changes a default": lambda: tables.settings_keys_drift(
-        edited(DEPLOY, "| `86400` |", "| `86401` |"), _PARSERS, DeploymentSettings()
+    "doc changes a default": lambda: tables.settings_table_drift(
+        edited(SETTINGS_DOC, "| `86400` |", "| `86401` |"), SETTINGS
     ),
-    "doc changes a range": lambda: tables.settings_keys_drift(
+    "doc changes a range": lambda: tables.settings_table_drift(
+        edited(SETTINGS_DOC, "| integer, 1 .. 10000 |", "| integer, 1 .. 100 |"), SETTINGS
+    ),
+    "declaration adds a setting": lambda: tables.settings_table_drift(
+        SETTINGS_DOC, [*SETTINGS, A_SETTING]
+    ),
+    "declaration drops a setting": lambda: tables.settings_table_drift(SETTINGS_DOC, SETTINGS[1:]),
+    "declaration changes a default": lambda: tables.settings_table_drift(
+        SETTINGS_DOC,
+        [replace(s, default=600) if s.key == "sdc:stormWindowSeconds" else s for s in SETTINGS],
+    ),
+    "environment table names another setting": lambda: tables.environment_settings_drift(
+        edited(PIPELINE, "the setting `sdc:stormThreshold`", "the setting `sdc:stormWindowSeconds`"),
+        SETTINGS,
+    ),
+    "environment table restates a default": lambda: tables.environment_settings_drift(
         edited(
-            DEPLOY,
-            "| `sdc:guardMaxOpenNodes` | integer, 1 .. 10000",
-            "| `sdc:guardMaxOpenNodes` | integer, 1 .. 100",
+            PIPELINE,
+            "the setting `sdc:stormThreshold` ([settings.md](settings.md))",
+            "the setting `sdc:stormThreshold`, default 4",
         ),
-        _PARSERS,
-        DeploymentSettings(),
-    ),
-    "code adds a key": lambda: tables.settings_keys_drift(
-        DEPLOY, {**_PARSERS, "sdc:newKey": _PARSERS["sdc:dryRun"]}, DeploymentSettings()
-    ),
-    "code drops a key": lambda: tables.settings_keys_drift(
-        DEPLOY, _settings_parsers_without("sdc:stormThreshold"), DeploymentSettings()
-    ),
-    "code changes a default": lambda: tables.settings_keys_drift(
-        DEPLOY, _PARSERS, replace(DeploymentSettings(), storm_window_seconds=600)
-    ),
-    "code gives a null default a value": lambda: tables.settings_keys_drift(
-        DEPLOY, _PARSERS, replace(DeploymentSettings(), notification_email="ops@example.com")
+        SETTINGS,
     ),
 }
 
 MAPPING_CHANGES: dict[str, Callable[[], list[str]]] = {
     "doc drops a row": lambda: tables.report_mapping_drift(
-        without_line(README, "| rank in `nonfinite` |"), list(Rule)
+        without_line(TRAINING, "| rank in `nonfinite` |"), list(Rule)
     ),
     "doc changes a role": lambda: tables.report_mapping_drift(
         edited(
-            README,
+            TRAINING,
             "| check `weights`, rank in `suspects` | culprit |",
             "| check `weights`, rank in `suspects` | involved |",
         ),
         list(Rule),
     ),
-    "code drops a rule": lambda: tables.report_mapping_drift(README, list(Rule)[1:]),
+    "code drops a rule": lambda: tables.report_mapping_drift(TRAINING, list(Rule)[1:]),
     "code adds a rule": lambda: tables.report_mapping_drift(
-        README, [*Rule, ChangedRule("rank in `stragglers`", Role.INVOLVED, Metric.NONFINITE_GRAD)]
+        TRAINING, [*Rule, ChangedRule("rank in `stragglers`", Role.INVOLVED, Metric.NONFINITE_GRAD)]
     ),
     "code changes a metric": lambda: tables.report_mapping_drift(
-        README,
+        TRAINING,
         [
             ChangedRule(r.evidence, r.role, Metric.REPLAY_MISMATCH, r.scope)
             if r is Rule.NONFINITE
