@@ -138,17 +138,11 @@ class Settings:
     approval_state_machine_arn: str | None = None
     """For the console link and the paste-able input in approval notifications."""
     guard_max_open_nodes: int = DECLARED
-    """Blast-radius guard: open incidents per cluster, at most (absolute)."""
     guard_max_open_percent: int = DECLARED
-    """Blast-radius guard: open incidents per cluster, at most this share of its nodes (rounded
-    up, so every cluster allows one)."""
     storm_threshold: int = DECLARED
-    """Distinct instances flagged within `storm_window_seconds` that make a storm."""
     storm_window_seconds: int = DECLARED
     report_openings_per_minute: int = DECLARED
-    """Rate bound: incidents reports may open per cluster per minute; beyond it they are held."""
     job_openings_per_minute: int = DECLARED
-    """Rate bound: incidents the reports naming one job may open per cluster per minute."""
     pause_parameter: str | None = None
     """The SSM parameter of the pause switch; None = no switch (never paused)."""
     event_bus_name: str | None = None
@@ -157,23 +151,14 @@ class Settings:
     """The approval task's timeout: a decision arriving later is refused (None: not checked
     here; Step Functions still refuses the expired token)."""
     approver_time_zone: str = DECLARED
-    """The IANA time zone the approvers read the approval deadline in (besides UTC)."""
     node_isolation: Mapping[str, IsolationConfig] = field(default_factory=dict)
     """Per HyperPod cluster name; a cluster not listed is not isolated."""
     telemetry: Mapping[str, TelemetryWorkspace] = field(default_factory=dict)
     """Per HyperPod cluster name; a cluster not listed has no hardware telemetry."""
     approvals_required: int = DECLARED
-    """Distinct verified principals whose approve (or reboot) it takes; a reject by any
-    allowed approver ends the approval."""
     approvers: tuple[str, ...] = DECLARED
-    """ARN patterns (`*`, `?`) of the principals allowed to decide; empty: anyone who may start
-    the approval state machine."""
     human_session_roles: tuple[str, ...] = DECLARED
-    """IAM role ARN patterns whose sessions are named after the human who assumed them (the
-    role's trust policy makes it so, e.g. session name = source identity): such a session counts
-    as that human. IAM Identity Center's `AWSReservedSSO_*` roles need no listing."""
     require_identity_proof: bool = DECLARED
-    """Refuse decisions that carry no identity proof (console approvals)."""
     audit_anchor_log_group: str | None = None
     """The CloudWatch Logs group every audit entry's hash is appended to; None: not anchored."""
 

@@ -1,7 +1,7 @@
-"""The README's training-loop blocks, run on every rank of a 4-rank gloo job on CPU.
+"""The training doc's training-loop blocks (docs/training.md), run on every rank of a 4-rank gloo job on CPU.
 
 Each block runs in a namespace of its own (a block builds its own `SdcChecks`, and a DDP model
-takes one communication hook), holding the names the README's prose says the reader has: a DDP
+takes one communication hook), holding the names the training doc's prose says the reader has: a DDP
 model's parts, a loss, a loader, checkpoint functions, the loaded checkpoint's step and tags.
 Imported by the spawned rank processes.
 """

@@ -7,15 +7,14 @@ pairs changed on one side only to show that the comparison notices.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from infra.stack.functions import SPECS
 from infra.stack import settings_table
-from lambdas.models.setting_declarations import Setting
+from infra.stack.functions import SPECS
 from infra.stack.template import pipeline_functions, resources_of_type
+from lambdas.models.setting_declarations import Setting
 from trainer_emitter.mapping import Rule
 
 ROW_SPLIT = re.compile(r"(?<!\\)\|")
@@ -90,19 +89,19 @@ def environment_settings_drift(doc: str, settings: Iterable[Setting]) -> list[st
     return found
 
 
-# --- (b) README.md, "What a report publishes" vs trainer_emitter/mapping.py `Rule` ----------------
+# --- (b) docs/training.md, "What a report publishes" vs trainer_emitter/mapping.py `Rule` ---------
 
 MAPPING_HEADING = "### What a report publishes"
 
 
 def rule_row(rule: Rule) -> list[str]:
-    """A rule as the README's table shows it: evidence | role[: scope] | metric."""
+    """A rule as the training doc's table shows it: evidence | role[: scope] | metric."""
     role = f"{rule.role.value}: {rule.scope}" if rule.scope else rule.role.value
     return [rule.evidence, role, f"`{rule.metric.value}`"]
 
 
 def report_mapping_drift(readme: str, rules: Iterable[Rule]) -> list[str]:
-    """The README's rows against the rules, row by row in order."""
+    """The training doc's rows against the rules, row by row in order."""
     documented = table_after(readme, MAPPING_HEADING)
     expected = [rule_row(rule) for rule in rules]
     found = []

@@ -120,7 +120,7 @@ CLAIMS = (
         lambda t: len(_functions(t)),
     ),
     Claim("docs/deploy.md", r"\bthe NUMBER that change a node", _node_action_functions),
-    Claim("docs/deploy.md", r"\beach of the NUMBER functions that act on a node", _node_action_functions),
+    Claim("docs/settings.md", r"\beach of the NUMBER functions that act on a node", _node_action_functions),
     Claim(
         "docs/deploy.md",
         r"\bthe NUMBER functions that neither take events in nor act on a node",

@@ -1,6 +1,6 @@
 """The Python blocks, run as a reader would run them.
 
-`python emitter`: the README's emitter calls, in order, in one fresh interpreter (a fresh one is
+`python emitter`: the training doc's emitter calls (docs/training.md), in order, in one fresh interpreter (a fresh one is
 what shows a broken import), with the `memory` sink and a one-rank job's alarm.
 `python watch`: the training watch's blocks, in a fresh interpreter, against a rendezvous store
 this test starts (a one-rank job: MASTER_ADDR and MASTER_PORT name it).
@@ -73,7 +73,7 @@ ONE_RANK_ALARM = {
 
 
 def test_the_emitter_blocks_run_in_a_fresh_interpreter_and_report():
-    # Given the README's emitter blocks, a one-rank job's alarm and the memory sink
+    # Given the training doc's emitter blocks, a one-rank job's alarm and the memory sink
     blocks = session("emitter")
     prelude = f"alarm = {ONE_RANK_ALARM!r}\n"
     postlude = """
@@ -103,7 +103,7 @@ def test_the_emitter_blocks_run_in_a_fresh_interpreter_and_report():
 
 @pytest.mark.torch
 def test_the_watch_blocks_run_in_a_fresh_interpreter_and_watch_every_step():
-    # Given the README's watch blocks, a rendezvous store, a one-rank job and the memory sink
+    # Given the training doc's watch blocks, a rendezvous store, a one-rank job and the memory sink
     from torch.distributed import TCPStore
 
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
@@ -156,7 +156,7 @@ def test_the_training_loop_blocks_run_on_every_rank_of_a_gloo_job():
         ([(b.id, b.text) for b in blocks],),
         [b.id for b in blocks],
         timeout=300,
-        what="the README's training blocks",
+        what="the training doc's training blocks",
     )
 
     # Every block ran on every rank, and the collectives gave every rank the same answer

@@ -91,25 +91,26 @@ def anchors(text: str) -> set[str]:
 
 
 def broken_links(document: str, text: str, root: Path = REPO) -> list[str]:
-    """Each relative link of `text` (a document at `document`) whose file, or heading, is not
-    there."""
+    """Each relative link of `text` (a document at `document`; its text may span lines) whose
+    file, or heading, is not there. Code blocks hold no links."""
+    lines, in_code = [], False
+    for line in text.splitlines():
+        fence = line.lstrip().startswith("```")
+        in_code = in_code != fence
+        lines.append("" if in_code or fence else line)
+    prose = "\n".join(lines)
     found = []
-    in_code = False
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("```"):
-            in_code = not in_code
+    for match in LINK.finditer(prose):
+        target = match[1]
+        if re.match(r"^[a-z]+:", target):
             continue
-        if in_code:
-            continue
-        for target in LINK.findall(line):
-            if re.match(r"^[a-z]+:", target):
-                continue
-            path, _, anchor = target.partition("#")
-            file = (root / document).parent / path if path else root / document
-            if not file.exists():
-                found.append(f"{document}:{number}: {target}: no such file")
-            elif anchor and file.suffix == ".md" and anchor not in anchors(file.read_text()):
-                found.append(f"{document}:{number}: {target}: no such heading")
+        number = prose.count("\n", 0, match.start()) + 1
+        path, _, anchor = target.partition("#")
+        file = (root / document).parent / path if path else root / document
+        if not file.exists():
+            found.append(f"{document}:{number}: {target}: no such file")
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file.read_text()):
+            found.append(f"{document}:{number}: {target}: no such heading")
     return found
 
 
@@ -125,7 +126,12 @@ def test_every_relative_link_resolves_to_a_file_and_a_heading():
 
 @pytest.mark.parametrize(
     "link",
-    ["[gone](docs/nothing.md)", "[gone](docs/approve.md#no-such-heading)", "[gone](#nowhere)"],
+    [
+        "[gone](docs/nothing.md)",
+        "[gone](docs/approve.md#no-such-heading)",
+        "[gone](#nowhere)",
+        "[gone over\ntwo lines](docs/nothing.md)",
+    ],
 )
 def test_a_link_to_a_missing_file_or_heading_is_found(link):
     text = README + f"\n{link}\n"
@@ -214,7 +220,9 @@ def diagram_drift(block: Block, template: dict[str, Any]) -> list[str]:
         if state not in states:
             found.append(f"state {state}: not in the state machines")
         elif drawn != states[state]:
-            found.append(f"state {state}: drawn with {sorted(drawn)}, invokes {sorted(states[state])}")
+            found.append(
+                f"state {state}: drawn with {sorted(drawn)}, invokes {sorted(states[state])}"
+            )
     return found
 
 

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from infra.local.drill import calls as drill_calls
-from lambdas.models.setting_declarations import SETTINGS, Form, Setting
 from infra.stack.synth import synthesize_once
 from lambdas.logic.core.lifecycle import TRANSITIONS
 from lambdas.models.environment import EnvVar
 from lambdas.models.incident import IncidentState
+from lambdas.models.setting_declarations import SETTINGS, Form, Setting
 from tests.docs import tables
 from trainer_emitter.contract import Metric, Role
 from trainer_emitter.mapping import Rule
@@ -86,9 +86,7 @@ def test_settings_are_in_one_table_only():
     holding = [
         document
         for document in DOCUMENTS
-        if any(
-            line.startswith("| `sdc:") for line in (REPO / document).read_text().splitlines()
-        )
+        if any(line.startswith("| `sdc:") for line in (REPO / document).read_text().splitlines())
     ]
 
     assert holding == ["docs/settings.md"]
@@ -176,7 +174,9 @@ SETTINGS_CHANGES: dict[str, Callable[[], list[str]]] = {
         [replace(s, default=600) if s.key == "sdc:stormWindowSeconds" else s for s in SETTINGS],
     ),
     "environment table names another setting": lambda: tables.environment_settings_drift(
-        edited(PIPELINE, "the setting `sdc:stormThreshold`", "the setting `sdc:stormWindowSeconds`"),
+        edited(
+            PIPELINE, "the setting `sdc:stormThreshold`", "the setting `sdc:stormWindowSeconds`"
+        ),
         SETTINGS,
     ),
     "environment table restates a default": lambda: tables.environment_settings_drift(
