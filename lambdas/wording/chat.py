@@ -45,7 +45,7 @@ def approval_request(incident: Incident, card: ApprovalCard) -> ChatNotification
     command the channel runs (`@Amazon Q stepfunctions start-execution ...`, with the channel's
     own permissions), and `additionalContext` carries what a custom action button needs
     (`approval_state_machine`, `approve_input`, `reject_input`, `reboot_input`), with custom
-    actions enabled: docs/operate.md, "Deciding from chat". Where it needs one, chat cannot sign
+    actions enabled: docs/approve.md, "From chat". Where it needs one, chat cannot sign
     it: the next steps are the `sdc` commands, run from a shell."""
     paragraphs = [
         (None, card.summary.lines),

@@ -252,3 +252,63 @@ def test_a_diagram_that_differs_from_the_stack_is_found(old, new, template):
 
     assert changed.text != block.text
     assert diagram_drift(changed, template) != []
+
+
+# --- approving, told once -------------------------------------------------------------------------
+
+APPROVE_PAGE = "docs/approve.md"
+TELLS_APPROVING = re.compile(r"^#+ .*\bapprov(e|ing)\b", re.IGNORECASE)
+
+
+def sections_on_approving(document: str, text: str) -> list[tuple[str, str]]:
+    """(heading, body) of each section of `document` whose heading is about approving."""
+    found = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if TELLS_APPROVING.match(line):
+            level = len(line) - len(line.lstrip("#"))
+            end = next(
+                (
+                    j
+                    for j in range(i + 1, len(lines))
+                    if lines[j].startswith("#")
+                    and len(lines[j]) - len(lines[j].lstrip("#")) <= level
+                ),
+                len(lines),
+            )
+            found.append((line, "\n".join(lines[i + 1 : end])))
+    return found
+
+
+def told_elsewhere(document: str, text: str) -> list[str]:
+    """The sections on approving outside the one page that do more than point at it."""
+    target = (
+        Path(APPROVE_PAGE).relative_to(Path(document).parent)
+        if document == "README.md"
+        else (Path(APPROVE_PAGE).name)
+    )
+    return [
+        f"{document}: {heading}"
+        for heading, body in sections_on_approving(document, text)
+        if f"]({target}" not in body or "```" in body
+    ]
+
+
+def test_approving_is_told_on_one_page_and_the_others_link_it():
+    found = [
+        problem
+        for document in DOCUMENTS
+        if document != APPROVE_PAGE
+        for problem in told_elsewhere(document, (REPO / document).read_text())
+    ]
+
+    assert found == []
+    assert sections_on_approving(APPROVE_PAGE, (REPO / APPROVE_PAGE).read_text())
+
+
+def test_a_second_telling_of_how_to_approve_is_found():
+    text = "# Ops\n\n## Approve from the console\n\nPaste this:\n\n```json\n{}\n```\n"
+
+    assert told_elsewhere("docs/operate.md", text) == [
+        "docs/operate.md: ## Approve from the console"
+    ]
