@@ -103,6 +103,16 @@ class Served:
         self.decided.append(self.incident_id)
         return self.incident_id
 
+    def awaiting_incident(self) -> str:
+        """The current incident if it still awaits approval (a page's blocks only read it), else
+        a new one: the cluster has four nodes, one for each incident the blocks need."""
+        from lambdas.models.incident import IncidentState
+
+        current = self.run.incident(self.incident_id) if self.incident_id else None
+        if current is not None and current.state == IncidentState.AWAITING_APPROVAL:
+            return self.incident_id
+        return self.waiting_incident()
+
     def storm_hold(self) -> str:
         from lambdas.logic.core.audit import Auditor
         from lambdas.logic.ports import SystemClock
@@ -434,7 +444,7 @@ def test_the_approvers_policy_allows_every_call_sdc_approve_makes(block, served)
 
     from infra.cli.main import main
 
-    served.waiting_incident()
+    served.awaiting_incident()
     called: dict[str, set[str]] = {}
     cli = threading.get_ident()
 
