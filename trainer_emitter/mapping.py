@@ -44,6 +44,9 @@ from trainer_emitter.watch.evidence import read_hang, read_straggler
 
 _ROLE_STRENGTH = {Role.INVOLVED: 0, Role.CONFIRMED_SUSPECT: 1, Role.CULPRIT: 2}
 
+MAX_REASON = 500
+"""The most characters of one suspect reason (the report schema's `reasons` items)."""
+
 
 class Rule(Enum):
     """Evidence in the alarm → the role of the ranks it names and the metric they publish.
@@ -591,9 +594,10 @@ def _place(
                 "nothing published for it"
             )
         elif info.instance_id is None:
-            reasons.append(f"node {info.node_name!r} has no known instance id")
+            why = f": {info.unmapped}" if info.unmapped else ""
+            reasons.append(f"node {info.node_name!r} has no known instance id{why}"[:MAX_REASON])
             errors.append(
-                f"rank {rank} on node {info.node_name!r} has no known instance id "
+                f"rank {rank} on node {info.node_name!r} has no known instance id{why} "
                 "(set SDC_INSTANCE_ID on that rank); nothing published for it"
             )
         suspects.append(
