@@ -546,7 +546,8 @@ def _hang_reason(hang: dict[str, Any], rank: int) -> str:
     why = []
     if rank in hang["missing_ranks"]:
         waiting = hang["waiting_collective"] or {}
-        why.append(f"did not enter collective {waiting.get('seq')} ({waiting.get('name')})")
+        name = f" ({waiting['name']})" if waiting.get("name") else ""
+        why.append(f"did not enter collective {waiting.get('seq')}{name}")
     if rank in hang["silent_ranks"]:
         why.append("gave no evidence")
     if rank in hang["odd_stack_ranks"]:
@@ -571,9 +572,9 @@ def _add_straggler(straggler: dict[str, Any] | None, rank_map: RankMap, add: Any
         add(
             rank,
             rule,
-            f"straggler: relative score {shown} below {straggler['threshold']:g} for "
-            f"{straggler['windows_required']} consecutive windows of {straggler['window_steps']} "
-            "steps",
+            f"straggler: relative score {shown} below {straggler['threshold']:g}; consecutive "
+            f"windows below it: {straggler['windows_required']}; steps per window: "
+            f"{straggler['window_steps']}",
         )
 
 

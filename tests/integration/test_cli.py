@@ -409,7 +409,7 @@ def test_show_prints_the_hardware_alerts_in_their_own_section(deployed, capsys):
 
     out = capsys.readouterr().out
     section = out.split("HARDWARE ALERTS", 1)[1].split("\n\n", 1)[0]
-    assert "uncorrectable_ecc on GPU 5 (GPU-5b5b5b5b-0000-4000-8000-000000000005)" in section
+    assert 'uncorrectable_ecc on GPU "5" ("GPU-5b5b5b5b-0000-4000-8000-000000000005")' in section
     assert "critical, started 2026-11-30 08:14:00 UTC, still firing" in section
     assert "Uncorrectable (double-bit) ECC errors rose within 10 minutes." in section
 
