@@ -111,6 +111,33 @@ def isolation_lines(incident: Incident) -> list[str]:
     ]
 
 
+def isolation_summary(incident: Incident) -> str:
+    """Where the node's isolation stands, in a few words: `cordoned: node <name>` (EKS),
+    `drained: Slurm node <name>`, or why it is not (the page's one line; the card's paragraph
+    is `isolation_lines`)."""
+    record = incident.isolation
+    if record is None:
+        return "not isolated: no isolation recorded"
+    held = [
+        (instance_id, node)
+        for instance_id, node in sorted(record.nodes.items())
+        if node.state == IsolationState.ISOLATED
+    ]
+    if held:
+        if record.slurm_controller:
+            return "drained: " + ", ".join(
+                f"Slurm node {node.node_name or instance_id}"
+                + ("" if node.cordoned_by_us else " (by someone else)")
+                for instance_id, node in held
+            )
+        return "cordoned and tainted: " + ", ".join(
+            f"node {node.node_name or instance_id}" for instance_id, node in held
+        )
+    if record.state == IsolationState.RELEASED:
+        return "released: " + ("drain lifted" if record.slurm_controller else "uncordoned")
+    return f"not isolated: {record.reason or record.cause or record.state}"
+
+
 def release_lines(incident: Incident) -> list[str]:
     """The closing notice: what became of the node's cordon and taint."""
     record = incident.isolation

@@ -54,6 +54,7 @@ def _serve_until_decided(run: Any, incident_id: str, port: int) -> None:
         "attaches):\n\n"
         f"  export AWS_ACCESS_KEY_ID={key} AWS_SECRET_ACCESS_KEY={secret} AWS_DEFAULT_REGION=us-west-2\n"
         f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} show {incident_id}\n"
+        f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} page\n"
         f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} approve {incident_id} -m 'looks bad'\n"
         f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} reject {incident_id} -m 'not the GPU'\n"
         "\nWaiting for the decision (Ctrl-C to stop)...",
@@ -87,7 +88,9 @@ def _serve_until_stopped(render_outcome: Callable[[Any], None]) -> Callable[[Any
             f"\nThe scenario has ended; the local account stays served at {endpoint} until "
             f"Ctrl-C (request log: {REQUEST_LOG}). Look at it from another shell:\n\n"
             f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {OUTPUTS_FILE} show {ids}\n"
-            f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {OUTPUTS_FILE} status\n",
+            f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {OUTPUTS_FILE} status\n"
+            f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {OUTPUTS_FILE} page"
+            "   (the dashboard's page: .drill/page.html, and .png with Chromium)\n",
             flush=True,
         )
         try:
