@@ -27,6 +27,7 @@ import json
 import shlex
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
+from enum import StrEnum
 from html import escape
 from typing import Final
 from urllib.parse import quote
@@ -190,14 +191,23 @@ def open_for(incident: Incident, now: datetime) -> str:
     return f"{minutes} min" if minutes else "under a minute"
 
 
-LINKS: Final = ("card", "audit trail", "execution", "node", "metrics")
-"""The links each incident has, in order (a link with nowhere to go says so instead)."""
-POPUP_LINKS: Final = ("card", "audit trail")
+class PageLink(StrEnum):
+    """The links each incident has, in order (a link with nowhere to go says so instead); the
+    value is the link's `data-link`."""
+
+    CARD = "card"
+    AUDIT_TRAIL = "audit trail"
+    EXECUTION = "execution"
+    NODE = "node"
+    METRICS = "metrics"
+
+
+POPUP_LINKS: Final = (PageLink.CARD, PageLink.AUDIT_TRAIL)
 """The links that open a popup on the page rather than a console page."""
 
 
-def links(incident: Incident, settings: Settings) -> dict[str, str | None]:
-    """Where each of `LINKS` goes: a console page (None: there is none to go to). The card and
+def links(incident: Incident, settings: Settings) -> dict[PageLink, str | None]:
+    """Where each `PageLink` goes: a console page (None: there is none to go to). The card and
     the audit trail open in a popup on the page itself (`_links`)."""
     region = region_of(settings.topic_arn) or region_of(incident.execution_arn) or "us-east-1"
     isolation = incident.isolation
@@ -207,12 +217,12 @@ def links(incident: Incident, settings: Settings) -> dict[str, str | None]:
         telemetry.dashboard if telemetry else None
     )
     return {
-        "card": None,
-        "audit trail": console_page(
+        PageLink.CARD: None,
+        PageLink.AUDIT_TRAIL: console_page(
             region, "dynamodbv2", f"item-explorer?table={quote(settings.audit_table)}"
         ),
-        "execution": console_link(incident.execution_arn),
-        "node": (
+        PageLink.EXECUTION: console_link(incident.execution_arn),
+        PageLink.NODE: (
             console_page(
                 region,
                 "eks",
@@ -223,7 +233,7 @@ def links(incident: Incident, settings: Settings) -> dict[str, str | None]:
                 region, "sagemaker", f"/cluster-management/{quote(incident.cluster_name)}"
             )
         ),
-        "metrics": dashboard
+        PageLink.METRICS: dashboard
         or console_page(
             region,
             "cloudwatch",
@@ -237,15 +247,15 @@ def _links(incident: Incident, settings: Settings) -> str:
     console page."""
     found = links(incident, settings)
     parts = []
-    for name in LINKS:
+    for name in PageLink:
         label = escape(name.capitalize())
         href = found[name]
-        if name == "card":
+        if name is PageLink.CARD:
             card = cards.approval_card(incident, settings)
             # its WHAT TO DO is the notice's; on the page the buttons say how to decide
             text = cards.render(s for s in card.sections if s is not card.what_to_do)
             popup = f"<h4>Approval card</h4><pre>{escape(text)}</pre>"
-        elif name == "audit trail":
+        elif name is PageLink.AUDIT_TRAIL:
             popup = (
                 f"<h4>Audit trail of {escape(incident.incident_id)}</h4><p>Each step, hash "
                 f"chained, with <code>sdc show {escape(shlex.quote(incident.incident_id))}</code>"

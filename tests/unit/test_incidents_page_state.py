@@ -96,7 +96,7 @@ def test_each_incident_links_its_card_audit_trail_execution_node_and_metrics(wor
     html = page.page_html([waiting], world.deps.settings, now=opened(waiting), zone=UTC_ZONE)
 
     found = {a["data-link"]: a for a in parsed(html).tags("a") if a.get("data-link")}
-    assert list(found) == list(page.LINKS)
+    assert list(found) == [link.value for link in page.PageLink]
     assert "href" not in found["card"] and "href" not in found["audit trail"]  # popups
     assert found["execution"]["href"] == (
         "https://us-west-2.console.aws.amazon.com/states/home?region=us-west-2"
