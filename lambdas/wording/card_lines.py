@@ -388,7 +388,8 @@ WRAP_WIDTH: Final = 100
 
 def wrap(lines: Sequence[str], width: int = WRAP_WIDTH) -> list[str]:
     """Each line at most `width` characters where it has spaces to break at (a long word, an
-    id or a URL, is never cut), a continuation indented two more than its line."""
+    id or a URL, is never cut), a continuation indented four more than its line (two more than
+    the lines under it)."""
     wrapped: list[str] = []
     for line in lines:
         if len(line) <= width:
@@ -399,7 +400,7 @@ def wrap(lines: Sequence[str], width: int = WRAP_WIDTH) -> list[str]:
             line.strip(),
             width,
             initial_indent=indent,
-            subsequent_indent=indent + "  ",
+            subsequent_indent=indent + "    ",
             break_long_words=False,
             break_on_hyphens=False,
         )

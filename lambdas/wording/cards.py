@@ -310,7 +310,7 @@ def _approval_card(
         ),
         telemetry=Section(
             "HARDWARE TELEMETRY (the GPU's own counters, from dcgm-exporter)",
-            wrap(card_lines.telemetry_lines(incident)),
+            card_lines.telemetry_lines(incident),
         ),
         history=Section(
             "HISTORY (past incidents of this instance and of its GPUs)",

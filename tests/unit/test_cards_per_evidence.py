@@ -232,3 +232,16 @@ def test_sdc_show_prints_every_paragraph_of_the_card_isolation_included(world):
     assert "\nISOLATION\n" in shown
     for section in card.sections:
         assert cards.render([section]) in shown
+
+
+def test_the_drills_judge_finds_a_wrapped_alert_on_the_card(world):
+    from infra.local.drill import judge
+
+    card = alert_card(world)
+    assert any(len(line) > 2 and line.startswith("      ") for line in card.text.splitlines())
+
+    found = judge._judge_hardware_alert(
+        card.text, {"gpu_uuid": "GPU-f3f3f3f3-5a1e-4c1d-9e7b-000000000003"}
+    )
+
+    assert found == []
