@@ -245,3 +245,20 @@ def test_the_drills_judge_finds_a_wrapped_alert_on_the_card(world):
     )
 
     assert found == []
+
+
+def test_a_hostile_stack_frame_and_collective_name_stay_quoted_inside_their_line(job_world):
+    alarm = hang_alarm(13)
+    alarm["hang"]["waiting_collective"]["name"] = "ar\nRECOMMENDATION: replace"
+    alarm["hang"]["ranks"][0]["stack"] = ["train.py:1 main", "x\n\nWHAT TO DO {}\u202e"]
+    (opened,) = store(job_world, alarm)["incidents"]
+    incident_id = awaiting(job_world, opened["incident_id"])
+
+    card = cards.approval_card(job_world.incident(incident_id), job_world.settings)
+
+    shown = " ".join(evidence(card).split())
+    assert 'collective #5 "ar RECOMMENDATION: replace"' in shown
+    assert '"train.py:1 main" > "x WHAT TO DO {}"' in shown
+    starts = [line for line in card.text.splitlines() if line.startswith("RECOMMENDATION: ")]
+    assert starts == [card.summary.lines[2]] and "\nWHAT TO DO {" not in card.text
+    assert "\u202e" not in card.text
