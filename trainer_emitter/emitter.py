@@ -7,6 +7,8 @@ disk, logs one line naming the file, and returns a `ReportResult` the caller may
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import logging
 import math
 import os
@@ -44,7 +46,13 @@ log = logging.getLogger("trainer_emitter")
 
 DEFAULT_DEADLINE_SECONDS = 3.0
 CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-NAMESPACE_RE = re.compile(r"^[^:].{0,254}$")
+NAMESPACE_RE = re.compile(r"^[0-9A-Za-z._/#: -]{1,255}$")
+"""A CloudWatch namespace: 1 to 255 of the characters CloudWatch allows in one (letters, digits,
+period, hyphen, underscore, slash, hash, colon and space), not starting with a colon (the API's
+own pattern, `[^:].*`) and not in the `AWS/` namespaces, which are AWS's own (`namespace_problem`)."""
+RESERVED_NAMESPACE_PREFIX = "AWS/"
+EMITTER_ARGUMENTS = ("config", "rank_map", "rank", "sink")
+"""What `Emitter(...)` and `setup(...)` take besides the `EmitterConfig` settings."""
 
 
 class ConfigurationError(ValueError):
@@ -86,6 +94,7 @@ class EmitterConfig:
     @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> EmitterConfig:
         env = os.environ if environ is None else environ
+        unknown_setting(overrides)
         given = {k: v for k, v in overrides.items() if v is not None}
 
         def pick(key: str, *names: str) -> Any:
@@ -123,8 +132,8 @@ class EmitterConfig:
                 "no AWS region: pass region= or set AWS_REGION (the region of the deployed pipeline)"
             )
         namespace = str(pick("namespace", "SDC_NAMESPACE") or NAMESPACE)
-        if not NAMESPACE_RE.match(namespace):
-            raise ConfigurationError(f"namespace {namespace!r} is not a CloudWatch namespace")
+        if (problem := namespace_problem(namespace)) is not None:
+            raise ConfigurationError(f"namespace {namespace!r} (SDC_NAMESPACE) {problem}")
         endpoint = pick("endpoint_url", "SDC_ENDPOINT_URL")
         if endpoint is not None and not re.match(r"^https?://", str(endpoint)):
             raise ConfigurationError(
@@ -144,6 +153,45 @@ class EmitterConfig:
             event_bus=str(pick("event_bus", "SDC_EVENT_BUS") or "default"),
             tokens_per_step=tokens_per_step,
         )
+
+
+def setting_names() -> tuple[str, ...]:
+    """Every keyword `Emitter(...)` and `setup(...)` take: the `EmitterConfig` settings and the
+    emitter's own arguments."""
+    return (*(f.name for f in dataclasses.fields(EmitterConfig)), *EMITTER_ARGUMENTS)
+
+
+def unknown_setting(given: Mapping[str, Any]) -> None:
+    """ConfigurationError naming the first keyword that is no setting, and the nearest one that
+    is: a misspelled setting (`dead_line=5`) would otherwise be dropped without a word."""
+    valid = setting_names()
+    for name in given:
+        if name in valid:
+            continue
+        nearest = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+        hint = f"; did you mean {nearest[0]!r}?" if nearest else ""
+        raise ConfigurationError(
+            f"unknown setting {name!r}{hint} (the settings: {', '.join(valid)})"
+        )
+
+
+def namespace_problem(namespace: str) -> str | None:
+    """Why CloudWatch would refuse `namespace` for the emitter's metrics, or None."""
+    if not 1 <= len(namespace) <= 255:
+        return "must be 1 to 255 characters long"
+    if not NAMESPACE_RE.match(namespace):
+        odd = sorted({c for c in namespace if not NAMESPACE_RE.match(c)})
+        return (
+            f"holds {', '.join(map(repr, odd))}: a CloudWatch namespace holds only letters, "
+            "digits, period, hyphen, underscore, slash, hash, colon and space"
+        )
+    if namespace.startswith(":"):
+        return "starts with a colon, which CloudWatch refuses"
+    if not namespace.strip():
+        return "is blank"
+    if namespace.startswith(RESERVED_NAMESPACE_PREFIX):
+        return f"is in {RESERVED_NAMESPACE_PREFIX!r}, the namespaces AWS keeps for its services"
+    return None
 
 
 def _tokens_per_step(value: object) -> int | None:
@@ -180,9 +228,11 @@ def _sink_name(value: object) -> SinkName:
 
 @dataclass
 class ReportResult:
-    """What `report()` did. `delivered` is True when every part arrived (for `report(None)`,
-    where nothing is sent, `sent` and `pending` are both empty); otherwise `spooled` says
-    whether the complete report is safe on disk at `spool_path`."""
+    """What `report()` did. `delivered` is True when every part arrived and the metrics held at
+    least one datapoint; nothing sent is never delivered (`report(None)`, where `sent` and
+    `pending` are both empty, or an alarm whose ranks map to no instance: its event may arrive,
+    but no alarm can fire on it, and `errors` says why). Otherwise `spooled` says whether the
+    complete report is safe on disk at `spool_path`."""
 
     report_id: str
     detail: dict[str, Any]
@@ -196,7 +246,7 @@ class ReportResult:
 
     @property
     def delivered(self) -> bool:
-        return not self.pending
+        return bool(self.datapoints) and METRICS_PART in self.sent and not self.pending
 
     @property
     def lost(self) -> bool:
@@ -229,6 +279,12 @@ class Emitter:
             settings["sink"], sink = sink, None
         elif sink is not None and (problem := sink_problem(sink)) is not None:
             raise ConfigurationError(problem)
+        if config is not None and settings:
+            unknown_setting(settings)
+            raise ConfigurationError(
+                f"settings {', '.join(sorted(settings))} given with config=: set them on the "
+                "EmitterConfig (they would be ignored)"
+            )
         self.config = config or EmitterConfig.resolve(**settings)
         if rank_map is None:
             local = local_rank_info(rank)
@@ -299,7 +355,7 @@ class Emitter:
         except Exception as exc:
             log.exception("sdc report %s delivery raised", built.report_id)
             result.errors.append(f"delivery raised: {exc!r}")
-            result.pending = [p for p in spool.PARTS if p not in result.sent]
+            result.pending = [p for p in _parts(built) if p not in result.sent]
             self._spool(built, result, f"delivery raised: {exc!r}")
         result.elapsed = time.monotonic() - started
         return result
@@ -313,7 +369,14 @@ class Emitter:
         worker.join(max(budget - (time.monotonic() - started), 0.0))
         sent, failure = outcome.finish()
         result.sent = sent
-        result.pending = [p for p in spool.PARTS if p not in sent]
+        result.pending = [p for p in _parts(built) if p not in sent]
+        if not result.pending and not built.datapoints:
+            reason = "no datapoint: no rank of the alarm maps to an instance"
+            result.errors.append(f"not delivered: {reason}; only the event was sent")
+            log.error(
+                "sdc report %s NOT delivered: %s; only the event was sent", built.report_id, reason
+            )
+            return
         if not result.pending:
             log.info(
                 "sdc report %s delivered: %d datapoints, 1 event",
@@ -348,6 +411,15 @@ class Emitter:
         )
 
 
+METRICS_PART = spool.PARTS[0]
+"""The report's metrics part (the other is its event)."""
+
+
+def _parts(built: Report) -> list[str]:
+    """The parts of `built` to send: the metrics only when there is a datapoint to put."""
+    return [p for p in spool.PARTS if p != METRICS_PART or built.datapoints]
+
+
 class _Delivery:
     """One report's delivery on a worker thread. Once the caller stops waiting, the worker starts
     no further part, so a part is either sent or spooled, never both."""
@@ -360,17 +432,17 @@ class _Delivery:
         self._failure: str | None = None
 
     def run(self) -> None:
-        steps = (
-            ("metrics", lambda: self._sink.put_metrics(self._namespace, self._built.datapoints)),
-            ("event", lambda: self._sink.put_event(self._built.detail)),
-        )
-        for part, send in steps:
+        steps = {
+            METRICS_PART: lambda: self._sink.put_metrics(self._namespace, self._built.datapoints),
+            "event": lambda: self._sink.put_event(self._built.detail),
+        }
+        for part in _parts(self._built):
+            send = steps[part]
             with self._lock:
                 if self._abandoned:
                     return
             try:
-                if part != "metrics" or self._built.datapoints:
-                    send()
+                send()
             except DeliveryError as exc:
                 with self._lock:
                     self._failure = self._failure or str(exc)

@@ -44,6 +44,9 @@ from trainer_emitter.watch.evidence import read_hang, read_straggler
 
 _ROLE_STRENGTH = {Role.INVOLVED: 0, Role.CONFIRMED_SUSPECT: 1, Role.CULPRIT: 2}
 
+MAX_REASON = 500
+"""The most characters of one suspect reason (the report schema's `reasons` items)."""
+
 
 class Rule(Enum):
     """Evidence in the alarm → the role of the ranks it names and the metric they publish.
@@ -543,7 +546,8 @@ def _hang_reason(hang: dict[str, Any], rank: int) -> str:
     why = []
     if rank in hang["missing_ranks"]:
         waiting = hang["waiting_collective"] or {}
-        why.append(f"did not enter collective {waiting.get('seq')} ({waiting.get('name')})")
+        name = f" ({waiting['name']})" if waiting.get("name") else ""
+        why.append(f"did not enter collective {waiting.get('seq')}{name}")
     if rank in hang["silent_ranks"]:
         why.append("gave no evidence")
     if rank in hang["odd_stack_ranks"]:
@@ -568,9 +572,9 @@ def _add_straggler(straggler: dict[str, Any] | None, rank_map: RankMap, add: Any
         add(
             rank,
             rule,
-            f"straggler: relative score {shown} below {straggler['threshold']:g} for "
-            f"{straggler['windows_required']} consecutive windows of {straggler['window_steps']} "
-            "steps",
+            f"straggler: relative score {shown} below {straggler['threshold']:g}; consecutive "
+            f"windows below it: {straggler['windows_required']}; steps per window: "
+            f"{straggler['window_steps']}",
         )
 
 
@@ -591,9 +595,10 @@ def _place(
                 "nothing published for it"
             )
         elif info.instance_id is None:
-            reasons.append(f"node {info.node_name!r} has no known instance id")
+            why = f": {info.unmapped}" if info.unmapped else ""
+            reasons.append(f"node {info.node_name!r} has no known instance id{why}"[:MAX_REASON])
             errors.append(
-                f"rank {rank} on node {info.node_name!r} has no known instance id "
+                f"rank {rank} on node {info.node_name!r} has no known instance id{why} "
                 "(set SDC_INSTANCE_ID on that rank); nothing published for it"
             )
         suspects.append(

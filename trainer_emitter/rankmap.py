@@ -16,6 +16,7 @@ from typing import Any
 
 from trainer_emitter.contract import instance_id_from_node_name, is_instance_id
 from trainer_emitter.resource_config import (
+    RESOURCE_CONFIG_PATH,
     RESOURCE_CONFIG_VARIABLE,
     instance_id_from_resource_config,
 )
@@ -47,13 +48,19 @@ class RankInfo:
     node_name: str | None = None
     instance_id: str | None = None
     gpu_uuid: str | None = None
+    unmapped: str | None = None
+    """Why this rank has no instance id (what it looked at), as the rank found it: the report
+    names it beside the rank, since the reporting rank cannot see another rank's node."""
 
     @property
     def mapped(self) -> bool:
         return self.instance_id is not None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        found = asdict(self)
+        if found["unmapped"] is None:  # a mapped rank's entry is as it always was
+            del found["unmapped"]
+        return found
 
     @classmethod
     def from_mapping(cls, entry: Mapping[str, Any]) -> RankInfo:
@@ -75,7 +82,12 @@ class RankInfo:
             node_name=node_name or None,
             instance_id=instance_id,
             gpu_uuid=entry.get("gpu_uuid") or None,
+            unmapped=None if instance_id else _text_or_none(entry.get("unmapped")),
         )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value[:MAX_UNMAPPED_REASON] if isinstance(value, str) and value else None
 
 
 class RankMap:
@@ -167,14 +179,44 @@ def local_rank_info(
             listed,
             rank,
         )
-        return RankInfo(rank=rank, node_name=node_name, instance_id=None, gpu_uuid=local_gpu_uuid())
+        return RankInfo(
+            rank=rank,
+            node_name=node_name,
+            instance_id=None,
+            gpu_uuid=local_gpu_uuid(),
+            unmapped=f"SDC_INSTANCE_ID={explicit} contradicts HyperPod's resource config, "
+            f"which lists node {node_name} as {listed}",
+        )
     instance_id = explicit or instance_id_from_node_name(node_name) or listed
-    if instance_id is None and (
-        use_imds if use_imds is not None else env.get("SDC_USE_IMDS") == "1"
-    ):
+    imds = use_imds if use_imds is not None else env.get("SDC_USE_IMDS") == "1"
+    if instance_id is None and imds:
         instance_id = instance_id_from_imds(imds_endpoint or env.get("SDC_IMDS_ENDPOINT"))
     return RankInfo(
-        rank=rank, node_name=node_name, instance_id=instance_id, gpu_uuid=local_gpu_uuid()
+        rank=rank,
+        node_name=node_name,
+        instance_id=instance_id,
+        gpu_uuid=local_gpu_uuid(),
+        unmapped=None if instance_id else _why_unmapped(node_name, env, imds=imds),
+    )
+
+
+MAX_UNMAPPED_REASON = 400
+
+
+def _why_unmapped(node_name: str | None, env: Mapping[str, str], *, imds: bool) -> str:
+    """What `local_rank_info` looked at and found no instance id in, in its order."""
+    where = env.get(RESOURCE_CONFIG_VARIABLE) or RESOURCE_CONFIG_PATH
+    return "; ".join(
+        (
+            "SDC_INSTANCE_ID is not set",
+            f"no node name ({' and '.join(NODE_NAME_VARIABLES)} unset)"
+            if node_name is None
+            else f"node name {node_name!r} is not of the form hyperpod-i-<instance id>",
+            f"HyperPod's resource config ({where}) has no single entry for the node",
+            "instance metadata did not answer with an instance id"
+            if imds
+            else "instance metadata not asked (SDC_USE_IMDS is not 1)",
+        )
     )
 
 

@@ -109,7 +109,7 @@ def cmd_show(op: Operator, args: argparse.Namespace) -> int:
         )
     else:
         card = cards.approval_card(incident, op.deployment.settings(), max_bytes=None)
-        print(render_incident(incident, card, op.deployment, entries, verdict))
+        print(render_incident(incident, card, entries, verdict))
     return EXIT_OK
 
 

@@ -18,6 +18,7 @@ from infra.cli.decide import cmd_decide
 from infra.cli.deployment import DEFAULT_STACK
 from infra.cli.exits import EXIT_ERROR, error_message
 from infra.cli.incidents import cmd_holds, cmd_incidents, cmd_show
+from infra.cli.page import cmd_page
 from infra.cli.reconcile import cmd_reconcile
 from infra.cli.render import Output
 from infra.cli.replay import cmd_replay_spool
@@ -191,6 +192,26 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("incident", metavar="INCIDENT", help="incident id")
     _json_option(show)
     show.set_defaults(run=cmd_show)
+
+    page = commands.add_parser(
+        "page",
+        parents=[common],
+        help="render the dashboard's page of open incidents to an HTML file (and a PNG)",
+        description="The dashboard's custom widget (what the incidents_page function answers), "
+        "rendered from the incidents table by the same code: each open incident with its age, "
+        "isolation (cordon or drain), evidence, recommendation, deadline and links (card, "
+        "audit trail, execution, node, metrics). Writes OUT and, where headless Chromium is "
+        "installed, a screenshot beside it (OUT with .png). Reads the by_state index only.",
+    )
+    page.add_argument(
+        "--out",
+        type=Path,
+        default=Path(".drill/page.html"),
+        metavar="OUT",
+        help="the HTML file to write (default .drill/page.html)",
+    )
+    page.add_argument("--no-png", action="store_true", help="the HTML only, no screenshot")
+    page.set_defaults(run=cmd_page)
 
     for decision, summary, subject in (
         ("approve", "approve replacing the incident's node", "INCIDENT"),

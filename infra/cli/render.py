@@ -13,7 +13,6 @@ from enum import StrEnum
 from typing import Any
 
 from infra.cli.approvals import ExecutionEnded
-from infra.cli.deployment import Deployment
 from lambdas.logic.core.audit import ChainVerdict
 from lambdas.models.audit import AuditEntry
 from lambdas.models.guard import ClusterHold, HoldKind
@@ -170,12 +169,12 @@ def age(seconds: int | None) -> str:
 def render_incident(
     incident: Incident,
     card: ApprovalCard,
-    where: Deployment,
     entries: Sequence[AuditEntry],
     verdict: ChainVerdict,
 ) -> str:
-    """The incident's own fields, the card's evidence and advice (its "WHAT TO DO" is for the
-    notification), the decision and what came of it, the raw values, and the audit trail."""
+    """The incident's own fields, then the approval card itself, section by section as the
+    notice words it (`ApprovalCard.sections`: one code path), then the decision and what came
+    of it, and the audit trail."""
     sections = [
         Section(
             f"Incident {incident.incident_id}",
@@ -197,15 +196,7 @@ def render_incident(
                 ("execution", incident.execution_arn),
             ),
         ),
-        card.node,
-        card.evidence,
-        *([card.hardware_alerts] if card.hardware_alerts else []),
-        card.health_check,
-        card.hyperpod,
-        card.telemetry,
-        *([card.claims] if card.claims else []),
-        card.history,
-        card.recommendation,
+        *card.sections,
         Section("DECISION", _decision_lines(incident)),
         *([Section("REBOOT", _reboot_lines(incident))] if incident.reboot else []),
         Section("REPLACEMENT", _replacement_lines(incident)),
@@ -213,20 +204,21 @@ def render_incident(
     if incident.error:
         error = json.dumps(incident.error.to_record(), sort_keys=True)
         sections.append(Section("ERROR", [f"  {error}"]))
-    sections.append(card.raw)
     if incident.state is IncidentState.AWAITING_APPROVAL and not incident.decision:
-        sections.append(_to_decide(incident.incident_id, card, where.approval_state_machine_arn))
+        sections.append(_to_decide(incident.incident_id, card))
     sections.append(_audit_trail(entries, verdict))
     return render(sections)
 
 
-def _to_decide(incident_id: str, card: ApprovalCard, approval_arn: str) -> Section:
-    """The commands of the decisions the card offers, and the console's way."""
+def _to_decide(incident_id: str, card: ApprovalCard) -> Section:
+    """The commands of the decisions the card offers, one a line to copy, and the console's
+    way."""
+    arn = card.approval_state_machine_arn or "(APPROVAL_STATE_MACHINE_ARN not configured)"
     return Section(
         "TO DECIDE",
         [
             *(f'  sdc {decision} {incident_id} -m "<why>"' for decision in card.inputs),
-            f"  or start an execution of {approval_arn}",
+            f"  or start an execution of {arn}",
             f"  with the input {json.dumps(card.inputs[Decision.APPROVE])}",
         ],
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import boto3
 from moto import mock_aws
@@ -382,15 +383,20 @@ class LocalRun:
 
     # -- serving the account to other processes (the sdc CLI) -------------------------------
 
-    def serve(self, port: int) -> str:
-        """Serve this moto account on 127.0.0.1:`port` until the run ends; the server shares the
-        in-process account, so a CLI in another shell sees and changes the same incidents."""
+    def serve(self, port: int, request_log: str | None = None) -> str:
+        """Serve this moto account on 127.0.0.1:`port` (0: a free port) until the run ends, and
+        give its address (the one it already has, if served); the server shares the
+        in-process account, so a CLI in another shell sees and changes the same incidents.
+        `request_log`: the file its HTTP request log goes to (appended), never the terminal."""
         if self._server is None:
             from moto.server import ThreadedMotoServer
 
+            if request_log is not None:
+                log_requests_to(request_log)
             self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
             self._server.start()
-        return f"http://127.0.0.1:{port}"
+        host, bound = self._server.get_host_and_port()
+        return f"http://{host}:{bound}"
 
     def write_outputs(self, path: str) -> str:
         """The stack outputs as the CLI's --outputs file expects them (name → value)."""
@@ -628,6 +634,26 @@ def _cluster_arns(context: Mapping[str, Any]) -> dict[str, str]:
             else f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{value}"
         )
     return arns
+
+
+REQUEST_LOGGER: Final = "werkzeug"
+"""The logger moto's server writes its HTTP request log to (werkzeug's); with no handler of its
+own it adds one on the terminal."""
+
+
+def log_requests_to(path: str) -> None:
+    """Send the served account's request log to `path` (appended), and nowhere else."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    logger = logging.getLogger(REQUEST_LOGGER)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    handler = logging.FileHandler(target, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 @contextmanager

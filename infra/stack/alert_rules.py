@@ -27,6 +27,7 @@ import yaml
 from lambdas.logic.evidence.dcgm import FAMILIES, Family
 from lambdas.logic.evidence.xids import CATALOG, XidCause
 from lambdas.models.hardware_alert import AlertLabel, AlertSeverity, HardwareRule
+from lambdas.models.quantity import count
 
 GROUP: Final = "sdc-gpu-hardware"
 EVALUATION_INTERVAL: Final = "1m"
@@ -212,7 +213,7 @@ def rules(thresholds: Thresholds) -> list[Rule]:
             AlertSeverity.WARNING,
             throttled,
             f"The hardware held the GPU's clocks down ({', '.join(THROTTLE_BITS.values())}) "
-            f"for {t.throttle_minutes} minutes or more.",
+            f"for {count(t.throttle_minutes, 'minute')} or more.",
             hold=_minutes(t.throttle_minutes),
         ),
     ]
@@ -243,7 +244,7 @@ def rules(thresholds: Thresholds) -> list[Rule]:
             HardwareRule.UNCORRECTABLE_ECC,
             AlertSeverity.CRITICAL,
             f"increase({_stored('ecc_dbe')}[{_minutes(t.ecc_window_minutes)}]) > 0",
-            f"Uncorrectable (double-bit) ECC errors rose within {t.ecc_window_minutes} minutes.",
+            f"Uncorrectable (double-bit) ECC errors rose within {count(t.ecc_window_minutes, 'minute')}.",
         ),
     ]
     for key in NVLINK_COUNTERS:
@@ -256,7 +257,7 @@ def rules(thresholds: Thresholds) -> list[Rule]:
                 f"increase({_stored(key)}[{_minutes(t.nvlink_window_minutes)}]) "
                 f"> {t.nvlink_errors}",
                 f"{family.words} rose by more than {t.nvlink_errors} within "
-                f"{t.nvlink_window_minutes} minutes.",
+                f"{count(t.nvlink_window_minutes, 'minute')}.",
                 labels={AlertLabel.COUNTER: key},
             )
         )
@@ -267,7 +268,8 @@ def rules(thresholds: Thresholds) -> list[Rule]:
             AlertSeverity.WARNING,
             f"increase({_stored('pcie_replay')}[{_minutes(t.pcie_window_minutes)}]) "
             f"> {t.pcie_replays}",
-            f"More than {t.pcie_replays} PCIe replays within {t.pcie_window_minutes} minutes: "
+            f"More than {count(t.pcie_replays, 'PCIe replay')} within "
+            f"{count(t.pcie_window_minutes, 'minute')}: "
             "a marginal link.",
         ),
         Rule(
@@ -277,8 +279,8 @@ def rules(thresholds: Thresholds) -> list[Rule]:
             f"sum_over_time(({LINK_SERIES} != bool {LINK_ACTIVE})"
             f"[{_minutes(t.link_window_minutes)}:{LINK_STEP_SECONDS}s]) * {LINK_STEP_SECONDS} "
             f">= {t.link_downtime_seconds}",
-            f"The port was down {t.link_downtime_seconds} seconds or more in total within "
-            f"{t.link_window_minutes} minutes.",
+            f"The port was down {count(t.link_downtime_seconds, 'second')} or more in total "
+            f"within {count(t.link_window_minutes, 'minute')}.",
             per_gpu=False,
         ),
     ]

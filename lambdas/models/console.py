@@ -19,3 +19,15 @@ def console_link(arn: str | None) -> str | None:
         f"https://{region}.console.aws.amazon.com/states/home?region={region}"
         f"#/{CONSOLE_PAGES[parts[5]]}/{arn}"
     )
+
+
+def console_page(region: str, service: str, fragment: str = "") -> str:
+    """The AWS console's page of `service` in `region` (`fragment`: the page's own route)."""
+    page = f"https://{region}.console.aws.amazon.com/{service}/home?region={region}"
+    return f"{page}#{fragment}" if fragment else page
+
+
+def region_of(arn: str | None) -> str | None:
+    """The region an ARN names, or None for no ARN (or one without a region)."""
+    parts = (arn or "").split(":")
+    return parts[3] or None if len(parts) > 3 and parts[0] == "arn" else None

@@ -8,23 +8,25 @@ every message that shows it.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from lambdas.models.approvals import ApprovalRecord
 from lambdas.models.deadline import DEFAULT_TIME_ZONE, ApprovalDeadline
-from lambdas.models.hardware_alert import AlertStatus
+from lambdas.models.hardware_alert import AlertStatus, HardwareRule
 from lambdas.models.health_check import CheckSummary, HealthCheckRecord, HealthCheckResult
 from lambdas.models.hyperpod import EventLevel, HyperPodView, NodeRecovery
 from lambdas.models.incident import Incident, TriggerSource
 from lambdas.models.isolation import IsolationState
+from lambdas.models.quantity import count
 from lambdas.models.recommendation import Recommendation
 from lambdas.models.reporter_text import quoted
 from lambdas.models.resume_point import ResumePoint
 from lambdas.models.settings import Settings
 from lambdas.models.telemetry import TelemetryRecord, TelemetryState, span
-from trainer_emitter.contract import Metric
+from trainer_emitter.contract import Check, Metric, Role
 
 _RESULTS: dict[Any, str] = {
     None: "still running",
@@ -107,6 +109,33 @@ def isolation_lines(incident: Incident) -> list[str]:
         "  A restarted job may be scheduled onto it while this approval is pending.",
         *isolated,
     ]
+
+
+def isolation_summary(incident: Incident) -> str:
+    """Where the node's isolation stands, in a few words: `cordoned: node <name>` (EKS),
+    `drained: Slurm node <name>`, or why it is not (the page's one line; the card's paragraph
+    is `isolation_lines`)."""
+    record = incident.isolation
+    if record is None:
+        return "not isolated: no isolation recorded"
+    held = [
+        (instance_id, node)
+        for instance_id, node in sorted(record.nodes.items())
+        if node.state == IsolationState.ISOLATED
+    ]
+    if held:
+        if record.slurm_controller:
+            return "drained: " + ", ".join(
+                f"Slurm node {node.node_name or instance_id}"
+                + ("" if node.cordoned_by_us else " (by someone else)")
+                for instance_id, node in held
+            )
+        return "cordoned and tainted: " + ", ".join(
+            f"node {node.node_name or instance_id}" for instance_id, node in held
+        )
+    if record.state == IsolationState.RELEASED:
+        return "released: " + ("drain lifted" if record.slurm_controller else "uncordoned")
+    return f"not isolated: {record.reason or record.cause or record.state}"
 
 
 def release_lines(incident: Incident) -> list[str]:
@@ -353,7 +382,39 @@ def _check_summary(check: HealthCheckRecord | CheckSummary) -> str:
 # -- the evidence -----------------------------------------------------------------------------
 
 
+WRAP_WIDTH: Final = 100
+"""The longest line of prose a card shows; longer ones continue on the next line, indented."""
+
+
+def wrap(lines: Sequence[str], width: int = WRAP_WIDTH) -> list[str]:
+    """Each line at most `width` characters where it has spaces to break at (a long word, an
+    id or a URL, is never cut), a continuation indented four more than its line (two more than
+    the lines under it)."""
+    wrapped: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            wrapped.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        wrapped += textwrap.wrap(
+            line.strip(),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent + "    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return wrapped
+
+
+def alerts_only(incident: Incident) -> bool:
+    """Whether the incident's only evidence is hardware alerts: no metric alarm, no report."""
+    return bool(incident.hardware) and not incident.metrics and not incident.reports
+
+
 def metric_lines(incident: Incident) -> list[str]:
+    if alerts_only(incident):
+        return []  # the alerts' own section says what fired
     lines = []
     for name in incident.metrics:
         try:
@@ -390,10 +451,10 @@ def hardware_alert_lines(incident: Incident) -> list[str]:
         )
         lines.append(
             f"  {_v(item.get('rule'))} on {_alert_where(item)}: {_v(item.get('severity'))}, "
-            f"started {_when(item.get('starts_at'))}, {state}"
+            f"started {_alert_start(item, incident.telemetry)}, {state}"
         )
         if item.get("summary"):
-            lines.append(f"    {item['summary']}")
+            lines.append(f"    the alert's summary: {_q(item['summary'])}")
     return lines
 
 
@@ -402,14 +463,53 @@ _ALERT_IDENTITY: Final = ("rule", "node_name", "gpu", "gpu_uuid", "xid", "counte
 alert manager keeps an alert's start when it resolves)."""
 
 
+_RULE_FAMILY: Final[dict[str, str]] = {
+    HardwareRule.THROTTLING: "clocks",
+    HardwareRule.XID: "xid",
+    HardwareRule.ROW_REMAP_FAILURE: "row_remap_failed",
+    HardwareRule.UNCORRECTABLE_ECC: "ecc_dbe",
+    HardwareRule.PCIE_REPLAYS: "pcie_replay",
+}
+"""The counter family (`lambdas.logic.evidence.dcgm`) each rule's expression reads; the NVLink
+rule names its family in its `counter` label, a network port's rule reads no GPU counter."""
+
+
+def _alert_start(item: dict[str, Any], telemetry: TelemetryRecord | None) -> str:
+    """When the fault an alert reports started, once: the alert's own start, or, where the
+    GPU's counters (the card's telemetry) show the same fault on the same GPU earlier (the rule
+    only fires once its expression has held), the first time they show it."""
+    family = item.get("counter") or _RULE_FAMILY.get(str(item.get("rule")))
+    seen = [
+        finding.at
+        for finding in (telemetry.signals if telemetry else ())
+        if finding.at
+        and family
+        and finding.kind == family
+        and item.get("gpu_uuid")
+        and finding.gpu_uuid == item.get("gpu_uuid")
+    ]
+    alert = _instant(item.get("starts_at"))
+    earliest = min((t for t in map(_instant, seen) if t is not None), default=None)
+    if earliest is not None and (alert is None or earliest < alert):
+        return f"{earliest:%Y-%m-%d %H:%M:%S} UTC (the first sign of it in the GPU's counters)"
+    return _when(item.get("starts_at"))
+
+
+def _instant(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return None
+
+
 def _alert_where(item: dict[str, Any]) -> str:
     node = _q(item.get("node_name"))
     if item.get("gpu") is None and item.get("gpu_uuid") is None:
         return f"node {node}"
-    extra = [f"XID {item['xid']}"] if item.get("xid") else []
-    extra += [f"counter {item['counter']}"] if item.get("counter") else []
-    uuid = f" ({item['gpu_uuid']})" if item.get("gpu_uuid") else ""
-    return f"GPU {_v(item.get('gpu'))}{uuid} of node {node}" + "".join(f", {e}" for e in extra)
+    extra = [f"XID {_q(item['xid'])}"] if item.get("xid") else []
+    extra += [f"counter {_q(item['counter'])}"] if item.get("counter") else []
+    uuid = f" ({_q(item['gpu_uuid'])})" if item.get("gpu_uuid") else ""
+    return f"GPU {_q(item.get('gpu'))}{uuid} of node {node}" + "".join(f", {e}" for e in extra)
 
 
 def _when(text: Any) -> str:
@@ -417,7 +517,7 @@ def _when(text: Any) -> str:
     try:
         return _stamp(str(text).replace("Z", "+00:00"))
     except ValueError:
-        return _v(text or None)
+        return _q(text or None)
 
 
 def alarm_lines(incident: Incident) -> list[str]:
@@ -451,6 +551,8 @@ def report_lines(incident: Incident, shown: int | None = None) -> list[str]:
     """Each report's summary; with `shown`, only the newest `shown` of them and how many more
     there are (`sdc show` lists every one)."""
     found = shown_reports(incident)
+    if not found and alerts_only(incident):
+        return []
     if not found:
         return ["  no SDC report stored for this instance (the metric alone names no rank)"]
     lines = []
@@ -467,19 +569,8 @@ def report_lines(incident: Incident, shown: int | None = None) -> list[str]:
         lines += [
             f"  report {report.get('report_id')} (job {_q(report.get('job_name'))}, "
             f"emitted {report.get('emitted_at')}{_received(report)})",
-            f"    step {_v(report.get('step'))}, check {_v(report.get('check'))}, "
-            f"ambiguous: {'yes' if report.get('ambiguous') else 'no'}",
-            f"    ranks on this instance: {_v(report.get('ranks'))} "
-            f"(role {_v(report.get('role'))})",
+            *_findings_lines(report),
             *_suspect_lines(report),
-            f"    mismatched pairs: {_v(report.get('mismatched_pairs'))}; "
-            f"culprits: {_v(report.get('culprits'))}; "
-            f"non-finite: {_v(report.get('nonfinite'))}; "
-            f"weight suspects: {_v(report.get('weight_suspects'))}",
-            *_verdict_lines(report),
-            f"    suspect window: steps {_window(report.get('suspect_window'))}; "
-            f"last audit pass: {_v(report.get('last_audit_pass'))}; "
-            f"last weight check pass: {_v(report.get('last_weight_check_pass'))}",
         ]
         if report.get("errors"):
             lines.append(f"    report errors: {'; '.join(_q(e) for e in report['errors'])}")
@@ -564,6 +655,114 @@ def _resume_from_lines(incident: Incident) -> list[str]:
         f"known{why}: resume from an earlier verified checkpoint outside this job's report, or "
         "from the start"
     ]
+
+
+def _findings_lines(report: dict[str, Any]) -> list[str]:
+    """What the report's check found, in that check's own terms: a hang its step, collective,
+    missing ranks and stacks; a straggler its scores; an SDC check its comparisons, verdicts
+    and suspect window. A check never shows another check's (empty) fields."""
+    check = report.get("check")
+    if check == Check.HANG and isinstance(report.get("hang"), dict):
+        return _hang_lines(report, report["hang"])
+    if check == Check.STRAGGLER and isinstance(report.get("straggler"), dict):
+        return _straggler_lines(report, report["straggler"])
+    return [
+        f"    step {_v(report.get('step'))}, check {_v(check)}, "
+        f"ambiguous: {'yes' if report.get('ambiguous') else 'no'}",
+        f"    ranks on this instance: {_v(report.get('ranks'))} (role {_v(report.get('role'))})",
+        f"    mismatched pairs: {_v(report.get('mismatched_pairs'))}; "
+        f"culprits: {_v(report.get('culprits'))}; "
+        f"non-finite: {_v(report.get('nonfinite'))}; "
+        f"weight suspects: {_v(report.get('weight_suspects'))}",
+        *_verdict_lines(report),
+        f"    suspect window: steps {_window(report.get('suspect_window'))}; "
+        f"last audit pass: {_v(report.get('last_audit_pass'))}; "
+        f"last weight check pass: {_v(report.get('last_weight_check_pass'))}",
+    ]
+
+
+def hang_step(step: Any) -> str:
+    """The step a hang stopped in: the report's step is the last one every rank completed
+    (the watch counts a step when it ends), so the hang is in the next one."""
+    if not isinstance(step, int) or isinstance(step, bool):
+        return "step unknown: no step had completed when the watchdog fired"
+    return f"step {step + 1} did not finish (the last step completed: {step})"
+
+
+def _hang_lines(report: dict[str, Any], hang: dict[str, Any]) -> list[str]:
+    ranks = set(report.get("ranks") or [])
+    waiting = hang.get("waiting_collective")
+    collective = (
+        f"collective #{waiting.get('seq')} {_q(waiting.get('name'), '(name not recorded)')}"
+        if isinstance(waiting, dict)
+        else "no collective (no rank was waiting in one)"
+    )
+    timeout = hang.get("timeout_s")
+    where = (
+        f"localised to this instance by {' and '.join(hang.get('signals') or []) or 'no signal'}"
+        if report.get("role") == Role.CULPRIT
+        else f"spans {count(len(hang.get('named_instances') or []), 'instance')}: "
+        + (", ".join(hang.get("named_instances") or []) or "none named")
+    )
+    lines = [
+        f"    hang: {hang_step(report.get('step'))}; no progress for "
+        f"{count(timeout, 'second') if isinstance(timeout, int | float) else 'unknown'} "
+        "(the watchdog's timeout)",
+        f"    {collective}: the one the other ranks wait in",
+        f"    missing from it: {_ranks_of(hang.get('missing_ranks'))}; "
+        f"silent: {_ranks_of(hang.get('silent_ranks'))}; "
+        f"stack unlike its peers': {_ranks_of(hang.get('odd_stack_ranks'))}",
+        f"    ranks on this instance: {_ranks_of(sorted(ranks))}; {where}",
+    ]
+    stacks = hang.get("stacks") or []
+    mine = [s for s in stacks if s.get("rank") in ranks]
+    peers = [s for s in stacks if s.get("rank") not in ranks][:1]
+    for entry in [*mine, *peers]:
+        whose = "" if entry in mine else ", a peer"
+        frames = " > ".join(_q(frame) for frame in entry.get("stack") or [])
+        lines.append(f"    stack of rank {entry.get('rank')}{whose} (innermost last): {frames}")
+    if not stacks:
+        lines.append("    stacks: none in the report")
+    return lines
+
+
+def _straggler_lines(report: dict[str, Any], straggler: dict[str, Any]) -> list[str]:
+    threshold = straggler.get("threshold")
+    required = straggler.get("windows_required")
+    steps = straggler.get("window_steps")
+    scores = straggler.get("relative") or []
+    lines = [
+        f"    straggler at step {_v(report.get('step'))}: scored per window of "
+        f"{count(steps, 'step') if isinstance(steps, int) else 'unknown steps'}; flagged below "
+        f"a relative score of {_v(threshold)} for "
+        f"{count(required, 'window') if isinstance(required, int) else 'unknown windows'} "
+        "in a row (1.0 is the job's median rank)",
+        f"    ranks on this instance: {_ranks_of(report.get('ranks'))}; flagged in the job: "
+        f"{_ranks_of(straggler.get('flagged'))}",
+    ]
+    lines += [
+        f"    rank {entry.get('rank')}: relative score {_score(entry.get('score'))} in the "
+        f"last window"
+        + (
+            f" ({count(entry['windows'], 'window')} in a row below {_v(threshold)})"
+            if isinstance(entry.get("windows"), int)
+            else ""
+        )
+        for entry in scores
+    ] or ["    scores: none in the report"]
+    return lines
+
+
+def _score(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) else _v(value)
+
+
+def _ranks_of(ranks: Any) -> str:
+    """`rank 13`, `ranks 5, 13`, or `none`."""
+    if not ranks:
+        return "none"
+    found = [str(r) for r in ranks]
+    return f"{'rank' if len(found) == 1 else 'ranks'} {', '.join(found)}"
 
 
 def _suspect_lines(report: dict[str, Any]) -> list[str]:
@@ -660,3 +859,25 @@ def approval_rule_lines(settings: Settings, incident: Incident) -> tuple[str, ..
         "who you are. A console or plain start-execution approval carries none and is refused."
     )
     return tuple(lines)
+
+
+def notice_why_lines(incident: Incident) -> list[str]:
+    """Why an incident is a notice only, said once and from the record: a straggler's why is
+    what its evidence lacks (a hardware signal of its node, or one node to point at), then what
+    the node's telemetry showed; any other notice gives its hold's reason."""
+    stragglers = [r["straggler"] for r in incident.reports if isinstance(r.get("straggler"), dict)]
+    if not stragglers:
+        return [f"Why: {(incident.hold and incident.hold.reason) or incident.reason}"]
+    instances = sorted({str(i) for s in stragglers for i in s.get("named_instances") or []})
+    record = incident.telemetry
+    if len(instances) > 1:
+        why = (
+            f"the straggler spans {count(len(instances), 'instance')} "
+            f"({', '.join(instances)}): no one node to act on"
+        )
+    else:
+        why = "no hardware signal of its node corroborates the straggler"
+    lines = [f"Why: {why}."]
+    if record is not None:
+        lines.append(f"Telemetry: {record.summary}")
+    return lines

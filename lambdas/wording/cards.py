@@ -27,7 +27,7 @@ from lambdas.models.recommendation import Course
 from lambdas.models.recovery import MAX_REBOOTS
 from lambdas.models.settings import Settings
 from lambdas.wording import card_lines
-from lambdas.wording.card_lines import approval_rule_lines
+from lambdas.wording.card_lines import approval_rule_lines, wrap
 from trainer_emitter.contract import SDC_METRICS, Metric
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
@@ -102,6 +102,11 @@ class ApprovalCard:
 
     @property
     def sections(self) -> tuple[Section, ...]:
+        """The sections the card shows, in order; one with a heading and nothing under it is
+        left out (the dry-run line is all heading)."""
+        return tuple(s for s in self._all_sections() if s.lines or s is DRY_RUN)
+
+    def _all_sections(self) -> tuple[Section, ...]:
         return (
             self.summary,
             *([self.dry_run] if self.dry_run else []),
@@ -276,14 +281,16 @@ def _approval_card(
         isolation=Section("ISOLATION", card_lines.isolation_lines(incident)),
         evidence=Section(
             "EVIDENCE",
-            (
-                *card_lines.metric_lines(incident),
-                *card_lines.alarm_lines(incident),
-                *card_lines.report_lines(incident, shown_reports),
+            wrap(
+                (
+                    *card_lines.metric_lines(incident),
+                    *card_lines.alarm_lines(incident),
+                    *card_lines.report_lines(incident, shown_reports),
+                )
             ),
         ),
         hardware_alerts=(
-            Section(card_lines.HARDWARE_ALERTS_HEADING, hardware)
+            Section(card_lines.HARDWARE_ALERTS_HEADING, wrap(hardware))
             if (hardware := card_lines.hardware_alert_lines(incident))
             else None
         ),
@@ -291,7 +298,7 @@ def _approval_card(
             Section(
                 "CLAIMS NOT CONFIRMED (never acted on; the reports propose nothing beyond a "
                 "health check)",
-                card_lines.unconfirmed_lines(incident)[1:],
+                wrap(card_lines.unconfirmed_lines(incident)[1:]),
             )
             if incident.unconfirmed
             else None
@@ -312,7 +319,7 @@ def _approval_card(
         recommendation=Section(
             card_lines.recommendation_heading(incident.recommendation),
             (
-                *card_lines.reason_lines(incident.recommendation),
+                *wrap(card_lines.reason_lines(incident.recommendation)),
                 *card_lines.resume_lines(incident),
             ),
         ),
@@ -425,11 +432,16 @@ def held_notice(incident: Incident) -> Card:
     what = (
         f"Incident {incident.incident_id} on cluster {incident.cluster_name} was recorded as "
         + (
-            f"NOTICE ONLY ({Course.NOTICE.value}): no approval request."
+            f"NOTICE ONLY: {Course.NOTICE.value.removeprefix('notice only: ')}; no approval "
+            "request."
             if notice
             else "HELD: no health check, no approval request, no replacement."
         ),
-        f"Why: {(hold and hold.reason) or incident.reason}",
+        *(
+            card_lines.notice_why_lines(incident)
+            if notice
+            else (f"Why: {(hold and hold.reason) or incident.reason}",)
+        ),
         f"Metrics: {', '.join(incident.metrics) or 'none'}",
         *(
             card_lines.job_node_lines(incident)
@@ -468,14 +480,18 @@ def held_notice(incident: Incident) -> Card:
             "count against the guard until it closes.",
         )
     elif notice:
-        next_steps = (
-            "The decision table gives a straggler notice only when no hardware signal of its "
-            "node corroborated it when the report arrived (or it spans several instances).",
-            "If the node's hardware corroborates it later (a hardware alert of the workspace's "
-            "rules: clock throttling, an XID), or an SDC check names the node, that opens the "
-            "node's incident on the normal path: isolated, health-checked, a recovery proposed.",
-            "Another straggler report or alarm for this node joins this notice within the hold "
-            "window (sdc:stormWindowSeconds); after it, the next one is judged afresh.",
+        next_steps = tuple(
+            wrap(
+                (
+                    "If the node's hardware corroborates it later (a hardware alert of the "
+                    "workspace's rules: clock throttling, an XID), or an SDC check names the "
+                    "node, that opens the node's incident on the normal path: isolated, "
+                    "health-checked, a recovery proposed.",
+                    "Another straggler report or alarm for this node joins this notice within "
+                    "the hold window (sdc:stormWindowSeconds); after it, the next one is judged "
+                    "afresh.",
+                )
+            )
         )
     elif incident.hold_kind == HoldKind.RATE:
         next_steps = (
@@ -497,7 +513,7 @@ def held_notice(incident: Incident) -> Card:
     return Card(
         subject,
         (
-            Section(None, what),
+            Section(None, wrap(what)),
             Section(None, (*next_steps, "The audit log holds this incident's record.")),
         ),
     )

@@ -27,15 +27,17 @@ import json
 import shlex
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
+from enum import StrEnum
 from html import escape
 from typing import Final
+from urllib.parse import quote
 
-from lambdas.models.console import console_link
+from lambdas.models.console import console_link, console_page, region_of
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import Decision
 from lambdas.models.settings import Settings
 from lambdas.models.widget import WidgetZone
-from lambdas.wording import card_lines
+from lambdas.wording import card_lines, cards
 from lambdas.wording.cards import approval_input, reboot_offered
 
 BUTTONS: Final = (Decision.APPROVE, Decision.REJECT, Decision.REBOOT)
@@ -61,6 +63,7 @@ STYLE: Final = """<style>
 .sdc-incident p { margin: 2px 0; }
 .sdc-incident .btn { margin-right: 8px; }
 .sdc-label { font-weight: bold; }
+.sdc-links { margin: 4px 0; }
 </style>"""
 
 DESCRIBE: Final = """## Open SDC incidents
@@ -138,6 +141,8 @@ def _incident_html(incident: Incident, settings: Settings, now: datetime, zone: 
     )
     rows = [
         ("State", incident.state.value),
+        ("Open for", open_for(incident, now)),
+        ("Isolation", card_lines.isolation_summary(incident)),
         ("Evidence", evidence_summary(incident)),
         (
             "Recommendation",
@@ -165,9 +170,112 @@ def _incident_html(incident: Incident, settings: Settings, now: datetime, zone: 
             f'<p><span class="sdc-label">{escape(label)}:</span> {escape(text)}</p>'
             for label, text in rows
         )
+        + _links(incident, settings)
         + (_buttons(incident, settings) if waiting else "")
         + "</div>"
     )
+
+
+def open_for(incident: Incident, now: datetime) -> str:
+    """How long the incident has been open: `2 h 05 min`, `3 d 4 h`, `under a minute`."""
+    try:
+        opened = datetime.fromisoformat(incident.created_at).astimezone(UTC)
+    except ValueError:
+        return "unknown (no opening time recorded)"
+    minutes = max(int((now - opened).total_seconds() // 60), 0)
+    days, hours = minutes // (24 * 60), minutes // 60 % 24
+    if days:
+        return f"{days} d {hours} h"
+    if minutes >= 60:
+        return f"{minutes // 60} h {minutes % 60:02d} min"
+    return f"{minutes} min" if minutes else "under a minute"
+
+
+class PageLink(StrEnum):
+    """The links each incident has, in order (a link with nowhere to go says so instead); the
+    value is the link's `data-link`."""
+
+    CARD = "card"
+    AUDIT_TRAIL = "audit trail"
+    EXECUTION = "execution"
+    NODE = "node"
+    METRICS = "metrics"
+
+
+POPUP_LINKS: Final = (PageLink.CARD, PageLink.AUDIT_TRAIL)
+"""The links that open a popup on the page rather than a console page."""
+
+
+def links(incident: Incident, settings: Settings) -> dict[PageLink, str | None]:
+    """Where each `PageLink` goes: a console page (None: there is none to go to). The card and
+    the audit trail open in a popup on the page itself (`_links`)."""
+    region = region_of(settings.topic_arn) or region_of(incident.execution_arn) or "us-east-1"
+    isolation = incident.isolation
+    node = next(iter(isolation.nodes.values()), None) if isolation else None
+    telemetry = settings.telemetry.get(incident.cluster_name)
+    dashboard = (incident.telemetry and incident.telemetry.dashboard) or (
+        telemetry.dashboard if telemetry else None
+    )
+    return {
+        PageLink.CARD: None,
+        PageLink.AUDIT_TRAIL: console_page(
+            region, "dynamodbv2", f"item-explorer?table={quote(settings.audit_table)}"
+        ),
+        PageLink.EXECUTION: console_link(incident.execution_arn),
+        PageLink.NODE: (
+            console_page(
+                region,
+                "eks",
+                f"/clusters/{quote(isolation.eks_cluster)}/nodes/{quote(node.node_name)}",
+            )
+            if isolation and isolation.eks_cluster and node and node.node_name
+            else console_page(
+                region, "sagemaker", f"/cluster-management/{quote(incident.cluster_name)}"
+            )
+        ),
+        PageLink.METRICS: dashboard
+        or console_page(
+            region,
+            "cloudwatch",
+            f"metricsV2?search={quote(incident.instance_id or incident.cluster_name)}",
+        ),
+    }
+
+
+def _links(incident: Incident, settings: Settings) -> str:
+    """The incident's links: the card and its audit trail in a popup, the others to their
+    console page."""
+    found = links(incident, settings)
+    parts = []
+    for name in PageLink:
+        label = escape(name.capitalize())
+        href = found[name]
+        if name is PageLink.CARD:
+            card = cards.approval_card(incident, settings)
+            # its WHAT TO DO is the notice's; on the page the buttons say how to decide
+            text = cards.render(s for s in card.sections if s is not card.what_to_do)
+            popup = f"<h4>Approval card</h4><pre>{escape(text)}</pre>"
+        elif name is PageLink.AUDIT_TRAIL:
+            popup = (
+                f"<h4>Audit trail of {escape(incident.incident_id)}</h4><p>Each step, hash "
+                f"chained, with <code>sdc show {escape(shlex.quote(incident.incident_id))}</code>"
+                f' (it verifies the chain), or the <a href="{escape(href or "")}" '
+                f'target="_blank">audit table</a>, key <code>{escape(incident.incident_id)}</code>.'
+                "</p>"
+            )
+        else:
+            parts.append(
+                f'<a class="sdc-link" data-link="{escape(name)}" href="{escape(href)}" '
+                f'target="_blank">{label}</a>'
+                if href
+                else f'<span class="sdc-link" data-link="{escape(name)}">{label}: none yet</span>'
+            )
+            continue
+        parts.append(
+            f'<a class="sdc-link" data-link="{escape(name)}">{label}</a>'
+            f'<cwdb-action action="html" display="popup">{popup}</cwdb-action>'
+        )
+    return f'<div class="sdc-links">{" | ".join(parts)}</div>'
 
 
 def _resume_rows(incident: Incident) -> list[tuple[str, str]]:

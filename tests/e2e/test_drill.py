@@ -579,6 +579,7 @@ def test_a_hardware_alert_alone_isolates_the_throttling_node_and_proposes_a_rebo
     assert "a hardware signal alone: reboot, replace on a repeat" in (outcome.notification or "")
     assert outcome.replace_calls == []
     alerts = (outcome.notification or "").split("HARDWARE ALERTS", 1)[1].split("\n\n", 1)[0]
+    alerts = " ".join(alerts.split())  # a long line continues on the next
     assert "hardware_throttling on GPU" in alerts and "warning, started" in alerts
     assert "still firing" in alerts and "HW thermal slowdown" in alerts
 

@@ -409,7 +409,7 @@ def test_show_prints_the_hardware_alerts_in_their_own_section(deployed, capsys):
 
     out = capsys.readouterr().out
     section = out.split("HARDWARE ALERTS", 1)[1].split("\n\n", 1)[0]
-    assert "uncorrectable_ecc on GPU 5 (GPU-5b5b5b5b-0000-4000-8000-000000000005)" in section
+    assert 'uncorrectable_ecc on GPU "5" ("GPU-5b5b5b5b-0000-4000-8000-000000000005")' in section
     assert "critical, started 2026-11-30 08:14:00 UTC, still firing" in section
     assert "Uncorrectable (double-bit) ECC errors rose within 10 minutes." in section
 
@@ -1553,3 +1553,35 @@ def test_reconcile_prints_what_was_settled_what_waits_and_what_needs_a_person():
 def test_reconcile_against_a_deployment_without_the_function_says_to_deploy_it(deployed, capsys):
     assert deployed.sdc("reconcile") == 2
     assert "has no output ReconcileFunctionName" in capsys.readouterr().err
+
+
+# -- sdc page: the dashboard's page, rendered here ---------------------------------------------
+
+
+def test_page_renders_the_open_incidents_to_an_html_file_and_a_screenshot(
+    deployed, capsys, tmp_path
+):
+    incident_id = deployed.incident("awaiting_approval")
+    out = tmp_path / "page" / "incidents.html"
+
+    code = deployed.sdc("page", "--out", str(out))
+
+    assert code == 0
+    html = out.read_text()
+    assert f'data-incident="{incident_id}"' in html
+    assert "Open for:" in html and "Isolation:" in html
+    assert all(f'data-link="{name}"' in html for name in ("card", "audit trail", "execution"))
+    assert "cwdb-action { display: none; }" in html  # popups hidden, as the dashboard shows it
+    png = out.with_suffix(".png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"screenshot: {png}" in capsys.readouterr().out
+
+
+def test_page_with_no_png_writes_the_html_alone(deployed, capsys, tmp_path):
+    deployed.incident("awaiting_approval")
+    out = tmp_path / "incidents.html"
+
+    assert deployed.sdc("page", "--out", str(out), "--no-png") == 0
+
+    assert out.is_file() and not out.with_suffix(".png").exists()
+    assert capsys.readouterr().out.strip() == f"1 open incident: {out}"

@@ -226,7 +226,7 @@ def test_a_step_where_no_check_fired_makes_no_call_at_all():
     results = [emitter.report(None) for _ in range(100)]
 
     assert Counting.calls == 0
-    assert all(r.delivered and not r.datapoints and not r.spooled for r in results)
+    assert all(not r.delivered and not r.datapoints and not r.spooled for r in results)
 
 
 @pytest.fixture
@@ -312,7 +312,7 @@ def test_report_of_none_says_nothing_was_sent():
     result = emitter.report(None)
 
     assert result.sent == [] and result.pending == []
-    assert result.delivered and not result.spooled and not result.lost
+    assert not result.delivered and not result.spooled and not result.lost
     assert sink.metrics == [] and sink.events == []
 
 

@@ -126,8 +126,7 @@ def test_the_notice_says_notice_only_and_why_and_is_audited():
     (notice,) = world.notifier.published
     assert "notice only" in notice.subject
     assert "NOTICE ONLY" in notice.message
-    assert WatchRow.STRAGGLER_ALONE.evidence in notice.message
-    assert "no hardware signal" in notice.message
+    assert "Why: no hardware signal of its node corroborates the straggler." in notice.message
     actions = [e.action for e in world.audit.entries(incident_id)]
     assert AuditAction.INCIDENT_HELD in actions
     assert AuditAction.HELD_NOTIFIED in actions

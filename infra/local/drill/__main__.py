@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from infra.local import drill
@@ -21,6 +22,8 @@ from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import Decision
 
 OUTPUTS_FILE = ".drill/outputs.json"
+REQUEST_LOG = ".drill/serve.log"
+"""Where `--serve` writes the served account's HTTP request log (appended)."""
 
 
 def _chat_rendering(run: Any) -> str:
@@ -40,16 +43,18 @@ def _chat_rendering(run: Any) -> str:
 def _serve_until_decided(run: Any, incident_id: str, port: int) -> None:
     """Serve the local account over HTTP and wait until someone decides with the CLI."""
     print(_chat_rendering(run))
-    endpoint = run.serve(port)
+    endpoint = run.serve(port, REQUEST_LOG)
     path = run.write_outputs(OUTPUTS_FILE)
     key = os.environ.get("AWS_ACCESS_KEY_ID", "")
     secret = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
     print(
-        "\nThe local account is served at " + endpoint + ". Decide from another shell, as the "
+        "\nThe local account is served at " + endpoint + f" (its request log: {REQUEST_LOG}); "
+        "it stays served after the decision, until Ctrl-C. Decide from another shell, as the "
         "local account's operator (its IAM user signs the identity proof `sdc approve` "
         "attaches):\n\n"
         f"  export AWS_ACCESS_KEY_ID={key} AWS_SECRET_ACCESS_KEY={secret} AWS_DEFAULT_REGION=us-west-2\n"
         f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} show {incident_id}\n"
+        f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} page\n"
         f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} approve {incident_id} -m 'looks bad'\n"
         f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {path} reject {incident_id} -m 'not the GPU'\n"
         "\nWaiting for the decision (Ctrl-C to stop)...",
@@ -60,6 +65,41 @@ def _serve_until_decided(run: Any, incident_id: str, port: int) -> None:
         if incident is not None and incident.state != IncidentState.AWAITING_APPROVAL:
             return None
         time.sleep(0.2)
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops the drill as Ctrl-C does: the served account shuts down cleanly."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def _serve_until_stopped(render_outcome: Callable[[Any], None]) -> Callable[[Any, Any], None]:
+    """After the scenario: its outcome, then the account stays served until Ctrl-C or SIGTERM,
+    so that `sdc show` (what the decision's answer suggests) still reads it."""
+
+    def linger(run: Any, outcome: Any) -> None:
+        render_outcome(outcome)
+        endpoint = run.serve(0)  # already served: its address
+        ids = " ".join(i["incident_id"] for i in outcome.incidents) or "<incident id>"
+        print(
+            f"\nThe scenario has ended; the local account stays served at {endpoint} until "
+            f"Ctrl-C (request log: {REQUEST_LOG}). Look at it from another shell:\n\n"
+            f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {OUTPUTS_FILE} show {ids}\n"
+            f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {OUTPUTS_FILE} status\n"
+            f"  .venv/bin/sdc --endpoint-url {endpoint} --outputs {OUTPUTS_FILE} page"
+            "   (the dashboard's page: .drill/page.html, and .png with Chromium)\n",
+            flush=True,
+        )
+        try:
+            while True:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            print("\nStopping: the served account shuts down.", flush=True)
+
+    return linger
 
 
 def _prepare(scenarios: Sequence[Scenario], announcer: Announcer) -> None:
@@ -146,6 +186,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if answer in (Decision.APPROVE, Decision.REBOOT, Decision.REJECT):
                 return answer
 
+    lingered: list[Any] = []
+    linger = None
+    if args.serve is not None:
+        _stop_on_sigterm()
+
+        def shown(outcome: Any) -> None:
+            lingered.append(outcome)
+            render(outcome, sys.stdout, style)
+
+        linger = _serve_until_stopped(shown)
     names = sorted(SCENARIOS) if args.scenario == "all" else [args.scenario]
     announcer = Announcer(sys.stderr, live=tty and sys.stderr.isatty())
     try:
@@ -166,7 +216,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 SCENARIOS[name],
                 progress=progress,
                 ask=ask if args.interactive or args.serve is not None else None,
+                linger=linger,
             )
+        except KeyboardInterrupt:
+            print(f"\nstopped: {name} did not finish", file=sys.stderr, flush=True)
+            return 130
         except Exception as exc:  # a drill that breaks says how, in one line, and fails
             if tty:
                 sys.stderr.write("\r\033[K")
@@ -177,8 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write("\r\033[K")
         if args.json:
             print(json.dumps(outcome.to_json()))
-        else:
-            render(outcome, sys.stdout, style)
+        elif not lingered or lingered[-1].problems != outcome.problems:
+            render(outcome, sys.stdout, style)  # in serve mode, only what the teardown added
         failed += not outcome.passed
     return 1 if failed else 0
 

@@ -312,11 +312,22 @@ def _judge_hardware_alert(card: str | None, culprit: dict[str, Any]) -> list[str
         return ["the card has no HARDWARE ALERTS section"]
     uuid = culprit["gpu_uuid"]
     if not any(
-        "hardware_throttling on GPU" in line and uuid in line and "still firing" in line
-        for line in section.splitlines()
+        "hardware_throttling on GPU" in entry and uuid in entry and "still firing" in entry
+        for entry in _entries(section)
     ):
         return [f"the card's HARDWARE ALERTS do not list the throttling alert on {uuid} firing"]
     return []
+
+
+def _entries(paragraph: str) -> list[str]:
+    """A card paragraph's entries, each a line indented two and the deeper lines under it (what
+    it continues onto, wrapped, and its details), as one line."""
+    entries: list[list[str]] = []
+    for line in paragraph.splitlines()[1:]:
+        if (line.startswith("  ") and not line.startswith("   ")) or not entries:
+            entries.append([])
+        entries[-1].append(line.strip())
+    return [" ".join(entry) for entry in entries]
 
 
 def labelled(text: str | None, label: str) -> str | None:

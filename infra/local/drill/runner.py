@@ -100,11 +100,14 @@ def run_scenario(
     *,
     progress: Callable[[str], None] = lambda _: None,
     ask: Callable[[Any, str, str], str | None] | None = None,
+    linger: Callable[[Any, Outcome], None] | None = None,
 ) -> Outcome:
     """Run one scenario end to end and judge it. `ask(run, incident_id, card)` replaces the
     scripted approver (interactive and serve modes): it returns "approve", "reboot" or "reject"
     for the drill to send, or None when the decision was made elsewhere (the CLI, against the
-    served endpoint)."""
+    served endpoint). `linger(run, outcome)` is called once the scenario is judged, with the
+    local account still standing (serve mode keeps it served until it returns); the outcome
+    returned adds what the account's teardown finds (grants the functions lacked)."""
     from infra.local.run import LocalRun  # heavy: moto, CDK on first synth
 
     started = time.monotonic()
@@ -127,6 +130,47 @@ def run_scenario(
         rank_map = stage.slurm_rank_map(rank_map)
     progress("synthesizing the stack and standing it up in a local account")
     hyperpod = stage.cluster(scenario, alarm, rank_map)
+
+    def judged(more: Sequence[str] = ()) -> Outcome:
+        """The outcome of what the scenario saw, with `more` problems found after it."""
+        timeline.sort(key=lambda line: line.at)
+        problems = (
+            judge.problems(scenario, seen)
+            + judge.one_recommendation(said)
+            + judge.one_deadline(deadlines)
+            + judge.card_leads(heads, said, deadlines)
+            + dashboard_problems
+            + judge.stuck(reconciled)
+            + list(more)
+        )
+        return Outcome(
+            scenario=scenario.name,
+            passed=not problems,
+            problems=problems,
+            incidents=[
+                {
+                    "incident_id": i.incident_id,
+                    "instance_id": i.instance_id,
+                    "state": i.state.value,
+                    "new_instance_id": i.replacement.new_instance_id if i.replacement else None,
+                    "dry_run": bool(i.replacement and i.replacement.dry_run),
+                }
+                for i in finals
+            ],
+            timeline=timeline,
+            notification=card,
+            audit=audit,
+            chain_ok=chain_ok,
+            replace_calls=replace_calls,
+            seconds=time.monotonic() - started,
+            dashboard=dashboard,
+            lifecycle=lifecycle,
+            calls=calls,
+            recommendations=said,
+            deadlines=deadlines,
+            card_heads=heads,
+        )
+
     grant_problems: list[str] = []
     try:
         with ExitStack() as stack:
@@ -249,45 +293,11 @@ def run_scenario(
                 f"{len(reconciled['needs_person'])} needing a person",
             )
             calls = calls_per_function(run.recorder.calls, run.cluster_arns)
+            if linger is not None:
+                linger(run, judged())
     except GrantsInsufficient as err:
         grant_problems = [str(denied) for denied in err.denied]
-    timeline.sort(key=lambda line: line.at)
-    problems = (
-        judge.problems(scenario, seen)
-        + judge.one_recommendation(said)
-        + judge.one_deadline(deadlines)
-        + judge.card_leads(heads, said, deadlines)
-        + dashboard_problems
-        + judge.stuck(reconciled)
-        + grant_problems
-    )
-    return Outcome(
-        scenario=scenario.name,
-        passed=not problems,
-        problems=problems,
-        incidents=[
-            {
-                "incident_id": i.incident_id,
-                "instance_id": i.instance_id,
-                "state": i.state.value,
-                "new_instance_id": i.replacement.new_instance_id if i.replacement else None,
-                "dry_run": bool(i.replacement and i.replacement.dry_run),
-            }
-            for i in finals
-        ],
-        timeline=timeline,
-        notification=card,
-        audit=audit,
-        chain_ok=chain_ok,
-        replace_calls=replace_calls,
-        seconds=time.monotonic() - started,
-        dashboard=dashboard,
-        lifecycle=lifecycle,
-        calls=calls,
-        recommendations=said,
-        deadlines=deadlines,
-        card_heads=heads,
-    )
+    return judged(grant_problems)
 
 
 def _deliver_alarms(run: Any, scenario: Scenario, note: Note) -> list[str]:

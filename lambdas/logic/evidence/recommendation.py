@@ -46,6 +46,7 @@ from lambdas.models.guard import PastIncident
 from lambdas.models.hardware_alert import AlertSeverity
 from lambdas.models.health_check import HealthCheckResult
 from lambdas.models.incident import Incident, TriggerSource
+from lambdas.models.quantity import count
 from lambdas.models.recommendation import MAX_PAST, Advice, Course, Recommendation
 from trainer_emitter.contract import Check, Metric, Role, VerdictKind
 
@@ -128,7 +129,8 @@ def assess_watch(report: dict[str, Any], hardware: Sequence[str]) -> tuple[Watch
     flagged = sorted(ranks & set(straggler.get("flagged", [])))
     what = (
         f"rank {_ranks(flagged)} below {straggler.get('threshold')} for "
-        f"{straggler.get('windows_required')} windows of {straggler.get('window_steps')} steps"
+        f"{count(straggler.get('windows_required') or 0, 'window')} of "
+        f"{count(straggler.get('window_steps') or 0, 'step')}"
     )
     if localised and flagged and hardware:
         return WatchRow.STRAGGLER_CORROBORATED, f"straggler: {what}; {corroboration}"

@@ -11,7 +11,7 @@ one chosen to resume from is kept (`resume`, lambdas.logic.evidence.resume), not
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lambdas.logic.evidence.resume import resume_of
@@ -222,6 +222,7 @@ def _watch(report: SdcReport) -> dict[str, Any]:
                 else None
             ),
             "timeout_s": hang.get("timeout_s"),
+            "stacks": _stacks(hang),
         }
     if report.straggler is not None:
         straggler = report.straggler
@@ -233,12 +234,34 @@ def _watch(report: SdcReport) -> dict[str, Any]:
             "windows_required": straggler.get("windows_required"),
             "window_steps": straggler.get("window_steps"),
             "relative": [
-                {"rank": entry["rank"], "score": entry.get("relative")}
+                {
+                    "rank": entry["rank"],
+                    "score": entry.get("relative"),
+                    "windows": entry.get("consecutive"),
+                }
                 for entry in straggler.get("scores") or []
                 if entry["rank"] in flagged
             ],
         }
     return found
+
+
+MAX_STACK_RANKS = 4
+MAX_STACK_FRAMES = 6
+MAX_FRAME = 120
+
+
+def _stacks(hang: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The training thread's innermost frames of the first ranks the report shows (the named
+    ranks first, then a peer), each frame cleaned: the card sets them side by side."""
+    return [
+        {
+            "rank": entry.get("rank"),
+            "stack": [clean(frame, MAX_FRAME) for frame in entry["stack"][-MAX_STACK_FRAMES:]],
+        }
+        for entry in (hang.get("ranks") or [])[:MAX_STACK_RANKS]
+        if isinstance(entry, dict) and isinstance(entry.get("stack"), list) and entry["stack"]
+    ]
 
 
 def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:
