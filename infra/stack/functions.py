@@ -533,6 +533,8 @@ def shared_environment(
         EnvVar.STORM_WINDOW_SECONDS: str(settings.storm_window_seconds),
         EnvVar.REPORT_OPENINGS_PER_MINUTE: str(settings.report_openings_per_minute),
         EnvVar.JOB_OPENINGS_PER_MINUTE: str(settings.job_openings_per_minute),
+        EnvVar.REPEAT_OFFENDER_INCIDENTS: str(settings.repeat_offender_incidents),
+        EnvVar.REPEAT_OFFENDER_WINDOW_DAYS: str(settings.repeat_offender_window_days),
         EnvVar.PAUSE_PARAMETER: pause_switch.name,
         **decision_env(settings),
         EnvVar.AUDIT_ANCHOR_LOG_GROUP: audit_anchor.name,

@@ -34,6 +34,8 @@ from lambdas.models.settings import (
     DEFAULT_GUARD_MAX_OPEN_PERCENT,
     DEFAULT_HEALTH_CHECKS,
     DEFAULT_JOB_OPENINGS_PER_MINUTE,
+    DEFAULT_REPEAT_OFFENDER_INCIDENTS,
+    DEFAULT_REPEAT_OFFENDER_WINDOW_DAYS,
     DEFAULT_REPORT_OPENINGS_PER_MINUTE,
     DEFAULT_STORM_THRESHOLD,
     DEFAULT_STORM_WINDOW_SECONDS,
@@ -47,6 +49,8 @@ from lambdas.models.settings import (
     RECOVERY_API,
     RECOVERY_NODE_LABEL,
     REGION_RE,
+    REPEAT_OFFENDER_INCIDENTS_RANGE,
+    REPEAT_OFFENDER_WINDOW_DAYS_RANGE,
     STORM_THRESHOLD_RANGE,
     IsolationConfig,
     node_isolation_env,
@@ -167,6 +171,8 @@ class Settings:
     storm_window_seconds: int = DEFAULT_STORM_WINDOW_SECONDS
     report_openings_per_minute: int = DEFAULT_REPORT_OPENINGS_PER_MINUTE
     job_openings_per_minute: int = DEFAULT_JOB_OPENINGS_PER_MINUTE
+    repeat_offender_incidents: int = DEFAULT_REPEAT_OFFENDER_INCIDENTS
+    repeat_offender_window_days: int = DEFAULT_REPEAT_OFFENDER_WINDOW_DAYS
     pause_parameter: str | None = None
     """None: `/<stack name>/paused` (see `pause_parameter_name`)."""
     node_isolation: tuple[tuple[str, str], ...] = ()
@@ -687,6 +693,14 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
         _integer(*OPENINGS_PER_MINUTE_RANGE),
     ),
     "sdc:jobOpeningsPerMinute": ("job_openings_per_minute", _integer(*OPENINGS_PER_MINUTE_RANGE)),
+    "sdc:repeatOffenderIncidents": (
+        "repeat_offender_incidents",
+        _integer(*REPEAT_OFFENDER_INCIDENTS_RANGE),
+    ),
+    "sdc:repeatOffenderWindowDays": (
+        "repeat_offender_window_days",
+        _integer(*REPEAT_OFFENDER_WINDOW_DAYS_RANGE),
+    ),
     "sdc:pauseParameterName": ("pause_parameter", _parameter_name),
     "sdc:nodeActionConcurrency": ("node_action_concurrency", _integer(1, 100)),
     "sdc:intakeConcurrency": ("intake_concurrency", _integer(1, 100)),

@@ -37,6 +37,15 @@ DEFAULT_JOB_OPENINGS_PER_MINUTE = 5
 """One job's reports open one incident per failing node: above the storm rule's default as
 well (a genuine report naming a storm's worth of culprits meets the storm hold first), and half
 the cluster's bound, so that one job's flood leaves room for the others' reports."""
+DEFAULT_REPEAT_OFFENDER_INCIDENTS = 3
+"""A node or GPU in this many incidents (the one being judged among them) within the window is
+recommended for replacement, whatever the evidence of the last one: a third strike in a month
+is a pattern no single health check clears."""
+DEFAULT_REPEAT_OFFENDER_WINDOW_DAYS = 30
+"""The window the repeat-offender rule counts incidents in, back from the incident judged."""
+REPEAT_OFFENDER_INCIDENTS_RANGE: Final = (2, 100)
+"""Two: the second incident escalates; more than a hundred would never escalate anything."""
+REPEAT_OFFENDER_WINDOW_DAYS_RANGE: Final = (1, 365)
 MAX_APPROVALS_REQUIRED = 10
 GUARD_MAX_OPEN_NODES_RANGE: Final = (1, 10_000)
 """Nodes in open incidents per cluster the guard allows at most, as `sdc:guardMaxOpenNodes` and
@@ -60,6 +69,14 @@ _POSITIVE = {
         *OPENINGS_PER_MINUTE_RANGE,
     ),
     EnvVar.JOB_OPENINGS_PER_MINUTE: ("job_openings_per_minute", *OPENINGS_PER_MINUTE_RANGE),
+    EnvVar.REPEAT_OFFENDER_INCIDENTS: (
+        "repeat_offender_incidents",
+        *REPEAT_OFFENDER_INCIDENTS_RANGE,
+    ),
+    EnvVar.REPEAT_OFFENDER_WINDOW_DAYS: (
+        "repeat_offender_window_days",
+        *REPEAT_OFFENDER_WINDOW_DAYS_RANGE,
+    ),
     EnvVar.APPROVAL_TIMEOUT_SECONDS: ("approval_timeout_seconds", 1, MAX_APPROVAL_TIMEOUT_SECONDS),
     EnvVar.APPROVALS_REQUIRED: ("approvals_required", 1, MAX_APPROVALS_REQUIRED),
 }
@@ -170,6 +187,11 @@ class Settings:
     """Rate bound: incidents reports may open per cluster per minute; beyond it they are held."""
     job_openings_per_minute: int = DEFAULT_JOB_OPENINGS_PER_MINUTE
     """Rate bound: incidents the reports naming one job may open per cluster per minute."""
+    repeat_offender_incidents: int = DEFAULT_REPEAT_OFFENDER_INCIDENTS
+    """Incidents of one node or GPU within the window (the judged one among them) that make it
+    a repeat offender, recommended for replacement (`lambdas.logic.evidence.history`)."""
+    repeat_offender_window_days: int = DEFAULT_REPEAT_OFFENDER_WINDOW_DAYS
+    """The repeat-offender window, in days back from the incident judged."""
     pause_parameter: str | None = None
     """The SSM parameter of the pause switch; None = no switch (never paused)."""
     event_bus_name: str | None = None
