@@ -22,6 +22,8 @@ from lambdas.models.audit import AuditEntry
 from lambdas.models.incident import Incident, IncidentState
 
 DEFAULT_SINCE: Final = "30d"
+SHOWN: Final = 10
+"""Entries of a figure by key (weeks, offenders) the text shows; JSON gives every one."""
 AUDIT_KEY: Final = "audit"
 INCIDENT_KEY: Final = "incident"
 
@@ -107,6 +109,9 @@ def _value(value: Any) -> str:
     if isinstance(value, dict):
         if not value:
             return "none"
+        if len(value) > SHOWN:
+            first = dict(list(value.items())[:SHOWN])
+            return f"{_value(first)}, and {len(value) - SHOWN} more (--output json lists all)"
         return ", ".join(
             f"{k} {len(v) if isinstance(v, list) else v}"
             + (

@@ -1,8 +1,12 @@
-"""docs/figures.md shows the fleet figures' table derived from `lambdas.logic.core.figures.Figure`:
-each figure is defined once, in the code, and the doc says the same."""
+"""docs/figures.md shows the fleet figures' table derived from `lambdas.logic.core.figures.Figure`,
+and docs/fleet.md the what-if's default history from `infra.local.fleet.causes`: each is defined
+once, in the code, and the doc says the same."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from infra.local.fleet.causes import LLAMA3_405B, causes_table
 from lambdas.logic.core.figures import figures_table
 from tests.conftest import REPO
 
@@ -30,3 +34,18 @@ def test_a_definition_changed_in_the_doc_alone_is_drift():
     text = DOC.read_text().replace("incidents opened or held on arrival", "incidents opened", 1)
 
     assert shown_table(text) != figures_table()
+
+
+FLEET = REPO / "docs" / "fleet.md"
+
+
+def test_the_fleet_docs_causes_table_is_the_default_history_in_the_code():
+    text = FLEET.read_text()
+
+    assert causes_table() in text
+
+
+def test_a_cause_changed_in_the_code_alone_is_drift():
+    changed = (dataclasses.replace(LLAMA3_405B[0], count=147), *LLAMA3_405B[1:])
+
+    assert causes_table(changed) not in FLEET.read_text()
