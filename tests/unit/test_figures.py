@@ -3,6 +3,7 @@ outcomes are known, and once from a chain the logic itself wrote."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -345,3 +346,25 @@ def test_the_figures_of_a_chain_the_logic_wrote_match_its_own_entries():
     )
     assert figures[Figure.ACTED_ON] == 1
     assert figures[Figure.BY_TRIGGER] == {"alarm": 1}
+
+
+def test_a_chain_that_does_not_verify_is_left_out_of_every_figure_and_counted():
+    good = replaced_chain("good", isolate=1, request=5, decide=9, close=20)
+    tampered = replaced_chain("bad", isolate=1, request=5, decide=9, close=20, instance="i-2")
+    tampered[4] = dataclasses.replace(tampered[4], details={"decision": "reject"})
+
+    figures = report(good, tampered).values
+
+    assert figures[Figure.INCIDENTS] == 1
+    assert figures[Figure.LEFT_OUT] == 1
+
+
+def test_an_opening_whose_time_does_not_read_is_left_out_not_raised():
+    unreadable = chain("x", [opened()])
+    unreadable[0] = seal(
+        **{**unreadable[0].body(), "at": "yesterday", "request_ids": []},
+    )
+
+    figures = report(unreadable).values
+
+    assert (figures[Figure.INCIDENTS], figures[Figure.LEFT_OUT]) == (0, 1)

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, Final
 
+from lambdas.logic.core.audit import verify_chain
 from lambdas.models.audit import AuditAction, AuditEntry
 from lambdas.models.health_check import HealthCheckResult
 from lambdas.models.incident import Incident, TriggerSource
@@ -35,6 +36,7 @@ RECOVERED: Final = frozenset({S.REPLACED, S.REPLACED_BY_HYPERPOD, S.REBOOTED})
 """The states in which an incident's node recovered (as `RecoveryLatencySeconds` counts them)."""
 HUMAN_DECISIONS: Final = frozenset({Decision.APPROVE, Decision.REJECT, Decision.REBOOT})
 """The decisions on an incident's approval request (a storm hold's reset is not one)."""
+OPENINGS: Final = frozenset({AuditAction.INCIDENT_OPENED, AuditAction.INCIDENT_HELD})
 REPEAT: Final = 2
 """Incidents of one node or GPU that make it a repeat offender in the report (the escalation's
 own threshold is a setting: `Settings.repeat_offender_incidents`)."""
@@ -137,6 +139,12 @@ class Figure(Enum):
         Unit.IDS,
         "GPU UUIDs the reports named in two or more incidents",
     )
+    LEFT_OUT = (
+        "chains_left_out",
+        Unit.COUNT,
+        "audit chains left out of every figure: their hash chain does not verify (`sdc audit "
+        "verify` names the broken link), or their opening entry's time does not read",
+    )
 
     def __init__(self, key: str, unit: Unit, definition: str) -> None:
         self.key = key
@@ -186,8 +194,12 @@ class IncidentFacts:
     exposure_steps: int | None = None
 
 
-def _at(entry: AuditEntry) -> datetime:
-    at = datetime.fromisoformat(entry.at)
+def _at(entry: AuditEntry) -> datetime | None:
+    """The entry's time; None when it does not read as one (never raised: the report goes on)."""
+    try:
+        at = datetime.fromisoformat(entry.at)
+    except (TypeError, ValueError):
+        return None
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
@@ -202,7 +214,8 @@ def facts_of(
     incident (a storm hold, an `event#…` or `decision#…` subject) or a skipped one."""
     ordered = sorted(entries, key=lambda e: e.seq)
     opening = _first(ordered, A.INCIDENT_OPENED, A.INCIDENT_HELD)
-    if opening is None:
+    opened_at = _at(opening) if opening is not None else None
+    if opening is None or opened_at is None:
         return None
     details = opening.details
     held = details.get("kind") if opening.action == A.INCIDENT_HELD else None
@@ -256,7 +269,7 @@ def facts_of(
         check = TriggerSource.HARDWARE.value
     return IncidentFacts(
         incident_id=opening.incident_id,
-        opened_at=_at(opening),
+        opened_at=opened_at,
         source=str(details.get("source") or ""),
         check=check or "unknown",
         instance_id=instance_id,
@@ -380,13 +393,18 @@ def compute(
     check falls back to the alarm's metric, and GPU UUIDs, logical ids and exposure are
     unknown)."""
     records = incidents or {}
-    found = [
-        f
-        for subject, entries in chains.items()
-        if (f := facts_of(entries, records.get(subject))) is not None
-        and (since is None or f.opened_at >= since)
-        and f.opened_at <= until
-    ]
+    found: list[IncidentFacts] = []
+    left_out = 0
+    for subject, entries in chains.items():
+        if not verify_chain(entries).ok:
+            left_out += 1
+            continue
+        facts = facts_of(entries, records.get(subject))
+        if facts is None:
+            left_out += any(e.action in OPENINGS for e in entries)
+            continue
+        if (since is None or facts.opened_at >= since) and facts.opened_at <= until:
+            found.append(facts)
     found.sort(key=lambda f: (f.opened_at, f.incident_id))
     acted = [f for f in found if f.acted_on]
     by_node: Counter[str] = Counter(f.logical_id for f in found if f.logical_id and not f.held)
@@ -428,6 +446,7 @@ def compute(
             (f.incident_id, [f.logical_id]) for f in found if not f.held
         ),
         Figure.REPEAT_BY_GPU: _repeats((f.incident_id, f.gpu_uuids) for f in found if not f.held),
+        Figure.LEFT_OUT: left_out,
     }
     return Report(since=since, until=until, values=values)
 
