@@ -110,7 +110,7 @@ class Approvers:
 
 
 @dataclass
-class Outcome_:
+class FaultOutcome:
     """One fault's fate in one mode."""
 
     cause: str
@@ -125,7 +125,7 @@ class Outcome_:
 class ModeResult:
     mode: Mode
     wall_seconds: float
-    faults: list[Outcome_] = field(default_factory=list)
+    faults: list[FaultOutcome] = field(default_factory=list)
     report: Report | None = None
     chains: dict[str, list[AuditEntry]] = field(default_factory=dict)
     incidents: list[Incident] = field(default_factory=list)
@@ -204,7 +204,7 @@ def hyperpod_only(faults: Sequence[Fault], job: JobModel, days: float) -> ModeRe
             detect = cause.delay_seconds
             wait = 0.0
         result.faults.append(
-            Outcome_(cause.name, fault.at, detect + base + wait, cause.hyperpod_sees)
+            FaultOutcome(cause.name, fault.at, detect + base + wait, cause.hyperpod_sees)
         )
     return result
 
@@ -431,7 +431,7 @@ class _Pipeline:
             else:
                 lost = cause.delay_seconds + base
             result.faults.append(
-                Outcome_(
+                FaultOutcome(
                     cause.name, fault.at, lost, detected or cause.hyperpod_sees, incident_id, held
                 )
             )
