@@ -51,6 +51,7 @@ from lambdas.models.incident import Incident
 from lambdas.models.payloads import (
     ApprovalRequest,
     CloseRequest,
+    Decision,
     DecisionRequest,
     IncidentRef,
     Outcome,
@@ -360,9 +361,9 @@ def _report_event(fleet: _Fleet, slot: int, at: datetime, n: int) -> dict[str, A
 
 
 DECISION_OF: Final = {
-    Advice.REPLACE: "approve",
-    Advice.REBOOT: "reboot",
-    Advice.HEALTH_CHECK_ONLY: "reject",
+    Advice.REPLACE: Decision.APPROVE,
+    Advice.REBOOT: Decision.REBOOT,
+    Advice.HEALTH_CHECK_ONLY: Decision.REJECT,
 }
 """The modelled approver follows the recommendation."""
 
@@ -541,9 +542,9 @@ class _Pipeline:
             approval.decide(
                 DecisionRequest(incident_id, decision, "fleet what-if", execution), self.deps
             )
-            if decision == "approve":
+            if decision is Decision.APPROVE:
                 self.at(when, self._replace(incident_id))
-            elif decision == "reboot":
+            elif decision is Decision.REBOOT:
                 self.at(when, self._reboot(incident_id))
             else:
                 self.returns[incident_id] = when
