@@ -95,13 +95,14 @@ def test_incidents_older_than_the_window_do_not_count():
     "changes",
     [
         {"state": IncidentState.REJECTED},
+        {"state": IncidentState.HELD, "hold_kind": HoldKind.GUARD},
         {"state": IncidentState.SKIPPED},
         {"state": IncidentState.HELD, "hold_kind": HoldKind.STORM},
         {"state": IncidentState.HELD, "hold_kind": HoldKind.NOTICE},
     ],
-    ids=["rejected", "skipped", "storm", "notice"],
+    ids=["rejected", "guard-held", "skipped", "storm", "notice"],
 )
-def test_incidents_a_person_rejected_or_that_say_nothing_about_the_hardware_do_not_count(changes):
+def test_incidents_rejected_unchecked_or_saying_nothing_of_the_hardware_do_not_count(changes):
     assert repeat_offence(incident(), [past(1), past(2, **changes)], DEFAULTS) is None
 
 

@@ -60,10 +60,11 @@ def past_incidents(step: Step, incident: Incident) -> list[PastIncident]:
     return sorted(found.values(), key=lambda p: p.closed_at)
 
 
-NOT_AN_OFFENCE = frozenset({IncidentState.REJECTED})
-"""A past incident an approver rejected does not count towards a repeat offence: a person
-judged its evidence not worth acting on (reports forged against a healthy node are rejected,
-and must not add up to a replacement)."""
+NOT_AN_OFFENCE = frozenset({IncidentState.REJECTED, IncidentState.HELD})
+"""Past incidents that do not count towards a repeat offence: one an approver rejected (a person
+judged its evidence not worth acting on: reports forged against a healthy node are rejected,
+and must not add up to a replacement), and one held before anything checked it (paused, muted,
+the guard full, the rate bound: its claim was never weighed)."""
 
 
 def repeat_offence(
