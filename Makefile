@@ -36,7 +36,7 @@ RUN_PYTEST = $(PY) -m pytest $(XDIST) $(1) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests; refusing to call that a pass" >&2; exit 1; fi; \
 	exit $$rc
 
-.PHONY: help test test-fast lint format typecheck synth deploy drill bench bench-gpu clean
+.PHONY: help test test-fast lint format typecheck synth deploy drill bench bench-gpu clean fleet
 .DEFAULT_GOAL := help
 
 # `make` alone, or `make help`: each target and its one line (the `## ` text on its rule line).
@@ -101,6 +101,11 @@ test-fast: $(STAMP) $(DEBIAN_BINARIES) ## the tests that need no template, no to
 # The whole pipeline on this machine (moto + a fake HyperPod): make drill ARGS="--list"
 drill: $(STAMP) ## the whole pipeline on this machine, on moto (ARGS="--list")
 	@$(PY) -m infra.local.drill $(ARGS)
+
+# A failure history replayed through the pipeline's logic on a 2,048-instance fake cluster, beside
+# HyperPod's own recovery: make fleet ARGS="--history ours.csv --settings ours.json"
+fleet: $(STAMP) ## the fleet what-if: Llama 3's failure history through the pipeline (ARGS="--history F.csv")
+	@$(PY) -m infra.local.fleet $(ARGS)
 
 # Figures, not timed tests: prints a table and writes bench-results.json (make bench ARGS=emitter)
 bench: $(STAMP) ## the benchmarks: a table and bench-results.json (ARGS=emitter)

@@ -22,6 +22,7 @@ from infra.cli.page import cmd_page
 from infra.cli.reconcile import cmd_reconcile
 from infra.cli.render import Output
 from infra.cli.replay import cmd_replay_spool
+from infra.cli.report import DEFAULT_SINCE, cmd_report, period
 from infra.cli.status import cmd_status
 from infra.cli.wiring import Operator, default_session
 from lambdas.models.incident import IncidentState
@@ -287,6 +288,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _json_option(reconcile)
     reconcile.set_defaults(run=cmd_reconcile)
+
+    report = commands.add_parser(
+        "report",
+        parents=[common],
+        help="the fleet figures of the audit log: incidents, times, precision, repeat offenders",
+        description="The fleet figures of the incidents opened in the period, computed from "
+        "the audit log and the incident records (dynamodb:Scan of the audit table, the "
+        "incidents table's by_state index), or from a file a fleet what-if wrote (--from). "
+        "Each figure's definition: docs/figures.md.",
+    )
+    window = report.add_mutually_exclusive_group()
+    window.add_argument(
+        "--since",
+        type=period,
+        metavar="PERIOD",
+        default=None,
+        help=f"the incidents opened in the last PERIOD: 30d, 12h, 2w, 90m (default {DEFAULT_SINCE})",
+    )
+    window.add_argument("--all", action="store_true", help="every incident, however old")
+    report.add_argument(
+        "--from",
+        dest="log",
+        type=Path,
+        metavar="FILE",
+        default=None,
+        help="read the audit log from FILE (JSON Lines, as `sdc fleet` writes it) instead of "
+        "the deployment's tables; the period ends at its last entry",
+    )
+    _json_option(report)
+    report.set_defaults(run=cmd_report)
 
     replay = commands.add_parser(
         "replay-spool",

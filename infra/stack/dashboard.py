@@ -8,7 +8,9 @@ One dashboard per deployment (`<stack>-<region>`, its URL the `DashboardUrl` out
 1. the three SDC metrics, with the detection alarms' own Metrics Insights queries
    (`infra.stack.alarms.detection_query`): one series per cluster and instance;
 2. incidents opened and held, closed by outcome, approvals (waiting, requested, decided);
-3. time from an incident opened to its decision and to its node recovered;
+3. time from an incident opened to its decision and to its node recovered (median, p90,
+   maximum), then the fleet figures' counts over the time range shown (`sdc report` gives the
+   rest: docs/figures.md);
 4. errors and throttles of every function;
 5. the dead-letter queues' depth, and the state machines' failed, timed-out and aborted
    executions; the pipeline's own alarms.
@@ -61,7 +63,20 @@ OPENED_AND_HELD: Final = (
 CLOSED: Final = tuple(closed_metric(state) for state in CLOSE_OUTCOMES)
 APPROVAL_FLOW: Final = (M.APPROVALS_REQUESTED, M.DECISIONS_ACCEPTED, M.DECISIONS_REFUSED)
 LATENCIES: Final = (M.DECISION_LATENCY, M.RECOVERY_LATENCY)
-LATENCY_STATISTICS: Final = ("p50", "Maximum")
+LATENCY_STATISTICS: Final = ("p50", "p90", "Maximum")
+"""The median and p90 `sdc report` gives of the same spans (`lambdas.logic.core.figures`), and
+the worst one."""
+FLEET_TITLE: Final = "Fleet figures over the time range shown (the rest: sdc report)"
+FLEET: Final = (
+    M.INCIDENTS_OPENED,
+    M.INCIDENTS_HELD,
+    M.DECISIONS_ACCEPTED,
+    M.REPLACEMENTS_DONE,
+    M.REBOOTS_DONE,
+    M.NODES_RELEASED,
+)
+"""The counts behind `sdc report`'s figures that the functions emit as metrics: incidents, the
+human decisions, the nodes acted on and the nodes let back in (docs/figures.md)."""
 STEP_TROUBLE: Final = (
     M.STEP_FAILURES,
     M.STEP_RETRYABLE_ERRORS,
@@ -251,6 +266,15 @@ class PipelineDashboard(Construct):
                 width=WIDTH // 2,
                 height=HEIGHT,
             ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.SingleValueWidget(
+                title=FLEET_TITLE,
+                metrics=[pipeline_metric(m) for m in FLEET],
+                set_period_to_time_range=True,
+                width=WIDTH,
+                height=3,
+            )
         )
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(

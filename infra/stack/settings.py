@@ -169,6 +169,8 @@ class DeploymentSettings:
     storm_window_seconds: int = DECLARED
     report_openings_per_minute: int = DECLARED
     job_openings_per_minute: int = DECLARED
+    repeat_offender_incidents: int = DECLARED
+    repeat_offender_window_days: int = DECLARED
     pause_parameter: str | None = DECLARED
     """None: `/<stack name>/paused` (see `pause_parameter_name`)."""
     node_isolation: tuple[tuple[str, str], ...] = DECLARED

@@ -105,6 +105,8 @@ class SdcRemediationProps:
     storm_window_seconds: int | None = None
     report_openings_per_minute: int | None = None
     job_openings_per_minute: int | None = None
+    repeat_offender_incidents: int | None = None
+    repeat_offender_window_days: int | None = None
     pause_parameter: str | None = None
     node_action_concurrency: int | None = None
     intake_concurrency: int | None = None

@@ -11,7 +11,7 @@ from lambdas.logic.core import ids, lifecycle
 from lambdas.logic.core.measures import elapsed, report_waiting
 from lambdas.logic.core.steps import Step, deliver, error_details
 from lambdas.logic.evidence import hyperpod_view, telemetry
-from lambdas.logic.evidence.history import past_incidents
+from lambdas.logic.evidence.history import past_incidents, repeat_offence
 from lambdas.logic.evidence.recommendation import audit_recommendation, judge
 from lambdas.logic.opening import proceeding
 from lambdas.logic.ports import Deps, PageDeps
@@ -104,7 +104,9 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
             current.approval_deadline = _deadline(deps, at)
             current.telemetry = hardware
             current.hyperpod = seen_by_hyperpod
-            current.recommendation = judge(current, past, at)
+            current.recommendation = judge(
+                current, past, at, repeat=repeat_offence(current, past, deps.settings)
+            )
             return True
 
         incident = step.update(request.incident_id, wait, incident)

@@ -77,6 +77,10 @@ class Recommendation:
     """The node's past incidents as the card's HISTORY lists them (at most `MAX_PAST`)."""
     past_left_out: int = 0
     judged_at: str | None = None
+    repeat_offender: str | None = None
+    """Why the node or a GPU of it is a repeat offender when it was judged
+    (`lambdas.logic.evidence.history.repeat_offence`); kept so that a judgement again, after
+    evidence attached, weighs the same history."""
 
     def same_advice(self, other: Recommendation | None) -> bool:
         """Whether `other` advises the same, for the same reasons."""

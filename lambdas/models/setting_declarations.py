@@ -388,6 +388,34 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         ),
     ),
     Setting(
+        "sdc:repeatOffenderIncidents",
+        "repeat_offender_incidents",
+        Form.INTEGER,
+        low=2,
+        high=100,
+        default=3,
+        env=EnvVar.REPEAT_OFFENDER_INCIDENTS,
+        doc=(
+            "repeat offenders: a node (its instance id) or a GPU (its UUID) in this many "
+            "incidents within the window, the one judged among them, is recommended for "
+            "replacement whatever the last incident's evidence, and the card says so; skipped "
+            "and held incidents (nothing checked them), storm holds, notices and incidents an "
+            "approver rejected do not count. A third strike in a month is a pattern no single "
+            "passing health check clears; two is the least that makes a repeat, more than a "
+            "hundred would never escalate anything"
+        ),
+    ),
+    Setting(
+        "sdc:repeatOffenderWindowDays",
+        "repeat_offender_window_days",
+        Form.INTEGER,
+        low=1,
+        high=365,
+        default=30,
+        env=EnvVar.REPEAT_OFFENDER_WINDOW_DAYS,
+        doc="repeat offenders: the window, in days back from the incident judged",
+    ),
+    Setting(
         "sdc:stormThreshold",
         "storm_threshold",
         Form.INTEGER,

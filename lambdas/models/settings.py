@@ -143,6 +143,8 @@ class Settings:
     storm_window_seconds: int = DECLARED
     report_openings_per_minute: int = DECLARED
     job_openings_per_minute: int = DECLARED
+    repeat_offender_incidents: int = DECLARED
+    repeat_offender_window_days: int = DECLARED
     pause_parameter: str | None = None
     """The SSM parameter of the pause switch; None = no switch (never paused)."""
     event_bus_name: str | None = None

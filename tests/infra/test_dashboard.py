@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infra.stack.dashboard import PAGE_TITLE, Series, plotted
+from infra.stack.dashboard import FLEET_TITLE, PAGE_TITLE, Series, plotted
 from infra.stack.functions import PAGE
 from infra.stack.template import pipeline_functions, resources_of_type
 from lambdas.metric_names import (
@@ -130,14 +130,32 @@ def test_approvals_waiting_is_plotted_as_a_level_beside_the_requests_and_decisio
     assert series[M.DECISIONS_ACCEPTED].options["yAxis"] == "right"
 
 
-def test_time_to_decision_and_to_recovery_are_plotted_as_median_and_maximum(template):
+def test_time_to_decision_and_to_recovery_are_plotted_as_median_p90_and_maximum(template):
     series = series_of(template, "Time from incident opened")
 
     assert {(s.name, s.options["stat"]) for s in series} == {
         (metric.value, stat)
         for metric in (M.DECISION_LATENCY, M.RECOVERY_LATENCY)
-        for stat in ("p50", "Maximum")
+        for stat in ("p50", "p90", "Maximum")
     }
+
+
+def test_the_fleet_figures_counts_are_summed_over_the_time_range_shown(template):
+    widget = widget_titled(template, FLEET_TITLE)
+
+    assert widget["type"] == "metric" and widget["properties"]["view"] == "singleValue"
+    assert widget["properties"]["setPeriodToTimeRange"] is True
+    assert [(s.name, s.options["stat"]) for s in plotted(widget)] == [
+        (m.value, "Sum")
+        for m in (
+            M.INCIDENTS_OPENED,
+            M.INCIDENTS_HELD,
+            M.DECISIONS_ACCEPTED,
+            M.REPLACEMENTS_DONE,
+            M.REBOOTS_DONE,
+            M.NODES_RELEASED,
+        )
+    ]
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,8 @@ COMMON_ENV = {
     "STORM_WINDOW_SECONDS",
     "REPORT_OPENINGS_PER_MINUTE",
     "JOB_OPENINGS_PER_MINUTE",
+    "REPEAT_OFFENDER_INCIDENTS",
+    "REPEAT_OFFENDER_WINDOW_DAYS",
     "APPROVALS_REQUIRED",
     "APPROVERS",
     "HUMAN_SESSION_ROLES",
@@ -108,6 +110,7 @@ def test_environment_per_the_pipeline_doc(template, spec):
     assert env["APPROVAL_TIMEOUT_SECONDS"] == str(CONTEXT["sdc:approvalTimeoutSeconds"])
     assert (env["GUARD_MAX_OPEN_NODES"], env["GUARD_MAX_OPEN_PERCENT"]) == ("3", "10")
     assert (env["STORM_THRESHOLD"], env["STORM_WINDOW_SECONDS"]) == ("4", "900")
+    assert (env["REPEAT_OFFENDER_INCIDENTS"], env["REPEAT_OFFENDER_WINDOW_DAYS"]) == ("3", "30")
     assert env["POWERTOOLS_METRICS_NAMESPACE"] != env["NAMESPACE"]
 
 

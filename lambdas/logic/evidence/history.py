@@ -2,15 +2,21 @@
 
 Instance ids change when a node is replaced; a GPU UUID names the device. The approval card
 lists both histories, and a transient verdict on a node with history is proposed for
-replacement (`lambdas.logic.evidence.recommendation`).
+replacement (`lambdas.logic.evidence.recommendation`). A node or GPU in
+`Settings.repeat_offender_incidents` incidents within `repeat_offender_window_days` is a repeat
+offender (`repeat_offence`): replacement is proposed whatever the last incident's evidence.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 
 from lambdas.logic.core.steps import Step, error_details
 from lambdas.models.audit import AuditAction
 from lambdas.models.guard import PastIncident
 from lambdas.models.incident import Incident, IncidentState
+from lambdas.models.settings import Settings
 from lambdas.observability import logger
 
 
@@ -52,3 +58,57 @@ def past_incidents(step: Step, incident: Incident) -> list[PastIncident]:
         logger.exception("history lookup failed", incident_id=incident.incident_id)
     found.pop(incident.incident_id, None)
     return sorted(found.values(), key=lambda p: p.closed_at)
+
+
+NOT_AN_OFFENCE = frozenset({IncidentState.REJECTED, IncidentState.HELD})
+"""Past incidents that do not count towards a repeat offence: one an approver rejected (a person
+judged its evidence not worth acting on: reports forged against a healthy node are rejected,
+and must not add up to a replacement), and one held before anything checked it (paused, muted,
+the guard full, the rate bound: its claim was never weighed)."""
+
+
+def repeat_offence(
+    incident: Incident, past: Sequence[PastIncident], settings: Settings
+) -> str | None:
+    """Why `incident`'s node (its instance id) or one of its GPUs (a UUID its reports name) is a
+    repeat offender: in `settings.repeat_offender_incidents` incidents, this one among them,
+    within `settings.repeat_offender_window_days` before it opened; None when neither is. Only
+    past incidents that count as history (`PastIncident.counts_as_history`) and that no approver
+    rejected count. A job-level incident names no node: never."""
+    if incident.is_job or not incident.instance_id:
+        return None
+    wanted = settings.repeat_offender_incidents
+    days = settings.repeat_offender_window_days
+    since = _dated(incident.created_at) - timedelta(days=days)
+    counted = [
+        p
+        for p in past
+        if p.counts_as_history
+        and p.state not in NOT_AN_OFFENCE
+        and p.incident_id != incident.incident_id
+        and _dated(p.created_at) >= since
+    ]
+    found: list[str] = []
+    mine = [p.incident_id for p in counted if p.instance_id == incident.instance_id]
+    if len(mine) + 1 >= wanted:
+        found.append(f"instance {incident.instance_id} in {len(mine) + 1} incidents ({_ids(mine)})")
+    for gpu in incident.gpu_uuids:
+        with_gpu = [p.incident_id for p in counted if gpu in p.gpu_uuids]
+        if len(with_gpu) + 1 >= wanted:
+            found.append(f"GPU {gpu} in {len(with_gpu) + 1} incidents ({_ids(with_gpu)})")
+    if not found:
+        return None
+    return (
+        f"{'; '.join(found)} within {days} days: at least {wanted} make a repeat offender "
+        "(sdc:repeatOffenderIncidents, sdc:repeatOffenderWindowDays)"
+    )
+
+
+def _ids(incident_ids: Sequence[str]) -> str:
+    shown = ", ".join([*incident_ids[-3:], "this one"])
+    return shown if len(incident_ids) <= 3 else f"{len(incident_ids) - 3} more, {shown}"
+
+
+def _dated(at: str) -> datetime:
+    dated = datetime.fromisoformat(at)
+    return dated if dated.tzinfo is not None else dated.replace(tzinfo=UTC)

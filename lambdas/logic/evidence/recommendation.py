@@ -260,6 +260,7 @@ def recommend(
     unconfirmed: bool = False,
     telemetry: Sequence[str] = (),
     alerts: Sequence[dict[str, Any]] = (),
+    repeat: str | None = None,
 ) -> Recommendation:
     """The advice for an incident from all its report evidence, the health check result,
     `history` (ids of past incidents of the same instance or GPU that count as history) and
@@ -269,7 +270,9 @@ def recommend(
     failed deep health check, HyperPod's own finding, still does). `telemetry`: the node's
     telemetry signals; they and the firing hardware `alerts` (the workspace's alert rules) are
     what corroborates a hang or a straggler (`WatchRow`); the alerts also advise on their own
-    (`assess_hardware`)."""
+    (`assess_hardware`). `repeat`: why the node or a GPU of it is a repeat offender
+    (`lambdas.logic.evidence.history.repeat_offence`): replacement is proposed, unless the
+    checks did not confirm the reports' claims."""
     if job_level:
         return Recommendation(
             Advice.HEALTH_CHECK_ONLY,
@@ -310,6 +313,9 @@ def recommend(
             f"transient fault on a node with history: {len(history)} past incident(s) "
             f"({', '.join(history[:5])})"
         )
+    if repeat:
+        advice = Advice.REPLACE
+        reasons.append(f"repeat offender: {repeat}")
     if unconfirmed and advice is not Advice.HEALTH_CHECK_ONLY:
         advice = Advice.HEALTH_CHECK_ONLY
         reasons.append(
@@ -349,11 +355,13 @@ def judge(
     *,
     left_out: int = 0,
     history: Sequence[str] | None = None,
+    repeat: str | None = None,
 ) -> Recommendation:
     """The recommendation for `incident` as recorded now: its report evidence, its deep health
     check, its reboots and the instances the checks did not confirm, with `past` (the node's
     earlier incidents, oldest first; those that count as history can turn a transient fault
-    into a replacement). `history`: the ids that count, when `past` was cut (`rejudge`)."""
+    into a replacement). `history`: the ids that count, when `past` was cut (`rejudge`).
+    `repeat`: why the node is a repeat offender (`history.repeat_offence`), kept on the record."""
     if history is None:
         history = [p.incident_id for p in past if p.counts_as_history]
     history = tuple(history)
@@ -366,6 +374,7 @@ def judge(
         unconfirmed=bool(incident.unconfirmed),
         telemetry=_telemetry_signals(incident),
         alerts=incident.hardware,
+        repeat=repeat,
     )
     return Recommendation(
         advice=judged.advice,
@@ -375,6 +384,7 @@ def judge(
         past=tuple(past[-MAX_PAST:]),
         past_left_out=left_out + max(len(past) - MAX_PAST, 0),
         judged_at=at,
+        repeat_offender=repeat,
     )
 
 
@@ -385,7 +395,14 @@ def rejudge(incident: Incident, at: str) -> Recommendation | None:
     before = incident.recommendation
     if before is None:
         return None
-    return judge(incident, before.past, at, left_out=before.past_left_out, history=before.history)
+    return judge(
+        incident,
+        before.past,
+        at,
+        left_out=before.past_left_out,
+        history=before.history,
+        repeat=before.repeat_offender,
+    )
 
 
 def audit_recommendation(step: Step, incident: Incident, cause: str) -> None:

@@ -1,0 +1,151 @@
+"""The fleet what-if (`infra.local.fleet`) on a small slice: a short history on a small cluster
+through the pipeline's own logic, its audit log read back by `sdc report --from`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.cli.main import main as sdc
+from infra.cli.report import write_log
+from infra.local.fleet.__main__ import FleetSettingsError, main, read_settings
+from infra.local.fleet.causes import LLAMA3_405B, HistoryError, Signal, read_history
+from infra.local.fleet.whatif import (
+    Approvers,
+    JobModel,
+    Mode,
+    ModeResult,
+    nodes_replaced,
+    simulate,
+)
+from lambdas.logic.core.figures import Figure
+from lambdas.models.hardware_alert import HardwareRule
+
+SLICE = tuple(dataclasses.replace(c, count=max(1, c.count // 40)) for c in LLAMA3_405B)
+"""One fault of each cause, a few of the common ones: 23 faults."""
+
+
+@pytest.fixture(scope="module")
+def replayed() -> dict[Mode, ModeResult]:
+    return simulate(SLICE, days=3, nodes=64, job=JobModel(), approvers=Approvers(), seed=3)
+
+
+def test_the_default_history_is_the_papers_419_unexpected_interruptions():
+    assert sum(c.count for c in LLAMA3_405B) == 419
+    assert {c.name: c.count for c in LLAMA3_405B}["faulty GPU"] == 148
+    assert {c.name: c.count for c in LLAMA3_405B}["silent data corruption"] == 6
+
+
+def test_every_fault_is_accounted_for_in_each_of_the_three_ways(replayed):
+    faults = sum(c.count for c in SLICE)
+
+    assert [len(r.faults) for r in replayed.values()] == [faults] * 3
+    assert all(0 < r.ettr < 1 for r in replayed.values())
+
+
+def test_the_pipeline_replaced_the_nodes_its_hardware_alerts_and_sdc_report_named(replayed):
+    result = replayed[Mode.AUTO_APPROVE]
+    acted = [c for c in SLICE if c.signal in (Signal.HARDWARE_ALERT, Signal.SDC_CHECK)]
+
+    assert result.report is not None
+    assert nodes_replaced(result) == sum(c.count for c in acted)
+    assert result.report.values[Figure.PRECISION].value == pytest.approx(
+        sum(c.count for c in acted if c.node_fault) / sum(c.count for c in acted)
+    )
+
+
+def test_the_replays_audit_log_reads_back_through_sdc_report(replayed, tmp_path, capsys):
+    result = replayed[Mode.PIPELINE]
+    log = write_log(tmp_path / "pipeline.jsonl", result.chains, result.incidents)
+
+    status = sdc(["report", "--from", str(log), "--all", "--output", "json"])
+
+    figures = json.loads(capsys.readouterr().out)["figures"]
+    assert status == 0
+    assert result.report is not None
+    assert figures["incidents"] == result.report.values[Figure.INCIDENTS] > 0
+    assert figures["outcomes"] == result.report.values[Figure.OUTCOMES]
+
+
+def test_with_no_spare_node_the_human_approval_costs_training_time():
+    job = JobModel(spare_nodes=0)
+    slow = Approvers(day_median_seconds=4 * 3600, night_median_seconds=8 * 3600)
+    hardware = tuple(c for c in SLICE if c.signal is Signal.HARDWARE_ALERT)
+
+    results = simulate(hardware, days=3, nodes=64, job=job, approvers=slow, seed=5)
+
+    assert results[Mode.AUTO_APPROVE].ettr > results[Mode.PIPELINE].ettr
+
+
+def test_a_team_history_reads_from_csv(tmp_path):
+    path = tmp_path / "ours.csv"
+    path.write_text(
+        "cause,count,signal,delay_seconds,hyperpod_sees,node_fault,rule\n"
+        "bad HBM,5,hardware alert,60,true,true,uncorrectable_ecc\n"
+        "flaky job,3,job restart,0,false,false,\n"
+    )
+
+    causes = read_history(path)
+
+    assert [(c.name, c.count, c.signal, c.rule) for c in causes] == [
+        ("bad HBM", 5, Signal.HARDWARE_ALERT, HardwareRule.UNCORRECTABLE_ECC),
+        ("flaky job", 3, Signal.JOB_RESTART, None),
+    ]
+
+
+def test_a_history_row_with_an_unknown_signal_is_refused_naming_its_line(tmp_path):
+    path = tmp_path / "ours.csv"
+    path.write_text(
+        "cause,count,signal,delay_seconds,hyperpod_sees,node_fault\nx,1,smoke signal,0,false,false\n"
+    )
+
+    with pytest.raises(HistoryError, match=r"ours.csv:2: signal 'smoke signal' is none of"):
+        read_history(path)
+
+
+def test_settings_give_the_functions_sdc_keys_and_the_job_and_approvers(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(
+        json.dumps(
+            {
+                "sdc:guardMaxOpenNodes": 8,
+                "sdc:repeatOffenderIncidents": 2,
+                "job": {"spare_nodes": 4},
+                "approvers": {"night_median_seconds": 600},
+            }
+        )
+    )
+
+    changes, job, approvers = read_settings(path)
+
+    assert changes == {"guard_max_open_nodes": 8, "repeat_offender_incidents": 2}
+    assert (job.spare_nodes, approvers.night_median_seconds) == (4, 600)
+
+
+def test_a_settings_key_the_stack_refuses_is_refused(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"sdc:guardMaxOpenNodes": 0}))
+
+    with pytest.raises(FleetSettingsError, match="sdc:guardMaxOpenNodes"):
+        read_settings(path)
+
+
+def test_the_command_prints_the_table_and_writes_the_audit_logs(tmp_path, capsys):
+    history = tmp_path / "ours.csv"
+    history.write_text(
+        "cause,count,signal,delay_seconds,hyperpod_sees,node_fault,rule\n"
+        "bad GPU,3,hardware alert,60,true,true,critical_xid\n"
+    )
+
+    status = main(
+        ["--history", str(history), "--days", "2", "--nodes", "16", "--out", str(tmp_path)]
+    )
+
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "| ETTR |" in out and Mode.HYPERPOD_ONLY.value in out
+    assert Path(tmp_path / "pipeline.jsonl").exists()
+    assert json.loads((tmp_path / "fleet.json").read_text())["faults"] == 3
