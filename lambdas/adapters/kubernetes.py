@@ -18,7 +18,7 @@ import http.client
 import json
 import ssl
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -102,17 +102,22 @@ class EksKubernetesNodes:
 
     def _first_node(self, eks_cluster: str, wanted: Callable[[KubeNode], bool]) -> KubeNode | None:
         """Every page of `GET /api/v1/nodes` until a node is `wanted`."""
+        return next((node for node in self._nodes(eks_cluster) if wanted(node)), None)
+
+    def list_nodes(self, eks_cluster: str) -> list[KubeNode]:
+        return list(self._nodes(eks_cluster))
+
+    def _nodes(self, eks_cluster: str) -> Iterator[KubeNode]:
+        """The nodes of `GET /api/v1/nodes`, a page at a time (read only as far as needed)."""
         cursor: str | None = None
         while True:
             query = {"limit": str(LIST_PAGE), **({"continue": cursor} if cursor else {})}
             page = self._call(eks_cluster, "GET", "/api/v1/nodes", query=query)
             for raw in page.get("items") or []:
-                node = KubeNode.from_json(raw)
-                if wanted(node):
-                    return node
+                yield KubeNode.from_json(raw)
             cursor = (page.get("metadata") or {}).get("continue") or None
             if not cursor:
-                return None
+                return
 
     def pod_nodes(self, eks_cluster: str, label_selector: str) -> set[str]:
         """Every page of `GET /api/v1/pods?labelSelector=…` (all namespaces): the nodes the

@@ -527,6 +527,13 @@ class FakeKubernetesNodes:
                 return node
         raise KubernetesNotFound(f"no node names {instance_id}", status=404)
 
+    def list_nodes(self, eks_cluster: str) -> list[KubeNode]:
+        self._enter("list_nodes", eks_cluster, "")
+        return [
+            self._kube_node(name, raw)
+            for name, raw in sorted(self.nodes.get(eks_cluster, {}).items())
+        ]
+
     def find_node_named(self, eks_cluster: str, name: str) -> KubeNode:
         self._enter("find_node_named", eks_cluster, name)
         raw = self.nodes.get(eks_cluster, {}).get(name)
