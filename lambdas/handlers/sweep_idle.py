@@ -8,7 +8,8 @@ from typing import Any
 
 from lambdas.handlers._deps import deps
 from lambdas.logic.intake import refuse
-from lambdas.logic.sweep.run import ACTOR, sweep
+from lambdas.logic.sweep import sweep
+from lambdas.logic.sweep.run import ACTOR
 from lambdas.models.errors import MalformedEvent
 from lambdas.models.sweep import parse_sweep_request
 from lambdas.observability import logger, metrics, traced

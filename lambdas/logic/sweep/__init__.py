@@ -8,3 +8,7 @@ reservations), chooses within the batch, the share of idle nodes, the floor of i
 the blast-radius guard (`choose`), looks again just before the call, starts the checks, and
 audits the run (which nodes, and why each other node was not checked).
 """
+
+from lambdas.logic.sweep.run import sweep
+
+__all__ = ["sweep"]
