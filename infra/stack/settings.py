@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from infra.stack.alert_rules import CRITICAL_XIDS_KEY, THRESHOLD_KEYS, Thresholds
+from infra.stack.idle_sweep import IdleSweep, check_idle_sweep, parse_idle_sweep
 from lambdas.logic.evidence.xids import CATALOG
 from lambdas.models.deadline import DEFAULT_TIME_ZONE, TIME_ZONE_RE, zone
 from lambdas.models.errors import SettingsError
@@ -200,6 +201,8 @@ class Settings:
     require_identity_proof: bool = False
     acknowledge_no_clusters: bool = False
     """Deploy with no cluster knowingly (`refuses_to_deploy`)."""
+    idle_sweep: IdleSweep | None = None
+    """The clusters whose idle nodes are health-checked on a schedule (None: no sweep)."""
 
     @property
     def refuses_to_deploy(self) -> bool:
@@ -305,6 +308,7 @@ class Settings:
                 f"sdc:telemetry names {', '.join(unknown)}, not in sdc:clusters: telemetry is "
                 "only for clusters this deployment acts on"
             )
+        check_idle_sweep(self)
         # The longest path: a health check, a reboot, the health check again, a second
         # approval, the replacement.
         checks = 1 + MAX_REBOOTS
@@ -705,6 +709,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
     "sdc:humanSessionRoles": ("human_session_roles", _human_session_roles),
     "sdc:requireIdentityProof": ("require_identity_proof", _boolean),
     "sdc:acknowledgeNoClusters": ("acknowledge_no_clusters", _boolean),
+    "sdc:idleSweep": ("idle_sweep", parse_idle_sweep),
 }
 
 CONTEXT_KEYS: Final = tuple(_PARSERS)

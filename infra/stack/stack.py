@@ -23,6 +23,7 @@ from infra.stack.audit_anchor import AuditAnchorLog, AuditAnchorLogProps
 from infra.stack.dashboard import PipelineDashboard, PipelineDashboardProps, pipeline_metric
 from infra.stack.functions import Functions, FunctionsProps
 from infra.stack.hardware_alerts import HardwareAlerts, HardwareAlertsProps, workspace_targets
+from infra.stack.idle_sweep import IdleSweeps, IdleSweepsProps
 from infra.stack.nag import check_construct
 from infra.stack.no_clusters import refuse_deploying_without_clusters
 from infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
@@ -119,6 +120,7 @@ class SdcRemediationProps:
     approvers: Sequence[str] | None = None
     human_session_roles: Sequence[str] | None = None
     require_identity_proof: bool | None = None
+    idle_sweep: Mapping[str, Any] | None = None
     code_asset: LambdaAsset | None = None
     """The functions' code (`infra.stack.asset.build_lambda_asset`); None: built on demand."""
 
@@ -220,6 +222,11 @@ class SdcRemediation(Construct):
         )
         self.reconciliation = Reconciliation(
             self, "Reconciliation", props=ReconciliationProps(fns.by_module["reconcile"])
+        )
+        self.idle_sweeps = (
+            IdleSweeps(self, "IdleSweeps", props=IdleSweepsProps(settings.idle_sweep, fns.sweep))
+            if settings.idle_sweep and fns.sweep
+            else None
         )
         self.dashboard = PipelineDashboard(
             self, "Dashboard", props=self._dashboard_props(settings, self._pipeline_alarms())
