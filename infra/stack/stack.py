@@ -220,14 +220,7 @@ class SdcRemediation(Construct):
                 self.contributor_alarms.alarm_names, fns.open_incident, fns.store_report
             ),
         )
-        self.reconciliation = Reconciliation(
-            self, "Reconciliation", props=ReconciliationProps(fns.by_module["reconcile"])
-        )
-        self.idle_sweeps = (
-            IdleSweeps(self, "IdleSweeps", props=IdleSweepsProps(settings.idle_sweep, fns.sweep))
-            if settings.idle_sweep and fns.sweep
-            else None
-        )
+        self.reconciliation, self.idle_sweeps = self._schedules(settings)
         self.dashboard = PipelineDashboard(
             self, "Dashboard", props=self._dashboard_props(settings, self._pipeline_alarms())
         )
@@ -236,6 +229,20 @@ class SdcRemediation(Construct):
         )
         self._outputs(settings)
         check_construct(self)
+
+    def _schedules(self, settings: Settings) -> tuple[Reconciliation, IdleSweeps | None]:
+        """What runs on a schedule: the reconciliation, and each swept cluster's idle sweep
+        (`sdc:idleSweep`; none without it)."""
+        fns = self.functions
+        reconciliation = Reconciliation(
+            self, "Reconciliation", props=ReconciliationProps(fns.by_module["reconcile"])
+        )
+        if settings.idle_sweep is None or fns.sweep is None:
+            return reconciliation, None
+        sweeps = IdleSweeps(
+            self, "IdleSweeps", props=IdleSweepsProps(settings.idle_sweep, fns.sweep)
+        )
+        return reconciliation, sweeps
 
     def _hardware_alerts(self, settings: Settings) -> HardwareAlerts | None:
         """The rules and alert manager definitions of the telemetry clusters' workspaces."""
