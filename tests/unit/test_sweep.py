@@ -396,3 +396,31 @@ def test_a_node_hyperpod_is_not_running_is_not_swept() -> None:
     world.hyperpod.node(CLUSTER, IDLE[4]).status = NodeStatus.PENDING.value  # type: ignore[union-attr]
     sweep(EVERYTHING, world.deps)
     assert last_record(world)["skipped"][IDLE[4]] == SkipReason.NOT_RUNNING
+
+
+def test_the_card_of_a_failed_sweep_check_says_failing_hardware_and_recommends_replacement() -> None:
+    # Given the incident a failed InstanceConnectivity check opened, health-checked as the
+    # state machine does (the node is in Failure: no second check starts)
+    from lambdas.logic import approval, health_check
+    from lambdas.models.payloads import IncidentRef, parse_approval_request
+    from tests.unit.world import TOKEN
+
+    world = eks_world()
+    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
+    sweep(EVERYTHING, world.deps)
+    world.hyperpod.advance(3)
+    (failed,) = [r for r in sweep(EVERYTHING, world.deps)["results"] if not r["passed"]]
+    ref = IncidentRef(failed["incident_id"])
+    health_check.start_health_check(ref, world.deps)
+    while health_check.check_health(ref, world.deps)["in_progress"]:
+        pass
+    # When its approval is requested
+    world.workflow.waiting_tokens.add(TOKEN)
+    approval.request_approval(
+        parse_approval_request({"incident_id": ref.incident_id, "task_token": TOKEN}), world.deps
+    )
+    # Then the card says failing hardware, names the check, and recommends replacement
+    what, _, advice = world.notifier.published[-1].message.splitlines()[:3]
+    assert what.startswith(f"WHAT: failing hardware suspected on {IDLE[0]}")
+    assert "InstanceConnectivity failed on the idle node" in what
+    assert advice == "RECOMMENDATION: REPLACE AFTER REVIEW"
