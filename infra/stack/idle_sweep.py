@@ -134,8 +134,8 @@ def _integer(
 
 def check_idle_sweep(settings: Settings) -> None:
     """A swept cluster is one this deployment acts on, whose orchestrator the pipeline reaches
-    and can tell idle nodes by: a Slurm controller, or an EKS cluster with its job pod label
-    (`sdc:jobPods`: without it no pod can be told for a job's)."""
+    to tell idle nodes from busy ones: its Slurm controller (`sdc:slurmControllers`), or its
+    EKS cluster's Kubernetes API (`sdc:nodeIsolation`)."""
     sweep = settings.idle_sweep
     if sweep is None:
         return
@@ -145,14 +145,13 @@ def check_idle_sweep(settings: Settings) -> None:
             f"{KEY} names {', '.join(unknown)}, not in sdc:clusters: a sweep checks only "
             "clusters this deployment acts on"
         )
-    slurm = {name for name, _ in settings.slurm_controllers}
-    labelled = {name for name, _ in settings.job_pods}
-    blind = [c for c in sweep.clusters if c not in slurm and c not in labelled]
+    reached = {name for name, _ in (*settings.slurm_controllers, *settings.node_isolation)}
+    blind = [c for c in sweep.clusters if c not in reached]
     if blind:
         raise SettingsError(
-            f"{KEY} names {', '.join(blind)}, in neither sdc:slurmControllers nor sdc:jobPods: "
-            "a sweep must tell idle nodes from busy ones (a Slurm controller, or the label of a "
-            "job's pods on an isolated EKS cluster)"
+            f"{KEY} names {', '.join(blind)}, in neither sdc:slurmControllers nor "
+            "sdc:nodeIsolation: a sweep must tell idle nodes from busy ones, through the "
+            "cluster's Slurm controller or its EKS cluster's Kubernetes API"
         )
 
 

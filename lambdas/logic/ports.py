@@ -289,6 +289,11 @@ class KubernetesNodes(Protocol):
         """Every node of the cluster (every page of the node list)."""
         ...
 
+    def workload_nodes(self, eks_cluster: str) -> set[str]:
+        """The names of the nodes any workload pod is scheduled on (any namespace; not a
+        DaemonSet's pod, a static pod or one that ended: `is_workload_pod`)."""
+        ...
+
 
 class NoKubernetes:
     """No Kubernetes access configured: every call says so."""
@@ -317,6 +322,9 @@ class NoKubernetes:
         raise self._refuse()
 
     def list_nodes(self, eks_cluster: str) -> list[KubeNode]:
+        raise self._refuse()
+
+    def workload_nodes(self, eks_cluster: str) -> set[str]:
         raise self._refuse()
 
 

@@ -26,7 +26,6 @@ SWEEP_CONTEXT: dict[str, Any] = {
         "ml-cluster-3": OTHER,
     },
     "sdc:nodeIsolation": {"ml-cluster-1": "ml-eks-1"},
-    "sdc:jobPods": {"ml-cluster-1": "training.kubeflow.org/job-name"},
     "sdc:slurmControllers": {"ml-slurm-1": CONTROLLER},
     "sdc:idleSweep": {
         "clusters": ["ml-cluster-1", "ml-slurm-1"],
@@ -131,16 +130,12 @@ def test_one_sweep_runs_at_a_time(sweep_template):
 
 def test_a_swept_cluster_outside_sdc_clusters_is_refused():
     with pytest.raises(SettingsError, match="not in sdc:clusters"):
-        Settings.from_context(
-            {**SWEEP_CONTEXT, "sdc:idleSweep": {"clusters": ["ml-cluster-9"]}}
-        )
+        Settings.from_context({**SWEEP_CONTEXT, "sdc:idleSweep": {"clusters": ["ml-cluster-9"]}})
 
 
-def test_a_swept_eks_cluster_without_a_job_pod_label_is_refused():
-    with pytest.raises(SettingsError, match="sdc:jobPods"):
-        Settings.from_context(
-            {**SWEEP_CONTEXT, "sdc:jobPods": {}, "sdc:idleSweep": {"clusters": ["ml-cluster-1"]}}
-        )
+def test_a_swept_cluster_whose_orchestrator_the_pipeline_does_not_reach_is_refused():
+    with pytest.raises(SettingsError, match="neither sdc:slurmControllers nor sdc:nodeIsolation"):
+        Settings.from_context({**SWEEP_CONTEXT, "sdc:idleSweep": {"clusters": ["ml-cluster-3"]}})
 
 
 def test_a_sweep_share_out_of_range_is_refused():

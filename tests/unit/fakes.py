@@ -491,6 +491,11 @@ class FakeKubernetesNodes:
         key, value = label_selector.split("=", 1)
         return {node for node, labels in self.pods.get(eks_cluster, []) if labels.get(key) == value}
 
+    def workload_nodes(self, eks_cluster: str) -> set[str]:
+        """The nodes of the pods `add_pod` added (a DaemonSet's pods are not a workload's)."""
+        self._enter("workload_nodes", eks_cluster, "")
+        return {n for n, _ in self.pods.get(eks_cluster, [])}
+
     def fail_next(self, method: str, error: Exception, *, times: int = 1) -> None:
         self._failures.setdefault(method, []).extend([error] * times)
 

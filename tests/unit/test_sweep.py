@@ -16,7 +16,7 @@ from lambdas.models.audit import AuditAction
 from lambdas.models.errors import MalformedEvent
 from lambdas.models.hyperpod import HealthCheck, NodeRecovery, NodeStatus
 from lambdas.models.incident import TriggerSource
-from lambdas.models.kubernetes import NODE_HEALTH_LABEL
+from lambdas.models.kubernetes import NODE_HEALTH_LABEL, is_workload_pod
 from lambdas.models.recommendation import Advice
 from lambdas.models.settings import IsolationConfig
 from lambdas.models.slurm import DrainChange, SlurmNodeState
@@ -144,15 +144,15 @@ def test_a_node_that_turns_busy_between_the_choice_and_the_call_is_not_checked()
     # Given a job's pod that lands on an idle node right after the sweep's first look
     world = eks_world()
     lands = f"node-{IDLE[3]}"
-    real = world.kube.pod_nodes
+    real = world.kube.workload_nodes
     looks: list[int] = []
 
-    def pod_nodes(eks_cluster: str, selector: str) -> set[str]:
+    def workload_nodes(eks_cluster: str) -> set[str]:
         looks.append(1)
-        found = real(eks_cluster, selector)
+        found = real(eks_cluster)
         return found | {lands} if len(looks) > 1 else found
 
-    world.kube.pod_nodes = pod_nodes  # type: ignore[method-assign]
+    world.kube.workload_nodes = workload_nodes  # type: ignore[method-assign]
     # When the sweep runs
     sweep(EVERYTHING, world.deps)
     # Then that node is left out of the call, recorded as turned busy
@@ -160,14 +160,39 @@ def test_a_node_that_turns_busy_between_the_choice_and_the_call_is_not_checked()
     assert last_record(world)["skipped"][IDLE[3]] == SkipReason.TURNED_BUSY
 
 
-def test_a_cluster_without_a_job_label_is_not_swept() -> None:
+def test_a_pod_without_the_job_label_still_makes_its_node_busy() -> None:
+    # Given a notebook's pod, labelled as no job is, on an idle node
     world = eks_world()
-    world.settings = settings(
-        node_isolation={CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS)}
-    )
+    world.kube.add_pod(EKS, f"node-{IDLE[5]}", {"app": "notebook"})
+    # When the sweep runs
+    sweep(EVERYTHING, world.deps)
+    # Then that node is busy, not checked
+    assert IDLE[5] not in checked(world)
+    assert last_record(world)["skipped"][IDLE[5]] == SkipReason.BUSY
+
+
+def test_a_cluster_whose_kubernetes_the_pipeline_does_not_reach_is_not_swept() -> None:
+    world = eks_world()
+    world.settings = settings()
     sweep(EVERYTHING, world.deps)
     assert checked(world) == []
-    assert "sdc:jobPods" in last_record(world)["held"]
+    assert "sdc:nodeIsolation" in last_record(world)["held"]
+
+
+@pytest.mark.parametrize(
+    ("pod", "workload"),
+    [
+        ({"metadata": {"ownerReferences": [{"kind": "Job", "name": "pretrain"}]}}, True),
+        ({"metadata": {}, "status": {"phase": "Pending"}}, True),
+        ({"metadata": {"ownerReferences": [{"kind": "DaemonSet", "name": "dcgm"}]}}, False),
+        ({"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}}}, False),
+        ({"metadata": {}, "status": {"phase": "Succeeded"}}, False),
+    ],
+)
+def test_a_workload_pod_is_any_pod_but_a_daemonsets_a_static_one_or_one_that_ended(
+    pod: dict[str, Any], workload: bool
+) -> None:
+    assert is_workload_pod(pod) is workload
 
 
 # -- bounds ----------------------------------------------------------------------------------
@@ -398,7 +423,9 @@ def test_a_node_hyperpod_is_not_running_is_not_swept() -> None:
     assert last_record(world)["skipped"][IDLE[4]] == SkipReason.NOT_RUNNING
 
 
-def test_the_card_of_a_failed_sweep_check_says_failing_hardware_and_recommends_replacement() -> None:
+def test_the_card_of_a_failed_sweep_check_says_failing_hardware_and_recommends_replacement() -> (
+    None
+):
     # Given the incident a failed InstanceConnectivity check opened, health-checked as the
     # state machine does (the node is in Failure: no second check starts)
     from lambdas.logic import approval, health_check

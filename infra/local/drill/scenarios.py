@@ -119,12 +119,12 @@ SLURM_CONTEXT = {
 slurmctld here, reached through the local Run Command stand-in), no EKS cluster."""
 XID = 79
 JOB_LABEL = "training.kubeflow.org/job-name"
+"""The label of the sweep scenarios' job pods (any workload pod keeps its node busy)."""
 BUSY_NODES = NODES[2:]
 """The sweep scenarios' job runs on these two nodes; the other six of the cluster are idle."""
 SWEEP_FAILS = NODES[0]
 """The idle node that fails InstanceConnectivity in the sweep scenarios."""
 SWEEP_CONTEXT: dict[str, Any] = {
-    "sdc:jobPods": {CLUSTER: JOB_LABEL},
     "sdc:idleSweep": {
         "clusters": [CLUSTER],
         "batchSize": 3,
@@ -527,7 +527,7 @@ SCENARIOS = {
             "replaced",
             replaced=True,
             recommends="replace after review",
-            context={**SLURM_CONTEXT, **SWEEP_CONTEXT, "sdc:jobPods": {}},
+            context={**SLURM_CONTEXT, **SWEEP_CONTEXT},
             spare_nodes=4,
             sweep=True,
             slurm=True,

@@ -3,12 +3,13 @@ cordons, drains and reservations.
 
 Idle, on EKS: HyperPod says Running, and the Kubernetes node (found by providerID) is not
 cordoned, carries no NoSchedule or NoExecute taint (anyone's: ours, HyperPod's, an operator's),
-HyperPod's health label (where set) says Schedulable, and no pod carrying the cluster's job
-label (`sdc:jobPods`) is scheduled on it. On Slurm: HyperPod says Running, and the controller
+HyperPod's health label (where set) says Schedulable, and no workload pod is scheduled on it
+(any pod of any namespace but a DaemonSet's, a static pod's mirror, or one that ended: a job's
+pod whatever its labels, a notebook, a service). On Slurm: HyperPod says Running, and the controller
 shows the node (by its host name) `IDLE` with no reason and no flag but those of a powered-down
 cloud node: a drain, a down or failed node, a reservation (HyperPod's maintenance one while it
 checks), a job (allocated, mixed, completing) all keep it out. Anything the sweep cannot see
-(no orchestrator, no job label, a node its orchestrator does not know) is not idle: a sweep
+(no orchestrator, a node its orchestrator does not know) is not idle: a sweep
 never checks what it cannot judge.
 """
 
@@ -50,13 +51,8 @@ def look(step: Step, cluster: ClusterInfo) -> dict[str, NodeLook]:
             f"the pipeline reaches no orchestrator of {cluster.name} (sdc:nodeIsolation or "
             "sdc:slurmControllers): nothing can be judged idle"
         )
-    if not config.job_pods:
-        raise NotJudged(
-            f"{cluster.name} names no job pod label (sdc:jobPods): a job's pods cannot be told "
-            "from others, so nothing can be judged idle"
-        )
     kube = {n.instance_id: n for n in deps.kubernetes.list_nodes(eks) if n.instance_id}
-    busy = deps.kubernetes.pod_nodes(eks, config.job_pods)
+    busy = deps.kubernetes.workload_nodes(eks)
     return {n.instance_id: _eks(n, kube.get(n.instance_id), busy) for n in nodes}
 
 
@@ -87,7 +83,7 @@ def _eks(node: NodeInfo, kube: KubeNode | None, busy: set[str]) -> NodeLook:
     if health not in (None, SCHEDULABLE):
         return no(SkipReason.NOT_RUNNING, f"{kube.name} is labelled {health}")
     if kube.name in busy:
-        return no(SkipReason.BUSY, f"a job's pod runs on {kube.name}")
+        return no(SkipReason.BUSY, f"a workload's pod runs on {kube.name}")
     return NodeLook(node.instance_id, node.instance_group, True)
 
 
