@@ -451,3 +451,20 @@ def test_the_card_of_a_failed_sweep_check_says_failing_hardware_and_recommends_r
     assert what.startswith(f"WHAT: failing hardware suspected on {IDLE[0]}")
     assert "InstanceConnectivity failed on the idle node" in what
     assert advice == "RECOMMENDATION: REPLACE AFTER REVIEW"
+
+
+def test_a_refused_health_check_call_still_records_the_results_and_is_raised() -> None:
+    from lambdas.models.errors import DependencyFailed
+
+    world = eks_world()
+    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
+    sweep(EVERYTHING, world.deps)
+    world.hyperpod.advance(3)
+    world.hyperpod.fail_next("StartClusterHealthCheck", DependencyFailed("throttled"))
+
+    with pytest.raises(DependencyFailed):
+        sweep(EVERYTHING, world.deps)
+
+    record = last_record(world)
+    assert "StartClusterHealthCheck failed" in record["held"]
+    assert [r["instance_id"] for r in record["results"] if not r["passed"]] == [IDLE[0]]

@@ -104,7 +104,13 @@ def sweep(request: SweepRequest, deps: Deps) -> dict[str, Any]:
                     now.detail if now and now.detail else "gone from the node list"
                 )
     if chosen:
-        request_ids.append(_start(step, cluster.name, chosen, checks))
+        try:
+            request_ids.append(_start(step, cluster.name, chosen, checks))
+        except Exception as err:
+            # The results read above are recorded all the same; the next run tries again.
+            failed = f"StartClusterHealthCheck failed: {type(err).__name__}: {err}"[:1000]
+            _audit(step, subject, replace(base, held=failed), request_ids, before)
+            raise
     started = step.now()
     record = replace(
         base,
