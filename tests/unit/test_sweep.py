@@ -468,3 +468,30 @@ def test_a_refused_health_check_call_still_records_the_results_and_is_raised() -
     record = last_record(world)
     assert "StartClusterHealthCheck failed" in record["held"]
     assert [r["instance_id"] for r in record["results"] if not r["passed"]] == [IDLE[0]]
+
+
+def test_with_automatic_recovery_the_incident_records_that_hyperpod_replaced_the_node() -> None:
+    # Given a cluster with NodeRecovery Automatic whose idle node fails the sweep's check
+    from lambdas.logic import health_check
+    from lambdas.models.payloads import IncidentRef
+
+    world = eks_world()
+    world.hyperpod.clusters[CLUSTER].node_recovery = NodeRecovery.AUTOMATIC.value
+    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
+    sweep(EVERYTHING, world.deps)
+    world.hyperpod.advance(3)
+    # When the next run opens its incident, and the health check step looks at the node
+    record = sweep(EVERYTHING, world.deps)
+    (failed,) = [r for r in record["results"] if not r["passed"]]
+    ref = IncidentRef(failed["incident_id"])
+    health_check.start_health_check(ref, world.deps)
+    world.hyperpod.advance(3)
+    status = health_check.check_health(ref, world.deps)
+    # Then the run and the incident say HyperPod acts by itself, and the incident saw it replace
+    opened = world.audit.entries(ref.incident_id)[0]
+    assert record["automatic_recovery"] is True
+    assert opened.action == AuditAction.INCIDENT_OPENED
+    assert opened.details["automatic_recovery"] is True
+    assert world.incident(ref.incident_id).node_recovery == NodeRecovery.AUTOMATIC
+    assert status["status"] == NodeStatus.NOT_FOUND
+    assert IDLE[0] in world.hyperpod.replaced_by
