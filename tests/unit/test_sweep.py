@@ -9,14 +9,16 @@ from typing import Any
 
 import pytest
 
+from lambdas.logic import approval, health_check
 from lambdas.logic.evidence.recommendation import recommend
 from lambdas.logic.sweep.choose import choose
 from lambdas.logic.sweep.run import sweep
 from lambdas.models.audit import AuditAction
-from lambdas.models.errors import MalformedEvent
+from lambdas.models.errors import DependencyFailed, MalformedEvent
 from lambdas.models.hyperpod import HealthCheck, NodeRecovery, NodeStatus
 from lambdas.models.incident import TriggerSource
 from lambdas.models.kubernetes import NODE_HEALTH_LABEL, is_workload_pod
+from lambdas.models.payloads import IncidentRef, parse_approval_request
 from lambdas.models.recommendation import Advice
 from lambdas.models.settings import IsolationConfig
 from lambdas.models.slurm import DrainChange, SlurmNodeState
@@ -27,7 +29,7 @@ from lambdas.models.sweep import (
     parse_sweep_request,
     sweep_subject,
 )
-from tests.unit.world import CLUSTER, EKS, GROUP, NODE, World, settings
+from tests.unit.world import CLUSTER, EKS, GROUP, INSTANCE, NODE, TOKEN, World, settings
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 IDLE = [f"i-0{n:016x}" for n in range(1, 7)]
@@ -134,8 +136,6 @@ def test_a_node_in_an_open_incident_is_never_swept() -> None:
     # When the sweep runs
     sweep(EVERYTHING, world.deps)
     # Then it is not checked, and the record says why
-    from tests.unit.world import INSTANCE
-
     assert INSTANCE not in checked(world)
     assert last_record(world)["skipped"][INSTANCE] == SkipReason.IN_INCIDENT
 
@@ -355,10 +355,8 @@ class FakeSlurm:
     """A controller's nodes as `scontrol -o show node` would show them."""
 
     states: dict[str, SlurmNodeState] = field(default_factory=dict)
-    shows: int = 0
 
     def nodes(self, controller: str) -> list[SlurmNodeState]:
-        self.shows += 1
         return list(self.states.values())
 
     def drain(self, controller: str, node_name: str, reason: str) -> DrainChange:
@@ -400,7 +398,7 @@ def test_slurm_nodes_drained_reserved_or_allocated_are_never_swept() -> None:
     )
     sweep(EVERYTHING, world.deps)
     skipped = last_record(world)["skipped"]
-    assert set(checked(world)) == {"i-00000000000000001", world_instance()}
+    assert set(checked(world)) == {"i-00000000000000001", INSTANCE}
     assert [skipped[f"i-0{n:016x}"] for n in range(2, 7)] == [
         SkipReason.CORDONED,
         SkipReason.BUSY,
@@ -408,12 +406,6 @@ def test_slurm_nodes_drained_reserved_or_allocated_are_never_swept() -> None:
         SkipReason.BUSY,
         SkipReason.CORDONED,
     ]
-
-
-def world_instance() -> str:
-    from tests.unit.world import INSTANCE
-
-    return INSTANCE
 
 
 def test_a_node_hyperpod_is_not_running_is_not_swept() -> None:
@@ -428,10 +420,6 @@ def test_the_card_of_a_failed_sweep_check_says_failing_hardware_and_recommends_r
 ):
     # Given the incident a failed InstanceConnectivity check opened, health-checked as the
     # state machine does (the node is in Failure: no second check starts)
-    from lambdas.logic import approval, health_check
-    from lambdas.models.payloads import IncidentRef, parse_approval_request
-    from tests.unit.world import TOKEN
-
     world = eks_world()
     world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
     sweep(EVERYTHING, world.deps)
@@ -454,8 +442,6 @@ def test_the_card_of_a_failed_sweep_check_says_failing_hardware_and_recommends_r
 
 
 def test_a_refused_health_check_call_still_records_the_results_and_is_raised() -> None:
-    from lambdas.models.errors import DependencyFailed
-
     world = eks_world()
     world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
     sweep(EVERYTHING, world.deps)
@@ -472,9 +458,6 @@ def test_a_refused_health_check_call_still_records_the_results_and_is_raised() -
 
 def test_with_automatic_recovery_the_incident_records_that_hyperpod_replaced_the_node() -> None:
     # Given a cluster with NodeRecovery Automatic whose idle node fails the sweep's check
-    from lambdas.logic import health_check
-    from lambdas.models.payloads import IncidentRef
-
     world = eks_world()
     world.hyperpod.clusters[CLUSTER].node_recovery = NodeRecovery.AUTOMATIC.value
     world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
