@@ -14,9 +14,9 @@ docs/operate.md, "Idle sweeps", gives the reasons for each default.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -34,9 +34,6 @@ from lambdas.models.sweep import (
     SWEEP_CHECKS,
     SweepRequest,
 )
-
-if TYPE_CHECKING:
-    from infra.stack.settings import Settings
 
 KEY: Final = "sdc:idleSweep"
 DEFAULT_EVERY_MINUTES: Final = 360
@@ -132,20 +129,20 @@ def _integer(
     return found
 
 
-def check_idle_sweep(settings: Settings) -> None:
-    """A swept cluster is one this deployment acts on, whose orchestrator the pipeline reaches
-    to tell idle nodes from busy ones: its Slurm controller (`sdc:slurmControllers`), or its
-    EKS cluster's Kubernetes API (`sdc:nodeIsolation`)."""
-    sweep = settings.idle_sweep
+def check_idle_sweep(
+    sweep: IdleSweep | None, cluster_names: Collection[str], reached: Collection[str]
+) -> None:
+    """A swept cluster is one this deployment acts on (`cluster_names`), whose orchestrator the
+    pipeline reaches to tell idle nodes from busy ones (`reached`: the clusters of
+    `sdc:slurmControllers` and `sdc:nodeIsolation`)."""
     if sweep is None:
         return
-    unknown = [c for c in sweep.clusters if c not in settings.cluster_names]
+    unknown = [c for c in sweep.clusters if c not in cluster_names]
     if unknown:
         raise SettingsError(
             f"{KEY} names {', '.join(unknown)}, not in sdc:clusters: a sweep checks only "
             "clusters this deployment acts on"
         )
-    reached = {name for name, _ in (*settings.slurm_controllers, *settings.node_isolation)}
     blind = [c for c in sweep.clusters if c not in reached]
     if blind:
         raise SettingsError(

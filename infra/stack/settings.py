@@ -308,7 +308,11 @@ class Settings:
                 f"sdc:telemetry names {', '.join(unknown)}, not in sdc:clusters: telemetry is "
                 "only for clusters this deployment acts on"
             )
-        check_idle_sweep(self)
+        check_idle_sweep(
+            self.idle_sweep,
+            self.cluster_names,
+            {name for name, _ in (*self.slurm_controllers, *self.node_isolation)},
+        )
         # The longest path: a health check, a reboot, the health check again, a second
         # approval, the replacement.
         checks = 1 + MAX_REBOOTS
