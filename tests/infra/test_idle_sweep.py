@@ -146,3 +146,11 @@ def test_a_sweep_share_out_of_range_is_refused():
                 "sdc:idleSweep": {"clusters": ["ml-slurm-1"], "maxSharePercent": 0},
             }
         )
+
+
+def test_cfn_lint_reports_nothing_on_the_template_with_sweeps(sweep_template):
+    import cfnlint.api
+
+    matches = cfnlint.api.lint(json.dumps(sweep_template), regions=["us-east-1", "us-west-2"])
+
+    assert [str(m) for m in matches] == []
