@@ -6,7 +6,13 @@ the way the pipeline relies on:
 - clusters with instance groups and nodes, each cluster with its NodeRecovery setting;
 - deep health checks: the node goes `DeepHealthCheckInProgress`, then, after
   `health_check_polls` more looks at it, `Running` (passed) or failed: `Failure` with
-  NodeRecovery `None`; with `Automatic`, HyperPod starts replacing the node itself;
+  NodeRecovery `None`; with `Automatic`, HyperPod starts replacing the node itself; a node
+  fails the checks `fail_check` names (InstanceConnectivity, say) and passes the others, and
+  its status message names the check that failed; several groups' nodes start in one call
+  (`start_health_checks`, 1 to 99 configurations); `check_watchers` are told when a check
+  starts and ends on a node (the drill labels the EKS node Unschedulable, or holds the Slurm
+  node in a maintenance reservation, meanwhile);
+- ListClusterNodes (`list_nodes`): every node as it is, nothing progresses;
 - replacements: the node goes `ShuttingDown`; after `replacement_polls` more looks it is gone
   (DescribeClusterNode → NodeNotFound) and a new node with a new instance id and the same
   logical id and group is `Running`;
@@ -54,6 +60,15 @@ from lambdas.models.hyperpod import (
 )
 
 MAX_BATCH_NODES = 25
+MAX_CONFIGURATIONS = 99
+"""StartClusterHealthCheck's `DeepHealthCheckConfigurations`: 1 to 99."""
+CHECK_FAILURES = {
+    HealthCheck.INSTANCE_STRESS.value: "GPU stress test failed",
+    HealthCheck.INSTANCE_CONNECTIVITY.value: "NCCL all-reduce bus bandwidth below threshold; "
+    "EFA loopback failed",
+    HealthCheck.MULTI_NODE_TRAINING_VALIDATION.value: "training validation failed",
+}
+"""The failure message a failed check leaves (the node's status message and its event)."""
 BATCH_OPERATIONS = ("BatchReplaceClusterNodes", "BatchRebootClusterNodes")
 
 
@@ -74,6 +89,10 @@ class FakeNode:
     reboots: int = 0
     hostname: str | None = None
     """`PrivateDnsHostname` (kept by a replacement, as HyperPod keeps a Slurm node's name)."""
+    failing_checks: tuple[str, ...] = ()
+    """Deep health checks the node fails (`fail_check`), whatever `health_check_passes` says."""
+    checks: tuple[str, ...] = ()
+    """The checks of the deep health check running (or last run) on it."""
 
 
 @dataclass
@@ -122,6 +141,10 @@ class FakeHyperPod:
         self.calls: list[FakeCall] = []
         self.observers: list[Callable[[str, dict[str, Any]], None]] = []
         """Told of every call (operation, parameters), as botocore's events tell of SDK calls."""
+        self.check_watchers: list[Callable[[str, FakeNode, bool], None]] = []
+        """Told (cluster name, node, running) when a deep health check starts on a node and
+        when it ends: what HyperPod does to the orchestrator meanwhile (the EKS node's
+        Unschedulable label, a Slurm maintenance reservation) is theirs to play."""
         self.replaced_by: dict[str, str] = {}
         """Old instance id → the new one, once a replacement finished."""
         self._ids = itertools.count(1)
@@ -187,6 +210,11 @@ class FakeHyperPod:
 
     def set_health_check_result(self, cluster_name: str, instance_id: str, *, passes: bool) -> None:
         self._node(cluster_name, instance_id, "arrange").health_check_passes = passes
+
+    def fail_check(self, cluster_name: str, instance_id: str, check: HealthCheck) -> None:
+        """The node fails `check` whenever a deep health check runs it (the others pass)."""
+        node = self._node(cluster_name, instance_id, "arrange")
+        node.failing_checks = (*node.failing_checks, check.value)
 
     def inject_replace_failure(
         self, instance_id: str, code: str, message: str | None = None, *, times: int = 1
@@ -355,39 +383,64 @@ class FakeHyperPod:
         instance_ids: Sequence[str],
         checks: Sequence[str],
     ) -> str | None:
+        return self.start_health_checks(cluster_name, {instance_group: instance_ids}, checks)
+
+    def start_health_checks(
+        self,
+        cluster_name: str,
+        groups: Mapping[str, Sequence[str]],
+        checks: Sequence[str],
+    ) -> str | None:
+        """One StartClusterHealthCheck, one configuration per group: every node must be
+        Running and in its group, or nothing starts (ValidationException)."""
         self._call(
             "StartClusterHealthCheck",
             ClusterName=cluster_name,
             DeepHealthCheckConfigurations=[
                 {
-                    "InstanceGroupName": instance_group,
+                    "InstanceGroupName": group,
                     "InstanceIds": list(instance_ids),
                     "DeepHealthChecks": list(checks),
                 }
+                for group, instance_ids in sorted(groups.items())
             ],
         )
         cluster = self._cluster(cluster_name)
-        if instance_group not in cluster.instance_groups:
-            raise self._validation(f"no instance group {instance_group} in {cluster_name}")
+        if not 1 <= len(groups) <= MAX_CONFIGURATIONS:
+            raise self._validation(f"DeepHealthCheckConfigurations takes 1 to {MAX_CONFIGURATIONS}")
         unknown = [c for c in checks if c not in {h.value for h in HealthCheck}]
         if not checks or unknown:
             raise self._validation(f"bad DeepHealthChecks {list(checks)}")
-        nodes = [self._node(cluster_name, i, "StartClusterHealthCheck") for i in instance_ids]
-        for node in nodes:
-            if node.instance_group != instance_group:
-                raise self._validation(f"{node.instance_id} is not in group {instance_group}")
-            if node.status != NodeStatus.RUNNING:
-                raise self._validation(f"{node.instance_id} is {node.status}, not Running")
+        nodes: list[FakeNode] = []
+        for instance_group, instance_ids in groups.items():
+            if instance_group not in cluster.instance_groups:
+                raise self._validation(f"no instance group {instance_group} in {cluster_name}")
+            for node in [
+                self._node(cluster_name, i, "StartClusterHealthCheck") for i in instance_ids
+            ]:
+                if node.instance_group != instance_group:
+                    raise self._validation(f"{node.instance_id} is not in group {instance_group}")
+                if node.status != NodeStatus.RUNNING:
+                    raise self._validation(f"{node.instance_id} is {node.status}, not Running")
+                nodes.append(node)
         for node in nodes:
             node.status = NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS.value
             node.pending = "health_check"
+            node.checks = tuple(checks)
             node.polls_left = self.health_check_polls
             self.add_event(
                 cluster_name,
                 node.instance_id,
                 f"Deep health check started: {', '.join(checks)}",
             )
+            self._tell_check(cluster, node, running=True)
         return self._request_id()
+
+    def list_nodes(self, cluster_name: str) -> list[NodeInfo]:
+        """ListClusterNodes: every node as it is now (a list is no look: nothing progresses)."""
+        self._call("ListClusterNodes", ClusterName=cluster_name)
+        cluster = self._cluster(cluster_name)
+        return [self._info(cluster, node) for node in cluster.nodes.values()]
 
     def replace_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:
         return self._batch("BatchReplaceClusterNodes", cluster_name, instance_ids)
@@ -476,20 +529,27 @@ class FakeHyperPod:
             return
         if node.pending == "health_check":
             node.pending = None
-            if node.health_check_passes:
+            self._tell_check(cluster, node, running=False)
+            failed = [c for c in node.checks if c in node.failing_checks]
+            if node.health_check_passes and not failed:
                 node.status = NodeStatus.RUNNING.value
                 node.message = None
                 self.add_event(cluster.name, node.instance_id, "Deep health check passed")
                 return
+            failure = (
+                f"{failed[0]}: {CHECK_FAILURES[failed[0]]}"
+                if failed
+                else "InstanceStress: GPU stress test failed"
+            )
             self.add_event(
                 cluster.name,
                 node.instance_id,
                 "Deep health check failed",
                 level=EventLevel.ERROR.value,
-                failure="InstanceStress: GPU stress test failed",
+                failure=failure,
             )
             if cluster.node_recovery == NodeRecovery.AUTOMATIC:
-                node.message = "Deep health check failed; HyperPod replaces the node"
+                node.message = f"Deep health check failed ({failure}); HyperPod replaces the node"
                 self._begin_replacement(node)
                 self.add_event(
                     cluster.name,
@@ -499,7 +559,7 @@ class FakeHyperPod:
                 )
             else:
                 node.status = NodeStatus.FAILURE.value
-                node.message = "Deep health check failed"
+                node.message = f"Deep health check failed: {failure}"
             return
         new_id = self._new_instance_id()
         self.add_event(cluster.name, node.instance_id, f"Node replaced by {new_id}")
@@ -512,6 +572,10 @@ class FakeHyperPod:
             hostname=node.hostname,
         )
         self.replaced_by[node.instance_id] = new_id
+
+    def _tell_check(self, cluster: FakeCluster, node: FakeNode, *, running: bool) -> None:
+        for watch in self.check_watchers:
+            watch(cluster.name, node, running)
 
     def _info(self, cluster: FakeCluster, node: FakeNode) -> NodeInfo:
         return NodeInfo(

@@ -555,6 +555,24 @@ class LocalRun:
             raise RuntimeError(f"reconcile failed: {answer}")
         return answer
 
+    def sweep(self, cluster_name: str = CLUSTER) -> dict[str, Any]:
+        """One run of the cluster's idle sweep, as its schedule starts it: the sweep function
+        invoked with the input of the cluster's `AWS::Scheduler::Schedule` in the template."""
+        inputs = [
+            json.loads(resource["Properties"]["Target"]["Input"])
+            for resource in self.stack.template["Resources"].values()
+            if resource["Type"] == "AWS::Scheduler::Schedule"
+        ]
+        (request,) = [i for i in inputs if i.get("cluster_name") == cluster_name]
+        function = self.stack.function_by_handler("sweep_idle")
+        response = self.session.client("lambda").invoke(
+            FunctionName=function.arn, Payload=json.dumps(request).encode()
+        )
+        answer: dict[str, Any] = json.loads(response["Payload"].read() or b"null")
+        if "FunctionError" in response:
+            raise RuntimeError(f"the idle sweep failed: {answer}")
+        return answer
+
     def wait_for_notification(self, subject_part: str, timeout: float = 10.0) -> dict[str, Any]:
         """The first notification whose subject contains `subject_part`, waiting for it."""
         deadline = time.monotonic() + timeout

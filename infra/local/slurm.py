@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shlex
 import shutil
 import socket
 import subprocess
@@ -120,6 +121,43 @@ class LocalSlurm:
     def resume(self, name: str) -> None:
         self.scontrol("update", f"nodename={name}", "state=resume")
 
+    def run_job(self, name: str) -> None:
+        """A job on node `name` (with `jobs`: the node shows ALLOCATED while the drill runs)."""
+        done = self.run_shell(f"sbatch -w {shlex.quote(name)} -N1 --wrap 'sleep 3600'")
+        if done.returncode != 0:
+            raise RuntimeError(f"sbatch on {name} failed: {done.stderr.strip()}")
+        self._wait_until(name, lambda node: "ALLOCATED" in node.flags, "allocated")
+
+    def reserve(self, reservation: str, name: str) -> None:
+        """A maintenance reservation of node `name` (what HyperPod holds a node in while it
+        checks it)."""
+        self.scontrol(
+            "create",
+            "reservation",
+            f"reservationname={reservation}",
+            "starttime=now",
+            "duration=UNLIMITED",
+            f"nodes={name}",
+            "flags=maint",
+            f"users={pwd.getpwuid(os.getuid()).pw_name}",
+        )
+        self._wait_until(name, lambda node: "RESERVED" in node.flags, "reserved")
+
+    def release(self, reservation: str, name: str) -> None:
+        self.scontrol("delete", f"reservationname={reservation}")
+        self._wait_until(name, lambda node: "RESERVED" not in node.flags, "out of reservation")
+
+    def _wait_until(
+        self, name: str, shown: Callable[[SlurmNode], bool], what: str, timeout: float = 15.0
+    ) -> None:
+        """The controller's scheduler applies a job or a reservation on its next pass: wait
+        until `scontrol show node` shows it."""
+        deadline = time.monotonic() + timeout
+        while not shown(node := self.node(name)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} is not {what} after {timeout:.0f} s: {node.state}")
+            time.sleep(0.2)
+
 
 def binaries() -> tuple[str, str, str] | None:
     """(slurmctld, scontrol, munged), or None when any is missing."""
@@ -132,11 +170,29 @@ def binaries() -> tuple[str, str, str] | None:
     return slurmctld, scontrol, munged
 
 
+JOBS_CONF: Final = (
+    "ResumeProgram=/bin/true",
+    "SuspendProgram=/bin/true",
+    "ResumeTimeout=3600",
+    "SuspendTime=INFINITE",
+)
+"""With `jobs`: a job given a node powers it up (a no-op), and the node shows ALLOCATED for as
+long as the drill runs (no slurmd ever registers; the resume waits an hour), as a busy node
+of a real cluster shows while its job runs."""
+
+
 def slurm_conf(
-    root: Path, nodes: Sequence[str], *, user: str, host: str, port: int, munge_socket: Path
+    root: Path,
+    nodes: Sequence[str],
+    *,
+    user: str,
+    host: str,
+    port: int,
+    munge_socket: Path,
+    jobs: bool = False,
 ) -> str:
     """The controller's configuration: `nodes` as cloud nodes in one partition, every path
-    under `root`, no accounting, no node daemons expected."""
+    under `root`, no accounting, no node daemons expected (`jobs`: `JOBS_CONF` too)."""
     lines = [
         f"ClusterName={CLUSTER_NAME}",
         f"SlurmctldHost={host}(127.0.0.1)",
@@ -162,14 +218,18 @@ def slurm_conf(
         "PrivateData=cloud",
         *(f"NodeName={name} NodeAddr=127.0.0.1 CPUs=1 State=CLOUD" for name in nodes),
         "PartitionName=drill Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+        *(JOBS_CONF if jobs else ()),
     ]
     return "\n".join(lines) + "\n"
 
 
 @contextmanager
-def real_slurm(nodes: Sequence[str], *, ready_timeout: float = 30.0) -> Iterator[LocalSlurm]:
+def real_slurm(
+    nodes: Sequence[str], *, ready_timeout: float = 30.0, jobs: bool = False
+) -> Iterator[LocalSlurm]:
     """munged and slurmctld in a fresh temporary directory, `nodes` defined, until the block
-    ends. Raises SlurmNotInstalled or SlurmDidNotStart (with the daemon's log), never skips."""
+    ends (`jobs`: a job submitted to a node holds it ALLOCATED, `JOBS_CONF`). Raises
+    SlurmNotInstalled or SlurmDidNotStart (with the daemon's log), never skips."""
     found = binaries()
     if found is None:
         raise SlurmNotInstalled(INSTALL_HINT)
@@ -210,6 +270,7 @@ def real_slurm(nodes: Sequence[str], *, ready_timeout: float = 30.0) -> Iterator
                     host=socket.gethostname().split(".")[0],
                     port=_free_port_pair(),
                     munge_socket=munge_socket,
+                    jobs=jobs,
                 )
             )
             controller = _start(

@@ -303,8 +303,28 @@ PAGE: Final = FunctionSpec(
 grants every pipeline function has (tables, audit, events, anchor): one `dynamodb:Query` on the
 incidents table's `by_state` index. The console invokes it with the viewer's credentials."""
 
+SWEEP: Final = FunctionSpec(
+    "sweep_idle",
+    "Health-checks idle nodes of one cluster on its schedule (sdc:idleSweep); a failed check "
+    "opens an incident through the intake",
+    hyperpod=(*HYPERPOD_READ, START_HEALTH_CHECK),
+    publishes=True,
+    starts_remediation=True,
+    reads_pause_switch=True,
+    checks_claims=True,
+    asynchronous=True,
+    acts_on_nodes=True,
+    timeout_seconds=300,
+)
+"""The idle sweep (`Functions.sweep`): outside `SPECS`, because it exists only with
+`sdc:idleSweep`, and its HyperPod grants name the swept clusters only. It reads the Kubernetes
+API (nodes, pods) of the swept EKS clusters and the Slurm controllers' node list (Run Command);
+one run at a time (reserved concurrency 1): two runs of a cluster at once would each take the
+share."""
+
 ALL_FUNCTIONS: Final = (*SPECS, PAGE)
-"""Every function the stack deploys: the pipeline's and the page."""
+"""Every function the stack deploys: the pipeline's and the page (and, with `sdc:idleSweep`,
+`SWEEP`)."""
 
 
 RECORD_CALLS: Final = 3
@@ -448,6 +468,11 @@ class FunctionsProps:
     """The reserved concurrency of each function that changes a node."""
     intake_concurrency: int
     """The reserved concurrency of each intake function (store_report, open_incident)."""
+    swept_cluster_arns: Sequence[str] = ()
+    """The clusters of `sdc:idleSweep` (a subset of `cluster_arns`): the sweep function exists
+    only with some, and may read and health-check only those."""
+    swept_controller_arns: Sequence[str] = ()
+    """The Slurm controllers of the swept clusters: the sweep reads their node lists."""
 
     @classmethod
     def from_settings(
@@ -498,6 +523,16 @@ class FunctionsProps:
             log_retention_days=settings.log_retention_days,
             node_action_concurrency=settings.node_action_concurrency,
             intake_concurrency=settings.intake_concurrency,
+            swept_cluster_arns=tuple(
+                cluster_arn(scope, cluster)
+                for cluster in settings.clusters
+                if settings.idle_sweep and cluster.name in settings.idle_sweep.clusters
+            ),
+            swept_controller_arns=tuple(
+                controller_instance_arn(scope, instance_id)
+                for name, instance_id in settings.slurm_controllers
+                if settings.idle_sweep and name in settings.idle_sweep.clusters
+            ),
         )
 
 
@@ -592,6 +627,29 @@ class Functions(Construct):
             self.by_module[spec.module] = fn
         self.page = self._page_function(code)
         self.by_module[PAGE.module] = self.page
+        self.sweep = self._sweep_function(code) if props.swept_cluster_arns else None
+
+    def _sweep_function(self, code: lambda_.Code) -> lambda_.Function:
+        """The idle sweep: the pipeline's grants, HyperPod on the swept clusters only, the
+        Slurm controllers' node list, one run at a time."""
+        spec = SWEEP
+        env = {
+            name.value: self.props.environment[name] for name in environment_names(spec, self.props)
+        }
+        fn = self._function(spec, code, env)
+        self._grant_pipeline_resources(spec, fn)
+        self._grant_clusters(spec, fn, self.props.swept_cluster_arns)
+        if self.props.swept_controller_arns:
+            self._grant_slurm_controllers(fn, self.props.swept_controller_arns)
+        self._grant_state_machines(spec, fn)
+        self._acknowledge_newer_actions(spec, fn)
+        cfn = fn.node.default_child
+        assert isinstance(cfn, lambda_.CfnFunction)
+        cfn.reserved_concurrent_executions = 1
+        assert fn.role is not None
+        depend_on_role_policy_only(fn, fn.role)
+        self.by_module[spec.module] = fn
+        return fn
 
     def _page_function(self, code: lambda_.Code) -> lambda_.Function:
         """The dashboard's page: the settings every function reads (who may approve, the
@@ -656,17 +714,20 @@ class Functions(Construct):
         if spec.publishes:
             props.notifications.grant_publish(fn)
 
-    def _grant_clusters(self, spec: FunctionSpec, fn: lambda_.Function) -> None:
-        """HyperPod on the configured clusters, EKS on the isolation clusters (and the role into
-        `kubernetes_roles`, `recovery_roles` or `kubernetes_readers` for its access entry), the
-        telemetry workspaces."""
+    def _grant_clusters(
+        self, spec: FunctionSpec, fn: lambda_.Function, clusters: Sequence[str] | None = None
+    ) -> None:
+        """HyperPod on the configured clusters (`clusters`, where given: the swept ones), EKS
+        on the isolation clusters (and the role into `kubernetes_roles`, `recovery_roles` or
+        `kubernetes_readers` for its access entry), the telemetry workspaces."""
         props = self.props
-        if spec.hyperpod and props.cluster_arns:
+        cluster_arns = props.cluster_arns if clusters is None else clusters
+        if spec.hyperpod and cluster_arns:
             fn.add_to_role_policy(
                 iam.PolicyStatement(
                     sid="HyperPodConfiguredClusters",
                     actions=list(spec.hyperpod),
-                    resources=list(props.cluster_arns),
+                    resources=list(cluster_arns),
                 )
             )
         kubernetes = patches_nodes(spec, props)
@@ -696,14 +757,20 @@ class Functions(Construct):
                 )
             )
 
-    def _grant_slurm_controllers(self, fn: lambda_.Function) -> None:
+    def _grant_slurm_controllers(
+        self, fn: lambda_.Function, controllers: Sequence[str] | None = None
+    ) -> None:
         """Run Command of AWS-RunShellScript to the controllers of `sdc:slurmControllers` only
-        (the drain and its release), and reading those commands' results back."""
+        (`controllers`, where given: the swept clusters'), and reading those commands' results
+        back."""
         fn.add_to_role_policy(
             iam.PolicyStatement(
                 sid="SlurmControllersRunCommand",
                 actions=["ssm:SendCommand"],
-                resources=[self.props.run_shell_document_arn, *self.props.controller_arns],
+                resources=[
+                    self.props.run_shell_document_arn,
+                    *(self.props.controller_arns if controllers is None else controllers),
+                ],
             )
         )
         fn.add_to_role_policy(

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from infra.stack.alert_rules import CRITICAL_XIDS_KEY, THRESHOLD_KEYS, Thresholds
+from infra.stack.idle_sweep import IdleSweep, check_idle_sweep, parse_idle_sweep
 from lambdas.logic.evidence.xids import CATALOG
 from lambdas.models.deadline import TIME_ZONE_RE, zone
 from lambdas.models.errors import SettingsError
@@ -191,6 +192,8 @@ class DeploymentSettings:
     human_session_roles: tuple[str, ...] = DECLARED
     require_identity_proof: bool = DECLARED
     acknowledge_no_clusters: bool = DECLARED
+    idle_sweep: IdleSweep | None = DECLARED
+    """The clusters whose idle nodes are health-checked on a schedule (None: no sweep)."""
 
     @property
     def refuses_to_deploy(self) -> bool:
@@ -296,6 +299,11 @@ class DeploymentSettings:
                 f"{key_of('telemetry')} names {', '.join(unknown)}, not in {key_of('clusters')}: telemetry is "
                 "only for clusters this deployment acts on"
             )
+        check_idle_sweep(
+            self.idle_sweep,
+            self.cluster_names,
+            {name for name, _ in (*self.slurm_controllers, *self.node_isolation)},
+        )
         # The longest path: a health check, a reboot, the health check again, a second
         # approval, the replacement.
         checks = 1 + MAX_REBOOTS
@@ -669,6 +677,7 @@ _FORMS: Final[Mapping[Form, Parser]] = {
     Form.APPROVERS: _approvers,
     Form.HUMAN_SESSION_ROLES: _human_session_roles,
     Form.BOOLEAN: _boolean,
+    Form.IDLE_SWEEP: parse_idle_sweep,
 }
 """The parser of each form; an `INTEGER` setting's is its declared range's (`_parser`)."""
 

@@ -23,6 +23,7 @@ from infra.stack.audit_anchor import AuditAnchorLog, AuditAnchorLogProps
 from infra.stack.dashboard import PipelineDashboard, PipelineDashboardProps, pipeline_metric
 from infra.stack.functions import Functions, FunctionsProps
 from infra.stack.hardware_alerts import HardwareAlerts, HardwareAlertsProps, workspace_targets
+from infra.stack.idle_sweep import IdleSweeps, IdleSweepsProps
 from infra.stack.nag import check_construct
 from infra.stack.no_clusters import refuse_deploying_without_clusters
 from infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
@@ -121,6 +122,7 @@ class SdcRemediationProps:
     approvers: Sequence[str] | None = None
     human_session_roles: Sequence[str] | None = None
     require_identity_proof: bool | None = None
+    idle_sweep: Mapping[str, Any] | None = None
     code_asset: LambdaAsset | None = None
     """The functions' code (`infra.stack.asset.build_lambda_asset`); None: built on demand."""
 
@@ -220,9 +222,7 @@ class SdcRemediation(Construct):
                 self.contributor_alarms.alarm_names, fns.open_incident, fns.store_report
             ),
         )
-        self.reconciliation = Reconciliation(
-            self, "Reconciliation", props=ReconciliationProps(fns.by_module["reconcile"])
-        )
+        self.reconciliation, self.idle_sweeps = self._schedules(settings)
         self.dashboard = PipelineDashboard(
             self, "Dashboard", props=self._dashboard_props(settings, self._pipeline_alarms())
         )
@@ -231,6 +231,20 @@ class SdcRemediation(Construct):
         )
         self._outputs(settings)
         check_construct(self)
+
+    def _schedules(self, settings: DeploymentSettings) -> tuple[Reconciliation, IdleSweeps | None]:
+        """What runs on a schedule: the reconciliation, and each swept cluster's idle sweep
+        (`sdc:idleSweep`; none without it)."""
+        fns = self.functions
+        reconciliation = Reconciliation(
+            self, "Reconciliation", props=ReconciliationProps(fns.by_module["reconcile"])
+        )
+        if settings.idle_sweep is None or fns.sweep is None:
+            return reconciliation, None
+        sweeps = IdleSweeps(
+            self, "IdleSweeps", props=IdleSweepsProps(settings.idle_sweep, fns.sweep)
+        )
+        return reconciliation, sweeps
 
     def _hardware_alerts(self, settings: DeploymentSettings) -> HardwareAlerts | None:
         """The rules and alert manager definitions of the telemetry clusters' workspaces."""

@@ -91,6 +91,49 @@ class SageMakerHyperPod:
             )
         return request_id(response)
 
+    def list_nodes(self, cluster_name: str) -> list[NodeInfo]:
+        """ListClusterNodes, every page (each summary as DescribeClusterNode's details)."""
+        nodes: list[NodeInfo] = []
+        token: str | None = None
+        while True:
+            with aws_call("ListClusterNodes", _CLUSTER_ERRORS):
+                response = self.client.list_cluster_nodes(
+                    ClusterName=cluster_name, **({"NextToken": token} if token else {})
+                )
+            for summary in response.get("ClusterNodeSummaries", []):
+                nodes.append(
+                    _node(
+                        cluster_name,
+                        {
+                            "NodeDetails": summary,
+                            "ResponseMetadata": response.get("ResponseMetadata"),
+                        },
+                    )
+                )
+            token = response.get("NextToken")
+            if not token:
+                return nodes
+
+    def start_health_checks(
+        self,
+        cluster_name: str,
+        groups: Mapping[str, Sequence[str]],
+        checks: Sequence[str],
+    ) -> str | None:
+        with aws_call("StartClusterHealthCheck", _CLUSTER_ERRORS):
+            response = self.client.start_cluster_health_check(
+                ClusterName=cluster_name,
+                DeepHealthCheckConfigurations=[
+                    {
+                        "InstanceGroupName": group,
+                        "InstanceIds": list(instance_ids),
+                        "DeepHealthChecks": list(checks),
+                    }
+                    for group, instance_ids in sorted(groups.items())
+                ],
+            )
+        return request_id(response)
+
     def replace_nodes(self, cluster_name: str, instance_ids: Sequence[str]) -> BatchResult:
         """A 200 answer may still refuse nodes: they come back in `failed`, never dropped."""
         with aws_call("BatchReplaceClusterNodes", _CLUSTER_ERRORS):

@@ -18,7 +18,7 @@ import http.client
 import json
 import ssl
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,7 @@ from lambdas.models.errors import (
     KubernetesUnauthorized,
     KubernetesUnreachable,
 )
-from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from lambdas.models.kubernetes import KubeNode, NodeChange, Taint, is_workload_pod
 
 TIMEOUT_SECONDS = 5.0
 PATCH_ATTEMPTS = 4
@@ -102,37 +102,56 @@ class EksKubernetesNodes:
 
     def _first_node(self, eks_cluster: str, wanted: Callable[[KubeNode], bool]) -> KubeNode | None:
         """Every page of `GET /api/v1/nodes` until a node is `wanted`."""
+        return next((node for node in self._nodes(eks_cluster) if wanted(node)), None)
+
+    def list_nodes(self, eks_cluster: str) -> list[KubeNode]:
+        return list(self._nodes(eks_cluster))
+
+    def _nodes(self, eks_cluster: str) -> Iterator[KubeNode]:
+        """The nodes of `GET /api/v1/nodes`, a page at a time (read only as far as needed)."""
         cursor: str | None = None
         while True:
             query = {"limit": str(LIST_PAGE), **({"continue": cursor} if cursor else {})}
             page = self._call(eks_cluster, "GET", "/api/v1/nodes", query=query)
             for raw in page.get("items") or []:
-                node = KubeNode.from_json(raw)
-                if wanted(node):
-                    return node
+                yield KubeNode.from_json(raw)
             cursor = (page.get("metadata") or {}).get("continue") or None
             if not cursor:
-                return None
+                return
 
     def pod_nodes(self, eks_cluster: str, label_selector: str) -> set[str]:
         """Every page of `GET /api/v1/pods?labelSelector=…` (all namespaces): the nodes the
         matching pods are scheduled on."""
-        found: set[str] = set()
+        return {node for node, _ in self._pods(eks_cluster, {"labelSelector": label_selector})}
+
+    def workload_nodes(self, eks_cluster: str) -> set[str]:
+        """Every page of `GET /api/v1/pods` (all namespaces): the nodes a workload pod is
+        scheduled on (`is_workload_pod`)."""
+        return {node for node, raw in self._pods(eks_cluster, {}) if is_workload_pod(raw)}
+
+    def _pods(
+        self, eks_cluster: str, query: Mapping[str, str]
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(node name, pod) of each pod scheduled on a node, a page at a time."""
         cursor: str | None = None
         while True:
-            query = {
-                "labelSelector": label_selector,
-                "limit": str(LIST_PAGE),
-                **({"continue": cursor} if cursor else {}),
-            }
-            page = self._call(eks_cluster, "GET", "/api/v1/pods", query=query)
+            page = self._call(
+                eks_cluster,
+                "GET",
+                "/api/v1/pods",
+                query={
+                    **query,
+                    "limit": str(LIST_PAGE),
+                    **({"continue": cursor} if cursor else {}),
+                },
+            )
             for raw in page.get("items") or []:
                 node = (raw.get("spec") or {}).get("nodeName")
                 if isinstance(node, str) and node:
-                    found.add(node)
+                    yield node, raw
             cursor = (page.get("metadata") or {}).get("continue") or None
             if not cursor:
-                return found
+                return
 
     def get_node(self, eks_cluster: str, node_name: str) -> KubeNode:
         return KubeNode.from_json(self._call(eks_cluster, "GET", _node_path(node_name)))

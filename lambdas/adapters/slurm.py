@@ -110,6 +110,25 @@ def parse_output(node_name: str, stdout: str, command_id: str | None) -> DrainCh
         ) from err
 
 
+NODES_SCRIPT: Final = f"""set -u
+{_PATH}
+scontrol -o show node | sed 's/^/sdc-node /'
+"""
+"""Every node on one line each (read only: what an idle sweep judges idleness by)."""
+
+
+def parse_nodes(stdout: str) -> list[SlurmNodeState]:
+    """The nodes `NODES_SCRIPT` printed; SlurmError for a line that is not a node."""
+    try:
+        return [
+            SlurmNodeState.parse(line.removeprefix("sdc-node "))
+            for line in stdout.splitlines()
+            if line.startswith("sdc-node ")
+        ]
+    except ValueError as err:
+        raise SlurmError(f"the controller printed a node line that does not parse: {err}") from err
+
+
 class SsmSlurmControllers:
     """SendCommand (`AWS-RunShellScript`) to the controller instance, then GetCommandInvocation
     until the command is done or `wait_seconds` have passed."""
@@ -137,23 +156,18 @@ class SsmSlurmControllers:
     def resume(self, controller: str, node_name: str, reason: str) -> DrainChange:
         return self._run(controller, node_name, resume_script(node_name, reason), "resume")
 
+    def nodes(self, controller: str) -> list[SlurmNodeState]:
+        invocation, command_id = self._send(controller, NODES_SCRIPT, "show nodes")
+        if invocation.get("Status") != "Success":
+            raise SlurmUnreachable(
+                f"show nodes on controller {controller}: status {invocation.get('Status')} "
+                f"(exit {invocation.get('ResponseCode')}; command {command_id}): "
+                f"{str(invocation.get('StandardErrorContent') or '')[-300:]}"
+            )
+        return parse_nodes(str(invocation.get("StandardOutputContent") or ""))
+
     def _run(self, controller: str, node_name: str, script: str, verb: str) -> DrainChange:
-        try:
-            with aws_call("SendCommand"):
-                sent = self.client.send_command(
-                    InstanceIds=[controller],
-                    DocumentName=RUN_SHELL_SCRIPT,
-                    Parameters={
-                        "commands": [script],
-                        "executionTimeout": [str(COMMAND_TIMEOUT_SECONDS)],
-                    },
-                    TimeoutSeconds=COMMAND_TIMEOUT_SECONDS,
-                    Comment=f"sdc-remediation: {verb} {node_name}"[:100],
-                )
-        except AwsError as err:
-            raise SlurmUnreachable(f"SendCommand to controller {controller} failed: {err}") from err
-        command_id = str(sent["Command"]["CommandId"])
-        invocation = self._wait(controller, command_id)
+        invocation, command_id = self._send(controller, script, f"{verb} {node_name}")
         status = invocation.get("Status")
         stdout = str(invocation.get("StandardOutputContent") or "")
         if status == "Success":
@@ -173,6 +187,25 @@ class SsmSlurmControllers:
             f"{verb} {node_name} on controller {controller}: no result within "
             f"{self.wait_seconds:.0f} s (status {status}; command {command_id})"
         )
+
+    def _send(self, controller: str, script: str, what: str) -> tuple[dict[str, Any], str]:
+        """Send `script` to the controller and wait for its invocation (what `_wait` returns)."""
+        try:
+            with aws_call("SendCommand"):
+                sent = self.client.send_command(
+                    InstanceIds=[controller],
+                    DocumentName=RUN_SHELL_SCRIPT,
+                    Parameters={
+                        "commands": [script],
+                        "executionTimeout": [str(COMMAND_TIMEOUT_SECONDS)],
+                    },
+                    TimeoutSeconds=COMMAND_TIMEOUT_SECONDS,
+                    Comment=f"sdc-remediation: {what}"[:100],
+                )
+        except AwsError as err:
+            raise SlurmUnreachable(f"SendCommand to controller {controller} failed: {err}") from err
+        command_id = str(sent["Command"]["CommandId"])
+        return self._wait(controller, command_id), command_id
 
     def _wait(self, controller: str, command_id: str) -> dict[str, Any]:
         deadline = time.monotonic() + self.wait_seconds

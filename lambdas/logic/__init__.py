@@ -4,7 +4,8 @@ On top, one module per stage of the pipeline, in its order, holding what the Lam
 call: `intake` (reports and alarms in; a malformed event refused), `isolation`, `health_check`,
 `approval`, `recovery` (a reboot or a replacement: a package, its steps on top and the engine
 that sends the requests beside them) and `closing` (with the reconciliation of
-what nothing else moves); `ports.py` says what the logic needs from the outside world. The
+what nothing else moves); beside them, `sweep` (idle nodes health-checked on a schedule: a
+package whose failed checks enter through the intake's opening); `ports.py` says what the logic needs from the outside world. The
 machinery the stages share is in four folders, each saying what it holds. None of it imports a
 stage, and each folder imports only those above it in this list:
 
@@ -36,6 +37,7 @@ states that invoke it (a test holds it against the handlers and the synthesized 
 | `close_incident`       | `closing.close_incident`           | every Close* state              |
 | `reconcile`            | `closing.reconcile`                | a schedule, `sdc reconcile`     |
 | `verify_audit`         | `core.audit_check.check_audit`     | a schedule                      |
+| `sweep_idle`           | `sweep.sweep`                      | a schedule per swept cluster    |
 
 A malformed event is refused by the intake handlers with `intake.refuse`.
 """
@@ -83,4 +85,5 @@ STAGES: Final = (
     ),
     Stage("reconcile", "closing:reconcile", ()),
     Stage("verify_audit", "core.audit_check:check_audit", ()),
+    Stage("sweep_idle", "sweep:sweep", ()),
 )

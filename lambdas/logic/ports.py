@@ -28,7 +28,7 @@ from lambdas.models.lifecycle_event import IncidentStateChange
 from lambdas.models.notices import ChatNotification
 from lambdas.models.report import SdcReport
 from lambdas.models.settings import Settings, TelemetryWorkspace
-from lambdas.models.slurm import DrainChange
+from lambdas.models.slurm import DrainChange, SlurmNodeState
 from lambdas.models.writes import (
     ClaimHeldResult,
     ClaimLockResult,
@@ -59,6 +59,21 @@ class HyperPod(Protocol):
         checks: Sequence[str],
     ) -> str | None:
         """StartClusterHealthCheck; returns the AWS request id."""
+        ...
+
+    def list_nodes(self, cluster_name: str) -> list[NodeInfo]:
+        """ListClusterNodes, every page: each node's instance id, group, status and host name.
+        Raises ClusterNotFound."""
+        ...
+
+    def start_health_checks(
+        self,
+        cluster_name: str,
+        groups: Mapping[str, Sequence[str]],
+        checks: Sequence[str],
+    ) -> str | None:
+        """One StartClusterHealthCheck with one configuration per instance group (group →
+        its instance ids; 1 to 99 groups); returns the AWS request id."""
         ...
 
     def cluster_events(
@@ -270,6 +285,15 @@ class KubernetesNodes(Protocol):
         namespace) are scheduled on."""
         ...
 
+    def list_nodes(self, eks_cluster: str) -> list[KubeNode]:
+        """Every node of the cluster (every page of the node list)."""
+        ...
+
+    def workload_nodes(self, eks_cluster: str) -> set[str]:
+        """The names of the nodes any workload pod is scheduled on (any namespace; not a
+        DaemonSet's pod, a static pod or one that ended: `is_workload_pod`)."""
+        ...
+
 
 class NoKubernetes:
     """No Kubernetes access configured: every call says so."""
@@ -297,6 +321,12 @@ class NoKubernetes:
     def pod_nodes(self, eks_cluster: str, label_selector: str) -> set[str]:
         raise self._refuse()
 
+    def list_nodes(self, eks_cluster: str) -> list[KubeNode]:
+        raise self._refuse()
+
+    def workload_nodes(self, eks_cluster: str) -> set[str]:
+        raise self._refuse()
+
 
 class SlurmControllers(Protocol):
     """The Slurm controllers of HyperPod clusters orchestrated by Slurm, reached by a command
@@ -315,6 +345,10 @@ class SlurmControllers(Protocol):
         with another reason is left as it is (FOREIGN), one with none is NOT_DRAINED."""
         ...
 
+    def nodes(self, controller: str) -> list[SlurmNodeState]:
+        """Every node as `scontrol -o show node` shows it on the controller (read only)."""
+        ...
+
 
 class NoSlurm:
     """No Slurm controller configured: every call says so."""
@@ -326,6 +360,9 @@ class NoSlurm:
         raise self._refuse()
 
     def resume(self, controller: str, node_name: str, reason: str) -> DrainChange:
+        raise self._refuse()
+
+    def nodes(self, controller: str) -> list[SlurmNodeState]:
         raise self._refuse()
 
 

@@ -94,6 +94,10 @@ class AuditAction(StrEnum):
     STEP_FAILED = "step_failed"
     NOTIFICATION_FAILED = "notification_failed"
     LIFECYCLE_EVENT_FAILED = "lifecycle_event_failed"
+    # idle sweeps
+    IDLE_SWEEP = "idle_sweep"
+    """One run of a cluster's idle sweep (under `sweep#<cluster>`): the nodes it checked, why
+    each other node was not checked, the results it took, the checks still running."""
 
 
 @dataclass(frozen=True, slots=True)

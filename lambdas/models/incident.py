@@ -32,6 +32,8 @@ class TriggerSource(StrEnum):
     """An SDC Report event of the emitter's fast path."""
     HARDWARE = "hardware"
     """A hardware alert of the cluster's Prometheus workspace (the GPU's own counters)."""
+    SWEEP = "sweep"
+    """A deep health check an idle sweep ran on the node, which failed (HyperPod's finding)."""
 
 
 def task_token_digest(task_token: str) -> str:
@@ -141,6 +143,11 @@ class Incident:
     def alarms(self) -> list[dict[str, Any]]:
         """Alarm evidence, in the order it was attached."""
         return [e for e in self.evidence if e.get("kind") == TriggerSource.ALARM]
+
+    @property
+    def sweeps(self) -> list[dict[str, Any]]:
+        """Failed idle sweep checks, in the order they were attached."""
+        return [e for e in self.evidence if e.get("kind") == TriggerSource.SWEEP]
 
     @property
     def hardware(self) -> list[dict[str, Any]]:

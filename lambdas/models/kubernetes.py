@@ -107,6 +107,25 @@ def instance_of_provider_id(provider_id: str | None) -> str | None:
     return last if _INSTANCE_ID_RE.match(last) else None
 
 
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+"""A static pod's mirror in the API (the kubelet's own, as a DaemonSet's pods are the node's)."""
+ENDED_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+
+def is_workload_pod(raw: Any) -> bool:
+    """A pod that keeps its node busy: not ended, and not one every node runs (a DaemonSet's
+    pod, a static pod's mirror: agents, HyperPod's own health monitor among them)."""
+    if not isinstance(raw, dict):
+        return False
+    metadata = raw.get("metadata") or {}
+    if (raw.get("status") or {}).get("phase") in ENDED_PHASES:
+        return False
+    if MIRROR_ANNOTATION in (metadata.get("annotations") or {}):
+        return False
+    owners = metadata.get("ownerReferences") or []
+    return not any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners)
+
+
 @dataclass(frozen=True, slots=True)
 class KubeNode:
     """A Kubernetes node, as far as isolation reads it."""

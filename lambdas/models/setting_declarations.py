@@ -54,6 +54,7 @@ class Form(StrEnum):
     HARDWARE_ALERTS = "hardware alerts"
     APPROVERS = "approvers"
     HUMAN_SESSION_ROLES = "human session roles"
+    IDLE_SWEEP = "idle sweep"
 
 
 @dataclass(frozen=True)
@@ -605,6 +606,23 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "thresholds and windows of the alerting rules the stack puts in each "
             "`sdc:telemetry` workspace; a key left out keeps its default (see [Hardware "
             "alerts](deploy.md#hardware-alerts))"
+        ),
+    ),
+    Setting(
+        "sdc:idleSweep",
+        "idle_sweep",
+        Form.IDLE_SWEEP,
+        type_text=(
+            "object: `clusters` (a non-empty list, each one of `sdc:slurmControllers` or "
+            "`sdc:nodeIsolation`), `everyMinutes`, `batchSize`, `checks`, `maxSharePercent`, "
+            "`minIdleNodes` (see [Idle sweeps](operate.md#idle-sweeps)) or null"
+        ),
+        default=None,
+        doc=(
+            "health-check idle nodes on a schedule: one EventBridge Scheduler schedule per "
+            "listed cluster runs `sweep_idle`, which checks a bounded share of the idle nodes "
+            "(never below a floor of idle capacity) with HyperPod's deep health checks; a failed "
+            "check opens an incident like any other trigger. Null: no sweep"
         ),
     ),
     Setting(

@@ -247,11 +247,11 @@ _SUSPICIONS: Final = (
 def suspected(incident: Incident) -> str:
     """What the incident's evidence suspects, as the card's first line (WHAT) says it: silent
     data corruption, a training hang, a straggler, failing hardware (the cluster's hardware
-    alerts), or several of them; silent data corruption when its evidence names none of them
+    alerts, or a deep health check an idle sweep ran that failed), or several of them; silent data corruption when its evidence names none of them
     (an alarm the record could not attribute)."""
     metrics = set(incident.metrics)
     named = [what for kinds, what in _SUSPICIONS if metrics & {m.value for m in kinds}]
-    if incident.hardware:
+    if incident.hardware or incident.sweeps:
         named.append("failing hardware")
     return " and ".join(named) or "silent data corruption"
 
@@ -346,7 +346,10 @@ def _summary(
     """The card's first five lines: what, where, the recommendation (the stored one, as its
     heading), the deadline, how to decide."""
     rules = sorted({str(item.get("rule")) for item in incident.hardware if item.get("rule")})
-    metrics = ", ".join([*incident.metrics, *rules]) or "no metric recorded"
+    swept = sorted(
+        {f"{c} failed on the idle node" for i in incident.sweeps for c in i.get("checks") or []}
+    )
+    metrics = ", ".join([*incident.metrics, *rules, *swept]) or "no metric recorded"
     decisions = "|".join(decision.value for decision in inputs)
     command = f"sdc {decisions} {incident.incident_id} -m '<why>'"
     how = (

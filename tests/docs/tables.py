@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra.stack import settings_table
-from infra.stack.functions import SPECS
+from infra.stack.functions import SPECS, SWEEP
 from infra.stack.template import pipeline_functions, resources_of_type
 from lambdas.models.setting_declarations import Setting
 from trainer_emitter.mapping import Rule
@@ -149,9 +149,9 @@ def granted_actions(template: Mapping[str, Any]) -> dict[str, set[str]]:
         )
         for logical_id, module in function_modules(template).items()
     }
-    # What every pipeline function's role allows; the dashboard's page holds none of it, so
-    # its row lists all its role allows.
-    pipeline = {spec.module for spec in SPECS}
+    # What every pipeline function's role allows (the idle sweep's among them); the dashboard's
+    # page holds none of it, so its row lists all its role allows.
+    pipeline = {spec.module for spec in (*SPECS, SWEEP)}
     common = set.intersection(*(actions for m, actions in granted.items() if m in pipeline))
     return {
         module: actions - common if module in pipeline else actions

@@ -44,6 +44,7 @@ FULL_CONTEXT: dict[str, Any] = {
     "sdc:recoveryThroughNodeLabel": ["ml-cluster-1"],
     "sdc:jobPods": {"ml-cluster-1": "training.kubeflow.org/job-name"},
     "sdc:telemetry": {"ml-cluster-1": {"workspace": "ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77"}},
+    "sdc:idleSweep": {"clusters": ["ml-cluster-1", "ml-slurm-1"]},
 }
 """Every setting that grants or sets something only when given: the tables show them all."""
 

@@ -11,11 +11,18 @@ from typing import Any
 
 import pytest
 
-from infra.local.drill.scenarios import TELEMETRY_CONTEXT, WORKSPACE_ID
+from infra.local.drill.scenarios import NODES as DRILL_NODES
+from infra.local.drill.scenarios import (
+    SWEEP_CONTEXT,
+    SWEEP_FAILS,
+    TELEMETRY_CONTEXT,
+    WORKSPACE_ID,
+)
 from infra.local.grants import Denial
 from infra.local.routing import new_event
 from infra.local.run import ACCOUNT, CLUSTER, REGION, LocalRun, default_cluster
 from lambdas.logic.opening.proceeding import proceed_id
+from lambdas.models.hyperpod import HealthCheck
 from lambdas.models.incident import IncidentState
 from tests.e2e.test_pipeline_on_moto import CULPRIT_INSTANCE, open_from_fixture
 from tests.e2e.test_stuck_on_moto import wait_until
@@ -159,3 +166,45 @@ def test_a_held_job_that_proceeds_makes_only_calls_the_decide_role_allows():
     assert ("decide", "states", "StartExecution") in made
     assert ("decide", "sagemaker", "DescribeClusterNode") in made
     assert denied == []
+
+
+@pytest.fixture(scope="module")
+def sweep_run() -> LocalRun:
+    """The idle sweep on eight EKS nodes, one failing InstanceConnectivity: a run that starts
+    checks, one that reads them and opens the failed node's incident."""
+    hyperpod = default_cluster((*NODES_OF_SWEEP,))
+    hyperpod.fail_check(CLUSTER, SWEEP_FAILS, HealthCheck.INSTANCE_CONNECTIVITY)
+    with LocalRun.open(context=SWEEP_CONTEXT, hyperpod=hyperpod) as run:
+        run.sweep()
+        hyperpod.advance(hyperpod.health_check_polls + 1)
+        record = run.sweep()
+        (failed,) = [r for r in record["results"] if not r["passed"]]
+        run.wait_for(failed["incident_id"], "awaiting_approval")
+    return run  # the grant check ran as the run ended: it did not raise
+
+
+NODES_OF_SWEEP = (*DRILL_NODES, *(f"i-0ee{n:014x}" for n in range(1, 5)))
+
+
+def test_the_sweeps_calls_are_allowed_by_its_role_scoped_to_the_swept_cluster(sweep_run):
+    made = {(c.function, c.service, c.operation) for c in sweep_run.recorder.calls}
+
+    assert ("sweep_idle", "sagemaker", "ListClusterNodes") in made
+    assert ("sweep_idle", "sagemaker", "StartClusterHealthCheck") in made
+    assert ("sweep_idle", "states", "StartExecution") in made  # the failed check's incident
+    assert sweep_run.grant_denials() == []
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "sagemaker:ListClusterNodes",
+        "sagemaker:StartClusterHealthCheck",
+        "sagemaker:DescribeClusterNode",
+        "states:StartExecution",
+    ],
+)
+def test_taking_an_action_the_sweep_needs_away_fails_the_check(sweep_run, action):
+    denied = sweep_run.grant_denials(without(sweep_run.stack.template, "sweep_idle", action))
+
+    assert {(d.function, d.action) for d in denied} == {("sweep_idle", action)}

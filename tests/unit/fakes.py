@@ -491,6 +491,11 @@ class FakeKubernetesNodes:
         key, value = label_selector.split("=", 1)
         return {node for node, labels in self.pods.get(eks_cluster, []) if labels.get(key) == value}
 
+    def workload_nodes(self, eks_cluster: str) -> set[str]:
+        """The nodes of the pods `add_pod` added (a DaemonSet's pods are not a workload's)."""
+        self._enter("workload_nodes", eks_cluster, "")
+        return {n for n, _ in self.pods.get(eks_cluster, [])}
+
     def fail_next(self, method: str, error: Exception, *, times: int = 1) -> None:
         self._failures.setdefault(method, []).extend([error] * times)
 
@@ -526,6 +531,13 @@ class FakeKubernetesNodes:
             if node.instance_id == instance_id:
                 return node
         raise KubernetesNotFound(f"no node names {instance_id}", status=404)
+
+    def list_nodes(self, eks_cluster: str) -> list[KubeNode]:
+        self._enter("list_nodes", eks_cluster, "")
+        return [
+            self._kube_node(name, raw)
+            for name, raw in sorted(self.nodes.get(eks_cluster, {}).items())
+        ]
 
     def find_node_named(self, eks_cluster: str, name: str) -> KubeNode:
         self._enter("find_node_named", eks_cluster, name)

@@ -7,12 +7,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.local.drill.scenarios import DECOY_XIDS, MUTE_RULE, XID, Scenario, culprit_gpu
+from infra.local.drill.scenarios import (
+    BUSY_NODES,
+    DECOY_XIDS,
+    MUTE_RULE,
+    SWEEP_FAILS,
+    XID,
+    Scenario,
+    culprit_gpu,
+)
 from lambdas.models.deadline import ApprovalDeadline
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import IncidentState
 from lambdas.models.notices import NoticeKind
 from lambdas.models.slurm import drain_reason
+from lambdas.models.sweep import SkipReason
 from lambdas.models.telemetry import TelemetryState
 from lambdas.wording.card_lines import (
     DEADLINE_LABEL,
@@ -53,6 +62,8 @@ class Observed:
     drains: dict[str, str | None] = field(default_factory=dict)
     """On Slurm: the reason each incident node carried on the controller while the approval
     waited (instance id → reason)."""
+    sweeps: Sequence[dict[str, Any]] = ()
+    """The idle sweep's runs, as each audited itself (`SweepRecord`s)."""
 
 
 def _judge_drains(finals: Sequence[Any], drains: dict[str, str | None]) -> list[str]:
@@ -93,9 +104,44 @@ def problems(scenario: Scenario, seen: Observed) -> list[str]:
         found += _judge_muted(seen.finals, seen.notices, seen.held_texts, seen.health_checks)
     if scenario.approvers and not seen.interactive:
         found += _judge_approvers(scenario, seen.finals)
+    if scenario.sweep:
+        found += _judge_sweep(seen)
     if not seen.interactive:
         found += _judge_trail(scenario, seen)
     return found
+
+
+def _judge_sweep(seen: Observed) -> list[str]:
+    """The sweep checked idle nodes only and recorded the busy ones as busy; the one failed
+    check opened the one incident, on the failing node; nothing touched the busy nodes."""
+    problems: list[str] = []
+    checked = {
+        i
+        for call in seen.health_checks
+        for config in call["DeepHealthCheckConfigurations"]
+        for i in config["InstanceIds"]
+    }
+    touched = sorted(set(BUSY_NODES) & checked)
+    if touched:
+        problems.append(f"busy nodes {touched} were health-checked")
+    replaced = {i for call in seen.replace_calls for i in call["NodeIds"]}
+    if set(BUSY_NODES) & replaced:
+        problems.append(f"busy nodes {sorted(set(BUSY_NODES) & replaced)} were replaced")
+    incident_nodes = {i for f in seen.finals for i in f.locked_instances}
+    if incident_nodes != {SWEEP_FAILS}:
+        problems.append(f"incidents on {sorted(incident_nodes)}; expected one on {SWEEP_FAILS}")
+    if SWEEP_FAILS not in checked:
+        problems.append(f"{SWEEP_FAILS} was never health-checked")
+    for run, record in enumerate(seen.sweeps, start=1):
+        busy = {record["skipped"].get(i) for i in BUSY_NODES}
+        if busy != {SkipReason.BUSY}:
+            problems.append(f"sweep run {run} recorded the busy nodes as {sorted(map(str, busy))}")
+    if not seen.sweeps or not seen.sweeps[0]["checked"]:
+        problems.append("the first sweep run checked nothing")
+    for incident in seen.finals:
+        if not incident.sweeps:
+            problems.append(f"{incident.incident_id} holds no failed sweep check as evidence")
+    return problems
 
 
 def _judge_trail(scenario: Scenario, seen: Observed) -> list[str]:

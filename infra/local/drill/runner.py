@@ -195,7 +195,9 @@ def run_scenario(
             slurm = None
             if scenario.slurm:
                 progress("Debian's slurmctld playing the cluster's Slurm controller")
-                slurm = stack.enter_context(stage.slurm_controller(hyperpod, note))
+                slurm = stack.enter_context(
+                    stage.slurm_controller(hyperpod, note, jobs=scenario.sweep)
+                )
             run = stack.enter_context(
                 LocalRun.open(
                     context=scenario.context,
@@ -211,7 +213,11 @@ def run_scenario(
             if scenario.muted:
                 stage.mute_alarms(run, note)
             sdc: set[tuple[str, str]] = set()
-            if server is not None:
+            sweeps: list[dict[str, Any]] = []
+            if scenario.sweep:
+                stack.enter_context(stage.sweep_watching(run, note))
+                incident_ids = _sweep(run, note, sweeps)
+            elif server is not None:
                 incident_ids = stage.deliver_hardware_alert(run, server, note)
             else:
                 reported_at = time.monotonic()  # handled before report() returns
@@ -244,6 +250,8 @@ def run_scenario(
                     or card
                 )
             finals = [run.wait_for(i, scenario.expect, *CLOSED, timeout=90) for i in incident_ids]
+            if scenario.sweep:
+                _sweep_again(run, note, sweeps)
             if run.slurm is not None:
                 _nodes_after(run, drains, note)
             subjects = [i.incident_id for i in finals] + [h.hold_id for h in holds]
@@ -276,6 +284,7 @@ def run_scenario(
                     subject: [entry["action"] for entry in entries]
                     for subject, entries in audit.items()
                 },
+                sweeps=sweeps,
             )
             lifecycle = sorted(
                 run.lifecycle_events(), key=lambda d: (d["incident_id"], d["sequence"])
@@ -298,6 +307,42 @@ def run_scenario(
     except GrantsInsufficient as err:
         grant_problems = [str(denied) for denied in err.denied]
     return judged(grant_problems)
+
+
+def _sweep(run: Any, note: Note, sweeps: list[dict[str, Any]]) -> list[str]:
+    """The idle sweep as its schedule runs it: a first run starts checks on idle nodes, HyperPod
+    runs them, the next run reads the results; the incidents the failed checks opened."""
+    sweeps.append(run.sweep())
+    _note_sweep(note, sweeps[-1], 1)
+    run.hyperpod.advance(run.hyperpod.health_check_polls + 1)
+    sweeps.append(run.sweep())
+    _note_sweep(note, sweeps[-1], 2)
+    return [str(r["incident_id"]) for r in sweeps[-1]["results"] if r.get("incident_id")]
+
+
+def _sweep_again(run: Any, note: Note, sweeps: list[dict[str, Any]]) -> None:
+    """Once the incidents closed: the checks the last run started end, and one more run reads
+    them (and starts the next turn's, as a scheduled run does)."""
+    run.hyperpod.advance(run.hyperpod.health_check_polls + 1)
+    sweeps.append(run.sweep())
+    _note_sweep(note, sweeps[-1], len(sweeps))
+
+
+def _note_sweep(note: Note, record: dict[str, Any], number: int) -> None:
+    by_reason: dict[str, list[str]] = {}
+    for instance_id, reason in sorted(record["skipped"].items()):
+        by_reason.setdefault(reason, []).append(instance_id)
+    skipped = "; ".join(f"{reason}: {', '.join(ids)}" for reason, ids in by_reason.items())
+    results = ", ".join(
+        f"{r['instance_id']} {'passed' if r['passed'] else 'FAILED → ' + str(r['incident_id'])}"
+        for r in record["results"]
+    )
+    note(
+        "scheduler",
+        f"idle sweep run {number}: checked {', '.join(record['checked']) or 'none'}"
+        + (f"; not checked: {skipped}" if skipped else "")
+        + (f"; results: {results}" if results else ""),
+    )
 
 
 def _deliver_alarms(run: Any, scenario: Scenario, note: Note) -> list[str]:

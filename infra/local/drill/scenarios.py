@@ -118,6 +118,25 @@ SLURM_CONTEXT = {
 """A cluster orchestrated by Slurm: its suspect node is drained on its controller (a real
 slurmctld here, reached through the local Run Command stand-in), no EKS cluster."""
 XID = 79
+JOB_LABEL = "training.kubeflow.org/job-name"
+"""The label of the sweep scenarios' job pods (any workload pod keeps its node busy)."""
+BUSY_NODES = NODES[2:]
+"""The sweep scenarios' job runs on these two nodes; the other six of the cluster are idle."""
+SWEEP_FAILS = NODES[0]
+"""The idle node that fails InstanceConnectivity in the sweep scenarios."""
+SWEEP_CONTEXT: dict[str, Any] = {
+    "sdc:idleSweep": {
+        "clusters": [CLUSTER],
+        "batchSize": 3,
+        "maxSharePercent": 50,
+        "minIdleNodes": 2,
+        "checks": ["InstanceConnectivity"],
+    },
+    "sdc:guardMaxOpenNodes": 4,
+    "sdc:guardMaxOpenPercent": 50,
+}
+"""Eight nodes, six idle: a run checks three (the batch, and half the idle ones), leaves two
+free (the floor); the guard has room for four nodes."""
 DECOY_XIDS = {"other GPU of the suspect node": 31, "a GPU of another node": 48}
 
 
@@ -224,6 +243,11 @@ class Scenario:
     """The cluster is orchestrated by Slurm (SLURM_CONTEXT): a real slurmctld plays its
     controller, and `scontrol show node` must show our drain while the approval waits and the
     node back in service after (unless replaced)."""
+    sweep: bool = False
+    """No training report: the cluster's idle sweep (SWEEP_CONTEXT) finds the failing node.
+    The job runs on BUSY_NODES (pods of the job on EKS, jobs on Slurm); SWEEP_FAILS fails
+    InstanceConnectivity; HyperPod holds each node it checks out of scheduling meanwhile (the
+    node health label on EKS, a maintenance reservation on Slurm)."""
 
 
 SCENARIOS = {
@@ -471,6 +495,47 @@ SCENARIOS = {
                 AuditAction.HEALTH_CHECK_STARTED,
                 AuditAction.APPROVAL_REQUESTED,
                 AuditAction.REBOOT_REQUESTED,
+            ),
+        ),
+        Scenario(
+            "sweep",
+            "no job reported anything: the scheduled idle sweep checks idle nodes of an EKS "
+            "cluster (six idle, two running a job's pods); one fails InstanceConnectivity: one "
+            "incident, isolated, approved, replaced; the busy nodes are never touched",
+            {},
+            "approve",
+            "replaced",
+            replaced=True,
+            recommends="replace after review",
+            context=SWEEP_CONTEXT,
+            spare_nodes=4,
+            sweep=True,
+            steps=(
+                AuditAction.INCIDENT_OPENED,
+                AuditAction.NODE_ISOLATED,
+                AuditAction.APPROVAL_REQUESTED,
+                AuditAction.REPLACEMENT_REQUESTED,
+            ),
+        ),
+        Scenario(
+            "slurm-sweep",
+            "the idle sweep on a cluster orchestrated by Slurm (six idle nodes, two allocated "
+            "to a job): one idle node fails InstanceConnectivity: one incident, drained, "
+            "approved, replaced; the allocated nodes are never touched",
+            {},
+            "approve",
+            "replaced",
+            replaced=True,
+            recommends="replace after review",
+            context={**SLURM_CONTEXT, **SWEEP_CONTEXT},
+            spare_nodes=4,
+            sweep=True,
+            slurm=True,
+            steps=(
+                AuditAction.INCIDENT_OPENED,
+                AuditAction.NODE_ISOLATED,
+                AuditAction.APPROVAL_REQUESTED,
+                AuditAction.REPLACEMENT_REQUESTED,
             ),
         ),
     )

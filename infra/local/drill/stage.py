@@ -10,11 +10,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from infra.local.drill.scenarios import (
+    BUSY_NODES,
     CLUSTER,
     DECOY_XIDS,
     GPUS_PER_NODE,
+    JOB_LABEL,
     MUTE_RULE,
     NODES,
+    SWEEP_FAILS,
     XID,
     Scenario,
     culprit_gpu,
@@ -35,20 +38,79 @@ def cluster(scenario: Scenario, alarm: dict[str, Any], rank_map: Sequence[dict[s
         suspects = {str(d["instance_id"]) for d in rank_map if d["rank"] in culprits}
         for instance_id in suspects:
             hyperpod.set_health_check_result(CLUSTER, instance_id, passes=False)
+    if scenario.sweep:
+        from lambdas.models.hyperpod import HealthCheck
+
+        hyperpod.fail_check(CLUSTER, SWEEP_FAILS, HealthCheck.INSTANCE_CONNECTIVITY)
     return hyperpod
 
 
+def busy_and_watched(run: Any, note: Callable[..., None]) -> None:
+    """The sweep scenarios' cluster as it runs: the job on BUSY_NODES (a pod of the job on each
+    node's Kubernetes node, or a Slurm job allocated to each), and HyperPod holding each node it
+    checks out of scheduling while the check runs, as it does: the node health label
+    `Unschedulable` on EKS, a maintenance reservation on Slurm."""
+    from infra.local.run import kube_node_names
+    from lambdas.models.kubernetes import NODE_HEALTH_LABEL
+
+    names = kube_node_names(list(run.hyperpod.clusters[CLUSTER].nodes))
+    for instance_id in BUSY_NODES:
+        if run.slurm is not None:
+            host = slurm_host(run.hyperpod, instance_id)
+            run.slurm.run_job(host)
+            note("slurm", f"a job runs on {host} (sbatch): {run.slurm.node(host).state}")
+        else:
+            run.kube_api.add_pod(
+                f"pretrain-{instance_id}", names[instance_id], {JOB_LABEL: "pretrain"}
+            )
+            note("kubernetes", f"a pod of job pretrain runs on {names[instance_id]}")
+
+    def held(cluster_name: str, node: Any, running: bool) -> None:
+        if run.slurm is not None:
+            host = slurm_host(run.hyperpod, node.instance_id)
+            if host is None:
+                return
+            reservation = f"hyperpod-deep-health-check-{host}"
+            if running:
+                run.slurm.reserve(reservation, host)
+            else:
+                run.slurm.release(reservation, host)
+            what = "in" if running else "out of"
+            note("hyperpod", f"{host} {what} maintenance reservation {reservation}")
+            return
+        name = names.get(node.instance_id)
+        if name in run.kube_api.nodes:
+            value = "Unschedulable" if running else "Schedulable"
+            run.kube_api.nodes[name]["metadata"]["labels"][NODE_HEALTH_LABEL] = value
+            note("hyperpod", f"{name} labelled {NODE_HEALTH_LABEL}={value}")
+
+    run.hyperpod.check_watchers.append(held)
+
+
 @contextmanager
-def slurm_controller(hyperpod: Any, note: Callable[..., None]) -> Iterator[Any]:
+def sweep_watching(run: Any, note: Callable[..., None]) -> Iterator[None]:
+    """`busy_and_watched` for the scenario's run; the watch ends with it."""
+    busy_and_watched(run, note)
+    try:
+        yield
+    finally:
+        run.hyperpod.check_watchers.clear()
+
+
+@contextmanager
+def slurm_controller(
+    hyperpod: Any, note: Callable[..., None], *, jobs: bool = False
+) -> Iterator[Any]:
     """Debian's slurmctld with every node of the fake cluster defined by its host name, playing
-    the cluster's controller. Yields the LocalSlurm."""
+    the cluster's controller (`jobs`: one a job holds a node allocated on). Yields the
+    LocalSlurm."""
     from infra.local.slurm import DRILL_CONTROLLER, real_slurm
     from lambdas.models.slurm import slurm_node_name
 
     hosts = sorted(
         slurm_node_name(str(node.hostname)) for node in hyperpod.clusters[CLUSTER].nodes.values()
     )
-    with real_slurm(hosts) as slurm:
+    with real_slurm(hosts, jobs=jobs) as slurm:
         note(
             "slurm",
             f"slurmctld (Debian's) plays controller {DRILL_CONTROLLER}: nodes {', '.join(hosts)}",

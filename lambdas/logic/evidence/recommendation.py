@@ -16,6 +16,9 @@ same GPU UUID): both are proposed for replacement. A failed deep health check is
 to propose replacing, and so is one that failed again after a reboot. A job-level incident (an
 ambiguous report) never proposes a replacement.
 
+A failed idle sweep check (`lambdas.logic.sweep`; InstanceStress or InstanceConnectivity on a
+node no job was using) is hardware evidence → replace after review (`SWEEP_ROW`, `assess_sweep`).
+
 Hardware alerts (the GPU's own counters, `lambdas.logic.intake.hardware_alerts`):
 - a hardware signal alone → health check, then reboot; replace when the memory cannot repair
   itself (row remap failure, uncorrectable ECC: severity critical), when the same rule fires
@@ -246,6 +249,30 @@ def assess_hardware(
     return Advice.REBOOT, reasons
 
 
+SWEEP_ROW: Final = (
+    "a deep health check an idle sweep ran failed (InstanceStress or InstanceConnectivity) "
+    "on a node no job was using",
+    Advice.REPLACE,
+)
+"""The decision table's row for a failed sweep check: hardware evidence, replace after review.
+No job ran there, so nothing of a job's software or data can explain it; it is HyperPod's own
+finding under load, which the table already takes as reason enough to propose replacing (a
+reboot clears neither a GPU that fails DCGM's diagnostics nor a link that fails NCCL and EFA
+tests under load, and rebooting first would return a suspect node to the idle pool unproven;
+the approver may still choose a reboot)."""
+
+
+def assess_sweep(failed: Sequence[dict[str, Any]]) -> tuple[Advice, list[str]]:
+    """The advice the failed sweep checks of an incident give, and why (`SWEEP_ROW`)."""
+    checks = sorted({str(c) for item in failed for c in item.get("checks") or []})
+    seen = "; ".join(sorted({str(item.get("message")) for item in failed if item.get("message")}))
+    return SWEEP_ROW[1], [
+        f"idle sweep: {', '.join(checks) or 'a deep health check'} failed on the idle node"
+        + (f" ({seen})" if seen else ""),
+        f"{SWEEP_ROW[0]}: {SWEEP_ROW[1].tier}",
+    ]
+
+
 def _stronger(advice: Advice) -> Advice:
     return Advice.REBOOT if advice is Advice.HEALTH_CHECK_ONLY else Advice.REPLACE
 
@@ -261,6 +288,7 @@ def recommend(
     telemetry: Sequence[str] = (),
     alerts: Sequence[dict[str, Any]] = (),
     repeat: str | None = None,
+    sweeps: Sequence[dict[str, Any]] = (),
 ) -> Recommendation:
     """The advice for an incident from all its report evidence, the health check result,
     `history` (ids of past incidents of the same instance or GPU that count as history) and
@@ -294,6 +322,8 @@ def recommend(
     elif alerts:
         advice, why = assess_hardware(alerts, history)
         reasons += why
+    elif sweeps:
+        advice = Advice.HEALTH_CHECK_ONLY  # the sweep's row below
     else:
         advice = Advice.HEALTH_CHECK_ONLY
         reasons.append("no SDC report for this instance: the alarm alone names no rank")
@@ -322,6 +352,10 @@ def recommend(
             "what the reports claim about this node was not confirmed (CLAIMS NOT CONFIRMED): "
             "they propose nothing beyond a health check"
         )
+    if sweeps:  # HyperPod's own finding, as a failed health check is: never downgraded
+        swept, why = assess_sweep(sweeps)
+        advice = max(advice, swept, key=lambda a: a.strength)
+        reasons += why
     if health_result == HealthCheckResult.FAILED:
         advice = Advice.REPLACE
         reasons.append(
@@ -375,6 +409,7 @@ def judge(
         telemetry=_telemetry_signals(incident),
         alerts=incident.hardware,
         repeat=repeat,
+        sweeps=incident.sweeps,
     )
     return Recommendation(
         advice=judged.advice,
