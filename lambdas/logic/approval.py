@@ -95,6 +95,7 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
         def wait(current: Incident) -> bool:
             if current.state is not S.AWAITING_APPROVAL:
                 lifecycle.advance(current, S.AWAITING_APPROVAL, at)
+                current.approval_round += 1  # approvals of an earlier round no longer count
                 if current.decided == Decision.REBOOT and current.reboot:
                     # The health check after the reboot failed: the reboot decision is kept
                     # under `reboot.decision`, and this card asks for a new one.
@@ -285,11 +286,12 @@ def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:
                 task_token=token,
             )
         )
-        outcome.append(approvers.tally(current.approvals, approval, counted))
+        this = dataclasses.replace(approval, round=current.approval_round)
+        outcome.append(approvers.tally(current.approvals, this, counted))
         if outcome[-1].count is Count.REPEATED:
             return False
         if outcome[-1].count is Count.RECORDED:
-            current.approvals.append(approval.to_record())
+            current.approvals.append(this.to_record())
             return True
         current.decision = DecisionRecord(
             valid.decision,
@@ -901,12 +903,13 @@ def _proceed(
     outcome: list[approvers.Tally] = []
 
     def record(current: Incident) -> bool:
+        this = dataclasses.replace(approval, round=current.approval_round)
         outcome.append(
-            approvers.tally(current.approvals, approval, step.deps.settings.approvals_required)
+            approvers.tally(current.approvals, this, step.deps.settings.approvals_required)
         )
         if outcome[-1].count is not Count.RECORDED:
             return False
-        current.approvals.append(approval.to_record())
+        current.approvals.append(this.to_record())
         return True
 
     held = step.update(held.incident_id, record, held)
