@@ -29,8 +29,9 @@ class PrincipalSource(StrEnum):
     principal itself is in CloudTrail's StartExecution event, not established here."""
 
 
-class Delivery(StrEnum):
-    """Where a decision's delivery to the waiting task stands (write-ahead)."""
+class AnswerState(StrEnum):
+    """Where the answer to the waiting remediation task stands (`DecisionRecord.delivery`,
+    written ahead): the values are the records' and the audit's, unchanged."""
 
     PENDING = "pending"
     """Claimed and audited as accepted; SendTaskSuccess not yet known to have landed."""

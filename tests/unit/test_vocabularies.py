@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from infra.cli.render import Output
-from lambdas.models.approvals import Delivery, PrincipalSource
+from lambdas.models.approvals import AnswerState, PrincipalSource
 from lambdas.models.guard import HoldKind
 from lambdas.models.hardware_alert import AlertLabel, AlertSeverity, AlertStatus, HardwareRule
 from lambdas.models.health_check import HealthCheckResult
@@ -32,7 +32,7 @@ OURS: tuple[type[StrEnum], ...] = (
     AlertSeverity,
     AlertStatus,
     Decision,
-    Delivery,
+    AnswerState,
     HardwareRule,
     HealthCheckResult,
     HoldKind,
