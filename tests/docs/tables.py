@@ -16,7 +16,7 @@ from typing import Any
 from infra.stack.functions import SPECS
 from infra.stack.settings import Settings, SettingsError
 from infra.stack.template import pipeline_functions, resources_of_type
-from trainer_emitter.mapping import Rule
+from trainer_emitter.mapping import Attribution
 
 ROW_SPLIT = re.compile(r"(?<!\\)\|")
 TICKED = re.compile(r"`([^`]+)`")
@@ -115,18 +115,18 @@ def _range_drift(key: str, parse: Callable[[str, Any], Any], low: int, high: int
     return []
 
 
-# --- (b) README.md, "What a report publishes" vs trainer_emitter/mapping.py `Rule` ----------------
+# --- (b) README.md, "What a report publishes" vs trainer_emitter/mapping.py `Attribution` -----
 
 MAPPING_HEADING = "### What a report publishes"
 
 
-def rule_row(rule: Rule) -> list[str]:
+def rule_row(rule: Attribution) -> list[str]:
     """A rule as the README's table shows it: evidence | role[: scope] | metric."""
     role = f"{rule.role.value}: {rule.scope}" if rule.scope else rule.role.value
     return [rule.evidence, role, f"`{rule.metric.value}`"]
 
 
-def report_mapping_drift(readme: str, rules: Iterable[Rule]) -> list[str]:
+def report_mapping_drift(readme: str, rules: Iterable[Attribution]) -> list[str]:
     """The README's rows against the rules, row by row in order."""
     documented = table_after(readme, MAPPING_HEADING)
     expected = [rule_row(rule) for rule in rules]
