@@ -50,17 +50,20 @@ _MISSING_OR_UNREACHABLE = (
 """`scontrol show node` fails for a node the controller does not know ("Node x not found") and
 when it cannot reach slurmctld at all: only the first is a node gone; the second fails the
 command (a release that can be retried), never reads as a missing node."""
-_PATH = 'PATH="$PATH:/opt/slurm/bin"'
-"""Where HyperPod installs Slurm on its nodes, in case the agent's shell does not have it."""
+_PATH = 'PATH="$PATH:/opt/slurm/bin"; SLURM_TIME_FORMAT=standard; export SLURM_TIME_FORMAT'
+"""Where HyperPod installs Slurm on its nodes, in case the agent's shell does not have it; and
+the time format of the stamp Slurm appends to a reason, whatever the environment says."""
 
 
+_GLOB_TIME: Final = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
+"""`models.slurm.STAMP_TIME` as a shell pattern."""
 REASON_OF: Final = f"""reason_of() {{
   case "${{1%%"{REASON_KEY}"*}}" in {"|".join(f'*"{k}"*' for k in FREE_TEXT_KEYS)}) return 1 ;; esac
   case "$1" in *"{REASON_KEY}"*) ;; *) return 1 ;; esac
   rest=${{1#*"{REASON_KEY}"}}; reason=
   while case "$rest" in *" ["*) true ;; *) false ;; esac; do
     after=${{rest#*" ["}}
-    case "$after" in *"]"*) case "${{after%%"]"*}}" in *@*)
+    case "$after" in *"]"*) case "${{after%%"]"*}}" in *@{_GLOB_TIME})
       printf '%s\\n' "$reason${{rest%%" ["*}}"; return 0 ;; esac ;; esac
     reason="$reason${{rest%%" ["*}} ["; rest=$after
   done

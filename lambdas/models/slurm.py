@@ -18,6 +18,9 @@ RUN_SHELL_SCRIPT: Final = "AWS-RunShellScript"
 """The SSM document the commands on a controller are sent as (AWS-owned: none of ours to deploy;
 the functions' roles may send it to the configured controllers only)."""
 REASON_KEY: Final = " Reason="
+STAMP_TIME: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+"""The time in the ` [user@time]` Slurm appends to a reason (its standard format; the controller
+scripts set `SLURM_TIME_FORMAT=standard`, so an operator's own `[...@...]` is no stamp)."""
 FREE_TEXT_KEYS: Final = (" Comment=", " Extra=")
 """Fields an administrator fills with free text, which Slurm writes after the reason: a
 ` Reason=` found after one of them is their text, not the node's reason."""
@@ -28,7 +31,8 @@ def reason_field(line: str) -> tuple[str, str] | None:
     node carries none. The reason is the `Reason` field (the first ` Reason=` key, before any
     free-text field), and runs to the first ` [user@time]` Slurm writes after it (a later
     `[...]` of an operator's own is part of the reason). The controller scripts
-    (`adapters/slurm.REASON_OF`) read it the same way, step for step."""
+    (`adapters/slurm.REASON_OF`) read it the same way, step for step. The stamp is the first
+    `[...]` that ends with `@` and a time in Slurm's standard format."""
     key = line.find(REASON_KEY)
     if key < 0 or any(line.find(free, 0, key) >= 0 for free in FREE_TEXT_KEYS):
         return None
@@ -36,8 +40,9 @@ def reason_field(line: str) -> tuple[str, str] | None:
     while (cut := rest.find(" [")) >= 0:
         after = rest[cut + 2 :]
         stamp, closed, _ = after.partition("]")
-        if closed and "@" in stamp:
-            return reason + rest[:cut], stamp.partition("@")[0]
+        user, at, time = stamp.rpartition("@")
+        if closed and at and STAMP_TIME.fullmatch(time):
+            return reason + rest[:cut], user
         reason, rest = reason + rest[: cut + 2], after
     return None
 

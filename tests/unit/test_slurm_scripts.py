@@ -68,16 +68,18 @@ def test_the_reason_ends_at_the_first_user_and_time_slurm_writes_after_it():
 
 
 NODE = "NodeName=ip-10-1-69-242 Arch=x86_64 State=IDLE+DRAIN"
+AT = "2026-12-05T10:00:00"
 OURS = drain_reason("sdc-x")
 LINES = {
     "ours": f"{NODE} Reason={OURS} [root@2026-12-05T10:00:00]",
     "extends ours": f"{NODE} Reason={OURS} [hold: ops] [bob@2026-12-05T10:00:00]",
     "extends ours with an @": f"{NODE} Reason={OURS} x [hold: bob@ops] [bob@2026-12-05T10:00:00]",
+    "extends ours with a bracket of its own": f"{NODE} Reason={OURS} [bob@ops] [bob@2026-12-05T10:00:00]",
     "no reason": f"{NODE} Partitions=drill",
-    "a comment only": f"{NODE} Comment=x Reason={OURS} [a@b]",
-    "an extra only": f"{NODE} Extra=e Reason={OURS} [a@b]",
-    "reason and comment": f"{NODE} Reason=maint [root@t] Comment=x Reason={OURS} [a@b]",
-    "shell characters": f"{NODE} Reason=$(id) `id` * ? \\ \"' [op@t]",
+    "a comment only": f"{NODE} Comment=x Reason={OURS} [a@{AT}]",
+    "an extra only": f"{NODE} Extra=e Reason={OURS} [a@{AT}]",
+    "reason and comment": f"{NODE} Reason=maint [root@{AT}] Comment=x Reason={OURS} [a@{AT}]",
+    "shell characters": f"{NODE} Reason=$(id) `id` * ? \\ \"' [op@{AT}]",
     "no stamp": f"{NODE} Reason={OURS} [hold]",
 }
 
@@ -108,6 +110,12 @@ def test_a_reason_that_extends_ours_is_not_ours():
 
     assert node.reason == f"{OURS} [hold: ops]"
     assert node.reason_user == "bob"
+
+
+def test_an_operators_bracket_holding_an_at_sign_is_part_of_the_reason():
+    node = SlurmNodeState.parse(LINES["extends ours with a bracket of its own"])
+
+    assert node.reason == f"{OURS} [bob@ops]"
 
 
 def test_text_after_a_free_text_field_is_no_reason():
