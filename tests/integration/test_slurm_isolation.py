@@ -147,7 +147,9 @@ def test_a_comment_that_reads_like_our_reason_does_not_pass_for_our_drain(comman
     world = slurm_world(commands)
     incident_id = world.opened()
     slurm.scontrol(
-        "update", f"nodename={HOST}", f"comment=x Reason={drain_reason(incident_id)} [a@b]"
+        "update",
+        f"nodename={HOST}",
+        f"comment=x Reason={drain_reason(incident_id)} [a@2026-12-05T10:00:00]",
     )
     try:
         # When the incident isolates the node
