@@ -3,8 +3,12 @@
 Pure: no AWS, no clock, no randomness (the caller passes the time and the report id), so the
 mapping rules below can be tested exhaustively.
 
-The mapping rules are `Rule` below, one member per kind of evidence; README.md ("What a report
-publishes") shows them as a table (tests/docs/test_tables_drift.py keeps it to `Rule`).
+The mapping rules are `Attribution` below, one member per kind of evidence, each named for the
+role it gives (`..._CULPRIT`, `..._CONFIRMED_SUSPECT`, `..._INVOLVED`): the emitter maps evidence
+to roles only; what the pipeline then does is its decision table's
+(`lambdas.logic.evidence.policy.Row`), whose rows read like none of these. README.md ("What a
+report publishes") shows them as a table (tests/docs/test_tables_drift.py keeps it to
+`Attribution`).
 
 The alarm's `checkpoints` (optional) are copied as they are read: an entry without a valid step
 or with a tag that is no step number is left out, an invalid location is dropped (the checkpoint
@@ -48,72 +52,75 @@ MAX_REASON = 500
 """The most characters of one suspect reason (the report schema's `reasons` items)."""
 
 
-class Rule(Enum):
-    """Evidence in the alarm → the role of the ranks it names and the metric they publish.
+class Attribution(Enum):
+    """Evidence in the alarm → the role of the ranks it names and the metric they publish (the
+    member's name ends with the role). A hang's ranks on the instance the watch localised are
+    culprits here, whatever the number of signals behind it: the pipeline's table decides
+    whether that is enough to act (`MIN_AGREEING_SIGNALS`).
 
     `evidence` and `scope` are written for people: README.md's table shows every rule in this
     order (evidence | role, with `: <scope>` when the rule names more ranks than the evidence
     does | metric)."""
 
-    NONFINITE = ("rank in `nonfinite`", Role.INVOLVED, Metric.NONFINITE_GRAD, "")
-    RING_CULPRIT = (
+    NONFINITE_INVOLVED = ("rank in `nonfinite`", Role.INVOLVED, Metric.NONFINITE_GRAD, "")
+    RING_PAIRS_CULPRIT = (
         "rank in `culprits` (two mismatched ring pairs)",
         Role.CULPRIT,
         Metric.REPLAY_MISMATCH,
         "",
     )
-    VERDICT_SUSPECT = (
+    VERDICT_CONFIRMED_SUSPECT = (
         '`suspect` of a persistent, transient or "replayer computed wrong" verdict',
         Role.CONFIRMED_SUSPECT,
         Metric.REPLAY_MISMATCH,
         "",
     )
-    UNRESOLVED_PAIR = (
+    UNRESOLVED_PAIR_INVOLVED = (
         "both ranks of an unattributable verdict, or of a mismatched pair no culprit or verdict "
         "resolves",
         Role.INVOLVED,
         Metric.REPLAY_MISMATCH,
         "",
     )
-    WEIGHTS_SUSPECT = (
+    WEIGHTS_MINORITY_CULPRIT = (
         "check `weights`, rank in `suspects`",
         Role.CULPRIT,
         Metric.DIVERGENT_TENSORS,
         "",
     )
-    WEIGHTS_NO_MAJORITY = (
+    WEIGHTS_NO_MAJORITY_INVOLVED = (
         "check `weights`, `suspects` is None (no strict majority)",
         Role.INVOLVED,
         Metric.DIVERGENT_TENSORS,
         "every rank in the map (every rank in `replicas` when the alarm names the group compared)",
     )
-    REDUCED_GRADIENT = (
+    REDUCED_GRADIENT_INVOLVED = (
         "check `reduced gradient` naming no rank",
         Role.INVOLVED,
         Metric.NONFINITE_GRAD,
         "every rank in the map",
     )
-    HANG_LOCALISED = (
+    HANG_ON_NAMED_INSTANCE_CULPRIT = (
         "check `hang`, rank in `missing_ranks`, `silent_ranks` or `odd_stack_ranks` on the "
         "`localised_instance`",
         Role.CULPRIT,
         Metric.HANG,
         "",
     )
-    HANG_SPANNING = (
+    HANG_ELSEWHERE_INVOLVED = (
         "check `hang` localised to no instance: rank in `missing_ranks`, `silent_ranks` or "
         "`odd_stack_ranks`",
         Role.INVOLVED,
         Metric.HANG,
         "every rank in the map when the evidence names none",
     )
-    STRAGGLER_ONE_INSTANCE = (
+    STRAGGLER_ONE_INSTANCE_CULPRIT = (
         "check `straggler`, rank in `flagged`, every flagged rank on one instance",
         Role.CULPRIT,
         Metric.STRAGGLER,
         "",
     )
-    STRAGGLER_SPANNING = (
+    STRAGGLER_SPANNING_INVOLVED = (
         "check `straggler`, rank in `flagged`, the flagged ranks on several instances",
         Role.INVOLVED,
         Metric.STRAGGLER,
@@ -396,7 +403,7 @@ def build_report(
 
     evidence: dict[int, _Evidence] = {}
 
-    def add(rank: int, rule: Rule, reason: str) -> None:
+    def add(rank: int, rule: Attribution, reason: str) -> None:
         item = evidence.setdefault(rank, _Evidence(rule.role))
         if _ROLE_STRENGTH[rule.role] > _ROLE_STRENGTH[item.role]:
             item.role = rule.role
@@ -405,9 +412,9 @@ def build_report(
             item.reasons.append(reason)
 
     for rank in nonfinite or []:
-        add(rank, Rule.NONFINITE, "non-finite local gradient")
+        add(rank, Attribution.NONFINITE_INVOLVED, "non-finite local gradient")
     for rank in culprits or []:
-        add(rank, Rule.RING_CULPRIT, "in two mismatched ring-replay pairs")
+        add(rank, Attribution.RING_PAIRS_CULPRIT, "in two mismatched ring-replay pairs")
     resolved: set[tuple[int, int]] = set()
     for verdict in verdicts:
         pair = (verdict["pair"][0], verdict["pair"][1])
@@ -416,13 +423,13 @@ def build_report(
             for rank in pair:
                 add(
                     rank,
-                    Rule.UNRESOLVED_PAIR,
+                    Attribution.UNRESOLVED_PAIR_INVOLVED,
                     f"pair {list(pair)} mismatched and could not be attributed",
                 )
         else:
             add(
                 verdict["suspect"],
-                Rule.VERDICT_SUSPECT,
+                Attribution.VERDICT_CONFIRMED_SUSPECT,
                 f"{verdict['kind']} verdict on pair {list(pair)}, third rank {verdict['third']}",
             )
     culprit_set = set(culprits or [])
@@ -432,7 +439,7 @@ def build_report(
         for rank in pair:
             add(
                 rank,
-                Rule.UNRESOLVED_PAIR,
+                Attribution.UNRESOLVED_PAIR_INVOLVED,
                 f"pair {list(pair)} mismatched with no culprit or verdict",
             )
 
@@ -444,16 +451,16 @@ def build_report(
         for rank in rank_map.ranks() if compared is None else compared:
             add(
                 rank,
-                Rule.WEIGHTS_NO_MAJORITY,
+                Attribution.WEIGHTS_NO_MAJORITY_INVOLVED,
                 "weights differ with no strict majority: every replica is in question",
             )
     for rank in weight_suspects or []:
-        add(rank, Rule.WEIGHTS_SUSPECT, "weights differ from the strict majority")
+        add(rank, Attribution.WEIGHTS_MINORITY_CULPRIT, "weights differ from the strict majority")
     if check is Check.REDUCED_GRADIENT and not evidence:
         for rank in rank_map.ranks():
             add(
                 rank,
-                Rule.REDUCED_GRADIENT,
+                Attribution.REDUCED_GRADIENT_INVOLVED,
                 "the reduced gradient is non-finite and no rank is named",
             )
 
@@ -532,14 +539,14 @@ def _add_hang(hang: dict[str, Any] | None, rank_map: RankMap, add: Any) -> None:
         if on_it:
             add(
                 rank,
-                Rule.HANG_LOCALISED,
+                Attribution.HANG_ON_NAMED_INSTANCE_CULPRIT,
                 f"hang: {_hang_reason(hang, rank)}; localised by " + " and ".join(hang["signals"]),
             )
         else:
-            add(rank, Rule.HANG_SPANNING, f"hang: {_hang_reason(hang, rank)}")
+            add(rank, Attribution.HANG_ELSEWHERE_INVOLVED, f"hang: {_hang_reason(hang, rank)}")
     if not named:
         for rank in rank_map.ranks():
-            add(rank, Rule.HANG_SPANNING, "hang: the evidence names no rank")
+            add(rank, Attribution.HANG_ELSEWHERE_INVOLVED, "hang: the evidence names no rank")
 
 
 def _hang_reason(hang: dict[str, Any], rank: int) -> str:
@@ -561,9 +568,9 @@ def _add_straggler(straggler: dict[str, Any] | None, rank_map: RankMap, add: Any
     flagged = straggler["flagged"]
     instances = {info.instance_id if info else None for info in map(rank_map.get, flagged)}
     rule = (
-        Rule.STRAGGLER_ONE_INSTANCE
+        Attribution.STRAGGLER_ONE_INSTANCE_CULPRIT
         if len(instances) == 1 and None not in instances
-        else Rule.STRAGGLER_SPANNING
+        else Attribution.STRAGGLER_SPANNING_INVOLVED
     )
     scores = {entry["rank"]: entry for entry in straggler["scores"]}
     for rank in flagged:

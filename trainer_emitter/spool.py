@@ -7,7 +7,8 @@ valid report (`report_schema()`) to `<file>.invalid`, rather than vanish or be s
 
 The spool folder is the user's own (`ensure_spool_dir`): created 0700, and refused when it is a
 link, owned by someone else, or writable by group or others, since whoever can write there
-chooses what `sdc-replay-spool` sends with the training role. Files are opened without following
+chooses what `sdc-replay-spool` sends with the training role. The replay refuses, by the same
+check (`check_spool_dir`) and before sending anything, every folder it would read from. Files are opened without following
 links (`O_NOFOLLOW`), and created with `O_EXCL`.
 """
 
@@ -36,6 +37,8 @@ from trainer_emitter.sinks import DeliveryError, Sink
 log = logging.getLogger("trainer_emitter")
 
 SPOOL_VERSION = 1
+REFUSED_EXIT = 3
+"""`sdc-replay-spool`'s exit status when a folder it would read from is refused."""
 PARTS = ("metrics", "event")
 
 
@@ -44,11 +47,22 @@ class SpoolError(OSError):
 
 
 def ensure_spool_dir(spool_dir: Path) -> Path:
-    """The spool folder, created 0700 when missing; raises SpoolError when it is a link, not a
-    folder, owned by another user, or writable by group or others."""
+    """The spool folder, created 0700 when missing; raises SpoolError when it is not one this
+    user may use (`check_spool_dir`)."""
     with suppress(FileExistsError):
         spool_dir.mkdir(mode=0o700, parents=True)
-    info = os.lstat(spool_dir)
+    return check_spool_dir(spool_dir)
+
+
+def check_spool_dir(spool_dir: Path) -> Path:
+    """`spool_dir` when this user may use it as a spool; raises SpoolError when it is a link,
+    not a folder, owned by another user, or writable by group or others. The writer's check
+    (`ensure_spool_dir`) and the replay's are this one: a replay reads only what the emitter
+    would have written."""
+    try:
+        info = os.lstat(spool_dir)
+    except FileNotFoundError as err:
+        raise SpoolError(f"spool folder {spool_dir} does not exist") from err
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
         raise SpoolError(f"spool folder {spool_dir} is not a folder (a link or a file): refused")
     if info.st_uid != os.geteuid():
@@ -120,9 +134,14 @@ class ReplayResult:
 
 
 def replay(paths: Sequence[Path], sink: Sink) -> ReplayResult:
-    """Send every pending part of every record in `paths` (files, or folders of `*.jsonl`)."""
+    """Send every pending part of every record in `paths` (files, or folders of `*.jsonl`).
+    Raises SpoolError, before anything is sent, when a folder read from (a given folder, or a
+    given file's) is one the emitter would refuse to write to (`check_spool_dir`)."""
     result = ReplayResult()
-    for path in _spool_files(paths):
+    files = list(_spool_files(paths))
+    for folder in {path.parent for path in files}:
+        check_spool_dir(folder)
+    for path in files:
         result.files.append(path)
         with _locked(path, "r+") as handle:
             keep: list[str] = []
@@ -229,6 +248,7 @@ def _send(record: dict[str, Any], sink: Sink) -> list[str]:
 def _spool_files(paths: Sequence[Path]) -> Iterator[Path]:
     for path in paths:
         if path.is_dir() and not path.is_symlink():
+            check_spool_dir(path)  # refused even when it holds no file yet
             yield from sorted(p for p in path.glob("*.jsonl") if not p.is_symlink())
         elif path.exists() or path.is_symlink():
             yield path  # a link is refused when it is opened
@@ -259,7 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
         "<file>.invalid. Prints what happened as JSON. Needs the training role's "
         "cloudwatch:PutMetricData and events:PutEvents.",
         epilog="Exit status: 0 every record arrived (or there was none); 1 a record is still "
-        "pending, rejected or invalid; 2 usage (no region).",
+        "pending, rejected or invalid; 2 usage (no region); 3 refused: a folder read from is "
+        "one the emitter refuses to write to (a link, another user's, or writable by group or "
+        "others), nothing sent.",
     )
     parser.add_argument(
         "paths",
@@ -312,7 +334,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         read_timeout=10,
         max_attempts=5,
     )
-    result = replay(paths, sink)
+    try:
+        result = replay(paths, sink)
+    except SpoolError as err:
+        print(f"sdc-replay-spool: {err}", file=sys.stderr)
+        return REFUSED_EXIT
     print(
         json.dumps(
             {

@@ -30,7 +30,10 @@ def cmd_replay_spool(op: Operator, args: argparse.Namespace) -> int:
         max_attempts=5,
         session_factory=lambda: op.session,
     )
-    result = spool.replay(paths, sink)
+    try:
+        result = spool.replay(paths, sink)
+    except spool.SpoolError as err:
+        raise CliError(str(err)) from err
     if wants_json(args):
         print_json(
             {

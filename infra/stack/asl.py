@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from lambdas.models.payloads import Outcome
+
 LAMBDA_INVOKE: Final = "arn:aws:states:::lambda:invoke"
 LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN: Final = "arn:aws:states:::lambda:invoke.waitForTaskToken"
 
@@ -174,8 +176,8 @@ def failure(error: str, cause: str) -> State:
     }
 
 
-def close(function_arn: str, outcome: str, *, error_from_state: bool, next_state: str) -> State:
-    payload: dict[str, Any] = {**incident(), "outcome": outcome}
+def close(function_arn: str, outcome: Outcome, *, error_from_state: bool, next_state: str) -> State:
+    payload: dict[str, Any] = {**incident(), "outcome": outcome.value}
     if error_from_state:
         payload["error.$"] = "$.error"
     else:
@@ -185,9 +187,9 @@ def close(function_arn: str, outcome: str, *, error_from_state: bool, next_state
         payload,
         result_path="$.closed",
         next_state=next_state,
-        comment=f"close_incident with outcome {outcome!r}",
+        comment=f"close_incident with outcome {outcome.value!r}",
     )
-    if outcome == "failed":
+    if outcome == Outcome.FAILED:
         # The last resort: if closing as failed fails too, end red without another attempt.
         state["Catch"] = [
             {"ErrorEquals": ["States.ALL"], "ResultPath": "$.close_error", "Next": "Failed"}

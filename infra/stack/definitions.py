@@ -71,7 +71,10 @@ from infra.stack.asl import (
     when,
 )
 from infra.stack.settings import DeploymentSettings
+from lambdas.models.hyperpod import NodeStatus
+from lambdas.models.payloads import Decision, Outcome, RecoveryStatus
 from lambdas.models.recovery import MAX_REBOOTS
+from lambdas.models.states import Scope
 
 APPROVAL_TASK_TIMEOUT_ERRORS: Final = tuple(e for e in TIMEOUT_ERRORS if e != "States.Timeout")
 """The approval task retries a killed request_approval, never its own timeout (the approval
@@ -174,11 +177,11 @@ def _health_check_states(fn: Mapping[str, str], s: DeploymentSettings) -> dict[s
                     "Next": "CloseRebooted",
                 },
                 {
-                    **when("$.health.Payload.scope", {"StringEquals": "job"}),
+                    **when("$.health.Payload.scope", {"StringEquals": Scope.JOB.value}),
                     "Next": "CloseChecked",
                 },
                 {
-                    **when("$.health.Payload.status", {"StringEquals": "NotFound"}),
+                    **when("$.health.Payload.status", {"StringEquals": NodeStatus.NOT_FOUND.value}),
                     "Next": "CloseReplacedByHyperPod",
                 },
                 {
@@ -195,13 +198,14 @@ def _approval_states(
     fn: Mapping[str, str], s: DeploymentSettings, approval_state_machine_arn: str
 ) -> dict[str, State]:
     """Wait for the approver's decision (bounded by the approval timeout), then branch on it."""
-    approval_hint = {
+    approval_hint: dict[str, Any] = {
         "how": "Start an execution of the approval state machine with one of these inputs "
         "(write your reason in comment).",
         "approval_state_machine_arn": approval_state_machine_arn,
-        "approve": {**incident(), "decision": "approve", "comment": "<why>"},
-        "reboot": {**incident(), "decision": "reboot", "comment": "<why>"},
-        "reject": {**incident(), "decision": "reject", "comment": "<why>"},
+        **{
+            decision.value: {**incident(), "decision": decision.value, "comment": "<why>"}
+            for decision in (Decision.APPROVE, Decision.REBOOT, Decision.REJECT)
+        },
     }
     return {
         "RequestApproval": {
@@ -230,18 +234,18 @@ def _approval_states(
             "Type": "Choice",
             "Choices": [
                 {
-                    **when("$.decision.decision", {"StringEquals": "approve"}),
+                    **when("$.decision.decision", {"StringEquals": Decision.APPROVE.value}),
                     "Next": "ReplaceNode",
                 },
                 {
                     "And": [
-                        when("$.decision.decision", {"StringEquals": "reboot"}),
+                        when("$.decision.decision", {"StringEquals": Decision.REBOOT.value}),
                         {"Variable": "$.polls.reboots.count", "NumericLessThan": MAX_REBOOTS},
                     ],
                     "Next": "CountReboot",
                 },
                 {
-                    **when("$.decision.decision", {"StringEquals": "reject"}),
+                    **when("$.decision.decision", {"StringEquals": Decision.REJECT.value}),
                     "Next": "CloseRejected",
                 },
             ],
@@ -276,11 +280,11 @@ def _request_states(
         answered: {
             "Type": "Choice",
             "Choices": [
-                {**when(status, {"StringEquals": "held"}), "Next": CLOSE_HELD},
-                {**when(status, {"StringEquals": "gone"}), "Next": gone},
+                {**when(status, {"StringEquals": RecoveryStatus.HELD.value}), "Next": CLOSE_HELD},
+                {**when(status, {"StringEquals": RecoveryStatus.GONE.value}), "Next": gone},
                 {
                     "And": [
-                        when(status, {"StringEquals": "retry"}),
+                        when(status, {"StringEquals": RecoveryStatus.RETRY.value}),
                         {
                             "Variable": f"$.polls.{retries}.count",
                             "NumericLessThan": s.replace_max_retries,
@@ -289,7 +293,7 @@ def _request_states(
                     "Next": f"Count{verb}Retry",
                 },
                 {
-                    **when(status, {"StringEquals": "retry"}),
+                    **when(status, {"StringEquals": RecoveryStatus.RETRY.value}),
                     "Next": f"{verb}RetriesExhausted",
                 },
             ],
@@ -406,14 +410,14 @@ def _replacement_states(fn: Mapping[str, str], s: DeploymentSettings) -> dict[st
 
 
 CLOSINGS: Final = (
-    ("CloseReplaced", "replaced"),
-    ("CloseRebooted", "rebooted"),
-    ("CloseRejected", "rejected"),
-    (CLOSE_EXPIRED, "expired"),
-    (CLOSE_HELD, "held"),
-    ("CloseChecked", "checked"),
-    ("CloseReplacedByHyperPod", "replaced_by_hyperpod"),
-    (CLOSE_FAILED, "failed"),
+    ("CloseReplaced", Outcome.REPLACED),
+    ("CloseRebooted", Outcome.REBOOTED),
+    ("CloseRejected", Outcome.REJECTED),
+    (CLOSE_EXPIRED, Outcome.EXPIRED),
+    (CLOSE_HELD, Outcome.HELD),
+    ("CloseChecked", Outcome.CHECKED),
+    ("CloseReplacedByHyperPod", Outcome.REPLACED_BY_HYPERPOD),
+    (CLOSE_FAILED, Outcome.FAILED),
 )
 """Each close state and the outcome it records. Expired and failed carry $.error (why)."""
 

@@ -29,6 +29,7 @@ MAX_ALARM_METRICS: Final = 10
 """CloudWatch's limit of metrics in one metric math alarm."""
 FAILED_EXECUTIONS_ALARM: Final = "remediation-failed"
 FUNCTION_ERRORS_ALARM: Final = "function-errors"
+INTAKE_ERRORS_ALARM: Final = "intake-errors"
 """Suffixes of the pipeline alarms' names (`<stack>-<suffix>`)."""
 ALARM_PERIOD: Final = Duration.minutes(5)
 RUNBOOK: Final = 'docs/operate.md, "When the pipeline alarms"'
@@ -47,6 +48,14 @@ FUNCTION_ERRORS_WHAT_TO_DO: Final = (
     "`sdc status` shows whether an incident failed or an event went to a dead-letter queue. "
     "decide is left out: it refuses bad approvals by raising, by design (the approver sees "
     f"why). Runbook: {RUNBOOK}."
+)
+INTAKE_ERRORS_WHAT_TO_DO: Final = (
+    "A function that takes reports, alarms or alerts in (open_incident, store_report) raised an "
+    "error: any training pod can cause one with a malformed report or datapoint, so this alarm "
+    "is apart from function-errors, which a node-action failure raises. The dashboard's "
+    "DashboardUrl output, widget Function errors, names the function; its log group has the "
+    "error. `sdc status` shows whether an event went to a dead-letter queue (failed alarms, "
+    f"failed reports). Runbook: {RUNBOOK}."
 )
 
 
@@ -172,11 +181,15 @@ class Notifications(Construct):
         )
 
     def alarm_on_function_errors(
-        self, construct_id: str, functions: Mapping[str, lambda_.IFunction]
+        self,
+        construct_id: str,
+        functions: Mapping[str, lambda_.IFunction],
+        name: str = FUNCTION_ERRORS_ALARM,
+        what_to_do: str = FUNCTION_ERRORS_WHAT_TO_DO,
     ) -> list[cloudwatch.Alarm]:
         """Alarms on the topic when any of `functions` raises an error: one metric math alarm
         reads at most MAX_ALARM_METRICS metrics, so the functions are split over
-        `<stack>-function-errors`, `<stack>-function-errors-2`, ..., in their order."""
+        `<stack>-<name>`, `<stack>-<name>-2`, ..., in their order."""
         modules = list(functions)
         chunks = [
             modules[start : start + MAX_ALARM_METRICS]
@@ -199,8 +212,8 @@ class Notifications(Construct):
                 self._alarm(
                     f"{construct_id}{suffix.replace('-', '')}",
                     expression,
-                    f"{FUNCTION_ERRORS_ALARM}{suffix}",
-                    FUNCTION_ERRORS_WHAT_TO_DO,
+                    f"{name}{suffix}",
+                    what_to_do,
                 )
             )
         return alarms

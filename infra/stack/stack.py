@@ -21,13 +21,18 @@ from infra.stack.approval import ApprovalWorkflow, ApprovalWorkflowProps
 from infra.stack.asset import LambdaAsset, build_lambda_asset
 from infra.stack.audit_anchor import AuditAnchorLog, AuditAnchorLogProps
 from infra.stack.dashboard import PipelineDashboard, PipelineDashboardProps, pipeline_metric
-from infra.stack.functions import Functions, FunctionsProps
+from infra.stack.functions import SPECS, Functions, FunctionsProps
 from infra.stack.hardware_alerts import HardwareAlerts, HardwareAlertsProps, workspace_targets
 from infra.stack.idle_sweep import IdleSweeps, IdleSweepsProps
 from infra.stack.nag import check_construct
 from infra.stack.no_clusters import refuse_deploying_without_clusters
 from infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
-from infra.stack.notifications import Notifications, NotificationsProps
+from infra.stack.notifications import (
+    INTAKE_ERRORS_ALARM,
+    INTAKE_ERRORS_WHAT_TO_DO,
+    Notifications,
+    NotificationsProps,
+)
 from infra.stack.pause import PauseSwitch, PauseSwitchProps
 from infra.stack.reconciliation import (
     CARDS_UNDELIVERED_ALARM,
@@ -61,6 +66,10 @@ REFUSES_BY_RAISING = frozenset({"decide"})
 """Functions whose errors are a designed answer: decide raises DecisionRefused so that a refused
 approval fails its approval execution and the approver sees why. Their errors are on the
 dashboard; they stay off the function-errors alarm, which would otherwise page for a typo."""
+TAKES_UNTRUSTED_INPUT = frozenset(spec.module for spec in SPECS if spec.intake)
+"""Functions any training pod (a report, a metric datapoint) or alert sender can make raise:
+their errors alarm on their own (`<stack>-intake-errors`), never in the sum a node-action
+failure raises, which one malformed report would otherwise keep red."""
 
 
 def console_url(state_machine_arn: str) -> str:
@@ -321,7 +330,17 @@ class SdcRemediation(Construct):
             self.audit_anchor.check_on_schedule(self, functions.verify_audit, notifications.topic),
             *notifications.alarm_on_function_errors(
                 "FunctionErrorsAlarm",
-                {m: fn for m, fn in functions.by_module.items() if m not in REFUSES_BY_RAISING},
+                {
+                    m: fn
+                    for m, fn in functions.by_module.items()
+                    if m not in REFUSES_BY_RAISING | TAKES_UNTRUSTED_INPUT
+                },
+            ),
+            *notifications.alarm_on_function_errors(
+                "IntakeErrorsAlarm",
+                {m: fn for m, fn in functions.by_module.items() if m in TAKES_UNTRUSTED_INPUT},
+                INTAKE_ERRORS_ALARM,
+                INTAKE_ERRORS_WHAT_TO_DO,
             ),
         ]
 

@@ -23,7 +23,14 @@ from lambdas.models.errors import (
     SlurmNodeNotFound,
     SlurmUnreachable,
 )
-from lambdas.models.slurm import RUN_SHELL_SCRIPT, DrainChange, DrainOutcome, SlurmNodeState
+from lambdas.models.slurm import (
+    FREE_TEXT_KEYS,
+    REASON_KEY,
+    RUN_SHELL_SCRIPT,
+    DrainChange,
+    DrainOutcome,
+    SlurmNodeState,
+)
 
 COMMAND_TIMEOUT_SECONDS: Final = 30
 """Run Command's own limits on a command: delivery (its minimum) and execution."""
@@ -43,37 +50,66 @@ _MISSING_OR_UNREACHABLE = (
 """`scontrol show node` fails for a node the controller does not know ("Node x not found") and
 when it cannot reach slurmctld at all: only the first is a node gone; the second fails the
 command (a release that can be retried), never reads as a missing node."""
-_PATH = 'PATH="$PATH:/opt/slurm/bin"'
-"""Where HyperPod installs Slurm on its nodes, in case the agent's shell does not have it."""
+_PATH = 'PATH="$PATH:/opt/slurm/bin"; SLURM_TIME_FORMAT=standard; export SLURM_TIME_FORMAT'
+"""Where HyperPod installs Slurm on its nodes, in case the agent's shell does not have it; and
+the time format of the stamp Slurm appends to a reason, whatever the environment says."""
+
+
+_GLOB_TIME: Final = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
+"""`models.slurm.STAMP_TIME` as a shell pattern."""
+REASON_OF: Final = f"""reason_of() {{
+  case "${{1%%"{REASON_KEY}"*}}" in {"|".join(f'*"{k}"*' for k in FREE_TEXT_KEYS)}) return 1 ;; esac
+  case "$1" in *"{REASON_KEY}"*) ;; *) return 1 ;; esac
+  rest=${{1#*"{REASON_KEY}"}}; reason=
+  while case "$rest" in *" ["*) true ;; *) false ;; esac; do
+    after=${{rest#*" ["}}
+    case "$after" in *"]"*) case "${{after%%"]"*}}" in *@{_GLOB_TIME})
+      printf '%s\\n' "$reason${{rest%%" ["*}}"; return 0 ;; esac ;; esac
+    reason="$reason${{rest%%" ["*}} ["; rest=$after
+  done
+  return 1
+}}"""
+"""A POSIX shell function: the `Reason` field of a `scontrol -o show node` line, read step for
+step as `models.slurm.reason_field` reads it (status 1: no reason). Ownership is then one
+exact comparison with our reason, never a pattern over the line."""
+
+
+def _escaped(text: str) -> str:
+    """`text` as it must stand in a template that `str.format` fills in."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _script(cases: str) -> str:
-    """A script that reads the node (`sdc-before`), acts by `cases` on what it read (a `case` on
-    `$before`, printing `sdc-outcome`), and reads it again (`sdc-after`); `{node}` and
-    `{reason}` are filled in, quoted, by the caller."""
+    """A script that reads the node (`sdc-before`) and its reason (`$found`, set only when it
+    has one), acts by `cases` (a `case` on `$found`, printing `sdc-outcome`), and reads the node
+    again (`sdc-after`); `{node}` and `{reason}` are filled in, quoted, by the caller."""
     return f"""set -u
 {_PATH}
+{_escaped(REASON_OF)}
 node={{node}}
 ours={{reason}}
 before=$({_SHOW} 2>&1) || {{{{ echo "sdc-missing $before"; {_MISSING_OR_UNREACHABLE}; }}}}
 echo "sdc-before $before"
-case "$before" in
+found=$(reason_of "$before") && has_reason=yes || has_reason=no
+case "$has_reason:$found" in
 {cases}
 esac
 echo "sdc-after $({_SHOW})"
 """
 
 
+_OURS = '"yes:$ours"'
+"""The case arm of a reason that is exactly ours (quoted: no pattern in it)."""
 _DRAIN_SCRIPT: Final = _script(
-    f"""  *" Reason=$ours ["*) echo "sdc-outcome {DrainOutcome.ALREADY_OURS}" ;;
-  *" Reason="*) echo "sdc-outcome {DrainOutcome.FOREIGN}" ;;
+    f"""  {_OURS}) echo "sdc-outcome {DrainOutcome.ALREADY_OURS}" ;;
+  yes:*) echo "sdc-outcome {DrainOutcome.FOREIGN}" ;;
   *) scontrol update nodename="$node" state=drain reason="$ours" || exit 4
      echo "sdc-outcome {DrainOutcome.DRAINED}" ;;"""
 )
 _RESUME_SCRIPT: Final = _script(
-    f"""  *" Reason=$ours ["*) scontrol update nodename="$node" state=resume || exit 4
+    f"""  {_OURS}) scontrol update nodename="$node" state=resume || exit 4
      echo "sdc-outcome {DrainOutcome.RESUMED}" ;;
-  *" Reason="*) echo "sdc-outcome {DrainOutcome.FOREIGN}" ;;
+  yes:*) echo "sdc-outcome {DrainOutcome.FOREIGN}" ;;
   *) echo "sdc-outcome {DrainOutcome.NOT_DRAINED}" ;;"""
 )
 

@@ -3,6 +3,7 @@ has collected while more are required (`lambdas.logic.approval`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
@@ -28,8 +29,9 @@ class PrincipalSource(StrEnum):
     principal itself is in CloudTrail's StartExecution event, not established here."""
 
 
-class Delivery(StrEnum):
-    """Where a decision's delivery to the waiting task stands (write-ahead)."""
+class AnswerState(StrEnum):
+    """Where the answer to the waiting remediation task stands (`DecisionRecord.delivery`,
+    written ahead): the values are the records' and the audit's, unchanged."""
 
     PENDING = "pending"
     """Claimed and audited as accepted; SendTaskSuccess not yet known to have landed."""
@@ -109,6 +111,9 @@ class ApprovalRecord:
     comment: str | None = None
     required: int = 1
     """How many distinct approvals the deployment required when this one was recorded."""
+    round: int = 0
+    """The approval request it was given in (`Incident.approval_round`; 0 before any, as for a
+    proceed, and on a storm hold): it counts only with approvals of the same round."""
 
     def to_record(self) -> dict[str, Any]:
         return record_of(self)
@@ -116,3 +121,9 @@ class ApprovalRecord:
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ApprovalRecord:
         return read_record(cls, record)
+
+
+def in_round(records: Iterable[dict[str, Any]], round_: int) -> list[ApprovalRecord]:
+    """The recorded approvals given in approval round `round_` (`Incident.approval_round`)."""
+    approvals = (ApprovalRecord.from_record(record) for record in records)
+    return [a for a in approvals if a.round == round_]

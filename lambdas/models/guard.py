@@ -29,7 +29,7 @@ class HoldKind(StrEnum):
     minute as it allows; held before it is checked, one notice per cluster and minute."""
     NOTICE = "notice"
     """Notice only: the decision table's row for the evidence (a straggler without hardware
-    corroboration, `WatchRow.STRAGGLER_ALONE`) isolates nothing, checks nothing and proposes
+    corroboration, `policy.Row.STRAGGLER_ALONE`) isolates nothing, checks nothing and proposes
     nothing; the incident is recorded, audited and notified, and that is all."""
 
 

@@ -79,7 +79,12 @@ class Incident:
     decision: DecisionRecord | None = None
     approvals: list[dict[str, Any]] = field(default_factory=list)
     """Approvals recorded while fewer than the required number of distinct principals agreed
-    (`lambdas.models.approvals.ApprovalRecord` as records); the decision takes them over."""
+    (`lambdas.models.approvals.ApprovalRecord` as records); the decision takes them over. Each
+    names its round: only those of the current `approval_round` count or show."""
+    approval_round: int = 0
+    """How many approval requests the incident has entered: 1 on the first card, 2 on the card
+    that asks again after a failed reboot. An approval counts only in the round it was given in
+    (given before a reboot, it was about another state of the node)."""
     replacement: ReplacementRecord | None = None
     reason: str | None = None
     error: ErrorRecord | None = None

@@ -33,7 +33,7 @@ class Advice(StrEnum):
 
 class Course(StrEnum):
     """What the pipeline does with an incident before anyone decides: the decision table's
-    watch rows choose it (`lambdas.logic.evidence.recommendation.WatchRow`, `course_of`); every
+    watch rows choose it (`lambdas.logic.evidence.policy.Row`, read through `course_of`); every
     other kind of evidence acts."""
 
     ACT = "isolate, health-check, ask for a decision"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lambdas.models._record import read_record, record_of
-from lambdas.models.approvals import Delivery
+from lambdas.models.approvals import AnswerState
 from lambdas.models.hyperpod import NodeStatus
 from lambdas.models.payloads import Decision, RecoveryStatus
 
@@ -35,7 +35,7 @@ class DecisionRecord:
     approval that completed the decision."""
     approvals: list[dict[str, Any]] | None = None
     """Every approval counted (`ApprovalRecord`s as records) when more than one was required."""
-    delivery: Delivery | None = None
+    delivery: AnswerState | None = None
     """Pending (written ahead of SendTaskSuccess) or
     delivered; None on records written before delivery was tracked."""
 

@@ -1,8 +1,8 @@
 """What the pipeline knows about a Slurm controller's nodes: the drain reason that names an
 incident, a node as `scontrol -o show node` shows it, and what a drain or a resume did.
 
-A drain is ours only when its reason is exactly `drain_reason(incident_id)`; any other reason
-belongs to whoever set it (an operator, HyperPod's `Action:Replace`, Slurm's own "Not
+A drain is ours only when its reason (the `Reason` field as `reason_field` reads it) is exactly
+`drain_reason(incident_id)`: one that extends ours is not. Any other reason belongs to whoever set it (an operator, HyperPod's `Action:Replace`, Slurm's own "Not
 responding"): reported, never overwritten, never resumed.
 """
 
@@ -17,9 +17,36 @@ DRAIN_REASON_PREFIX: Final = "sdc-remediation incident "
 RUN_SHELL_SCRIPT: Final = "AWS-RunShellScript"
 """The SSM document the commands on a controller are sent as (AWS-owned: none of ours to deploy;
 the functions' roles may send it to the configured controllers only)."""
-_REASON = re.compile(r" Reason=(?P<reason>.*?) \[(?P<user>[^@\]]*)@(?P<at>[^\]]*)\]")
-"""The reason runs to the first ` [user@time]` that Slurm writes after it: a later field that
-carries such text of its own (a comment) is not read as part of the reason."""
+REASON_KEY: Final = " Reason="
+STAMP_TIME: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+"""The time in the ` [user@time]` Slurm appends to a reason (its standard format; the controller
+scripts set `SLURM_TIME_FORMAT=standard`, so an operator's own `[...@...]` is no stamp)."""
+FREE_TEXT_KEYS: Final = (" Comment=", " Extra=")
+"""Fields an administrator fills with free text, which Slurm writes after the reason: a
+` Reason=` found after one of them is their text, not the node's reason."""
+
+
+def reason_field(line: str) -> tuple[str, str] | None:
+    """The node's reason and who set it, from one line of `scontrol -o show node`; None when the
+    node carries none. The reason is the `Reason` field (the first ` Reason=` key, before any
+    free-text field), and runs to the first ` [user@time]` Slurm writes after it (a later
+    `[...]` of an operator's own is part of the reason). The controller scripts
+    (`adapters/slurm.REASON_OF`) read it the same way, step for step. The stamp is the first
+    `[...]` that ends with `@` and a time in Slurm's standard format."""
+    key = line.find(REASON_KEY)
+    if key < 0 or any(line.find(free, 0, key) >= 0 for free in FREE_TEXT_KEYS):
+        return None
+    rest, reason = line[key + len(REASON_KEY) :], ""
+    while (cut := rest.find(" [")) >= 0:
+        after = rest[cut + 2 :]
+        stamp, closed, _ = after.partition("]")
+        user, at, time = stamp.rpartition("@")
+        if closed and at and STAMP_TIME.fullmatch(time):
+            return reason + rest[:cut], user
+        reason, rest = reason + rest[: cut + 2], after
+    return None
+
+
 _STATE = re.compile(r" State=(?P<state>\S+)")
 _NAME = re.compile(r"NodeName=(?P<name>\S+)")
 
@@ -66,12 +93,12 @@ class SlurmNodeState:
         state = _STATE.search(line)
         if name is None or state is None:
             raise ValueError(f"not a line of `scontrol -o show node`: {line[:200]!r}")
-        reason = _REASON.search(line)
+        reason = reason_field(line)
         return cls(
             name=name.group("name"),
             state=state.group("state"),
-            reason=reason.group("reason") if reason else None,
-            reason_user=reason.group("user") if reason else None,
+            reason=reason[0] if reason else None,
+            reason_user=reason[1] if reason else None,
         )
 
 

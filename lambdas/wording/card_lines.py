@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from lambdas.models.approvals import ApprovalRecord
+from lambdas.models.approvals import ApprovalRecord, in_round
 from lambdas.models.deadline import DEFAULT_TIME_ZONE, ApprovalDeadline
 from lambdas.models.hardware_alert import AlertStatus, HardwareRule
 from lambdas.models.health_check import CheckSummary, HealthCheckRecord, HealthCheckResult
@@ -818,8 +818,10 @@ def approvals_line(incident: Incident, required: int | None = None) -> str | Non
     """ "1 of 2: approve by arn:…/alice at 12:03:00" when more than one approval is (or was)
     required; None otherwise. `required` defaults to what the recorded approvals say."""
     decided = incident.decision
-    records = decided.approvals if decided is not None and decided.approvals else incident.approvals
-    approvals = [ApprovalRecord.from_record(a) for a in records or []]
+    if decided is not None and decided.approvals:
+        approvals = [ApprovalRecord.from_record(a) for a in decided.approvals]
+    else:  # only this round's: an approval given before a reboot no longer counts
+        approvals = in_round(incident.approvals, incident.approval_round)
     if required is None:
         required = max((a.required for a in approvals), default=1)
     if required <= 1:

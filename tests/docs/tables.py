@@ -15,7 +15,7 @@ from infra.stack import settings_table
 from infra.stack.functions import SPECS, SWEEP
 from infra.stack.template import pipeline_functions, resources_of_type
 from lambdas.models.setting_declarations import Setting
-from trainer_emitter.mapping import Rule
+from trainer_emitter.mapping import Attribution
 
 ROW_SPLIT = re.compile(r"(?<!\\)\|")
 TICKED = re.compile(r"`([^`]+)`")
@@ -89,18 +89,18 @@ def environment_settings_drift(doc: str, settings: Iterable[Setting]) -> list[st
     return found
 
 
-# --- (b) docs/training.md, "What a report publishes" vs trainer_emitter/mapping.py `Rule` ---------
+# --- (b) docs/training.md, "What a report publishes" vs trainer_emitter/mapping.py `Attribution` ---------
 
 MAPPING_HEADING = "### What a report publishes"
 
 
-def rule_row(rule: Rule) -> list[str]:
+def rule_row(rule: Attribution) -> list[str]:
     """A rule as the training doc's table shows it: evidence | role[: scope] | metric."""
     role = f"{rule.role.value}: {rule.scope}" if rule.scope else rule.role.value
     return [rule.evidence, role, f"`{rule.metric.value}`"]
 
 
-def report_mapping_drift(readme: str, rules: Iterable[Rule]) -> list[str]:
+def report_mapping_drift(readme: str, rules: Iterable[Attribution]) -> list[str]:
     """The training doc's rows against the rules, row by row in order."""
     documented = table_after(readme, MAPPING_HEADING)
     expected = [rule_row(rule) for rule in rules]

@@ -2,7 +2,7 @@
 
 Five tables: the settings (docs/settings.md ↔ the declaration,
 lambdas/models/setting_declarations.py), the report mapping
-(docs/training.md ↔ trainer_emitter/mapping.py `Rule`), the permissions (docs/deploy.md ↔ the function
+(docs/training.md ↔ trainer_emitter/mapping.py `Attribution`), the permissions (docs/deploy.md ↔ the function
 roles of the synthesized stack), each function's environment (docs/pipeline.md ↔ the functions
 of the synthesized stack) and the incident states (docs/pipeline.md ↔ `IncidentState`,
 `TRANSITIONS`). Each comparison (tests/docs/tables.py) runs on the real pair, and on copies
@@ -28,7 +28,7 @@ from lambdas.models.incident import IncidentState
 from lambdas.models.setting_declarations import SETTINGS, Form, Setting
 from tests.docs import tables
 from trainer_emitter.contract import Metric, Role
-from trainer_emitter.mapping import Rule
+from trainer_emitter.mapping import Attribution
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = (REPO / "docs" / "deploy.md").read_text()
@@ -106,16 +106,16 @@ def test_a_changed_hardware_alert_default_in_the_doc_is_drift():
 
 
 def test_the_training_report_mapping_table_is_the_mapping_rules():
-    assert tables.report_mapping_drift(TRAINING, list(Rule)) == []
+    assert tables.report_mapping_drift(TRAINING, list(Attribution)) == []
 
 
 def test_the_training_watch_decision_table_is_the_watch_rows():
-    from lambdas.logic.evidence.recommendation import WatchRow
+    from lambdas.logic.evidence.policy import WATCH_ROWS
 
     lines = TRAINING[TRAINING.index("| evidence | recommend | the card says |") :].splitlines()[2:]
     rows = lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]
 
-    assert rows == [f"| {r.evidence} | {r.advice.tier} | {r.action} |" for r in WatchRow]
+    assert rows == [f"| {r.evidence} | {r.advice.tier} | {r.action} |" for r in WATCH_ROWS]
 
 
 @pytest.mark.synth
@@ -146,7 +146,7 @@ def test_the_state_table_is_the_incident_states_and_their_transitions():
 
 @dataclass(frozen=True)
 class ChangedRule:
-    """A stand-in for a `Rule` member: the same fields, other values."""
+    """A stand-in for an `Attribution` member: the same fields, other values."""
 
     evidence: str
     role: Role
@@ -192,7 +192,7 @@ SETTINGS_CHANGES: dict[str, Callable[[], list[str]]] = {
 
 MAPPING_CHANGES: dict[str, Callable[[], list[str]]] = {
     "doc drops a row": lambda: tables.report_mapping_drift(
-        without_line(TRAINING, "| rank in `nonfinite` |"), list(Rule)
+        without_line(TRAINING, "| rank in `nonfinite` |"), list(Attribution)
     ),
     "doc changes a role": lambda: tables.report_mapping_drift(
         edited(
@@ -200,19 +200,20 @@ MAPPING_CHANGES: dict[str, Callable[[], list[str]]] = {
             "| check `weights`, rank in `suspects` | culprit |",
             "| check `weights`, rank in `suspects` | involved |",
         ),
-        list(Rule),
+        list(Attribution),
     ),
-    "code drops a rule": lambda: tables.report_mapping_drift(TRAINING, list(Rule)[1:]),
+    "code drops a rule": lambda: tables.report_mapping_drift(TRAINING, list(Attribution)[1:]),
     "code adds a rule": lambda: tables.report_mapping_drift(
-        TRAINING, [*Rule, ChangedRule("rank in `stragglers`", Role.INVOLVED, Metric.NONFINITE_GRAD)]
+        TRAINING,
+        [*Attribution, ChangedRule("rank in `stragglers`", Role.INVOLVED, Metric.NONFINITE_GRAD)],
     ),
     "code changes a metric": lambda: tables.report_mapping_drift(
         TRAINING,
         [
             ChangedRule(r.evidence, r.role, Metric.REPLAY_MISMATCH, r.scope)
-            if r is Rule.NONFINITE
+            if r is Attribution.NONFINITE_INVOLVED
             else r
-            for r in Rule
+            for r in Attribution
         ],
     ),
 }

@@ -344,13 +344,13 @@ def test_hardware_evidence_is_approved_and_replaced_in_the_usual_audit_order(out
 
 
 def test_a_card_without_the_hardware_evidence_fails_the_drill(monkeypatch):
-    from lambdas.logic import approval
+    from lambdas.logic.evidence import telemetry
     from lambdas.models.telemetry import TelemetryRecord, TelemetryState
 
     def nothing(deps, incident, now):
         return TelemetryRecord(TelemetryState.CLEAN, "no hardware signal", now.isoformat())
 
-    monkeypatch.setattr(approval.telemetry, "gather", nothing)
+    monkeypatch.setattr(telemetry, "gather", nothing)
 
     outcome = run_scenario(SCENARIOS["hardware-evidence"])
 

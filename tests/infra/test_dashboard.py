@@ -207,9 +207,10 @@ def test_the_pipeline_alarms_are_on_the_dashboard(template):
 
     assert set(widget["properties"]["alarms"]) == alarms
     # three dead-letter queues (undelivered events, failed alarms, failed reports), failed
-    # executions, two function-errors, broken audit chains, cards undelivered, reconciliation
-    # needing a person, an incident closed with no decision after its approval request
-    assert len(alarms) == 10
+    # executions, two function-errors, intake-errors, broken audit chains, cards undelivered,
+    # reconciliation needing a person, an incident closed with no decision after its approval
+    # request
+    assert len(alarms) == 11
 
 
 def test_the_open_incidents_page_is_a_custom_widget_of_the_page_function_under_the_title(template):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infra.stack.template import pipeline_functions, resources_of_type
+from infra.stack.template import function_handlers, pipeline_functions, resources_of_type
 from infra.stack.workflow import REMEDIATION_LOGICAL_ID
 from tests.conftest import REPO
 from tests.infra.template_tools import resolved
@@ -62,7 +62,10 @@ def test_a_failed_or_timed_out_remediation_execution_alarms(template):
 
 def test_an_error_of_any_pipeline_function_but_decide_alarms(template):
     # One metric math alarm reads at most 10 metrics: the functions are split over two alarms.
-    alarms = [alarm_named(template, "function-errors"), alarm_named(template, "function-errors-2")]
+    alarms = [
+        alarm_named(template, suffix)
+        for suffix in ("function-errors", "function-errors-2", "intake-errors")
+    ]
     functions = {
         logical_id: resolved(template, {"Ref": logical_id})
         for logical_id in pipeline_functions(template)
@@ -82,8 +85,41 @@ def test_an_error_of_any_pipeline_function_but_decide_alarms(template):
         )
 
 
+def errors_alarms(template: dict[str, Any]) -> dict[str, set[str]]:
+    """Each alarm on Lambda errors: its name and the handler modules whose errors it reads."""
+    module_of = {
+        resolved(template, {"Ref": logical_id}): handler.split(".")[-2]
+        for logical_id, handler in function_handlers(template).items()
+    }
+    found = {}
+    for alarm in resources_of_type(template, "AWS::CloudWatch::Alarm").values():
+        props = resolved(template, alarm["Properties"])
+        if "Metrics" not in props:
+            continue
+        read = [v for ns, name, v in watched(props) if (ns, name) == ("AWS/Lambda", "Errors")]
+        if read:
+            found[props["AlarmName"]] = {module_of[v] for v in read}
+    return found
+
+
+UNTRUSTED_INPUT = {"store_report", "open_incident"}
+"""The functions any pod (a report, a metric datapoint) or alert sender can make raise."""
+
+
+def test_errors_untrusted_input_can_cause_never_share_an_alarm_with_node_action_errors(template):
+    alarms = errors_alarms(template)
+
+    for name, modules in alarms.items():
+        assert modules <= UNTRUSTED_INPUT or not modules & UNTRUSTED_INPUT, (name, modules)
+    node_actions = {"replace_node", "reboot_node", "isolate_node", "start_health_check"}
+    watching = {m for modules in alarms.values() for m in modules}
+    assert UNTRUSTED_INPUT | node_actions <= watching
+    assert "SdcRemediation-intake-errors" in alarms
+    assert alarms["SdcRemediation-intake-errors"] == UNTRUSTED_INPUT
+
+
 def test_the_pipeline_alarms_notify_the_topic(template):
-    for suffix in ("remediation-failed", "function-errors", "function-errors-2"):
+    for suffix in ("remediation-failed", "function-errors", "function-errors-2", "intake-errors"):
         alarm = alarm_named(template, suffix)
         assert alarm["AlarmActions"] == [f"<{TOPIC}>"]
 
@@ -93,6 +129,7 @@ def test_the_pipeline_alarms_say_where_to_look_and_which_docs_section(template):
     for suffix, where in (
         ("remediation-failed", "RemediationStateMachineConsole"),
         ("function-errors", "DashboardUrl"),
+        ("intake-errors", "DashboardUrl"),
     ):
         description = alarm_named(template, suffix)["AlarmDescription"]
         assert where in description

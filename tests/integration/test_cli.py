@@ -1145,6 +1145,23 @@ def test_replay_spool_delivers_the_spooled_reports_through_the_emitters_spool(
     assert {m["MetricName"] for m in metrics} == {"sdc_replay_mismatch"}
 
 
+def test_replay_spool_refuses_a_folder_others_can_write_to_with_one_line(
+    deployed, tmp_path, capsys
+):
+    # Given a world-writable folder with a planted record in it
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "sdc-spool.rank0.1.jsonl").write_text("{}\n")
+    planted.chmod(0o777)
+    # When an operator replays it
+    status = deployed.sdc("replay-spool", str(planted))
+    # Then it is refused, as the emitter refuses to write there, and nothing is touched
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status != 0
+    assert len(err) == 1 and "writable by group or others" in err[0]
+    assert (planted / "sdc-spool.rank0.1.jsonl").read_text() == "{}\n"
+
+
 # -- status ------------------------------------------------------------------------------------
 
 

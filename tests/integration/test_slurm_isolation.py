@@ -123,6 +123,45 @@ def test_a_drain_someone_set_while_the_incident_was_open_is_left_on_release(comm
     assert world.incident(incident_id).isolation.nodes[INSTANCE].state == "kept"
 
 
+def test_an_operators_drain_whose_reason_extends_ours_is_left_on_release(commands, slurm):
+    # Given an operator who, while the incident was open, drained the node again with our
+    # reason followed by a note of their own
+    world = slurm_world(commands)
+    incident_id = world.awaiting_approval(isolated=True)
+    extended = f"{drain_reason(incident_id)} [hold: ops ticket 77]"
+    slurm.resume(HOST)
+    slurm.drain(HOST, extended)
+    approval.decide(world.decision(incident_id, "reject"), world.deps)
+    # When the incident closes
+    close(world, incident_id, Outcome.REJECTED)
+    # Then the operator's drain is theirs (the parsed reason is not exactly ours): kept
+    assert slurm.node(HOST).reason == extended
+    assert slurm.node(HOST).drained
+    node = world.incident(incident_id).isolation.nodes[INSTANCE]
+    assert (node.state, node.found_drain) == ("kept", extended)
+
+
+def test_a_comment_that_reads_like_our_reason_does_not_pass_for_our_drain(commands, slurm):
+    # Given a node in service whose comment (a field Slurm writes after the reason) carries
+    # text that reads like our reason
+    world = slurm_world(commands)
+    incident_id = world.opened()
+    slurm.scontrol(
+        "update",
+        f"nodename={HOST}",
+        f"comment=x Reason={drain_reason(incident_id)} [a@2026-12-05T10:00:00]",
+    )
+    try:
+        # When the incident isolates the node
+        isolation.isolate_node(IncidentRef(incident_id), world.deps)
+        # Then the node is drained with our reason: the comment is no reason field
+        node = slurm.node(HOST)
+        assert node.drained and node.reason == drain_reason(incident_id)
+        assert world.incident(incident_id).isolation.nodes[INSTANCE].taint_added is True
+    finally:
+        slurm.scontrol("update", f"nodename={HOST}", "comment=")
+
+
 def test_isolating_twice_drains_once_and_keeps_our_reason(commands, slurm):
     world = slurm_world(commands)
     incident_id = world.opened()

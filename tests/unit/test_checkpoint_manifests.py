@@ -13,6 +13,7 @@ import pytest
 
 from trainer_emitter.checkpoints import (
     CheckpointLedger,
+    CheckpointMismatch,
     LocalStore,
     NoSafeCheckpoint,
     dcp_step,
@@ -352,3 +353,49 @@ def test_confirm_checkpoints_audits_and_checks_weights_on_the_step_after_each_sa
 def test_confirm_checkpoints_must_be_a_flag():
     with pytest.raises(ValueError, match=r"Schedule\.confirm_checkpoints must be True or False"):
         Schedule(confirm_checkpoints=1)  # type: ignore[arg-type]
+
+
+# ---- a location named twice -------------------------------------------------------------------
+
+
+def test_a_clean_manifest_whose_location_a_later_save_names_too_is_not_returned(tmp_path):
+    # Given a clean save at step 30 and a save at step 35, inside the suspect window, whose
+    # manifest names the same location (the bytes there are step 35's)
+    book = ledger(tmp_path)
+    save(book, tmp_path, 20)
+    book.passed(21, 21)
+    save(book, tmp_path, 30)
+    book.passed(31, 31)
+    book.saved(35, tags(31, 31), location=str(tmp_path / "step-30"), fingerprint="sha256:35")
+    book.alarm({"step": 36, "check": "weights", "suspect_window": [32, 36]})
+    # When the safe checkpoint is chosen
+    safe = safe_checkpoint(tmp_path)
+    # Then step 30 is passed over, saying why, and the older save with its own location is named
+    assert safe.step == 20
+    assert any(
+        line.startswith("step 30:") and "also named by the manifest of step 35" in line
+        for line in safe.skipped
+    )
+
+
+def test_every_loader_refuses_a_location_two_manifests_name(tmp_path):
+    book = ledger(tmp_path)
+    save(book, tmp_path, 30)
+    book.passed(31, 31)
+    book.saved(35, tags(31, 31), location=str(tmp_path / "step-30"), fingerprint="sha256:35")
+    book.passed(36, 36)
+
+    for loader in (dcp_step, torchtitan_load_step, nemo_resume_path):
+        with pytest.raises(NoSafeCheckpoint, match="also named by the manifest of step"):
+            loader(tmp_path)
+
+
+def test_the_loaded_weights_must_carry_the_fingerprint_the_manifest_recorded(tmp_path):
+    book = ledger(tmp_path)
+    save(book, tmp_path, 30)  # recorded fingerprint "sha256:00"
+    book.passed(31, 31)
+    safe = safe_checkpoint(tmp_path)
+
+    safe.verify_loaded("sha256:00")
+    with pytest.raises(CheckpointMismatch, match=r"step 30.*sha256:35.*sha256:00"):
+        safe.verify_loaded("sha256:35")

@@ -10,14 +10,23 @@ import dataclasses
 import pytest
 
 from lambdas.adapters.identity import checked_request, encode_proof
-from lambdas.logic import approval
+from lambdas.logic import approval, recovery
 from lambdas.logic.safety.decisions import approval_binding
 from lambdas.models.errors import DecisionRefused, IdentityRefused
 from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import DecisionRequest
+from lambdas.models.payloads import DecisionRequest, IncidentRef, parse_approval_request
 from tests.unit.test_guard import storm
 from tests.unit.test_hostile_reports import held_big_job
-from tests.unit.world import APPROVAL_ARN, APPROVAL_EXECUTION, BOB, World
+from tests.unit.test_reboot import check_again, wait_until_back
+from tests.unit.world import (
+    APPROVAL_ARN,
+    APPROVAL_EXECUTION,
+    BOB,
+    CLUSTER,
+    INSTANCE,
+    TOKEN,
+    World,
+)
 
 S = IncidentState
 HERE = "111122223333"
@@ -284,3 +293,66 @@ def test_an_approval_to_proceed_with_an_incident_that_may_not_is_refused_not_cou
         approval.decide(world.decision(incident_id, "proceed", principal=ALICE_HERE), world.deps)
 
     assert world.incident(incident_id).approvals == []
+
+
+# -- rounds ------------------------------------------------------------------------------------
+
+
+def sso(name: str) -> str:
+    return f"arn:aws:sts::{HERE}:assumed-role/{SSO_ROLE}/{name}"
+
+
+def second_round(world: World) -> str:
+    """Two approvals required; in round 1 alice approves a replacement (1 of 2) while bob and
+    carol agree on a reboot (decided); the health check after the reboot fails and a new card
+    asks again (round 2)."""
+    incident_id = world.awaiting_approval()
+    two_person(world)
+    approval.decide(world.decision(incident_id, principal=sso("alice")), world.deps)
+    for n, person in ((2, "bob"), (3, "carol")):
+        approval.decide(
+            world.decision(incident_id, "reboot", principal=sso(person), execution=second(n)),
+            world.deps,
+        )
+    assert world.incident(incident_id).decision.decision == "reboot"
+    recovery.reboot_node(IncidentRef(incident_id), world.deps)
+    wait_until_back(world, incident_id)
+    world.hyperpod.set_health_check_result(CLUSTER, INSTANCE, passes=False)
+    check_again(world, incident_id)
+    world.workflow.waiting_tokens.add(TOKEN)
+    approval.request_approval(
+        parse_approval_request({"incident_id": incident_id, "task_token": TOKEN}), world.deps
+    )
+    return incident_id
+
+
+def test_an_approval_counts_only_in_the_round_it_was_given_in(world):
+    incident_id = second_round(world)
+
+    result = approval.decide(
+        world.decision(incident_id, principal=sso("dave"), execution=second(4)), world.deps
+    )
+
+    assert (result["approvals"], result["waiting"]) == ("1 of 2", True)
+    assert world.incident(incident_id).decision is None
+    assert [output["decision"] for _, output in world.workflow.answers] == ["reboot"]
+
+
+def test_the_new_card_shows_no_approval_of_the_round_before(world):
+    second_round(world)
+
+    card = world.notifier.published[-1].message
+
+    assert "So far: 0 of 2" in card
+    assert "alice" not in card
+
+
+def test_who_approved_in_round_one_may_approve_again_in_round_two(world):
+    incident_id = second_round(world)
+
+    result = approval.decide(
+        world.decision(incident_id, principal=sso("alice"), execution=second(4)), world.deps
+    )
+
+    assert (result["approvals"], result["waiting"]) == ("1 of 2", True)
+    assert world.audit.actions(incident_id)[-1] == "approval_recorded"

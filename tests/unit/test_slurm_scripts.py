@@ -12,10 +12,11 @@ import pytest
 from lambdas.adapters.slurm import (
     CONTROLLER_FAILED_EXIT,
     NODE_NOT_FOUND_EXIT,
+    REASON_OF,
     drain_script,
     resume_script,
 )
-from lambdas.models.slurm import SlurmNodeState, drain_reason
+from lambdas.models.slurm import SlurmNodeState, drain_reason, reason_field
 
 SCRIPTS = {"drain": drain_script, "resume": resume_script}
 
@@ -64,3 +65,59 @@ def test_the_reason_ends_at_the_first_user_and_time_slurm_writes_after_it():
     node = SlurmNodeState.parse(line)
 
     assert (node.reason, node.reason_user) == ("maint", "root")
+
+
+NODE = "NodeName=ip-10-1-69-242 Arch=x86_64 State=IDLE+DRAIN"
+AT = "2026-12-05T10:00:00"
+OURS = drain_reason("sdc-x")
+LINES = {
+    "ours": f"{NODE} Reason={OURS} [root@2026-12-05T10:00:00]",
+    "extends ours": f"{NODE} Reason={OURS} [hold: ops] [bob@2026-12-05T10:00:00]",
+    "extends ours with an @": f"{NODE} Reason={OURS} x [hold: bob@ops] [bob@2026-12-05T10:00:00]",
+    "extends ours with a bracket of its own": f"{NODE} Reason={OURS} [bob@ops] [bob@2026-12-05T10:00:00]",
+    "no reason": f"{NODE} Partitions=drill",
+    "a comment only": f"{NODE} Comment=x Reason={OURS} [a@{AT}]",
+    "an extra only": f"{NODE} Extra=e Reason={OURS} [a@{AT}]",
+    "reason and comment": f"{NODE} Reason=maint [root@{AT}] Comment=x Reason={OURS} [a@{AT}]",
+    "shell characters": f"{NODE} Reason=$(id) `id` * ? \\ \"' [op@{AT}]",
+    "no stamp": f"{NODE} Reason={OURS} [hold]",
+}
+
+
+def shell_reason(shell: str, line: str) -> str | None:
+    done = subprocess.run(
+        [shell, "-c", f'{REASON_OF}\nreason_of "$1"', "sh", line],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout[:-1] if done.returncode == 0 else None
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@pytest.mark.parametrize("case", sorted(LINES))
+def test_the_controller_script_reads_the_reason_field_as_the_parser_does(shell, case):
+    line = LINES[case]
+
+    in_script = shell_reason(shell, line)
+
+    parsed = reason_field(line)
+    assert in_script == (parsed[0] if parsed else None)
+
+
+def test_a_reason_that_extends_ours_is_not_ours():
+    node = SlurmNodeState.parse(LINES["extends ours"])
+
+    assert node.reason == f"{OURS} [hold: ops]"
+    assert node.reason_user == "bob"
+
+
+def test_an_operators_bracket_holding_an_at_sign_is_part_of_the_reason():
+    node = SlurmNodeState.parse(LINES["extends ours with a bracket of its own"])
+
+    assert node.reason == f"{OURS} [bob@ops]"
+
+
+def test_text_after_a_free_text_field_is_no_reason():
+    assert SlurmNodeState.parse(LINES["a comment only"]).reason is None
+    assert SlurmNodeState.parse(LINES["reason and comment"]).reason == "maint"

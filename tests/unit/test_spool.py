@@ -116,3 +116,52 @@ def test_replay_does_not_follow_a_spool_file_that_is_a_link(tmp_path):
         spool_module.replay([spool_dir / "sdc-spool.rank0.1.jsonl"], sink)
 
     assert sink.events == [] and elsewhere.read_text() == record_line() + "\n"
+
+
+def planted(tmp_path: Path, mode: int) -> Path:
+    """A spool folder with one valid record in it, its mode set to `mode`."""
+    spool_dir = tmp_path / "planted"
+    spool_dir.mkdir()
+    (spool_dir / "sdc-spool.rank0.1.jsonl").write_text(record_line() + "\n")
+    spool_dir.chmod(mode)
+    return spool_dir
+
+
+@pytest.mark.parametrize("given", ["folder", "file"])
+def test_replay_refuses_a_folder_others_can_write_to_as_the_writer_does(tmp_path, given):
+    # Given a world-writable folder holding a planted record
+    spool_dir = planted(tmp_path, 0o1777)
+    path = spool_dir if given == "folder" else spool_dir / "sdc-spool.rank0.1.jsonl"
+    sink = MemorySink()
+    # When it is replayed (the folder itself, or a file in it)
+    with pytest.raises(SpoolError, match="writable by group or others") as refused:
+        spool_module.replay([path], sink)
+    # Then nothing is sent, the record stays, and the refusal is the writer's
+    assert sink.events == []
+    assert (spool_dir / "sdc-spool.rank0.1.jsonl").read_text() == record_line() + "\n"
+    with pytest.raises(SpoolError) as written:
+        emitter(spool_dir)
+    assert str(refused.value) == str(written.value)
+
+
+def test_replay_refuses_a_folder_owned_by_another_user(tmp_path, monkeypatch):
+    spool_dir = planted(tmp_path, 0o700)
+    monkeypatch.setattr(os, "geteuid", lambda: os.lstat(spool_dir).st_uid + 1)
+    sink = MemorySink()
+
+    with pytest.raises(SpoolError, match="owned by uid"):
+        spool_module.replay([spool_dir], sink)
+
+    assert sink.events == []
+
+
+def test_the_replay_command_refuses_an_unsafe_folder_with_one_message_before_sending(
+    tmp_path, capsys
+):
+    spool_dir = planted(tmp_path, 0o777)
+
+    code = spool_module.main([str(spool_dir), "--region", "us-west-2"])
+
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == spool_module.REFUSED_EXIT
+    assert len(err) == 1 and "writable by group or others" in err[0] and str(spool_dir) in err[0]

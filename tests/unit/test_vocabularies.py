@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from infra.cli.render import Output
-from lambdas.models.approvals import Delivery, PrincipalSource
+from lambdas.models.approvals import AnswerState, PrincipalSource
 from lambdas.models.guard import HoldKind
 from lambdas.models.hardware_alert import AlertLabel, AlertSeverity, AlertStatus, HardwareRule
 from lambdas.models.health_check import HealthCheckResult
@@ -32,7 +32,7 @@ OURS: tuple[type[StrEnum], ...] = (
     AlertSeverity,
     AlertStatus,
     Decision,
-    Delivery,
+    AnswerState,
     HardwareRule,
     HealthCheckResult,
     HoldKind,
@@ -63,9 +63,13 @@ COMPARED_IN = (
     "lambdas/handlers",
     "infra/cli",
     "infra/local/drill",
+    "infra/stack",
 )
-"""Where a value is judged: the functions' logic, the operator CLI and the drill. (Adapters
-compare AWS's own keys and codes, some of which spell like a value here.)"""
+"""Where a value is judged: the functions' logic, the operator CLI, the drill, and the stack
+(whose state machines' Choice states compare what the functions return). (Adapters compare
+AWS's own keys and codes, some of which spell like a value here.)"""
+CHOICE_TESTS = frozenset({"StringEquals", "StringMatches"})
+"""The Amazon States Language comparisons a Choice state makes on a string."""
 
 
 def _trees(*packages: str) -> Iterator[tuple[Path, ast.AST]]:
@@ -102,10 +106,20 @@ def _aliases(tree: ast.AST, name: str) -> set[str]:
 
 
 def compared_as_text(tree: ast.AST, values: set[str]) -> list[tuple[int, str]]:
-    """Each comparison (`==`, `!=`, `in`, `not in`) or `case` pattern with a string literal that is
-    a vocabulary's value: line, source."""
+    """Each comparison (`==`, `!=`, `in`, `not in`), `case` pattern or state machine Choice test
+    (`{"StringEquals": ...}`) with a string literal that is a vocabulary's value: line,
+    source."""
     found = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if (
+                    isinstance(key, ast.Constant)
+                    and key.value in CHOICE_TESTS
+                    and value is not None
+                    and _is_value(value, values)
+                ):
+                    found.append((node.lineno, ast.unparse(node)))
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             literals = [
@@ -160,6 +174,18 @@ def test_a_value_compared_as_text_is_found():
     found = compared_as_text(tree, {"passed", "isolated", "kept", "storm"})
 
     assert [line for line, _ in found] == [1, 2, 5]
+
+
+def test_a_choice_state_comparing_a_value_as_text_is_found():
+    tree = ast.parse(
+        'a = when("$.status", {"StringEquals": "held"})\n'
+        'b = {"Variable": "$.status", "StringEquals": RecoveryStatus.GONE}\n'
+        'c = {"StringEquals": {"events:source": "held"}}\n'
+    )
+
+    found = compared_as_text(tree, {"held", "gone"})
+
+    assert [line for line, _ in found] == [1]
 
 
 def test_a_member_no_code_names_is_reported():

@@ -1,5 +1,5 @@
 """The decision table's watch rows decide what the pipeline does before anyone decides
-(`WatchRow.course`, read through `course_of` by the opening and the isolation step): a straggler
+(`Row.course`, read through `course_of` by the opening and the isolation step): a straggler
 without hardware corroboration is a notice only (recorded, audited, notified; nothing isolated,
 nothing health-checked, nothing proposed), a hang the table calls ambiguous is health-checked
 without isolation, and the rows that act isolate as before."""
@@ -11,7 +11,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from lambdas.logic import intake, isolation
-from lambdas.logic.evidence.recommendation import WatchRow, course_of
+from lambdas.logic.evidence.policy import WATCH_ROWS, Row
+from lambdas.logic.evidence.recommendation import course_of
 from lambdas.models.audit import AuditAction
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.guard import HoldKind, PastIncident
@@ -84,16 +85,16 @@ def health_checks(world: World) -> list[Any]:
 
 
 def test_each_watch_row_decides_what_the_pipeline_does():
-    assert {row: row.course for row in WatchRow} == {
-        WatchRow.HANG_LOCALISED: Course.ACT,
-        WatchRow.HANG_AMBIGUOUS: Course.CHECK,
-        WatchRow.STRAGGLER_CORROBORATED: Course.ACT,
-        WatchRow.STRAGGLER_ALONE: Course.NOTICE,
+    assert {row: row.course for row in WATCH_ROWS} == {
+        Row.HANG_LOCALISED_BY_AGREEING_SIGNALS: Course.ACT,
+        Row.HANG_AMBIGUOUS: Course.CHECK,
+        Row.STRAGGLER_CORROBORATED: Course.ACT,
+        Row.STRAGGLER_ALONE: Course.NOTICE,
     }
 
 
 def test_what_each_row_says_it_does_is_its_course():
-    for row in WatchRow:
+    for row in WATCH_ROWS:
         assert row.action.startswith("isolate") == (row.course is Course.ACT), row
         assert row.action.startswith("notice only") == (row.course is Course.NOTICE), row
         assert ("nothing isolated" in row.action) == (row.course is not Course.ACT), row
@@ -213,7 +214,7 @@ def test_a_hang_named_by_one_signal_is_opened_but_isolates_nothing():
     record = world.incident(result["incident_id"]).isolation
     assert record is not None and record.state is IsolationState.NOT_ISOLATED
     assert record.cause == IsolationCause.COURSE
-    assert WatchRow.HANG_AMBIGUOUS.evidence in str(record.reason)
+    assert Row.HANG_AMBIGUOUS.evidence in str(record.reason)
     assert not world.kube.node(EKS, f"hyperpod-{SLOW_NODE}").get("unschedulable")
 
 

@@ -1,5 +1,5 @@
 """Hang and straggler reports go through the SDC report's own intake (`store_report`) and the
-decision table's watch rows (`WatchRow`): localised with a second signal → reboot, a repeat →
+decision table's watch rows (`policy.Row`): localised with a second signal → reboot, a repeat →
 replace; spanning or one signal → health check only; a straggler needs hardware corroboration."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from lambdas.logic import intake
-from lambdas.logic.evidence.recommendation import OPERATOR_TIER, WatchRow, assess_watch, recommend
+from lambdas.logic.evidence.policy import WATCH_ROWS, Row
+from lambdas.logic.evidence.recommendation import OPERATOR_TIER, assess_watch, recommend
 from lambdas.logic.evidence.summaries import report_evidence
 from lambdas.models.errors import MalformedEvent
 from lambdas.models.recommendation import Advice
@@ -145,7 +146,7 @@ def test_a_localised_hang_on_a_node_with_history_recommends_replacing():
 def test_a_spanning_hang_proposes_no_recovery_even_with_hardware_signals():
     row, reason = assess_watch(summary(hang_alarm(5, 13), NODES[1]), (XID,))
 
-    assert row is WatchRow.HANG_AMBIGUOUS
+    assert row is Row.HANG_AMBIGUOUS
     assert "spanning instances" in reason
 
 
@@ -158,7 +159,7 @@ def test_a_job_level_hang_incident_is_health_check_only():
 def test_a_straggler_without_hardware_corroboration_is_notice_only():
     row, reason = assess_watch(summary(straggler_alarm(13), NODES[1]), ())
 
-    assert row is WatchRow.STRAGGLER_ALONE
+    assert row is Row.STRAGGLER_ALONE
     assert "notice only" in reason
 
 
@@ -183,7 +184,7 @@ def test_every_watch_row_is_reachable():
         assess_watch(summary(straggler_alarm(13), NODES[1]), ())[0],
     }
 
-    assert reached == set(WatchRow)
+    assert reached == set(WATCH_ROWS)
 
 
 def test_the_card_says_what_the_incident_suspects(job_world):

@@ -10,6 +10,12 @@ passed at a later step than the save) and whose step is before every recorded su
 that no later resume resolved. Loaders that pick the newest finished checkpoint pick the one
 saved inside the window, or one no check ever followed; this picks neither.
 
+A checkpoint is vouched for by its bytes, not its name: a manifest whose location another
+manifest names too is never a candidate (the bytes there are whichever save wrote last: a clean
+step-30 manifest naming the folder a step-35 save inside the window overwrote would vouch for
+step 35's weights). After loading, `verify_loaded` compares the loaded weights' fingerprint
+(`checks.weights_fingerprint`) with the one the manifest recorded at save time.
+
 Never trusted: a manifest that is torn or foreign (ignored, with a warning and a line in
 `ignored`); a checkpoint without a manifest (not a candidate). An alarm marker that cannot be
 read, or that names no window, leaves nothing safe: its window is unknown.
@@ -33,6 +39,11 @@ class NoSafeCheckpoint(LookupError):
     """No checkpoint in the directory is safe to resume from; the message says why."""
 
 
+class CheckpointMismatch(ValueError):
+    """The weights loaded are not the ones the manifest vouched for (their fingerprints
+    differ): do not train on them."""
+
+
 @dataclass(frozen=True)
 class SafeCheckpoint:
     manifest: Manifest | None
@@ -51,6 +62,19 @@ class SafeCheckpoint:
     @property
     def location(self) -> str | None:
         return self.manifest.location if self.manifest else None
+
+    def verify_loaded(self, fingerprint: str) -> None:
+        """Raise CheckpointMismatch unless `fingerprint` (`checks.weights_fingerprint` of the
+        weights just loaded, in the order the driver fingerprints them: the module's
+        parameters) is the one recorded when the checkpoint was saved. A manifest that
+        recorded none cannot be checked this way, and passes."""
+        manifest = self.require()
+        if manifest.fingerprint is not None and fingerprint != manifest.fingerprint:
+            raise CheckpointMismatch(
+                f"the weights loaded from step {manifest.step} ({manifest.location}) have "
+                f"fingerprint {fingerprint}, not {manifest.fingerprint} as saved: the location "
+                "holds another save's bytes; do not train on them"
+            )
 
     def require(self) -> Manifest:
         """The manifest, or NoSafeCheckpoint with the reason."""
@@ -91,14 +115,20 @@ def choose(directory: Directory, accept: Accept | None = None) -> SafeCheckpoint
     skipped: list[str] = []
     for step in sorted(directory.manifests, reverse=True):
         manifest = directory.manifests[step]
-        why = _not_safe(manifest, first) or (accept(manifest) if accept else None)
+        why = (
+            _not_safe(manifest, first)
+            or _shared(manifest, directory)
+            or (accept(manifest) if accept else None)
+        )
         if why is not None:
             skipped.append(f"step {step}: {why}")
             continue
         return SafeCheckpoint(
             manifest, _why(manifest, first, open_markers), tuple(skipped), ignored
         )
-    return SafeCheckpoint(None, _why_none(directory, first, open_markers), tuple(skipped), ignored)
+    return SafeCheckpoint(
+        None, _why_none(directory, first, open_markers, skipped), tuple(skipped), ignored
+    )
 
 
 def _not_safe(manifest: Manifest, first: int | None) -> str | None:
@@ -107,6 +137,24 @@ def _not_safe(manifest: Manifest, first: int | None) -> str | None:
     if manifest.clean_through is None:
         return "no audit and weight check passed after it"
     return None
+
+
+def _shared(manifest: Manifest, directory: Directory) -> str | None:
+    """Why `manifest` cannot vouch for its location: another manifest names it too."""
+    others = sorted(
+        other.step
+        for other in directory.manifests.values()
+        if other.step != manifest.step
+        and other.location is not None
+        and other.location == manifest.location
+    )
+    if not others:
+        return None
+    steps = ", ".join(str(step) for step in others)
+    return (
+        f"its location {manifest.location} is also named by the manifest of step {steps}: "
+        "the bytes there may be either save's"
+    )
 
 
 def _why(manifest: Manifest, first: int | None, markers: list[AlarmMarker]) -> str:
@@ -123,14 +171,17 @@ def _why(manifest: Manifest, first: int | None, markers: list[AlarmMarker]) -> s
     return text + f", and before the suspect window starting at step {first} ({_alarms(markers)})"
 
 
-def _why_none(directory: Directory, first: int | None, markers: list[AlarmMarker]) -> str:
+def _why_none(
+    directory: Directory, first: int | None, markers: list[AlarmMarker], skipped: list[str]
+) -> str:
     if not directory.manifests:
         found = f" ({len(directory.ignored)} ignored, not trusted)" if directory.ignored else ""
         return f"no checkpoint is safe: the directory holds no checkpoint manifest{found}"
     before = f" before step {first} ({_alarms(markers)})" if first is not None else ""
     return (
         f"no checkpoint is safe: none of the {len(directory.manifests)} with a manifest is clean"
-        f"{before}; resume from an earlier checkpoint you trust, or start over"
+        f"{before}; resume from an earlier checkpoint you trust, or start over (passed over: "
+        f"{'; '.join(skipped)})"
     )
 
 

@@ -39,6 +39,7 @@ from infra.local.fake_hyperpod import FakeHyperPod
 from infra.local.fleet.causes import Cause, Signal
 from lambdas.logic import approval, closing, health_check, intake, isolation, recovery
 from lambdas.logic.core.figures import Figure, Report, compute
+from lambdas.logic.evidence.policy import DECISION_OF
 from lambdas.models.audit import AuditAction, AuditEntry
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.hardware_alert import (
@@ -360,12 +361,10 @@ def _report_event(fleet: _Fleet, slot: int, at: datetime, n: int) -> dict[str, A
     }
 
 
-DECISION_OF: Final = {
-    Advice.REPLACE: Decision.APPROVE,
-    Advice.REBOOT: Decision.REBOOT,
-    Advice.HEALTH_CHECK_ONLY: Decision.REJECT,
-}
-"""The modelled approver follows the recommendation."""
+def modelled_decision(advice: Advice | None) -> Decision:
+    """The modelled approver follows the recommendation: the decision that carries out its
+    advice (the decision table's `DECISION_OF`), a rejection where it proposes nothing."""
+    return DECISION_OF.get(advice, Decision.REJECT) if advice else Decision.REJECT
 
 
 class _Pipeline:
@@ -535,7 +534,7 @@ class _Pipeline:
         def step(when: float) -> None:
             incident = self.deps.incidents.get(incident_id)
             judged = incident.recommendation if incident else None
-            decision = DECISION_OF[judged.advice if judged else Advice.HEALTH_CHECK_ONLY]
+            decision = modelled_decision(judged.advice if judged else None)
             execution = f"arn:aws:states:us-west-2:111122223333:execution:sdc-approval:{incident_id}-{when:.0f}"
             payload = {"incident_id": incident_id, "decision": decision, "comment": "fleet what-if"}
             self.fleet.world.workflow.add_execution(execution, APPROVAL_ARN, payload)

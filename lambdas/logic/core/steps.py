@@ -219,7 +219,7 @@ NOTICE_RETRY_WINDOW_SECONDS: Final = 8.0
 the rest of its time to record the outcome."""
 
 
-def deliver(
+def publish_with_retries(
     step: Step, subject_id: str, kind: NoticeKind, publish: Callable[[], str | None]
 ) -> tuple[bool, str | None]:
     """Call `publish` (one notice), retrying a retryable failure (throttled, the service
@@ -261,12 +261,12 @@ def send_notice(
     sent_action: AuditAction,
     current: Incident | None = None,
 ) -> None:
-    """Publish a notice about `incident` (`deliver`: retried with backoff), with `chat` its
+    """Publish a notice about `incident` (`publish_with_retries`: retried with backoff), with `chat` its
     chat rendering (`lambdas.wording.chat`; its kind is the notice's), then mark it
     `close_notified` and audit `sent_action`. A notice that could not be delivered is audited
     as `notification_failed` and not raised: the incident is recorded either way, and the flag
     stays false so a retry sends the notice again."""
-    delivered, request_id = deliver(
+    delivered, request_id = publish_with_retries(
         step,
         incident.incident_id,
         chat.kind,

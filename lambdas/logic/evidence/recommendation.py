@@ -17,7 +17,7 @@ to propose replacing, and so is one that failed again after a reboot. A job-leve
 ambiguous report) never proposes a replacement.
 
 A failed idle sweep check (`lambdas.logic.sweep`; InstanceStress or InstanceConnectivity on a
-node no job was using) is hardware evidence → replace after review (`SWEEP_ROW`, `assess_sweep`).
+node no job was using) is hardware evidence → replace after review (`policy.Row.SWEEP_FAILED`, `assess_sweep`).
 
 Hardware alerts (the GPU's own counters, `lambdas.logic.intake.hardware_alerts`):
 - a hardware signal alone → health check, then reboot; replace when the memory cannot repair
@@ -26,11 +26,12 @@ Hardware alerts (the GPU's own counters, `lambdas.logic.intake.hardware_alerts`)
 - a hardware signal with SDC evidence on the same node → one tier stronger than the reports
   alone say (health check → reboot, reboot → replace), the card says why.
 
-The watch rows also decide what the pipeline does before anyone decides (`WatchRow.course`,
-read through `course_of` by the opening and the isolation step): a straggler without hardware
-corroboration is a notice only (held, kind `notice`: nothing isolated, no health check, nothing
-proposed), a hang the table calls ambiguous is health-checked without isolation; any evidence
-beyond the training watch's acts.
+Every advice, course and reason comes from a row of the one table (`policy.Row`); this module
+reads the evidence into rows. The rows also decide what the pipeline does before anyone decides
+(`Row.course`, read through `course_of` by the opening and the isolation step): a straggler
+without hardware corroboration is a notice only (held, kind `notice`: nothing isolated, no
+health check, nothing proposed), a hang the table calls ambiguous is health-checked without
+isolation; any evidence beyond the training watch's acts.
 
 `judge` is the one place an incident is judged: at the approval request, and again when later
 evidence attaches to a judged incident. It returns the `Recommendation` record the incident
@@ -40,10 +41,10 @@ stores; every card, notice, event and command words that record.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import Enum
 from typing import Any, Final
 
 from lambdas.logic.core.steps import Step
+from lambdas.logic.evidence.policy import MIN_AGREEING_SIGNALS, Row, stronger, strongest
 from lambdas.models.audit import AuditAction
 from lambdas.models.guard import PastIncident
 from lambdas.models.hardware_alert import AlertSeverity
@@ -53,47 +54,6 @@ from lambdas.models.quantity import count
 from lambdas.models.recommendation import MAX_PAST, Advice, Course, Recommendation
 from trainer_emitter.contract import Check, Metric, Role, VerdictKind
 
-
-class WatchRow(Enum):
-    """The decision table's rows for the training watch's reports (check `hang`, `straggler`):
-    the evidence, the advice, what the pipeline does before anyone decides (`course`: the one
-    place that decides it, read by the opening and the isolation step through `course_of`),
-    and what the card says. The training operator restarting the job is the lowest tier and
-    happens without us: every hang row says so."""
-
-    HANG_LOCALISED = (
-        "hang localised to this instance, with a second independent signal agreeing",
-        Advice.REBOOT,
-        Course.ACT,
-        "isolate, health-check, reboot (replace on a repeat)",
-    )
-    HANG_AMBIGUOUS = (
-        "hang spanning instances, localised by one signal only, or naming no rank here",
-        Advice.HEALTH_CHECK_ONLY,
-        Course.CHECK,
-        "notice and health check of the named nodes within the guard; nothing isolated, "
-        "no recovery proposed",
-    )
-    STRAGGLER_CORROBORATED = (
-        "straggler on this instance for k windows, with hardware corroboration",
-        Advice.REBOOT,
-        Course.ACT,
-        "isolate, health-check, reboot",
-    )
-    STRAGGLER_ALONE = (
-        "straggler without hardware corroboration, or on several instances",
-        Advice.HEALTH_CHECK_ONLY,
-        Course.NOTICE,
-        "notice only: nothing isolated, no health check, no recovery proposed",
-    )
-
-    def __init__(self, evidence: str, advice: Advice, course: Course, action: str) -> None:
-        self.evidence = evidence
-        self.advice = advice
-        self.course = course
-        self.action = action
-
-
 OPERATOR_TIER: Final = (
     "the training operator restarts the job by itself (its lowest tier, no node changes); "
     "this recommendation is about the node"
@@ -101,7 +61,7 @@ OPERATOR_TIER: Final = (
 HARDWARE_SIGNAL: Final = "hardware"
 
 
-def assess_watch(report: dict[str, Any], hardware: Sequence[str]) -> tuple[WatchRow, str]:
+def assess_watch(report: dict[str, Any], hardware: Sequence[str]) -> tuple[Row, str]:
     """The row of a hang or straggler report summary for its instance, and why. `hardware`:
     the node's telemetry signals in this incident (XIDs, throttle reasons, link counters):
     the independent signal the trainer cannot give."""
@@ -117,12 +77,12 @@ def assess_watch(report: dict[str, Any], hardware: Sequence[str]) -> tuple[Watch
         )
         signals = [*hang.get("signals", []), *([HARDWARE_SIGNAL] if hardware else [])]
         where = f"rank {_ranks(named)}" if named else "no rank here"
-        if localised and named and len(signals) >= 2:
-            return WatchRow.HANG_LOCALISED, (
+        if localised and named and len(signals) >= MIN_AGREEING_SIGNALS:
+            return Row.HANG_LOCALISED_BY_AGREEING_SIGNALS, (
                 f"hang localised to this instance ({where}) by {' and '.join(signals)}; "
                 + OPERATOR_TIER
             )
-        return WatchRow.HANG_AMBIGUOUS, (
+        return Row.HANG_AMBIGUOUS, (
             f"hang names {where}, signals: {', '.join(signals) or 'none'}"
             + ("" if localised else ", spanning instances")
             + "; "
@@ -136,8 +96,8 @@ def assess_watch(report: dict[str, Any], hardware: Sequence[str]) -> tuple[Watch
         f"{count(straggler.get('window_steps') or 0, 'step')}"
     )
     if localised and flagged and hardware:
-        return WatchRow.STRAGGLER_CORROBORATED, f"straggler: {what}; {corroboration}"
-    return WatchRow.STRAGGLER_ALONE, f"straggler: {what}; {corroboration}: notice only"
+        return Row.STRAGGLER_CORROBORATED, f"straggler: {what}; {corroboration}"
+    return Row.STRAGGLER_ALONE, f"straggler: {what}; {corroboration}: notice only"
 
 
 _WATCH_METRICS: Final = (Metric.HANG, Metric.STRAGGLER)
@@ -146,16 +106,16 @@ _WATCH_METRICS: Final = (Metric.HANG, Metric.STRAGGLER)
 def course_of(incident: Incident) -> tuple[Course, str]:
     """What the pipeline does with `incident` before anyone decides, and why. Evidence beyond
     the training watch's (an SDC report or alarm, a hardware alert) acts; the watch's reports
-    alone go by their rows (`WatchRow.course`), the strongest course winning, corroborated by
+    alone go by their rows (`Row.course`), the strongest course winning, corroborated by
     the node's telemetry signals recorded on the incident and its firing hardware alerts (as
     `recommend` reads them, so the course and the advice come from the same row)."""
     reports = incident.reports
     beyond = [e for e in incident.evidence if not watch_evidence(e)]
     if beyond or not incident.evidence:
-        return Course.ACT, "evidence beyond the training watch's: the pipeline acts"
+        return Row.BEYOND_THE_WATCH.course, Row.BEYOND_THE_WATCH.says()
     if not reports:
         metrics = {a.get("metric") for a in incident.alarms}
-        row = WatchRow.HANG_AMBIGUOUS if Metric.HANG in metrics else WatchRow.STRAGGLER_ALONE
+        row = Row.HANG_AMBIGUOUS if Metric.HANG in metrics else Row.STRAGGLER_ALONE
         return row.course, f"{row.evidence}: the watch's alarm alone names no rank"
     corroboration = (
         *_telemetry_signals(incident),
@@ -177,50 +137,52 @@ def watch_evidence(item: dict[str, Any]) -> bool:
 
 def assess_report(report: dict[str, Any], hardware: Sequence[str] = ()) -> tuple[Advice, str]:
     """The advice one report evidence summary gives for its instance, and why."""
+    row, reason = report_row(report, hardware)
+    return row.advice, reason
+
+
+def report_row(report: dict[str, Any], hardware: Sequence[str] = ()) -> tuple[Row, str]:
+    """The row one report evidence summary reads as for its instance, and why."""
     ranks = set(report.get("ranks") or [])
     check = report.get("check")
     if check in (Check.HANG, Check.STRAGGLER):
-        row, reason = assess_watch(report, hardware)
-        return row.advice, reason
+        return assess_watch(report, hardware)
     if check == Check.WEIGHTS:
         suspects = report.get("weight_suspects")
         if suspects is None:
-            return Advice.HEALTH_CHECK_ONLY, "weights: no strict majority among replicas"
+            return Row.WEIGHTS_NO_MAJORITY, Row.WEIGHTS_NO_MAJORITY.says()
         mine = sorted(ranks & set(suspects))
         if mine:
-            return Advice.REPLACE, f"weights: rank {_ranks(mine)} differs from the majority copy"
-        return Advice.HEALTH_CHECK_ONLY, "weights: the minority copy is on another instance"
+            return Row.WEIGHTS_MINORITY_HERE, Row.WEIGHTS_MINORITY_HERE.says(ranks=_ranks(mine))
+        return Row.WEIGHTS_MINORITY_ELSEWHERE, Row.WEIGHTS_MINORITY_ELSEWHERE.says()
     if check == Check.REDUCED_GRADIENT:
-        return Advice.HEALTH_CHECK_ONLY, "non-finite reduced gradient: names no rank"
+        return Row.REDUCED_GRADIENT, Row.REDUCED_GRADIENT.says()
 
     culprits = sorted(ranks & set(report.get("culprits") or []))
     if culprits:
-        return (
-            Advice.REPLACE,
-            f"rank {_ranks(culprits)} mismatched in both of its ring comparisons",
-        )
-    by_verdict = [_assess_verdict(v) for v in report.get("verdicts") or [] if v["suspect"] in ranks]
+        return Row.RING_CULPRIT, Row.RING_CULPRIT.says(ranks=_ranks(culprits))
+    by_verdict = [_verdict_row(v) for v in report.get("verdicts") or [] if v["suspect"] in ranks]
     if by_verdict:
-        return max(by_verdict, key=lambda item: item[0].strength)
+        return max(by_verdict, key=lambda item: item[0].advice.strength)
     nonfinite = sorted(ranks & set(report.get("nonfinite") or []))
     if nonfinite and not report.get("mismatched_pairs"):
-        return (
-            Advice.HEALTH_CHECK_ONLY,
-            f"non-finite gradient on rank {_ranks(nonfinite)} without a replay mismatch",
-        )
-    return Advice.HEALTH_CHECK_ONLY, "the report names no rank on this instance for certain"
+        row = Row.NONFINITE_WITHOUT_MISMATCH
+        return row, row.says(ranks=_ranks(nonfinite))
+    return Row.NO_RANK_HERE, Row.NO_RANK_HERE.says()
 
 
-def _assess_verdict(verdict: dict[str, Any]) -> tuple[Advice, str]:
-    kind = VerdictKind(verdict["kind"])
+_VERDICT_ROWS: Final = {
+    VerdictKind.PERSISTENT: Row.PERSISTENT,
+    VerdictKind.REPLAYER: Row.REPLAYER_WRONG,
+    VerdictKind.TRANSIENT: Row.TRANSIENT,
+    VerdictKind.UNATTRIBUTABLE: Row.UNATTRIBUTABLE,
+}
+
+
+def _verdict_row(verdict: dict[str, Any]) -> tuple[Row, str]:
+    row = _VERDICT_ROWS[VerdictKind(verdict["kind"])]
     where = f"rank {verdict['suspect']} (pair {verdict['pair']}, third rank {verdict['third']})"
-    if kind is VerdictKind.PERSISTENT:
-        return Advice.REPLACE, f"persistent fault confirmed on {where}"
-    if kind is VerdictKind.REPLAYER:
-        return Advice.REPLACE, f"the replayer computed wrong: {where}"
-    if kind is VerdictKind.TRANSIENT:
-        return Advice.REBOOT, f"transient fault on {where}"
-    return Advice.HEALTH_CHECK_ONLY, f"unattributable mismatch involving {where}"
+    return row, row.says(where=where)
 
 
 def assess_hardware(
@@ -237,44 +199,26 @@ def assess_hardware(
         starts.setdefault(str(a.get("rule")), set()).add(str(a.get("starts_at")))
     repeated = sorted(rule for rule, seen in starts.items() if len(seen) >= 2)
     if critical:
-        reasons.append(f"{', '.join(critical)}: the GPU's memory cannot repair itself")
-        return Advice.REPLACE, reasons
-    if repeated:
-        reasons.append(f"{', '.join(repeated)} fired again after it resolved: a repeat")
-        return Advice.REPLACE, reasons
-    if history:
-        reasons.append(f"hardware signal on a node with history: {len(history)} past incident(s)")
-        return Advice.REPLACE, reasons
-    reasons.append("a hardware signal alone: reboot, replace on a repeat")
-    return Advice.REBOOT, reasons
-
-
-SWEEP_ROW: Final = (
-    "a deep health check an idle sweep ran failed (InstanceStress or InstanceConnectivity) "
-    "on a node no job was using",
-    Advice.REPLACE,
-)
-"""The decision table's row for a failed sweep check: hardware evidence, replace after review.
-No job ran there, so nothing of a job's software or data can explain it; it is HyperPod's own
-finding under load, which the table already takes as reason enough to propose replacing (a
-reboot clears neither a GPU that fails DCGM's diagnostics nor a link that fails NCCL and EFA
-tests under load, and rebooting first would return a suspect node to the idle pool unproven;
-the approver may still choose a reboot)."""
+        row, reason = Row.HARDWARE_CRITICAL, Row.HARDWARE_CRITICAL.says(rules=", ".join(critical))
+    elif repeated:
+        row, reason = Row.HARDWARE_REPEATED, Row.HARDWARE_REPEATED.says(rules=", ".join(repeated))
+    elif history:
+        row, reason = Row.HARDWARE_WITH_HISTORY, Row.HARDWARE_WITH_HISTORY.says(count=len(history))
+    else:
+        row, reason = Row.HARDWARE_ALONE, Row.HARDWARE_ALONE.says()
+    return row.advice, [*reasons, reason]
 
 
 def assess_sweep(failed: Sequence[dict[str, Any]]) -> tuple[Advice, list[str]]:
-    """The advice the failed sweep checks of an incident give, and why (`SWEEP_ROW`)."""
+    """The advice the failed sweep checks of an incident give, and why (`Row.SWEEP_FAILED`)."""
     checks = sorted({str(c) for item in failed for c in item.get("checks") or []})
     seen = "; ".join(sorted({str(item.get("message")) for item in failed if item.get("message")}))
-    return SWEEP_ROW[1], [
-        f"idle sweep: {', '.join(checks) or 'a deep health check'} failed on the idle node"
-        + (f" ({seen})" if seen else ""),
-        f"{SWEEP_ROW[0]}: {SWEEP_ROW[1].tier}",
+    row = Row.SWEEP_FAILED
+    return row.advice, [
+        row.says(
+            checks=", ".join(checks) or "a deep health check", seen=f" ({seen})" if seen else ""
+        )
     ]
-
-
-def _stronger(advice: Advice) -> Advice:
-    return Advice.REBOOT if advice is Advice.HEALTH_CHECK_ONLY else Advice.REPLACE
 
 
 def recommend(
@@ -297,75 +241,60 @@ def recommend(
     what the reports claim about the node, so they propose nothing beyond a health check (a
     failed deep health check, HyperPod's own finding, still does). `telemetry`: the node's
     telemetry signals; they and the firing hardware `alerts` (the workspace's alert rules) are
-    what corroborates a hang or a straggler (`WatchRow`); the alerts also advise on their own
+    what corroborates a hang or a straggler (`policy.Row`); the alerts also advise on their own
     (`assess_hardware`). `repeat`: why the node or a GPU of it is a repeat offender
     (`lambdas.logic.evidence.history.repeat_offence`): replacement is proposed, unless the
     checks did not confirm the reports' claims."""
     if job_level:
-        return Recommendation(
-            Advice.HEALTH_CHECK_ONLY,
-            ("ambiguous alarm: the involved nodes are health-checked, no replacement proposed",),
-        )
+        return Recommendation(Row.JOB_LEVEL.advice, (Row.JOB_LEVEL.says(),))
     corroboration = (*telemetry, *(f"alert {a.get('rule')}" for a in alerts))
-    assessed = [assess_report(r, corroboration) for r in reports]
+    assessed = [report_row(r, corroboration) for r in reports]
     reasons = [reason for _, reason in assessed]
     if assessed:
-        advice = max((a for a, _ in assessed), key=lambda a: a.strength)
+        advice = strongest([row.advice for row, _ in assessed])
         if alerts:
             alone, why = assess_hardware(alerts, history)
-            stronger = max(_stronger(advice), alone, key=lambda a: a.strength)
-            reasons += [
-                *why,
-                f"SDC evidence and a hardware signal on the same node: {stronger.tier}",
-            ]
-            advice = stronger
+            both = strongest([stronger(advice), alone])
+            reasons += [*why, f"SDC evidence and a hardware signal on the same node: {both.tier}"]
+            advice = both
     elif alerts:
         advice, why = assess_hardware(alerts, history)
         reasons += why
     elif sweeps:
-        advice = Advice.HEALTH_CHECK_ONLY  # the sweep's row below
+        advice = Row.ALARM_ALONE.advice  # the sweep's row below decides
     else:
-        advice = Advice.HEALTH_CHECK_ONLY
-        reasons.append("no SDC report for this instance: the alarm alone names no rank")
-    transient = sum(1 for a, _ in assessed if a is Advice.REBOOT)
+        advice = Row.ALARM_ALONE.advice
+        reasons.append(Row.ALARM_ALONE.says())
+
+    def adjust(row: Row, **particulars: object) -> None:
+        nonlocal advice
+        advice = row.advice
+        reasons.append(row.says(**particulars))
+
+    reboots = Row.TRANSIENT.advice  # a transient fault's (and a localised watch row's) advice
+    transient = sum(1 for row, _ in assessed if row.advice is reboots)
     if transient >= 2:
-        advice = Advice.REPLACE
-        reasons.append(f"the transient fault recurred ({transient} reports)")
-    elif transient and history and any(r.get("check") in _WATCH for r in reports):
-        advice = Advice.REPLACE
-        reasons.append(
-            f"a repeat on a node with history: {len(history)} past incident(s) "
-            f"({', '.join(history[:5])})"
-        )
+        adjust(Row.TRANSIENT_RECURRED, count=transient)
     elif transient and history:
-        advice = Advice.REPLACE
-        reasons.append(
-            f"transient fault on a node with history: {len(history)} past incident(s) "
-            f"({', '.join(history[:5])})"
+        adjust(
+            Row.WATCH_REPEAT_WITH_HISTORY
+            if any(r.get("check") in _WATCH for r in reports)
+            else Row.TRANSIENT_WITH_HISTORY,
+            count=len(history),
+            ids=", ".join(history[:5]),
         )
     if repeat:
-        advice = Advice.REPLACE
-        reasons.append(f"repeat offender: {repeat}")
-    if unconfirmed and advice is not Advice.HEALTH_CHECK_ONLY:
-        advice = Advice.HEALTH_CHECK_ONLY
-        reasons.append(
-            "what the reports claim about this node was not confirmed (CLAIMS NOT CONFIRMED): "
-            "they propose nothing beyond a health check"
-        )
+        adjust(Row.REPEAT_OFFENDER, why=repeat)
+    if unconfirmed and advice is not Row.UNCONFIRMED.advice:
+        adjust(Row.UNCONFIRMED)
     if sweeps:  # HyperPod's own finding, as a failed health check is: never downgraded
         swept, why = assess_sweep(sweeps)
-        advice = max(advice, swept, key=lambda a: a.strength)
+        advice = strongest([advice, swept])
         reasons += why
     if health_result == HealthCheckResult.FAILED:
-        advice = Advice.REPLACE
-        reasons.append(
-            "the deep health check failed again after the reboot"
-            if rebooted
-            else "the deep health check failed"
-        )
-    elif rebooted and advice is Advice.REBOOT:
-        advice = Advice.REPLACE
-        reasons.append("the node was already rebooted in this incident: replace or reject")
+        adjust(Row.FAILED_AGAIN_AFTER_REBOOT if rebooted else Row.HEALTH_CHECK_FAILED)
+    elif rebooted and advice is reboots:
+        adjust(Row.ALREADY_REBOOTED)
     return Recommendation(advice, tuple(reasons))
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models.approvals import ApprovalRecord, Principal
+from lambdas.models.approvals import ApprovalRecord, Principal, in_round
 from lambdas.models.payloads import Decision
 from lambdas.models.settings import Settings
 
@@ -110,12 +110,14 @@ class Tally:
     """The agreeing approvals after this one (this one included unless repeated)."""
 
 
-def agreeing(records: Iterable[dict[str, Any]], decision: Decision) -> list[ApprovalRecord]:
-    """The recorded approvals of `decision`, one per human; an approval that names no human
-    (recorded before humans were counted) counts for none."""
+def agreeing(
+    records: Iterable[dict[str, Any]], decision: Decision, round_: int = 0
+) -> list[ApprovalRecord]:
+    """The approvals of `decision` recorded in round `round_`, one per human; an approval that
+    names no human (recorded before humans were counted) counts for none, nor does one given
+    in another round."""
     found: dict[str, ApprovalRecord] = {}
-    for record in records:
-        approval = ApprovalRecord.from_record(record)
+    for approval in in_round(records, round_):
         human = approval.principal.human
         if approval.decision == decision.value and human:
             found.setdefault(human, approval)
@@ -123,10 +125,11 @@ def agreeing(records: Iterable[dict[str, Any]], decision: Decision) -> list[Appr
 
 
 def tally(records: Iterable[dict[str, Any]], approval: ApprovalRecord, required: int) -> Tally:
-    """One more approval against the recorded ones, `required` distinct humans needed."""
+    """One more approval against the recorded ones of its round, `required` distinct humans
+    needed."""
     if required <= 1:
         return Tally(Count.DECIDED, [approval])
-    before = agreeing(records, approval.decision)
+    before = agreeing(records, approval.decision, approval.round)
     if any(a.principal.human == approval.principal.human for a in before):
         return Tally(Count.REPEATED, before)
     after = [*before, approval]

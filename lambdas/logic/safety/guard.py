@@ -36,7 +36,7 @@ from datetime import timedelta
 from typing import Any
 
 from lambdas.logic.core import ids
-from lambdas.logic.core.steps import Step, deliver
+from lambdas.logic.core.steps import Step, publish_with_retries
 from lambdas.logic.ports import Deps
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
@@ -241,9 +241,9 @@ def _publish(
     **details: Any,
 ) -> bool:
     """Publish a notice about the hold and audit it as `action`; a failed publish is audited
-    (`notification_failed`), never raised; it is retried with backoff first (`deliver`).
+    (`notification_failed`), never raised; it is retried with backoff first (`publish_with_retries`).
     Returns whether it went out."""
-    delivered, request_id = deliver(
+    delivered, request_id = publish_with_retries(
         step,
         hold.hold_id,
         kind,
