@@ -18,13 +18,16 @@ cannot authenticate. Before anything acts on an instance a report names:
 A contributor alarm is a claim too (any pod can put the metric, with any `InstanceId`), but it
 names no job: for an alarm, "the job's pods" are the pods of any job (`<label>` exists, any
 value, any namespace), so with `job_pods` configured an alarm for an instance whose node runs no
-job's pod is not confirmed (`Claims.any_job`), and its incident is skipped before it is flagged
-for the storm rule or cordoned (`lambdas.logic.opening.incidents`). Without `job_pods` only
-HyperPod's word is checked for an alarm.
+job's pod is not confirmed (`Claims.any_job`). A hardware alert is about the node itself: no
+job's pods are looked for (`Claims.no_job`). Without `job_pods` only HyperPod's word (and the
+node's name) is checked.
 
-What does not match is kept on the incident (`Incident.unconfirmed`, with why), shown in the
-card's own section, and never acted on: a job-level incident leaves it out, a node-level
-incident's reports then propose nothing beyond a health check.
+`confirm` is the intake's CONFIRM stage for every claim: a node-level claim whose own claim about
+a node does not hold is refused (nothing spent, nothing acted on, a skipped incident says why);
+a job-level one keeps what does not match on the incident (`Incident.unconfirmed`, with why),
+shown in the card's own section, never acted on. An alarm brings the node's stored reports
+whose claims hold; only when none does, the newest with why it does not (it then proposes
+nothing beyond a health check).
 """
 
 from __future__ import annotations
