@@ -266,7 +266,8 @@ def _open_failed(step: Step, claim: Claim, err: Exception) -> None:
         return
     subject = ids.event_subject(claim.event_id)
     first = claim.nodes[0] if claim.nodes else None
-    evidence = {"alert" if claim.source is TriggerSource.HARDWARE else "evidence": first.item}
+    key = "alert" if claim.source is TriggerSource.HARDWARE else "evidence"
+    evidence = {key: first.item} if first else {}
     try:
         step.audit(
             subject,
@@ -276,7 +277,7 @@ def _open_failed(step: Step, claim: Claim, err: Exception) -> None:
                 source=claim.source,
                 cluster_name=claim.cluster_name,
                 instance_id=first.instance_id if first else None,
-                **(evidence if first else {}),
+                **evidence,
             ),
             [getattr(err, "request_id", None)],
         )

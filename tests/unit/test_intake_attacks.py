@@ -86,7 +86,7 @@ class StillClock:
 def test_forged_reports_naming_made_up_instances_spend_no_budget_a_genuine_culprit_still_acts(
     world,
 ):
-    world.clock = StillClock(world.clock.current)  # type: ignore[assignment]
+    world.clock = StillClock(world.clock.current)
     add_nodes(world, 20)  # room: the made-up reports each name fewer instances than there are nodes
     flood = world.settings.report_openings_per_minute + 5
     for n in range(flood):  # a new job name each time: no job's budget stops them
@@ -99,7 +99,7 @@ def test_forged_reports_naming_made_up_instances_spend_no_budget_a_genuine_culpr
 
 
 def test_forged_reports_in_a_victim_jobs_name_spend_none_of_that_jobs_budget(world):
-    world.clock = StillClock(world.clock.current)  # type: ignore[assignment]
+    world.clock = StillClock(world.clock.current)
     add_nodes(world, 20)
     for n in range(world.settings.job_openings_per_minute + 3):
         store(world, culprit(made_up(n), job_name="llama-pretrain", report_id=f"forged-{n:04d}"))

@@ -209,7 +209,7 @@ def test_proceed_goes_every_stage_in_order_and_opens_over_the_confirmed_nodes(se
     assert held["action"] == "held"
     step = IntakeStep(world.deps, "decide")
 
-    proceeding.proceed(step, world.incident(held["incident_id"]), "a person", "genuine")
+    proceeding.proceed(step, world.incident(str(held["incident_id"])), "a person", "genuine")
 
     assert [p.stage for p in step.trail] == ALL
     (opened,) = [i for i in world.store.incidents.values() if i.state is IncidentState.OPENED]
