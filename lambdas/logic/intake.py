@@ -55,14 +55,15 @@ from lambdas.logic.opening.claims import Checked, Confirmed
 from lambdas.logic.opening.trail import IntakeStep, audited_since, mark, passed
 from lambdas.logic.opening.triggers import Spends, hardware_event_id
 from lambdas.logic.ports import Deps
-from lambdas.logic.safety import guard
+from lambdas.logic.safety import guard, rate
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
 from lambdas.models.claim import Claim, NodeClaim, Stage
 from lambdas.models.errors import ClusterNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
+from lambdas.models.guard import HoldKind
 from lambdas.models.hardware_alert import AlertNotification, sns_message_id
-from lambdas.models.incident import TriggerSource
+from lambdas.models.incident import Incident, TriggerSource
 from lambdas.models.payloads import OpenAction, OpenIncidentResult, StoreReportResult
 from lambdas.models.report import ReportEvent, SdcReport
 from lambdas.models.reporter_text import clean
@@ -295,6 +296,46 @@ def _ignored(step: Step, claim: Claim, reason: str) -> None:
     )
     count(M.EVENTS_IGNORED)
     logger.info("claim ignored", event_id=claim.event_id, reason=reason)
+
+
+# -- a claim the rate bound held, once its minute is over -------------------------------------
+
+RETAKE_WITHIN: Final = timedelta(minutes=15)
+"""How long after it was held a rate-held incident is still taken again (by reconciliation);
+older ones are left to the next trigger for their node."""
+
+
+def due_again(held: Incident, now: datetime) -> datetime | None:
+    """When the rate bound's minute that held `held` freed (the start of the next minute), if
+    it has and the incident is to be taken again now; else None."""
+    if held.hold_kind != HoldKind.RATE or held.is_job or not held.closed_at:
+        return None
+    closed = datetime.fromisoformat(held.closed_at)
+    freed = closed.replace(second=0, microsecond=0) + timedelta(seconds=rate.WINDOW_SECONDS)
+    if not freed <= now < closed + RETAKE_WITHIN:
+        return None
+    return freed
+
+
+def again_id(held: Incident, freed: datetime) -> str:
+    """The incident its claim asks for when it is taken again (the same every time)."""
+    return ids.incident_id(held.cluster_name, held.instance_id, freed)
+
+
+def retake(deps: Deps, held: Incident, freed: datetime) -> list[OpenIncidentResult]:
+    """A confirmed claim the rate bound held, judged again down the one path once the budget
+    freed (HyperPod and the orchestrator asked again, the budget spent again: over the bound
+    again, it is held again)."""
+    step = IntakeStep(deps, "reconcile")
+    report = None
+    wanted = {e.get("report_id") for e in held.evidence if e.get("kind") == TriggerSource.REPORT}
+    if wanted:
+        stored = deps.reports.recent_reports(held.cluster_name, held.instance_id, claims.MAX_STORED)
+        report = next((r for r in stored if r.report_id in wanted), None)
+    claim = triggers.of_rate_held(held, report, freed)
+    if claim is None or (claim.source is TriggerSource.REPORT and report is None):
+        return []
+    return take(step, claim)
 
 
 # -- alarms ------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import intake
+from lambdas.logic import closing, intake
 from lambdas.logic.evidence.recommendation import judge
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.hardware_alert import parse_alert_notification
@@ -107,6 +107,27 @@ def test_forged_reports_in_a_victim_jobs_name_spend_none_of_that_jobs_budget(wor
     (result,) = store(world, culprit(job_name="llama-pretrain", report_id="genuine-0001"))
 
     assert result["action"] == "opened"
+
+
+def test_a_culprit_the_rate_bound_held_is_announced_and_taken_again_once_its_minute_is_over(world):
+    world.clock = StillClock(world.clock.current)
+    world.settings = settings(
+        report_openings_per_minute=1, guard_max_open_nodes=10, guard_max_open_percent=100
+    )
+    nodes = add_nodes(world, 20)
+    store(world, culprit(nodes[0], report_id="genuine-0001"))
+    (held,) = store(world, culprit(nodes[1], report_id="genuine-0002"))
+    assert held["action"] == "held"
+    assert [p.attributes.get("kind") for p in world.notifier.published] == ["held"]
+
+    world.clock.current += timedelta(minutes=1)
+    closing.reconcile(world.deps)
+    closing.reconcile(world.deps)  # taken again once
+
+    opened = world.store.open_incident_id(CLUSTER, nodes[1])
+    assert opened is not None
+    assert opened != held["incident_id"]
+    assert list(world.workflow.executions)[1:] == [opened]
 
 
 # -- 2. hardware alerts act on every supported cluster setup ----------------------------------

@@ -6,7 +6,8 @@ may spend and how it counts is in `SPENDS`, what is done with a claim is the int
 - an SDC or watch report: each culprit or confirmed suspect opens its node's incident, the
   involved instances join open ones; an ambiguous report opens one job-level incident;
 - a hardware alert: its node (named as the exporter names it: `hyperpod-i-…` or the
-  Kubernetes node on EKS, the host `ip-…` on Slurm) opens; a resolved one only joins.
+  Kubernetes node on EKS, the host `ip-…` on Slurm) opens; a resolved one only joins;
+- a claim the rate bound held, taken again once its minute is over (reconciliation).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from lambdas.logic.evidence import summaries
 from lambdas.models.claim import Claim, JobClaim, NodeClaim
 from lambdas.models.events import ContributorEvent
 from lambdas.models.hardware_alert import AlertNotification, AlertStatus
-from lambdas.models.incident import TriggerSource
-from lambdas.models.report import ReportEvent
+from lambdas.models.incident import Incident, TriggerSource
+from lambdas.models.report import ReportEvent, SdcReport
 from lambdas.models.reporter_text import clean
 from trainer_emitter.contract import Role
 
@@ -114,6 +115,37 @@ def of_alerts(note: AlertNotification, received: datetime) -> Claim:
             for a in note.alerts
         ),
     )
+
+
+def of_rate_held(held: Incident, report: SdcReport | None, freed_at: datetime) -> Claim | None:
+    """A node-level incident the rate bound held, as the claim it was, taken again once its
+    minute is over (`lambdas.logic.intake.retake`): at the start of the next minute, so however
+    often it is taken again it asks for the same incident. None when it is not one (a job-level
+    incident, evidence of no kind that spends the bound)."""
+    item = next((e for e in held.evidence if e.get("kind") in _RATED), None)
+    if held.is_job or item is None:
+        return None
+    source = TriggerSource(item["kind"])
+    return Claim(
+        source=source,
+        cluster_name=held.cluster_name,
+        event_id=f"again-{held.incident_id}",
+        at=freed_at,
+        nodes=(
+            NodeClaim(
+                item,
+                held.instance_id,
+                node_name=item.get("node_name") if source is TriggerSource.HARDWARE else None,
+                metric=item.get("rule") or (item.get("metrics") or [None])[0],
+            ),
+        ),
+        job=JobClaim.NAMED if report is not None else JobClaim.NONE,
+        job_name=report.job_name if report is not None else None,
+        report=report,
+    )
+
+
+_RATED: Final = frozenset(s for s, spends in SPENDS.items() if spends.rate)
 
 
 def hardware_event_id(note: AlertNotification) -> str:
