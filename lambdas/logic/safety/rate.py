@@ -74,7 +74,7 @@ def take(step: Step, cluster_name: str, job_name: str | None) -> Blocker | None:
     first = deps.guard.tally(cluster_name, f"held#{window}", expires_at) == 1
     return Blocker(
         HoldKind.RATE,
-        f"{reason}; held before anything was checked or acted on",
+        f"{reason}; held once its node was confirmed, before anything acted",
         window_notice=first,
     )
 
