@@ -58,6 +58,7 @@ from lambdas.models.hyperpod import (
     Orchestrator,
     collect_events,
 )
+from lambdas.models.slurm import slurm_node_name
 
 MAX_BATCH_NODES = 25
 MAX_CONFIGURATIONS = 99
@@ -365,6 +366,18 @@ class FakeHyperPod:
         node = self._node(cluster_name, instance_id, "DescribeClusterNode")
         self._progress(cluster, node)
         return self._info(cluster, self._node(cluster_name, instance_id, "DescribeClusterNode"))
+
+    def instance_with_host(self, cluster_name: str, host: str) -> str | None:
+        self._call("ListClusterNodes", ClusterName=cluster_name)
+        cluster = self._cluster(cluster_name)
+        return next(
+            (
+                n.instance_id
+                for n in cluster.nodes.values()
+                if n.hostname and slurm_node_name(n.hostname) == host
+            ),
+            None,
+        )
 
     def describe_node_by_logical_id(self, cluster_name: str, logical_id: str) -> NodeInfo:
         self._call("DescribeClusterNode", ClusterName=cluster_name, NodeLogicalId=logical_id)

@@ -282,6 +282,9 @@ SPECS: Final = (
         hyperpod=(*HYPERPOD_READ, START_HEALTH_CHECK),
         publishes=True,
         starts_remediation=True,
+        # A claim the rate bound held is taken again down the intake's path (`rate_held`).
+        reads_pause_switch=True,
+        queries_telemetry=True,
         kubernetes=True,
         reconciles=True,
         acts_on_nodes=True,

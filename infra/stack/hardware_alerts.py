@@ -11,7 +11,8 @@ those three actions on exactly the configured workspaces.
 
 The topic is encrypted with the notification topic's key; its policy lets the Prometheus service
 (`aps.amazonaws.com`) publish only for the configured workspaces (`aws:SourceArn`) of this account
-(`aws:SourceAccount`).
+(`aws:SourceAccount`), and denies `sns:Publish` to every other caller, principals of the account
+included: the intake takes what arrives on the topic as the workspaces' alerts.
 """
 
 from __future__ import annotations
@@ -108,6 +109,27 @@ class HardwareAlerts(Construct):
                 },
             )
         )
+        # An Allow alone lets any principal of the account whose own policy allows
+        # `sns:Publish` deliver alerts too (same-account access needs either policy): these
+        # denials leave the configured workspaces, through the Prometheus service, the only
+        # senders (a principal of the account carries no `aws:SourceArn`).
+        for sid, condition in (
+            ("OnlyTheWorkspacesPublish", {"ArnNotEquals": {"aws:SourceArn": arns}}),
+            (
+                "OnlyThisAccountsWorkspacesPublish",
+                {"StringNotEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            ),
+        ):
+            self.topic.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid=sid,
+                    effect=iam.Effect.DENY,
+                    principals=[iam.AnyPrincipal()],
+                    actions=["sns:Publish"],
+                    resources=[self.topic.topic_arn],
+                    conditions=condition,
+                )
+            )
         props.key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="PrometheusWorkspacesPublish",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory, request_id
 from lambdas.models.errors import AwsError, ClusterNotFound, NodeNotFound
 from lambdas.models.hyperpod import (
+    MAX_LISTED_PAGES,
     BatchFailure,
     BatchResult,
     ClusterInfo,
@@ -20,6 +21,7 @@ from lambdas.models.hyperpod import (
     Orchestrator,
     collect_events,
 )
+from lambdas.models.slurm import slurm_node_name
 
 # DescribeCluster and DescribeClusterNode answer ResourceNotFound for an unknown cluster and an
 # unknown (or replaced) node respectively.
@@ -70,6 +72,23 @@ class SageMakerHyperPod:
                 ClusterName=cluster_name, NodeLogicalId=logical_id
             )
         return _node(cluster_name, response)
+
+    def instance_with_host(self, cluster_name: str, host: str) -> str | None:
+        token: str | None = None
+        for _ in range(MAX_LISTED_PAGES):
+            params: dict[str, Any] = {"ClusterName": cluster_name, "MaxResults": 100}
+            if token:
+                params["NextToken"] = token
+            with aws_call("ListClusterNodes", _CLUSTER_ERRORS):
+                response = self.client.list_cluster_nodes(**params)
+            for summary in response.get("ClusterNodeSummaries", []):
+                hostname = summary.get("PrivateDnsHostname")
+                if hostname and slurm_node_name(hostname) == host:
+                    return str(summary["InstanceId"])
+            token = response.get("NextToken")
+            if not token:
+                return None
+        return None
 
     def start_health_check(
         self,

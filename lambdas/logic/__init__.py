@@ -1,7 +1,8 @@
 """The pipeline's logic, stage by stage: no AWS SDK, only the ports (`ports.py`).
 
 On top, one module per stage of the pipeline, in its order, holding what the Lambda handlers
-call: `intake` (reports and alarms in; a malformed event refused), `isolation`, `health_check`,
+call: `intake` (every trigger's one path: reports, alarms and hardware alerts in; a malformed
+event refused), `isolation`, `health_check`,
 `approval`, `recovery` (a reboot or a replacement: a package, its steps on top and the engine
 that sends the requests beside them) and `closing` (with the reconciliation of
 what nothing else moves); beside them, `sweep` (idle nodes health-checked on a schedule: a

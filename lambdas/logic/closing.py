@@ -17,6 +17,7 @@ what it can:
 | `orphan_slot` | a guard slot (and lock) held by an incident that is closed or unknown | releasing them (and any isolation still due) |
 | `execution_never_started` | an open incident (holding its lock and guard slot) whose remediation execution never started, `EXECUTION_START_GRACE_SECONDS` after it opened | starting it (`opening.execution.ensure_execution`); if that fails, closing it as failed, which gives back its lock and slot |
 | `approval_overdue` | an approval still waiting well past its timeout with its execution running | a person (alarm) |
+| `rate_held` | a confirmed claim the rate bound held, its minute over | taking it again down the intake's one path (`intake.retake`): judged afresh, opened, or held again |
 
 What it cannot settle within `RECOVERY_PATIENCE_SECONDS` (a node still not Running, a
 replacement that never happened) is audited once as `reconcile_needs_person` and counted in
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from lambdas.logic import approval, health_check, isolation, recovery
+from lambdas.logic import approval, health_check, intake, isolation, recovery
 from lambdas.logic.core import lifecycle
 from lambdas.logic.core.measures import elapsed, report_waiting
 from lambdas.logic.core.steps import Step, node_status_of, send_notice
@@ -243,6 +244,7 @@ class Finding(StrEnum):
     ORPHAN_SLOT = "orphan_slot"
     APPROVAL_OVERDUE = "approval_overdue"
     EXECUTION_NEVER_STARTED = "execution_never_started"
+    RATE_HELD = "rate_held"
 
 
 class Verdict(StrEnum):
@@ -277,7 +279,7 @@ def reconcile(deps: Deps, time_left: Callable[[], float] | None = None) -> dict[
     seconds left to the run (the function's remaining time)."""
     step = Step(deps, "reconcile")
     result = Result()
-    for check in (_stuck_failed, _stuck_open, _orphan_slots):
+    for check in (_stuck_failed, _stuck_open, _orphan_slots, _rate_held):
         for incident_id, act in check(step):
             if time_left is not None and time_left() < ITEM_SECONDS:
                 result.unfinished = True
@@ -343,6 +345,25 @@ def _stuck_open(step: Step) -> list[tuple[str, Act]]:
                 elif _overdue(step, incident):
                     found.append((incident.incident_id, _bind(_overdue_approval, incident)))
     return found
+
+
+def _rate_held(step: Step) -> list[tuple[str, Act]]:
+    """Node-level incidents the rate bound held whose minute is over and whose claim was not
+    taken again yet."""
+    now = step.deps.clock.now()
+    found: list[tuple[str, Act]] = []
+    for held in step.deps.incidents.in_state(S.HELD):
+        freed = intake.due_again(held, now)
+        if freed is None or step.deps.incidents.get(intake.again_id(held, freed)) is not None:
+            continue
+        found.append((held.incident_id, _bind(_take_again, step, held, freed)))
+    return found
+
+
+def _take_again(step: Step, held: Incident, freed: Any) -> tuple[Finding, Verdict, str]:
+    results = intake.retake(step.deps, held, freed)
+    taken = ", ".join(f"{r['action']} {r['incident_id']}" for r in results) or "nothing to take"
+    return Finding.RATE_HELD, Verdict.SETTLED, f"taken again once its minute was over: {taken}"
 
 
 def _fresh(step: Step, listed: Incident) -> Incident | None:

@@ -1,33 +1,38 @@
-"""Events in: contributor alarms and SDC reports open incidents, or attach to open ones.
+"""Events in: every trigger is a claim, and every claim takes one path, in one order.
 
-Either channel alone is enough. The report (PutEvents, seconds after the check fired) usually
-comes first: a report naming a culprit or confirmed suspect opens that instance's incident, and
-the contributor alarm (a minute or more later) finds the open lock and attaches. An ambiguous
-report (no strict majority, a reduced gradient, nothing attributable) opens one job-level
-incident that holds the locks of the involved instances, so their alarms attach to it instead
-of opening one incident per node. Without a report, the alarm opens the incident itself.
+A contributor alarm, an SDC or training-watch report, a hardware alert (and a person's
+`proceed`, `lambdas.logic.opening.proceeding`) each says something about nodes of a cluster that
+the pipeline cannot authenticate: a training pod can put any metric datapoint and send any
+report. Each trigger kind is only a parser into the same typed claim
+(`lambdas.logic.opening.triggers`, `lambdas.models.claim`), and `take` runs every claim through
+the same stages (`Stage`), in this order:
 
-A report is a claim: only the instances HyperPod confirms are nodes of the cluster count or
-act (`lambdas.logic.opening.claims`), and it is placed by the time the pipeline received it; one dated
-more than MAX_AHEAD ahead of that is refused. Before an incident acts, the guards of
-`lambdas.logic.safety.guard` apply: its nodes are flagged for storm detection, and a storm hold, a muted
-alarm (`muteDetail`: an alarm mute rule mutes the alarm's actions), the pause switch or a
-blast-radius guard without room for its nodes record it as `held` (nothing acts) instead. A
-report flags every confirmed instance it names before it opens any, so a report naming a
-storm's worth of culprits holds them all under one storm hold.
+1. BOUND: a claim asks about a few nodes at most (`claims.MAX_ASKED`; a hardware notification
+   one node, as the alert manager groups them): a forged claim buys one DescribeCluster, a few
+   DescribeClusterNode calls and a few records, however many nodes it names;
+2. CONFIRM: every node it names against HyperPod (a node of that cluster, not its Slurm
+   controller) and the orchestrator (Kubernetes by providerID, with `sdc:jobPods` the job's
+   pods on it; Slurm's host names): `claims.confirm`. A node it names by name only (an alert's
+   `ip-…` host) is resolved by the orchestrator. What is not confirmed is refused here, before
+   it can spend anything; an alarm brings the node's stored reports the orchestrator confirms
+   (an unconfirmed report never displaces confirmed evidence);
+3. BUDGET: only now, on confirmed nodes: the storm flags of the claim's nodes, all at once (a
+   report naming a storm's worth of culprits holds them all under one storm hold; an alarm
+   flags nothing, see `triggers.SPENDS`), then per incident: an open or still-held incident
+   joins the evidence and spends nothing, else the storm hold, the alarm's mute rule or the
+   pause switch holds it, else the rate bound takes an opening;
+4. JUDGE: the one policy's course for the drafted incident (`course_of`);
+5. ACT: open (with the blast-radius guard's slots), join, hold or refuse (`opening.incidents`,
+   `opening.holding`, `opening.arrivals`);
+6. AUDIT: each act writes its entry; the trail (`opening.trail`) names the stages each node
+   passed and what was audited.
 
 A held incident is closed at birth, so it takes no open lock; a node-level one takes a held
-lock on its instance instead, valid for STORM_WINDOW_SECONDS (a held job-level one takes none:
-an alarm on one of its nodes is that node's own incident). Whatever else arrives for the instance in that
-window (the alarm after the report, a redelivery, the next report) is attached to the held
-incident: one held incident and at most one notice per instance and window, whichever channel
-comes first. After the window, or once the storm hold is reset or the pause switch is back to
-false, a new trigger is judged afresh.
-
-This module is where the two events come in; `opening.incidents` opens an incident (node- or
-job-level), `opening.holding` records a held one, `opening.arrivals` attaches what comes for an
-instance an incident speaks for, `opening.execution` starts the remediation execution (all in
-`lambdas.logic.opening`).
+lock on its instance instead, valid for STORM_WINDOW_SECONDS: whatever else arrives for the
+instance in that window that the hold would hold too joins the held incident (a notice holds
+only what is no stronger than a notice). After the window, or once the storm hold is reset or
+the pause switch is back to false, or the rate bound's minute is over, a new trigger is judged
+afresh; a rate-held incident's notice says so.
 
 An event without the documented shape never gets that far: its handler fails to parse it and
 calls `refuse`, then raises the error again, so the event lands in the function's dead-letter
@@ -39,31 +44,31 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from lambdas.logic.core import ids
 from lambdas.logic.core.steps import Step, error_details, mark_audited, was_audited
 from lambdas.logic.evidence import summaries
-from lambdas.logic.opening import arrivals, claims, incidents
+from lambdas.logic.opening import arrivals, claims, incidents, triggers
 from lambdas.logic.opening.arrivals import Trigger
+from lambdas.logic.opening.claims import Checked, Confirmed
+from lambdas.logic.opening.trail import IntakeStep, audited_since, mark, passed
+from lambdas.logic.opening.triggers import Spends, hardware_event_id
 from lambdas.logic.ports import Deps
-from lambdas.logic.safety import guard
+from lambdas.logic.safety import guard, rate
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
-from lambdas.models.errors import ClusterNotFound, KubernetesNotFound, MalformedEvent
+from lambdas.models.claim import Claim, NodeClaim, Stage
+from lambdas.models.errors import ClusterNotFound, MalformedEvent
 from lambdas.models.events import ContributorEvent
-from lambdas.models.hardware_alert import (
-    AlertNotification,
-    AlertStatus,
-    HardwareAlert,
-    sns_message_id,
-)
-from lambdas.models.incident import TriggerSource
+from lambdas.models.guard import HoldKind
+from lambdas.models.hardware_alert import AlertNotification, sns_message_id
+from lambdas.models.incident import Incident, TriggerSource
 from lambdas.models.payloads import OpenAction, OpenIncidentResult, StoreReportResult
 from lambdas.models.report import ReportEvent, SdcReport
 from lambdas.models.reporter_text import clean
 from lambdas.observability import count, logger
-from trainer_emitter.contract import REPORT_SOURCE, Role
+from trainer_emitter.contract import REPORT_SOURCE
 
 REPORT_TTL = timedelta(days=14)
 MAX_AHEAD = timedelta(minutes=5)
@@ -71,37 +76,287 @@ MAX_AHEAD = timedelta(minutes=5)
 nodes); a report dated further ahead is refused."""
 ALERT_SOURCE = "aps.hardware-alert"
 """How the audit names where a hardware alert came from (the workspace's alert manager)."""
-OPENING_ROLES = frozenset({Role.CULPRIT, Role.CONFIRMED_SUSPECT})
-"""The roles for which a report opens a node-level incident by itself."""
+MAX_ALERT_NODES: Final = 1
+"""The nodes one hardware notification is taken for: the alert manager groups its alerts per
+node (`infra.stack.alert_manager.GROUP_BY`), so a genuine one names one; the alerts of any
+other node it names are audited once and taken no further (one message cannot storm-hold a
+cluster)."""
+
+
+# -- the one path ------------------------------------------------------------------------------
+
+
+def take(step: Step, claim: Claim) -> list[OpenIncidentResult]:
+    """The one path of every claim, stage by stage (see the module docstring); each node's
+    result (a node naming no instance, or only joining where nothing is open, has none)."""
+    claim = bound(step, claim)  # 1. BOUND
+    checked = confirm(step, claim)  # 2. CONFIRM
+    spends = triggers.SPENDS[claim.source]
+    flag(step, claim, checked, spends)  # 3. BUDGET (the claim's storm flags, all at once)
+    if claim.job_level:  # 3.-6. per incident: BUDGET, JUDGE, ACT, AUDIT
+        return open_job(step, claim, checked, spends)
+    results = [open_node(step, claim, checked, found, spends) for found in checked.nodes]
+    return [r for r in results if r is not None]
+
+
+def bound(step: Step, claim: Claim) -> Claim:
+    """The claim cut to the nodes it may ask about: its first MAX_ASKED distinct nodes that ask
+    for an incident (a hardware notification: its first node's alerts only); the rest are
+    audited once under the event and taken no further."""
+    seen: list[str] = []
+    kept: list[NodeClaim] = []
+    left_out: list[str] = []
+    most = MAX_ALERT_NODES if claim.source is TriggerSource.HARDWARE else claims.MAX_ASKED
+    for node in claim.nodes:
+        key = node.instance_id or node.node_name or ""
+        limited = (node.opens and not claim.job_level) or claim.source is TriggerSource.HARDWARE
+        if limited and key not in seen:
+            if len(seen) >= most:
+                left_out.append(key)
+                continue
+            seen.append(key)
+        elif limited and key in left_out:
+            continue
+        kept.append(node)
+    if left_out:
+        step.audit(
+            ids.event_subject(claim.event_id),
+            AuditAction.EVENT_IGNORED,
+            {
+                "reason": f"the {claim.source.value} names more than {most} node(s) to act on: "
+                "the others are not asked about, flagged or opened",
+                "cluster_name": claim.cluster_name,
+                "left_out": [clean(k, 253) for k in left_out[:20]],
+                "left_out_count": len(left_out),
+            },
+        )
+        count(M.EVENTS_IGNORED)
+    passed(step, Stage.BOUND, named=len(claim.nodes), kept=len(kept), left_out=len(left_out))
+    if any(n.opens for n in kept):
+        step.deps.settings.require_state_machine_arn()
+    return dataclasses.replace(claim, nodes=tuple(kept))
+
+
+def confirm(step: Step, claim: Claim) -> Checked:
+    """`claims.confirm`, on the trail; an error beyond "not found" is audited as
+    `open_failed` under the event, then raised (the event is retried)."""
+    try:
+        checked = claims.confirm(step, claim)
+    except Exception as err:
+        _open_failed(step, claim, err)
+        raise
+    passed(
+        step,
+        Stage.CONFIRM,
+        confirmed=[c.instance_id for c in checked.nodes if c.confirmed],
+        unconfirmed={str(c.instance_id): c.why_not for c in checked.nodes if not c.confirmed},
+    )
+    return checked
+
+
+def flag(step: Step, claim: Claim, checked: Checked, spends: Spends) -> None:
+    """The claim's confirmed nodes that ask for an incident, flagged for the storm rule at
+    once, before any opens (for the trigger kinds whose nodes count toward it)."""
+    if not spends.storm:
+        return
+    confirmed = [c.instance_id for c in checked.nodes if c.confirmed and c.instance_id]
+    if confirmed:
+        guard.flag(step, claim.cluster_name, list(dict.fromkeys(confirmed)))
+
+
+def open_node(
+    step: Step, claim: Claim, checked: Checked, found: Confirmed, spends: Spends
+) -> OpenIncidentResult | None:
+    """One node of a node-level claim: refused when not confirmed, joined when it only joins,
+    else its incident opened, joined or held (`incidents.open_node`)."""
+    if found.instance_id is None:
+        at = mark(step)
+        _ignored(step, claim, found.why_not or "names no instance")
+        passed(step, Stage.ACT, None, action=OpenAction.IGNORED, why=found.why_not)
+        passed(step, Stage.AUDIT, None, audited=audited_since(step, at))
+        return None
+    trigger = _trigger(claim, found.claim, found.instance_id)
+    if not found.claim.opens:
+        return _join_only(step, claim, trigger)
+    if not found.confirmed or checked.cluster is None:
+        return incidents.refuse(step, trigger, found)
+    return incidents.open_node(step, trigger, found, checked.cluster, spends)
+
+
+def _join_only(step: Step, claim: Claim, trigger: Trigger) -> OpenIncidentResult | None:
+    """Evidence that opens nothing by itself (an involved instance of a report, a resolved
+    alert): it joins the node's open incident, or (an alert) is audited."""
+    at = mark(step)
+    holder = step.deps.incidents.open_incident_id(claim.cluster_name, trigger.instance_id)
+    if holder:
+        arrivals.attach_items(step, holder, [trigger.item], claim.event_id, claim.source)
+        result: OpenIncidentResult = {"incident_id": holder, "action": OpenAction.ATTACHED}
+        return incidents.joined(step, trigger.instance_id, result, at, "nothing: joins")
+    if claim.source is TriggerSource.HARDWARE:
+        _ignored(step, claim, "resolved: recorded; it closes no incident")
+    passed(step, Stage.ACT, trigger.instance_id, action=OpenAction.IGNORED)
+    passed(step, Stage.AUDIT, trigger.instance_id, audited=audited_since(step, at))
+    return None
+
+
+def open_job(
+    step: Step, claim: Claim, checked: Checked, spends: Spends
+) -> list[OpenIncidentResult]:
+    """An ambiguous report: the instances it names that an incident speaks for get the report
+    attached; one job-level incident opens over the confirmed others (the rest are kept
+    unconfirmed, never acted on)."""
+    report = claim.report
+    assert report is not None and claim.job_item is not None
+    results: list[OpenIncidentResult] = []
+    free: list[str] = []
+    unconfirmed: dict[str, str] = {}
+    for found in checked.nodes:
+        instance_id = found.instance_id or ""
+        holder = step.deps.incidents.open_incident_id(claim.cluster_name, instance_id)
+        if holder:
+            item = summaries.report_evidence(report, instance_id)
+            arrivals.attach_items(step, holder, [item], claim.event_id, TriggerSource.REPORT)
+            if not any(r["incident_id"] == holder for r in results):
+                results.append({"incident_id": holder, "action": OpenAction.ATTACHED})
+        elif found.confirmed or found.pending:
+            free.append(instance_id)
+        else:
+            unconfirmed[instance_id] = found.why_not or "not confirmed"
+    if not free and not unconfirmed:
+        return results
+    trigger = Trigger(
+        cluster_name=claim.cluster_name,
+        instance_id="",
+        at=claim.at,
+        event_id=claim.event_id,
+        source=claim.source,
+        item=claim.job_item,
+        report=report,
+    )
+    if not any(c.confirmed for c in checked.nodes):
+        unconfirmed |= dict.fromkeys(free, "not asked: nothing the job names was confirmed")
+        free = []
+    opened = incidents.open_job(
+        step, trigger, free, unconfirmed, checked.cluster, spends, oversized=checked.oversized
+    )
+    return [*results, opened]
+
+
+def _trigger(claim: Claim, node: NodeClaim, instance_id: str) -> Trigger:
+    mute = (
+        guard.mute_blocker(claim.alarm_name or "", claim.mute) if claim.mute is not None else None
+    )
+    return Trigger(
+        cluster_name=claim.cluster_name,
+        instance_id=instance_id,
+        at=claim.at,
+        event_id=claim.event_id,
+        source=claim.source,
+        item=node.item,
+        report=claim.report,
+        metric=node.metric,
+        mute=mute,
+    )
+
+
+def _open_failed(step: Step, claim: Claim, err: Exception) -> None:
+    """The claim's failure in the audit log (`open_failed` under its event, with its first
+    node's evidence), unless audited already; a failing audit log is logged and never hides
+    `err`."""
+    if was_audited(err):
+        return
+    subject = ids.event_subject(claim.event_id)
+    first = claim.nodes[0] if claim.nodes else None
+    key = "alert" if claim.source is TriggerSource.HARDWARE else "evidence"
+    evidence = {key: first.item} if first else {}
+    try:
+        step.audit(
+            subject,
+            AuditAction.OPEN_FAILED,
+            error_details(
+                err,
+                source=claim.source,
+                cluster_name=claim.cluster_name,
+                instance_id=first.instance_id if first else None,
+                **evidence,
+            ),
+            [getattr(err, "request_id", None)],
+        )
+    except Exception:
+        logger.exception("could not audit the failed claim", event_id=claim.event_id)
+        return
+    mark_audited(err, AuditAction.OPEN_FAILED, subject)
+
+
+def _ignored(step: Step, claim: Claim, reason: str) -> None:
+    step.audit(
+        ids.event_subject(claim.event_id),
+        AuditAction.EVENT_IGNORED,
+        {"reason": reason, "cluster_name": claim.cluster_name},
+    )
+    count(M.EVENTS_IGNORED)
+    logger.info("claim ignored", event_id=claim.event_id, reason=reason)
+
+
+# -- a claim the rate bound held, once its minute is over -------------------------------------
+
+RETAKE_WITHIN: Final = timedelta(minutes=15)
+"""How long after it was held a rate-held incident is still taken again (by reconciliation);
+older ones are left to the next trigger for their node."""
+
+
+def due_again(held: Incident, now: datetime) -> datetime | None:
+    """When the rate bound's minute that held `held` freed (the start of the next minute), if
+    it has and the incident is to be taken again now; else None."""
+    if held.hold_kind != HoldKind.RATE or held.is_job or not held.closed_at:
+        return None
+    closed = datetime.fromisoformat(held.closed_at)
+    freed = closed.replace(second=0, microsecond=0) + timedelta(seconds=rate.WINDOW_SECONDS)
+    if not freed <= now < closed + RETAKE_WITHIN:
+        return None
+    return freed
+
+
+def again_id(held: Incident, freed: datetime) -> str:
+    """The incident its claim asks for when it is taken again (the same every time)."""
+    return ids.incident_id(held.cluster_name, held.instance_id, freed)
+
+
+def retake(deps: Deps, held: Incident, freed: datetime) -> list[OpenIncidentResult]:
+    """A confirmed claim the rate bound held, judged again down the one path once the budget
+    freed (HyperPod and the orchestrator asked again, the budget spent again: over the bound
+    again, it is held again)."""
+    step = IntakeStep(deps, "reconcile")
+    report = None
+    wanted = {e.get("report_id") for e in held.evidence if e.get("kind") == TriggerSource.REPORT}
+    if wanted:
+        stored = deps.reports.recent_reports(held.cluster_name, held.instance_id, claims.MAX_STORED)
+        report = next((r for r in stored if r.report_id in wanted), None)
+    claim = triggers.of_rate_held(held, report, freed)
+    if claim is None or (claim.source is TriggerSource.REPORT and report is None):
+        return []
+    return take(step, claim)
+
+
+# -- alarms ------------------------------------------------------------------------------------
 
 
 def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
     """One contributor alarm → at most one open incident per (cluster, instance).
 
     OK-state events and clusters outside ALLOWED_CLUSTERS are ignored (audited under the event);
-    an instance HyperPod does not know is recorded as a skipped incident; an alarm for an
-    instance with an open incident (node- or job-level) attaches to it. The remediation
-    execution is named after the incident, so it is started once however often the event is
-    delivered.
+    otherwise the alarm is a claim on the one path (`take`): an instance HyperPod does not know
+    is recorded as a skipped incident; an alarm for an instance with an open incident (node- or
+    job-level) attaches to it. The remediation execution is named after the incident, so it is
+    started once however often the event is delivered.
     """
-    step = Step(deps, "open_incident")
-    settings = deps.settings
+    step = IntakeStep(deps, "open_incident")
     if not alarm.is_alarm:
         return _ignore(step, alarm, f"contributor state is {alarm.state}, not ALARM")
-    if alarm.cluster_name not in settings.allowed_clusters:
+    if alarm.cluster_name not in deps.settings.allowed_clusters:
         return _ignore(step, alarm, f"cluster {alarm.cluster_name} is not in ALLOWED_CLUSTERS")
-    settings.require_state_machine_arn()
-    trigger = Trigger(
-        cluster_name=alarm.cluster_name,
-        instance_id=alarm.instance_id,
-        at=alarm.state_at,
-        event_id=alarm.event_id,
-        source=TriggerSource.ALARM,
-        item=summaries.alarm_evidence(alarm),
-        metric=alarm.metric.value,
-        mute=guard.mute_blocker(alarm.alarm_name, alarm.mute) if alarm.mute else None,
-    )
-    return incidents.open_node(step, trigger)
+    (result,) = take(step, triggers.of_alarm(alarm))
+    return result
 
 
 def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentResult:
@@ -124,10 +379,11 @@ def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentRes
 
 
 def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
-    """Store the report under each instance it names, attach it to their open incidents, and
-    open what it names: a node-level incident per culprit or confirmed suspect without one, or,
-    for an ambiguous report, one job-level incident for the involved instances without one."""
-    step = Step(deps, "store_report")
+    """Store the report under each instance it names, then take it as a claim (`take`): a
+    node-level incident per culprit or confirmed suspect that HyperPod and the orchestrator
+    confirm, the involved instances' evidence attached to their open incidents, or, for an
+    ambiguous report, one job-level incident for its confirmed involved instances."""
+    step = IntakeStep(deps, "store_report")
     subject = ids.event_subject(event.event_id)
     received = deps.clock.now()
     if event.report.emitted > received + MAX_AHEAD:
@@ -176,7 +432,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
         )
         count(M.REPORTS_STORED)
     # Every instance, not only the newly stored ones: a retry after a crash must still open.
-    results = _open_job(step, event) if report.ambiguous else _open_named(step, event)
+    results = take(step, triggers.of_report(event))
     logger.info(
         "report handled",
         report_id=report.report_id,
@@ -188,9 +444,8 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
 
 def _more_than_nodes(step: Step, report: SdcReport) -> str | None:
     """Why a report naming more distinct instances than its cluster has nodes (HyperPod's count)
-    is ignored whole: no node is asked about, nothing stored, flagged or opened, one audit entry
-    (a forged report must not buy a HyperPod call, an incident and an audit entry per made-up
-    instance). None when it names no more than that, or HyperPod gives no count."""
+    is ignored whole: no node is asked about, nothing stored, flagged or opened, one audit entry.
+    None when it names no more than that, or HyperPod gives no count."""
     named = len({i.instance_id for i in report.instances})
     try:
         nodes = step.deps.hyperpod.describe_cluster(report.cluster_name).node_count
@@ -225,90 +480,16 @@ def _refuse_ahead(step: Step, event: ReportEvent, received: datetime) -> NoRetur
     raise err
 
 
-def _open_named(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
-    report = event.report
-    results: list[OpenIncidentResult] = []
-    at = report.emitted
-    opening_ids = [i.instance_id for i in report.instances if i.role in OPENING_ROLES]
-    if opening_ids:
-        step.deps.settings.require_state_machine_arn()
-        # All at once, before any opens: a report naming a storm's worth of nodes is a storm.
-        # Only nodes HyperPod confirms: made-up instance ids flag nothing.
-        guard.flag(step, report.cluster_name, _confirmed(step, event, opening_ids))
-    for instance in report.instances:
-        trigger = Trigger(
-            cluster_name=report.cluster_name,
-            instance_id=instance.instance_id,
-            at=at,
-            event_id=event.event_id,
-            source=TriggerSource.REPORT,
-            item=summaries.report_evidence(report, instance.instance_id),
-            report=report,
-            metric=instance.metrics[0].value if instance.metrics else None,
-        )
-        if instance.role in OPENING_ROLES:
-            results.append(incidents.open_node(step, trigger, flagged=True))
-            continue
-        holder = step.deps.incidents.open_incident_id(report.cluster_name, instance.instance_id)
-        if holder:
-            arrivals.attach_items(
-                step, holder, [trigger.item], event.event_id, TriggerSource.REPORT
-            )
-            results.append({"incident_id": holder, "action": OpenAction.ATTACHED})
-    return results
-
-
-def _confirmed(step: Step, event: ReportEvent, instance_ids: list[str]) -> list[str]:
-    """The instances HyperPod confirms are nodes of the report's cluster; a cluster it does not
-    know has none (each opening is then skipped, audited)."""
-    try:
-        return claims.hyperpod_nodes(step, event.report.cluster_name, instance_ids)[0]
-    except ClusterNotFound:
-        return []
-
-
-def _open_job(step: Step, event: ReportEvent) -> list[OpenIncidentResult]:
-    """An ambiguous report: one job-level incident for the involved instances that have no open
-    incident (those that do get the report attached)."""
-    deps = step.deps
-    report = event.report
-    results: list[OpenIncidentResult] = []
-    free: list[str] = []
-    for instance in report.instances:
-        holder = deps.incidents.open_incident_id(report.cluster_name, instance.instance_id)
-        item = summaries.report_evidence(report, instance.instance_id)
-        if holder:
-            arrivals.attach_items(step, holder, [item], event.event_id, TriggerSource.REPORT)
-            if not any(r["incident_id"] == holder for r in results):
-                results.append({"incident_id": holder, "action": OpenAction.ATTACHED})
-        else:
-            free.append(instance.instance_id)
-    if not free:
-        return results
-    deps.settings.require_state_machine_arn()
-    trigger = Trigger(
-        cluster_name=report.cluster_name,
-        instance_id="",
-        at=report.emitted,
-        event_id=event.event_id,
-        source=TriggerSource.REPORT,
-        item=summaries.report_evidence(report, None),
-        report=report,
-    )
-    return [*results, incidents.open_job(step, trigger, free)]
-
-
 # -- hardware alerts ----------------------------------------------------------------------------
 
 
 def hardware_alerts(note: AlertNotification, deps: Deps) -> list[OpenIncidentResult]:
-    """The alerts of one notification of the hardware alert topic, each a claim like a report's:
-    its node is acted on only when HyperPod knows the instance its name holds as a node of the
-    cluster and, where the cluster gives the pipeline its Kubernetes API, Kubernetes finds that
-    instance by `spec.providerID` under that very name. A firing alert opens the node's incident
-    or attaches to the open one (one per cluster and instance), through the same opening as an
-    alarm: guard, storm flags, pause switch. A resolved alert is recorded (on the open incident,
-    else in the audit log) and closes nothing.
+    """The alerts of one notification of the hardware alert topic, taken as one claim (`take`)
+    about the node they name: on EKS `hyperpod-<instance id>` or the Kubernetes node (found by
+    providerID), on Slurm the exporter's host (`ip-…`, HyperPod's PrivateDnsHostname). A firing
+    alert opens the node's incident or attaches to the open one (one per cluster and instance);
+    a resolved alert is recorded (on the open incident, else in the audit log) and closes
+    nothing.
 
     The cluster is the notification's SNS attribute, which the stack fixes per workspace; an
     alert whose own `cluster` label differs is refused (raised: the message lands in the failure
@@ -316,8 +497,8 @@ def hardware_alerts(note: AlertNotification, deps: Deps) -> list[OpenIncidentRes
     or HyperPod unreachable while its node is resolved or checked, a table that fails) is
     audited as `open_failed` under the notification's event, then raised: SNS retries the
     message and then keeps it in the failure queue, and the audit log says why."""
-    step = Step(deps, "store_report")
-    subject = ids.event_subject(_hardware_event_id(note))
+    step = IntakeStep(deps, "store_report")
+    subject = ids.event_subject(hardware_event_id(note))
     forged = [a.cluster_name for a in note.alerts if a.cluster_name != note.cluster_name]
     if forged:
         err = MalformedEvent(
@@ -329,118 +510,25 @@ def hardware_alerts(note: AlertNotification, deps: Deps) -> list[OpenIncidentRes
         count(M.EVENTS_REFUSED)
         raise err
     if note.cluster_name not in deps.settings.allowed_clusters:
-        _hardware_ignored(
-            step, note, None, f"cluster {note.cluster_name} is not in ALLOWED_CLUSTERS"
-        )
-        return []
-    received = deps.clock.now()
-    results: list[OpenIncidentResult] = []
-    for alert in note.alerts:
-        try:
-            result = _hardware_alert(step, note, alert, received)
-        except Exception as err:
-            _hardware_failed(step, note, alert, err)
-            raise
-        if result is not None:
-            results.append(result)
-    return results
-
-
-def _hardware_failed(
-    step: Step, note: AlertNotification, alert: HardwareAlert, err: Exception
-) -> None:
-    """The alert's failure in the audit log (`open_failed` under the notification's event),
-    unless the opening audited it already; a failing audit log is logged and never hides
-    `err`."""
-    if was_audited(err):
-        return
-    subject = ids.event_subject(_hardware_event_id(note))
-    try:
         step.audit(
             subject,
-            AuditAction.OPEN_FAILED,
-            error_details(
-                err,
-                source=TriggerSource.HARDWARE,
-                cluster_name=note.cluster_name,
-                alert=summaries.hardware_evidence(alert, step.now()),
-            ),
-            [getattr(err, "request_id", None)],
+            AuditAction.EVENT_IGNORED,
+            {
+                "reason": f"cluster {note.cluster_name} is not in ALLOWED_CLUSTERS",
+                "cluster_name": note.cluster_name,
+            },
         )
-    except Exception:
-        logger.exception("could not audit the failed alert", message_id=note.message_id)
-        return
-    mark_audited(err, AuditAction.OPEN_FAILED, subject)
-    logger.warning("hardware alert failed", message_id=note.message_id, error=type(err).__name__)
-
-
-def _hardware_alert(
-    step: Step, note: AlertNotification, alert: HardwareAlert, received: datetime
-) -> OpenIncidentResult | None:
-    instance_id = alert.claimed_instance or _instance_named(step, note.cluster_name, alert)
-    if instance_id is None:
-        _hardware_ignored(
-            step,
-            note,
-            alert,
-            f"node {clean(alert.node_name, 253)!r} names no instance: it is not "
-            "hyperpod-<instance id>, and no Kubernetes node of that name gives one by "
-            "providerID (or the cluster gives the pipeline no Kubernetes API)",
-        )
-        return None
-    item = summaries.hardware_evidence(alert, received.isoformat())
-    event_id = _hardware_event_id(note)
-    if alert.status is AlertStatus.RESOLVED:
-        holder = step.deps.incidents.open_incident_id(note.cluster_name, instance_id)
-        if holder is None:
-            _hardware_ignored(step, note, alert, "resolved: recorded; it closes no incident")
-            return None
-        arrivals.attach_items(step, holder, [item], event_id, TriggerSource.HARDWARE)
-        return {"incident_id": holder, "action": OpenAction.ATTACHED}
-    step.deps.settings.require_state_machine_arn()
-    trigger = Trigger(
-        cluster_name=note.cluster_name,
-        instance_id=instance_id,
-        at=received,
-        event_id=event_id,
-        source=TriggerSource.HARDWARE,
-        item=item,
-        metric=alert.rule.value,
-        claims=claims.Claims(node_names={instance_id: frozenset({alert.node_name})}),
-    )
-    return incidents.open_node(step, trigger)
-
-
-def _instance_named(step: Step, cluster_name: str, alert: HardwareAlert) -> str | None:
-    """The instance Kubernetes gives, by its providerID, for the node the alert names (where
-    the cluster gives the pipeline its Kubernetes API); None when it has no such node."""
-    config = step.deps.settings.isolation_for(cluster_name)
-    if not config.isolate or config.eks_cluster is None:
-        return None
+        count(M.EVENTS_IGNORED)
+        return []
+    claim = triggers.of_alerts(note, deps.clock.now())
     try:
-        return step.deps.kubernetes.find_node_named(config.eks_cluster, alert.node_name).instance_id
-    except KubernetesNotFound:
-        return None
-
-
-def _hardware_event_id(note: AlertNotification) -> str:
-    return f"sns-{clean(note.message_id, 100)}"
-
-
-def _hardware_ignored(
-    step: Step, note: AlertNotification, alert: HardwareAlert | None, reason: str
-) -> None:
-    step.audit(
-        ids.event_subject(_hardware_event_id(note)),
-        AuditAction.EVENT_IGNORED,
-        {
-            "reason": reason,
-            "cluster_name": note.cluster_name,
-            "alert": summaries.hardware_evidence(alert, step.now()) if alert else None,
-        },
-    )
-    count(M.EVENTS_IGNORED)
-    logger.info("hardware alert ignored", message_id=note.message_id, reason=reason)
+        return take(step, claim)
+    except Exception as err:
+        _open_failed(step, claim, err)
+        logger.warning(
+            "hardware alert failed", message_id=note.message_id, error=type(err).__name__
+        )
+        raise
 
 
 def refuse(event: Any, err: MalformedEvent, actor: str, deps: Deps) -> None:

@@ -51,6 +51,12 @@ class HyperPod(Protocol):
         """The node that now holds this logical id (a replacement keeps it). Raises NodeNotFound."""
         ...
 
+    def instance_with_host(self, cluster_name: str, host: str) -> str | None:
+        """The instance whose `PrivateDnsHostname`'s first label is `host` (a Slurm node's
+        name, `ip-10-1-2-3`), from ListClusterNodes (at most MAX_LISTED_PAGES pages); None when
+        no node of the cluster has it. Raises ClusterNotFound."""
+        ...
+
     def start_health_check(
         self,
         cluster_name: str,
@@ -177,6 +183,10 @@ class ReportStore(Protocol):
         ...
 
     def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None: ...
+
+    def recent_reports(self, cluster_name: str, instance_id: str, limit: int) -> list[SdcReport]:
+        """The reports stored under the instance, received last first (at most `limit`)."""
+        ...
 
 
 class GuardStore(Protocol):

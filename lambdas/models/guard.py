@@ -25,8 +25,9 @@ class HoldKind(StrEnum):
     GUARD = "guard"
     """The blast-radius guard is full: as many incidents are open as the cluster allows."""
     RATE = "rate"
-    """The rate bound: reports opened as many incidents on the cluster (or for the job) this
-    minute as it allows; held before it is checked, one notice per cluster and minute."""
+    """The rate bound: reports and alerts opened as many incidents on the cluster (or for the
+    job) this minute as it allows; held once its node was confirmed, one notice per cluster and
+    minute, taken again once the minute is over."""
     NOTICE = "notice"
     """Notice only: the decision table's row for the evidence (a straggler without hardware
     corroboration, `policy.Row.STRAGGLER_ALONE`) isolates nothing, checks nothing and proposes

@@ -31,6 +31,10 @@ class AwsVocabulary(StrEnum):
         return unknown
 
 
+MAX_LISTED_PAGES = 20
+"""The most ListClusterNodes pages (100 nodes each) read to find a node by its host name."""
+
+
 class NodeStatus(AwsVocabulary):
     """`DescribeClusterNode` → `NodeDetails.InstanceStatus.Status`."""
 

@@ -366,10 +366,11 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         default=10,
         env=EnvVar.REPORT_OPENINGS_PER_MINUTE,
         doc=(
-            "rate bound: at most this many incidents opened from reports per cluster per minute"
-            " of the pipeline's receive time; beyond it an incident is recorded `held` (kind "
-            "`rate`) before any check, each audited, and one held notice per cluster and minute"
-            " says so. Above the storm rule's default, so that genuine reports about real nodes"
+            "rate bound: at most this many incidents opened from reports and hardware alerts "
+            "per cluster per minute of the pipeline's receive time; beyond it an incident is "
+            "recorded `held` (kind `rate`) after its checks (nothing unconfirmed spends the "
+            "bound), each audited, one held notice per cluster and minute says so, and "
+            "reconciliation takes it again once the minute is over. Above the storm rule's default, so that genuine reports about real nodes"
             " meet the storm hold first; it caps what the storm rule does not count (instances "
             "that are no nodes, a raised threshold). Contributor alarms are not counted"
         ),

@@ -498,13 +498,15 @@ def held_notice(incident: Incident) -> Card:
         )
     elif incident.hold_kind == HoldKind.RATE:
         next_steps = (
-            "Reports asked to open more incidents on this cluster within one minute than the "
+            "Reports or alerts asked to open more incidents on this cluster within one minute "
+            "than the "
             "rate bound allows (sdc:reportOpeningsPerMinute per cluster, "
             "sdc:jobOpeningsPerMinute per job).",
             "This is the minute's only notice: every other incident the bound holds on this "
             "cluster in this minute is recorded held, and audited, without a notice of its own "
             "(sdc incidents --state held).",
-            "It was held before any check of its own, and nothing acts. Contributor alarms are "
+            "It was held once HyperPod and the orchestrator had confirmed its node (nothing "
+            "unconfirmed spends the bound), and nothing acts. Contributor alarms are "
             "not bounded: a genuine alarm on a node still opens its incident; a report received "
             "after this minute is judged afresh.",
         )

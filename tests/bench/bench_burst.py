@@ -1,4 +1,5 @@
-"""A burst: a contributor alarm for every node of one 1,000-node cluster, plus redeliveries.
+"""A burst: a culprit report and a contributor alarm for every node of one 1,000-node cluster,
+plus redeliveries.
 
 Everything fires at once, the way a bad software rollout or recipe change would look. What must
 hold: the blast-radius guard lets exactly its limit of incidents open, every other instance ends
@@ -49,6 +50,7 @@ from lambdas.models.incident import Incident
 from lambdas.models.settings import Settings
 from lambdas.observability import SERVICE
 from tests.bench.clients import reused_clients
+from tests.unit.reports import forged_event
 from trainer_emitter.contract import Metric
 
 GOAL_SECONDS = 30.0
@@ -148,13 +150,29 @@ def with_redeliveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [event for _, event in sorted(keyed, key=lambda pair: pair[0])]
 
 
-def burst(nodes: int = NODES, *, context: dict[str, Any] | None = None) -> Burst:
-    """Stand up the local account with a `nodes`-node cluster, deliver the burst, count."""
+def culprit_reports(instances: list[str]) -> list[dict[str, Any]]:
+    """Each node's SDC report naming it the culprit: a corruption storm is seen by the emitters
+    too, and the storm rule counts the nodes reports name (an alarm alone flags nothing: any pod
+    can put the metric's datapoint)."""
+    return [
+        forged_event([i], ambiguous=False, role="culprit", report_id=f"burst-{n:08d}")
+        for n, i in enumerate(instances)
+    ]
+
+
+def burst(
+    nodes: int = NODES, *, context: dict[str, Any] | None = None, reports: bool = True
+) -> Burst:
+    """Stand up the local account with a `nodes`-node cluster, deliver the burst, count.
+    `reports`: each node's report comes before its alarm (False: the alarms alone)."""
     hyperpod = cluster_of(nodes)
     calls: Counter[str] = Counter()
     with LocalRun.open(context=context, hyperpod=hyperpod) as run:
         settings = run.deps.settings
-        events = contributor_events(sdc_alarms(run.evaluator.alarms()), instance_ids(nodes))
+        ids = instance_ids(nodes)
+        events = contributor_events(sdc_alarms(run.evaluator.alarms()), ids)
+        if reports:
+            events = [e for pair in zip(culprit_reports(ids), events, strict=True) for e in pair]
         stream = with_redeliveries(events)
         run.session.events.register("before-call", _counter(calls))
         # The functions' metric records (EMF) go where their logs would, not into the table:

@@ -115,3 +115,15 @@ def test_the_store_keeps_what_was_put_not_the_callers_object(reports: ReportStor
 
     assert stored is not None
     assert stored.detail["alarm"]["step"] == 30
+
+
+def test_recent_reports_are_the_newest_received_first_at_most_the_limit(reports: ReportStore):
+    sent = [
+        report(report_id=f"r-recent-{n:06d}", received_at=f"2026-11-30T08:0{n}:00+00:00")
+        for n in range(4)
+    ]
+    for each in sent:
+        reports.put_report(each, REPORTED_INSTANCE, EXPIRES)
+
+    assert reports.recent_reports(sent[0].cluster_name, REPORTED_INSTANCE, 3) == sent[:0:-1]
+    assert reports.recent_reports(OTHER_CLUSTER, REPORTED_INSTANCE, 3) == []

@@ -8,13 +8,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from lambdas.handlers import _deps, close_incident, decide, open_incident, request_approval
+from lambdas.handlers import (
+    _deps,
+    close_incident,
+    decide,
+    open_incident,
+    request_approval,
+    store_report,
+)
 from lambdas.models.errors import DependencyFailed
 from tests.conftest import load_fixture
 from tests.faults.figures import record
 from tests.faults.test_duplicates import contributor, node
 from tests.integration.conftest import CLUSTER, GROUP, Aws, invoke
 from tests.integration.drive import TOKEN, awaiting_approval, decision_input, health_checked
+from tests.unit.reports import forged_event
 
 
 class DownNotifier:
@@ -91,18 +99,27 @@ def test_a_failed_held_notice_keeps_the_held_incident_and_is_sent_on_redelivery(
     record("notification failures", "held incident kept, notice re-sent")
 
 
-def test_a_failed_storm_notice_keeps_the_hold_and_the_next_alarm_sends_it(aws):
+def culprit_report(instance_id: str, n: int) -> dict[str, Any]:
+    """A report naming `instance_id` the culprit: the storm rule counts the nodes reports name
+    (an alarm alone flags nothing)."""
+    return forged_event(
+        [instance_id], ambiguous=False, role="culprit", report_id=f"culprit-{n:04d}"
+    )
+
+
+def test_a_failed_storm_notice_keeps_the_hold_and_the_next_report_sends_it(aws):
     for n in range(8):
         aws.hyperpod.add_node(CLUSTER, GROUP, node(n))
     for n in range(3):
-        invoke(open_incident, contributor(node(n), second=n))
+        invoke(store_report, culprit_report(node(n), n))
     with sns_down():
-        assert invoke(open_incident, contributor(node(3), second=3))["action"] == "held"
+        (held,) = invoke(store_report, culprit_report(node(3), 3))["incidents"]
+        assert held["action"] == "held"
 
-    invoke(open_incident, contributor(node(4), second=4))
+    invoke(store_report, culprit_report(node(4), 4))
 
     assert kinds(aws).count("storm_hold") == 1
-    record("notification failures", "storm hold kept, notice sent by the next alarm")
+    record("notification failures", "storm hold kept, notice sent by the next report")
 
 
 def test_an_incident_opens_and_starts_its_execution_while_sns_is_down(aws):

@@ -128,6 +128,7 @@ def test_the_functions_that_act_are_told_the_pause_switch(template):
         "replace_node",
         "reboot_node",
         "decide",  # a `proceed` opens an incident: not while paused
+        "reconcile",  # a claim the rate bound held is taken again: not while paused
     }
     env = _env(template, "OpenIncidentFunction")
     assert env["PAUSE_PARAMETER"] == {"Ref": "PauseSwitchParameter"}

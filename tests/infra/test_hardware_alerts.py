@@ -120,6 +120,71 @@ def test_only_the_prometheus_service_publishes_to_the_topic_for_those_workspaces
     assert allow["Condition"]["StringEquals"]["aws:SourceAccount"] == ACCOUNT
 
 
+def _matches(operator: str, values: dict[str, Any], context: dict[str, str]) -> bool:
+    """One IAM condition operator over the request context (a missing key matches a negated
+    operator, never a positive one)."""
+    negated = "Not" in operator
+    for key, wanted in values.items():
+        wanted = wanted if isinstance(wanted, list) else [wanted]
+        if key not in context:
+            if not negated:
+                return False
+            continue
+        if (context[key] in wanted) == negated:
+            return False
+    return True
+
+
+def may_publish(policy: dict[str, Any], principal: dict[str, str], context: dict[str, str]) -> bool:
+    """The topic policy's answer to `sns:Publish` (an explicit Deny wins); a principal of the
+    account allowed by its own policy is allowed unless the topic denies it."""
+
+    def applies(statement: dict[str, Any]) -> bool:
+        actions = (
+            statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        )
+        who = statement["Principal"]
+        return (
+            "sns:Publish" in actions
+            and (who == {"AWS": "*"} or who == "*" or who == principal)
+            and all(
+                _matches(op, values, context)
+                for op, values in statement.get("Condition", {}).items()
+            )
+        )
+
+    statements = policy["Statement"]
+    if any(s["Effect"] == "Deny" and applies(s) for s in statements):
+        return False
+    return principal.get("AWS") is not None or any(
+        s["Effect"] == "Allow" and applies(s) for s in statements
+    )
+
+
+def test_nothing_but_the_configured_workspaces_may_deliver_alerts_to_the_topic(template):
+    policy = next(
+        resolver(template)(p["Properties"]["PolicyDocument"])
+        for p in resources_of_type(template, "AWS::SNS::TopicPolicy").values()
+        if p["Properties"]["Topics"] == [{"Ref": TOPIC_LOGICAL_ID}]
+    )
+    aps = {"Service": "aps.amazonaws.com"}
+    secure = {"aws:SecureTransport": "true"}
+    workspace = WORKSPACES["ml-cluster-1"]
+    other = f"arn:aws:aps:{REGION}:{ACCOUNT}:workspace/ws-not-configured"
+
+    assert may_publish(
+        policy, aps, {**secure, "aws:SourceArn": workspace, "aws:SourceAccount": ACCOUNT}
+    )
+    assert not may_publish(
+        policy, aps, {**secure, "aws:SourceArn": other, "aws:SourceAccount": ACCOUNT}
+    )
+    assert not may_publish(
+        policy, aps, {**secure, "aws:SourceArn": workspace, "aws:SourceAccount": "999988887777"}
+    )
+    # a training pod's role of this account, allowed sns:Publish by its own policy
+    assert not may_publish(policy, {"AWS": f"arn:aws:iam::{ACCOUNT}:role/training"}, secure)
+
+
 def test_the_topic_is_encrypted_with_a_key_the_prometheus_service_may_use(template):
     topic = template["Resources"][TOPIC_LOGICAL_ID]["Properties"]
     key_id = topic["KmsMasterKeyId"]["Fn::GetAtt"][0]

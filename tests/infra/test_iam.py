@@ -285,6 +285,7 @@ def test_the_pause_switch_is_read_only_with_get_parameter_on_its_one_arn(templat
         "ReplaceNodeFunction",
         "RebootNodeFunction",
         "DecideFunction",
+        "ReconcileFunction",
     }
     name = template["Resources"]["PauseSwitchParameter"]["Properties"]["Name"]
     assert name == "/SdcRemediation/paused"

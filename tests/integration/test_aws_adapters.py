@@ -57,6 +57,51 @@ def node_details(status: str = "Running") -> dict:
     }
 
 
+def node_summary(instance_id: str, host: str | None) -> dict:
+    summary = {
+        "InstanceGroupName": "gpu-workers",
+        "InstanceId": instance_id,
+        "InstanceType": "ml.p5.48xlarge",
+        "LaunchTime": "2026-11-30T08:00:00Z",
+        "InstanceStatus": {"Status": "Running"},
+    }
+    if host:
+        summary["PrivateDnsHostname"] = f"{host}.us-west-2.compute.internal"
+    return summary
+
+
+def test_the_instance_with_a_slurm_host_is_found_across_listed_pages(sagemaker):
+    client, stubber = sagemaker
+    first = {"ClusterName": CLUSTER, "MaxResults": 100}
+    stubber.add_response(
+        "list_cluster_nodes",
+        {
+            "ClusterNodeSummaries": [node_summary("i-0aa00000000000001", "ip-10-1-0-1")],
+            "NextToken": "page-2",
+            **META,
+        },
+        first,
+    )
+    stubber.add_response(
+        "list_cluster_nodes",
+        {"ClusterNodeSummaries": [node_summary(INSTANCE, "ip-10-1-2-3")], **META},
+        {**first, "NextToken": "page-2"},
+    )
+
+    assert SageMakerHyperPod(lambda: client).instance_with_host(CLUSTER, "ip-10-1-2-3") == INSTANCE
+
+
+def test_a_host_no_node_of_the_cluster_has_gives_no_instance(sagemaker):
+    client, stubber = sagemaker
+    stubber.add_response(
+        "list_cluster_nodes",
+        {"ClusterNodeSummaries": [node_summary(INSTANCE, None)], **META},
+        {"ClusterName": CLUSTER, "MaxResults": 100},
+    )
+
+    assert SageMakerHyperPod(lambda: client).instance_with_host(CLUSTER, "ip-10-1-2-3") is None
+
+
 def test_describe_node_reads_group_status_and_logical_id(sagemaker):
     client, stubber = sagemaker
     stubber.add_response(

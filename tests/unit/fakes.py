@@ -178,6 +178,10 @@ class InMemoryIncidentStore:
         stored = self.reports.get((cluster_name, instance_id), {})
         return copy.deepcopy(stored[max(stored)]) if stored else None
 
+    def recent_reports(self, cluster_name: str, instance_id: str, limit: int) -> list[SdcReport]:
+        stored = self.reports.get((cluster_name, instance_id), {})
+        return [copy.deepcopy(stored[k]) for k in sorted(stored, reverse=True)[:limit]]
+
     # -- GuardStore ---------------------------------------------------------------------------
 
     def guard_state(self, cluster_name: str) -> GuardState:

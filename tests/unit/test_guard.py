@@ -13,6 +13,8 @@ from lambdas.models.errors import DecisionRefused, DependencyFailed
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.incident import IncidentState
 from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from lambdas.models.report import parse_report_event
+from tests.unit.reports import forged_event
 from tests.unit.world import CLUSTER, GROUP, World, alarm_event, settings
 
 S = IncidentState
@@ -30,6 +32,26 @@ def alarm_for(world: World, instance_id: str, *, seconds: int = 0, event_id: str
     event["detail"]["state"]["timestamp"] = at.strftime("%Y-%m-%dT%H:%M:%S.000+0000")
     world.clock.current = max(world.clock.current, at)  # received as it fires
     return intake.open_incident(parse_contributor_event(event), world.deps)
+
+
+def fault_on(world: World, instance_id: str, *, seconds: int = 0, event_id: str | None = None):
+    """A culprit report naming `instance_id` (its result), then its contributor alarm:
+    the storm rule counts the nodes reports name, never an alarm's alone (any pod can put a
+    metric datapoint with any InstanceId)."""
+    if world.hyperpod.node(CLUSTER, instance_id) is None:
+        world.hyperpod.add_node(CLUSTER, GROUP, instance_id)
+    at = BASE + timedelta(seconds=seconds)
+    world.clock.current = max(world.clock.current, at)
+    report = forged_event(
+        [instance_id],
+        ambiguous=False,
+        role="culprit",
+        at=at,
+        report_id=f"r-{instance_id}-{seconds}",
+    )
+    (result,) = intake.store_report(parse_report_event(report), world.deps)["incidents"]
+    alarm_for(world, instance_id, seconds=seconds, event_id=event_id)
+    return result
 
 
 def instance(n: int) -> str:
@@ -181,7 +203,7 @@ def test_pausing_holds_an_approved_incident_before_the_replacement(world):
 def test_a_storm_of_distinct_instances_holds_the_cluster_with_one_notification(world):
     nodes(world, 128)
 
-    results = [alarm_for(world, instance(n), seconds=n % 60)["action"] for n in range(100)]
+    results = [fault_on(world, instance(n), seconds=n % 60)["action"] for n in range(100)]
 
     assert results[:3] == ["opened"] * 3
     assert set(results[3:]) == {"held"}
@@ -196,7 +218,7 @@ def test_a_storm_of_distinct_instances_holds_the_cluster_with_one_notification(w
 def test_the_storm_hold_is_audited_under_its_own_id_with_the_flagged_instances(world):
     nodes(world, 8)
     for n in range(4):
-        alarm_for(world, instance(n))
+        fault_on(world, instance(n))
 
     hold = world.store.active_hold(CLUSTER)
 
@@ -211,7 +233,7 @@ def test_flags_outside_the_window_make_no_storm(world):
     world.settings = settings(guard_max_open_nodes=10, guard_max_open_percent=100)
     window = world.settings.storm_window_seconds
 
-    results = [alarm_for(world, instance(n), seconds=n * (window + 1)) for n in range(5)]
+    results = [fault_on(world, instance(n), seconds=n * (window + 1)) for n in range(5)]
 
     assert [r["action"] for r in results] == ["opened"] * 5
     assert world.store.active_hold(CLUSTER) is None
@@ -219,9 +241,9 @@ def test_flags_outside_the_window_make_no_storm(world):
 
 def test_a_storm_holds_open_incidents_at_their_next_acting_step(world):
     nodes(world, 8)
-    first = alarm_for(world, instance(0))["incident_id"]
+    first = fault_on(world, instance(0))["incident_id"]
     for n in range(1, 4):
-        alarm_for(world, instance(n))
+        fault_on(world, instance(n))
 
     result = health_check.start_health_check(IncidentRef(first), world.deps)
 
@@ -231,11 +253,11 @@ def test_a_storm_holds_open_incidents_at_their_next_acting_step(world):
 
 def test_a_storm_during_the_health_check_holds_the_incident_before_any_approval_card(world):
     nodes(world, 8)
-    first = alarm_for(world, instance(0))["incident_id"]
+    first = fault_on(world, instance(0))["incident_id"]
     ref = IncidentRef(first)
     assert health_check.start_health_check(ref, world.deps)["held"] is False
     for n in range(1, 4):
-        alarm_for(world, instance(n))  # the storm starts while the health check runs
+        fault_on(world, instance(n))  # the storm starts while the health check runs
 
     polls = []
     while not polls or polls[-1]["in_progress"]:
@@ -249,7 +271,7 @@ def test_a_storm_during_the_health_check_holds_the_incident_before_any_approval_
 
 def test_without_a_hold_the_last_health_poll_lets_the_approval_go_ahead(world):
     nodes(world, 8)
-    ref = IncidentRef(alarm_for(world, instance(0))["incident_id"])
+    ref = IncidentRef(fault_on(world, instance(0))["incident_id"])
     health_check.start_health_check(ref, world.deps)
 
     polls = []
@@ -261,9 +283,9 @@ def test_without_a_hold_the_last_health_poll_lets_the_approval_go_ahead(world):
 
 def test_closing_a_storm_held_incident_sends_no_notice_of_its_own(world):
     nodes(world, 8)
-    first = alarm_for(world, instance(0))["incident_id"]
+    first = fault_on(world, instance(0))["incident_id"]
     for n in range(1, 4):
-        alarm_for(world, instance(n))
+        fault_on(world, instance(n))
     health_check.start_health_check(IncidentRef(first), world.deps)
     before = len(world.notifier.published)
 
@@ -275,11 +297,11 @@ def test_closing_a_storm_held_incident_sends_no_notice_of_its_own(world):
 def test_a_failed_storm_notification_is_sent_by_the_next_alarm(world):
     nodes(world, 8)
     for n in range(3):
-        alarm_for(world, instance(n))
+        fault_on(world, instance(n))
     world.notifier.fail_next = DependencyFailed("SNS down")
-    alarm_for(world, instance(3))  # starts the hold, its notice fails
+    fault_on(world, instance(3))  # starts the hold, its notice fails
 
-    alarm_for(world, instance(4))
+    fault_on(world, instance(4))
 
     storm_notices = [
         p for p in world.notifier.published if p.attributes.get("kind") == "storm_hold"
@@ -295,7 +317,7 @@ def test_a_failed_storm_notification_is_sent_by_the_next_alarm(world):
 def storm(world: World) -> str:
     nodes(world, 8)
     for n in range(4):
-        alarm_for(world, instance(n))
+        fault_on(world, instance(n))
     hold = world.store.active_hold(CLUSTER)
     assert hold is not None
     return hold.hold_id
@@ -333,7 +355,7 @@ def test_after_a_reset_earlier_flags_no_longer_count_and_a_new_alarm_acts(world)
     for incident_id in list(world.store.slots[CLUSTER]):
         world.store.release_slot(CLUSTER, incident_id)
 
-    result = alarm_for(world, instance(5), seconds=60)
+    result = fault_on(world, instance(5), seconds=60)
 
     assert result["action"] == "opened"
 

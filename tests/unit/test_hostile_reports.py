@@ -197,6 +197,12 @@ INJECTED = (
 
 def approval_card_for(world: World, event: dict) -> str:
     (opened,) = store(world, event)["incidents"]
+    return card_for(world, opened["incident_id"])
+
+
+def card_for(world: World, incident_id: str) -> str:
+    """The approval card of the open incident, after its health check."""
+    opened = {"incident_id": incident_id}
     ref = IncidentRef(opened["incident_id"])
     health_check.start_health_check(ref, world.deps)
     while health_check.check_health(ref, world.deps)["in_progress"]:
@@ -360,19 +366,23 @@ def culprit_naming_node(node_name: str) -> dict:
     )
 
 
-def test_a_report_naming_another_node_than_kubernetes_finds_is_kept_unconfirmed():
+def test_a_culprit_report_naming_another_node_than_kubernetes_finds_is_refused():
     world = eks_world()
 
-    (opened,) = store(world, culprit_naming_node("ip-10-9-9-9.evil.internal"))["incidents"]
+    (result,) = store(world, culprit_naming_node("ip-10-9-9-9.evil.internal"))["incidents"]
 
-    why = world.incident(opened["incident_id"]).unconfirmed[INSTANCE]
-    assert f"Kubernetes finds {INSTANCE} by providerID as node {NODE}" in why
+    incident = world.incident(result["incident_id"])
+    assert (result["action"], incident.state) == ("skipped", S.SKIPPED)
+    assert f"Kubernetes finds {INSTANCE} by providerID as node {NODE}" in (incident.reason or "")
+    assert nothing_acted(world)
 
 
-def test_an_unconfirmed_claim_gets_its_own_card_section_and_proposes_a_health_check_only():
+def test_an_alarm_whose_only_report_is_not_confirmed_shows_it_and_proposes_a_health_check_only():
     world = eks_world()
+    store(world, culprit_naming_node("ip-10-9-9-9.evil.internal"))
+    opened = alarm_on(world, INSTANCE)
 
-    card = approval_card_for(world, culprit_naming_node("ip-10-9-9-9.evil.internal"))
+    card = card_for(world, opened["incident_id"])
 
     assert "\nCLAIMS NOT CONFIRMED" in card
     assert "RECOMMENDATION: HEALTH CHECK ONLY" in card
@@ -442,15 +452,17 @@ def test_an_instance_the_job_runs_no_pod_on_is_named_as_such_and_left_out_of_the
     assert 'the job "llama" runs no pod on node node-other' in incident.unconfirmed[other]
 
 
-def test_a_culprit_the_job_runs_no_pod_on_proposes_a_health_check_only():
+def test_a_culprit_the_job_runs_no_pod_on_is_refused_and_acts_on_nothing():
     world = job_pods_world()
     event = culprit_naming_node(NODE)
     event["detail"]["job_name"] = "another-job"
 
-    card = approval_card_for(world, event)
+    (result,) = store(world, event)["incidents"]
 
-    assert "\nCLAIMS NOT CONFIRMED" in card
-    assert "RECOMMENDATION: HEALTH CHECK ONLY" in card
+    assert result["action"] == "skipped"
+    assert "runs no pod on node" in (world.incident(result["incident_id"]).reason or "")
+    assert nothing_acted(world)
+    assert world.store.flagged_instances(CLUSTER, 0) == set()
 
 
 def test_a_culprit_on_a_node_the_job_runs_on_proposes_what_its_evidence_says():
@@ -499,16 +511,16 @@ def test_a_job_name_that_is_no_label_value_cannot_be_checked_and_acts_on_nothing
     assert world.kube.count("pod_nodes") == 0
 
 
-def test_a_report_naming_more_instances_than_are_checked_leaves_the_rest_unconfirmed(world):
+def test_a_job_naming_more_instances_than_a_claim_asks_about_is_held_asking_hyperpod_a_few(world):
     world.settings = settings(storm_threshold=1000)
-    nodes = cluster_of(world, claims.MAX_CHECKED + 2)
+    nodes = cluster_of(world, 258)
 
     (job,) = store(world, forged_event(nodes))["incidents"]
 
     incident = world.incident(job["incident_id"])
-    assert len(incident.instance_ids) == claims.MAX_CHECKED
-    assert set(incident.unconfirmed) == set(nodes[claims.MAX_CHECKED :])
-    assert len(world.hyperpod.calls_to("DescribeClusterNode")) == claims.MAX_CHECKED
+    assert (incident.state, incident.hold.kind) == (S.HELD, "guard")
+    assert incident.instance_ids == nodes  # `proceed` asks about each
+    assert len(world.hyperpod.calls_to("DescribeClusterNode")) == claims.MAX_ASKED
 
 
 def test_a_report_naming_more_instances_than_the_cluster_has_nodes_is_ignored_whole(world):
@@ -638,8 +650,13 @@ def test_proceed_is_refused_while_the_cluster_is_storm_held_or_paused(world, hol
         world.switch.value = "true"
     else:
         world.settings = settings(storm_threshold=2)
-        alarm_on(world, INSTANCE)
-        alarm_on(world, named[0], "alarm-2")
+        for n, culprit in enumerate([INSTANCE, named[0]]):
+            store(
+                world,
+                forged_event(
+                    [culprit], ambiguous=False, role="culprit", report_id=f"culprit-{n:04d}"
+                ),
+            )
 
     with pytest.raises(DecisionRefused, match=says):
         approval.decide(world.decision(held, "proceed"), world.deps)

@@ -13,7 +13,9 @@ from lambdas.logic import intake
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import IncidentState
+from lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
+from tests.unit.reports import forged_event
 from tests.unit.world import World, settings
 
 RULE = "gpu-fleet-maintenance"
@@ -127,11 +129,14 @@ def test_a_muted_alarm_for_a_node_with_an_open_incident_attaches_and_records_the
 
 def test_a_storm_hold_still_names_the_storm_not_the_mute(world):
     world.settings = settings(storm_threshold=2)
-    for n in range(2):
+    for n in range(2):  # culprit reports on two nodes start the storm
         world.hyperpod.add_node("ml-cluster-1", "gpu-workers", f"i-0f{n:015x}")
-        event = muted_alarm(f"storm-{n}")
-        event["detail"]["alarmContributor"]["attributes"]["InstanceId"] = f"i-0f{n:015x}"
-        result = alarm(world, event)
+        report = forged_event(
+            [f"i-0f{n:015x}"], ambiguous=False, role="culprit", report_id=f"culprit-{n:04d}"
+        )
+        intake.store_report(parse_report_event(report), world.deps)
+
+    result = alarm(world, muted_alarm())
 
     assert world.incident(result["incident_id"]).hold.kind == HoldKind.STORM
 

@@ -12,6 +12,7 @@ from lambdas.logic import intake
 from lambdas.logic.core.steps import Step
 from lambdas.logic.opening import claims
 from lambdas.models.events import parse_contributor_event
+from lambdas.models.incident import IncidentState
 from lambdas.models.report import parse_report_event
 from lambdas.models.settings import IsolationConfig
 from tests.unit.reports import forged_event, suspect
@@ -55,12 +56,17 @@ def test_a_report_naming_the_slurm_host_hyperpod_gives_is_confirmed():
     assert incident.unconfirmed == {}
 
 
-def test_a_report_naming_another_host_is_kept_unconfirmed_with_the_host_hyperpod_names():
+def refused_why(world: World, incident_id: str) -> str:
+    incident = world.incident(incident_id)
+    assert incident.state is IncidentState.SKIPPED
+    return incident.reason or ""
+
+
+def test_a_report_naming_another_host_is_refused_with_the_host_hyperpod_names():
     world = slurm_world()
 
-    incident = world.incident(store(world, culprit_on("ip-10-9-9-9")))
+    why = refused_why(world, store(world, culprit_on("ip-10-9-9-9")))
 
-    why = incident.unconfirmed[INSTANCE]
     assert '"ip-10-9-9-9"' in why
     assert f"HyperPod names {INSTANCE}'s host {HOST}" in why
 
@@ -68,26 +74,22 @@ def test_a_report_naming_another_host_is_kept_unconfirmed_with_the_host_hyperpod
 def test_the_check_holds_on_a_slurm_cluster_even_without_a_controller_configured():
     world = slurm_world(controller=None)
 
-    incident = world.incident(store(world, culprit_on("ip-10-9-9-9")))
-
-    assert INSTANCE in incident.unconfirmed
+    assert "ip-10-9-9-9" in refused_why(world, store(world, culprit_on("ip-10-9-9-9")))
 
 
 def test_a_fully_qualified_host_name_is_not_the_slurm_node_name():
     world = slurm_world()
 
-    incident = world.incident(store(world, culprit_on(f"{HOST}.us-west-2.compute.internal")))
+    why = refused_why(world, store(world, culprit_on(f"{HOST}.us-west-2.compute.internal")))
 
-    assert INSTANCE in incident.unconfirmed
+    assert f"HyperPod names {INSTANCE}'s host {HOST}" in why
 
 
 def test_a_node_hyperpod_gives_no_host_name_cannot_be_confirmed():
     world = slurm_world()
     world.hyperpod.add_node(CLUSTER, "workers", INSTANCE, hostname=None)
 
-    incident = world.incident(store(world, culprit_on(HOST)))
-
-    assert "no host name to check it against" in incident.unconfirmed[INSTANCE]
+    assert "no host name to check it against" in refused_why(world, store(world, culprit_on(HOST)))
 
 
 def test_a_report_naming_no_node_is_not_checked_against_host_names():

@@ -42,6 +42,10 @@ class DynamoReportStore(ItemTable):
         raise cancelled.error
 
     def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None:
+        found = self.recent_reports(cluster_name, instance_id, 1)
+        return found[0] if found else None
+
+    def recent_reports(self, cluster_name: str, instance_id: str, limit: int) -> list[SdcReport]:
         with aws_call("Query"):
             response = self.client.query(
                 TableName=self.table_name,
@@ -50,18 +54,17 @@ class DynamoReportStore(ItemTable):
                     {":pk": report_pk(cluster_name, instance_id), ":received": _RECEIVED}
                 ),
                 ScanIndexForward=False,
-                Limit=1,
+                Limit=limit,
                 ConsistentRead=True,
             )
-        items = response.get("Items", [])
-        if not items:
-            return None
-        item = from_item(items[0])
-        return dataclasses.replace(
-            parse_report(item["detail"]),
-            received_at=item.get("received_at"),
-            stale=bool(item.get("stale")),
-        )
+        return [
+            dataclasses.replace(
+                parse_report(item["detail"]),
+                received_at=item.get("received_at"),
+                stale=bool(item.get("stale")),
+            )
+            for item in map(from_item, response.get("Items", []))
+        ]
 
 
 _MARKER = "id#"

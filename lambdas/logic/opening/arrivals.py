@@ -18,7 +18,6 @@ from typing import Any
 from lambdas.logic.core.steps import Step, send_notice
 from lambdas.logic.evidence import summaries
 from lambdas.logic.evidence.recommendation import audit_recommendation, rejudge
-from lambdas.logic.opening.claims import Claims
 from lambdas.logic.opening.execution import ensure_execution
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
@@ -35,8 +34,8 @@ from lambdas.wording import cards, chat
 
 @dataclass(frozen=True, slots=True)
 class Trigger:
-    """What asks for an incident: a contributor alarm or a report naming the node, or an
-    ambiguous report for a job-level incident (`instance_id` empty)."""
+    """What asks for an incident about one node of a claim (`lambdas.models.claim`), or the
+    job-level incident of an ambiguous report (`instance_id` empty)."""
 
     cluster_name: str
     instance_id: str
@@ -51,9 +50,6 @@ class Trigger:
     metric: str | None = None
     mute: guard.Blocker | None = None
     """An alarm mute rule mutes the alarm that is the trigger: its incident is held."""
-    claims: Claims | None = None
-    """What the trigger claims about its node beyond its instance id (a hardware alert: the
-    node name its series gave), checked against Kubernetes before anything acts."""
 
 
 def attach(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult:

@@ -18,31 +18,46 @@ cannot authenticate. Before anything acts on an instance a report names:
 A contributor alarm is a claim too (any pod can put the metric, with any `InstanceId`), but it
 names no job: for an alarm, "the job's pods" are the pods of any job (`<label>` exists, any
 value, any namespace), so with `job_pods` configured an alarm for an instance whose node runs no
-job's pod is not confirmed (`Claims.any_job`), and its incident is skipped before it is flagged
-for the storm rule or cordoned (`lambdas.logic.opening.incidents`). Without `job_pods` only
-HyperPod's word is checked for an alarm.
+job's pod is not confirmed (`Claims.any_job`). A hardware alert is about the node itself: no
+job's pods are looked for (`Claims.no_job`). Without `job_pods` only HyperPod's word (and the
+node's name) is checked.
 
-What does not match is kept on the incident (`Incident.unconfirmed`, with why), shown in the
-card's own section, and never acted on: a job-level incident leaves it out, a node-level
-incident's reports then propose nothing beyond a health check.
+`confirm` is the intake's CONFIRM stage for every claim: a node-level claim whose own claim about
+a node does not hold is refused (nothing spent, nothing acted on, a skipped incident says why);
+a job-level one keeps what does not match on the incident (`Incident.unconfirmed`, with why),
+shown in the card's own section, never acted on. An alarm brings the node's stored reports
+whose claims hold; only when none does, the newest with why it does not (it then proposes
+nothing beyond a health check).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from lambdas.logic.core.steps import Step
-from lambdas.models.errors import KubernetesError, NodeNotFound
-from lambdas.models.hyperpod import ClusterInfo, NodeStatus, Orchestrator
+from lambdas.logic.safety.guard import open_limit
+from lambdas.models.claim import Claim, JobClaim, NodeClaim
+from lambdas.models.errors import (
+    ClaimNotConfirmed,
+    ClusterNotFound,
+    KubernetesError,
+    KubernetesNotFound,
+    NodeNotFound,
+    SdcError,
+)
+from lambdas.models.hyperpod import ClusterInfo, NodeInfo, NodeStatus, Orchestrator
+from lambdas.models.incident import TriggerSource
 from lambdas.models.kubernetes import LABEL_VALUE_RE
 from lambdas.models.report import SdcReport
 from lambdas.models.reporter_text import quoted
 from lambdas.models.slurm import slurm_node_name
 
 MAX_CHECKED = 256
-"""The most instances of one report asked of HyperPod (one DescribeClusterNode each); the rest
-are unconfirmed, never acted on."""
+"""The most instances of a held job asked of HyperPod when a person lets it `proceed` (one
+DescribeClusterNode each); the rest are unconfirmed, never acted on."""
 
 
 def hyperpod_nodes(
@@ -97,6 +112,8 @@ class Claims:
     """Per instance, the node names the reporter gives for it."""
     any_job: bool = False
     """An alarm's claim: the instance's node runs a pod of some job (no job is named)."""
+    no_job: bool = False
+    """A claim about the node itself (a hardware alert): no job's pods are looked for."""
 
     @classmethod
     def of(cls, report: SdcReport) -> Claims:
@@ -116,11 +133,13 @@ def mismatches(
     cluster: ClusterInfo,
     report: SdcReport | Claims | None,
     instance_ids: Sequence[str],
+    described: Mapping[str, NodeInfo] | None = None,
 ) -> dict[str, str]:
     """The instances whose claims the cluster's orchestrator does not confirm, each with why:
-    Slurm's host names on a Slurm cluster, Kubernetes otherwise (see the two below)."""
+    Slurm's host names on a Slurm cluster, Kubernetes otherwise (see the two below).
+    `described`: the nodes as HyperPod described them already (not asked again)."""
     if _is_slurm(step, cluster):
-        return slurm_mismatches(step, cluster, report, instance_ids)
+        return slurm_mismatches(step, cluster, report, instance_ids, described)
     return kubernetes_mismatches(step, cluster, report, instance_ids)
 
 
@@ -139,6 +158,7 @@ def slurm_mismatches(
     cluster: ClusterInfo,
     report: SdcReport | Claims | None,
     instance_ids: Sequence[str],
+    described: Mapping[str, NodeInfo] | None = None,
 ) -> dict[str, str]:
     """The instances of a Slurm cluster whose claimed node name is not the host HyperPod names
     for them (`PrivateDnsHostname`'s first label, the Slurm node's name), each with why; an
@@ -153,7 +173,9 @@ def slurm_mismatches(
         if not claimed:
             continue
         try:
-            node = step.deps.hyperpod.describe_node(cluster.name, instance_id)
+            node = (described or {}).get(instance_id) or step.deps.hyperpod.describe_node(
+                cluster.name, instance_id
+            )
         except NodeNotFound as err:
             found[instance_id] = f"not a node of cluster {cluster.name} ({err})"
             continue
@@ -187,7 +209,7 @@ def kubernetes_mismatches(
     if report is None or not config.isolate or eks is None:
         return {}
     claims = report if isinstance(report, Claims) else Claims.of(report)
-    job = _job_nodes(step, eks, config.job_pods, claims)
+    job = None if claims.no_job else _job_nodes(step, eks, config.job_pods, claims)
     mismatches: dict[str, str] = {}
     for instance_id in instance_ids:
         claimed = sorted(claims.node_names.get(instance_id, ()))
@@ -243,3 +265,204 @@ def _job_nodes(
         return step.deps.kubernetes.pod_nodes(eks, f"{label_key}={job}")
     except KubernetesError as err:
         return f"the job's pods could not be listed ({type(err).__name__})"
+
+
+# -- the CONFIRM stage ---------------------------------------------------------------------------
+
+MAX_ASKED: Final = 8
+"""The most nodes of one claim the intake asks about: the BOUND stage cuts a claim's opening
+nodes to these, so a forged claim buys one DescribeCluster and at most this many
+DescribeClusterNode calls, orchestrator checks and records, however many it names."""
+MAX_STORED: Final = 5
+"""The most stored reports an alarm's confirmation reads for its node (newest first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmed:
+    """The CONFIRM stage's answer about one node a claim names."""
+
+    claim: NodeClaim
+    instance_id: str | None
+    node: NodeInfo | None = None
+    why_not: str | None = None
+    """None: HyperPod and the orchestrator confirm the claim about this node."""
+    error: SdcError | None = None
+    reports: tuple[SdcReport, ...] = ()
+    """The reports that come with it: its own report, or, for an alarm, the node's stored
+    reports whose claims the orchestrator confirms (an unconfirmed one never displaces them)."""
+    unconfirmed: Mapping[str, str] = field(default_factory=dict)
+    """What its reports claim about it that the orchestrator does not confirm (only when no
+    stored report is confirmed): kept on the incident, it proposes nothing beyond a health
+    check."""
+
+    pending: bool = False
+    """A node of a job too large to act on as claimed: HyperPod and the orchestrator are not
+    asked (the guard holds the job whatever they say; a person's `proceed` asks about each)."""
+
+    @property
+    def confirmed(self) -> bool:
+        return self.node is not None and self.why_not is None
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """The CONFIRM stage's answer about a claim: the cluster (None: HyperPod does not know it)
+    and each node the claim names."""
+
+    cluster: ClusterInfo | None
+    nodes: tuple[Confirmed, ...]
+    oversized: bool = False
+    """A job-level claim naming more nodes than the guard lets act at once (or than a claim
+    is asked about): held by the guard whatever the checks say; only its first MAX_ASKED nodes
+    are asked of HyperPod (something real must be named before it spends a budget), none of
+    the orchestrator."""
+
+
+def confirm(step: Step, claim: Claim) -> Checked:
+    """Every node the (bounded) claim names, against HyperPod (a node of the cluster, not its
+    Slurm controller) and the cluster's orchestrator (the node name the trigger gives, and with
+    `sdc:jobPods` the job's pods on it). A node that only joins an open incident (an involved
+    instance, a resolved alert) is resolved to its instance but not asked about. Raises what
+    HyperPod, Kubernetes or the stores raise beyond "not found"."""
+    try:
+        cluster = step.deps.hyperpod.describe_cluster(claim.cluster_name)
+    except ClusterNotFound as err:
+        why = f"HyperPod does not know cluster {claim.cluster_name}"
+        return Checked(
+            None, tuple(Confirmed(n, n.instance_id, why_not=why, error=err) for n in claim.nodes)
+        )
+    slurm = _is_slurm(step, cluster)
+    described: dict[str, NodeInfo] = {}
+    if claim.job_level and _oversized(step, cluster, claim):
+        found = [
+            _on_hyperpod(step, cluster, n, described, slurm)
+            if i < MAX_ASKED
+            else Confirmed(n, n.instance_id, pending=True)
+            for i, n in enumerate(claim.nodes)
+        ]
+        return Checked(cluster, tuple(found), oversized=True)
+    found = [_on_hyperpod(step, cluster, n, described, slurm) for n in claim.nodes]
+    asked = sorted({c.instance_id for c in found if c.confirmed and c.instance_id})
+    refused = mismatches(step, cluster, own_claims(claim, found, slurm), asked, described)
+    whose = confirmer(step, cluster)
+    found = [
+        dataclasses.replace(
+            c,
+            why_not=f"{whose} does not confirm the {claim.source.value} for {c.instance_id}: "
+            f"{refused[c.instance_id]}",
+        )
+        if c.instance_id in refused and c.confirmed
+        else c
+        for c in found
+    ]
+    if claim.report is not None:
+        found = [dataclasses.replace(c, reports=(claim.report,)) for c in found]
+    elif claim.source is TriggerSource.ALARM:
+        found = [_stored_reports(step, cluster, c, described) if c.confirmed else c for c in found]
+    return Checked(cluster, tuple(found))
+
+
+def _oversized(step: Step, cluster: ClusterInfo, claim: Claim) -> bool:
+    named = len({n.instance_id for n in claim.nodes})
+    limit = open_limit(cluster.node_count, step.deps.settings)
+    return named > min(limit, MAX_ASKED)
+
+
+def _on_hyperpod(
+    step: Step,
+    cluster: ClusterInfo,
+    claim: NodeClaim,
+    described: dict[str, NodeInfo],
+    slurm: bool,
+) -> Confirmed:
+    instance_id = claim.instance_id or _instance_named(step, cluster, claim.node_name, slurm)
+    if instance_id is None:
+        return Confirmed(
+            claim,
+            None,
+            why_not=f"node {quoted(claim.node_name or '')} names no instance: it is not "
+            "hyperpod-<instance id>, and neither Kubernetes (by providerID) nor HyperPod (by "
+            "host name, on Slurm) gives one for it",
+        )
+    if not claim.opens:
+        return Confirmed(claim, instance_id, why_not="joins an open incident only: not asked")
+    controller = controller_refusal(step, cluster.name, instance_id)
+    if controller is not None:
+        return Confirmed(
+            claim, instance_id, why_not=controller, error=ClaimNotConfirmed(controller)
+        )
+    try:
+        node = described.get(instance_id) or step.deps.hyperpod.describe_node(
+            cluster.name, instance_id
+        )
+    except NodeNotFound as err:
+        why = f"instance {instance_id} is not a node of cluster {cluster.name}: {err}"
+        return Confirmed(claim, instance_id, why_not=why, error=err)
+    if node.status == NodeStatus.NOT_FOUND:
+        why = f"instance {instance_id} is not a node of cluster {cluster.name}: status NotFound"
+        return Confirmed(claim, instance_id, why_not=why, error=NodeNotFound(why))
+    described[instance_id] = node
+    return Confirmed(claim, instance_id, node=node)
+
+
+def _instance_named(
+    step: Step, cluster: ClusterInfo, node_name: str | None, slurm: bool
+) -> str | None:
+    """The instance the orchestrator gives for a node name: on Slurm the node whose
+    PrivateDnsHostname's first label it is (the exporter's host name, `ip-10-1-2-3`); on EKS
+    the node Kubernetes finds under that name, by its providerID (where the cluster gives the
+    pipeline its Kubernetes API). None when it has none."""
+    if not node_name:
+        return None
+    if slurm:
+        return step.deps.hyperpod.instance_with_host(cluster.name, node_name.split(".", 1)[0])
+    config = step.deps.settings.isolation_for(cluster.name)
+    if not config.isolate or config.eks_cluster is None:
+        return None
+    try:
+        return step.deps.kubernetes.find_node_named(config.eks_cluster, node_name).instance_id
+    except KubernetesNotFound:
+        return None
+
+
+def own_claims(claim: Claim, found: Sequence[Confirmed], slurm: bool) -> Claims:
+    """What the trigger claims about its nodes beyond their instance ids, for `mismatches`:
+    a report its node names and job; an alarm that some job runs on the node; a hardware alert
+    the node name its series gave (a `hyperpod-<instance id>` name on Slurm is the id itself:
+    the host name is not asked)."""
+    if claim.report is not None:
+        return Claims.of(claim.report)
+    if claim.job is JobClaim.ANY:
+        return ALARM_CLAIMS
+    names = {
+        c.instance_id: frozenset({c.claim.node_name})
+        for c in found
+        if c.instance_id
+        and c.claim.node_name
+        and not (slurm and c.claim.node_name == f"hyperpod-{c.instance_id}")
+    }
+    return Claims(node_names=names, no_job=claim.job is JobClaim.NONE)
+
+
+def _stored_reports(
+    step: Step, cluster: ClusterInfo, alarm: Confirmed, described: Mapping[str, NodeInfo]
+) -> Confirmed:
+    """An alarm's node with the reports stored for it whose claims the orchestrator confirms
+    (newest first, at most MAX_STORED read); when none is, the newest with why it is not (it
+    proposes nothing beyond a health check). A report that does not hold up never displaces
+    one that does."""
+    assert alarm.instance_id is not None
+    stored = step.deps.reports.recent_reports(cluster.name, alarm.instance_id, MAX_STORED)
+    kept: list[SdcReport] = []
+    first_refused: dict[str, str] = {}
+    for report in stored:
+        refused = mismatches(step, cluster, report, [alarm.instance_id], described)
+        if refused:
+            first_refused = first_refused or refused
+        else:
+            kept.append(report)
+    if kept:
+        return dataclasses.replace(alarm, reports=tuple(kept))
+    if stored:
+        return dataclasses.replace(alarm, reports=(stored[0],), unconfirmed=first_refused)
+    return alarm

@@ -10,16 +10,21 @@ a new trigger is judged afresh.
 
 A notice-only incident (kind `notice`: the decision table's row for a straggler without hardware
 corroboration) is held the same way, so that the straggler's alarm and report make one notice;
-it holds only what the training watch says again. Anything else for the node in its window (a
-hardware alert, an SDC report or alarm) is the corroboration it lacked, or a fault of its own:
-it opens the node's incident on the normal path.
+it holds only what the training watch says again and what, with its own evidence, the one
+policy still calls a notice (a hold absorbs only evidence whose course is no stronger than its
+own). Anything else for the node in its window (a hang localised by two signals, a hardware
+alert, an SDC report or alarm) is the corroboration it lacked, or a fault of its own: it opens
+the node's incident on the normal path.
 """
 
 from __future__ import annotations
 
+import copy
+
 from lambdas.logic.core.steps import Step
+from lambdas.logic.evidence import summaries
 from lambdas.logic.evidence.history import record_history
-from lambdas.logic.evidence.recommendation import watch_evidence
+from lambdas.logic.evidence.recommendation import course_of, watch_evidence
 from lambdas.logic.opening import arrivals
 from lambdas.logic.opening.arrivals import Trigger
 from lambdas.logic.safety import guard, rate
@@ -28,6 +33,7 @@ from lambdas.models.audit import AuditAction
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState
 from lambdas.models.payloads import OpenAction, OpenIncidentResult
+from lambdas.models.recommendation import Course
 from lambdas.models.writes import Created, HeldBy, IncidentExists
 from lambdas.observability import count, logger
 
@@ -106,8 +112,21 @@ def still_held(step: Step, incident_id: str, trigger: Trigger | None = None) -> 
     if hold.kind == HoldKind.RATE:
         return rate.held_this_minute(step, incident.closed_at)
     if hold.kind == HoldKind.NOTICE:
-        return trigger is None or watch_evidence(trigger.item)
+        return trigger is None or _no_stronger(incident, trigger)
     return True
+
+
+def _no_stronger(held: Incident, trigger: Trigger) -> bool:
+    """Whether the trigger's evidence, with what the notice holds, still takes the notice's
+    course (the one policy, `course_of`): a hold absorbs only evidence whose course is no
+    stronger than its own. A hang localised by two signals acts as it does alone; a straggler
+    said again stays a notice."""
+    if not watch_evidence(trigger.item):
+        return False
+    with_it = copy.deepcopy(held)
+    summaries.add_evidence(with_it, trigger.item)
+    course, _ = course_of(with_it)
+    return course.strength <= Course.NOTICE.strength
 
 
 def epoch(step: Step) -> int:

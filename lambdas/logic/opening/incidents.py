@@ -1,39 +1,51 @@
-"""Opening an incident: a node-level one for an instance, or a job-level one for the involved
-instances of an ambiguous report.
+"""Opening an incident for a claim that HyperPod and the orchestrator confirmed (the intake's
+BOUND and CONFIRM stages are done): a node-level one for a node, or a job-level one for the
+confirmed nodes of an ambiguous report. Both go the same stages, in `lambdas.logic.intake`'s
+order:
 
-Both go one way (`_create`): an incident that exists already is a redelivery; HyperPod is asked
-about the cluster (and the node), and what it does not know is skipped; the guards of
-`lambdas.logic.safety.guard` may hold the incident instead (a storm hold, a muted alarm, the pause
-switch, a full blast-radius guard), and before all of them, for an incident a report asks for, the
-rate bound of `lambdas.logic.safety.rate` (before it is drafted); the incident is created atomically with its open lock and
-its guard slot, or finds another incident holding the lock and attaches to it; it is audited and
-its remediation execution started. What differs by scope is drafted first (`_Draft`). An
-incident the training watch's evidence alone asks for goes by its decision table row's course
-(`course_of`, after the node's telemetry is read): a notice only is held (kind `notice`).
+- BUDGET: a node whose incident is open joins it, one a hold still speaks for joins the held
+  incident (`holding.still_held`: a hold absorbs only what it would hold), and an event
+  delivered again finds what it made: none of them spends anything. Otherwise the cluster's
+  storm hold, the trigger's alarm mute rule or the pause switch holds it, and else the rate
+  bound (`lambdas.logic.safety.rate`, for the trigger kinds that spend it) takes one opening;
+- JUDGE: the incident is drafted from the confirmed node and its evidence and judged by the one
+  policy (`course_of`, after the node's telemetry is read): a notice only is held (kind
+  `notice`);
+- ACT: held (`holding.hold`), or created atomically with its open lock and its guard slots (the
+  blast-radius guard of `lambdas.logic.safety.guard`: a full guard holds it), or it finds
+  another incident holding the lock and joins it; its remediation execution is started;
+- AUDIT: each of those writes its audit entry (`incident_opened`, `incident_held`,
+  `evidence_attached`, `incident_skipped`); the trail names them.
+
+A node HyperPod or the orchestrator does not confirm is refused (`refuse`): a closed, skipped
+incident, nothing spent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from lambdas.logic.core import ids
-from lambdas.logic.core.steps import Step, error_details, mark_audited
+from lambdas.logic.core.steps import Step, error_details
 from lambdas.logic.evidence import summaries, telemetry
 from lambdas.logic.evidence.recommendation import course_of
 from lambdas.logic.evidence.summaries import MAX_NAME
-from lambdas.logic.opening import arrivals, claims, holding
+from lambdas.logic.opening import arrivals, holding
 from lambdas.logic.opening.arrivals import Trigger
+from lambdas.logic.opening.claims import Confirmed
 from lambdas.logic.opening.execution import ensure_execution
+from lambdas.logic.opening.trail import audited_since, mark, passed
+from lambdas.logic.opening.triggers import Spends
 from lambdas.logic.safety import guard, rate
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
-from lambdas.models.errors import ClaimNotConfirmed, ClusterNotFound, NodeNotFound, SdcError
+from lambdas.models.claim import Stage
+from lambdas.models.errors import ClaimNotConfirmed, SdcError
 from lambdas.models.guard import HoldKind
-from lambdas.models.hyperpod import NodeRecovery, NodeStatus
-from lambdas.models.incident import Incident, IncidentState, Scope, TriggerSource
+from lambdas.models.hyperpod import ClusterInfo, NodeRecovery
+from lambdas.models.incident import Incident, IncidentState, Scope
 from lambdas.models.payloads import OpenAction, OpenIncidentResult
 from lambdas.models.recommendation import Course
 from lambdas.models.reporter_text import clean_or_none
@@ -51,14 +63,83 @@ class _Draft:
     details: Callable[[Incident], dict[str, Any]]
     """The `incident_opened` audit details of the incident as created."""
     request_ids: list[str | None]
-    flag: tuple[str, ...] = ()
-    """The instances to flag for storm detection (HyperPod confirmed them)."""
 
 
-def open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenIncidentResult:
-    """The trigger's instance gets its incident: the one whose open lock it holds or the held
-    one that speaks for it (the trigger attaches), else a new one. `flagged`: the caller has
-    flagged the instance for storm detection already."""
+def open_node(
+    step: Step, trigger: Trigger, found: Confirmed, cluster: ClusterInfo, spends: Spends
+) -> OpenIncidentResult:
+    """BUDGET, JUDGE, ACT and AUDIT for one confirmed node of a claim."""
+    at = mark(step)
+    found_one = _join(step, trigger)
+    if found_one is not None:
+        return joined(step, trigger.instance_id, found_one, at, spent="nothing: joins")
+    incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
+    if step.deps.incidents.get(incident_id) is not None:
+        redelivered = arrivals.redelivered(step, incident_id, trigger)
+        return joined(step, trigger.instance_id, redelivered, at, spent="nothing: redelivered")
+    blocker = _spend(step, trigger, spends)
+    passed(step, Stage.BUDGET, trigger.instance_id, held=blocker.kind if blocker else None)
+    drafted = _node_draft(step, incident_id, trigger, found, cluster)
+    blocker = blocker or _notice_only(step, drafted.incident)
+    passed(step, Stage.JUDGE, trigger.instance_id, held=blocker.kind if blocker else None)
+    return _act(step, drafted, trigger, blocker, at)
+
+
+def open_job(
+    step: Step,
+    trigger: Trigger,
+    nodes: list[str],
+    unconfirmed: dict[str, str],
+    cluster: ClusterInfo | None,
+    spends: Spends,
+    *,
+    oversized: bool = False,
+) -> OpenIncidentResult:
+    """BUDGET, JUDGE, ACT and AUDIT for the job-level incident of an ambiguous report over its
+    confirmed `nodes` that no incident speaks for yet (`unconfirmed`: the others it names that
+    no incident speaks for, each with why: kept, never acted on)."""
+    assert trigger.report is not None
+    at = mark(step)
+    if not nodes or cluster is None:
+        reason = (
+            f"no instance the report names is a confirmed node of cluster {trigger.cluster_name}"
+        )
+        skipped = _skip_job(step, trigger, sorted(unconfirmed), reason, None, unconfirmed)
+        passed(step, Stage.ACT, None, action=skipped["action"])
+        passed(step, Stage.AUDIT, None, audited=audited_since(step, at))
+        return skipped
+    incident_id = ids.job_incident_id(trigger.cluster_name, trigger.report.report_id, trigger.at)
+    if step.deps.incidents.get(incident_id) is not None:
+        redelivered = arrivals.redelivered(step, incident_id, trigger)
+        return joined(step, None, redelivered, at, spent="nothing: redelivered")
+    blocker = _spend(step, trigger, spends)
+    passed(step, Stage.BUDGET, None, held=blocker.kind if blocker else None)
+    drafted = _job_draft(step, incident_id, trigger, nodes, unconfirmed, cluster)
+    if oversized and blocker is None:
+        # More nodes than may act at once, or than were asked about: held whatever the checks
+        # would say; a person's `proceed` checks each.
+        limit = guard.open_limit(cluster.node_count, step.deps.settings)
+        blocker = guard.too_many_nodes(drafted.incident, limit, cluster.node_count)
+    blocker = blocker or _notice_only(step, drafted.incident)
+    passed(step, Stage.JUDGE, None, held=blocker.kind if blocker else None)
+    return _act(step, drafted, trigger, blocker, at)
+
+
+def joined(
+    step: Step, instance_id: str | None, result: OpenIncidentResult, at: int, spent: str
+) -> OpenIncidentResult:
+    """The trail of a node that joined what speaks for it: nothing spent, judged again with the
+    incident it joined (`arrivals.attach_items`)."""
+    passed(step, Stage.BUDGET, instance_id, spent=spent)
+    passed(step, Stage.JUDGE, instance_id, judged="with the incident it joins")
+    passed(step, Stage.ACT, instance_id, action=result["action"])
+    passed(step, Stage.AUDIT, instance_id, audited=audited_since(step, at))
+    return result
+
+
+def _join(step: Step, trigger: Trigger) -> OpenIncidentResult | None:
+    """The incident whose open lock the node holds, or the held one that still speaks for this
+    trigger, with the trigger attached; None when neither does."""
     deps = step.deps
     holder = deps.incidents.open_incident_id(trigger.cluster_name, trigger.instance_id)
     if holder:
@@ -69,48 +150,45 @@ def open_node(step: Step, trigger: Trigger, *, flagged: bool = False) -> OpenInc
     )
     if held_by and holding.still_held(step, held_by, trigger):
         return arrivals.attach_held(step, held_by, trigger)
-    incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
-    return _create(
-        step,
-        incident_id,
-        trigger,
-        partial(_node_draft, flag=not flagged),
-        [trigger.instance_id],
+    return None
+
+
+def _spend(step: Step, trigger: Trigger, spends: Spends) -> guard.Blocker | None:
+    """What holds the opening before it spends anything: the cluster's storm hold (the claim's
+    confirmed nodes were flagged first), the trigger's alarm mute rule, the pause switch; else
+    the rate bound, for the trigger kinds that spend it (a Blocker when it is over)."""
+    held = (
+        guard.storm_blocker(step.deps, trigger.cluster_name)
+        or trigger.mute
+        or guard.pause_blocker(step.deps)
     )
+    if held is not None or not spends.rate:
+        return held
+    job = trigger.report.job_name if trigger.report is not None else None
+    return rate.take(step, trigger.cluster_name, job)
 
 
-def open_job(step: Step, trigger: Trigger, free: list[str]) -> OpenIncidentResult:
-    """One job-level incident for the involved instances of an ambiguous report (`trigger`)
-    that no incident speaks for yet (`free`)."""
-    assert trigger.report is not None
-    incident_id = ids.job_incident_id(trigger.cluster_name, trigger.report.report_id, trigger.at)
-    return _create(step, incident_id, trigger, partial(_job_draft, free=free), free)
+def _act(
+    step: Step,
+    drafted: _Draft,
+    trigger: Trigger,
+    blocker: guard.Blocker | None,
+    at: int,
+) -> OpenIncidentResult:
+    """Held, or created with its guard slots (a full guard holds it), or joined to the incident
+    that took its lock meanwhile; then the trail's ACT and AUDIT."""
+    result = _create(step, drafted, trigger, blocker)
+    instance_id = trigger.instance_id or None
+    passed(step, Stage.ACT, instance_id, action=result["action"])
+    passed(step, Stage.AUDIT, instance_id, audited=audited_since(step, at))
+    return result
 
 
 def _create(
-    step: Step,
-    incident_id: str,
-    trigger: Trigger,
-    draft: Callable[[Step, str, Trigger], _Draft | OpenIncidentResult],
-    named: list[str],
+    step: Step, drafted: _Draft, trigger: Trigger, blocker: guard.Blocker | None
 ) -> OpenIncidentResult:
-    """The one way an incident opens (see the module docstring). `named`: the instances the
-    trigger names (a job-level incident's, unchecked)."""
     deps = step.deps
-    if deps.incidents.get(incident_id) is not None:
-        return arrivals.redelivered(step, incident_id, trigger)
-    # A storm hold holds every opening already, with its one notice (and an audited reset).
-    if trigger.source == TriggerSource.REPORT and not deps.guard.active_hold(trigger.cluster_name):
-        assert trigger.report is not None
-        over = rate.take(step, trigger.cluster_name, trigger.report.job_name)
-        if over is not None:
-            unchecked = _unchecked(step, incident_id, trigger, named)
-            return holding.hold(step, unchecked, trigger, over)
-    drafted = draft(step, incident_id, trigger)
-    if not isinstance(drafted, _Draft):
-        return drafted
     incident = drafted.incident
-    blocker = _blocker(step, trigger, drafted.flag) or _notice_only(step, incident)
     if blocker is not None:
         return holding.hold(step, incident, trigger, blocker)
     limit = guard.open_limit(drafted.node_count, deps.settings)
@@ -123,7 +201,7 @@ def _create(
         case LockHeld(holder=holder):
             return arrivals.attach(step, holder, trigger)
         case IncidentExists():
-            return arrivals.redelivered(step, incident_id, trigger)
+            return arrivals.redelivered(step, incident.incident_id, trigger)
         case GuardFull() as full:
             reason = (
                 f"blast-radius guard: {len(full.slots)} node(s) taken by "
@@ -132,42 +210,7 @@ def _create(
                 f"at most {full.limit} for {drafted.node_count or 'an unknown number of'} nodes"
             )
             return holding.hold(step, incident, trigger, guard.Blocker(HoldKind.GUARD, reason))
-
-
-def _unchecked(step: Step, incident_id: str, trigger: Trigger, named: list[str]) -> Incident:
-    """The incident a report asked for, as the rate bound holds it: not drafted (no node or
-    Kubernetes check of its own), so every instance it names is unconfirmed (and a job-level one
-    has no nodes)."""
-    assert trigger.report is not None
-    now = step.now()
-    why = "not checked: the rate bound held the incident before any check"
-    incident = Incident(
-        incident_id=incident_id,
-        cluster_name=trigger.cluster_name,
-        instance_id=trigger.instance_id,
-        state=IncidentState.OPENED,
-        created_at=now,
-        updated_at=now,
-        scope=Scope.NODE if trigger.instance_id else Scope.JOB,
-        job_name=clean_or_none(trigger.report.job_name, MAX_NAME),
-        unconfirmed=dict.fromkeys(named, why),
-    )
-    summaries.add_evidence(incident, trigger.item)
-    return incident
-
-
-def _blocker(step: Step, trigger: Trigger, flag: Sequence[str]) -> guard.Blocker | None:
-    """What holds the incident: the cluster's storm hold (these flags may start it), the
-    trigger's alarm mute rule, or the pause switch."""
-    if flag:
-        storm = guard.flag(step, trigger.cluster_name, flag)
-    else:
-        storm = step.deps.guard.active_hold(trigger.cluster_name)
-    if storm is not None:
-        return guard.Blocker(
-            HoldKind.STORM, f"storm hold {storm.hold_id}: {storm.reason}", storm.hold_id
-        )
-    return trigger.mute or guard.pause_blocker(step.deps)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _notice_only(step: Step, incident: Incident) -> guard.Blocker | None:
@@ -215,50 +258,15 @@ def _opened(step: Step, drafted: _Draft, trigger: Trigger, limit: int) -> OpenIn
 
 
 def _node_draft(
-    step: Step, incident_id: str, trigger: Trigger, *, flag: bool
-) -> _Draft | OpenIncidentResult:
-    """The node as HyperPod describes it, with the report that named it (for an alarm: the
-    instance's latest stored report); skipped when HyperPod does not know the node. `flag`: the
-    node is to be flagged for storm detection (the caller has not yet)."""
-    deps = step.deps
-    controller = claims.controller_refusal(step, trigger.cluster_name, trigger.instance_id)
-    if controller is not None:
-        return _skip(step, incident_id, trigger, ClaimNotConfirmed(controller), controller)
-    try:
-        cluster = deps.hyperpod.describe_cluster(trigger.cluster_name)
-        node = deps.hyperpod.describe_node(trigger.cluster_name, trigger.instance_id)
-    except (ClusterNotFound, NodeNotFound) as err:
-        return _skip(step, incident_id, trigger, err)
-    except Exception as err:
-        _open_failed(step, trigger, err)
-        raise
-    if node.status == NodeStatus.NOT_FOUND:
-        return _skip(step, incident_id, trigger, NodeNotFound("node status is NotFound"))
-    own = claims.ALARM_CLAIMS if trigger.source == TriggerSource.ALARM else trigger.claims
-    if own is not None:
-        # The trigger's own claim, before it counts toward a storm or cordons anything.
-        try:
-            refused = claims.mismatches(step, cluster, own, [trigger.instance_id])
-        except Exception as err:
-            _open_failed(step, trigger, err)
-            raise
-        if refused:
-            why = refused[trigger.instance_id]
-            reason = (
-                f"{claims.confirmer(step, cluster)} does not confirm the "
-                f"{trigger.source.value} for {trigger.instance_id}: {why}"
-            )
-            return _skip(step, incident_id, trigger, ClaimNotConfirmed(why), reason)
-
-    report = trigger.report
-    if report is None and trigger.source == TriggerSource.ALARM:
-        report = deps.reports.latest_report(trigger.cluster_name, trigger.instance_id)
-    try:
-        mismatched = claims.mismatches(step, cluster, report, [trigger.instance_id])
-    except Exception as err:
-        _open_failed(step, trigger, err)
-        raise
+    step: Step, incident_id: str, trigger: Trigger, found: Confirmed, cluster: ClusterInfo
+) -> _Draft:
+    """The confirmed node as HyperPod described it, with the trigger's evidence and the reports
+    that come with it (its own report; for an alarm, the node's stored reports the orchestrator
+    confirms)."""
+    node = found.node
+    assert node is not None
     now = step.now()
+    report = found.reports[0] if found.reports else None
     incident = Incident(
         incident_id=incident_id,
         cluster_name=trigger.cluster_name,
@@ -271,11 +279,11 @@ def _node_draft(
         node_status=node.status,
         node_recovery=cluster.node_recovery,
         job_name=clean_or_none(report.job_name, MAX_NAME) if report else None,
-        unconfirmed=mismatched,
+        unconfirmed=dict(found.unconfirmed),
     )
     summaries.add_evidence(incident, trigger.item)
-    if report is not None:
-        summaries.add_evidence(incident, summaries.report_evidence(report, trigger.instance_id))
+    for each in found.reports:
+        summaries.add_evidence(incident, summaries.report_evidence(each, trigger.instance_id))
 
     def details(opened: Incident) -> dict[str, Any]:
         return {
@@ -292,41 +300,21 @@ def _node_draft(
             "node_count": cluster.node_count,
         }
 
-    return _Draft(
-        incident,
-        cluster.node_count,
-        details,
-        [cluster.request_id, node.request_id],
-        flag=(trigger.instance_id,) if flag else (),
-    )
+    return _Draft(incident, cluster.node_count, details, [cluster.request_id, node.request_id])
 
 
 def _job_draft(
-    step: Step, incident_id: str, trigger: Trigger, *, free: list[str]
-) -> _Draft | OpenIncidentResult:
-    """The job of an ambiguous report, over the `free` instances HyperPod confirms are nodes of
-    the cluster (the others are kept as `unconfirmed`, never acted on); skipped (audited under
-    the event, nothing recorded) when HyperPod knows neither the cluster nor any of them."""
+    step: Step,
+    incident_id: str,
+    trigger: Trigger,
+    nodes: list[str],
+    unconfirmed: dict[str, str],
+    cluster: ClusterInfo,
+) -> _Draft:
+    """The job of an ambiguous report over its confirmed `nodes` (the others it names are kept
+    as `unconfirmed`, never acted on)."""
     report = trigger.report
     assert report is not None
-    try:
-        cluster = step.deps.hyperpod.describe_cluster(trigger.cluster_name)
-        nodes, unconfirmed = claims.hyperpod_nodes(step, trigger.cluster_name, free)
-        # More nodes than the guard allows hold the incident whatever Kubernetes says.
-        within = len(nodes) <= guard.open_limit(cluster.node_count, step.deps.settings)
-        mismatched = claims.mismatches(step, cluster, report, nodes) if within else {}
-    except ClusterNotFound as err:
-        return _skip_job(step, trigger, free, str(err), err.request_id)
-    except Exception as err:
-        _open_failed(step, trigger, err)
-        raise
-    unconfirmed.update(mismatched)
-    nodes = [i for i in nodes if i not in mismatched]
-    if not nodes:
-        reason = (
-            f"no instance the report names is a confirmed node of cluster {trigger.cluster_name}"
-        )
-        return _skip_job(step, trigger, free, reason, cluster.request_id, unconfirmed)
     now = step.now()
     incident = Incident(
         incident_id=incident_id,
@@ -357,7 +345,19 @@ def _job_draft(
             "unconfirmed": opened.unconfirmed,
         }
 
-    return _Draft(incident, cluster.node_count, details, [cluster.request_id], flag=tuple(nodes))
+    return _Draft(incident, cluster.node_count, details, [cluster.request_id])
+
+
+def refuse(step: Step, trigger: Trigger, found: Confirmed) -> OpenIncidentResult:
+    """A node of a claim that HyperPod or the orchestrator does not confirm: a closed, skipped
+    incident (no lock, no storm flag, no budget), its trail ACT and AUDIT."""
+    at = mark(step)
+    err: SdcError = found.error or ClaimNotConfirmed(found.why_not or "not confirmed")
+    incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
+    result = _skip(step, incident_id, trigger, err, found.why_not)
+    passed(step, Stage.ACT, trigger.instance_id, action=result["action"], why=found.why_not)
+    passed(step, Stage.AUDIT, trigger.instance_id, audited=audited_since(step, at))
+    return result
 
 
 def _skip_job(
@@ -416,19 +416,3 @@ def _skip(
     count(M.INCIDENTS_SKIPPED)
     logger.info("incident skipped", incident_id=incident_id, reason=reason)
     return {"incident_id": incident_id, "action": OpenAction.SKIPPED}
-
-
-def _open_failed(step: Step, trigger: Trigger, err: Exception) -> None:
-    subject = ids.event_subject(trigger.event_id)
-    step.audit(
-        subject,
-        AuditAction.OPEN_FAILED,
-        error_details(
-            err,
-            source=trigger.source,
-            cluster_name=trigger.cluster_name,
-            instance_id=trigger.instance_id or None,
-        ),
-        [getattr(err, "request_id", None)],
-    )
-    mark_audited(err, AuditAction.OPEN_FAILED, subject)

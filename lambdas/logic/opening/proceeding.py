@@ -29,14 +29,18 @@ from typing import Any
 
 from lambdas.logic.core import ids
 from lambdas.logic.core.steps import Step
+from lambdas.logic.evidence.recommendation import course_of
 from lambdas.logic.opening import arrivals, claims
 from lambdas.logic.opening.execution import ensure_execution
+from lambdas.logic.opening.trail import audited_since, mark, passed
 from lambdas.logic.safety import guard
 from lambdas.metric_names import PipelineMetric as M
 from lambdas.models.audit import AuditAction
+from lambdas.models.claim import Stage
 from lambdas.models.errors import ClusterNotFound, DecisionRefused
 from lambdas.models.guard import HoldKind
 from lambdas.models.incident import Incident, IncidentState, Scope, TriggerSource
+from lambdas.models.payloads import OpenAction
 from lambdas.models.writes import Created, GuardFull
 from lambdas.observability import count, logger
 
@@ -53,7 +57,9 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
     """Open the job-level incident that health-checks `held`'s nodes; returns its id. Raises
     DecisionRefused (the caller audits it) when `held` may not proceed."""
     deps = step.deps
+    at = mark(step)
     check_may_proceed(step, held)
+    passed(step, Stage.BOUND, named=len(held.instance_ids), asked=claims.MAX_CHECKED)
     try:
         cluster = deps.hyperpod.describe_cluster(held.cluster_name)
         nodes, unconfirmed = claims.hyperpod_nodes(step, held.cluster_name, held.instance_ids)
@@ -62,6 +68,7 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
     mismatched = claims.mismatches(step, cluster, _claims(step, held, nodes), nodes)
     unconfirmed.update(mismatched)
     nodes = [i for i in nodes if i not in mismatched]
+    passed(step, Stage.CONFIRM, confirmed=nodes, unconfirmed=unconfirmed)
     if not nodes:
         raise DecisionRefused(
             f"incident {held.incident_id} cannot proceed: none of its instances is a node of "
@@ -84,7 +91,11 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
         job_name=held.job_name,
         unconfirmed={**held.unconfirmed, **unconfirmed},
     )
+    # A person decided: its nodes take guard slots beyond the limit; no rate, no storm flag.
     taken = len(deps.guard.guard_state(held.cluster_name).slots)
+    passed(step, Stage.BUDGET, guard_slots=len(incident.guard_slots), taken=taken)
+    course, why = course_of(incident)
+    passed(step, Stage.JUDGE, course=course, why=why)
     match deps.incidents.create(incident, slot_limit=taken + len(incident.guard_slots)):
         case Created():
             pass
@@ -117,6 +128,8 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
     )
     count(M.JOB_INCIDENTS_OPENED)
     ensure_execution(step, incident.incident_id, incident)
+    passed(step, Stage.ACT, action=OpenAction.OPENED)
+    passed(step, Stage.AUDIT, audited=audited_since(step, at))
     return incident.incident_id
 
 

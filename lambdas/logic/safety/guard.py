@@ -7,8 +7,12 @@
 - Alarm mute rules: a contributor alarm that arrives with `muteDetail` (a CloudWatch alarm mute
   rule mutes the alarm's actions, and this pipeline is one) is held as if paused, the rule
   named; only the incident that alarm would open, for as long as the mute window lasts.
-- Storm hold: every new node-level incident flags its instance, a job-level one every node it
-  names (only nodes HyperPod confirms, at the pipeline's own clock). When `STORM_THRESHOLD`
+- Storm hold: every claim flags the nodes it asks to act on (a report's culprits and
+  confirmed suspects, a hardware alert's node, a job-level report's nodes), only once HyperPod
+  and the orchestrator confirmed them, at the pipeline's own clock. A contributor alarm flags
+  nothing: any pod can put the metric's datapoint with any InstanceId dimension, so a few
+  datapoints from one pod would otherwise hold a cluster; a genuine storm's nodes are named by
+  their reports (`lambdas.logic.opening.triggers.SPENDS`). When `STORM_THRESHOLD`
   distinct instances of one cluster are flagged within `STORM_WINDOW_SECONDS`, that is a software or
   recipe problem, not hardware: the cluster gets one storm hold (a conditional write, so one
   hold and one notification however many alarms race), every new incident is held without a

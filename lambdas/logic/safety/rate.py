@@ -1,24 +1,28 @@
-"""The rate bound: how many incidents reports may open on a cluster, and for one job, in one
-minute of the pipeline's clock.
+"""The rate bound: how many incidents reports and hardware alerts may open on a cluster, and
+for one job, in one minute of the pipeline's clock.
 
 Every report is a claim by an unauthenticated party (a training pod needs nothing but the
-training policy to send one), and each opening costs HyperPod and Kubernetes calls, a record,
-an audit entry and maybe a notice. The storm rule counts only confirmed nodes and the guard only
-what stays open; this bound counts openings. Each opening a report asks for (a new incident,
-not an attachment or a redelivery) adds one to its job's tally for the minute it is received,
-when the report names a job (`JOB_OPENINGS_PER_MINUTE`), and, unless that refuses it, to its
-cluster's (`REPORT_OPENINGS_PER_MINUTE`: one job's flood leaves the others room): an atomic counter per (cluster, minute) in the guard store, so
-concurrent invocations each see a distinct count, kept an hour past its minute (TTL).
+training policy to send one), and each opening costs a record, an audit entry and maybe a
+notice. The storm rule counts only confirmed nodes and the guard only what stays open; this
+bound counts openings. It is spent on the intake's BUDGET stage, after the CONFIRM stage, so
+only an opening whose node HyperPod and the orchestrator confirmed spends it: forged reports
+naming made-up instances, under any job names, spend nothing, and a genuine report in the same
+minute still acts. Each opening a confirmed claim asks for (a new incident, not an attachment
+or a redelivery) adds one to its job's tally for the minute it is received, when the report
+names a job (`JOB_OPENINGS_PER_MINUTE`), and, unless that refuses it, to its cluster's
+(`REPORT_OPENINGS_PER_MINUTE`: one job's flood leaves the others room): an atomic counter per
+(cluster, minute) in the guard store, so concurrent invocations each see a distinct count, kept
+an hour past its minute (TTL).
 
-Beyond either bound the incident is recorded `held` (`HoldKind.RATE`) before it is drafted (no
-DescribeCluster, node or Kubernetes check of its own): nothing acts, its `incident_held` entry audits the refused opening, and only the
-cluster's first rate-held incident of the minute is notified (that notice says the others are
-held silently). A rate-held incident enters no node's history (nothing checked it is about a
-node), and its held lock lasts its minute only: afterwards a new trigger is judged afresh.
+Beyond either bound the incident is recorded `held` (`HoldKind.RATE`): nothing acts, its
+`incident_held` entry audits the refused opening, and only the cluster's first rate-held
+incident of the minute is notified (that notice says the others are held silently). A
+rate-held incident enters no node's history, and its held lock lasts its minute only:
+afterwards a new trigger for the node is judged afresh.
 
 Contributor alarms are not counted: CloudWatch raises them, the training policy cannot, and a
-report flood must not hold a genuine alarm. The minute is the pipeline's receive time, never a
-time the reporter sets.
+report flood must not hold a genuine alarm (`lambdas.logic.opening.triggers.SPENDS`). The
+minute is the pipeline's receive time, never a time the reporter sets.
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ def take(step: Step, cluster_name: str, job_name: str | None) -> Blocker | None:
     first = deps.guard.tally(cluster_name, f"held#{window}", expires_at) == 1
     return Blocker(
         HoldKind.RATE,
-        f"{reason}; held before anything was checked or acted on",
+        f"{reason}; held once its node was confirmed, before anything acted",
         window_notice=first,
     )
 

@@ -1,0 +1,339 @@
+"""What a training pod (or anyone in the account) can forge cannot make the intake act wrongly
+or keep it from acting: each attack that worked against an intake with a path per trigger kind,
+run against the one path."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from lambdas.logic import closing, intake
+from lambdas.logic.evidence.recommendation import judge
+from lambdas.models.events import parse_contributor_event
+from lambdas.models.hardware_alert import parse_alert_notification
+from lambdas.models.incident import IncidentState
+from lambdas.models.recommendation import Advice
+from lambdas.models.report import parse_report_event
+from lambdas.models.settings import IsolationConfig
+from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, suspect
+from tests.unit.test_hardware_intake import alert, sns_event
+from tests.unit.test_watch_course import throttled_answer, watch_world
+from tests.unit.test_watch_pipeline import hang_alarm, straggler_alarm
+from tests.unit.world import CLUSTER, EKS, GROUP, INSTANCE, NODE, World, alarm_event, settings
+
+JOB_LABEL = "training.kubeflow.org/job-name"
+MAX_HYPERPOD_CALLS = 10
+"""A small constant: one DescribeCluster (twice for a report: its size is asked first) and at
+most `claims.MAX_ASKED` (8) DescribeClusterNode calls, however many nodes a claim names."""
+
+
+def store(world: World, event: dict[str, Any]) -> list[Any]:
+    return intake.store_report(parse_report_event(event), world.deps)["incidents"]
+
+
+def alarm_on(world: World, instance_id: str, event_id: str, seconds: int = 1) -> Any:
+    event = copy.deepcopy(alarm_event())
+    event["id"] = event_id
+    event["detail"]["alarmContributor"]["attributes"]["InstanceId"] = instance_id
+    at = world.clock.current + timedelta(seconds=seconds)
+    event["detail"]["state"]["timestamp"] = at.strftime("%Y-%m-%dT%H:%M:%S.000+0000")
+    return intake.open_incident(parse_contributor_event(event), world.deps)
+
+
+def culprit(instance_id: str = INSTANCE, node_name: str | None = None, **changes: Any) -> dict:
+    """A compute check naming rank 0 on `instance_id` the culprit (replace after review)."""
+    return forged_event(
+        [instance_id],
+        ambiguous=False,
+        role="culprit",
+        check="compute",
+        culprits=[0],
+        suspects=[
+            suspect(instance_id=instance_id, node_name=node_name or f"hyperpod-{instance_id}")
+        ],
+        **changes,
+    )
+
+
+def made_up(n: int) -> str:
+    return f"i-0e{n:015x}"
+
+
+def add_nodes(world: World, count: int) -> list[str]:
+    nodes = [f"i-0f{n:015x}" for n in range(count)]
+    for node in nodes:
+        world.hyperpod.add_node(CLUSTER, GROUP, node)
+    return nodes
+
+
+# -- 1. budgets are paid after the checks, never before ------------------------------------------
+
+
+@dataclass
+class StillClock:
+    """Time stands still: every report is received within one minute of the rate bound."""
+
+    current: datetime
+
+    def now(self) -> datetime:
+        return self.current
+
+
+def test_forged_reports_naming_made_up_instances_spend_no_budget_a_genuine_culprit_still_acts(
+    world,
+):
+    world.clock = StillClock(world.clock.current)
+    add_nodes(world, 20)  # room: the made-up reports each name fewer instances than there are nodes
+    flood = world.settings.report_openings_per_minute + 5
+    for n in range(flood):  # a new job name each time: no job's budget stops them
+        store(world, culprit(made_up(n), job_name=f"job-{n}", report_id=f"forged-{n:04d}"))
+
+    (result,) = store(world, culprit(report_id="genuine-0001"))
+
+    assert result["action"] == "opened"
+    assert list(world.workflow.executions) == [result["incident_id"]]
+
+
+def test_forged_reports_in_a_victim_jobs_name_spend_none_of_that_jobs_budget(world):
+    world.clock = StillClock(world.clock.current)
+    add_nodes(world, 20)
+    for n in range(world.settings.job_openings_per_minute + 3):
+        store(world, culprit(made_up(n), job_name="llama-pretrain", report_id=f"forged-{n:04d}"))
+
+    (result,) = store(world, culprit(job_name="llama-pretrain", report_id="genuine-0001"))
+
+    assert result["action"] == "opened"
+
+
+def test_a_culprit_the_rate_bound_held_is_announced_and_taken_again_once_its_minute_is_over(world):
+    world.clock = StillClock(world.clock.current)
+    world.settings = settings(
+        report_openings_per_minute=1, guard_max_open_nodes=10, guard_max_open_percent=100
+    )
+    nodes = add_nodes(world, 20)
+    store(world, culprit(nodes[0], report_id="genuine-0001"))
+    (held,) = store(world, culprit(nodes[1], report_id="genuine-0002"))
+    assert held["action"] == "held"
+    assert [p.attributes.get("kind") for p in world.notifier.published] == ["held"]
+
+    world.clock.current += timedelta(minutes=1)
+    closing.reconcile(world.deps)
+    closing.reconcile(world.deps)  # taken again once
+
+    opened = world.store.open_incident_id(CLUSTER, nodes[1])
+    assert opened is not None
+    assert opened != held["incident_id"]
+    assert list(world.workflow.executions)[1:] == [opened]
+
+
+# -- 2. hardware alerts act on every supported cluster setup ----------------------------------
+
+
+def job_pods_world() -> World:
+    isolate = {CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS, job_pods=JOB_LABEL)}
+    world = World(eks_cluster=EKS, settings=settings(node_isolation=isolate))
+    world.kube.add_pod(EKS, NODE, {JOB_LABEL: "llama-pretrain"})
+    return world
+
+
+def deliver(world: World, *alerts: dict[str, Any], message_id: str = "m-1") -> list[Any]:
+    event = sns_event(*alerts, message_id=message_id)
+    return intake.hardware_alerts(parse_alert_notification(event), world.deps)
+
+
+def test_a_hardware_alert_opens_on_an_eks_cluster_with_job_pods():
+    world = job_pods_world()
+
+    (result,) = deliver(world, alert(node=NODE))
+
+    assert result["action"] == "opened"
+    assert world.incident(result["incident_id"]).instance_id == INSTANCE
+
+
+SLURM_HOST = "ip-10-1-2-3"
+
+
+def slurm_world() -> World:
+    isolate = {CLUSTER: IsolationConfig(isolate=True, slurm_controller="i-0c0000000000000c1")}
+    return World(
+        slurm_hostname=f"{SLURM_HOST}.us-west-2.compute.internal",
+        settings=settings(node_isolation=isolate),
+    )
+
+
+def test_a_hardware_alert_naming_the_exporters_host_opens_on_a_slurm_cluster():
+    world = slurm_world()
+
+    (result,) = deliver(world, alert(node=SLURM_HOST))
+
+    assert result["action"] == "opened"
+    assert world.incident(result["incident_id"]).instance_id == INSTANCE
+
+
+def test_a_hardware_alert_naming_another_host_acts_on_nothing_on_a_slurm_cluster():
+    world = slurm_world()
+
+    assert deliver(world, alert(node="ip-10-9-9-9")) == []
+    assert world.workflow.executions == {}
+
+
+def test_a_hardware_alert_naming_the_hyperpod_instance_opens_on_a_slurm_cluster():
+    world = slurm_world()
+
+    (result,) = deliver(world, alert(node=f"hyperpod-{INSTANCE}"))
+
+    assert result["action"] == "opened"
+
+
+# -- 3. alerts are bounded and rate-bound like reports -----------------------------------------
+
+
+def test_an_alert_naming_64_made_up_nodes_costs_a_few_calls_and_records(world):
+    alerts = [alert(node=f"hyperpod-{made_up(n)}", fingerprint=f"f{n:04d}") for n in range(64)]
+
+    deliver(world, *alerts)
+
+    assert len(world.hyperpod.calls) <= MAX_HYPERPOD_CALLS
+    assert len(world.store.incidents) <= 1
+    assert len(world.audit.all_chains()) <= 3
+
+
+def test_one_notification_naming_many_real_nodes_cannot_storm_hold_the_cluster(world):
+    nodes = add_nodes(world, 20)
+    alerts = [alert(node=f"hyperpod-{n}", fingerprint=f"f{i:04d}") for i, n in enumerate(nodes)]
+
+    deliver(world, *alerts)
+
+    assert world.store.active_hold(CLUSTER) is None
+    assert len(world.store.flagged_instances(CLUSTER, 0)) == 1
+
+
+def test_alerts_beyond_the_clusters_openings_per_minute_are_held_by_the_rate_bound(world):
+    world.settings = settings(report_openings_per_minute=1, guard_max_open_nodes=10)
+    nodes = add_nodes(world, 20)
+
+    (first,) = deliver(world, alert(node=f"hyperpod-{nodes[0]}"), message_id="m-1")
+    (second,) = deliver(world, alert(node=f"hyperpod-{nodes[1]}"), message_id="m-2")
+
+    assert first["action"] == "opened"
+    assert second["action"] == "held"
+    assert world.incident(second["incident_id"]).hold.kind == "rate"
+
+
+# -- 5. a hold absorbs only what is no stronger than itself ------------------------------------
+
+
+def test_a_straggler_notice_does_not_swallow_a_hang_localised_by_two_signals():
+    world = watch_world(throttled_answer())
+    world.prometheus = type(world.prometheus)()  # every series quiet: the straggler is alone
+    slow = NODES[1]  # rank 13 is on the second node, as the hang names it
+    (notice,) = [
+        r
+        for r in store(world, report_event(straggler_alarm(13), report_id="straggler-0001"))
+        if r["action"] == "held"
+    ]
+    assert world.incident(notice["incident_id"]).instance_id == slow
+
+    results = store(world, report_event(hang_alarm(13), at=REPORT_TIME + timedelta(seconds=30)))
+
+    (hang,) = [r for r in results if world.incident(r["incident_id"]).instance_id == slow]
+    assert hang["action"] == "opened"
+    assert hang["incident_id"] != notice["incident_id"]
+    assert hang["incident_id"] in world.workflow.executions
+
+
+# -- 6. a report that opens nothing never displaces confirmed evidence -------------------------
+
+
+def eks_world() -> World:
+    isolate = {CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS)}
+    return World(eks_cluster=EKS, settings=settings(node_isolation=isolate))
+
+
+def test_a_forged_involved_report_does_not_displace_the_genuine_report_an_alarm_brings():
+    world = eks_world()
+    world.switch.value = "true"  # the genuine report arrives while paused: held
+    (held,) = store(world, culprit(node_name=NODE, report_id="genuine-0001"))
+    assert held["action"] == "held"
+    world.switch.value = "false"
+    forged = forged_event(
+        [INSTANCE],
+        ambiguous=False,
+        role="involved",
+        report_id="forged-00001",
+        suspects=[suspect(role="involved", node_name="ip-10-9-9-9.evil.internal")],
+    )
+    world.clock.current += timedelta(seconds=5)
+    assert store(world, forged) == []  # opens nothing, costs no budget
+
+    opened = alarm_on(world, INSTANCE, "alarm-genuine", seconds=10)
+
+    incident = world.incident(opened["incident_id"])
+    assert opened["action"] == "opened"
+    assert incident.unconfirmed == {}
+    assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
+
+
+# -- 10. a few datapoints from one pod cannot hold a cluster ----------------------------------
+
+
+@pytest.mark.parametrize("job_pods", [False, True], ids=["eks", "eks-job-pods"])
+def test_four_contributor_alarms_on_busy_nodes_do_not_storm_hold_the_cluster(job_pods):
+    isolate = IsolationConfig(
+        isolate=True, eks_cluster=EKS, job_pods=JOB_LABEL if job_pods else None
+    )
+    world = World(eks_cluster=EKS, settings=settings(node_isolation={CLUSTER: isolate}))
+    nodes = add_nodes(world, 4)
+    for n, node in enumerate(nodes):
+        world.kube.add_node(EKS, f"node-{n}", node)
+        world.kube.add_pod(EKS, f"node-{n}", {JOB_LABEL: "someone-elses-job"})
+
+    for n, node in enumerate(nodes):
+        alarm_on(world, node, f"alarm-{n}", seconds=n + 1)
+
+    assert world.store.active_hold(CLUSTER) is None
+
+
+# -- 11. a forged report buys a small constant number of HyperPod calls ------------------------
+
+
+def test_a_forged_report_naming_a_clusters_worth_of_culprits_buys_a_few_hyperpod_calls(world):
+    world.settings = settings(storm_threshold=1000)
+    nodes = add_nodes(world, 63)
+    event = forged_event(nodes, ambiguous=False, role="culprit")
+
+    store(world, event)
+
+    assert len(world.hyperpod.calls_to("DescribeClusterNode")) <= MAX_HYPERPOD_CALLS - 2
+    assert len(world.hyperpod.calls) <= MAX_HYPERPOD_CALLS
+
+
+def test_a_forged_report_naming_made_up_culprits_buys_a_few_calls_and_records(world):
+    add_nodes(world, 63)
+    event = forged_event([made_up(n) for n in range(64)], ambiguous=False, role="culprit")
+
+    store(world, event)
+
+    assert len(world.hyperpod.calls) <= MAX_HYPERPOD_CALLS
+    assert len(world.store.incidents) <= MAX_HYPERPOD_CALLS - 2
+    assert all(i.state is IncidentState.SKIPPED for i in world.store.incidents.values())
+
+
+def test_more_of_a_claim_than_is_asked_about_is_audited_once(world):
+    add_nodes(world, 63)
+    event = forged_event([made_up(n) for n in range(64)], ambiguous=False, role="culprit")
+
+    store(world, event)
+
+    ignored = [
+        e
+        for chain in world.audit.all_chains().values()
+        for e in chain
+        if e.action == "event_ignored"
+    ]
+    (entry,) = ignored
+    assert entry.details["left_out_count"] == 64 - 8

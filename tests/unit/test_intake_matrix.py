@@ -1,0 +1,216 @@
+"""Every trigger kind on every cluster setup takes the one path: the same stages in the same
+order, and the same outcome rules. A node HyperPod and the orchestrator confirm is acted on per
+the one policy and spends what its trigger kind spends (`triggers.SPENDS`); one they do not
+confirm spends nothing and acts on nothing.
+
+A new trigger kind is one row of TRIGGERS (its parser into the claim), a new setup one row of
+SETUPS."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from lambdas.logic import intake
+from lambdas.logic.opening import proceeding, triggers
+from lambdas.logic.opening.trail import IntakeStep
+from lambdas.models.claim import Claim, Stage
+from lambdas.models.events import parse_contributor_event
+from lambdas.models.hardware_alert import parse_alert_notification
+from lambdas.models.incident import IncidentState
+from lambdas.models.report import parse_report_event
+from lambdas.models.settings import IsolationConfig
+from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, suspect
+from tests.unit.test_hardware_intake import alert, sns_event
+from tests.unit.test_watch_pipeline import hang_alarm
+from tests.unit.world import CLUSTER, EKS, GROUP, World, alarm_event, settings
+
+NODE = NODES[1]
+"""The node every trigger names (the hang of `hang_alarm(13)` is localised to it)."""
+MADE_UP = "i-0dead000000000bad"
+JOB_LABEL = "training.kubeflow.org/job-name"
+JOB = "llama-pretrain"
+CONTROLLER = "i-0c0000000000000c1"
+ALL = [Stage.BOUND, Stage.CONFIRM, Stage.BUDGET, Stage.JUDGE, Stage.ACT, Stage.AUDIT]
+REFUSED = [Stage.BOUND, Stage.CONFIRM, Stage.ACT, Stage.AUDIT]
+
+
+@dataclass(frozen=True)
+class Setup:
+    name: str
+    build: Callable[[], World]
+    node_name: Callable[[str], str]
+    """The name the orchestrator (and a trigger) gives an instance's node."""
+
+
+def _eks(job_pods: bool) -> World:
+    config = IsolationConfig(
+        isolate=True, eks_cluster=EKS, job_pods=JOB_LABEL if job_pods else None
+    )
+    world = World(eks_cluster=EKS, settings=_settings(node_isolation={CLUSTER: config}))
+    for node in NODES:
+        world.hyperpod.add_node(CLUSTER, GROUP, node)
+        world.kube.add_node(EKS, f"hyperpod-{node}", node)
+        if job_pods:
+            world.kube.add_pod(EKS, f"hyperpod-{node}", {JOB_LABEL: JOB})
+    return world
+
+
+def _slurm() -> World:
+    config = IsolationConfig(isolate=True, slurm_controller=CONTROLLER)
+    world = World(
+        slurm_hostname="ip-10-1-0-9.us-west-2.compute.internal",
+        settings=_settings(node_isolation={CLUSTER: config}),
+    )
+    for n, node in enumerate(NODES):
+        world.hyperpod.add_node(
+            CLUSTER, GROUP, node, hostname=f"ip-10-1-0-{n + 1}.us-west-2.compute.internal"
+        )
+    return world
+
+
+def _settings(**changes: Any) -> Any:
+    return settings(
+        guard_max_open_nodes=4, guard_max_open_percent=100, storm_threshold=8, **changes
+    )
+
+
+def _slurm_host(instance_id: str) -> str:
+    return f"ip-10-1-0-{NODES.index(instance_id) + 1}" if instance_id in NODES else "ip-10-9-9-9"
+
+
+SETUPS = [
+    Setup("eks", lambda: _eks(job_pods=False), lambda i: f"hyperpod-{i}"),
+    Setup("eks-job-pods", lambda: _eks(job_pods=True), lambda i: f"hyperpod-{i}"),
+    Setup("slurm", _slurm, _slurm_host),
+]
+
+
+# -- the triggers, each a parser into the claim ---------------------------------------------------
+
+
+def _alarm(world: World, setup: Setup, instance_id: str) -> Claim:
+    event = copy.deepcopy(alarm_event())
+    event["detail"]["alarmContributor"]["attributes"]["InstanceId"] = instance_id
+    return triggers.of_alarm(parse_contributor_event(event))
+
+
+def _report(world: World, setup: Setup, instance_id: str) -> Claim:
+    event = forged_event(
+        [instance_id],
+        ambiguous=False,
+        role="culprit",
+        check="compute",
+        culprits=[0],
+        suspects=[suspect(instance_id=instance_id, node_name=setup.node_name(instance_id))],
+        job_name=JOB,
+    )
+    return triggers.of_report(parse_report_event(event))
+
+
+def _watch(world: World, setup: Setup, instance_id: str) -> Claim:
+    event = report_event(hang_alarm(13))  # localised to NODE by two signals
+    for entry in [*event["detail"]["suspects"], *event["detail"]["instances"]]:
+        if entry.get("instance_id") == NODE:
+            entry["instance_id"] = instance_id
+    for s in event["detail"]["suspects"]:
+        if s.get("instance_id") and s.get("node_name"):
+            s["node_name"] = setup.node_name(s["instance_id"])
+    return triggers.of_report(parse_report_event(event))
+
+
+def _alert(world: World, setup: Setup, instance_id: str) -> Claim:
+    note = parse_alert_notification(sns_event(alert(node=setup.node_name(instance_id))))
+    return triggers.of_alerts(note, world.clock.now())
+
+
+TRIGGERS: dict[str, Callable[[World, Setup, str], Claim]] = {
+    "alarm": _alarm,
+    "report": _report,
+    "watch": _watch,
+    "hardware": _alert,
+}
+
+
+def take(world: World, claim: Claim) -> tuple[list[Any], IntakeStep]:
+    world.clock.current = max(world.clock.current, REPORT_TIME)
+    step = IntakeStep(world.deps, "matrix")
+    return intake.take(step, claim), step
+
+
+def stages_of(step: IntakeStep, instance_id: str | None) -> list[Stage]:
+    return [p.stage for p in step.trail if p.instance_id in (None, instance_id)]
+
+
+def spent(world: World) -> tuple[set[str], int]:
+    """The instances flagged for the storm rule and the openings the rate bound counted."""
+    flags = world.store.flagged_instances(CLUSTER, 0)
+    openings = sum(v for (c, k), (v, _) in world.store.tallies.items() if k.startswith("opened#"))
+    return flags, openings
+
+
+@pytest.mark.parametrize("setup", SETUPS, ids=lambda s: s.name)
+@pytest.mark.parametrize("kind", list(TRIGGERS))
+def test_a_confirmed_claim_goes_every_stage_in_order_and_acts_spending_what_its_kind_spends(
+    kind: str, setup: Setup
+):
+    world = setup.build()
+    claim = TRIGGERS[kind](world, setup, NODE)
+
+    results, step = take(world, claim)
+
+    (opened,) = [r for r in results if r["action"] == "opened"]
+    incident = world.incident(opened["incident_id"])
+    assert (incident.instance_id, incident.state) == (NODE, IncidentState.OPENED)
+    assert list(world.workflow.executions) == [opened["incident_id"]]
+    assert stages_of(step, NODE) == ALL
+    spends = triggers.SPENDS[claim.source]
+    assert spent(world) == ({NODE} if spends.storm else set(), 1 if spends.rate else 0)
+
+
+@pytest.mark.parametrize("setup", SETUPS, ids=lambda s: s.name)
+@pytest.mark.parametrize("kind", list(TRIGGERS))
+def test_an_unconfirmed_claim_stops_after_confirm_spends_nothing_and_acts_on_nothing(
+    kind: str, setup: Setup
+):
+    world = setup.build()
+    claim = TRIGGERS[kind](world, setup, MADE_UP)
+
+    results, step = take(world, claim)
+
+    assert all(r["action"] in ("skipped", "attached") for r in results)
+    assert world.workflow.executions == {}
+    assert world.store.open_incident_id(CLUSTER, MADE_UP) is None
+    assert stages_of(step, MADE_UP)[:2] == [Stage.BOUND, Stage.CONFIRM]
+    assert Stage.BUDGET not in stages_of(step, MADE_UP)
+    assert spent(world) == (set(), 0)
+
+
+# -- proceed: a person's decision goes the same stages ------------------------------------------
+
+
+@pytest.mark.parametrize("setup", SETUPS, ids=lambda s: s.name)
+def test_proceed_goes_every_stage_in_order_and_opens_over_the_confirmed_nodes(setup: Setup):
+    world = setup.build()
+    world.settings = settings(
+        storm_threshold=100, node_isolation=world.settings.node_isolation
+    )  # a guard of 3 holds a job of 4
+    suspects = [
+        suspect(rank=n, role="involved", instance_id=node, node_name=setup.node_name(node))
+        for n, node in enumerate(NODES)
+    ]
+    event = forged_event(list(NODES), suspects=suspects, job_name=JOB)
+    world.clock.current = max(world.clock.current, REPORT_TIME)
+    (held,) = intake.store_report(parse_report_event(event), world.deps)["incidents"]
+    assert held["action"] == "held"
+    step = IntakeStep(world.deps, "decide")
+
+    proceeding.proceed(step, world.incident(str(held["incident_id"])), "a person", "genuine")
+
+    assert [p.stage for p in step.trail] == ALL
+    (opened,) = [i for i in world.store.incidents.values() if i.state is IncidentState.OPENED]
+    assert opened.instance_ids == list(NODES)
