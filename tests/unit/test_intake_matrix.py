@@ -18,12 +18,14 @@ import pytest
 from lambdas.logic import intake
 from lambdas.logic.opening import proceeding, triggers
 from lambdas.logic.opening.trail import IntakeStep
+from lambdas.logic.sweep.claim import sweep_event_id, sweep_evidence
 from lambdas.models.claim import Claim, Stage
 from lambdas.models.events import parse_contributor_event
 from lambdas.models.hardware_alert import parse_alert_notification
 from lambdas.models.incident import IncidentState
 from lambdas.models.report import parse_report_event
 from lambdas.models.settings import IsolationConfig
+from lambdas.models.sweep import CheckResult
 from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, suspect
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_watch_pipeline import hang_alarm
@@ -128,11 +130,25 @@ def _alert(world: World, setup: Setup, instance_id: str) -> Claim:
     return triggers.of_alerts(note, world.clock.now())
 
 
+def _sweep(world: World, setup: Setup, instance_id: str) -> Claim:
+    result = CheckResult(
+        instance_id=instance_id,
+        passed=False,
+        status="DeepHealthCheckFailed",
+        message="InstanceConnectivity failed",
+        checks=("InstanceConnectivity",),
+        started_at=REPORT_TIME.isoformat(),
+    )
+    item = sweep_evidence(CLUSTER, result, world.clock.now().isoformat())
+    return triggers.of_sweep(CLUSTER, instance_id, item, sweep_event_id(CLUSTER, result))
+
+
 TRIGGERS: dict[str, Callable[[World, Setup, str], Claim]] = {
     "alarm": _alarm,
     "report": _report,
     "watch": _watch,
     "hardware": _alert,
+    "sweep": _sweep,
 }
 
 

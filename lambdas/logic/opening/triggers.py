@@ -7,6 +7,8 @@ may spend and how it counts is in `SPENDS`, what is done with a claim is the int
   involved instances join open ones; an ambiguous report opens one job-level incident;
 - a hardware alert: its node (named as the exporter names it: `hyperpod-i-…` or the
   Kubernetes node on EKS, the host `ip-…` on Slurm) opens; a resolved one only joins;
+- a failed check of an idle sweep: its node opens (the sweep checked it because no job ran
+  there; the check's result is the evidence);
 - a claim the rate bound held, taken again once its minute is over (reconciliation).
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from lambdas.logic.evidence import summaries
 from lambdas.models.claim import Claim, JobClaim, NodeClaim
@@ -51,6 +53,10 @@ SPENDS: Final = {
     # The alert manager groups per node; its notifications are bounded and rate-bound like
     # reports (one notification cannot storm-hold a cluster: it names one node).
     TriggerSource.HARDWARE: Spends(rate=True, storm=True),
+    # The pipeline's own sweep asked HyperPod, a bounded batch per run: no pod can forge it, so
+    # it takes no opening; but many idle nodes failing at once is a fabric or software problem,
+    # not one node's hardware: its nodes count toward the storm rule.
+    TriggerSource.SWEEP: Spends(rate=False, storm=True),
 }
 
 
@@ -114,6 +120,18 @@ def of_alerts(note: AlertNotification, received: datetime) -> Claim:
             )
             for a in note.alerts
         ),
+    )
+
+
+def of_sweep(cluster_name: str, instance_id: str, item: dict[str, Any], event_id: str) -> Claim:
+    """A failed check of an idle sweep: `item` is the check's result as the incident keeps it
+    (`lambdas.logic.sweep.claim.sweep_evidence`). About the node itself: no job is named."""
+    return Claim(
+        source=TriggerSource.SWEEP,
+        cluster_name=cluster_name,
+        event_id=event_id,
+        at=datetime.fromisoformat(str(item["received_at"])),
+        nodes=(NodeClaim(item, instance_id, metric=None),),
     )
 
 
