@@ -13,12 +13,15 @@ and the install runs from it with `--no-index`. pip's own HTTP cache is not enou
 pip revalidates index pages online even when it holds the wheels.
 
 The build is keyed by a hash of its inputs (the pip arguments and every source file), so it
-reruns only when they change:
+reruns only when they change. Nothing is written beside the code: an installed, read-only
+package synthesizes too. Everything goes to a cache folder of the user's (`asset_root()`:
+`$SDC_ASSET_DIR`, else `$XDG_CACHE_HOME` or `~/.cache`, under `sdc-remediation/`):
 
-    ~/.cache/sdc-remediation/lambda-wheels/<deps key>/   the downloaded wheels
-    build/lambda-deps/<deps key>/   the pip install, reused while the pins stay the same
-    build/lambda-asset/             deps (hard links) + sources; the asset CDK uploads
-    build/lambda-asset.key          the key of what build/lambda-asset holds
+    lambda-wheels/<deps key>/    the downloaded wheels (`$SDC_WHEELHOUSE` moves them alone)
+    lambda-deps/<deps key>/      the pip install, reused while the pins stay the same
+    lambda-asset-<asset key>/    deps (hard links) + sources; the asset CDK uploads
+    lambda-asset-<asset key>.key the key it holds, touched on each use; one unused for
+                                 `STALE_AFTER_DAYS` is removed when another is built
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -129,14 +133,22 @@ def install_arguments(target: Path, wheelhouse: Path) -> list[str]:
     ]
 
 
+def asset_root() -> Path:
+    """The folder the asset is built in, outside the code so that a read-only install
+    synthesizes: `$SDC_ASSET_DIR`, else `$XDG_CACHE_HOME` or `~/.cache`, under
+    `sdc-remediation/`."""
+    if os.environ.get("SDC_ASSET_DIR"):
+        return Path(os.environ["SDC_ASSET_DIR"])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "sdc-remediation"
+
+
 def default_wheelhouse() -> Path:
     """Where the downloaded wheels are kept, outside the work tree so that a fresh clone on the
-    same machine builds offline: `$SDC_WHEELHOUSE`, else `$XDG_CACHE_HOME` or `~/.cache`, under
-    `sdc-remediation/lambda-wheels/`."""
+    same machine builds offline: `$SDC_WHEELHOUSE`, else `lambda-wheels/` in `asset_root()`."""
     if os.environ.get("SDC_WHEELHOUSE"):
         return Path(os.environ["SDC_WHEELHOUSE"])
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "sdc-remediation" / "lambda-wheels"
+    return asset_root() / "lambda-wheels"
 
 
 def _run_pip(args: Sequence[str]) -> None:
@@ -185,25 +197,32 @@ def build_lambda_asset(
     pip: PipRunner = _run_pip,
     wheelhouse: Path | None = None,
 ) -> LambdaAsset:
-    """Build (or reuse) the asset at `out_dir` (default `build/lambda-asset`); return it.
+    """Build (or reuse) the asset at `out_dir` (default `lambda-asset-<key>` in `asset_root()`,
+    never beside the code); return it.
 
     Rebuilds only when `asset_key()` differs from the key recorded at the last build, and reruns
     pip only when the dependency pins changed. Safe against a concurrent build (file lock).
     """
-    out_dir = (out_dir or repo_root / "build" / "lambda-asset").resolve()
+    key = asset_key(repo_root)
+    if out_dir is None:
+        out_dir = asset_root() / f"{ASSET_PREFIX}{key[:16]}"
+    out_dir = out_dir.resolve()
     build_root = out_dir.parent
     build_root.mkdir(parents=True, exist_ok=True)
-    key = asset_key(repo_root)
     stamp = out_dir.with_name(out_dir.name + ".key")
 
     with locked(build_root / f".{out_dir.name}.lock"):
         if out_dir.is_dir() and stamp.is_file() and stamp.read_text().strip() == key:
+            stamp.touch()
             return LambdaAsset(path=out_dir, key=key)
 
-        deps = _ensure_deps(build_root / "lambda-deps", wheelhouse or default_wheelhouse(), pip)
+        _remove_stale_assets(build_root, keep=out_dir.name)
         staging = out_dir.with_name(f"{out_dir.name}.tmp-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(deps, staging, copy_function=_link_or_copy, ignore=_ignore_marker)
+        # the dependencies are shared by every asset of the same pins: one builder at a time
+        with locked(build_root / ".lambda-deps.lock"):
+            deps = _ensure_deps(build_root / "lambda-deps", wheelhouse or default_wheelhouse(), pip)
+            shutil.copytree(deps, staging, copy_function=_link_or_copy, ignore=_ignore_marker)
         for path in source_files(repo_root):
             target = staging / path.relative_to(repo_root)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -217,6 +236,18 @@ def build_lambda_asset(
 
 
 _COMPLETE: Final = ".complete"
+ASSET_PREFIX: Final = "lambda-asset-"
+STALE_AFTER_DAYS: Final = 14
+"""An asset of other sources (another clone, an older commit) unused this long is removed."""
+
+
+def _remove_stale_assets(build_root: Path, *, keep: str) -> None:
+    cutoff = time.time() - STALE_AFTER_DAYS * 86400
+    for stamp in build_root.glob(f"{ASSET_PREFIX}*.key"):
+        folder = stamp.with_suffix("")
+        if folder.name != keep and stamp.stat().st_mtime < cutoff:
+            stamp.unlink(missing_ok=True)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _ensure_deps(root: Path, wheelhouse_root: Path, pip: PipRunner) -> Path:

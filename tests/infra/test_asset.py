@@ -313,3 +313,55 @@ def test_the_real_asset_knows_the_approvers_time_zones_without_a_system_database
     # Then the asset's tzdata answers
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "2026-12-06T17:15:04+09:00"
+
+
+def _tree(root: Path) -> dict[str, float]:
+    return {p.relative_to(root).as_posix(): p.stat().st_mtime for p in root.rglob("*")}
+
+
+def test_the_asset_is_built_in_the_users_cache_and_nothing_is_written_beside_the_code(
+    repo: Path, wheelhouse: Path, tmp_path: Path, monkeypatch
+):
+    # Given an install whose code must stay as it is (site-packages, read-only) and no override
+    monkeypatch.delenv("SDC_ASSET_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    before = _tree(repo)
+
+    # When the asset is built where the construct builds it (no folder given)
+    built = build_lambda_asset(repo_root=repo, pip=FakePip(), wheelhouse=wheelhouse)
+
+    # Then it lies in the user's cache, keyed by its inputs, and the code's folder is unchanged
+    assert built.path == tmp_path / "cache" / "sdc-remediation" / f"lambda-asset-{built.key[:16]}"
+    assert (built.path / "lambdas" / "handlers" / "open_incident.py").is_file()
+    assert _tree(repo) == before
+
+
+def test_sdc_asset_dir_moves_the_build(repo: Path, wheelhouse: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("SDC_ASSET_DIR", str(tmp_path / "assets"))
+
+    built = build_lambda_asset(repo_root=repo, pip=FakePip(), wheelhouse=wheelhouse)
+
+    assert built.path.parent == tmp_path / "assets"
+
+
+def test_an_asset_of_other_sources_unused_for_weeks_is_removed_when_another_is_built(
+    repo: Path, wheelhouse: Path, tmp_path: Path, monkeypatch
+):
+    # Given an asset of older sources last used long ago, and one used recently
+    import os
+    import time
+
+    monkeypatch.setenv("SDC_ASSET_DIR", str(tmp_path / "assets"))
+    old = build_lambda_asset(repo_root=repo, pip=FakePip(), wheelhouse=wheelhouse)
+    long_ago = time.time() - (asset.STALE_AFTER_DAYS + 1) * 86400
+    os.utime(old.path.with_name(old.path.name + ".key"), (long_ago, long_ago))
+    (repo / "lambdas" / "handlers" / "open_incident.py").write_text("# changed\n")
+    recent = build_lambda_asset(repo_root=repo, pip=FakePip(), wheelhouse=wheelhouse)
+    (repo / "lambdas" / "handlers" / "open_incident.py").write_text("# changed again\n")
+
+    # When the sources change once more
+    newest = build_lambda_asset(repo_root=repo, pip=FakePip(), wheelhouse=wheelhouse)
+
+    # Then the one unused for weeks is gone, the recent one and the new one stay
+    assert not old.path.exists()
+    assert recent.path.is_dir() and newest.path.is_dir()
