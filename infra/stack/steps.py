@@ -42,9 +42,13 @@ def run_step(
     start = clock()
     print(f"{PREFIX}{what} ...", file=out, flush=True)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-    )
+    try:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+    except OSError as error:
+        print(f"{PREFIX}{what}: cannot run {command[0]}: {error.strerror}", file=err, flush=True)
+        return 127
     assert process.stdout is not None
     reader = threading.Thread(target=_read, args=(process.stdout, tail), daemon=True)
     reader.start()
