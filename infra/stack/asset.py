@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -36,8 +37,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Final
+
+import lambdas
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 
@@ -64,14 +67,12 @@ REQUIREMENTS: Final = (
     "wrapt==2.5.2",
 )
 
-SOURCES: Final = (
-    "lambdas",
-    "trainer_emitter/__init__.py",
-    "trainer_emitter/contract.py",
-    "trainer_emitter/schemas",
-)
-"""What of the repository the functions run: all of `lambdas/`, and of the training side only
-the contract and the report schema (the emitter, its spool, sinks and checks stay out)."""
+LAMBDAS_PACKAGE: Final = lambdas.__name__
+"""The functions' package, shipped in the asset at the place its name says (the handlers are
+`<it>.handlers.<module>.handler`), with the `__init__.py` of the package above it, if any."""
+CONTRACT: Final = ("__init__.py", "contract.py", "schemas")
+"""What of `trainer_emitter` the functions run: the contract and the report schema (the emitter,
+its spool, sinks and checks stay on the training side)."""
 SOURCE_SUFFIXES: Final = (".py", ".json")
 
 PipRunner = Callable[[Sequence[str]], None]
@@ -161,19 +162,65 @@ def _run_pip(args: Sequence[str]) -> None:
         )
 
 
-def source_files(repo_root: Path = REPO_ROOT) -> list[Path]:
-    """The files of `SOURCES` that go into the asset, sorted."""
-    files = []
-    for source in SOURCES:
-        root = repo_root / source
-        for path in root.rglob("*") if root.is_dir() else [root]:
-            if (
-                path.is_file()
-                and path.suffix in SOURCE_SUFFIXES
-                and "__pycache__" not in path.relative_to(repo_root).parts
-            ):
-                files.append(path)
-    return sorted(files)
+@dataclass(frozen=True)
+class Sources:
+    """Where the asset's code is read from: the folders of the packages it ships, found by
+    import (a clone, or an installed package: the code's own folders are only read)."""
+
+    lambdas: Path
+    trainer_emitter: Path
+    parent_init: Path | None
+    """The `__init__.py` of the package that holds `lambdas`, where it has one."""
+
+    @classmethod
+    def imported(cls) -> Sources:
+        parent = LAMBDAS_PACKAGE.rpartition(".")[0]
+        return cls(
+            lambdas=_folder(LAMBDAS_PACKAGE),
+            trainer_emitter=_folder("trainer_emitter"),
+            parent_init=_folder(parent) / "__init__.py" if parent else None,
+        )
+
+    @classmethod
+    def in_tree(cls, root: Path) -> Sources:
+        """A tree laid out as this repository is (the packages' folders at its top)."""
+        parent = LAMBDAS_PACKAGE.rpartition(".")[0]
+        return cls(
+            lambdas=root / "lambdas",
+            trainer_emitter=root / "trainer_emitter",
+            parent_init=root / parent.replace(".", "/") / "__init__.py" if parent else None,
+        )
+
+    def files(self) -> list[tuple[Path, PurePosixPath]]:
+        """Each file of the asset's code, with where it goes in the asset; sorted by the latter."""
+        placed: list[tuple[Path, PurePosixPath]] = []
+        package = PurePosixPath(*LAMBDAS_PACKAGE.split("."))
+        placed += [(f, package / r) for f, r in _files_under(self.lambdas)]
+        if self.parent_init is not None:
+            placed.append((self.parent_init, package.parent / "__init__.py"))
+        for part in CONTRACT:
+            placed += [
+                (f, PurePosixPath("trainer_emitter") / r)
+                for f, r in _files_under(self.trainer_emitter / part, self.trainer_emitter)
+            ]
+        return sorted(placed, key=lambda item: item[1])
+
+
+def _folder(package: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"building the Lambda asset: package {package} not found")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _files_under(path: Path, base: Path | None = None) -> list[tuple[Path, PurePosixPath]]:
+    base = base or path
+    found = path.rglob("*") if path.is_dir() else [path]
+    return [
+        (f, PurePosixPath(f.relative_to(base).as_posix()))
+        for f in found
+        if f.is_file() and f.suffix in SOURCE_SUFFIXES and "__pycache__" not in f.parts
+    ]
 
 
 def deps_key() -> str:
@@ -181,19 +228,26 @@ def deps_key() -> str:
     return hashlib.sha256(spec.encode()).hexdigest()
 
 
-def asset_key(repo_root: Path = REPO_ROOT) -> str:
-    """Hash of every input of the asset: the dependency spec and each source file's path and bytes."""
+def asset_key(sources: Sources | Path | None = None) -> str:
+    """Hash of every input of the asset: the dependency spec and each code file's place in the
+    asset and bytes (the same from a clone and from an install)."""
     digest = hashlib.sha256(deps_key().encode())
-    for path in source_files(repo_root):
-        digest.update(b"\0" + path.relative_to(repo_root).as_posix().encode() + b"\0")
+    for path, place in _sources(sources).files():
+        digest.update(b"\0" + place.as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def _sources(sources: Sources | Path | None) -> Sources:
+    if sources is None:
+        return Sources.imported()
+    return Sources.in_tree(sources) if isinstance(sources, Path) else sources
 
 
 def build_lambda_asset(
     out_dir: Path | None = None,
     *,
-    repo_root: Path = REPO_ROOT,
+    repo_root: Sources | Path | None = None,
     pip: PipRunner = _run_pip,
     wheelhouse: Path | None = None,
 ) -> LambdaAsset:
@@ -203,7 +257,8 @@ def build_lambda_asset(
     Rebuilds only when `asset_key()` differs from the key recorded at the last build, and reruns
     pip only when the dependency pins changed. Safe against a concurrent build (file lock).
     """
-    key = asset_key(repo_root)
+    sources = _sources(repo_root)
+    key = asset_key(sources)
     if out_dir is None:
         out_dir = asset_root() / f"{ASSET_PREFIX}{key[:16]}"
     out_dir = out_dir.resolve()
@@ -223,8 +278,8 @@ def build_lambda_asset(
         with locked(build_root / ".lambda-deps.lock"):
             deps = _ensure_deps(build_root / "lambda-deps", wheelhouse or default_wheelhouse(), pip)
             shutil.copytree(deps, staging, copy_function=_link_or_copy, ignore=_ignore_marker)
-        for path in source_files(repo_root):
-            target = staging / path.relative_to(repo_root)
+        for path, place in sources.files():
+            target = staging / place
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
 
