@@ -27,7 +27,7 @@ from packaging.utils import canonicalize_name
 from tests.conftest import REPO
 
 EMITTER_PROJECT = Path("distributions/emitter")
-PIPELINE_PACKAGES = ("infra", "lambdas")
+PIPELINE_PACKAGES = ("infra", "lambdas", "sdc_remediation")
 NEVER_FOR_DEPLOY = ("torch", "triton")
 
 
@@ -89,7 +89,8 @@ def test_a_fresh_venv_with_the_emitter_distribution_has_no_pipeline_package(tmp_
         result = emitter.report({"step": 3, "check": "compute", "nonfinite": [0]})
         print(json.dumps({
             "found": {n: importlib.util.find_spec(n) is not None
-                      for n in ("infra", "lambdas", "torch", "trainer_emitter")},
+                      for n in ("infra", "lambdas", "sdc_remediation", "torch",
+                                "trainer_emitter")},
             "location": trainer_emitter.__file__,
             "version": trainer_emitter.__version__,
             "sent": sorted(result.sent),
@@ -111,6 +112,7 @@ def test_a_fresh_venv_with_the_emitter_distribution_has_no_pipeline_package(tmp_
     assert seen["found"] == {
         "infra": False,
         "lambdas": False,
+        "sdc_remediation": False,
         "torch": False,
         "trainer_emitter": True,
     }
