@@ -22,12 +22,10 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
+from infra.stack.outputs import DEPLOYMENT_OUTPUT
 from lambdas.models.settings import Settings
 
 DEFAULT_STACK: Final = "SdcRemediation"
-DEPLOYMENT_OUTPUT: Final = "SdcDeployment"
-"""The output whose value is every address of the construct as one JSON object (output name →
-value): the stable key inside any stack (infra/stack/stack.py sets it)."""
 
 INCIDENTS_TABLE: Final = "IncidentsTableName"
 AUDIT_TABLE: Final = "AuditTableName"

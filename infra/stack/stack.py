@@ -16,7 +16,6 @@ from aws_cdk import Aws, CfnOutput, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from infra.cli.deployment import DEPLOYMENT_OUTPUT
 from infra.stack.alarms import ContributorAlarms, ContributorAlarmsProps
 from infra.stack.approval import ApprovalWorkflow, ApprovalWorkflowProps
 from infra.stack.asset import LambdaAsset, build_lambda_asset
@@ -28,6 +27,7 @@ from infra.stack.nag import check_construct
 from infra.stack.no_clusters import refuse_deploying_without_clusters
 from infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
 from infra.stack.notifications import Notifications, NotificationsProps
+from infra.stack.outputs import DEPLOYMENT_OUTPUT
 from infra.stack.pause import PauseSwitch, PauseSwitchProps
 from infra.stack.reconciliation import (
     CARDS_UNDELIVERED_ALARM,

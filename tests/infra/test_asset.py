@@ -18,6 +18,11 @@ from infra.stack import asset
 from infra.stack.asset import LambdaAsset, build_lambda_asset
 from tests.conftest import REPO
 
+FUNCTIONS = asset.LAMBDAS_PACKAGE.replace(".", "/")
+"""Where the functions' package lies in the asset (its import name as a path)."""
+ABOVE_FUNCTIONS = {f"{FUNCTIONS.rpartition('/')[0]}/__init__.py"} if "/" in FUNCTIONS else set()
+"""The `__init__.py` of the package above it, where it has one."""
+
 
 def _files(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
@@ -60,6 +65,7 @@ def repo(tmp_path: Path) -> Path:
     for rel, text in {
         "lambdas/__init__.py": "",
         "lambdas/handlers/open_incident.py": "def handler(event, context): ...\n",
+        "sdc_remediation/__init__.py": "",
         "trainer_emitter/__init__.py": "",
         "trainer_emitter/contract.py": "NAMESPACE = 'x'\n",
         "trainer_emitter/emitter.py": "",
@@ -85,8 +91,9 @@ def test_build_ships_the_lambda_code_the_contract_and_dependencies_only(
 
     assert _files(built.path) == {
         "boto3/__init__.py",
-        "lambdas/__init__.py",
-        "lambdas/handlers/open_incident.py",
+        f"{FUNCTIONS}/__init__.py",
+        f"{FUNCTIONS}/handlers/open_incident.py",
+        *ABOVE_FUNCTIONS,
         "trainer_emitter/__init__.py",
         "trainer_emitter/contract.py",
         "trainer_emitter/schemas/sdc_report.v1.json",
@@ -159,7 +166,9 @@ def test_a_source_change_rebuilds_the_asset_but_reuses_the_dependencies(
     )
 
     assert second.key != first.key
-    assert (second.path / "lambdas/handlers/open_incident.py").read_text() == handler.read_text()
+    assert (
+        second.path / FUNCTIONS / "handlers/open_incident.py"
+    ).read_text() == handler.read_text()
     assert pip.commands == ["download", "install"]
 
 
@@ -186,7 +195,7 @@ def test_the_real_asset_ships_a_boto3_that_knows_the_hyperpod_calls(lambda_asset
     root = lambda_asset.path
     assert (root / "boto3-1.44.5.dist-info").is_dir()
     assert (root / "trainer_emitter" / "schemas" / "sdc_report.v1.json").is_file()
-    assert (root / "lambdas" / "__init__.py").is_file()
+    assert (root / FUNCTIONS / "__init__.py").is_file()
     models = sorted((root / "botocore" / "data" / "sagemaker").glob("*/service-2.json*"))
     assert models, "botocore ships no SageMaker model"
     raw = models[-1].read_bytes()
@@ -218,7 +227,7 @@ def test_the_real_asset_ships_no_training_module_and_no_stand_in(lambda_asset: L
     assert {p for p in shipped if p.startswith("trainer_emitter/")} == CONTRACT
     assert training_side
     assert not training_side & shipped
-    assert not stand_ins & _classes_defined(lambda_asset.path / "lambdas")
+    assert not stand_ins & _classes_defined(lambda_asset.path / FUNCTIONS)
 
 
 def _classes_defined(package: Path) -> set[str]:
@@ -332,7 +341,7 @@ def test_the_asset_is_built_in_the_users_cache_and_nothing_is_written_beside_the
 
     # Then it lies in the user's cache, keyed by its inputs, and the code's folder is unchanged
     assert built.path == tmp_path / "cache" / "sdc-remediation" / f"lambda-asset-{built.key[:16]}"
-    assert (built.path / "lambdas" / "handlers" / "open_incident.py").is_file()
+    assert (built.path / FUNCTIONS / "handlers" / "open_incident.py").is_file()
     assert _tree(repo) == before
 
 

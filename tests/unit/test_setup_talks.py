@@ -255,6 +255,8 @@ def test_a_failed_step_shows_the_commands_last_lines_and_its_status():
 
 @pytest.mark.parametrize("stamp", [".venv/.installed", "node_modules/.installed"])
 def test_every_install_of_the_set_up_runs_as_a_step_that_talks(stamp):
+    from infra.stack import steps
+
     # Given the set-up recipes as make would run them on a fresh machine
     planned = subprocess.run(
         ["make", "-n", "--no-print-directory", "-B", stamp],
@@ -270,5 +272,5 @@ def test_every_install_of_the_set_up_runs_as_a_step_that_talks(stamp):
     installs = [c for c in commands if "pip install" in c or "npm ci" in c]
     assert installs
     for line in installs:
-        assert re.search(r"-m infra\.stack\.steps \"[^\"]+\" --\s+\S", line), line
+        assert re.search(rf"-m {re.escape(steps.__name__)} \"[^\"]+\" --\s+\S", line), line
         assert "--quiet" not in line and "--loglevel=error" not in line, line
