@@ -18,8 +18,9 @@ from lambdas.logic import STAGES
 from tests.conftest import REPO
 
 IMPORT_NAMES = {
-    Path(str(package.__file__)).resolve().parent.name: package.__name__
-    for package in (lambdas, infra, trainer_emitter)
+    Path(str(lambdas.__file__)).resolve().parent.name: lambdas.__name__,
+    Path(str(infra.__file__)).resolve().parent.name: infra.__name__,
+    Path(str(trainer_emitter.__file__)).resolve().parent.name: trainer_emitter.__name__,
 }
 """Each folder of the project's code → the name its modules are imported by."""
 PACKAGES = tuple(IMPORT_NAMES)
