@@ -45,31 +45,39 @@ help: ## list the targets, one line each
 	@sed -n 's/^\([a-z][a-z-]*\):.*## \(.*\)$$/\1\t\2/p' $(firstword $(MAKEFILE_LIST)) | \
 		while IFS="$$(printf '\t')" read -r target text; do printf '  %-10s %s\n' "$$target" "$$text"; done
 
-# The set-up steps say what they do and how long it took: the first one takes minutes.
+# The set-up steps say what they do and how long it took: the first one takes minutes. Each long
+# command runs through STEP (infra/stack/steps.py, standard library only), which prints a line at
+# least every 8 s while it runs (the time so far and pip's or npm's latest line) and the
+# command's last lines if it fails.
+STEP := $(PYTHON) -m infra.stack.steps
+PIP_TALKS := --progress-bar off --disable-pip-version-check
+
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11")'
 	@echo "make: setting up $(VENV): the project with its dev extras (torch, the CDK, moto, ...); the first time takes minutes"
 	@start=$$(date +%s); \
-	$(PYTHON) -m venv $(VENV) && \
-	$(PY) -m pip install --quiet --upgrade pip && \
-	$(PY) -m pip install --quiet -e '.[dev]' && \
+	$(STEP) "creating $(VENV)" -- $(PYTHON) -m venv $(VENV) && \
+	$(STEP) "upgrading pip in $(VENV)" -- $(PY) -m pip install $(PIP_TALKS) --upgrade pip && \
+	$(STEP) "installing the project with its dev extras" -- $(PY) -m pip install $(PIP_TALKS) -e '.[dev]' && \
 	echo "make: $(VENV) ready in $$(( $$(date +%s) - start )) s"
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
 	@$(CHECK_NODE)
-	@echo "make: installing the pinned CDK CLI and ASL validator into node_modules (npm ci)"
 	@start=$$(date +%s); \
-	npm ci --no-audit --no-fund --loglevel=error && \
+	$(STEP) "installing the pinned CDK CLI and ASL validator into node_modules (npm ci)" -- \
+		npm ci --no-audit --no-fund --loglevel=http && \
 	echo "make: node_modules ready in $$(( $$(date +%s) - start )) s"
 	@touch $@
 
 $(VALIDATORS_STAMP): requirements-validators.txt
 	@echo "make: setting up the outside validators (parliament, checkov) in $(VALIDATORS_VENV)"
 	@start=$$(date +%s); \
-	$(PYTHON) -m venv $(VALIDATORS_VENV) && \
-	$(VALIDATORS_VENV)/bin/python -m pip install --quiet --upgrade pip && \
-	$(VALIDATORS_VENV)/bin/python -m pip install --quiet -r requirements-validators.txt && \
+	$(STEP) "creating $(VALIDATORS_VENV)" -- $(PYTHON) -m venv $(VALIDATORS_VENV) && \
+	$(STEP) "upgrading pip in $(VALIDATORS_VENV)" -- \
+		$(VALIDATORS_VENV)/bin/python -m pip install $(PIP_TALKS) --upgrade pip && \
+	$(STEP) "installing the validators" -- \
+		$(VALIDATORS_VENV)/bin/python -m pip install $(PIP_TALKS) -r requirements-validators.txt && \
 	echo "make: validators ready in $$(( $$(date +%s) - start )) s"
 	@touch $@
 

@@ -1,7 +1,7 @@
 """The pipeline as a construct library: put `SdcRemediation` into a stack of your own CDK app.
 
     from aws_cdk import App, Stack
-    from infra.construct import SdcRemediation, SdcRemediationProps
+    from sdc_remediation import SdcRemediation, SdcRemediationProps
 
     app = App()
     stack = Stack(app, "MlPlatform")
@@ -11,6 +11,9 @@
         props=SdcRemediationProps(clusters={"ml-cluster-1": "ab12cd34ef56"}, dry_run=True),
     )
     app.synth()
+
+`sdc_remediation` is the name a team's app imports it by (an app's own `infra/` package cannot
+shadow it; docs/deploy.md, "Installing it into your app"); one stack holds one construct.
 
 Every `sdc:*` context key is a field of `SdcRemediationProps` (docs/deploy.md, "Settings"),
 checked when the props are made with the key's own message. The construct runs cdk-nag's

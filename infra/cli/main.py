@@ -73,16 +73,18 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     group.add_argument(
         "--stack",
         metavar="NAME",
-        default=default(os.environ.get("SDC_STACK") or DEFAULT_STACK),
-        help="the deployed stack whose Outputs name the tables and the approval state machine "
-        f"(default: $SDC_STACK or {DEFAULT_STACK})",
+        default=default(os.environ.get("SDC_STACK") or None),
+        help="the deployed stack that holds the pipeline: the standalone one, or a stack of your "
+        "own app that holds the SdcRemediation construct; with --outputs, the stack to pick in "
+        f"the file (default: $SDC_STACK, else {DEFAULT_STACK}; with --outputs, the file's only "
+        "deployment)",
     )
     group.add_argument(
         "--outputs",
         metavar="FILE",
         default=default(os.environ.get("SDC_OUTPUTS")),
-        help="read those Outputs from a JSON file instead of CloudFormation (output name -> "
-        "value, or `cdk deploy --outputs-file`'s file; default: $SDC_OUTPUTS)",
+        help="read those Outputs from a JSON file instead of CloudFormation (the file `cdk "
+        "deploy --outputs-file` writes, or one stack's outputs; default: $SDC_OUTPUTS)",
     )
     group.add_argument(
         "-o",

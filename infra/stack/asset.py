@@ -13,27 +13,34 @@ and the install runs from it with `--no-index`. pip's own HTTP cache is not enou
 pip revalidates index pages online even when it holds the wheels.
 
 The build is keyed by a hash of its inputs (the pip arguments and every source file), so it
-reruns only when they change:
+reruns only when they change. Nothing is written beside the code: an installed, read-only
+package synthesizes too. Everything goes to a cache folder of the user's (`asset_root()`:
+`$SDC_ASSET_DIR`, else `$XDG_CACHE_HOME` or `~/.cache`, under `sdc-remediation/`):
 
-    ~/.cache/sdc-remediation/lambda-wheels/<deps key>/   the downloaded wheels
-    build/lambda-deps/<deps key>/   the pip install, reused while the pins stay the same
-    build/lambda-asset/             deps (hard links) + sources; the asset CDK uploads
-    build/lambda-asset.key          the key of what build/lambda-asset holds
+    lambda-wheels/<deps key>/    the downloaded wheels (`$SDC_WHEELHOUSE` moves them alone)
+    lambda-deps/<deps key>/      the pip install, reused while the pins stay the same
+    lambda-asset-<asset key>/    deps (hard links) + sources; the asset CDK uploads
+    lambda-asset-<asset key>.key the key it holds, touched on each use; one unused for
+                                 `STALE_AFTER_DAYS` is removed when another is built
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Final
+
+import lambdas
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 
@@ -60,14 +67,12 @@ REQUIREMENTS: Final = (
     "wrapt==2.5.2",
 )
 
-SOURCES: Final = (
-    "lambdas",
-    "trainer_emitter/__init__.py",
-    "trainer_emitter/contract.py",
-    "trainer_emitter/schemas",
-)
-"""What of the repository the functions run: all of `lambdas/`, and of the training side only
-the contract and the report schema (the emitter, its spool, sinks and checks stay out)."""
+LAMBDAS_PACKAGE: Final = lambdas.__name__
+"""The functions' package, shipped in the asset at the place its name says (the handlers are
+`<it>.handlers.<module>.handler`), with the `__init__.py` of the package above it, if any."""
+CONTRACT: Final = ("__init__.py", "contract.py", "schemas")
+"""What of `trainer_emitter` the functions run: the contract and the report schema (the emitter,
+its spool, sinks and checks stay on the training side)."""
 SOURCE_SUFFIXES: Final = (".py", ".json")
 
 PipRunner = Callable[[Sequence[str]], None]
@@ -129,14 +134,22 @@ def install_arguments(target: Path, wheelhouse: Path) -> list[str]:
     ]
 
 
+def asset_root() -> Path:
+    """The folder the asset is built in, outside the code so that a read-only install
+    synthesizes: `$SDC_ASSET_DIR`, else `$XDG_CACHE_HOME` or `~/.cache`, under
+    `sdc-remediation/`."""
+    if os.environ.get("SDC_ASSET_DIR"):
+        return Path(os.environ["SDC_ASSET_DIR"])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "sdc-remediation"
+
+
 def default_wheelhouse() -> Path:
     """Where the downloaded wheels are kept, outside the work tree so that a fresh clone on the
-    same machine builds offline: `$SDC_WHEELHOUSE`, else `$XDG_CACHE_HOME` or `~/.cache`, under
-    `sdc-remediation/lambda-wheels/`."""
+    same machine builds offline: `$SDC_WHEELHOUSE`, else `lambda-wheels/` in `asset_root()`."""
     if os.environ.get("SDC_WHEELHOUSE"):
         return Path(os.environ["SDC_WHEELHOUSE"])
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "sdc-remediation" / "lambda-wheels"
+    return asset_root() / "lambda-wheels"
 
 
 def _run_pip(args: Sequence[str]) -> None:
@@ -149,19 +162,65 @@ def _run_pip(args: Sequence[str]) -> None:
         )
 
 
-def source_files(repo_root: Path = REPO_ROOT) -> list[Path]:
-    """The files of `SOURCES` that go into the asset, sorted."""
-    files = []
-    for source in SOURCES:
-        root = repo_root / source
-        for path in root.rglob("*") if root.is_dir() else [root]:
-            if (
-                path.is_file()
-                and path.suffix in SOURCE_SUFFIXES
-                and "__pycache__" not in path.relative_to(repo_root).parts
-            ):
-                files.append(path)
-    return sorted(files)
+@dataclass(frozen=True)
+class Sources:
+    """Where the asset's code is read from: the folders of the packages it ships, found by
+    import (a clone, or an installed package: the code's own folders are only read)."""
+
+    lambdas: Path
+    trainer_emitter: Path
+    parent_init: Path | None
+    """The `__init__.py` of the package that holds `lambdas`, where it has one."""
+
+    @classmethod
+    def imported(cls) -> Sources:
+        parent = LAMBDAS_PACKAGE.rpartition(".")[0]
+        return cls(
+            lambdas=_folder(LAMBDAS_PACKAGE),
+            trainer_emitter=_folder("trainer_emitter"),
+            parent_init=_folder(parent) / "__init__.py" if parent else None,
+        )
+
+    @classmethod
+    def in_tree(cls, root: Path) -> Sources:
+        """A tree laid out as this repository is (the packages' folders at its top)."""
+        parent = LAMBDAS_PACKAGE.rpartition(".")[0]
+        return cls(
+            lambdas=root / "lambdas",
+            trainer_emitter=root / "trainer_emitter",
+            parent_init=root / parent.replace(".", "/") / "__init__.py" if parent else None,
+        )
+
+    def files(self) -> list[tuple[Path, PurePosixPath]]:
+        """Each file of the asset's code, with where it goes in the asset; sorted by the latter."""
+        placed: list[tuple[Path, PurePosixPath]] = []
+        package = PurePosixPath(*LAMBDAS_PACKAGE.split("."))
+        placed += [(f, package / r) for f, r in _files_under(self.lambdas)]
+        if self.parent_init is not None:
+            placed.append((self.parent_init, package.parent / "__init__.py"))
+        for part in CONTRACT:
+            placed += [
+                (f, PurePosixPath("trainer_emitter") / r)
+                for f, r in _files_under(self.trainer_emitter / part, self.trainer_emitter)
+            ]
+        return sorted(placed, key=lambda item: item[1])
+
+
+def _folder(package: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"building the Lambda asset: package {package} not found")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _files_under(path: Path, base: Path | None = None) -> list[tuple[Path, PurePosixPath]]:
+    base = base or path
+    found = path.rglob("*") if path.is_dir() else [path]
+    return [
+        (f, PurePosixPath(f.relative_to(base).as_posix()))
+        for f in found
+        if f.is_file() and f.suffix in SOURCE_SUFFIXES and "__pycache__" not in f.parts
+    ]
 
 
 def deps_key() -> str:
@@ -169,43 +228,58 @@ def deps_key() -> str:
     return hashlib.sha256(spec.encode()).hexdigest()
 
 
-def asset_key(repo_root: Path = REPO_ROOT) -> str:
-    """Hash of every input of the asset: the dependency spec and each source file's path and bytes."""
+def asset_key(sources: Sources | Path | None = None) -> str:
+    """Hash of every input of the asset: the dependency spec and each code file's place in the
+    asset and bytes (the same from a clone and from an install)."""
     digest = hashlib.sha256(deps_key().encode())
-    for path in source_files(repo_root):
-        digest.update(b"\0" + path.relative_to(repo_root).as_posix().encode() + b"\0")
+    for path, place in _sources(sources).files():
+        digest.update(b"\0" + place.as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def _sources(sources: Sources | Path | None) -> Sources:
+    if sources is None:
+        return Sources.imported()
+    return Sources.in_tree(sources) if isinstance(sources, Path) else sources
 
 
 def build_lambda_asset(
     out_dir: Path | None = None,
     *,
-    repo_root: Path = REPO_ROOT,
+    repo_root: Sources | Path | None = None,
     pip: PipRunner = _run_pip,
     wheelhouse: Path | None = None,
 ) -> LambdaAsset:
-    """Build (or reuse) the asset at `out_dir` (default `build/lambda-asset`); return it.
+    """Build (or reuse) the asset at `out_dir` (default `lambda-asset-<key>` in `asset_root()`,
+    never beside the code); return it.
 
     Rebuilds only when `asset_key()` differs from the key recorded at the last build, and reruns
     pip only when the dependency pins changed. Safe against a concurrent build (file lock).
     """
-    out_dir = (out_dir or repo_root / "build" / "lambda-asset").resolve()
+    sources = _sources(repo_root)
+    key = asset_key(sources)
+    if out_dir is None:
+        out_dir = asset_root() / f"{ASSET_PREFIX}{key[:16]}"
+    out_dir = out_dir.resolve()
     build_root = out_dir.parent
     build_root.mkdir(parents=True, exist_ok=True)
-    key = asset_key(repo_root)
     stamp = out_dir.with_name(out_dir.name + ".key")
 
     with locked(build_root / f".{out_dir.name}.lock"):
         if out_dir.is_dir() and stamp.is_file() and stamp.read_text().strip() == key:
+            stamp.touch()
             return LambdaAsset(path=out_dir, key=key)
 
-        deps = _ensure_deps(build_root / "lambda-deps", wheelhouse or default_wheelhouse(), pip)
+        _remove_stale_assets(build_root, keep=out_dir.name)
         staging = out_dir.with_name(f"{out_dir.name}.tmp-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(deps, staging, copy_function=_link_or_copy, ignore=_ignore_marker)
-        for path in source_files(repo_root):
-            target = staging / path.relative_to(repo_root)
+        # the dependencies are shared by every asset of the same pins: one builder at a time
+        with locked(build_root / ".lambda-deps.lock"):
+            deps = _ensure_deps(build_root / "lambda-deps", wheelhouse or default_wheelhouse(), pip)
+            shutil.copytree(deps, staging, copy_function=_link_or_copy, ignore=_ignore_marker)
+        for path, place in sources.files():
+            target = staging / place
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
 
@@ -217,6 +291,18 @@ def build_lambda_asset(
 
 
 _COMPLETE: Final = ".complete"
+ASSET_PREFIX: Final = "lambda-asset-"
+STALE_AFTER_DAYS: Final = 14
+"""An asset of other sources (another clone, an older commit) unused this long is removed."""
+
+
+def _remove_stale_assets(build_root: Path, *, keep: str) -> None:
+    cutoff = time.time() - STALE_AFTER_DAYS * 86400
+    for stamp in build_root.glob(f"{ASSET_PREFIX}*.key"):
+        folder = stamp.with_suffix("")
+        if folder.name != keep and stamp.stat().st_mtime < cutoff:
+            stamp.unlink(missing_ok=True)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _ensure_deps(root: Path, wheelhouse_root: Path, pip: PipRunner) -> Path:

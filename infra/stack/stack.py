@@ -33,6 +33,7 @@ from infra.stack.notifications import (
     Notifications,
     NotificationsProps,
 )
+from infra.stack.outputs import DEPLOYMENT_OUTPUT
 from infra.stack.pause import PauseSwitch, PauseSwitchProps
 from infra.stack.reconciliation import (
     CARDS_UNDELIVERED_ALARM,
@@ -56,6 +57,7 @@ from infra.stack.workflow import (
     state_machine_arn,
 )
 from lambdas.metric_names import PipelineMetric as M
+from lambdas.models.errors import SettingsError
 
 DESCRIPTION: Final = (
     "SDC remediation: contributor alarms → incident → deep health check → human approval → "
@@ -176,6 +178,23 @@ def _as_context(value: Any) -> Any:
     return value
 
 
+def _refuse_a_second_in_the_stack(construct: Construct) -> None:
+    """One construct per stack: its outputs, logical ids and resource names are the stack's
+    (`sdc` finds it by the stack's name). A second is refused here, in one line, not deep in the
+    CDK (`section 'Resources' already contains 'IncidentsTable'`)."""
+    stack = Stack.of(construct)
+    others = [
+        c.node.path
+        for c in stack.node.find_all()
+        if isinstance(c, SdcRemediation) and c is not construct
+    ]
+    if others:
+        raise SettingsError(
+            f"stack {stack.stack_name} already holds the SdcRemediation construct {others[0]}: "
+            f"one stack holds one; put {construct.node.path} in a stack of its own"
+        )
+
+
 class SdcRemediation(Construct):
     """The whole pipeline, in a team's own stack or in the standalone app's
     (`SdcRemediationStack`): the constructs in the order they depend on each other, kept as
@@ -184,6 +203,7 @@ class SdcRemediation(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, props: SdcRemediationProps) -> None:
         super().__init__(scope, construct_id)
+        _refuse_a_second_in_the_stack(self)
         settings = props.settings
         code_asset = props.code_asset or build_lambda_asset()
         if settings.refuses_to_deploy:
@@ -363,93 +383,102 @@ class SdcRemediation(Construct):
         )
 
     def _outputs(self, settings: DeploymentSettings) -> None:
-        """What an operator and the CLI read after a deploy: consoles, names, ARNs, URLs."""
-        CfnOutput(
-            self,
+        """What an operator and the CLI read after a deploy: consoles, names, ARNs, URLs; and
+        all of them again as one JSON object under the key `SdcDeployment`, which CDK does not
+        hash inside a team's stack (the others' keys carry the construct path's hash there):
+        `sdc --stack NAME` and `sdc --outputs FILE` find the construct by it."""
+        self._published: dict[str, str] = {}
+        self._output(
             "RemediationStateMachineConsole",
             description="Pending remediations; the waiting RequestApproval state shows the "
             "approval input to paste",
             value=console_url(self.remediation.state_machine.state_machine_arn),
         )
-        CfnOutput(
-            self,
+        self._output(
             "ApprovalStateMachineConsole",
             description="Approve or reject: start an execution here",
             value=console_url(self.approval.state_machine.state_machine_arn),
         )
-        CfnOutput(
-            self,
+        self._output(
             "ApprovalStateMachineArn",
             description="Grant approvers states:StartExecution on this ARN",
             value=self.approval.state_machine.state_machine_arn,
         )
-        CfnOutput(
-            self,
+        self._output(
             "ApproverPolicyArn",
             description="Attach to approvers: StartExecution on the approval state machine "
             "(limited to sdc:approvers when set)",
             value=self.approval.approver_policy.managed_policy_arn,
         )
-        CfnOutput(
-            self,
+        self._output(
             "AuditAnchorLogGroupName",
             description="Every audit entry's hash, append-only for the functions: "
             "sdc audit verify checks the audit table against it",
             value=self.audit_anchor.name,
         )
-        CfnOutput(
-            self,
+        self._output(
             "DashboardUrl",
             description="The pipeline's CloudWatch dashboard: detection, incidents, approvals, "
             "errors",
             value=self.dashboard.url,
         )
-        CfnOutput(
-            self,
+        self._output(
             "ReconcileFunctionName",
             description="Settles stuck incidents; runs on a schedule, sdc reconcile runs it now",
             value=self.reconciliation.function_name,
         )
-        CfnOutput(self, "IncidentsTableName", value=self.storage.incidents.table_name)
-        CfnOutput(self, "AuditTableName", value=self.storage.audit.table_name)
-        CfnOutput(self, "NotificationTopicArn", value=self.notifications.topic.topic_arn)
-        CfnOutput(
-            self,
+        self._output("IncidentsTableName", value=self.storage.incidents.table_name)
+        self._output("AuditTableName", value=self.storage.audit.table_name)
+        self._output("NotificationTopicArn", value=self.notifications.topic.topic_arn)
+        self._output(
             "PauseParameterName",
             description="The pause switch: set it to true to hold new incidents (no deploy)",
             value=self.pause_switch.name,
         )
-        CfnOutput(
-            self,
+        self._output(
             "DryRun",
             description="true: replacements are only recorded as would-replace (sdc:dryRun)",
             value="true" if settings.dry_run else "false",
         )
-        CfnOutput(
-            self,
+        self._output(
             "UndeliveredEventsQueueUrl",
             description="Dead-letter queue of the EventBridge targets (sdc status counts it)",
             value=self.routing.dead_letter_queue.queue_url,
         )
-        CfnOutput(
-            self,
+        self._output(
             "FailedInvocationsQueueUrl",
             description="Failed asynchronous invocations of open_incident (contributor alarms)",
             value=self.functions.failure_queue.queue_url,
         )
-        CfnOutput(
-            self,
+        self._output(
             "FailedReportsQueueUrl",
             description="Failed asynchronous invocations of store_report (SDC reports)",
             value=self.functions.report_failure_queue.queue_url,
         )
-        CfnOutput(
-            self,
+        self._output(
             "TrainingPolicyArn",
             description="Attach to the training jobs' role(s): what the SDC emitter needs",
             value=self.training.policy.managed_policy_arn,
             export_name=f"{settings.stack_name}-TrainingPolicyArn",
         )
+        CfnOutput(
+            self,
+            "Deployment",
+            key=DEPLOYMENT_OUTPUT,
+            description=f"Every address above as one JSON object, for sdc ({self.node.path})",
+            value=Stack.of(self).to_json_string(self._published),
+        )
+
+    def _output(
+        self,
+        name: str,
+        *,
+        value: str,
+        description: str | None = None,
+        export_name: str | None = None,
+    ) -> None:
+        CfnOutput(self, name, value=value, description=description, export_name=export_name)
+        self._published[name] = value
 
 
 class SdcRemediationStack(Stack):

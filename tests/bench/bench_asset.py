@@ -13,7 +13,8 @@ from typing import Any
 
 from infra.stack.asset import build_lambda_asset
 
-PROJECT_PACKAGES = ("lambdas", "trainer_emitter")
+PROJECT_PACKAGES = ("lambdas", "trainer_emitter", "sdc_remediation")
+"""The asset's top-level folders that hold the project's own code."""
 
 
 def _files(root: Path) -> list[Path]:

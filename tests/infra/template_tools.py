@@ -84,3 +84,9 @@ def widget_titled(template: dict[str, Any], prefix: str) -> dict[str, Any]:
         if str(w["properties"].get("title", "")).startswith(prefix)
     ]
     return widget
+
+
+def deploy_outputs(template: dict[str, Any]) -> dict[str, str]:
+    """The stack's outputs as `cdk deploy --outputs-file` writes them for it (output key →
+    value), the values resolved to placeholders."""
+    return {key: str(resolved(template, o["Value"])) for key, o in template["Outputs"].items()}

@@ -18,6 +18,11 @@ from infra.stack import asset
 from infra.stack.asset import LambdaAsset, build_lambda_asset
 from tests.conftest import REPO
 
+FUNCTIONS = asset.LAMBDAS_PACKAGE.replace(".", "/")
+"""Where the functions' package lies in the asset (its import name as a path)."""
+ABOVE_FUNCTIONS = {f"{FUNCTIONS.rpartition('/')[0]}/__init__.py"} if "/" in FUNCTIONS else set()
+"""The `__init__.py` of the package above it, where it has one."""
+
 
 def _files(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
@@ -60,6 +65,7 @@ def repo(tmp_path: Path) -> Path:
     for rel, text in {
         "lambdas/__init__.py": "",
         "lambdas/handlers/open_incident.py": "def handler(event, context): ...\n",
+        "sdc_remediation/__init__.py": "",
         "trainer_emitter/__init__.py": "",
         "trainer_emitter/contract.py": "NAMESPACE = 'x'\n",
         "trainer_emitter/emitter.py": "",
@@ -85,8 +91,9 @@ def test_build_ships_the_lambda_code_the_contract_and_dependencies_only(
 
     assert _files(built.path) == {
         "boto3/__init__.py",
-        "lambdas/__init__.py",
-        "lambdas/handlers/open_incident.py",
+        f"{FUNCTIONS}/__init__.py",
+        f"{FUNCTIONS}/handlers/open_incident.py",
+        *ABOVE_FUNCTIONS,
         "trainer_emitter/__init__.py",
         "trainer_emitter/contract.py",
         "trainer_emitter/schemas/sdc_report.v1.json",
@@ -159,7 +166,9 @@ def test_a_source_change_rebuilds_the_asset_but_reuses_the_dependencies(
     )
 
     assert second.key != first.key
-    assert (second.path / "lambdas/handlers/open_incident.py").read_text() == handler.read_text()
+    assert (
+        second.path / FUNCTIONS / "handlers/open_incident.py"
+    ).read_text() == handler.read_text()
     assert pip.commands == ["download", "install"]
 
 
@@ -186,7 +195,7 @@ def test_the_real_asset_ships_a_boto3_that_knows_the_hyperpod_calls(lambda_asset
     root = lambda_asset.path
     assert (root / "boto3-1.44.5.dist-info").is_dir()
     assert (root / "trainer_emitter" / "schemas" / "sdc_report.v1.json").is_file()
-    assert (root / "lambdas" / "__init__.py").is_file()
+    assert (root / FUNCTIONS / "__init__.py").is_file()
     models = sorted((root / "botocore" / "data" / "sagemaker").glob("*/service-2.json*"))
     assert models, "botocore ships no SageMaker model"
     raw = models[-1].read_bytes()
@@ -218,7 +227,7 @@ def test_the_real_asset_ships_no_training_module_and_no_stand_in(lambda_asset: L
     assert {p for p in shipped if p.startswith("trainer_emitter/")} == CONTRACT
     assert training_side
     assert not training_side & shipped
-    assert not stand_ins & _classes_defined(lambda_asset.path / "lambdas")
+    assert not stand_ins & _classes_defined(lambda_asset.path / FUNCTIONS)
 
 
 def _classes_defined(package: Path) -> set[str]:
@@ -313,3 +322,55 @@ def test_the_real_asset_knows_the_approvers_time_zones_without_a_system_database
     # Then the asset's tzdata answers
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "2026-12-06T17:15:04+09:00"
+
+
+def _tree(root: Path) -> dict[str, float]:
+    return {p.relative_to(root).as_posix(): p.stat().st_mtime for p in root.rglob("*")}
+
+
+def test_the_asset_is_built_in_the_users_cache_and_nothing_is_written_beside_the_code(
+    repo: Path, wheelhouse: Path, tmp_path: Path, monkeypatch
+):
+    # Given an install whose code must stay as it is (site-packages, read-only) and no override
+    monkeypatch.delenv("SDC_ASSET_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    before = _tree(repo)
+
+    # When the asset is built where the construct builds it (no folder given)
+    built = build_lambda_asset(repo_root=repo, pip=FakePip(), wheelhouse=wheelhouse)
+
+    # Then it lies in the user's cache, keyed by its inputs, and the code's folder is unchanged
+    assert built.path == tmp_path / "cache" / "sdc-remediation" / f"lambda-asset-{built.key[:16]}"
+    assert (built.path / FUNCTIONS / "handlers" / "open_incident.py").is_file()
+    assert _tree(repo) == before
+
+
+def test_sdc_asset_dir_moves_the_build(repo: Path, wheelhouse: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("SDC_ASSET_DIR", str(tmp_path / "assets"))
+
+    built = build_lambda_asset(repo_root=repo, pip=FakePip(), wheelhouse=wheelhouse)
+
+    assert built.path.parent == tmp_path / "assets"
+
+
+def test_an_asset_of_other_sources_unused_for_weeks_is_removed_when_another_is_built(
+    repo: Path, wheelhouse: Path, tmp_path: Path, monkeypatch
+):
+    # Given an asset of older sources last used long ago, and one used recently
+    import os
+    import time
+
+    monkeypatch.setenv("SDC_ASSET_DIR", str(tmp_path / "assets"))
+    old = build_lambda_asset(repo_root=repo, pip=FakePip(), wheelhouse=wheelhouse)
+    long_ago = time.time() - (asset.STALE_AFTER_DAYS + 1) * 86400
+    os.utime(old.path.with_name(old.path.name + ".key"), (long_ago, long_ago))
+    (repo / "lambdas" / "handlers" / "open_incident.py").write_text("# changed\n")
+    recent = build_lambda_asset(repo_root=repo, pip=FakePip(), wheelhouse=wheelhouse)
+    (repo / "lambdas" / "handlers" / "open_incident.py").write_text("# changed again\n")
+
+    # When the sources change once more
+    newest = build_lambda_asset(repo_root=repo, pip=FakePip(), wheelhouse=wheelhouse)
+
+    # Then the one unused for weeks is gone, the recent one and the new one stay
+    assert not old.path.exists()
+    assert recent.path.is_dir() and newest.path.is_dir()

@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_cdk import App, Stack
 
-from infra.construct import CONTEXT_FIELDS, SdcRemediationProps
+from infra.cli import deployment
+from infra.construct import CONTEXT_FIELDS, SdcRemediation, SdcRemediationProps
 from infra.stack.settings import CONTEXT_KEYS, DeploymentSettings
 from lambdas.models.errors import SettingsError
 from tests.infra.team_app import PLATFORM_STACK, TEAM_STACK, team_app
+from tests.infra.template_tools import deploy_outputs, resolved
 
 
 def test_every_context_key_is_a_props_field():
@@ -121,3 +124,54 @@ def test_the_construct_checks_what_is_put_inside_it(tmp_path, lambda_asset):
     }
     assert ("AwsSolutions-SQS3", f"{PLATFORM_STACK}/Sdc/Unchecked/Resource") in found
     assert not [path for _, path in found if path.startswith(TEAM_STACK)]
+
+
+def _platform(app: App, stack: str, asset: Any) -> Stack:
+    platform = Stack(app, stack)
+    props = SdcRemediationProps(stack_name=f"{stack}Sdc", dry_run=True, code_asset=asset)
+    SdcRemediation(platform, "Sdc", props=props)
+    return platform
+
+
+@pytest.mark.synth
+def test_a_second_construct_in_one_stack_is_refused_in_one_line(tmp_path, lambda_asset):
+    # Given a stack that already holds the construct
+    app = App(outdir=str(tmp_path))
+    platform = _platform(app, PLATFORM_STACK, lambda_asset)
+
+    # When a second is put into the same stack
+    with pytest.raises(SettingsError) as refused:
+        SdcRemediation(platform, "Again", props=SdcRemediationProps(code_asset=lambda_asset))
+
+    # Then it is refused before the CDK sees a clash, in one line naming both
+    assert str(refused.value).splitlines() == [
+        f"stack {PLATFORM_STACK} already holds the SdcRemediation construct "
+        f"{PLATFORM_STACK}/Sdc: one stack holds one; put {PLATFORM_STACK}/Again in a stack of "
+        "its own"
+    ]
+
+
+@pytest.mark.synth
+def test_each_construct_of_an_app_is_found_by_its_stacks_name(tmp_path, lambda_asset):
+    # Given an app with the construct in two stacks and the outputs file a deploy writes for it
+    app = App(outdir=str(tmp_path), context={"aws:cdk:disable-asset-staging": True})
+    for stack in ("PlatformA", "PlatformB"):
+        _platform(app, stack, lambda_asset)
+    templates = {s.stack_name: s.template for s in app.synth().stacks}
+    written = tmp_path / "cdk-outputs.json"
+    written.write_text(json.dumps({name: deploy_outputs(t) for name, t in templates.items()}))
+
+    # When each is looked up by its stack's name
+    found = {name: deployment.from_file(written, name) for name in templates}
+
+    # Then each gives its own tables and state machines; the keys CDK hashed are not needed
+    for name, template in templates.items():
+        outputs = template["Outputs"]
+        assert "IncidentsTableName" not in outputs  # hashed: SdcIncidentsTableName<hash>
+        assert found[name].incidents_table == resolved(
+            template,
+            next(o for k, o in outputs.items() if k.startswith("SdcIncidentsTable"))["Value"],
+        )
+        assert found[name].approval_state_machine_arn.endswith(f":{name}Sdc-approval")
+    with pytest.raises(deployment.DeploymentError, match="pick one with --stack NAME"):
+        deployment.from_file(written)

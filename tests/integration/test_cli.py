@@ -1060,6 +1060,105 @@ def test_the_outputs_file_cdk_deploy_writes_is_read_too(deployed, capsys, tmp_pa
     assert incident_id in capsys.readouterr().out
 
 
+def team_stack_outputs(addresses: dict[str, str]) -> dict[str, str]:
+    """A team stack's outputs as `cdk deploy --outputs-file` writes them: each address under a
+    key that carries CDK's hash of the construct path, and all of them under `SdcDeployment`."""
+    return {
+        **{f"Sdc{name}7ABD01B1": value for name, value in addresses.items()},
+        "SdcDeployment": json.dumps(addresses),
+    }
+
+
+def test_a_construct_in_a_teams_stack_is_found_by_its_fixed_key(deployed, capsys, tmp_path):
+    # Given the outputs file of a team's app: the construct in its stack, beside the team's own
+    incident_id = deployed.incident("awaiting_approval")
+    addresses = json.loads(deployed.outputs.read_text())
+    written = tmp_path / "cdk-outputs.json"
+    written.write_text(
+        json.dumps(
+            {"TeamTraining": {"JobsQueueUrl": "https://sqs/jobs"},
+             "MlPlatform": team_stack_outputs(addresses)}
+        )
+    )  # fmt: skip
+
+    # When sdc reads it with no stack named
+    status = main(["--outputs", str(written), "incidents"], session=SESSION)
+
+    # Then it finds the one stack that holds the construct
+    assert status == 0
+    assert incident_id in capsys.readouterr().out
+
+
+def test_of_several_deployments_in_one_file_the_stack_picks_one(deployed, capsys, tmp_path):
+    # Given an app with the construct in two stacks, the second's tables elsewhere
+    incident_id = deployed.incident("awaiting_approval")
+    addresses = json.loads(deployed.outputs.read_text())
+    elsewhere = {**addresses, "IncidentsTableName": "NoSuchTable"}
+    written = tmp_path / "cdk-outputs.json"
+    written.write_text(
+        json.dumps(
+            {"PlatformA": team_stack_outputs(addresses),
+             "PlatformB": team_stack_outputs(elsewhere)}
+        )
+    )  # fmt: skip
+
+    # When sdc is asked without a stack, then with each
+    unpicked = main(["--outputs", str(written), "incidents"], session=SESSION)
+    refused = capsys.readouterr().err
+    picked = main(["--outputs", str(written), "--stack", "PlatformA", "incidents"], session=SESSION)
+    listed = capsys.readouterr().out
+    missing = main(
+        ["--outputs", str(written), "--stack", "PlatformC", "incidents"], session=SESSION
+    )
+    unknown = capsys.readouterr().err
+
+    # Then without one it names both and exits 2; with one it reads that stack's tables
+    assert unpicked == 2
+    assert "holds deployments in stacks PlatformA, PlatformB: pick one with --stack NAME" in refused
+    assert (picked, incident_id in listed) == (0, True)
+    assert missing == 2
+    assert "no deployment in stack PlatformC (stacks with one: PlatformA, PlatformB)" in unknown
+
+
+def test_a_teams_stack_is_found_through_cloudformation_by_its_name(deployed, capsys):
+    # Given a deployed team stack that holds the construct (its address outputs hashed)
+    incident_id = deployed.incident("awaiting_approval")
+    outputs = team_stack_outputs(json.loads(deployed.outputs.read_text()))
+    SESSION.client("cloudformation").create_stack(
+        StackName="MlPlatform",
+        TemplateBody=json.dumps(
+            {
+                "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+                "Outputs": {name: {"Value": value} for name, value in outputs.items()},
+            }
+        ),
+    )
+
+    # When sdc is pointed at it by its name
+    status = main(["--stack", "MlPlatform", "incidents"], session=SESSION)
+
+    # Then it reads the construct's tables
+    assert status == 0
+    assert incident_id in capsys.readouterr().out
+
+
+def test_a_stack_without_the_construct_exits_2_saying_so(deployed, capsys):
+    SESSION.client("cloudformation").create_stack(
+        StackName="TeamTraining",
+        TemplateBody=json.dumps(
+            {
+                "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+                "Outputs": {"TopicArn": {"Value": {"Ref": "Topic"}}},
+            }
+        ),
+    )
+
+    status = main(["--stack", "TeamTraining", "incidents"], session=SESSION)
+
+    assert status == 2
+    assert "stack TeamTraining holds no SDC remediation deployment" in capsys.readouterr().err
+
+
 def test_global_options_may_follow_the_command(deployed, capsys):
     incident_id = deployed.incident("awaiting_approval")
 

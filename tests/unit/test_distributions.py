@@ -20,13 +20,14 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO
 
 EMITTER_PROJECT = Path("distributions/emitter")
-PIPELINE_PACKAGES = ("infra", "lambdas")
+PIPELINE_PACKAGES = ("infra", "lambdas", "sdc_remediation")
 NEVER_FOR_DEPLOY = ("torch", "triton")
 
 
@@ -88,7 +89,8 @@ def test_a_fresh_venv_with_the_emitter_distribution_has_no_pipeline_package(tmp_
         result = emitter.report({"step": 3, "check": "compute", "nonfinite": [0]})
         print(json.dumps({
             "found": {n: importlib.util.find_spec(n) is not None
-                      for n in ("infra", "lambdas", "torch", "trainer_emitter")},
+                      for n in ("infra", "lambdas", "sdc_remediation", "torch",
+                                "trainer_emitter")},
             "location": trainer_emitter.__file__,
             "version": trainer_emitter.__version__,
             "sent": sorted(result.sent),
@@ -98,7 +100,12 @@ def test_a_fresh_venv_with_the_emitter_distribution_has_no_pipeline_package(tmp_
     done = subprocess.run(
         [str(python), "-I", "-c", probe],
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "SDC_SPOOL_DIR": str(tmp_path / "spool")},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "SDC_SPOOL_DIR": str(tmp_path / "spool"),
+            # rank 0 on a known instance: a rank mapped to none sends no datapoint
+            "SDC_INSTANCE_ID": "i-0123456789abcdef0",
+        },
         capture_output=True,
         text=True,
         timeout=60,
@@ -110,6 +117,7 @@ def test_a_fresh_venv_with_the_emitter_distribution_has_no_pipeline_package(tmp_
     assert seen["found"] == {
         "infra": False,
         "lambdas": False,
+        "sdc_remediation": False,
         "torch": False,
         "trainer_emitter": True,
     }
@@ -150,17 +158,25 @@ def test_the_emitter_wheel_holds_trainer_emitter_alone_with_the_root_projects_de
     ]
 
 
-def _root_metadata(tmp_path: Path) -> email.message.Message:
-    """The root project's METADATA as its build backend writes it for a wheel (what pip
-    resolves), prepared from a copy of what the metadata needs."""
-    tree = tmp_path / "root"
+METADATA_NEEDS = (
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "trainer_emitter/__init__.py",
+    "trainer_emitter/version.py",
+)
+
+
+def _prepare_metadata(tmp_path: Path, project: Path | str = ".") -> tuple[Path, str]:
+    """The build backend's METADATA for a wheel of `project` (what pip resolves), prepared
+    from a copy of what the metadata needs; with what the backend said on stderr."""
+    tree = tmp_path / "tree"
     for needed in (
-        "pyproject.toml",
-        "README.md",
-        "trainer_emitter/__init__.py",
-        "trainer_emitter/version.py",
+        *METADATA_NEEDS,
+        *(EMITTER_PROJECT / n for n in ("pyproject.toml", "README.md")),
     ):
-        _copy(needed, tree)
+        if (REPO / needed).exists():
+            _copy(needed, tree)
     out = tmp_path / "meta"
     out.mkdir()
     done = subprocess.run(
@@ -171,14 +187,32 @@ def _root_metadata(tmp_path: Path) -> email.message.Message:
             "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))",
             str(out),
         ],
-        cwd=tree,
+        cwd=tree / project,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     dist_info = done.stdout.strip().splitlines()[-1]
-    return email.message_from_bytes((out / dist_info / "METADATA").read_bytes())
+    return out / dist_info / "METADATA", done.stderr
+
+
+def _root_metadata(tmp_path: Path) -> email.message.Message:
+    """The root project's METADATA as its build backend writes it for a wheel."""
+    path, _ = _prepare_metadata(tmp_path)
+    return email.message_from_bytes(path.read_bytes())
+
+
+@pytest.mark.parametrize("project", [".", EMITTER_PROJECT.as_posix()])
+def test_the_projects_own_files_make_the_build_backend_warn_nothing(tmp_path, project):
+    # Given either project's pyproject.toml
+    # When its build backend prepares the wheel's metadata
+    path, said = _prepare_metadata(tmp_path, project)
+
+    # Then it warns nothing (no deprecated table), and the license is an SPDX expression
+    assert "Warning" not in said, said
+    meta = email.message_from_bytes(path.read_bytes())
+    assert meta["License-Expression"] == "Apache-2.0"
 
 
 def _closure(meta: email.message.Message, extra: str) -> set[str]:
@@ -216,8 +250,16 @@ def test_the_deploy_extra_brings_in_neither_torch_nor_triton(tmp_path):
     # When its deploy and dev extras are resolved to the distributions they bring in
     deploy, dev = _closure(meta, "deploy"), _closure(meta, "dev")
 
-    # Then deploy has the CDK and cdk-nag and no GPU stack; dev holds deploy and the GPU stack
-    assert {"aws-cdk-lib", "constructs", "cdk-nag", "aws-lambda-powertools", "boto3"} <= deploy
+    # Then deploy has what the stack imports at synth (the CDK, cdk-nag, Powertools, PyYAML for
+    # the alert rules) and no GPU stack; dev holds deploy and the GPU stack
+    assert {
+        "aws-cdk-lib",
+        "constructs",
+        "cdk-nag",
+        "aws-lambda-powertools",
+        "boto3",
+        "pyyaml",
+    } <= deploy
     assert not {n for n in deploy if n in NEVER_FOR_DEPLOY or n.startswith("nvidia-")}
     assert deploy <= dev
     assert {"torch", "pytest", "moto"} <= dev

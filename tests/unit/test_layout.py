@@ -11,10 +11,19 @@ from pathlib import Path
 
 import pytest
 
+import infra
+import lambdas
+import trainer_emitter
 from lambdas.logic import STAGES
 from tests.conftest import REPO
 
-PACKAGES = ("lambdas", "infra", "trainer_emitter")
+IMPORT_NAMES = {
+    Path(str(lambdas.__file__)).resolve().parent.name: lambdas.__name__,
+    Path(str(infra.__file__)).resolve().parent.name: infra.__name__,
+    Path(str(trainer_emitter.__file__)).resolve().parent.name: trainer_emitter.__name__,
+}
+"""Each folder of the project's code → the name its modules are imported by."""
+PACKAGES = tuple(IMPORT_NAMES)
 LOGIC = REPO / "lambdas" / "logic"
 FOLDERS = ("core", "evidence", "safety", "opening")
 """The logic's folders, bottom up: each imports only the ones before it (and no stage)."""
@@ -28,9 +37,9 @@ STAGE_MODULES = frozenset(
 """The stages: a module, or a package whose steps are in its `__init__` (`recovery`)."""
 
 NEVER: tuple[tuple[str, str, str], ...] = (
-    ("lambdas", "infra", "the functions ship without the stack, the CLI or the local run"),
-    ("trainer_emitter", "lambdas", "training code installs the emitter alone"),
-    ("trainer_emitter", "infra", "training code installs the emitter alone"),
+    (lambdas.__name__, infra.__name__, "the functions ship without the stack, CLI or local run"),
+    (trainer_emitter.__name__, lambdas.__name__, "training code installs the emitter alone"),
+    (trainer_emitter.__name__, infra.__name__, "training code installs the emitter alone"),
     ("lambdas.models", "lambdas.logic", "records know no logic"),
     ("lambdas.models", "lambdas.adapters", "records know no AWS"),
     ("lambdas.models", "lambdas.handlers", "records know no handler"),
@@ -63,7 +72,8 @@ import `lambdas.logic.ports` (the Protocols it implements) and nothing else of t
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
+    folder, *rest = path.relative_to(REPO).with_suffix("").parts
+    parts = [*IMPORT_NAMES[folder].split("."), *rest]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 

@@ -205,3 +205,72 @@ def test_a_bad_setting_from_the_command_line_is_one_line_without_a_traceback(
     assert "Traceback" not in done.stderr
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("sdc settings:")]
     assert line.startswith(said)
+
+
+def test_a_long_step_says_it_is_still_going_with_the_commands_latest_line():
+    from infra.stack.steps import run_step
+
+    # Given a command that works for a while and says what it does, as pip does
+    command = [
+        sys.executable,
+        "-c",
+        "import time; print('Collecting torch==2.13.0', flush=True); time.sleep(1.2);"
+        "print('Installing collected packages: torch', flush=True); time.sleep(1.2)",
+    ]
+    out, err = io.StringIO(), io.StringIO()
+
+    # When it runs as a set-up step that talks at least every 0.3 s
+    status = run_step("installing the dev extras", command, out=out, err=err, tick=0.3)
+
+    # Then it is announced, each silence is broken with the time and the latest line, and the
+    # end says how long it took
+    lines = out.getvalue().splitlines()
+    assert status == 0 and err.getvalue() == ""
+    assert lines[0] == "make: installing the dev extras ..."
+    ticks = lines[1:-1]
+    assert any(t.endswith(" s: Collecting torch==2.13.0") for t in ticks)
+    assert any(t.endswith(" s: Installing collected packages: torch") for t in ticks)
+    assert all(re.fullmatch(r"make:   \.\.\. \d+ s(: .+)?", t) for t in ticks)
+    assert re.fullmatch(r"make: installing the dev extras: done in \d+ s", lines[-1])
+
+
+def test_a_failed_step_shows_the_commands_last_lines_and_its_status():
+    from infra.stack.steps import run_step
+
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; print('ERROR: No matching distribution found for nosuch==1'); sys.exit(3)",
+    ]
+    out, err = io.StringIO(), io.StringIO()
+
+    status = run_step("installing", command, out=out, err=err, tick=5)
+
+    assert status == 3
+    assert err.getvalue().splitlines() == [
+        "make: installing: failed after 0 s; the last lines:",
+        "  ERROR: No matching distribution found for nosuch==1",
+    ]
+
+
+@pytest.mark.parametrize("stamp", [".venv/.installed", "node_modules/.installed"])
+def test_every_install_of_the_set_up_runs_as_a_step_that_talks(stamp):
+    from infra.stack import steps
+
+    # Given the set-up recipes as make would run them on a fresh machine
+    planned = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-B", stamp],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    # Then each install (pip, npm) runs through the talking step, and none is told to be quiet
+    assert planned.returncode == 0, planned.stderr
+    commands = planned.stdout.replace("\\\n", " ").splitlines()  # continued lines joined
+    installs = [c for c in commands if "pip install" in c or "npm ci" in c]
+    assert installs
+    for line in installs:
+        assert re.search(rf"-m {re.escape(steps.__name__)} \"[^\"]+\" --\s+\S", line), line
+        assert "--quiet" not in line and "--loglevel=error" not in line, line
