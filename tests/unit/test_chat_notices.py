@@ -18,7 +18,7 @@ from lambdas.models.payloads import CloseRequest, Outcome
 from lambdas.wording import cards
 from tests.conftest import load_fixture
 from tests.unit.test_decision_trust import two_person
-from tests.unit.test_guard import alarm_for, instance, nodes
+from tests.unit.test_guard import fault_on, instance, nodes
 from tests.unit.world import ALICE, APPROVAL_ARN, CLUSTER, World, alarm_event, settings
 
 SCHEMA = load_fixture("events", "chat_custom_notification.schema")
@@ -38,7 +38,7 @@ def notice_of(world: World, kind: NoticeKind):
 def storm(world: World) -> str:
     nodes(world, 8)
     for n in range(4):
-        alarm_for(world, instance(n))
+        fault_on(world, instance(n))
     hold = world.store.active_hold(CLUSTER)
     assert hold is not None
     return hold.hold_id
