@@ -13,7 +13,14 @@ import pytest
 
 from tests.unit.test_watch import ELSEWHERE, INSTANCES, WAITING, Clock, watchdog
 from trainer_emitter.rankmap import RankMap
-from trainer_emitter.watch import MemoryStore, RankState, Section, TrainingWatch, localise
+from trainer_emitter.watch import (
+    HangWatchdog,
+    MemoryStore,
+    RankState,
+    Section,
+    TrainingWatch,
+    localise,
+)
 from trainer_emitter.watch.hang import CollectiveCounter, ddp_comm_hook, wrap_collectives
 from trainer_emitter.watch.recorder import GroupProgress, enable_recorder, progress_of
 from trainer_emitter.watch.straggler import RankTimes
@@ -384,3 +391,37 @@ def test_a_hang_that_names_no_rank_leaves_the_job_s_report_for_a_named_one():
     assert nobody.hung and nobody.named == () and rank_1.named == (1,)
     assert handed == [True, False, True, False]
     assert first_hangs == [nobody] and second_hangs == [rank_1]
+
+
+def test_an_answer_that_does_not_read_makes_its_rank_silent_and_the_verdict_still_comes():
+    # Given a two-rank job where rank 1's answer to a request is not a state
+    store, clock = MemoryStore(), Clock()
+    hangs: list = []
+    dog = HangWatchdog(
+        store,
+        rank=0,
+        world=2,
+        instance_of={0: INSTANCES[0], 1: INSTANCES[1]},
+        on_hang=hangs.append,
+        timeout=10,
+        gather_seconds=0,
+        clock=clock,
+    )
+    dog.progress(step=1)
+    store.set("sdc-watch/1/1", '{"rank": 1, "entered": "many"}')
+
+    # When rank 0 stalls and gathers
+    clock.now += 11
+    verdict = dog.tick()
+
+    # Then rank 1 is named silent
+    assert verdict is not None and verdict.silent == (1,)
+    assert verdict.localised_instance == INSTANCES[1]
+
+
+def test_groups_that_do_not_read_are_left_out_of_a_state():
+    raw = grouped(0, g0=(5, 4)).to_json()
+    raw["groups"]["bad"] = ["x", 1, None]
+    raw["groups"]["short"] = [1]
+
+    assert set(RankState.from_json(raw).groups) == {"0"}

@@ -464,8 +464,13 @@ class HangWatchdog:
                 break
         states: dict[int, RankState] = {}
         for rank, key in keys.items():
-            if self.store.check([key]):
+            if not self.store.check([key]):
+                continue
+            try:
                 states[rank] = RankState.from_json(json.loads(self.store.get(key)))
+            except (ValueError, TypeError, KeyError, AttributeError):
+                # an answer that does not read is no answer: the rank is silent
+                log.warning("hang watchdog: rank %d's answer does not read; it is silent", rank)
         verdict = localise(states, self.world, self.instance_of, timeout=self.timeout)
         self.verdicts = [*self.verdicts[-15:], verdict]
         log.info(

@@ -32,6 +32,8 @@ EventBridge's 256 KB)."""
 MAX_STACK_FRAMES = 24
 """The innermost frames of a stack that a report carries."""
 MAX_FRAME_TEXT = 200
+MAX_GROUPS = 64
+"""The process groups of one rank's state that are read (the rest are left out)."""
 
 
 class Signal(StrEnum):
@@ -97,10 +99,7 @@ class RankState:
             seconds_since_progress=float(data["seconds_since_progress"]),
             exempt=bool(data.get("exempt")),
             stack=tuple(str(frame) for frame in data.get("stack") or ()),
-            groups={
-                str(name): GroupProgress.from_json(group)
-                for name, group in (data.get("groups") or {}).items()
-            },
+            groups=dict(list(_groups(data.get("groups")).items())[:MAX_GROUPS]),
             starting=bool(data.get("starting")),
         )
 
@@ -251,6 +250,17 @@ def localise(
         signals=signals,
         states=states,
     )
+
+
+def _groups(raw: object) -> dict[str, GroupProgress]:
+    """A state's groups as a rank sent them; a group that does not read is left out."""
+    groups: dict[str, GroupProgress] = {}
+    for name, group in raw.items() if isinstance(raw, Mapping) else ():
+        try:
+            groups[str(name)] = GroupProgress.from_json(group)
+        except (ValueError, TypeError):
+            continue
+    return groups
 
 
 def _missing(states: Mapping[int, RankState]) -> tuple[int | None, str | None, tuple[int, ...]]:
