@@ -156,6 +156,11 @@ class CollectiveCounter:
         finally:
             self._local.depth = depth
 
+    def add_wait(self, seconds: float) -> None:
+        """Time spent waiting on collectives measured elsewhere (`BackwardTail`)."""
+        with self._lock:
+            self._waited += max(seconds, 0.0)
+
     def counts(self) -> dict[str, tuple[int, int]]:
         with self._lock:
             return {group: (c[0], c[1]) for group, c in self.groups.items()}
@@ -242,6 +247,50 @@ def _complete_with(work: Any, complete: Callable[..., None]) -> None:
         get_future().add_done_callback(complete)
     except Exception:  # a backend without futures: completed as returned
         complete()
+
+
+class BackwardTail:
+    """The tail of each backward pass, from the last gradient accumulated to the end of the
+    pass, as time waiting in collectives: DDP's reducer waits there for the all-reduces of its
+    last buckets, which end when the slowest rank's arrive. DDP's own C++ path stays (no
+    communication hook, no pass of a hook's own over the buckets).
+
+    A hook on every parameter notes when its gradient is accumulated; the first of a pass queues
+    an autograd callback that queues another, which runs after every callback the pass queued,
+    the reducer's wait among them."""
+
+    def __init__(self, counter: CollectiveCounter, clock: Callable[[], float] = time.perf_counter):
+        from torch.autograd import Variable
+
+        self._counter, self._clock = counter, clock
+        self._engine = Variable._execution_engine
+        self._last = 0.0
+        self._queued = False
+        self._handles: list[Any] = []
+
+    def attach(self, module: Any) -> BackwardTail:
+        for parameter in module.parameters():
+            if parameter.requires_grad:
+                self._handles.append(parameter.register_post_accumulate_grad_hook(self._ready))
+        return self
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _ready(self, _: Any) -> None:
+        self._last = self._clock()
+        if not self._queued:
+            self._queued = True
+            self._engine.queue_callback(self._after_the_pass_s_callbacks)
+
+    def _after_the_pass_s_callbacks(self) -> None:
+        self._engine.queue_callback(self._tail)
+
+    def _tail(self) -> None:
+        self._queued = False
+        self._counter.add_wait(self._clock() - self._last)
 
 
 def ddp_comm_hook(

@@ -22,6 +22,7 @@ from trainer_emitter.watch.hang import (
     DEFAULT_PREFIX,
     DEFAULT_SECTION_TIMEOUT_SECONDS,
     DEFAULT_TIMEOUT_SECONDS,
+    BackwardTail,
     HangWatchdog,
     Section,
     ddp_comm_hook,
@@ -69,9 +70,8 @@ class TrainingWatch:
     CUDA device, the host's clock otherwise). `on_hang`, `on_straggler`: called with the alarm after it is reported (on the
     rank that reports it).
 
-    Under DDP, `watch_ddp(model)` routes the gradient buckets' all-reduces through a hook the
-    watch counts (their waits are not busy time); FSDP2's gathers and reductions are counted
-    from issue to completion without it."""
+    Under DDP, `watch_ddp(model)` leaves the time DDP waits for its all-reduces out of busy
+    time; FSDP2's gathers and reductions are counted from issue to completion without it."""
 
     def __init__(
         self,
@@ -121,6 +121,7 @@ class TrainingWatch:
             recorder=read_recorder if use_recorder and _distributed() else None,
         )
         self._restore: Callable[[], None] | None = None
+        self._tails: list[BackwardTail] = []
         if count_collectives:
             with contextlib.suppress(ImportError):
                 self._restore = wrap_collectives(self.hang.collective)
@@ -170,12 +171,20 @@ class TrainingWatch:
     def watch_ddp(
         self, model: Any, hook: Callable[[Any, Any], Any] | None = None, state: Any = None
     ) -> Any:
-        """Register the watch's communication hook on a `DistributedDataParallel` model (once,
-        before the first backward): each gradient bucket's all-reduce is counted from issue to
-        completion, so a fast rank's wait for a slow one is not its busy time. `hook` and
-        `state`: the hook the job would register itself (default: torch's `allreduce_hook` on
-        the model's process group, what DDP does without one). Returns the model."""
-        model.register_comm_hook(state, ddp_comm_hook(self.hang.collective, hook))
+        """Watch a `DistributedDataParallel` model (once, before the first backward) so that a
+        fast rank's wait for a slow one in DDP's all-reduces is not its busy time. Returns the
+        model.
+
+        Where the flight recorder sees DDP's collectives, the tail of each backward pass is
+        timed (`BackwardTail`) and DDP keeps its own C++ path. With `hook` (a communication hook
+        the job registers, and its `state`), or without a recorder, the watch registers the
+        hook itself (default: torch's `allreduce_hook`, what DDP does without one) wrapped so
+        that each bucket's all-reduce is counted from issue to completion; a Python hook costs
+        a pass of its own over each bucket, which DDP's C++ path folds into its copy."""
+        if hook is None and self.hang.recorder is not None and self.hang.recorder():
+            self._tails.append(BackwardTail(self.hang.collective).attach(model))
+        else:
+            model.register_comm_hook(state, ddp_comm_hook(self.hang.collective, hook))
         return model
 
     def collective(self, name: str) -> contextlib.AbstractContextManager[None]:
@@ -188,6 +197,8 @@ class TrainingWatch:
         if self._scorer is not None:
             self._scorer.join(timeout=5)
         self.hang.close()
+        for tail in self._tails:
+            tail.detach()
         if self._restore is not None:
             self._restore()
             self._restore = None
