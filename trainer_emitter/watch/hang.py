@@ -165,6 +165,17 @@ class CollectiveCounter:
         with self._lock:
             return {group: (c[0], c[1]) for group, c in self.groups.items()}
 
+    def progress(self) -> dict[str, GroupProgress]:
+        """Progress per process group (the default group alone before any collective); a group
+        still waiting carries the name of the collective entered last."""
+        with self._lock:
+            name = self.name
+            groups = {group: (c[0], c[1]) for group, c in self.groups.items()}
+        return {
+            group: GroupProgress(entered, completed, name if entered > completed else None)
+            for group, (entered, completed) in (groups or {DEFAULT_GROUP: (0, 0)}).items()
+        }
+
 
 _COLLECTIVES = (
     "all_reduce",
@@ -465,13 +476,7 @@ class HangWatchdog:
         recorded = self.recorder() if self.recorder is not None else None
         if recorded:
             return dict(recorded)
-        counter = self.collective
-        with counter._lock:
-            name = counter.name if counter.entered > counter.completed else None
-        return {
-            group: GroupProgress(entered, completed, name if entered > completed else None)
-            for group, (entered, completed) in (counter.counts() or {DEFAULT_GROUP: (0, 0)}).items()
-        }
+        return self.collective.progress()
 
     def _starting(self, now: float) -> bool:
         return self.last_step is None and now - self._started < self.first_step_timeout
