@@ -60,6 +60,8 @@ class Plan:
     stall_step: int = 3
     first_step_seconds: float = 0.0
     first_step_timeout: float | None = None
+    use_recorder: bool = True
+    """False: the watch's own counter, as where torch has no flight recorder."""
     compile_seconds: float = 0.0
     loader_seconds: float = 0.0
     checkpoint_seconds: float = 0.0
@@ -259,6 +261,7 @@ def _rank(rank: int, port: int, plan: Plan, results: Any) -> None:
             world=plan.world,
             timeout=plan.timeout,
             first_step_timeout=plan.first_step_timeout,
+            use_recorder=plan.use_recorder,
             window_steps=plan.window_steps,
             windows=plan.windows,
         )

@@ -49,6 +49,14 @@ def fsdp() -> WatchResult:
 
 
 @pytest.fixture(scope="module")
+def counted() -> WatchResult:
+    """DDP without the flight recorder (the watch's own counter, DDP's buckets through its
+    hook): rank 1 slower every step, then rank 2 stops at step 14."""
+    return run_watch_job(NODES, use_recorder=False, steps=16, stall=(STALLED,), stall_step=14,
+                         **STRAGGLING)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
 def two_groups() -> WatchResult:
     return run_watch_job(NODES, kind=JobKind.TWO_GROUPS, stall=(STALLED,))
 
@@ -99,6 +107,14 @@ def test_a_rank_that_stops_under_ddp_is_named_by_collective_and_stack_with_its_i
 
 def test_a_rank_that_stops_under_fsdp2_is_named_by_collective_and_stack_with_its_instance(fsdp):
     assert_localised_by_both_signals(fsdp, "gloo:all_gather")
+
+
+def test_without_the_recorder_the_counter_names_a_stopped_ddp_rank_by_both_signals(counted):
+    assert_localised_by_both_signals(counted, "ddp:all_reduce")
+
+
+def test_without_the_recorder_a_slow_ddp_rank_is_reported_as_a_straggler(counted):
+    assert_the_slow_rank_is_flagged_within_k_windows(counted)
 
 
 def test_a_rank_behind_in_both_process_groups_is_named_by_collective_and_stack(two_groups):
