@@ -425,3 +425,14 @@ def test_groups_that_do_not_read_are_left_out_of_a_state():
     raw["groups"]["short"] = [1]
 
     assert set(RankState.from_json(raw).groups) == {"0"}
+
+
+def test_a_collective_marked_completed_twice_counts_once():
+    counter = CollectiveCounter()
+    complete = counter.issue("all_reduce")
+
+    complete()
+    complete()
+
+    assert counter.counts() == {"0": (1, 1)}
+    assert counter.seconds >= 0.0 and counter.completed == 1

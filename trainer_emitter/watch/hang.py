@@ -119,13 +119,13 @@ class CollectiveCounter:
             if self._in_flight == 0:
                 self._since = self._clock()
             self._in_flight += 1
-        done = threading.Event()
+        done = [False]
 
         def complete(*_: Any) -> None:
-            if done.is_set():
-                return
-            done.set()
             with self._lock:
+                if done[0]:
+                    return
+                done[0] = True
                 self.completed += 1
                 counts[1] += 1
                 self._in_flight -= 1
