@@ -144,8 +144,8 @@ class JobResult:
 def require_torch() -> None:
     if importlib.util.find_spec("torch") is None:
         raise TorchMissing(
-            "this scenario runs a real DDP job and needs PyTorch: install the torch extra "
-            "(pip install -e '.[torch]', or '.[dev]', which includes it)"
+            "this scenario runs a real DDP job and needs PyTorch: install the CPU build of "
+            "torch, then the torch extra (pip install -e '.[torch]'), or '.[dev]', which pins both"
         )
 
 

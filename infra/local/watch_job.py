@@ -1,11 +1,16 @@
-"""A real, tiny gloo job on CPU with the training watch on every rank: the hangs and the
-stragglers the drill's `hang-one-rank`, `hang-ambiguous`, `straggler` and
-`straggler-corroborated` scenarios publish, and the long pauses that must raise nothing.
+"""A real, tiny training job on CPU (gloo) with the training watch on every rank: the hangs and
+the stragglers the drill's `hang-one-rank`, `hang-ambiguous`, `hang-fsdp`, `hang-two-groups`,
+`straggler` and `straggler-corroborated` scenarios publish, and the long pauses that must raise
+nothing.
 
 One process per rank (`infra.local.ranks`), rank r on node `nodes[r // ranks_per_node]` of the
-drill's cluster. Each step: a data-loading section, a forward/backward section, an all-reduce
-through `torch.distributed` (counted by the watch), then `watch.step`. What a `Plan` injects:
-- `stall`: these ranks stop (sleep past the job's end) at `stall_step`, before the all-reduce;
+drill's cluster. The job calls no collective itself, as real training scripts do not: the
+framework (`Plan.kind`, a `JobKind`) does. Each step: a data-loading section, a forward/backward
+section (forward, loss, backward, optimizer step), then `watch.step`. What a `Plan` injects:
+- `stall`: these ranks stop (sleep past the job's end) at `stall_step`, before the forward (in
+  the two-group job: after the step, before the loss all-reduce);
+- `first_step_seconds`: every rank's first step spends this long before its first collective,
+  outside any section (its imports);
 - `compile_seconds`: every rank's first step spends this long in the compile section;
 - `loader_seconds`: every rank's data loading at step 2 takes this long;
 - `checkpoint_seconds`: at step 3 rank 0 saves a checkpoint this long, the others wait in a barrier;
@@ -22,6 +27,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from infra.local.ddp_job import JobError, require_torch
@@ -33,13 +39,29 @@ WATCH_TIMEOUT = 1.5
 STALL_SECONDS = 600.0
 
 
+class JobKind(StrEnum):
+    DDP = "ddp"
+    """DistributedDataParallel over every rank: the bucketed all-reduces run in C++ in backward."""
+    FSDP = "fsdp"
+    """FSDP2 (`fully_shard` per layer and at the root): asynchronous gathers and reductions."""
+    TWO_GROUPS = "two-groups"
+    """DDP over every rank, and the loss averaged for the log in a second process group, issued
+    asynchronously after each step and waited for after the next: a rank that stops before its
+    loss all-reduce lags in both groups."""
+
+
 @dataclass(frozen=True)
 class Plan:
     nodes: tuple[str, ...]
     ranks_per_node: int = 1
+    kind: JobKind = JobKind.DDP
     steps: int = 6
     stall: tuple[int, ...] = ()
     stall_step: int = 3
+    first_step_seconds: float = 0.0
+    first_step_timeout: float | None = None
+    use_recorder: bool = True
+    """False: the watch's own counter, as where torch has no flight recorder."""
     compile_seconds: float = 0.0
     loader_seconds: float = 0.0
     checkpoint_seconds: float = 0.0
@@ -97,8 +119,8 @@ class WatchResult:
         plan = self.plan
         lines: list[tuple[str, dict[str, str]]] = [
             (
-                f"{plan.world} ranks on {len(plan.nodes)} nodes (gloo, CPU), training watch "
-                f"timeout {plan.timeout:g} s, in {self.seconds:.1f} s",
+                f"{plan.world} ranks on {len(plan.nodes)} nodes ({plan.kind}, gloo, CPU), "
+                f"training watch timeout {plan.timeout:g} s, in {self.seconds:.1f} s",
                 {},
             )
         ]
@@ -106,7 +128,7 @@ class WatchResult:
             stalled = ", ".join(map(str, plan.stall))
             lines.append(
                 (
-                    f"rank {stalled} stopped before the all-reduce of step {plan.stall_step}",
+                    f"rank {stalled} stopped in step {plan.stall_step}",
                     {"stalled": stalled},
                 )
             )
@@ -147,6 +169,11 @@ class WatchResult:
         return lines
 
     @property
+    def named_hangs(self) -> list[dict[str, Any]]:
+        """The hangs that name a rank."""
+        return [a for a in self.hangs if _names_a_rank(a)]
+
+    @property
     def hangs(self) -> list[dict[str, Any]]:
         return [a for a in self.alarms if a.get("check") == Check.HANG]
 
@@ -155,8 +182,14 @@ class WatchResult:
         return [a for a in self.alarms if a.get("check") == Check.STRAGGLER]
 
 
+def _names_a_rank(alarm: dict[str, Any]) -> bool:
+    hang = alarm["hang"]
+    return bool(hang["missing_ranks"] or hang["silent_ranks"] or hang["odd_stack_ranks"])
+
+
 def run_watch_job(nodes: Sequence[str], *, timeout: float = 120.0, **settings: Any) -> WatchResult:
-    """Run the job until a hang is reported (a plan with `stall`) or every rank is done."""
+    """Run the job until a hang that names a rank is reported (a plan with `stall`) or every
+    rank is done."""
     require_torch()
     plan = Plan(tuple(nodes), **settings)
     if any(not 0 <= rank < plan.world for rank in plan.stall):
@@ -174,7 +207,7 @@ def run_watch_job(nodes: Sequence[str], *, timeout: float = 120.0, **settings: A
         if kind == "alarm":
             alarm, at = payload
             result.alarms.append(alarm)
-            if alarm.get("check") == Check.HANG:
+            if alarm.get("check") == Check.HANG and _names_a_rank(alarm):
                 result.reported = at
                 return True
             return False
@@ -227,11 +260,15 @@ def _rank(rank: int, port: int, plan: Plan, results: Any) -> None:
             rank=rank,
             world=plan.world,
             timeout=plan.timeout,
+            first_step_timeout=plan.first_step_timeout,
+            use_recorder=plan.use_recorder,
             window_steps=plan.window_steps,
             windows=plan.windows,
         )
         _train(rank, plan, watch, results)
-        time.sleep(plan.timeout)  # let rank 0 score the last window
+        # let rank 0 score the last window (it polls every tenth of the timeout), well within
+        # half the timeout: the idle wait itself must not look like a hang
+        time.sleep(plan.timeout / 3)
         watch.close()
         dist.barrier()
         dist.destroy_process_group()
@@ -240,34 +277,77 @@ def _rank(rank: int, port: int, plan: Plan, results: Any) -> None:
         results.put((rank, "error", traceback.format_exc()))
 
 
+def _model(plan: Plan, watch: Any) -> Any:
+    """The job's model as its framework wraps it (the same initial weights on every rank)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    if plan.kind is JobKind.FSDP:
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in module:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer)
+        return fully_shard(module)
+    from torch.nn.parallel import DistributedDataParallel
+
+    return watch.watch_ddp(DistributedDataParallel(module))
+
+
+def _first_step_imports(plan: Plan) -> None:
+    """What a first step spends before its first collective: imports, building, tracing."""
+    time.sleep(plan.first_step_seconds)
+
+
+def _stop_at(step: int, rank: int, plan: Plan, results: Any) -> None:
+    if step == plan.stall_step and rank in plan.stall:
+        results.put((rank, "onset", time.time()))
+        time.sleep(STALL_SECONDS)
+
+
 def _train(rank: int, plan: Plan, watch: Any, results: Any) -> None:
     import torch
     import torch.distributed as dist
 
     from trainer_emitter.watch import Section
 
-    weights = torch.zeros(16)
+    model = _model(plan, watch)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    logged = dist.new_group(list(range(plan.world))) if plan.kind is JobKind.TWO_GROUPS else None
+    pending = None
     for step in range(1, plan.steps + 1):
+        if step == 1 and plan.first_step_seconds:
+            _first_step_imports(plan)
         if step == 1 and plan.compile_seconds:
             with watch.section(Section.COMPILE):
                 time.sleep(plan.compile_seconds)
         with watch.section(Section.DATA_LOADING):
             if step == 2 and plan.loader_seconds:
                 time.sleep(plan.loader_seconds)
-            batch = torch.full((16,), float(rank + step))
+            generator = torch.Generator().manual_seed(1000 * step + rank)
+            batch = torch.randn(8, 16, generator=generator)
         with watch.section(Section.FORWARD_BACKWARD):
             time.sleep(plan.step_seconds)
             if rank == plan.straggler:
                 time.sleep(plan.straggler_seconds)
-            gradient = batch * 0.01
-        if step == plan.stall_step and rank in plan.stall:
-            results.put((rank, "onset", time.time()))
-            time.sleep(STALL_SECONDS)  # stopped before the all-reduce the others wait in
-        dist.all_reduce(gradient)
-        weights -= gradient / plan.world
+            if plan.kind is not JobKind.TWO_GROUPS:
+                _stop_at(step, rank, plan, results)  # before the forward the others go on with
+            loss = model(batch).square().mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        if logged is not None:
+            _stop_at(step, rank, plan, results)  # before the loss all-reduce: behind in both
+            if pending is not None:
+                pending.wait()
+            pending = dist.all_reduce(loss.detach(), group=logged, async_op=True)
         if step == 3 and plan.checkpoint_seconds:
             if rank == 0:
                 with watch.section(Section.CHECKPOINT_SAVE):
                     time.sleep(plan.checkpoint_seconds)
             dist.barrier()
         watch.step(step)
+    if pending is not None:
+        pending.wait()

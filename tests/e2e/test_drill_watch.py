@@ -1,6 +1,7 @@
 """`make drill ARGS="--scenario hang-one-rank"` (and `hang-ambiguous`, `straggler`,
-`straggler-corroborated`): a real 4-rank gloo job's training watch drives the pipeline; each
-judged on its timeline."""
+`straggler-corroborated`, `hang-fsdp`, `hang-two-groups`): a real 4-rank gloo job (DDP or FSDP2,
+no collective of its own) whose training watch drives the pipeline; each judged on its
+timeline."""
 
 from __future__ import annotations
 
@@ -97,6 +98,20 @@ def test_a_straggler_its_gpu_throttling_corroborates_is_isolated_and_rebooted(ou
     assert [a for a in dict.fromkeys(actions) if a in steps] == steps
     assert "RECOMMENDATION: REBOOT" in (outcome.notification or "")
     assert outcome.replace_calls == []
+
+
+@pytest.mark.parametrize("name", ["hang-fsdp", "hang-two-groups"])
+def test_a_stopped_rank_under_fsdp2_or_two_process_groups_is_named_and_its_node_rebooted(
+    outcomes, name
+):
+    outcome = outcome_of(outcomes, name)
+    *_, reported = lines(outcome, "training")
+    (incident,) = outcome.incidents
+
+    assert outcome.passed, outcome.problems
+    assert reported.ids["missing"] == str(HANG_RANK)
+    assert reported.ids["localised"] == NODES[HANG_RANK]
+    assert incident["instance_id"] == NODES[HANG_RANK] and incident["state"] == "rebooted"
 
 
 def actions_of(outcome: Outcome, incident_id: str) -> list[str]:

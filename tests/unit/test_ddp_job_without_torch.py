@@ -16,9 +16,10 @@ def no_torch(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
 
 
-def test_the_job_refuses_to_start_and_says_to_install_the_torch_extra(no_torch):
+def test_the_job_refuses_to_start_and_says_to_install_torch_and_the_torch_extra(no_torch):
     with pytest.raises(
-        TorchMissing, match=r"install the torch extra \(pip install -e '\.\[torch\]'"
+        TorchMissing,
+        match=r"install the CPU build of torch, then the torch extra \(pip install -e '\.\[torch\]'",
     ):
         run_job(NODES)
 
@@ -36,7 +37,7 @@ def test_the_drill_fails_the_ddp_scenario_with_that_message_before_standing_up_t
     out = capsys.readouterr().out
     assert opened == []
     assert "FAIL  ddp-replay: TorchMissing:" in out
-    assert "install the torch extra" in out
+    assert "the torch extra" in out
 
 
 def test_listing_the_scenarios_needs_no_torch(no_torch, capsys):

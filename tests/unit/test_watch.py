@@ -120,8 +120,10 @@ class Clock:
 
 
 def watchdog(
-    clock: Clock, store: MemoryStore | None = None, **settings
+    clock: Clock, store: MemoryStore | None = None, *, first_step_done: bool = True, **settings
 ) -> tuple[HangWatchdog, list]:
+    """A one-rank watchdog on `clock` (timeout 10 s, sections 60 s), past its first step unless
+    `first_step_done` is False."""
     hangs: list = []
     dog = HangWatchdog(
         store or MemoryStore(),
@@ -135,6 +137,8 @@ def watchdog(
         clock=clock,
         **settings,
     )
+    if first_step_done:
+        dog.progress(step=1)
     return dog, hangs
 
 

@@ -2,9 +2,11 @@
 clock, so each rule is tested on its own.
 
 Two independent signals:
-- `collective`: the waiting collective is the highest sequence number some rank entered and has
-  not completed; ranks that did not enter it are missing, ranks that gave no state are silent.
-  Named when every missing and silent rank is on one instance.
+- `collective`: in each process group, the waiting collective is the highest sequence number
+  some rank entered and has not completed; the group's ranks that did not enter it are missing
+  there. A rank missing in more than one group is the source (the others missing somewhere wait
+  on it in another group); otherwise every missing rank is named. Ranks that gave no state are
+  silent. Named when every missing and silent rank is on one instance.
 - `stack`: the ranks whose Python stack differs from the one all the others share (at least two
   of them). Named when those ranks are on one instance.
 The hang is localised to an instance when every signal that names one names the same; otherwise
@@ -20,6 +22,7 @@ from enum import StrEnum
 from typing import Any
 
 from trainer_emitter.contract import Check
+from trainer_emitter.watch.recorder import DEFAULT_GROUP, GroupProgress
 
 MAX_RANKS_SHOWN = 64
 """A report shows at most this many ranks' states: the named ones first, then one peer."""
@@ -29,6 +32,8 @@ EventBridge's 256 KB)."""
 MAX_STACK_FRAMES = 24
 """The innermost frames of a stack that a report carries."""
 MAX_FRAME_TEXT = 200
+MAX_GROUPS = 64
+"""The process groups of one rank's state that are read (the rest are left out)."""
 
 
 class Signal(StrEnum):
@@ -53,10 +58,21 @@ class RankState:
     """It is in a section that may run longer than the watchdog's timeout, within its limit."""
     stack: tuple[str, ...]
     """The training thread's Python stack, outermost first, `file:line function` per frame."""
+    groups: Mapping[str, GroupProgress] = field(default_factory=dict)
+    """Progress per process group (torch's group name); empty: `entered` and `completed` are
+    the default group's."""
+    starting: bool = False
+    """It has not finished its first step, within the first step's own timeout."""
 
     @property
     def waiting(self) -> bool:
         return self.entered > self.completed
+
+    def progress(self) -> Mapping[str, GroupProgress]:
+        """Progress per process group, the totals as the default group's where none is given."""
+        if self.groups:
+            return self.groups
+        return {DEFAULT_GROUP: GroupProgress(self.entered, self.completed, self.collective)}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +84,8 @@ class RankState:
             "seconds_since_progress": round(self.seconds_since_progress, 3),
             "exempt": self.exempt,
             "stack": list(self.stack),
+            "groups": {name: group.to_json() for name, group in self.groups.items()},
+            "starting": self.starting,
         }
 
     @classmethod
@@ -81,6 +99,8 @@ class RankState:
             seconds_since_progress=float(data["seconds_since_progress"]),
             exempt=bool(data.get("exempt")),
             stack=tuple(str(frame) for frame in data.get("stack") or ()),
+            groups=dict(list(_groups(data.get("groups")).items())[:MAX_GROUPS]),
+            starting=bool(data.get("starting")),
         )
 
 
@@ -174,6 +194,14 @@ def localise(
     `timeout` and none is in an exempt section (a checkpoint save, a slow loader, the first
     step's compile: the others waiting on it is no hang)."""
     silent = tuple(rank for rank in range(world) if rank not in states)
+    starting = sorted(r for r, s in states.items() if s.starting)
+    if starting:
+        return HangEvidence(
+            False,
+            f"rank {_ranks(starting)} has not finished its first step",
+            silent=silent,
+            states=states,
+        )
     busy = sorted(r for r, s in states.items() if s.exempt)
     if busy:
         return HangEvidence(
@@ -184,10 +212,7 @@ def localise(
         return HangEvidence(
             False, f"rank {_ranks(moving)} made progress lately", silent=silent, states=states
         )
-    waiting = [s for s in states.values() if s.waiting]
-    seq = max((s.entered for s in waiting), default=None)
-    name = next((s.collective for s in waiting if s.entered == seq), None)
-    missing = tuple(sorted(r for r, s in states.items() if seq is not None and s.entered < seq))
+    seq, name, missing = _missing(states)
     odd = _odd_stacks(states)
     named_by: dict[Signal, set[str | None]] = {}
     if missing or silent:
@@ -225,6 +250,42 @@ def localise(
         signals=signals,
         states=states,
     )
+
+
+def _groups(raw: object) -> dict[str, GroupProgress]:
+    """A state's groups as a rank sent them; a group that does not read is left out."""
+    groups: dict[str, GroupProgress] = {}
+    for name, group in raw.items() if isinstance(raw, Mapping) else ():
+        try:
+            groups[str(name)] = GroupProgress.from_json(group)
+        except (ValueError, TypeError):
+            continue
+    return groups
+
+
+def _missing(states: Mapping[int, RankState]) -> tuple[int | None, str | None, tuple[int, ...]]:
+    """The waiting collective (sequence number, name) and the ranks missing from it: per process
+    group, the ranks of the group (those that report it) behind the highest collective some rank
+    of it waits in. A rank missing in more than one group is the source; if none is, every
+    missing rank is named. The collective shown is the first group's that misses a named rank."""
+    waits: list[tuple[str, int, str | None, tuple[int, ...]]] = []
+    progress = {rank: state.progress() for rank, state in states.items()}
+    for group in sorted({g for groups in progress.values() for g in groups}):
+        members = {rank: groups[group] for rank, groups in progress.items() if group in groups}
+        waiting = [p for p in members.values() if p.waiting]
+        if not waiting:
+            continue
+        seq = max(p.entered for p in waiting)
+        name = next(p.name for p in waiting if p.entered == seq)
+        behind = tuple(sorted(rank for rank, p in members.items() if p.entered < seq))
+        waits.append((group, seq, name, behind))
+    groups_missing = Counter(rank for *_, behind in waits for rank in behind)
+    sources = {rank for rank, count in groups_missing.items() if count > 1}
+    missing = tuple(sorted(sources or groups_missing))
+    shown = next((w for w in waits if set(w[3]) & set(missing)), waits[0] if waits else None)
+    if shown is None:
+        return None, None, missing
+    return shown[1], shown[2], missing
 
 
 def _odd_stacks(states: Mapping[int, RankState]) -> tuple[int, ...]:

@@ -163,11 +163,25 @@ STRAGGLER_RANK = 1
 
 
 def hang_one_rank_job() -> Any:
-    """A real 4-rank gloo job on CPU with the training watch: one rank stops before an
-    all-reduce; the watchdog's alarm and the rank map replace the scenario's."""
+    """A real 4-rank DDP job (gloo, CPU) with the training watch: one rank stops; the
+    watchdog's alarm and the rank map replace the scenario's."""
     from infra.local.watch_job import run_watch_job  # torch only in the job's processes
 
     return run_watch_job(NODES, stall=(HANG_RANK,))
+
+
+def hang_fsdp_job() -> Any:
+    """The same with FSDP2 (`fully_shard`): the others wait in its asynchronous gathers."""
+    from infra.local.watch_job import JobKind, run_watch_job
+
+    return run_watch_job(NODES, kind=JobKind.FSDP, stall=(HANG_RANK,))
+
+
+def hang_two_groups_job() -> Any:
+    """DDP and a second process group for the loss: the stopped rank lags in both."""
+    from infra.local.watch_job import JobKind, run_watch_job
+
+    return run_watch_job(NODES, kind=JobKind.TWO_GROUPS, stall=(HANG_RANK,))
 
 
 def hang_ambiguous_job() -> Any:
@@ -437,8 +451,8 @@ SCENARIOS = {
         ),
         Scenario(
             "hang-one-rank",
-            "a real 4-rank gloo job on CPU: one rank stops before an all-reduce; the watchdog "
-            "names it by the collective and its stack; its node is isolated, a reboot is "
+            "a real 4-rank DDP job on CPU (gloo, no collective of its own): one rank stops; the "
+            "watchdog names it by the collective and its stack; its node is isolated, a reboot is "
             "recommended and done (needs torch)",
             {},
             "reboot",
@@ -462,7 +476,7 @@ SCENARIOS = {
         ),
         Scenario(
             "straggler",
-            "a real 4-rank gloo job on CPU: one rank sleeps a part of every step; the straggler "
+            "a real 4-rank DDP job on CPU (gloo): one rank sleeps a part of every step; the straggler "
             "scores flag it; its node's telemetry in the cluster's Prometheus shows no hardware "
             "throttling, so it is a notice only: nothing cordoned, no health check, nothing "
             "proposed (needs torch)",
@@ -537,6 +551,29 @@ SCENARIOS = {
                 AuditAction.APPROVAL_REQUESTED,
                 AuditAction.REPLACEMENT_REQUESTED,
             ),
+            "hang-fsdp",
+            "a real 4-rank FSDP2 job on CPU (fully_shard, gloo): one rank stops; the others wait "
+            "in its gathers; the watchdog names it by the collective and its stack; its node is "
+            "isolated, a reboot is recommended and done (needs torch)",
+            {},
+            "reboot",
+            "rebooted",
+            rebooted=True,
+            recommends="reboot",
+            job=hang_fsdp_job,
+        ),
+        Scenario(
+            "hang-two-groups",
+            "a real 4-rank DDP job on CPU with a second process group for its loss: one rank "
+            "stops before its loss all-reduce and lags in both groups; the watchdog names it by "
+            "the collective and its stack; its node is isolated, a reboot is recommended and "
+            "done (needs torch)",
+            {},
+            "reboot",
+            "rebooted",
+            rebooted=True,
+            recommends="reboot",
+            job=hang_two_groups_job,
         ),
     )
 }
