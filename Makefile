@@ -28,10 +28,10 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 XDIST := -n auto --dist loadscope
 # pytest exits 5 when it collects nothing: that is a failure here, said out loud, never a silent
 # green. $(1): the selection.
-MYPY = $(PY) -m mypy trainer_emitter lambdas infra tests/unit/fakes.py tests/contract
+MYPY = $(PY) -m mypy trainer_emitter sdc_remediation tests/unit/fakes.py tests/contract
 # Node.js and npm, checked before anything runs them: one line that says what to install.
 # Standard library only, with the system Python: it runs before .venv exists.
-CHECK_NODE = $(PYTHON) -m infra.stack.toolchain --npm --for "make $@"
+CHECK_NODE = $(PYTHON) -m sdc_remediation.infra.stack.toolchain --npm --for "make $@"
 RUN_PYTEST = $(PY) -m pytest $(XDIST) $(1) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests; refusing to call that a pass" >&2; exit 1; fi; \
 	exit $$rc
@@ -49,7 +49,7 @@ help: ## list the targets, one line each
 # command runs through STEP (infra/stack/steps.py, standard library only), which prints a line at
 # least every 8 s while it runs (the time so far and pip's or npm's latest line) and the
 # command's last lines if it fails.
-STEP := $(PYTHON) -m infra.stack.steps
+STEP := $(PYTHON) -m sdc_remediation.infra.stack.steps
 PIP_TALKS := --progress-bar off --disable-pip-version-check
 
 $(STAMP): pyproject.toml
@@ -108,12 +108,12 @@ test-fast: $(STAMP) $(DEBIAN_BINARIES) ## the tests that need no template, no to
 
 # The whole pipeline on this machine (moto + a fake HyperPod): make drill ARGS="--list"
 drill: $(STAMP) ## the whole pipeline on this machine, on moto (ARGS="--list")
-	@$(PY) -m infra.local.drill $(ARGS)
+	@$(PY) -m sdc_remediation.infra.local.drill $(ARGS)
 
 # A failure history replayed through the pipeline's logic on a 2,048-instance fake cluster, beside
 # HyperPod's own recovery: make fleet ARGS="--history ours.csv --settings ours.json"
 fleet: $(STAMP) ## the fleet what-if: Llama 3's failure history through the pipeline (ARGS="--history F.csv")
-	@$(PY) -m infra.local.fleet $(ARGS)
+	@$(PY) -m sdc_remediation.infra.local.fleet $(ARGS)
 
 # Figures, not timed tests: prints a table and writes bench-results.json (make bench ARGS=emitter)
 bench: $(STAMP) ## the benchmarks: a table and bench-results.json (ARGS=emitter)
@@ -130,7 +130,7 @@ lint: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) ## ruff, mypy, the outside vali
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(MYPY)
-	$(PY) -m infra.stack.validate
+	$(PY) -m sdc_remediation.infra.stack.validate
 
 # mypy alone (make lint runs it too).
 typecheck: $(STAMP) ## mypy on the code and the test fakes

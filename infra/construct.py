@@ -18,9 +18,9 @@ shadow it; docs/deploy.md, "Installing it into your app"); one stack holds one c
 Every `sdc:*` context key is a field of `SdcRemediationProps` (docs/deploy.md, "Settings"),
 checked when the props are made with the key's own message. The construct runs cdk-nag's
 AwsSolutions checks on its own resources at synth; the rest of the app is yours. `cdk.json`'s
-app (`infra.stack.app`) is a thin user of it: one stack holding the construct.
+app (`sdc_remediation.infra.stack.app`) is a thin user of it: one stack holding the construct.
 """
 
-from infra.stack.stack import CONTEXT_FIELDS, SdcRemediation, SdcRemediationProps
+from sdc_remediation.infra.stack.stack import CONTEXT_FIELDS, SdcRemediation, SdcRemediationProps
 
 __all__ = ["CONTEXT_FIELDS", "SdcRemediation", "SdcRemediationProps"]

@@ -1,6 +1,6 @@
 """The pipeline's own CloudWatch metrics: one namespace, one service dimension, one list of names.
 
-The functions emit them through `lambdas.observability` (Powertools EMF), the stack's dashboard
+The functions emit them through `sdc_remediation.lambdas.observability` (Powertools EMF), the stack's dashboard
 (`infra/stack/dashboard.py`) plots them and the drill's judge checks that what the dashboard plots is
 what a run published: a metric name exists here once and nowhere else.
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import RecoveryStatus
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import RecoveryStatus
 
 PIPELINE_NAMESPACE: Final = "SDC/Remediation"
 """`POWERTOOLS_METRICS_NAMESPACE` of every function, and the default without it."""
@@ -74,7 +74,7 @@ class PipelineMetric(StrEnum):
     STEP_RETRYABLE_ERRORS = "StepRetryableErrors"
     # reconciliation
     INCIDENTS_RECONCILED = "IncidentsReconciled"
-    """Stuck incidents a reconciliation run settled (lambdas.logic.closing)."""
+    """Stuck incidents a reconciliation run settled (sdc_remediation.lambdas.logic.closing)."""
     CLOSED_UNDECIDED = "ClosedUndecided"
     """Closes with no decision on the approval request, the node kept isolated: has an alarm."""
     RECONCILE_NEEDS_PERSON = "ReconcileNeedsPerson"

@@ -2,7 +2,7 @@
 
 Service name and metrics namespace come from Powertools' own variables
 (`POWERTOOLS_SERVICE_NAME`, `POWERTOOLS_METRICS_NAMESPACE`); without them (tests, the local
-drill) the deployed values of `lambdas.metric_names` apply, so a metric lands where the
+drill) the deployed values of `sdc_remediation.lambdas.metric_names` apply, so a metric lands where the
 dashboard looks for it. Handlers are traced (`traced`) only in Lambda, where X-Ray is on unless
 `POWERTOOLS_TRACE_DISABLED=true`.
 """
@@ -17,8 +17,8 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
-from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME, PipelineMetric
-from lambdas.models.environment import EnvVar
+from sdc_remediation.lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME, PipelineMetric
+from sdc_remediation.lambdas.models.environment import EnvVar
 
 SERVICE = os.environ.get(EnvVar.POWERTOOLS_SERVICE_NAME) or SERVICE_NAME
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from infra.local.moto_keys import remember_response_keys
+from sdc_remediation.infra.local.moto_keys import remember_response_keys
 from tests.faults import figures
 
 remember_response_keys()  # every test that runs on moto answers faster, and the same

@@ -6,7 +6,7 @@ mapping rules below can be tested exhaustively.
 The mapping rules are `Attribution` below, one member per kind of evidence, each named for the
 role it gives (`..._CULPRIT`, `..._CONFIRMED_SUSPECT`, `..._INVOLVED`): the emitter maps evidence
 to roles only; what the pipeline then does is its decision table's
-(`lambdas.logic.evidence.policy.Row`), whose rows read like none of these. README.md ("What a
+(`sdc_remediation.lambdas.logic.evidence.policy.Row`), whose rows read like none of these. README.md ("What a
 report publishes") shows them as a table (tests/docs/test_tables_drift.py keeps it to
 `Attribution`).
 

@@ -1,8 +1,8 @@
-"""`python -m infra.cli`: the `sdc` console script."""
+"""`python -m sdc_remediation.infra.cli`: the `sdc` console script."""
 
 import sys
 
-from infra.cli.main import main
+from sdc_remediation.infra.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,9 +10,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory
-from lambdas.adapters.stepfunctions import StepFunctionsWorkflow
-from lambdas.logic.ports import ExecutionStarted
+from sdc_remediation.lambdas.adapters._aws import (
+    ClientFactory,
+    LazyClient,
+    aws_call,
+    client_factory,
+)
+from sdc_remediation.lambdas.adapters.stepfunctions import StepFunctionsWorkflow
+from sdc_remediation.lambdas.logic.ports import ExecutionStarted
 
 ENDED: Final = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from infra.cli.exits import EXIT_FAILED, EXIT_OK
-from infra.cli.render import describe, print_json, verdict_record, wants_json
-from infra.cli.wiring import Operator
-from lambdas.logic.core.audit import ChainVerdict, verify_subjects
-from lambdas.models.audit import AnchorRecord, AuditEntry
-from lambdas.models.incident import IncidentState
+from sdc_remediation.infra.cli.exits import EXIT_FAILED, EXIT_OK
+from sdc_remediation.infra.cli.render import describe, print_json, verdict_record, wants_json
+from sdc_remediation.infra.cli.wiring import Operator
+from sdc_remediation.lambdas.logic.core.audit import ChainVerdict, verify_subjects
+from sdc_remediation.lambdas.models.audit import AnchorRecord, AuditEntry
+from sdc_remediation.lambdas.models.incident import IncidentState
 
 
 def cmd_audit_verify(op: Operator, args: argparse.Namespace) -> int:

@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
-from infra.cli.render import print_json, render_decision, wants_json
-from infra.cli.wiring import Operator
-from lambdas.adapters.identity import sign_identity_proof
-from lambdas.logic.safety.decisions import approval_binding
-from lambdas.models.payloads import Decision
-from lambdas.wording import cards
+from sdc_remediation.infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
+from sdc_remediation.infra.cli.render import print_json, render_decision, wants_json
+from sdc_remediation.infra.cli.wiring import Operator
+from sdc_remediation.lambdas.adapters.identity import sign_identity_proof
+from sdc_remediation.lambdas.logic.safety.decisions import approval_binding
+from sdc_remediation.lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.wording import cards
 
 
 def cmd_decide(op: Operator, args: argparse.Namespace) -> int:

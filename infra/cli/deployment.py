@@ -22,8 +22,8 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from infra.stack.outputs import DEPLOYMENT_OUTPUT
-from lambdas.models.settings import Settings
+from sdc_remediation.infra.stack.outputs import DEPLOYMENT_OUTPUT
+from sdc_remediation.lambdas.models.settings import Settings
 
 DEFAULT_STACK: Final = "SdcRemediation"
 

@@ -14,8 +14,8 @@ from botocore.exceptions import (
     ProfileNotFound,
 )
 
-from infra.cli.deployment import DeploymentError
-from lambdas.models.errors import AwsError, SdcError
+from sdc_remediation.infra.cli.deployment import DeploymentError
+from sdc_remediation.lambdas.models.errors import AwsError, SdcError
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1

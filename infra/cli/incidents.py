@@ -8,10 +8,10 @@ import argparse
 from collections.abc import Sequence
 from typing import Final
 
-from infra.cli.audit import subject_verdict
-from infra.cli.exits import EXIT_OK
-from infra.cli.queries import OPEN_STATES
-from infra.cli.render import (
+from sdc_remediation.infra.cli.audit import subject_verdict
+from sdc_remediation.infra.cli.exits import EXIT_OK
+from sdc_remediation.infra.cli.queries import OPEN_STATES
+from sdc_remediation.infra.cli.render import (
     print_json,
     print_table,
     public_record,
@@ -21,14 +21,14 @@ from infra.cli.render import (
     wants_json,
     when,
 )
-from infra.cli.wiring import Operator
-from lambdas.models.incident import IncidentState
-from lambdas.models.resume_point import ResumePoint
-from lambdas.wording import cards
-from lambdas.wording.card_lines import approvals_line
+from sdc_remediation.infra.cli.wiring import Operator
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.resume_point import ResumePoint
+from sdc_remediation.lambdas.wording import cards
+from sdc_remediation.lambdas.wording.card_lines import approvals_line
 
 HOLD_PREFIX: Final = "hold-"
-"""Storm hold ids start with it (`lambdas.logic.core.ids.hold_id`); `show` takes either kind of id."""
+"""Storm hold ids start with it (`sdc_remediation.lambdas.logic.core.ids.hold_id`); `show` takes either kind of id."""
 
 
 def cmd_incidents(op: Operator, args: argparse.Namespace) -> int:

@@ -13,19 +13,19 @@ from typing import Any, Final
 
 import boto3
 
-from infra.cli.audit import cmd_audit_verify
-from infra.cli.decide import cmd_decide
-from infra.cli.deployment import DEFAULT_STACK
-from infra.cli.exits import EXIT_ERROR, error_message
-from infra.cli.incidents import cmd_holds, cmd_incidents, cmd_show
-from infra.cli.page import cmd_page
-from infra.cli.reconcile import cmd_reconcile
-from infra.cli.render import Output
-from infra.cli.replay import cmd_replay_spool
-from infra.cli.report import DEFAULT_SINCE, cmd_report, period
-from infra.cli.status import cmd_status
-from infra.cli.wiring import Operator, default_session
-from lambdas.models.incident import IncidentState
+from sdc_remediation.infra.cli.audit import cmd_audit_verify
+from sdc_remediation.infra.cli.decide import cmd_decide
+from sdc_remediation.infra.cli.deployment import DEFAULT_STACK
+from sdc_remediation.infra.cli.exits import EXIT_ERROR, error_message
+from sdc_remediation.infra.cli.incidents import cmd_holds, cmd_incidents, cmd_show
+from sdc_remediation.infra.cli.page import cmd_page
+from sdc_remediation.infra.cli.reconcile import cmd_reconcile
+from sdc_remediation.infra.cli.render import Output
+from sdc_remediation.infra.cli.replay import cmd_replay_spool
+from sdc_remediation.infra.cli.report import DEFAULT_SINCE, cmd_report, period
+from sdc_remediation.infra.cli.status import cmd_status
+from sdc_remediation.infra.cli.wiring import Operator, default_session
+from sdc_remediation.lambdas.models.incident import IncidentState
 from trainer_emitter import spool
 from trainer_emitter.version import __version__
 

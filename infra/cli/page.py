@@ -1,6 +1,6 @@
 """`sdc page`: the dashboard's page of open incidents (the custom widget the `incidents_page`
 function answers) rendered here, from the deployment's incidents table: the same incidents
-(`open_incidents`, the `by_state` index) worded by the same code (`lambdas.wording.page`), in a
+(`open_incidents`, the `by_state` index) worded by the same code (`sdc_remediation.lambdas.wording.page`), in a
 page of its own as the dashboard shows the widget (each popup hidden until its link is clicked),
 written to an HTML file, and screenshotted to a PNG where headless Chromium is installed.
 
@@ -17,12 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from infra.cli.exits import EXIT_OK
-from infra.cli.wiring import Operator
-from lambdas.adapters.dynamodb.incidents import DynamoOpenIncidents
-from lambdas.models.quantity import count
-from lambdas.models.widget import WidgetZone
-from lambdas.wording import page
+from sdc_remediation.infra.cli.exits import EXIT_OK
+from sdc_remediation.infra.cli.wiring import Operator
+from sdc_remediation.lambdas.adapters.dynamodb.incidents import DynamoOpenIncidents
+from sdc_remediation.lambdas.models.quantity import count
+from sdc_remediation.lambdas.models.widget import WidgetZone
+from sdc_remediation.lambdas.wording import page
 
 BROWSERS: Final = ("chromium", "chromium-browser")
 """Headless Chromium's names on PATH (Debian's `chromium` package)."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from lambdas.adapters._aws import DynamoTable, pages
-from lambdas.adapters.dynamodb.audit import DynamoAuditLog
-from lambdas.adapters.dynamodb.incidents import incidents_in_state
-from lambdas.adapters.dynamodb.keys import hold_key
-from lambdas.models.guard import ClusterHold
-from lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.adapters._aws import DynamoTable, pages
+from sdc_remediation.lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from sdc_remediation.lambdas.adapters.dynamodb.incidents import incidents_in_state
+from sdc_remediation.lambdas.adapters.dynamodb.keys import hold_key
+from sdc_remediation.lambdas.models.guard import ClusterHold
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
 
 HOLD_PREFIX: Final = hold_key("")["pk"]
 """`HOLD#`: storm hold records (`HELD#<cluster>` is the pointer to a cluster's active one)."""

@@ -1,5 +1,5 @@
 """`sdc reconcile`: run the deployed reconcile function now and show what it did (the same run
-its schedule makes; lambdas.logic.closing)."""
+its schedule makes; sdc_remediation.lambdas.logic.closing)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any, Final
 
 from botocore.config import Config
 
-from infra.cli import deployment
-from infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
-from infra.cli.render import print_json, wants_json
-from infra.cli.wiring import Operator
-from lambdas.adapters._aws import CLIENT_CONFIG
+from sdc_remediation.infra.cli import deployment
+from sdc_remediation.infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
+from sdc_remediation.infra.cli.render import print_json, wants_json
+from sdc_remediation.infra.cli.wiring import Operator
+from sdc_remediation.lambdas.adapters._aws import CLIENT_CONFIG
 
 INVOKE_READ_TIMEOUT_SECONDS: Final = 330
 """Longer than the reconcile function's timeout: the run is waited for, once (no retry: a second

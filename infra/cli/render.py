@@ -1,5 +1,5 @@
 """What the commands print. Each page is a list of sections put into text by the one renderer
-the approval card uses (`lambdas.wording.cards.render`): `show` prints some of the card's own
+the approval card uses (`sdc_remediation.lambdas.wording.cards.render`): `show` prints some of the card's own
 sections between its pages' sections. `--output json` (`-o json`, `--json`) prints the same facts
 as data."""
 
@@ -12,14 +12,14 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from infra.cli.approvals import ExecutionEnded
-from lambdas.logic.core.audit import ChainVerdict
-from lambdas.models.audit import AuditEntry
-from lambdas.models.guard import ClusterHold, HoldKind
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import Decision
-from lambdas.wording.card_lines import approvals_line, deadline_words
-from lambdas.wording.cards import ApprovalCard, Section, render
+from sdc_remediation.infra.cli.approvals import ExecutionEnded
+from sdc_remediation.lambdas.logic.core.audit import ChainVerdict
+from sdc_remediation.lambdas.models.audit import AuditEntry
+from sdc_remediation.lambdas.models.guard import ClusterHold, HoldKind
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.wording.card_lines import approvals_line, deadline_words
+from sdc_remediation.lambdas.wording.cards import ApprovalCard, Section, render
 
 
 class Output(StrEnum):

@@ -8,9 +8,9 @@ import logging
 import os
 from pathlib import Path
 
-from infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
-from infra.cli.render import print_json, wants_json
-from infra.cli.wiring import Operator
+from sdc_remediation.infra.cli.exits import EXIT_FAILED, EXIT_OK, CliError
+from sdc_remediation.infra.cli.render import print_json, wants_json
+from sdc_remediation.infra.cli.wiring import Operator
 from trainer_emitter import spool
 from trainer_emitter.sinks import AwsSink
 

@@ -1,4 +1,4 @@
-"""`sdc report`: the fleet figures (`lambdas.logic.core.figures`) of a deployment's audit log and
+"""`sdc report`: the fleet figures (`sdc_remediation.lambdas.logic.core.figures`) of a deployment's audit log and
 incident records, or of an audit log written to a file (the fleet what-if's, `sdc fleet`).
 
 The file is JSON Lines: `{"audit": <entry>}` for each audit entry, `{"incident": <record>}` for
@@ -14,12 +14,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from infra.cli.exits import EXIT_OK, CliError
-from infra.cli.render import print_json, wants_json
-from infra.cli.wiring import Operator
-from lambdas.logic.core.figures import Figure, Ratio, Report, Spread, compute, since_of
-from lambdas.models.audit import AuditEntry
-from lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.infra.cli.exits import EXIT_OK, CliError
+from sdc_remediation.infra.cli.render import print_json, wants_json
+from sdc_remediation.infra.cli.wiring import Operator
+from sdc_remediation.lambdas.logic.core.figures import (
+    Figure,
+    Ratio,
+    Report,
+    Spread,
+    compute,
+    since_of,
+)
+from sdc_remediation.lambdas.models.audit import AuditEntry
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
 
 DEFAULT_SINCE: Final = "30d"
 SHOWN: Final = 10

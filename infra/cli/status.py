@@ -8,16 +8,16 @@ import argparse
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from infra.cli import deployment
-from infra.cli.exits import EXIT_OK
-from infra.cli.queries import OPEN_STATES
-from infra.cli.render import print_json, render_status, wants_json
-from infra.cli.wiring import Operator
-from lambdas.logic.core.lifecycle import awaiting_reconciliation
-from lambdas.models.errors import AwsError
-from lambdas.models.guard import reads_as_paused
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.wording.card_lines import advice_summary, deadline_words
+from sdc_remediation.infra.cli import deployment
+from sdc_remediation.infra.cli.exits import EXIT_OK
+from sdc_remediation.infra.cli.queries import OPEN_STATES
+from sdc_remediation.infra.cli.render import print_json, render_status, wants_json
+from sdc_remediation.infra.cli.wiring import Operator
+from sdc_remediation.lambdas.logic.core.lifecycle import awaiting_reconciliation
+from sdc_remediation.lambdas.models.errors import AwsError
+from sdc_remediation.lambdas.models.guard import reads_as_paused
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.wording.card_lines import advice_summary, deadline_words
 
 RECENT_HOLDS: Final = timedelta(hours=24)
 """`status` counts the incidents held on arrival within this window."""

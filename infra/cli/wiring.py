@@ -14,19 +14,19 @@ from typing import Any, Final
 import boto3
 from botocore.config import Config
 
-from infra.cli import deployment
-from infra.cli.approvals import ApprovalExecutions
-from infra.cli.deployment import Deployment
-from infra.cli.exits import CliError
-from infra.cli.queries import DynamoAuditChains, DynamoIncidentQueries
-from lambdas.adapters.audit_anchor import LogsAuditAnchor
-from lambdas.adapters.dynamodb.audit import DynamoAuditLog
-from lambdas.adapters.dynamodb.guard import DynamoGuardStore
-from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
-from lambdas.adapters.queues import QueueDepths
-from lambdas.adapters.ssm import SsmPauseSwitch
-from lambdas.models.guard import ClusterHold
-from lambdas.models.incident import Incident
+from sdc_remediation.infra.cli import deployment
+from sdc_remediation.infra.cli.approvals import ApprovalExecutions
+from sdc_remediation.infra.cli.deployment import Deployment
+from sdc_remediation.infra.cli.exits import CliError
+from sdc_remediation.infra.cli.queries import DynamoAuditChains, DynamoIncidentQueries
+from sdc_remediation.lambdas.adapters.audit_anchor import LogsAuditAnchor
+from sdc_remediation.lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from sdc_remediation.lambdas.adapters.dynamodb.guard import DynamoGuardStore
+from sdc_remediation.lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
+from sdc_remediation.lambdas.adapters.queues import QueueDepths
+from sdc_remediation.lambdas.adapters.ssm import SsmPauseSwitch
+from sdc_remediation.lambdas.models.guard import ClusterHold
+from sdc_remediation.lambdas.models.incident import Incident
 
 CLIENT_CONFIG: Final = Config(
     retries={"mode": "standard", "max_attempts": 3}, user_agent_extra="sdc-remediation-cli"

@@ -3,14 +3,14 @@
 A dashboard fails quietly: a widget whose metric name, namespace or dimensions are off by one
 character plots an empty graph, and nobody notices until the day it matters. The local run
 publishes what a deployed stack would (the emitter's SDC metrics with PutMetricData, the
-functions' EMF through `infra.local.metrics`), so after a scenario the drill compares:
+functions' EMF through `sdc_remediation.infra.local.metrics`), so after a scenario the drill compares:
 
 - what happened in the run (the audit log: incidents opened, held, closed; approvals requested,
   decisions; the metrics the emitter published) must show on the dashboard: some widget plots
   the metric, and what the run published matches the widget's namespace, name and every
   dimension the widget fixes (a Metrics Insights query: its SCHEMA's exact dimension set);
 - every series the dashboard plots in the project's namespaces names a metric that something
-  emits (the contract's SDC metrics, `lambdas.metric_names.PipelineMetric`), and, when this run
+  emits (the contract's SDC metrics, `sdc_remediation.lambdas.metric_names.PipelineMetric`), and, when this run
   published that metric, under exactly the widget's namespace and dimensions;
 - the AWS service series (Lambda, SQS, Step Functions) and the alarm widget name resources of
   this stack (their metrics exist only on AWS).
@@ -22,11 +22,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.local.evaluator import InsightsQuery
-from infra.stack.dashboard import Series, plotted
-from lambdas.metric_names import PIPELINE_NAMESPACE, PipelineMetric, closed_metric
-from lambdas.models.audit import AuditAction, AuditEntry
-from lambdas.models.incident import IncidentState
+from sdc_remediation.infra.local.evaluator import InsightsQuery
+from sdc_remediation.infra.stack.dashboard import Series, plotted
+from sdc_remediation.lambdas.metric_names import PIPELINE_NAMESPACE, PipelineMetric, closed_metric
+from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
+from sdc_remediation.lambdas.models.incident import IncidentState
 from trainer_emitter.contract import Metric
 
 M = PipelineMetric

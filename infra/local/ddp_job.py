@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from infra.local.ranks import run_ranks
+from sdc_remediation.infra.local.ranks import run_ranks
 
 FAULT_RANK = 2
 FAULT_STEP = 7

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from infra.local.template import LocalStack
-from infra.stack.template import ACCOUNT, REGION
+from sdc_remediation.infra.local.template import LocalStack
+from sdc_remediation.infra.stack.template import ACCOUNT, REGION
 
 _QUERY = re.compile(
     r'^SELECT\s+MAX\((?P<metric>\w+)\)\s+FROM\s+SCHEMA\("(?P<ns>[^"]+)",\s*(?P<dims>[\w\s,]+)\)'

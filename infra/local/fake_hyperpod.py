@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lambdas.models.errors import ClusterNotFound, DependencyFailed, NodeNotFound
-from lambdas.models.hyperpod import (
+from sdc_remediation.lambdas.models.errors import ClusterNotFound, DependencyFailed, NodeNotFound
+from sdc_remediation.lambdas.models.hyperpod import (
     BatchErrorCode,
     BatchFailure,
     BatchResult,
@@ -58,7 +58,7 @@ from lambdas.models.hyperpod import (
     Orchestrator,
     collect_events,
 )
-from lambdas.models.slurm import slurm_node_name
+from sdc_remediation.lambdas.models.slurm import slurm_node_name
 
 MAX_BATCH_NODES = 25
 MAX_CONFIGURATIONS = 99
@@ -649,6 +649,6 @@ class FakeHyperPod:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import HyperPod
+    from sdc_remediation.lambdas.logic.ports import HyperPod
 
     _port: HyperPod = FakeHyperPod()

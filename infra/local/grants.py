@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.stack.template import ACCOUNT, REGION, Resolver, TemplateError
+from sdc_remediation.infra.stack.template import ACCOUNT, REGION, Resolver, TemplateError
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class GrantsInsufficient(AssertionError):
 class CallRecorder:
     """The calls made inside handler invocations; calls outside (a test's own setup, the CLI)
     are not the functions' and are left out. `current_handler`: the handler the calling thread
-    runs (`infra.local.routing.invocation_handler`)."""
+    runs (`sdc_remediation.infra.local.routing.invocation_handler`)."""
 
     current_handler: Callable[[], str | None] = lambda: None
     calls: list[Call] = field(default_factory=list)

@@ -18,9 +18,9 @@ from botocore.auth import SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from lambdas.adapters.identity import checked_request, principal_from, proof_id
-from lambdas.models.approvals import BINDING_HEADER, Principal
-from lambdas.models.errors import IdentityRefused
+from sdc_remediation.lambdas.adapters.identity import checked_request, principal_from, proof_id
+from sdc_remediation.lambdas.models.approvals import BINDING_HEADER, Principal
+from sdc_remediation.lambdas.models.errors import IdentityRefused
 
 
 class MotoIdentityVerifier:

@@ -23,7 +23,7 @@ from typing import Any
 
 import celpy
 
-from infra.local.kube_patch import StatusError
+from sdc_remediation.infra.local.kube_patch import StatusError
 
 POLICY_KIND = "ValidatingAdmissionPolicy"
 BINDING_KIND = "ValidatingAdmissionPolicyBinding"

@@ -62,8 +62,8 @@ from botocore.auth import SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from infra.local import kube_admission, kube_node
-from infra.local.kube_patch import (
+from sdc_remediation.infra.local import kube_admission, kube_node
+from sdc_remediation.infra.local.kube_patch import (
     APPLY_PATCH,
     JSON_PATCH,
     MERGE_PATCH,
@@ -76,8 +76,8 @@ from infra.local.kube_patch import (
     bad_request,
     decode_body,
 )
-from infra.local.serving import serving
-from lambdas.adapters.eks_token import CLUSTER_HEADER, decode_token
+from sdc_remediation.infra.local.serving import serving
+from sdc_remediation.lambdas.adapters.eks_token import CLUSTER_HEADER, decode_token
 
 TOKEN_LIFETIME = timedelta(minutes=15)
 NODES = "/api/v1/nodes"

@@ -34,7 +34,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from infra.local.kube_patch import Fields, MergeList, StatusError, bad_request, json_kind
+from sdc_remediation.infra.local.kube_patch import (
+    Fields,
+    MergeList,
+    StatusError,
+    bad_request,
+    json_kind,
+)
 
 NODE_STRATEGY = Fields(
     {

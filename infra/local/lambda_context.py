@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import uuid4
 
-from infra.stack.template import ACCOUNT, REGION
+from sdc_remediation.infra.stack.template import ACCOUNT, REGION
 
 
 @dataclass(frozen=True)

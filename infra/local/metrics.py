@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from lambdas.models.environment import EnvVar
+from sdc_remediation.lambdas.models.environment import EnvVar
 
 MAX_DATUMS_PER_CALL = 1000
 """PutMetricData's limit of metrics per call."""
@@ -67,7 +67,7 @@ class EmfCapture:
     @contextmanager
     def installed(self) -> Iterator[EmfCapture]:
         """While active, the functions' metric flush lands here (metrics on or off)."""
-        from lambdas.observability import metrics
+        from sdc_remediation.lambdas.observability import metrics
 
         # The handlers' `log_metrics` decorator flushes through the provider, not the wrapper.
         provider = metrics.provider
@@ -90,7 +90,7 @@ class EmfCapture:
     @contextmanager
     def for_function(self, environment: Mapping[str, str]) -> Iterator[None]:
         """The invoked function's namespace and service, as its own process would have them."""
-        from lambdas.observability import metrics
+        from sdc_remediation.lambdas.observability import metrics
 
         saved = (metrics.namespace, metrics.service)
         metrics.namespace = environment.get(EnvVar.POWERTOOLS_METRICS_NAMESPACE) or saved[0]

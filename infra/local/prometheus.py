@@ -12,7 +12,7 @@ The real server scrapes nothing (its configuration has no scrape job), so its he
 empty and the backfilled blocks, whatever their times, never overlap it.
 
 The stand-in answers `/api/v1/query_range` for vector selectors joined by `or` (exactly what
-`lambdas.logic.evidence.telemetry` asks), with Prometheus's five-minute lookback; anything else is a 400.
+`sdc_remediation.lambdas.logic.evidence.telemetry` asks), with Prometheus's five-minute lookback; anything else is a 400.
 It can also refuse (403, as AMP refuses a role without aps:QueryMetrics), fail (500), answer
 too slowly, or answer garbage; with `trusted` credentials it checks the SigV4 signature (service
 `aps`) the way the workspace would, and refuses a bad one.
@@ -42,8 +42,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from infra.local.serving import serving
-from lambdas.logic.evidence.dcgm import stored_name
+from sdc_remediation.infra.local.serving import serving
+from sdc_remediation.lambdas.logic.evidence.dcgm import stored_name
 
 DEFAULT_COUNTERS: Final[Mapping[str, float]] = {
     "DCGM_FI_DEV_GPU_TEMP": 61,

@@ -22,9 +22,9 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.events.models import EventPattern
 from moto.stepfunctions.parser.utils import TMP_THREADS
 
-from infra.local.lambda_context import LocalContext
-from infra.local.metrics import EmfCapture
-from infra.local.template import LocalStack
+from sdc_remediation.infra.local.lambda_context import LocalContext
+from sdc_remediation.infra.local.metrics import EmfCapture
+from sdc_remediation.infra.local.template import LocalStack
 
 
 @dataclass
@@ -78,7 +78,7 @@ _current = threading.local()
 
 
 def invocation_handler() -> str | None:
-    """The handler (`lambdas.handlers.<module>.handler`) this thread is running, while it runs
+    """The handler (`sdc_remediation.lambdas.handlers.<module>.handler`) this thread is running, while it runs
     one."""
     handlers: list[str] = getattr(_current, "handlers", [])
     return handlers[-1] if handlers else None

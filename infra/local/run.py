@@ -31,9 +31,9 @@ from typing import Any, Final
 import boto3
 from moto import mock_aws
 
-from infra.local.evaluator import Evaluator
-from infra.local.fake_hyperpod import FakeHyperPod
-from infra.local.grants import (
+from sdc_remediation.infra.local.evaluator import Evaluator
+from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+from sdc_remediation.infra.local.grants import (
     BOTOCORE_EVENT,
     CallRecorder,
     Denial,
@@ -43,12 +43,12 @@ from infra.local.grants import (
     function_statements,
     table_hash_keys,
 )
-from infra.local.identity import MotoIdentityVerifier
-from infra.local.interpreter import local_interpreter
-from infra.local.kube_api import KubeApi
-from infra.local.metrics import EmfCapture
-from infra.local.moto_keys import remember_response_keys
-from infra.local.routing import (
+from sdc_remediation.infra.local.identity import MotoIdentityVerifier
+from sdc_remediation.infra.local.interpreter import local_interpreter
+from sdc_remediation.infra.local.kube_api import KubeApi
+from sdc_remediation.infra.local.metrics import EmfCapture
+from sdc_remediation.infra.local.moto_keys import remember_response_keys
+from sdc_remediation.infra.local.routing import (
     Delivery,
     EventBus,
     InvocationLog,
@@ -57,24 +57,24 @@ from infra.local.routing import (
     invocation_handler,
     new_event,
 )
-from infra.local.run_command import LocalRunCommand
-from infra.local.slurm import DRILL_CONTROLLER, LocalSlurm
-from infra.local.template import LocalStack, stand_up
-from infra.stack.template import ACCOUNT, REGION
-from lambdas.adapters._aws import client_factory
-from lambdas.adapters.eks_token import EksTokens, sts_factory
-from lambdas.adapters.identity import sign_identity_proof
-from lambdas.adapters.kubernetes import EksKubernetesNodes
-from lambdas.adapters.prometheus import AmpPrometheus
-from lambdas.adapters.slurm import SsmSlurmControllers
-from lambdas.handlers import _deps
-from lambdas.handlers._deps import build_deps
-from lambdas.logic.ports import Deps
-from lambdas.logic.safety.decisions import approval_binding
-from lambdas.models.audit import AuditEntry
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.lifecycle_event import LIFECYCLE_DETAIL_TYPE, LIFECYCLE_SOURCE
-from lambdas.models.settings import Settings
+from sdc_remediation.infra.local.run_command import LocalRunCommand
+from sdc_remediation.infra.local.slurm import DRILL_CONTROLLER, LocalSlurm
+from sdc_remediation.infra.local.template import LocalStack, stand_up
+from sdc_remediation.infra.stack.template import ACCOUNT, REGION
+from sdc_remediation.lambdas.adapters._aws import client_factory
+from sdc_remediation.lambdas.adapters.eks_token import EksTokens, sts_factory
+from sdc_remediation.lambdas.adapters.identity import sign_identity_proof
+from sdc_remediation.lambdas.adapters.kubernetes import EksKubernetesNodes
+from sdc_remediation.lambdas.adapters.prometheus import AmpPrometheus
+from sdc_remediation.lambdas.adapters.slurm import SsmSlurmControllers
+from sdc_remediation.lambdas.handlers import _deps
+from sdc_remediation.lambdas.handlers._deps import build_deps
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.logic.safety.decisions import approval_binding
+from sdc_remediation.lambdas.models.audit import AuditEntry
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.lifecycle_event import LIFECYCLE_DETAIL_TYPE, LIFECYCLE_SOURCE
+from sdc_remediation.lambdas.models.settings import Settings
 from trainer_emitter import Emitter
 from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
 from trainer_emitter.mapping import Datapoint
@@ -106,7 +106,7 @@ LOCAL_CONTEXT: dict[str, Any] = {
 """The deployment the local run synthesizes: short waits, so a run takes seconds, not hours."""
 
 WAIT_SCALE = 0.05
-"""How long a state machine's second lasts in the local run (`infra.local.interpreter`): a poll
+"""How long a state machine's second lasts in the local run (`sdc_remediation.infra.local.interpreter`): a poll
 every 50 ms instead of every second. The approval timeout stays in real seconds."""
 REREAD_SECONDS = 0.5
 """A waiter reads the incident again after each invocation, and at least this often: a change
@@ -123,8 +123,10 @@ _MOTO_CONFIG: Any = {
 
 def synthesized_template(context: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The template `cdk synth` writes for the local context (plus `context`), synthesized
-    once per context and kept (`infra.stack.synth.synthesize_once`)."""
-    from infra.stack.synth import synthesize_once  # CDK and jsii load only when a run needs them
+    once per context and kept (`sdc_remediation.infra.stack.synth.synthesize_once`)."""
+    from sdc_remediation.infra.stack.synth import (
+        synthesize_once,  # CDK and jsii load only when a run needs them
+    )
 
     return synthesize_once({**LOCAL_CONTEXT, **(context or {})}).template
 
@@ -544,7 +546,7 @@ class LocalRun:
 
     def reconcile(self) -> dict[str, Any]:
         """One run of the reconcile function, as its schedule starts it: what it settled, what
-        waits, what needs a person (lambdas.logic.closing)."""
+        waits, what needs a person (sdc_remediation.lambdas.logic.closing)."""
         function = self.stack.function_by_handler("reconcile")
         event = new_event("Scheduled Event", "aws.events", {}, region=REGION, account=ACCOUNT)
         response = self.session.client("lambda").invoke(
@@ -641,7 +643,7 @@ class LocalRun:
 
 def _cluster_arns(context: Mapping[str, Any]) -> dict[str, str]:
     """Cluster name → the ARN the roles name (`sdc:clusters` gives the id or the ARN)."""
-    from infra.stack.settings import DeploymentSettings
+    from sdc_remediation.infra.stack.settings import DeploymentSettings
 
     arns = {}
     for cluster in DeploymentSettings.from_context(context).clusters:

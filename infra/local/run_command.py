@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from lambdas.models.slurm import RUN_SHELL_SCRIPT
+from sdc_remediation.lambdas.models.slurm import RUN_SHELL_SCRIPT
 
 
 class Shell(Protocol):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from lambdas.models.slurm import SlurmNodeState
+from sdc_remediation.lambdas.models.slurm import SlurmNodeState
 
 SLURMCTLD: Final = "slurmctld"
 SCONTROL: Final = "scontrol"

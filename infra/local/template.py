@@ -4,7 +4,7 @@ The local run deploys what `cdk synth` wrote, not a hand-made copy: tables, topi
 functions and state machines come from the template's resources, and every `Ref`,
 `Fn::GetAtt`, `Fn::Join` and `Fn::Sub` in function environments and state machine definitions
 is resolved against the moto resources created here. Alarms and rules are kept as data: moto
-never evaluates alarms, and rules with Lambda targets are routed by `infra.local.routing`.
+never evaluates alarms, and rules with Lambda targets are routed by `sdc_remediation.infra.local.routing`.
 Dashboards are put into the account with their references resolved (the drill's judge reads
 them).
 """
@@ -19,7 +19,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.stack.template import ACCOUNT, REGION, Resolver, TemplateError
+from sdc_remediation.infra.stack.template import ACCOUNT, REGION, Resolver, TemplateError
 
 
 @dataclass
@@ -74,7 +74,7 @@ class LocalStack:
 
     def function_by_handler(self, module: str) -> Function:
         for function in self.functions.values():
-            if function.handler == f"lambdas.handlers.{module}.handler":
+            if function.handler == f"sdc_remediation.lambdas.handlers.{module}.handler":
                 return function
         raise TemplateError(f"the template has no function with handler module {module!r}")
 

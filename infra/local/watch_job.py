@@ -3,7 +3,7 @@ the stragglers the drill's `hang-one-rank`, `hang-ambiguous`, `hang-fsdp`, `hang
 `straggler` and `straggler-corroborated` scenarios publish, and the long pauses that must raise
 nothing.
 
-One process per rank (`infra.local.ranks`), rank r on node `nodes[r // ranks_per_node]` of the
+One process per rank (`sdc_remediation.infra.local.ranks`), rank r on node `nodes[r // ranks_per_node]` of the
 drill's cluster. The job calls no collective itself, as real training scripts do not: the
 framework (`Plan.kind`, a `JobKind`) does. Each step: a data-loading section, a forward/backward
 section (forward, loss, backward, optimizer step), then `watch.step`. What a `Plan` injects:
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from infra.local.ddp_job import JobError, require_torch
-from infra.local.ranks import run_ranks
+from sdc_remediation.infra.local.ddp_job import JobError, require_torch
+from sdc_remediation.infra.local.ranks import run_ranks
 from trainer_emitter.contract import Check
 
 WATCH_TIMEOUT = 1.5

@@ -1,5 +1,5 @@
 """The alert manager definition the stack puts on each telemetry cluster's Amazon Managed Service
-for Prometheus workspace: every alert of the hardware rules (`infra.stack.alert_rules`) goes to
+for Prometheus workspace: every alert of the hardware rules (`sdc_remediation.infra.stack.alert_rules`) goes to
 the stack's hardware alert topic, as a JSON message the intake reads.
 
     alert_manager_definition(cluster="ml-cluster-1", topic_arn=..., region="us-west-2")
@@ -21,7 +21,11 @@ from typing import Any, Final
 
 import yaml
 
-from lambdas.models.hardware_alert import CLUSTER_ATTRIBUTE, MESSAGE_VERSION, AlertLabel
+from sdc_remediation.lambdas.models.hardware_alert import (
+    CLUSTER_ATTRIBUTE,
+    MESSAGE_VERSION,
+    AlertLabel,
+)
 
 RECEIVER: Final = "sdc-hardware-intake"
 TEMPLATE_FILE: Final = "sdc_hardware"

@@ -5,10 +5,10 @@ in each telemetry cluster's Amazon Managed Service for Prometheus workspace
     rules_yaml("ml-cluster-1", node_label=None, thresholds=Thresholds())
 
 The series are read as the HyperPod observability add-on stores dcgm-exporter's: counter-type
-families under their name with `_total` (`lambdas.logic.evidence.dcgm.Family.stored_names` asks
+families under their name with `_total` (`sdc_remediation.lambdas.logic.evidence.dcgm.Family.stored_names` asks
 for both forms, and for the names dcgm-exporter 4.9 took from DCGM 4.7), gauges as exported,
 the node in `Hostname` (`hostname` since exporter 4.8.3) unless the cluster's `nodeLabel` names
-another label. Every alert carries `lambdas.models.hardware_alert.AlertLabel`'s labels; the
+another label. Every alert carries `sdc_remediation.lambdas.models.hardware_alert.AlertLabel`'s labels; the
 annotations are plain text, fixed per rule (the numbers in them are the thresholds), so an alert
 says nothing its labels do not.
 
@@ -24,10 +24,10 @@ from typing import Any, Final
 
 import yaml
 
-from lambdas.logic.evidence.dcgm import FAMILIES, Family
-from lambdas.logic.evidence.xids import CATALOG, XidCause
-from lambdas.models.hardware_alert import AlertLabel, AlertSeverity, HardwareRule
-from lambdas.models.quantity import count
+from sdc_remediation.lambdas.logic.evidence.dcgm import FAMILIES, Family
+from sdc_remediation.lambdas.logic.evidence.xids import CATALOG, XidCause
+from sdc_remediation.lambdas.models.hardware_alert import AlertLabel, AlertSeverity, HardwareRule
+from sdc_remediation.lambdas.models.quantity import count
 
 GROUP: Final = "sdc-gpu-hardware"
 EVALUATION_INTERVAL: Final = "1m"
@@ -54,7 +54,7 @@ LINK_STEP_SECONDS: Final = 15
 """The resolution the downtime is summed at (the add-on's scrape interval): the downtime is the
 number of 15-second steps in the window at which the port was not ACTIVE, times 15."""
 NVLINK_COUNTERS: Final = ("nvlink_crc_flit", "nvlink_crc_data", "nvlink_replay", "nvlink_recovery")
-"""dcgm-exporter's NVLink error totals (`lambdas.logic.evidence.dcgm` family keys)."""
+"""dcgm-exporter's NVLink error totals (`sdc_remediation.lambdas.logic.evidence.dcgm` family keys)."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ THRESHOLD_KEYS: Final[Mapping[str, ThresholdKey]] = {
 """`sdc:hardwareAlerts` keys → what each sets (the integers; `criticalXids` is a list)."""
 CRITICAL_XIDS_KEY: Final = "criticalXids"
 CRITICAL_XIDS_REASON: Final = (
-    "the XIDs NVIDIA's catalog puts down to the hardware (`lambdas.logic.evidence.xids`): "
+    "the XIDs NVIDIA's catalog puts down to the hardware (`sdc_remediation.lambdas.logic.evidence.xids`): "
     "application XIDs (13, 31, 43) say little about the GPU"
 )
 

@@ -1,7 +1,7 @@
 """The CDK app: props from context, the Lambda asset, the stack. Nothing else: a thin user of
 the `SdcRemediation` construct (infra/construct.py), which applies cdk-nag to itself.
 
-Run by the CDK CLI through cdk.json (`python3 -m infra.stack.app`, from the repository root).
+Run by the CDK CLI through cdk.json (`python3 -m sdc_remediation.infra.stack.app`, from the repository root).
 There a bad `sdc:*` setting is one line on stderr naming the key, and exit status 1, never a
 traceback: the CDK CLI then adds only that the app failed.
 """
@@ -12,9 +12,9 @@ import sys
 
 from aws_cdk import App
 
-from infra.stack.asset import LambdaAsset, build_lambda_asset
-from infra.stack.stack import SdcRemediationProps, SdcRemediationStack
-from lambdas.models.errors import SettingsError
+from sdc_remediation.infra.stack.asset import LambdaAsset, build_lambda_asset
+from sdc_remediation.infra.stack.stack import SdcRemediationProps, SdcRemediationStack
+from sdc_remediation.lambdas.models.errors import SettingsError
 
 
 def build_app(app: App | None = None, *, code_asset: LambdaAsset | None = None) -> App:

@@ -32,16 +32,16 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.stack.definitions import approval_definition
-from infra.stack.nag import acknowledge, acknowledge_iam_lint
-from infra.stack.settings import DeploymentSettings
-from infra.stack.workflow import (
+from sdc_remediation.infra.stack.definitions import approval_definition
+from sdc_remediation.infra.stack.nag import acknowledge, acknowledge_iam_lint
+from sdc_remediation.infra.stack.settings import DeploymentSettings
+from sdc_remediation.infra.stack.workflow import (
     APPROVAL_LOGICAL_ID,
     approval_name,
     executions_arn,
     standard_state_machine,
 )
-from lambdas.adapters.dynamodb.keys import TASK_TOKEN_PREFIX
+from sdc_remediation.lambdas.adapters.dynamodb.keys import TASK_TOKEN_PREFIX
 
 TOKEN_READS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
 """The reads of an item by its key (TransactGetItems is authorized as GetItem of each item):

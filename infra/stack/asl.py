@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from lambdas.models.payloads import Outcome
+from sdc_remediation.lambdas.models.payloads import Outcome
 
 LAMBDA_INVOKE: Final = "arn:aws:states:::lambda:invoke"
 LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN: Final = "arn:aws:states:::lambda:invoke.waitForTaskToken"
@@ -52,7 +52,7 @@ every function to it), so it only ends an invocation whose answer never came bac
 
 RETRYABLE_STEP_ERRORS: Final = ("Throttled", "ServiceUnavailable")
 """The handlers' own retryable errors (Lambda's `errorType` is the exception's class name,
-`lambdas.models.errors`): AWS throttled a call or failed on its side after the SDK's own
+`sdc_remediation.lambdas.models.errors`): AWS throttled a call or failed on its side after the SDK's own
 retries. The step left the incident unchanged, so calling it again is safe."""
 STEP_RETRY_INTERVAL_SECONDS: Final = 2
 STEP_RETRY_ATTEMPTS: Final = 5

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-import lambdas
+import sdc_remediation.lambdas
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 
@@ -67,7 +67,7 @@ REQUIREMENTS: Final = (
     "wrapt==2.5.2",
 )
 
-LAMBDAS_PACKAGE: Final = lambdas.__name__
+LAMBDAS_PACKAGE: Final = sdc_remediation.lambdas.__name__
 """The functions' package, shipped in the asset at the place its name says (the handlers are
 `<it>.handlers.<module>.handler`), with the `__init__.py` of the package above it, if any."""
 CONTRACT: Final = ("__init__.py", "contract.py", "schemas")

@@ -24,9 +24,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra.stack.nag import acknowledge, acknowledge_checkov
-from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_DIMENSION, SERVICE_NAME
-from lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.infra.stack.nag import acknowledge, acknowledge_checkov
+from sdc_remediation.lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_DIMENSION, SERVICE_NAME
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
 
 APPEND_ACTIONS: Final = ("logs:CreateLogStream", "logs:PutLogEvents")
 READ_ACTIONS: Final = ("logs:FilterLogEvents",)

@@ -3,10 +3,10 @@
 One dashboard per deployment (`<stack>-<region>`, its URL the `DashboardUrl` output). Rows:
 
 0. the open incidents, a custom widget the `incidents_page` function renders
-   (`lambdas.wording.page`): each with its evidence, recommendation, deadline, exposure and
+   (`sdc_remediation.lambdas.wording.page`): each with its evidence, recommendation, deadline, exposure and
    Approve / Reject (and Reboot instead, where allowed) buttons that show how to decide as yourself;
 1. the three SDC metrics, with the detection alarms' own Metrics Insights queries
-   (`infra.stack.alarms.detection_query`): one series per cluster and instance;
+   (`sdc_remediation.infra.stack.alarms.detection_query`): one series per cluster and instance;
 2. incidents opened and held, closed by outcome, approvals (waiting, requested, decided);
 3. time from an incident opened to its decision and to its node recovered (median, p90,
    maximum), then the fleet figures' counts over the time range shown (`sdc report` gives the
@@ -15,7 +15,7 @@ One dashboard per deployment (`<stack>-<region>`, its URL the `DashboardUrl` out
 5. the dead-letter queues' depth, and the state machines' failed, timed-out and aborted
    executions; the pipeline's own alarms.
 
-Rows 2 and 3 plot the functions' Powertools metrics (`lambdas.metric_names`: namespace, names
+Rows 2 and 3 plot the functions' Powertools metrics (`sdc_remediation.lambdas.metric_names`: namespace, names
 and the `service` dimension Powertools adds); the drill's judge checks that a run publishes
 exactly what they plot (infra/local/drill/judge.py).
 """
@@ -33,8 +33,8 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.stack.alarms import detection_query
-from lambdas.metric_names import (
+from sdc_remediation.infra.stack.alarms import detection_query
+from sdc_remediation.lambdas.metric_names import (
     CLOSE_OUTCOMES,
     PIPELINE_NAMESPACE,
     SERVICE_DIMENSION,
@@ -64,7 +64,7 @@ CLOSED: Final = tuple(closed_metric(state) for state in CLOSE_OUTCOMES)
 APPROVAL_FLOW: Final = (M.APPROVALS_REQUESTED, M.DECISIONS_ACCEPTED, M.DECISIONS_REFUSED)
 LATENCIES: Final = (M.DECISION_LATENCY, M.RECOVERY_LATENCY)
 LATENCY_STATISTICS: Final = ("p50", "p90", "Maximum")
-"""The median and p90 `sdc report` gives of the same spans (`lambdas.logic.core.figures`), and
+"""The median and p90 `sdc report` gives of the same spans (`sdc_remediation.lambdas.logic.core.figures`), and
 the worst one."""
 FLEET_TITLE: Final = "Fleet figures over the time range shown (the rest: sdc report)"
 FLEET: Final = (

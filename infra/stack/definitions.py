@@ -36,9 +36,9 @@ shape follows docs/pipeline.md:
     CloseReplaced / CloseRebooted / CloseRejected / CloseExpired / CloseHeld / CloseChecked /
       CloseReplacedByHyperPod → Closed (Succeed); CloseFailed → Failed (Fail)
 
-Every Task is an `infra.stack.asl.task`: the function's return value under its ResultPath
+Every Task is an `sdc_remediation.infra.stack.asl.task`: the function's return value under its ResultPath
 (`$.health.Payload`, `$.replacement.Payload`, ...), retried on Lambda's and the steps' own
-retryable errors and on an invocation that ended without an answer (`infra.stack.asl.TIMEOUT_ERRORS`:
+retryable errors and on an invocation that ended without an answer (`sdc_remediation.infra.stack.asl.TIMEOUT_ERRORS`:
 the step resumes from what it wrote ahead), and `Catch States.ALL → CloseFailed` (CloseFailed's own catch goes to
 Failed): once the retries are spent, the incident closes as failed with the error as its cause. Choices test a returned field only behind
 IsPresent, so a return value that misses a field takes the default branch instead of failing
@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from infra.stack.asl import (
+from sdc_remediation.infra.stack.asl import (
     CLOSE_EXPIRED,
     CLOSE_FAILED,
     CLOSE_HELD,
@@ -70,11 +70,11 @@ from infra.stack.asl import (
     wait,
     when,
 )
-from infra.stack.settings import DeploymentSettings
-from lambdas.models.hyperpod import NodeStatus
-from lambdas.models.payloads import Decision, Outcome, RecoveryStatus
-from lambdas.models.recovery import MAX_REBOOTS
-from lambdas.models.states import Scope
+from sdc_remediation.infra.stack.settings import DeploymentSettings
+from sdc_remediation.lambdas.models.hyperpod import NodeStatus
+from sdc_remediation.lambdas.models.payloads import Decision, Outcome, RecoveryStatus
+from sdc_remediation.lambdas.models.recovery import MAX_REBOOTS
+from sdc_remediation.lambdas.models.states import Scope
 
 APPROVAL_TASK_TIMEOUT_ERRORS: Final = tuple(e for e in TIMEOUT_ERRORS if e != "States.Timeout")
 """The approval task retries a killed request_approval, never its own timeout (the approval
@@ -271,7 +271,7 @@ def _request_states(
     s: DeploymentSettings,
 ) -> dict[str, State]:
     """Ask HyperPod for the reboot or the replacement (`verb`: "Reboot" or "Replace"), and read
-    its per-node answer (`lambdas.logic.recovery.engine`): held → CloseHeld, the node is gone → `gone`,
+    its per-node answer (`sdc_remediation.lambdas.logic.recovery.engine`): held → CloseHeld, the node is gone → `gone`,
     a retryable refusal → wait and ask again (bounded by `sdc:replaceMaxRetries`), else `then`."""
     status = f"{result_path}.Payload.status"
     retries = f"{verb.lower()}_retries"

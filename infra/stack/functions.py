@@ -18,32 +18,38 @@ from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.stack import asset as asset_build
-from infra.stack.audit_anchor import AuditAnchorLog
-from infra.stack.dependencies import depend_on_role_policy_only
-from infra.stack.log_groups import retained_log_group
-from infra.stack.nag import (
+from sdc_remediation.infra.stack import asset as asset_build
+from sdc_remediation.infra.stack.audit_anchor import AuditAnchorLog
+from sdc_remediation.infra.stack.dependencies import depend_on_role_policy_only
+from sdc_remediation.infra.stack.log_groups import retained_log_group
+from sdc_remediation.infra.stack.nag import (
     SQS_MANAGED_ENCRYPTION,
     acknowledge,
     acknowledge_checkov,
     acknowledge_iam_lint,
 )
-from infra.stack.notifications import Notifications
-from infra.stack.pause import PauseSwitch
-from infra.stack.settings import Cluster, DeploymentSettings, TelemetrySource
-from infra.stack.storage import Storage
-from infra.stack.workflow import executions_arn, remediation_name
-from lambdas.adapters._aws import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS, worst_call_seconds
-from lambdas.adapters.kubernetes import TIMEOUT_SECONDS as KUBERNETES_TIMEOUT_SECONDS
-from lambdas.adapters.prometheus import TIMEOUT_SECONDS as TELEMETRY_TIMEOUT_SECONDS
-from lambdas.adapters.slurm import WAIT_SECONDS as SLURM_WAIT_SECONDS
-from lambdas.logic.core.steps import NOTICE_RETRY_WINDOW_SECONDS
-from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
-from lambdas.models.environment import EnvVar
-from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
-from lambdas.models.setting_declarations import SETTINGS
-from lambdas.models.settings import TelemetryWorkspace, env_text, list_env
-from lambdas.models.slurm import RUN_SHELL_SCRIPT
+from sdc_remediation.infra.stack.notifications import Notifications
+from sdc_remediation.infra.stack.pause import PauseSwitch
+from sdc_remediation.infra.stack.settings import Cluster, DeploymentSettings, TelemetrySource
+from sdc_remediation.infra.stack.storage import Storage
+from sdc_remediation.infra.stack.workflow import executions_arn, remediation_name
+from sdc_remediation.lambdas.adapters._aws import (
+    CONNECT_TIMEOUT_SECONDS,
+    READ_TIMEOUT_SECONDS,
+    worst_call_seconds,
+)
+from sdc_remediation.lambdas.adapters.kubernetes import (
+    TIMEOUT_SECONDS as KUBERNETES_TIMEOUT_SECONDS,
+)
+from sdc_remediation.lambdas.adapters.prometheus import TIMEOUT_SECONDS as TELEMETRY_TIMEOUT_SECONDS
+from sdc_remediation.lambdas.adapters.slurm import WAIT_SECONDS as SLURM_WAIT_SECONDS
+from sdc_remediation.lambdas.logic.core.steps import NOTICE_RETRY_WINDOW_SECONDS
+from sdc_remediation.lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
+from sdc_remediation.lambdas.models.environment import EnvVar
+from sdc_remediation.lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
+from sdc_remediation.lambdas.models.setting_declarations import SETTINGS
+from sdc_remediation.lambdas.models.settings import TelemetryWorkspace, env_text, list_env
+from sdc_remediation.lambdas.models.slurm import RUN_SHELL_SCRIPT
 
 RUNTIME: Final = {
     "3.12": lambda_.Runtime.PYTHON_3_12,
@@ -158,7 +164,7 @@ class FunctionSpec:
 
     @property
     def handler(self) -> str:
-        return f"lambdas.handlers.{self.module}.handler"
+        return f"sdc_remediation.lambdas.handlers.{self.module}.handler"
 
     @property
     def logical_id(self) -> str:
@@ -341,7 +347,7 @@ ROOM_SECONDS: Final = 5
 
 def time_budget_seconds(spec: FunctionSpec) -> float:
     """The longest an invocation of `spec` can need when one call hangs: that AWS call with all
-    its attempts (`lambdas.adapters._aws.worst_call_seconds`), the calls that record its
+    its attempts (`sdc_remediation.lambdas.adapters._aws.worst_call_seconds`), the calls that record its
     failure, the Kubernetes requests (each bounded by its timeout), the telemetry query, a
     notice with its retries, and `ROOM_SECONDS`. Every function's timeout is at least this
     (tests/infra/test_functions.py), so a hung call ends as a recorded, retryable error rather

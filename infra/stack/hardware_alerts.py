@@ -32,13 +32,13 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from infra.stack.alert_manager import alert_manager_definition
-from infra.stack.alert_rules import Thresholds, rules_yaml
-from infra.stack.functions import workspace_arn
-from infra.stack.log_groups import retained_log_group
-from infra.stack.nag import acknowledge, acknowledge_checkov
-from infra.stack.settings import TelemetrySource
-from infra.stack.template import DEPLOY_TIME_FUNCTION
+from sdc_remediation.infra.stack.alert_manager import alert_manager_definition
+from sdc_remediation.infra.stack.alert_rules import Thresholds, rules_yaml
+from sdc_remediation.infra.stack.functions import workspace_arn
+from sdc_remediation.infra.stack.log_groups import retained_log_group
+from sdc_remediation.infra.stack.nag import acknowledge, acknowledge_checkov
+from sdc_remediation.infra.stack.settings import TelemetrySource
+from sdc_remediation.infra.stack.template import DEPLOY_TIME_FUNCTION
 
 PROMETHEUS_SERVICE: Final = "aps.amazonaws.com"
 DEFINITION_ACTIONS: Final = (

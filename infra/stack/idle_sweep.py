@@ -1,5 +1,5 @@
 """Idle sweeps (`sdc:idleSweep`): one EventBridge Scheduler schedule per swept cluster, invoking
-the `sweep_idle` function with that cluster's sweep request (lambdas.logic.sweep).
+the `sweep_idle` function with that cluster's sweep request (sdc_remediation.lambdas.logic.sweep).
 
 Off unless `sdc:idleSweep` names clusters: then the function exists, with HyperPod grants on
 exactly the swept clusters, and each cluster gets its schedule. The value, with its defaults:
@@ -23,10 +23,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
-from lambdas.models.errors import SettingsError
-from lambdas.models.hyperpod import HealthCheck
-from lambdas.models.setting_declarations import key_of
-from lambdas.models.sweep import (
+from sdc_remediation.lambdas.models.errors import SettingsError
+from sdc_remediation.lambdas.models.hyperpod import HealthCheck
+from sdc_remediation.lambdas.models.setting_declarations import key_of
+from sdc_remediation.lambdas.models.sweep import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_SHARE_PERCENT,
     DEFAULT_MIN_IDLE_NODES,

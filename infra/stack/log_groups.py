@@ -8,7 +8,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.stack.nag import acknowledge_checkov
+from sdc_remediation.infra.stack.nag import acknowledge_checkov
 
 _RETENTION: Final = {
     1: logs.RetentionDays.ONE_DAY,

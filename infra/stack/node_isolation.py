@@ -31,7 +31,7 @@ from aws_cdk import aws_eks as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.stack.settings import DeploymentSettings
+from sdc_remediation.infra.stack.settings import DeploymentSettings
 
 KUBERNETES_GROUP: Final = "sdc-remediation"
 RECOVERY_GROUP: Final = "sdc-remediation-recovery"

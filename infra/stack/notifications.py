@@ -20,7 +20,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.stack.nag import acknowledge_iam_lint
+from sdc_remediation.infra.stack.nag import acknowledge_iam_lint
 
 PUBLISH_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 """What a publisher needs on the topic's key (SNS encrypts with a data key it asks KMS for)."""

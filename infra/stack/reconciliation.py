@@ -1,5 +1,5 @@
 """Reconciliation: the `reconcile` function on a schedule, and the alarms for what it and the
-notices cannot settle alone (lambdas.logic.closing)."""
+notices cannot settle alone (sdc_remediation.lambdas.logic.closing)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class Reconciliation(Construct):
         self.rule = events.Rule(
             self,
             "Schedule",
-            description="Settle stuck incidents (lambdas.logic.closing)",
+            description="Settle stuck incidents (sdc_remediation.lambdas.logic.closing)",
             schedule=events.Schedule.rate(RECONCILE_EVERY),
             targets=[targets.LambdaFunction(reconcile, retry_attempts=0)],
         )

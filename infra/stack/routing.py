@@ -14,7 +14,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.stack.nag import SQS_MANAGED_ENCRYPTION, acknowledge, acknowledge_checkov
+from sdc_remediation.infra.stack.nag import SQS_MANAGED_ENCRYPTION, acknowledge, acknowledge_checkov
 from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
 
 CLOUDWATCH_SOURCE: Final = "aws.cloudwatch"

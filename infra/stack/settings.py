@@ -6,7 +6,7 @@ Every key has a documented default, so `cdk synth` works on a fresh clone. Overr
     npx cdk deploy -c 'sdc:clusters={"ml-cluster-1": "ab12cd34ef56"}' -c sdc:approvalTimeoutSeconds=7200
 
 Each key is declared once, with its type, range, default and meaning, in
-`lambdas.models.setting_declarations`; the parsers here are derived from it, and so is the table of
+`sdc_remediation.lambdas.models.setting_declarations`; the parsers here are derived from it, and so is the table of
 docs/settings.md (tests/docs/test_tables_drift.py holds it to the declaration).
 
 Unknown `sdc:*` keys are an error (a typo must not silently fall back to a default).
@@ -21,15 +21,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from infra.stack.alert_rules import CRITICAL_XIDS_KEY, THRESHOLD_KEYS, Thresholds
-from infra.stack.idle_sweep import IdleSweep, check_idle_sweep, parse_idle_sweep
-from lambdas.logic.evidence.xids import CATALOG
-from lambdas.models.deadline import TIME_ZONE_RE, zone
-from lambdas.models.errors import SettingsError
-from lambdas.models.hyperpod import HealthCheck
-from lambdas.models.kubernetes import LABEL_KEY_RE
-from lambdas.models.recovery import MAX_REBOOTS
-from lambdas.models.setting_declarations import (
+from sdc_remediation.infra.stack.alert_rules import CRITICAL_XIDS_KEY, THRESHOLD_KEYS, Thresholds
+from sdc_remediation.infra.stack.idle_sweep import IdleSweep, check_idle_sweep, parse_idle_sweep
+from sdc_remediation.lambdas.logic.evidence.xids import CATALOG
+from sdc_remediation.lambdas.models.deadline import TIME_ZONE_RE, zone
+from sdc_remediation.lambdas.models.errors import SettingsError
+from sdc_remediation.lambdas.models.hyperpod import HealthCheck
+from sdc_remediation.lambdas.models.kubernetes import LABEL_KEY_RE
+from sdc_remediation.lambdas.models.recovery import MAX_REBOOTS
+from sdc_remediation.lambdas.models.setting_declarations import (
     BY_KEY,
     DECLARED,
     MAX_APPROVAL_TIMEOUT_SECONDS,
@@ -40,7 +40,7 @@ from lambdas.models.setting_declarations import (
     key_of,
     with_declared_defaults,
 )
-from lambdas.models.settings import (
+from sdc_remediation.lambdas.models.settings import (
     APPROVER_PATTERN_RE,
     EKS_CLUSTER_NAME_RE,
     HUMAN_SESSION_ROLE_RE,
@@ -143,7 +143,7 @@ class TelemetrySource:
 @with_declared_defaults
 class DeploymentSettings:
     """The typed form of the `sdc:*` context keys: one attribute per declared setting
-    (`lambdas.models.setting_declarations`, which holds each one's default and meaning; the
+    (`sdc_remediation.lambdas.models.setting_declarations`, which holds each one's default and meaning; the
     table is docs/settings.md)."""
 
     stack_name: str = DECLARED
@@ -198,7 +198,7 @@ class DeploymentSettings:
     @property
     def refuses_to_deploy(self) -> bool:
         """An empty `sdc:clusters` outside dry run, unacknowledged: such a stack would act on no
-        cluster, so its deployment is refused (`infra.stack.no_clusters`)."""
+        cluster, so its deployment is refused (`sdc_remediation.infra.stack.no_clusters`)."""
         return not self.clusters and not self.dry_run and not self.acknowledge_no_clusters
 
     @property

@@ -16,26 +16,34 @@ from aws_cdk import Aws, CfnOutput, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from infra.stack.alarms import ContributorAlarms, ContributorAlarmsProps
-from infra.stack.approval import ApprovalWorkflow, ApprovalWorkflowProps
-from infra.stack.asset import LambdaAsset, build_lambda_asset
-from infra.stack.audit_anchor import AuditAnchorLog, AuditAnchorLogProps
-from infra.stack.dashboard import PipelineDashboard, PipelineDashboardProps, pipeline_metric
-from infra.stack.functions import SPECS, Functions, FunctionsProps
-from infra.stack.hardware_alerts import HardwareAlerts, HardwareAlertsProps, workspace_targets
-from infra.stack.idle_sweep import IdleSweeps, IdleSweepsProps
-from infra.stack.nag import check_construct
-from infra.stack.no_clusters import refuse_deploying_without_clusters
-from infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
-from infra.stack.notifications import (
+from sdc_remediation.infra.stack.alarms import ContributorAlarms, ContributorAlarmsProps
+from sdc_remediation.infra.stack.approval import ApprovalWorkflow, ApprovalWorkflowProps
+from sdc_remediation.infra.stack.asset import LambdaAsset, build_lambda_asset
+from sdc_remediation.infra.stack.audit_anchor import AuditAnchorLog, AuditAnchorLogProps
+from sdc_remediation.infra.stack.dashboard import (
+    PipelineDashboard,
+    PipelineDashboardProps,
+    pipeline_metric,
+)
+from sdc_remediation.infra.stack.functions import SPECS, Functions, FunctionsProps
+from sdc_remediation.infra.stack.hardware_alerts import (
+    HardwareAlerts,
+    HardwareAlertsProps,
+    workspace_targets,
+)
+from sdc_remediation.infra.stack.idle_sweep import IdleSweeps, IdleSweepsProps
+from sdc_remediation.infra.stack.nag import check_construct
+from sdc_remediation.infra.stack.no_clusters import refuse_deploying_without_clusters
+from sdc_remediation.infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
+from sdc_remediation.infra.stack.notifications import (
     INTAKE_ERRORS_ALARM,
     INTAKE_ERRORS_WHAT_TO_DO,
     Notifications,
     NotificationsProps,
 )
-from infra.stack.outputs import DEPLOYMENT_OUTPUT
-from infra.stack.pause import PauseSwitch, PauseSwitchProps
-from infra.stack.reconciliation import (
+from sdc_remediation.infra.stack.outputs import DEPLOYMENT_OUTPUT
+from sdc_remediation.infra.stack.pause import PauseSwitch, PauseSwitchProps
+from sdc_remediation.infra.stack.reconciliation import (
     CARDS_UNDELIVERED_ALARM,
     CARDS_UNDELIVERED_WHAT_TO_DO,
     CLOSED_UNDECIDED_ALARM,
@@ -45,19 +53,19 @@ from infra.stack.reconciliation import (
     Reconciliation,
     ReconciliationProps,
 )
-from infra.stack.routing import Routing, RoutingProps
-from infra.stack.settings import CONTEXT_ATTRIBUTES, DeploymentSettings
-from infra.stack.storage import Storage
-from infra.stack.training_access import TrainingAccess, TrainingAccessProps
-from infra.stack.workflow import (
+from sdc_remediation.infra.stack.routing import Routing, RoutingProps
+from sdc_remediation.infra.stack.settings import CONTEXT_ATTRIBUTES, DeploymentSettings
+from sdc_remediation.infra.stack.storage import Storage
+from sdc_remediation.infra.stack.training_access import TrainingAccess, TrainingAccessProps
+from sdc_remediation.infra.stack.workflow import (
     RemediationWorkflow,
     RemediationWorkflowProps,
     approval_name,
     remediation_name,
     state_machine_arn,
 )
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.errors import SettingsError
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.errors import SettingsError
 
 DESCRIPTION: Final = (
     "SDC remediation: contributor alarms → incident → deep health check → human approval → "
@@ -86,7 +94,7 @@ class SdcRemediationProps:
     """Every `sdc:*` context key as a field (`CONTEXT_FIELDS` names each field's key), in the
     values the key takes (docs/settings.md); None: the key's default. The props are
     checked when made, by the same parsers and with the same messages as the context keys
-    (`infra.stack.settings.DeploymentSettings.from_context`): a bad value raises `SettingsError`.
+    (`sdc_remediation.infra.stack.settings.DeploymentSettings.from_context`): a bad value raises `SettingsError`.
 
     Used as a construct in a team's own stack, `stack_name` names the pipeline's resources
     (the state machines `<stack_name>-remediation` and `-approval`, the pause switch
@@ -135,7 +143,7 @@ class SdcRemediationProps:
     require_identity_proof: bool | None = None
     idle_sweep: Mapping[str, Any] | None = None
     code_asset: LambdaAsset | None = None
-    """The functions' code (`infra.stack.asset.build_lambda_asset`); None: built on demand."""
+    """The functions' code (`sdc_remediation.infra.stack.asset.build_lambda_asset`); None: built on demand."""
 
     def __post_init__(self) -> None:
         self.settings  # noqa: B018 - checked when made, as the context keys are at synth
@@ -199,7 +207,7 @@ class SdcRemediation(Construct):
     """The whole pipeline, in a team's own stack or in the standalone app's
     (`SdcRemediationStack`): the constructs in the order they depend on each other, kept as
     attributes for the pipeline alarms and the outputs; cdk-nag's AwsSolutions checks on this
-    construct's tree (`infra.stack.nag.check_construct`)."""
+    construct's tree (`sdc_remediation.infra.stack.nag.check_construct`)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: SdcRemediationProps) -> None:
         super().__init__(scope, construct_id)
@@ -482,7 +490,7 @@ class SdcRemediation(Construct):
 
 
 class SdcRemediationStack(Stack):
-    """The standalone app's one stack (`cdk.json`, `infra.stack.app`): the construct, nothing
+    """The standalone app's one stack (`cdk.json`, `sdc_remediation.infra.stack.app`): the construct, nothing
     else. Its id `Default` keeps it out of the logical ids, so the template's resources are
     named as they were when the stack held the constructs itself."""
 

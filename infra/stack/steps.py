@@ -3,7 +3,7 @@ for minutes, never goes more than `TICK_SECONDS` without a line.
 
 Standard library only: `make` runs it with the system Python, before `.venv` exists,
 
-    python3 -m infra.stack.steps "installing the dev extras" -- .venv/bin/python -m pip install ...
+    python3 -m sdc_remediation.infra.stack.steps "installing the dev extras" -- .venv/bin/python -m pip install ...
 
 It says what the step does, then, while the command runs, at most one line per `TICK_SECONDS`:
 the time so far and the last line the command printed (pip's `Collecting torch==2.13.0`,
@@ -84,7 +84,7 @@ def _short(line: str, width: int = 100) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python3 -m infra.stack.steps", description=__doc__.splitlines()[0]
+        prog="python3 -m sdc_remediation.infra.stack.steps", description=__doc__.splitlines()[0]
     )
     parser.add_argument("what", help="what the step does, said before and after it")
     parser.add_argument("--tick", type=float, default=TICK_SECONDS, help=argparse.SUPPRESS)

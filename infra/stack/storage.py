@@ -9,7 +9,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.stack.nag import acknowledge_checkov
+from sdc_remediation.infra.stack.nag import acknowledge_checkov
 
 BY_STATE_INDEX: Final = "by_state"
 TTL_ATTRIBUTE: Final = "expires_at"

@@ -4,7 +4,7 @@
     template = synthesize_once({"sdc:approvalTimeoutSeconds": 60}).template  # kept in build/synth
 
 Taking the template apart (resources, handlers, state machine definitions with their references
-resolved) is `infra.stack.template`'s.
+resolved) is `sdc_remediation.infra.stack.template`'s.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any, Final
 
 from aws_cdk import App
 
-from infra.stack.app import build_app
-from infra.stack.asset import REPO_ROOT, LambdaAsset, build_lambda_asset, locked
-from infra.stack.settings import DeploymentSettings
+from sdc_remediation.infra.stack.app import build_app
+from sdc_remediation.infra.stack.asset import REPO_ROOT, LambdaAsset, build_lambda_asset, locked
+from sdc_remediation.infra.stack.settings import DeploymentSettings
 
 DISABLE_ASSET_STAGING: Final = "aws:cdk:disable-asset-staging"
 """CDK context: reference the asset directory in place instead of copying ~50 MB per synth."""

@@ -4,14 +4,14 @@ handler, placeholder ARNs, and the one resolver of the intrinsic functions CDK e
 
     definitions = state_machine_definitions(template)      # placeholder ARNs
     definitions["RemediationStateMachine"]                  # the ASL string, as deployed
-    function_handlers(template)["OpenIncidentFunction"]     # "lambdas.handlers.open_incident.handler"
+    function_handlers(template)["OpenIncidentFunction"]     # "sdc_remediation.lambdas.handlers.open_incident.handler"
 
 `state_machine_definitions` resolves with a mapping of logical id → ARN (default:
 `placeholder_arns`, where a function's ARN ends in `function:<logical id>`), so the strings are
 exactly what CloudFormation would deploy, with the ARNs of wherever they run (moto, say).
 Logical ids of functions and state machines are fixed (`OpenIncidentFunction`,
 `RemediationStateMachine`, ...), so the mapping is deterministic. The local run
-(`infra.local.template`) resolves against the resources it creates in moto; `infra.stack.validate`
+(`sdc_remediation.infra.local.template`) resolves against the resources it creates in moto; `sdc_remediation.infra.stack.validate`
 against placeholders. Nothing here loads CDK.
 """
 
@@ -64,7 +64,7 @@ def pipeline_functions(template: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def function_handlers(template: Mapping[str, Any]) -> dict[str, str]:
-    """Pipeline function logical id → handler string (`lambdas.handlers.<module>.handler`)."""
+    """Pipeline function logical id → handler string (`sdc_remediation.lambdas.handlers.<module>.handler`)."""
     return {
         logical_id: resource["Properties"]["Handler"]
         for logical_id, resource in pipeline_functions(template).items()

@@ -5,8 +5,8 @@ such file or directory`.
 
 Standard library only: `make` runs it with the system Python before `.venv` exists,
 
-    python3 -m infra.stack.toolchain          # Node.js
-    python3 -m infra.stack.toolchain --npm    # Node.js and npm
+    python3 -m sdc_remediation.infra.stack.toolchain          # Node.js
+    python3 -m sdc_remediation.infra.stack.toolchain --npm    # Node.js and npm
 
 and exits 1 with the one line on stderr when something is missing.
 """
@@ -69,7 +69,7 @@ def npm_problem(which: Which = shutil.which) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python3 -m infra.stack.toolchain",
+        prog="python3 -m sdc_remediation.infra.stack.toolchain",
         description="Check that Node.js (and with --npm, npm) can run the CDK here.",
     )
     parser.add_argument("--npm", action="store_true", help="check npm and npx too")

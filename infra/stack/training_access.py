@@ -8,7 +8,7 @@ from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.stack.nag import acknowledge
+from sdc_remediation.infra.stack.nag import acknowledge
 from trainer_emitter.contract import REPORT_SOURCE
 
 

@@ -1,4 +1,4 @@
-"""Outside validators on the synthesized templates: `python -m infra.stack.validate` (`make lint`).
+"""Outside validators on the synthesized templates: `python -m sdc_remediation.infra.stack.validate` (`make lint`).
 
 Three tools that nobody here wrote judge what `cdk synth` produces:
 
@@ -14,7 +14,7 @@ isolation and recovery through the node health label on one of them and hardware
 both, which holds every grant the stack can make.
 
 A finding is fixed, or acknowledged next to the code that causes it with a reason
-(`infra.stack.nag`: checkov reads its own `Metadata.checkov.skip`; parliament's
+(`sdc_remediation.infra.stack.nag`: checkov reads its own `Metadata.checkov.skip`; parliament's
 acknowledgements live under `Metadata.sdc_validators.parliament` of the policy resource).
 Anything else is a finding here, and `main` exits 1.
 """
@@ -33,9 +33,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from infra.stack.nag import PARLIAMENT_KEY, VALIDATORS_METADATA
-from infra.stack.synth import synthesize
-from infra.stack.template import (
+from sdc_remediation.infra.stack.nag import PARLIAMENT_KEY, VALIDATORS_METADATA
+from sdc_remediation.infra.stack.synth import synthesize
+from sdc_remediation.infra.stack.template import (
     ACCOUNT,
     REGION,
     Resolver,
@@ -391,7 +391,9 @@ def acknowledgement_summary(acknowledged: Iterable[Finding]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.stack.validate", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m sdc_remediation.infra.stack.validate", description=__doc__
+    )
     parser.add_argument("--validator", choices=sorted(VALIDATORS), action="append")
     parser.add_argument("--acknowledged", action="store_true", help="list acknowledgements too")
     args = parser.parse_args(argv)

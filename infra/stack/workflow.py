@@ -18,11 +18,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.stack.definitions import remediation_definition
-from infra.stack.dependencies import depend_on_role_policy_only
-from infra.stack.log_groups import retained_log_group
-from infra.stack.nag import acknowledge
-from infra.stack.settings import DeploymentSettings
+from sdc_remediation.infra.stack.definitions import remediation_definition
+from sdc_remediation.infra.stack.dependencies import depend_on_role_policy_only
+from sdc_remediation.infra.stack.log_groups import retained_log_group
+from sdc_remediation.infra.stack.nag import acknowledge
+from sdc_remediation.infra.stack.settings import DeploymentSettings
 
 REMEDIATION_LOGICAL_ID: Final = "RemediationStateMachine"
 APPROVAL_LOGICAL_ID: Final = "ApprovalStateMachine"

@@ -19,7 +19,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.models.errors import (
     AwsError,
     ConditionFailed,
     DependencyFailed,

@@ -17,8 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory, error_code
-from lambdas.models.audit import AnchorRecord, AuditEntry
+from sdc_remediation.lambdas.adapters._aws import (
+    ClientFactory,
+    LazyClient,
+    aws_call,
+    client_factory,
+    error_code,
+)
+from sdc_remediation.lambdas.models.audit import AnchorRecord, AuditEntry
 
 
 class LogsAuditAnchor:
@@ -84,6 +90,6 @@ def _parse(message: str) -> AnchorRecord | None:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import AuditAnchor
+    from sdc_remediation.lambdas.logic.ports import AuditAnchor
 
     _port: AuditAnchor = LogsAuditAnchor("g")

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lambdas.adapters._aws import ClientFactory, LazyClient
+from sdc_remediation.lambdas.adapters._aws import ClientFactory, LazyClient
 
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_HEADER = "x-k8s-aws-id"

@@ -1,13 +1,18 @@
-"""EventBridge: the incident lifecycle events (`lambdas.models.lifecycle_event`)."""
+"""EventBridge: the incident lifecycle events (`sdc_remediation.lambdas.models.lifecycle_event`)."""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
 
-from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory
-from lambdas.models.errors import DependencyFailed
-from lambdas.models.lifecycle_event import (
+from sdc_remediation.lambdas.adapters._aws import (
+    ClientFactory,
+    LazyClient,
+    aws_call,
+    client_factory,
+)
+from sdc_remediation.lambdas.models.errors import DependencyFailed
+from sdc_remediation.lambdas.models.lifecycle_event import (
     LIFECYCLE_DETAIL_TYPE,
     LIFECYCLE_SOURCE,
     IncidentStateChange,
@@ -49,6 +54,6 @@ class EventBridgeLifecycleEvents:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import LifecycleEvents
+    from sdc_remediation.lambdas.logic.ports import LifecycleEvents
 
     _port: LifecycleEvents = EventBridgeLifecycleEvents("default")

@@ -7,9 +7,15 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory, request_id
-from lambdas.models.errors import AwsError, ClusterNotFound, NodeNotFound
-from lambdas.models.hyperpod import (
+from sdc_remediation.lambdas.adapters._aws import (
+    ClientFactory,
+    LazyClient,
+    aws_call,
+    client_factory,
+    request_id,
+)
+from sdc_remediation.lambdas.models.errors import AwsError, ClusterNotFound, NodeNotFound
+from sdc_remediation.lambdas.models.hyperpod import (
     MAX_LISTED_PAGES,
     BatchFailure,
     BatchResult,
@@ -21,7 +27,7 @@ from lambdas.models.hyperpod import (
     Orchestrator,
     collect_events,
 )
-from lambdas.models.slurm import slurm_node_name
+from sdc_remediation.lambdas.models.slurm import slurm_node_name
 
 # DescribeCluster and DescribeClusterNode answer ResourceNotFound for an unknown cluster and an
 # unknown (or replaced) node respectively.
@@ -232,7 +238,7 @@ def _orchestrator(orchestrator: Mapping[str, Any]) -> Orchestrator | None:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import HyperPod
+    from sdc_remediation.lambdas.logic.ports import HyperPod
 
     _port: HyperPod = SageMakerHyperPod()
 

@@ -2,7 +2,7 @@
 
 An approver's `sdc approve` signs a GetCallerIdentity request with the approver's own
 credentials and presigns it as a URL (as EKS tokens are built), with the signed header
-`x-sdc-approval` carrying the decision it is for (`lambdas.logic.safety.decisions.approval_binding`; the header is `lambdas.models.approvals.BINDING_HEADER`).
+`x-sdc-approval` carrying the decision it is for (`sdc_remediation.lambdas.logic.safety.decisions.approval_binding`; the header is `sdc_remediation.lambdas.models.approvals.BINDING_HEADER`).
 The token (`sdc-approval-v1.` + base64url of the URL) goes into the approval execution's input.
 `decide` redeems it: it checks that the URL is an STS GetCallerIdentity request bound to this
 decision and not valid for longer than STS allows, sends it to STS with the binding header,
@@ -22,8 +22,8 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lambdas.models.approvals import BINDING_HEADER, Principal, PrincipalSource
-from lambdas.models.errors import IdentityRefused
+from sdc_remediation.lambdas.models.approvals import BINDING_HEADER, Principal, PrincipalSource
+from sdc_remediation.lambdas.models.errors import IdentityRefused
 
 PROOF_PREFIX = "sdc-approval-v1."
 PROOF_EXPIRES_SECONDS = 900
@@ -157,6 +157,6 @@ class StsIdentityVerifier:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import IdentityVerifier
+    from sdc_remediation.lambdas.logic.ports import IdentityVerifier
 
     _port: IdentityVerifier = StsIdentityVerifier()

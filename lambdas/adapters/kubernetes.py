@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lambdas.adapters._aws import ClientFactory, LazyClient, error_code
-from lambdas.adapters.eks_token import EksTokens
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.adapters._aws import ClientFactory, LazyClient, error_code
+from sdc_remediation.lambdas.adapters.eks_token import EksTokens
+from sdc_remediation.lambdas.models.errors import (
     KubernetesConflict,
     KubernetesError,
     KubernetesNotFound,
     KubernetesUnauthorized,
     KubernetesUnreachable,
 )
-from lambdas.models.kubernetes import KubeNode, NodeChange, Taint, is_workload_pod
+from sdc_remediation.lambdas.models.kubernetes import KubeNode, NodeChange, Taint, is_workload_pod
 
 TIMEOUT_SECONDS = 5.0
 PATCH_ATTEMPTS = 4
@@ -388,6 +388,6 @@ def _node_path(node_name: str) -> str:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import KubernetesNodes
+    from sdc_remediation.lambdas.logic.ports import KubernetesNodes
 
     _port: KubernetesNodes = EksKubernetesNodes(lambda: None, EksTokens(lambda: None))

@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.models.errors import (
     TelemetryBadAnswer,
     TelemetryError,
     TelemetryRefused,
     TelemetrySlow,
     TelemetryUnreachable,
 )
-from lambdas.models.settings import TelemetryWorkspace
+from sdc_remediation.lambdas.models.settings import TelemetryWorkspace
 
 SERVICE: Final = "aps"
 QUERY_RANGE: Final = "/api/v1/query_range"
@@ -223,6 +223,6 @@ def _check(where: str, status: int, raw: bytes) -> Mapping[str, Any]:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import PrometheusQueries
+    from sdc_remediation.lambdas.logic.ports import PrometheusQueries
 
     _port: PrometheusQueries = AmpPrometheus(lambda: None)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory
+from sdc_remediation.lambdas.adapters._aws import (
+    ClientFactory,
+    LazyClient,
+    aws_call,
+    client_factory,
+)
 
 
 class QueueDepths:

@@ -16,14 +16,19 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.adapters._aws import (
+    ClientFactory,
+    LazyClient,
+    aws_call,
+    client_factory,
+)
+from sdc_remediation.lambdas.models.errors import (
     AwsError,
     SlurmError,
     SlurmNodeNotFound,
     SlurmUnreachable,
 )
-from lambdas.models.slurm import (
+from sdc_remediation.lambdas.models.slurm import (
     FREE_TEXT_KEYS,
     REASON_KEY,
     RUN_SHELL_SCRIPT,
@@ -263,6 +268,6 @@ class SsmSlurmControllers:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import SlurmControllers
+    from sdc_remediation.lambdas.logic.ports import SlurmControllers
 
     _port: SlurmControllers = SsmSlurmControllers()

@@ -6,8 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory, request_id
-from lambdas.models.notices import ChatNotification, sns_message
+from sdc_remediation.lambdas.adapters._aws import (
+    ClientFactory,
+    LazyClient,
+    aws_call,
+    client_factory,
+    request_id,
+)
+from sdc_remediation.lambdas.models.notices import ChatNotification, sns_message
 
 
 class SnsNotifier:
@@ -43,6 +49,6 @@ class SnsNotifier:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import Notifier
+    from sdc_remediation.lambdas.logic.ports import Notifier
 
     _port: Notifier = SnsNotifier("arn")

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lambdas.adapters._aws import ClientFactory, LazyClient, aws_call, client_factory
+from sdc_remediation.lambdas.adapters._aws import (
+    ClientFactory,
+    LazyClient,
+    aws_call,
+    client_factory,
+)
 
 
 class SsmPauseSwitch:
@@ -25,6 +30,6 @@ class SsmPauseSwitch:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import PauseSwitch
+    from sdc_remediation.lambdas.logic.ports import PauseSwitch
 
     _port: PauseSwitch = SsmPauseSwitch("/sdc/paused")

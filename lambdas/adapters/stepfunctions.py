@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from lambdas.adapters._aws import (
+from sdc_remediation.lambdas.adapters._aws import (
     ClientFactory,
     LazyClient,
     aws_call,
@@ -17,9 +17,14 @@ from lambdas.adapters._aws import (
     error_code,
     request_id,
 )
-from lambdas.logic.ports import ExecutionRecord, ExecutionStarted
-from lambdas.models.environment import EnvVar
-from lambdas.models.errors import AwsError, ExecutionNotFound, SettingsError, TaskNotWaiting
+from sdc_remediation.lambdas.logic.ports import ExecutionRecord, ExecutionStarted
+from sdc_remediation.lambdas.models.environment import EnvVar
+from sdc_remediation.lambdas.models.errors import (
+    AwsError,
+    ExecutionNotFound,
+    SettingsError,
+    TaskNotWaiting,
+)
 
 _TASK_ERRORS: Mapping[str, type[AwsError]] = {
     "TaskDoesNotExist": TaskNotWaiting,
@@ -101,6 +106,6 @@ class StepFunctionsWorkflow:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import Workflow
+    from sdc_remediation.lambdas.logic.ports import Workflow
 
     _port: Workflow = StepFunctionsWorkflow("arn")

@@ -1,1 +1,1 @@
-"""One thin module per Lambda entry point (`lambdas.handlers.<module>.handler`)."""
+"""One thin module per Lambda entry point (`sdc_remediation.lambdas.handlers.<module>.handler`)."""

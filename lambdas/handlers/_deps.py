@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from lambdas.logic.ports import (
+from sdc_remediation.lambdas.logic.ports import (
     AuditAnchor,
     AuditLog,
     Clock,
@@ -46,7 +46,7 @@ from lambdas.logic.ports import (
     SystemClock,
     Workflow,
 )
-from lambdas.models.settings import Settings
+from sdc_remediation.lambdas.models.settings import Settings
 
 if TYPE_CHECKING:
     from boto3.session import Session
@@ -99,23 +99,23 @@ def build_deps(
     """
     import boto3
 
-    from lambdas.adapters._aws import LazyClient, client_factory
-    from lambdas.adapters.audit_anchor import LogsAuditAnchor
-    from lambdas.adapters.dynamodb.audit import DynamoAuditLog
-    from lambdas.adapters.dynamodb.guard import DynamoGuardStore
-    from lambdas.adapters.dynamodb.history import DynamoHistoryStore
-    from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
-    from lambdas.adapters.dynamodb.reports import DynamoReportStore
-    from lambdas.adapters.eks_token import EksTokens, sts_factory
-    from lambdas.adapters.events import EventBridgeLifecycleEvents
-    from lambdas.adapters.hyperpod import SageMakerHyperPod
-    from lambdas.adapters.identity import StsIdentityVerifier
-    from lambdas.adapters.kubernetes import EksKubernetesNodes
-    from lambdas.adapters.prometheus import AmpPrometheus
-    from lambdas.adapters.slurm import SsmSlurmControllers
-    from lambdas.adapters.sns import SnsNotifier
-    from lambdas.adapters.ssm import SsmPauseSwitch
-    from lambdas.adapters.stepfunctions import StepFunctionsWorkflow
+    from sdc_remediation.lambdas.adapters._aws import LazyClient, client_factory
+    from sdc_remediation.lambdas.adapters.audit_anchor import LogsAuditAnchor
+    from sdc_remediation.lambdas.adapters.dynamodb.audit import DynamoAuditLog
+    from sdc_remediation.lambdas.adapters.dynamodb.guard import DynamoGuardStore
+    from sdc_remediation.lambdas.adapters.dynamodb.history import DynamoHistoryStore
+    from sdc_remediation.lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
+    from sdc_remediation.lambdas.adapters.dynamodb.reports import DynamoReportStore
+    from sdc_remediation.lambdas.adapters.eks_token import EksTokens, sts_factory
+    from sdc_remediation.lambdas.adapters.events import EventBridgeLifecycleEvents
+    from sdc_remediation.lambdas.adapters.hyperpod import SageMakerHyperPod
+    from sdc_remediation.lambdas.adapters.identity import StsIdentityVerifier
+    from sdc_remediation.lambdas.adapters.kubernetes import EksKubernetesNodes
+    from sdc_remediation.lambdas.adapters.prometheus import AmpPrometheus
+    from sdc_remediation.lambdas.adapters.slurm import SsmSlurmControllers
+    from sdc_remediation.lambdas.adapters.sns import SnsNotifier
+    from sdc_remediation.lambdas.adapters.ssm import SsmPauseSwitch
+    from sdc_remediation.lambdas.adapters.stepfunctions import StepFunctionsWorkflow
 
     session = session or boto3.session.Session()
     dynamodb = LazyClient(client_factory("dynamodb", session)).get  # one client for both tables
@@ -199,8 +199,8 @@ def page_deps() -> PageDeps:
     """What the dashboard's page reads (`PageDeps`), built from the environment on every call:
     one table reader, no other client. Tests give it moto's account (its environment names
     the table)."""
-    from lambdas.adapters._aws import client_factory
-    from lambdas.adapters.dynamodb.incidents import DynamoOpenIncidents
+    from sdc_remediation.lambdas.adapters._aws import client_factory
+    from sdc_remediation.lambdas.adapters.dynamodb.incidents import DynamoOpenIncidents
 
     settings = Settings.from_env()
     return PageDeps(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lambdas.handlers._deps import page_deps
-from lambdas.logic.approval import incidents_page
-from lambdas.models.widget import parse_widget_request
-from lambdas.observability import logger, traced
+from sdc_remediation.lambdas.handlers._deps import page_deps
+from sdc_remediation.lambdas.logic.approval import incidents_page
+from sdc_remediation.lambdas.models.widget import parse_widget_request
+from sdc_remediation.lambdas.observability import logger, traced
 
 
 @logger.inject_lambda_context

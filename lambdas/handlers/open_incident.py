@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from lambdas.handlers._deps import deps
-from lambdas.logic.intake import open_incident, refuse
-from lambdas.models.errors import MalformedEvent
-from lambdas.models.events import parse_contributor_event
-from lambdas.observability import logger, metrics, traced
+from sdc_remediation.lambdas.handlers._deps import deps
+from sdc_remediation.lambdas.logic.intake import open_incident, refuse
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.observability import logger, metrics, traced
 
 
 @logger.inject_lambda_context(correlation_id_path="id")

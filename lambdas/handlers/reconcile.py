@@ -1,12 +1,12 @@
-"""Scheduled (and `sdc reconcile`): settle the incidents that are stuck (lambdas.logic.closing)."""
+"""Scheduled (and `sdc reconcile`): settle the incidents that are stuck (sdc_remediation.lambdas.logic.closing)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lambdas.handlers._deps import deps
-from lambdas.logic.closing import reconcile
-from lambdas.observability import logger, metrics, traced
+from sdc_remediation.lambdas.handlers._deps import deps
+from sdc_remediation.lambdas.logic.closing import reconcile
+from sdc_remediation.lambdas.observability import logger, metrics, traced
 
 
 @logger.inject_lambda_context

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lambdas.handlers._deps import deps
-from lambdas.logic.recovery import replace_node
-from lambdas.models.payloads import parse_incident_ref
-from lambdas.observability import logger, metrics, traced
+from sdc_remediation.lambdas.handlers._deps import deps
+from sdc_remediation.lambdas.logic.recovery import replace_node
+from sdc_remediation.lambdas.models.payloads import parse_incident_ref
+from sdc_remediation.lambdas.observability import logger, metrics, traced
 
 
 @logger.inject_lambda_context(correlation_id_path="incident_id")

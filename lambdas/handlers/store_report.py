@@ -2,7 +2,7 @@
 from a telemetry cluster's Prometheus workspace) → evidence, and the incidents it opens.
 
 Both are claims by parties the pipeline cannot authenticate, checked the same way
-(`lambdas.logic.intake`); one function takes both, so they share its reserved concurrency and
+(`sdc_remediation.lambdas.logic.intake`); one function takes both, so they share its reserved concurrency and
 its failure queue. An event without the documented shape is refused: audited, then raised, so
 it lands in the failure queue."""
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from lambdas.handlers._deps import deps
-from lambdas.logic.intake import hardware_alerts, refuse, store_report
-from lambdas.models.errors import MalformedEvent
-from lambdas.models.hardware_alert import is_sns_delivery, parse_alert_notification
-from lambdas.models.report import parse_report_event
-from lambdas.observability import logger, metrics, traced
+from sdc_remediation.lambdas.handlers._deps import deps
+from sdc_remediation.lambdas.logic.intake import hardware_alerts, refuse, store_report
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.hardware_alert import is_sns_delivery, parse_alert_notification
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.observability import logger, metrics, traced
 
 
 @logger.inject_lambda_context(correlation_id_path="detail.report_id")

@@ -1,18 +1,18 @@
 """EventBridge Scheduler, one schedule per swept cluster: run the cluster's idle sweep
-(lambdas.logic.sweep). The schedule's input is the sweep's request; an input without its
+(sdc_remediation.lambdas.logic.sweep). The schedule's input is the sweep's request; an input without its
 documented shape is refused (audited under the cluster's sweep, or the event) and raised."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lambdas.handlers._deps import deps
-from lambdas.logic.intake import refuse
-from lambdas.logic.sweep import sweep
-from lambdas.logic.sweep.run import ACTOR
-from lambdas.models.errors import MalformedEvent
-from lambdas.models.sweep import parse_sweep_request
-from lambdas.observability import logger, metrics, traced
+from sdc_remediation.lambdas.handlers._deps import deps
+from sdc_remediation.lambdas.logic.intake import refuse
+from sdc_remediation.lambdas.logic.sweep import sweep
+from sdc_remediation.lambdas.logic.sweep.run import ACTOR
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.sweep import parse_sweep_request
+from sdc_remediation.lambdas.observability import logger, metrics, traced
 
 
 @logger.inject_lambda_context

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lambdas.handlers._deps import deps
-from lambdas.logic.core.audit_check import check_audit
-from lambdas.observability import logger, metrics, traced
+from sdc_remediation.lambdas.handlers._deps import deps
+from sdc_remediation.lambdas.logic.core.audit_check import check_audit
+from sdc_remediation.lambdas.observability import logger, metrics, traced
 
 
 @logger.inject_lambda_context

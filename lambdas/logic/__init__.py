@@ -15,7 +15,7 @@ stage, and each folder imports only those above it in this list:
 - `safety/`: what keeps the pipeline from acting wrongly or widely (guard, accepted decisions);
 - `opening/`: how a claim becomes an incident (or is held).
 
-How it is all put to people (cards, notices, chat) is `lambdas.wording`: it reads the incident
+How it is all put to people (cards, notices, chat) is `sdc_remediation.lambdas.wording`: it reads the incident
 record only, and `core/` and `evidence/` import none of it.
 
 `STAGES` below is the map from each handler to the function it calls and the state-machine
@@ -52,7 +52,7 @@ class Stage(NamedTuple):
     handler: str
     """The module under `lambdas/handlers/` (also the function's name in the stack)."""
     function: str
-    """`module:function`, the module relative to `lambdas.logic`."""
+    """`module:function`, the module relative to `sdc_remediation.lambdas.logic`."""
     states: tuple[str, ...]
     """The state-machine states that invoke the handler; empty: an event or a schedule does."""
 

@@ -32,24 +32,24 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from lambdas.logic import approval, health_check, intake, isolation, recovery
-from lambdas.logic.core import lifecycle
-from lambdas.logic.core.measures import elapsed, report_waiting
-from lambdas.logic.core.steps import Step, node_status_of, send_notice
-from lambdas.logic.evidence.history import record_history
-from lambdas.logic.opening.execution import ensure_execution
-from lambdas.logic.ports import Deps
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.metric_names import closed_metric
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import ErrorRecord, ExecutionNotFound
-from lambdas.models.guard import HoldKind
-from lambdas.models.hyperpod import NodeStatus
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.notices import NoticeKind
-from lambdas.models.payloads import CloseRequest, CloseResult, Outcome
-from lambdas.observability import count, logger, seconds
-from lambdas.wording import cards, chat
+from sdc_remediation.lambdas.logic import approval, health_check, intake, isolation, recovery
+from sdc_remediation.lambdas.logic.core import lifecycle
+from sdc_remediation.lambdas.logic.core.measures import elapsed, report_waiting
+from sdc_remediation.lambdas.logic.core.steps import Step, node_status_of, send_notice
+from sdc_remediation.lambdas.logic.evidence.history import record_history
+from sdc_remediation.lambdas.logic.opening.execution import ensure_execution
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.metric_names import closed_metric
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import ErrorRecord, ExecutionNotFound
+from sdc_remediation.lambdas.models.guard import HoldKind
+from sdc_remediation.lambdas.models.hyperpod import NodeStatus
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.notices import NoticeKind
+from sdc_remediation.lambdas.models.payloads import CloseRequest, CloseResult, Outcome
+from sdc_remediation.lambdas.observability import count, logger, seconds
+from sdc_remediation.lambdas.wording import cards, chat
 
 S = IncidentState
 
@@ -92,7 +92,7 @@ def close_incident(request: CloseRequest, deps: Deps) -> CloseResult:
     deps.incidents.forget_task_token(incident.incident_id)  # again on a second close: idempotent
     if incident.state is S.FAILED and lifecycle.recovery_in_flight(incident):
         # Never release a node mid-recovery: isolation, lock and slot stay until
-        # reconciliation sees HyperPod's own answer (lambdas.logic.closing).
+        # reconciliation sees HyperPod's own answer (sdc_remediation.lambdas.logic.closing).
         incident = _hand_to_reconciliation(step, incident)
     elif not lifecycle.awaiting_reconciliation(incident):
         release_node(step, incident)

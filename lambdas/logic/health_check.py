@@ -11,23 +11,23 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from lambdas.logic.core import lifecycle
-from lambdas.logic.core.steps import Step, node_status_of
-from lambdas.logic.ports import Deps
-from lambdas.logic.safety import guard
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import InvalidTransition, NodeNotFound
-from lambdas.models.health_check import (
+from sdc_remediation.lambdas.logic.core import lifecycle
+from sdc_remediation.lambdas.logic.core.steps import Step, node_status_of
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.logic.safety import guard
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import InvalidTransition, NodeNotFound
+from sdc_remediation.lambdas.models.health_check import (
     CheckSummary,
     HealthCheckRecord,
     HealthCheckResult,
     NodeCheck,
 )
-from lambdas.models.hyperpod import NodeRecovery, NodeStatus
-from lambdas.models.incident import Incident, IncidentState, Scope
-from lambdas.models.payloads import HealthCheckStarted, HealthStatus, IncidentRef
-from lambdas.observability import count, logger
+from sdc_remediation.lambdas.models.hyperpod import NodeRecovery, NodeStatus
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, Scope
+from sdc_remediation.lambdas.models.payloads import HealthCheckStarted, HealthStatus, IncidentRef
+from sdc_remediation.lambdas.observability import count, logger
 
 S = IncidentState
 
@@ -55,7 +55,7 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
     written ahead (`requesting_at`) so that a retry after a crash does not start a second check
     on a node whose check already runs.
 
-    After an approved reboot (`lambdas.logic.recovery`) it runs once more: the earlier result is
+    After an approved reboot (`sdc_remediation.lambdas.logic.recovery`) it runs once more: the earlier result is
     kept under `before_reboot` and the new record says `after_reboot`."""
     step = Step(deps, "start_health_check")
     with step.failing_visibly(ref.incident_id):
@@ -321,7 +321,7 @@ def _check_node(step: Step, incident: Incident) -> tuple[Incident, NodeStatus, s
 
 def start_after_reboot(step: Step, incident: Incident) -> HealthCheckRecord:
     """The deep health check after a reboot, for an incident whose execution is gone
-    (reconciliation, `lambdas.logic.closing`): the same request `start_health_check` sends after
+    (reconciliation, `sdc_remediation.lambdas.logic.closing`): the same request `start_health_check` sends after
     a reboot, recorded (the first check set aside under `before_reboot`) and audited; the
     incident's state is left as it is. Not started when the node is not Running (the record
     says why): the next run tries again."""

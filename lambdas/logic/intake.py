@@ -1,10 +1,10 @@
 """Events in: every trigger is a claim, and every claim takes one path, in one order.
 
 A contributor alarm, an SDC or training-watch report, a hardware alert (and a person's
-`proceed`, `lambdas.logic.opening.proceeding`) each says something about nodes of a cluster that
+`proceed`, `sdc_remediation.lambdas.logic.opening.proceeding`) each says something about nodes of a cluster that
 the pipeline cannot authenticate: a training pod can put any metric datapoint and send any
 report. Each trigger kind is only a parser into the same typed claim
-(`lambdas.logic.opening.triggers`, `lambdas.models.claim`), and `take` runs every claim through
+(`sdc_remediation.lambdas.logic.opening.triggers`, `sdc_remediation.lambdas.models.claim`), and `take` runs every claim through
 the same stages (`Stage`), in this order:
 
 1. BOUND: a claim asks about a few nodes at most (`claims.MAX_ASKED`; a hardware notification
@@ -46,28 +46,32 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
 
-from lambdas.logic.core import ids
-from lambdas.logic.core.steps import Step, error_details, mark_audited, was_audited
-from lambdas.logic.evidence import summaries
-from lambdas.logic.opening import arrivals, claims, incidents, triggers
-from lambdas.logic.opening.arrivals import Trigger
-from lambdas.logic.opening.claims import Checked, Confirmed
-from lambdas.logic.opening.trail import IntakeStep, audited_since, mark, passed
-from lambdas.logic.opening.triggers import Spends, hardware_event_id
-from lambdas.logic.ports import Deps
-from lambdas.logic.safety import guard, rate
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.claim import Claim, NodeClaim, Stage
-from lambdas.models.errors import ClusterNotFound, MalformedEvent
-from lambdas.models.events import ContributorEvent
-from lambdas.models.guard import HoldKind
-from lambdas.models.hardware_alert import AlertNotification, sns_message_id
-from lambdas.models.incident import Incident, TriggerSource
-from lambdas.models.payloads import OpenAction, OpenIncidentResult, StoreReportResult
-from lambdas.models.report import ReportEvent, SdcReport
-from lambdas.models.reporter_text import clean
-from lambdas.observability import count, logger
+from sdc_remediation.lambdas.logic.core import ids
+from sdc_remediation.lambdas.logic.core.steps import Step, error_details, mark_audited, was_audited
+from sdc_remediation.lambdas.logic.evidence import summaries
+from sdc_remediation.lambdas.logic.opening import arrivals, claims, incidents, triggers
+from sdc_remediation.lambdas.logic.opening.arrivals import Trigger
+from sdc_remediation.lambdas.logic.opening.claims import Checked, Confirmed
+from sdc_remediation.lambdas.logic.opening.trail import IntakeStep, audited_since, mark, passed
+from sdc_remediation.lambdas.logic.opening.triggers import Spends, hardware_event_id
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.logic.safety import guard, rate
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.claim import Claim, NodeClaim, Stage
+from sdc_remediation.lambdas.models.errors import ClusterNotFound, MalformedEvent
+from sdc_remediation.lambdas.models.events import ContributorEvent
+from sdc_remediation.lambdas.models.guard import HoldKind
+from sdc_remediation.lambdas.models.hardware_alert import AlertNotification, sns_message_id
+from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.payloads import (
+    OpenAction,
+    OpenIncidentResult,
+    StoreReportResult,
+)
+from sdc_remediation.lambdas.models.report import ReportEvent, SdcReport
+from sdc_remediation.lambdas.models.reporter_text import clean
+from sdc_remediation.lambdas.observability import count, logger
 from trainer_emitter.contract import REPORT_SOURCE
 
 REPORT_TTL = timedelta(days=14)
@@ -78,7 +82,7 @@ ALERT_SOURCE = "aps.hardware-alert"
 """How the audit names where a hardware alert came from (the workspace's alert manager)."""
 MAX_ALERT_NODES: Final = 1
 """The nodes one hardware notification is taken for: the alert manager groups its alerts per
-node (`infra.stack.alert_manager.GROUP_BY`), so a genuine one names one; the alerts of any
+node (`sdc_remediation.infra.stack.alert_manager.GROUP_BY`), so a genuine one names one; the alerts of any
 other node it names are audited once and taken no further (one message cannot storm-hold a
 cluster)."""
 

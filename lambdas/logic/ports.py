@@ -12,24 +12,24 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from lambdas.models.approvals import Principal
-from lambdas.models.audit import AnchorRecord, AuditEntry
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.models.approvals import Principal
+from sdc_remediation.lambdas.models.audit import AnchorRecord, AuditEntry
+from sdc_remediation.lambdas.models.errors import (
     IdentityRefused,
     KubernetesNotConfigured,
     SlurmNotConfigured,
     TelemetryNotConfigured,
 )
-from lambdas.models.guard import ClusterHold, GuardState, PastIncident
-from lambdas.models.hyperpod import BatchResult, ClusterInfo, EventPage, NodeInfo
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
-from lambdas.models.lifecycle_event import IncidentStateChange
-from lambdas.models.notices import ChatNotification
-from lambdas.models.report import SdcReport
-from lambdas.models.settings import Settings, TelemetryWorkspace
-from lambdas.models.slurm import DrainChange, SlurmNodeState
-from lambdas.models.writes import (
+from sdc_remediation.lambdas.models.guard import ClusterHold, GuardState, PastIncident
+from sdc_remediation.lambdas.models.hyperpod import BatchResult, ClusterInfo, EventPage, NodeInfo
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from sdc_remediation.lambdas.models.lifecycle_event import IncidentStateChange
+from sdc_remediation.lambdas.models.notices import ChatNotification
+from sdc_remediation.lambdas.models.report import SdcReport
+from sdc_remediation.lambdas.models.settings import Settings, TelemetryWorkspace
+from sdc_remediation.lambdas.models.slurm import DrainChange, SlurmNodeState
+from sdc_remediation.lambdas.models.writes import (
     ClaimHeldResult,
     ClaimLockResult,
     CreateHeldResult,
@@ -234,7 +234,7 @@ class GuardStore(Protocol):
 
 class HistoryStore(Protocol):
     """Lookups return the newest closings first (equal `closed_at`: the higher incident id
-    first), at most `lambdas.models.guard.PAST_INCIDENTS_LIMIT` of them."""
+    first), at most `sdc_remediation.lambdas.models.guard.PAST_INCIDENTS_LIMIT` of them."""
 
     def record_past(self, past: PastIncident) -> None:
         """Keep the closed incident under its instance id and each of its GPU UUIDs, as one

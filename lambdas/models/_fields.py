@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.errors import MalformedEvent
 
 _MISSING = object()
 

@@ -1,5 +1,5 @@
 """Who approved: the principal AWS established for an approval, and the approvals an incident
-has collected while more are required (`lambdas.logic.approval`)."""
+has collected while more are required (`sdc_remediation.lambdas.logic.approval`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from lambdas.models._record import read_record, record_of
-from lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models.payloads import Decision
 
 BINDING_HEADER: Final = "x-sdc-approval"
 """The signed header that binds an identity proof to one decision (as `x-k8s-aws-id` binds an
@@ -48,10 +48,10 @@ class Principal:
     account: str | None = None
     user_id: str | None = None
     proof_id: str | None = None
-    """The digest of the redeemed proof's signature (`lambdas.adapters.identity.proof_id`): a
+    """The digest of the redeemed proof's signature (`sdc_remediation.lambdas.adapters.identity.proof_id`): a
     proof is redeemed by one approval execution only."""
     human: str | None = None
-    """The person behind the principal, when AWS names one (`lambdas.logic.safety.approvers`):
+    """The person behind the principal, when AWS names one (`sdc_remediation.lambdas.logic.safety.approvers`):
     approvals count distinct humans, not principals."""
 
     @property

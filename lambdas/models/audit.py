@@ -1,5 +1,5 @@
 """One audit log entry, and the actions the pipeline writes (`AuditAction`). The hash chain
-itself lives in `lambdas.logic.core.audit`."""
+itself lives in `sdc_remediation.lambdas.logic.core.audit`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models._record import read_record, record_of
 
 
 class AuditAction(StrEnum):

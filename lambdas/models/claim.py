@@ -1,7 +1,7 @@
 """A claim: what any trigger (a contributor alarm, an SDC or watch report, a hardware alert, a
 person's `proceed`) says about nodes of a cluster, in one typed shape. Every trigger kind is a
-parser into a `Claim` (`lambdas.logic.opening.triggers`); the intake takes every claim down the
-same `Stage`s, in their order (`lambdas.logic.intake.take`)."""
+parser into a `Claim` (`sdc_remediation.lambdas.logic.opening.triggers`); the intake takes every claim down the
+same `Stage`s, in their order (`sdc_remediation.lambdas.logic.intake.take`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models.events import MuteDetail
-from lambdas.models.incident import TriggerSource
-from lambdas.models.report import SdcReport
+from sdc_remediation.lambdas.models.events import MuteDetail
+from sdc_remediation.lambdas.models.incident import TriggerSource
+from sdc_remediation.lambdas.models.report import SdcReport
 
 
 class Stage(StrEnum):

@@ -1,8 +1,8 @@
 """The names of the functions' environment variables: the one list both sides use.
 
 The stack (`infra/stack/functions.py`) sets each function's environment from these members; the
-functions read it through them (`lambdas.models.settings.Settings.from_env`,
-`lambdas.observability`). docs/pipeline.md, "Environment", says which function gets which
+functions read it through them (`sdc_remediation.lambdas.models.settings.Settings.from_env`,
+`sdc_remediation.lambdas.observability`). docs/pipeline.md, "Environment", says which function gets which
 variable and what it holds (tests/docs/test_tables_drift.py keeps that table to the stack).
 """
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lambdas.models.isolation import IsolationCause
-from lambdas.models.telemetry import TelemetryState
+from sdc_remediation.lambdas.models.isolation import IsolationCause
+from sdc_remediation.lambdas.models.telemetry import TelemetryState
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +82,7 @@ class MalformedEvent(SdcError, ValueError):
 
 class SettingsError(SdcError, ValueError):
     """A setting is missing or has a bad value, raised before any work: a function's environment
-    (`lambdas.models.settings`) or a deployment's `sdc:*` context key (`infra/stack/settings.py`); the
+    (`sdc_remediation.lambdas.models.settings`) or a deployment's `sdc:*` context key (`infra/stack/settings.py`); the
     message names the variable or key and what is expected."""
 
 
@@ -162,7 +162,7 @@ class IncidentNotFound(SdcError):
 
 class ClaimNotConfirmed(SdcError):
     """Kubernetes does not confirm what an unauthenticated event claims about a node
-    (`lambdas.logic.opening.claims`)."""
+    (`sdc_remediation.lambdas.logic.opening.claims`)."""
 
 
 class InvalidTransition(SdcError):
@@ -231,7 +231,7 @@ class RebootRejected(AwsError):
 
 class TelemetryError(SdcError):
     """A query of a cluster's Prometheus workspace (hardware telemetry) failed; `cause` is the
-    state the incident's telemetry record takes (`lambdas.models.telemetry.TelemetryState`).
+    state the incident's telemetry record takes (`sdc_remediation.lambdas.models.telemetry.TelemetryState`).
     Never fatal: the approval card says so in one line."""
 
     cause: TelemetryState = TelemetryState.FAILED

@@ -4,7 +4,7 @@ one instance of one Metrics Insights alarm changed state. Shape:
 `tests/events/contributor_alarm.json`; with `detail.muteDetail` when an alarm mute rule mutes
 the alarm's actions (EventBridge still delivers the event):
 `tests/events/contributor_alarm_muted.json`. The other event, the `SDC Report`, is
-`lambdas.models.report`.
+`sdc_remediation.lambdas.models.report`.
 
 Every parser raises `MalformedEvent` naming the first missing or bad field.
 """
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from lambdas.models import _fields as f
-from lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models import _fields as f
+from sdc_remediation.lambdas.models.errors import MalformedEvent
 from trainer_emitter.contract import (
     Metric,
     is_instance_id,

@@ -8,8 +8,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models._record import read_record, record_of
-from lambdas.models.states import IncidentState
+from sdc_remediation.lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models.states import IncidentState
 
 
 class HoldKind(StrEnum):
@@ -125,7 +125,7 @@ def check_slot_limit(slot_limit: int | None) -> None:
 
 def check_slot_room(slots: Sequence[str], slot_limit: int | None) -> None:
     """An incident that needs more slots than the guard has at all is held before it is
-    created (`lambdas.logic.opening.incidents`); asking the store for them is the caller's mistake."""
+    created (`sdc_remediation.lambdas.logic.opening.incidents`); asking the store for them is the caller's mistake."""
     check_slot_limit(slot_limit)
     if slot_limit is not None and len(slots) > slot_limit:
         raise ValueError(f"{len(slots)} guard slots asked of a guard of {slot_limit}")

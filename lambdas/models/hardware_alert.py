@@ -1,5 +1,5 @@
 """What a hardware alert from a cluster's Prometheus workspace says: the alerting rules the stack
-deploys there (`infra.stack.alert_rules`) and the intake that reads their alerts agree on these
+deploys there (`sdc_remediation.infra.stack.alert_rules`) and the intake that reads their alerts agree on these
 names, so neither retypes the other's.
 
 Every alert of those rules carries the labels of `AlertLabel`: which cluster's rules fired
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final, TypeVar
 
-from lambdas.models import _fields as fields
-from lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models import _fields as fields
+from sdc_remediation.lambdas.models.errors import MalformedEvent
 
 
 class HardwareRule(StrEnum):

@@ -1,5 +1,5 @@
 """The incident's deep health check (`Incident.health_check`), written by
-`lambdas.logic.health_check`.
+`sdc_remediation.lambdas.logic.health_check`.
 
 A node-level check records its instance's status; a job-level one records every involved
 instance under `nodes`. After an approved reboot the first check is kept, summarised, under
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models._record import read_record, record_of
 
 
 class HealthCheckResult(StrEnum):

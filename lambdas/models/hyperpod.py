@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models._record import read_record, record_of
 
 
 class AwsVocabulary(StrEnum):

@@ -7,20 +7,20 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models._record import read_record, record_of
-from lambdas.models.deadline import ApprovalDeadline
-from lambdas.models.errors import ErrorRecord
-from lambdas.models.guard import HoldKind, HoldRecord, slot_names
-from lambdas.models.hardware_alert import AlertStatus
-from lambdas.models.health_check import HealthCheckRecord
-from lambdas.models.hyperpod import HyperPodView, NodeRecovery, NodeStatus
-from lambdas.models.isolation import IsolationRecord
-from lambdas.models.payloads import Decision
-from lambdas.models.recommendation import Recommendation
-from lambdas.models.recovery import DecisionRecord, RebootRecord, ReplacementRecord
-from lambdas.models.reporter_text import quoted
-from lambdas.models.states import IncidentState, Scope
-from lambdas.models.telemetry import TelemetryRecord
+from sdc_remediation.lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models.deadline import ApprovalDeadline
+from sdc_remediation.lambdas.models.errors import ErrorRecord
+from sdc_remediation.lambdas.models.guard import HoldKind, HoldRecord, slot_names
+from sdc_remediation.lambdas.models.hardware_alert import AlertStatus
+from sdc_remediation.lambdas.models.health_check import HealthCheckRecord
+from sdc_remediation.lambdas.models.hyperpod import HyperPodView, NodeRecovery, NodeStatus
+from sdc_remediation.lambdas.models.isolation import IsolationRecord
+from sdc_remediation.lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.models.recommendation import Recommendation
+from sdc_remediation.lambdas.models.recovery import DecisionRecord, RebootRecord, ReplacementRecord
+from sdc_remediation.lambdas.models.reporter_text import quoted
+from sdc_remediation.lambdas.models.states import IncidentState, Scope
+from sdc_remediation.lambdas.models.telemetry import TelemetryRecord
 
 
 class TriggerSource(StrEnum):
@@ -46,7 +46,7 @@ class Incident:
     """Plain JSON-able fields and small records, so the record round-trips through DynamoDB
     unchanged.
 
-    `evidence` holds alarm and report summaries (see `lambdas.logic.evidence.summaries`); `health_check`,
+    `evidence` holds alarm and report summaries (see `sdc_remediation.lambdas.logic.evidence.summaries`); `health_check`,
     `decision`, `replacement`, `reboot`, `isolation`, `hold` and `error` are records written by
     the step that owns them. `version` is the optimistic lock: every save is conditional on it.
 
@@ -79,7 +79,7 @@ class Incident:
     decision: DecisionRecord | None = None
     approvals: list[dict[str, Any]] = field(default_factory=list)
     """Approvals recorded while fewer than the required number of distinct principals agreed
-    (`lambdas.models.approvals.ApprovalRecord` as records); the decision takes them over. Each
+    (`sdc_remediation.lambdas.models.approvals.ApprovalRecord` as records); the decision takes them over. Each
     names its round: only those of the current `approval_round` count or show."""
     approval_round: int = 0
     """How many approval requests the incident has entered: 1 on the first card, 2 on the card
@@ -97,18 +97,18 @@ class Incident:
     """Why the incident is (or is being) held: paused, muted, storm or guard."""
     isolation: IsolationRecord | None = None
     """Whether the suspect node is cordoned and tainted while the incident is open, and what
-    was changed on it (`lambdas.logic.isolation`)."""
+    was changed on it (`sdc_remediation.lambdas.logic.isolation`)."""
     reboot: RebootRecord | None = None
-    """The reboot an approver chose (`lambdas.logic.recovery`): its decision, the request and
+    """The reboot an approver chose (`sdc_remediation.lambdas.logic.recovery`): its decision, the request and
     its answer, the node's status until it was Running again, and the path that acted."""
     telemetry: TelemetryRecord | None = None
     """What the GPU's hardware counters showed when the approval was requested
-    (`lambdas.logic.evidence.telemetry`)."""
+    (`sdc_remediation.lambdas.logic.evidence.telemetry`)."""
     hyperpod: HyperPodView | None = None
     """HyperPod's own events for the instance and the node's HyperPod labels when the approval
-    was requested (`lambdas.logic.evidence.hyperpod_view`)."""
+    was requested (`sdc_remediation.lambdas.logic.evidence.hyperpod_view`)."""
     recommendation: Recommendation | None = None
-    """The advice judged from the evidence (`lambdas.logic.evidence.recommendation.judge`) when
+    """The advice judged from the evidence (`sdc_remediation.lambdas.logic.evidence.recommendation.judge`) when
     the approval was requested, and again when later evidence attached: every card, notice,
     event and command words this record, none judges again. None until the approval request."""
     unconfirmed: dict[str, str] = field(default_factory=dict)
@@ -117,7 +117,7 @@ class Incident:
     shown in their own section of the card."""
     card_undelivered: str | None = None
     """When the approval card last failed to go out (the notice was refused after its retries);
-    None once it went out. Reconciliation sends it again (`lambdas.logic.closing`)."""
+    None once it went out. Reconciliation sends it again (`sdc_remediation.lambdas.logic.closing`)."""
     recovery_unknown: str | None = None
     """When a failure close found a reboot or replacement that may still be running: the node
     keeps its isolation, lock and guard slot until reconciliation settles it from HyperPod's
@@ -129,7 +129,7 @@ class Incident:
     @property
     def metrics(self) -> list[str]:
         """The alarm metrics its evidence names, in the order they first arrived (an item
-        dropped beyond `lambdas.logic.evidence.summaries.MAX_EVIDENCE` is not counted)."""
+        dropped beyond `sdc_remediation.lambdas.logic.evidence.summaries.MAX_EVIDENCE` is not counted)."""
         seen: dict[str, None] = {}
         for item in self.evidence:
             for metric in [item.get("metric"), *item.get("metrics", [])]:

@@ -1,5 +1,5 @@
 """What isolating the suspect node did (`Incident.isolation`), written by
-`lambdas.logic.isolation`, per instance under `nodes`.
+`sdc_remediation.lambdas.logic.isolation`, per instance under `nodes`.
 
 Stored as the step writes it: a node's record says what its state needs (a pending node only
 what the write-ahead knows; an isolated one what the cordon changed; one not isolated the
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models._record import read_record, record_of
 
 
 class IsolationState(StrEnum):
@@ -55,7 +55,7 @@ class IsolationCause(StrEnum):
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
     NOT_CONFIGURED = "not_configured"
-    """The Kubernetes answers above: `lambdas.models.errors.KubernetesError.cause` (and the
+    """The Kubernetes answers above: `sdc_remediation.lambdas.models.errors.KubernetesError.cause` (and the
     Slurm controller's: `SlurmError.cause`)."""
     NO_CONTROLLER = "no_controller"
     """A cluster orchestrated by Slurm with no `slurm_controller` configured: nowhere to drain."""

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from lambdas.models._record import record_of
+from sdc_remediation.lambdas.models._record import record_of
 
 NODE_HEALTH_LABEL: Final = "sagemaker.amazonaws.com/node-health-status"
 """HyperPod's node health label on EKS: with NodeRecovery Automatic, HyperPod reboots a node set

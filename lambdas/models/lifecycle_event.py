@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from lambdas.models.console import console_link
-from lambdas.models.resume_point import ResumePoint
+from sdc_remediation.lambdas.models.console import console_link
+from sdc_remediation.lambdas.models.resume_point import ResumePoint
 
 if TYPE_CHECKING:
-    from lambdas.models.incident import Incident
+    from sdc_remediation.lambdas.models.incident import Incident
 
 LIFECYCLE_SOURCE: Final = "sdc.remediation"
 LIFECYCLE_DETAIL_TYPE: Final = "SDC Incident State Change"

@@ -1,5 +1,5 @@
 """A notice as it goes out: its kind, and its custom notification for chat (the shape Amazon Q
-Developer in chat applications renders; built by `lambdas.wording.chat`)."""
+Developer in chat applications renders; built by `sdc_remediation.lambdas.wording.chat`)."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypedDict
 
-from lambdas.models import _fields as f
-from lambdas.models.errors import MalformedEvent
-from lambdas.models.states import IncidentState, Scope
+from sdc_remediation.lambdas.models import _fields as f
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.states import IncidentState, Scope
 
 INCIDENT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
@@ -47,7 +47,7 @@ class Decision(StrEnum):
     remediation."""
     PROCEED = "proceed"
     """Lets a job-level incident held by the blast-radius guard (more nodes than it allows)
-    health-check its nodes anyway, as a new job-level incident (`lambdas.logic.opening.proceeding`);
+    health-check its nodes anyway, as a new job-level incident (`sdc_remediation.lambdas.logic.opening.proceeding`);
     never reaches a waiting remediation."""
 
 

@@ -1,5 +1,5 @@
 """The recommendation as the incident records it: judged once from the evidence
-(`lambdas.logic.evidence.recommendation.judge`), stored on the incident beside `telemetry` and
+(`sdc_remediation.lambdas.logic.evidence.recommendation.judge`), stored on the incident beside `telemetry` and
 `hyperpod`, audited `recommended`, and worded from this record by every reader (the card, the
 chat notice, the lifecycle event, `sdc show`, `sdc status`, the drill), so they cannot advise
 differently."""
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from lambdas.models._record import read_record, record_of
-from lambdas.models.guard import PastIncident
+from sdc_remediation.lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models.guard import PastIncident
 
 
 class Advice(StrEnum):
@@ -33,7 +33,7 @@ class Advice(StrEnum):
 
 class Course(StrEnum):
     """What the pipeline does with an incident before anyone decides: the decision table's
-    watch rows choose it (`lambdas.logic.evidence.policy.Row`, read through `course_of`); every
+    watch rows choose it (`sdc_remediation.lambdas.logic.evidence.policy.Row`, read through `course_of`); every
     other kind of evidence acts."""
 
     ACT = "isolate, health-check, ask for a decision"
@@ -79,7 +79,7 @@ class Recommendation:
     judged_at: str | None = None
     repeat_offender: str | None = None
     """Why the node or a GPU of it is a repeat offender when it was judged
-    (`lambdas.logic.evidence.history.repeat_offence`); kept so that a judgement again, after
+    (`sdc_remediation.lambdas.logic.evidence.history.repeat_offence`); kept so that a judgement again, after
     evidence attached, weighs the same history."""
 
     def same_advice(self, other: Recommendation | None) -> bool:

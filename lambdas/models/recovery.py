@@ -1,6 +1,6 @@
 """The approver's decision (`Incident.decision`) and what carried it out: the replacement
-(`Incident.replacement`) or the reboot (`Incident.reboot`), written by `lambdas.logic.approval`,
-`lambdas.logic.recovery.engine` and `lambdas.logic.recovery` (`reboot_node`,
+(`Incident.replacement`) or the reboot (`Incident.reboot`), written by `sdc_remediation.lambdas.logic.approval`,
+`sdc_remediation.lambdas.logic.recovery.engine` and `sdc_remediation.lambdas.logic.recovery` (`reboot_node`,
 `replace_node`).
 
 Stored as the steps write them: a key a step has not written yet is absent, except the ones
@@ -14,10 +14,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
-from lambdas.models._record import read_record, record_of
-from lambdas.models.approvals import AnswerState
-from lambdas.models.hyperpod import NodeStatus
-from lambdas.models.payloads import Decision, RecoveryStatus
+from sdc_remediation.lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models.approvals import AnswerState
+from sdc_remediation.lambdas.models.hyperpod import NodeStatus
+from sdc_remediation.lambdas.models.payloads import Decision, RecoveryStatus
 
 MAX_REBOOTS: Final = 1
 """Reboots per incident: after one, the approver chooses between replacing and rejecting."""
@@ -31,7 +31,7 @@ class DecisionRecord:
     """The approval execution that delivered it."""
     at: str | None = None
     principal: dict[str, Any] | None = None
-    """Who decided (`lambdas.models.approvals.Principal` as a record): the principal of the
+    """Who decided (`sdc_remediation.lambdas.models.approvals.Principal` as a record): the principal of the
     approval that completed the decision."""
     approvals: list[dict[str, Any]] | None = None
     """Every approval counted (`ApprovalRecord`s as records) when more than one was required."""
@@ -65,7 +65,7 @@ class Recovery:
     """Written ahead (True) before the batch call is sent; False once its answer is recorded."""
     sent_at: str | None = None
     path: str | None = None
-    """`api` or `node_label` (`lambdas.logic.recovery.path`)."""
+    """`api` or `node_label` (`sdc_remediation.lambdas.logic.recovery.path`)."""
     status: RecoveryStatus | None = None
     """The last request's `RecoveryStatus`, then `done`."""
     attempts: int | None = None

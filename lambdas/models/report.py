@@ -15,8 +15,8 @@ from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lambdas.models.errors import MalformedEvent
-from lambdas.models.events import envelope, hyperpod_cluster_name, parse_time
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.events import envelope, hyperpod_cluster_name, parse_time
 from trainer_emitter.contract import (
     MAX_EXACT_INTEGER,
     MAX_REPORT_CHECKPOINTS,

@@ -1,5 +1,5 @@
 """The checkpoint to resume from, the rollback and the exposure window, read from the incident's
-stored report summaries (each holds the `resume` that `lambdas.logic.evidence.resume` chose when
+stored report summaries (each holds the `resume` that `sdc_remediation.lambdas.logic.evidence.resume` chose when
 the report arrived). Nothing is judged again here: the card, `sdc show` and the lifecycle event
 all word this one reading of the record.
 

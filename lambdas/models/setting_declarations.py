@@ -3,10 +3,10 @@
 function environment variable that carries it (if any), and what it does.
 
 Everything else is derived from `SETTINGS`: the context parser and the typed deployment settings
-(`infra.stack.settings`), the construct's props (`infra.stack.stack.SdcRemediationProps`), the
-function environment the stack writes and the functions read (`infra.stack.functions`,
-`lambdas.models.settings`), and the settings table of docs/settings.md (`python -m
-infra.stack.settings_table --write`; tests/docs/test_tables_drift.py holds it to this). To add a
+(`sdc_remediation.infra.stack.settings`), the construct's props (`sdc_remediation.infra.stack.stack.SdcRemediationProps`), the
+function environment the stack writes and the functions read (`sdc_remediation.infra.stack.functions`,
+`sdc_remediation.lambdas.models.settings`), and the settings table of docs/settings.md (`python -m
+sdc_remediation.infra.stack.settings_table --write`; tests/docs/test_tables_drift.py holds it to this). To add a
 setting: one `Setting` here, a field of its attribute on `DeploymentSettings` (and on the
 functions' `Settings` where it has an `env`), then regenerate the table; tests/infra/
 test_settings_declared.py says what is missing.
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final, TypeVar
 
-from lambdas.models.deadline import DEFAULT_TIME_ZONE
-from lambdas.models.environment import EnvVar
-from lambdas.models.hyperpod import HealthCheck
+from sdc_remediation.lambdas.models.deadline import DEFAULT_TIME_ZONE
+from sdc_remediation.lambdas.models.environment import EnvVar
+from sdc_remediation.lambdas.models.hyperpod import HealthCheck
 from trainer_emitter.contract import NAMESPACE
 
 MAX_APPROVAL_TIMEOUT_SECONDS: Final = 31_536_000
@@ -32,7 +32,7 @@ MAX_APPROVALS_REQUIRED: Final = 10
 
 class Form(StrEnum):
     """How a setting's value is written and checked: the parser of each form is
-    `infra.stack.settings`' (`INTEGER` and `BOOLEAN` need nothing more than the declaration)."""
+    `sdc_remediation.infra.stack.settings`' (`INTEGER` and `BOOLEAN` need nothing more than the declaration)."""
 
     INTEGER = "integer"
     BOOLEAN = "boolean"
@@ -79,7 +79,7 @@ class Setting:
     """The function environment variable that carries it (several settings may share one)."""
     env_built: bool = False
     """The stack builds the variable's value from this setting (with others, or completed);
-    False: the variable carries the value as it is (`lambdas.models.settings.env_text`)."""
+    False: the variable carries the value as it is (`sdc_remediation.lambdas.models.settings.env_text`)."""
     doc: str = ""
     """What it does (Markdown, one paragraph: the docs table's last column)."""
     renamed_from: tuple[str, ...] = ()

@@ -14,12 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lambdas.models.deadline import DEFAULT_TIME_ZONE, TIME_ZONE_RE
-from lambdas.models.environment import EnvVar
-from lambdas.models.errors import SettingsError
-from lambdas.models.hyperpod import HealthCheck
-from lambdas.models.kubernetes import LABEL_KEY_RE
-from lambdas.models.setting_declarations import (
+from sdc_remediation.lambdas.models.deadline import DEFAULT_TIME_ZONE, TIME_ZONE_RE
+from sdc_remediation.lambdas.models.environment import EnvVar
+from sdc_remediation.lambdas.models.errors import SettingsError
+from sdc_remediation.lambdas.models.hyperpod import HealthCheck
+from sdc_remediation.lambdas.models.kubernetes import LABEL_KEY_RE
+from sdc_remediation.lambdas.models.setting_declarations import (
     BY_ATTR,
     DECLARED,
     SETTINGS,
@@ -122,7 +122,7 @@ class TelemetryWorkspace:
 @with_declared_defaults
 class Settings:
     """The functions' side of the settings (`from_env`); each attribute that is a declared
-    setting (`lambdas.models.setting_declarations`) takes its declared default unless it sets
+    setting (`sdc_remediation.lambdas.models.setting_declarations`) takes its declared default unless it sets
     its own here."""
 
     incidents_table: str

@@ -1,6 +1,6 @@
 """What an idle sweep is asked to do, what it found about each node, and what it records.
 
-A sweep (`lambdas.logic.sweep`) runs HyperPod's deep health checks on idle nodes between jobs.
+A sweep (`sdc_remediation.lambdas.logic.sweep`) runs HyperPod's deep health checks on idle nodes between jobs.
 Its request comes from its cluster's schedule (the stack writes it from `sdc:idleSweep`); its
 record is one audit entry per run under the cluster's sweep subject, which the next run reads
 back for the checks still running.
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from lambdas.models._record import read_record, record_of
-from lambdas.models.errors import MalformedEvent
-from lambdas.models.hyperpod import HealthCheck
+from sdc_remediation.lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.hyperpod import HealthCheck
 
 SWEEP_CHECKS: Final = (HealthCheck.INSTANCE_STRESS, HealthCheck.INSTANCE_CONNECTIVITY)
 """The deep health checks a sweep may run: a node's own stress test and the cluster-level NCCL

@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models._record import read_record, record_of
 
 
 class TelemetryState(StrEnum):
@@ -54,7 +54,7 @@ class TelemetryFinding:
     """One thing a counter showed, in plain words (`text`), with what it rests on."""
 
     kind: str
-    """The counter family (`lambdas.logic.evidence.dcgm.FAMILIES`), e.g. `xid`, `row_remap_failed`."""
+    """The counter family (`sdc_remediation.lambdas.logic.evidence.dcgm.FAMILIES`), e.g. `xid`, `row_remap_failed`."""
     severity: str
     text: str
     gpu_uuid: str | None = None
@@ -66,7 +66,7 @@ class TelemetryFinding:
     metric: str | None = None
     """The series name it was read from, exactly as stored."""
     cause: str | None = None
-    """For an XID in the catalog (`lambdas.logic.evidence.xids`): what usually lies behind it
+    """For an XID in the catalog (`sdc_remediation.lambdas.logic.evidence.xids`): what usually lies behind it
     (`hardware`, `application`, `driver_or_hardware`, `follow_on`)."""
 
     @classmethod

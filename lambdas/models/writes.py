@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lambdas.models.guard import GuardState
+from sdc_remediation.lambdas.models.guard import GuardState
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,19 +13,23 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from lambdas.models.approvals import ApprovalRecord, in_round
-from lambdas.models.deadline import DEFAULT_TIME_ZONE, ApprovalDeadline
-from lambdas.models.hardware_alert import AlertStatus, HardwareRule
-from lambdas.models.health_check import CheckSummary, HealthCheckRecord, HealthCheckResult
-from lambdas.models.hyperpod import EventLevel, HyperPodView, NodeRecovery
-from lambdas.models.incident import Incident, TriggerSource
-from lambdas.models.isolation import IsolationState
-from lambdas.models.quantity import count
-from lambdas.models.recommendation import Recommendation
-from lambdas.models.reporter_text import quoted
-from lambdas.models.resume_point import ResumePoint
-from lambdas.models.settings import Settings
-from lambdas.models.telemetry import TelemetryRecord, TelemetryState, span
+from sdc_remediation.lambdas.models.approvals import ApprovalRecord, in_round
+from sdc_remediation.lambdas.models.deadline import DEFAULT_TIME_ZONE, ApprovalDeadline
+from sdc_remediation.lambdas.models.hardware_alert import AlertStatus, HardwareRule
+from sdc_remediation.lambdas.models.health_check import (
+    CheckSummary,
+    HealthCheckRecord,
+    HealthCheckResult,
+)
+from sdc_remediation.lambdas.models.hyperpod import EventLevel, HyperPodView, NodeRecovery
+from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.isolation import IsolationState
+from sdc_remediation.lambdas.models.quantity import count
+from sdc_remediation.lambdas.models.recommendation import Recommendation
+from sdc_remediation.lambdas.models.reporter_text import quoted
+from sdc_remediation.lambdas.models.resume_point import ResumePoint
+from sdc_remediation.lambdas.models.settings import Settings
+from sdc_remediation.lambdas.models.telemetry import TelemetryRecord, TelemetryState, span
 from trainer_emitter.contract import Check, Metric, Role
 
 _RESULTS: dict[Any, str] = {
@@ -470,7 +474,7 @@ _RULE_FAMILY: Final[dict[str, str]] = {
     HardwareRule.UNCORRECTABLE_ECC: "ecc_dbe",
     HardwareRule.PCIE_REPLAYS: "pcie_replay",
 }
-"""The counter family (`lambdas.logic.evidence.dcgm`) each rule's expression reads; the NVLink
+"""The counter family (`sdc_remediation.lambdas.logic.evidence.dcgm`) each rule's expression reads; the NVLink
 rule names its family in its `counter` label, a network port's rule reads no GPU counter."""
 
 
@@ -582,7 +586,7 @@ def report_lines(incident: Incident, shown: int | None = None) -> list[str]:
 
 def resume_lines(incident: Incident) -> list[str]:
     """The checkpoint to resume the job from, then the rollback and the exposure window
-    (`lambdas.models.resume_point`)."""
+    (`sdc_remediation.lambdas.models.resume_point`)."""
     return [*_resume_from_lines(incident), *exposure_lines(incident)]
 
 
@@ -622,7 +626,7 @@ def _per_step(point: ResumePoint) -> str:
 
 
 def _resume_from_lines(incident: Incident) -> list[str]:
-    """One line: the checkpoint to resume the job from (lambdas.logic.evidence.resume chose it when the
+    """One line: the checkpoint to resume the job from (sdc_remediation.lambdas.logic.evidence.resume chose it when the
     report arrived). Of several reports, the one whose suspect window starts first decides: a
     checkpoint before it is before every other window too."""
     found = [r for r in incident.reports if isinstance(r.get("resume"), dict)]

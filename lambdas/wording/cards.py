@@ -19,15 +19,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from lambdas.models.console import console_link
-from lambdas.models.guard import ClusterHold, HoldKind
-from lambdas.models.incident import Incident
-from lambdas.models.payloads import Decision
-from lambdas.models.recommendation import Course
-from lambdas.models.recovery import MAX_REBOOTS
-from lambdas.models.settings import Settings
-from lambdas.wording import card_lines
-from lambdas.wording.card_lines import approval_rule_lines, wrap
+from sdc_remediation.lambdas.models.console import console_link
+from sdc_remediation.lambdas.models.guard import ClusterHold, HoldKind
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.models.recommendation import Course
+from sdc_remediation.lambdas.models.recovery import MAX_REBOOTS
+from sdc_remediation.lambdas.models.settings import Settings
+from sdc_remediation.lambdas.wording import card_lines
+from sdc_remediation.lambdas.wording.card_lines import approval_rule_lines, wrap
 from trainer_emitter.contract import SDC_METRICS, Metric
 
 SUBJECT_LIMIT = 100  # SNS: at most 100 printable ASCII characters
@@ -161,7 +161,7 @@ def approval_card(
 ) -> ApprovalCard:
     """The approval card, at most `max_bytes` of text (None: unbounded, as `sdc show` prints
     it), worded from the record: its recommendation and history are the incident's stored
-    `recommendation`, judged once (`lambdas.logic.evidence.recommendation.judge`). A card too large shows the newest reports that fit and names how many more there are
+    `recommendation`, judged once (`sdc_remediation.lambdas.logic.evidence.recommendation.judge`). A card too large shows the newest reports that fit and names how many more there are
     (`sdc show` lists them all); if even the fixed parts leave too little room, its variable
     sections are cut to fit, or, where not even their headings fit, left out for one line naming
     `sdc show`. The summary, the recommendation and WHAT TO DO are never cut.

@@ -13,7 +13,7 @@ which is how Amazon Q Developer in chat applications subscribes to a topic, get 
 
 `metadata.threadId` is the incident's id (a storm hold's id for its notices), so every notice of
 one incident lands in one chat thread. `eventType` names the notice kind (`NoticeKind`). The
-shape and `sns_message` live in `lambdas.models.notices`; this module says what each notice
+shape and `sns_message` live in `sdc_remediation.lambdas.models.notices`; this module says what each notice
 tells a chat channel.
 """
 
@@ -23,14 +23,14 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from lambdas.models.guard import ClusterHold
-from lambdas.models.incident import Incident
-from lambdas.models.notices import ChatNotification, NoticeKind
-from lambdas.models.payloads import Decision
-from lambdas.wording.card_lines import advice_summary, deadline_words
+from sdc_remediation.lambdas.models.guard import ClusterHold
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.notices import ChatNotification, NoticeKind
+from sdc_remediation.lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.wording.card_lines import advice_summary, deadline_words
 
 if TYPE_CHECKING:
-    from lambdas.wording.cards import ApprovalCard
+    from sdc_remediation.lambdas.wording.cards import ApprovalCard
 
 TELEMETRY_LINES: Final = 3
 """Lines of the card's hardware telemetry paragraph the chat version carries."""

@@ -3,7 +3,7 @@ from the incident records alone (as the card is), never judged again.
 
 Each incident: what and where, the evidence in one line, the stored recommendation with its
 reasons, the approval deadline (in the dashboard's time zone and in UTC), the checkpoint to
-resume from with the rollback and the exposure window (`lambdas.models.resume_point`), and, while
+resume from with the rollback and the exposure window (`sdc_remediation.lambdas.models.resume_point`), and, while
 it awaits approval, an Approve and a Reject button, and a third, Reboot instead, where its
 recovery path still allows a reboot (`cards.reboot_offered`, the card's rule). Incidents awaiting approval come first, the
 soonest deadline on top; the others follow, oldest first.
@@ -32,13 +32,13 @@ from html import escape
 from typing import Final
 from urllib.parse import quote
 
-from lambdas.models.console import console_link, console_page, region_of
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import Decision
-from lambdas.models.settings import Settings
-from lambdas.models.widget import WidgetZone
-from lambdas.wording import card_lines, cards
-from lambdas.wording.cards import approval_input, reboot_offered
+from sdc_remediation.lambdas.models.console import console_link, console_page, region_of
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.models.settings import Settings
+from sdc_remediation.lambdas.models.widget import WidgetZone
+from sdc_remediation.lambdas.wording import card_lines, cards
+from sdc_remediation.lambdas.wording.cards import approval_input, reboot_offered
 
 BUTTONS: Final = (Decision.APPROVE, Decision.REJECT, Decision.REBOOT)
 """The decisions the page offers a button for, in order; the reboot only where the incident's

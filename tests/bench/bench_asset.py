@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from infra.stack.asset import build_lambda_asset
+from sdc_remediation.infra.stack.asset import build_lambda_asset
 
 PROJECT_PACKAGES = ("lambdas", "trainer_emitter", "sdc_remediation")
 """The asset's top-level folders that hold the project's own code."""

@@ -40,15 +40,15 @@ from typing import Any
 
 from moto.dynamodb.models.table import Table
 
-from infra.cli.queries import DynamoAuditChains
-from infra.local.evaluator import InsightsAlarm, _contributor_id, _event
-from infra.local.fake_hyperpod import FakeHyperPod
-from infra.local.run import CLUSTER, TERMINAL, LocalRun
-from lambdas.adapters._aws import from_item
-from lambdas.logic.safety.guard import open_limit
-from lambdas.models.incident import Incident
-from lambdas.models.settings import Settings
-from lambdas.observability import SERVICE
+from sdc_remediation.infra.cli.queries import DynamoAuditChains
+from sdc_remediation.infra.local.evaluator import InsightsAlarm, _contributor_id, _event
+from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+from sdc_remediation.infra.local.run import CLUSTER, TERMINAL, LocalRun
+from sdc_remediation.lambdas.adapters._aws import from_item
+from sdc_remediation.lambdas.logic.safety.guard import open_limit
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.settings import Settings
+from sdc_remediation.lambdas.observability import SERVICE
 from tests.bench.clients import reused_clients
 from tests.unit.reports import forged_event
 from trainer_emitter.contract import Metric

@@ -25,7 +25,7 @@ PROBE = (
     "import time, importlib; t = time.perf_counter(); importlib.import_module({module!r}); "
     "print(time.perf_counter() - t)"
 )
-IN_LAMBDA = "lambdas.handlers.store_report"
+IN_LAMBDA = "sdc_remediation.lambdas.handlers.store_report"
 """The handler imported as in Lambda too: tracing costs every handler the same."""
 
 
@@ -62,7 +62,7 @@ def run() -> list[dict[str, Any]]:
     in_lambda = {**outside, "LAMBDA_TASK_ROOT": str(ROOT)}
     in_lambda.pop("POWERTOOLS_TRACE_DISABLED", None)
     handlers = [
-        f"lambdas.handlers.{path.stem}"
+        f"sdc_remediation.lambdas.handlers.{path.stem}"
         for path in sorted((ROOT / "lambdas" / "handlers").glob("[a-z]*.py"))
     ]
     probes = [

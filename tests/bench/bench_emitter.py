@@ -15,8 +15,8 @@ from typing import Any
 
 from moto.server import ThreadedMotoServer
 
-from infra.local.drill.scenarios import RANK_MAP
-from infra.local.drill.scenarios import REPLAY_CULPRIT as ALARM
+from sdc_remediation.infra.local.drill.scenarios import RANK_MAP
+from sdc_remediation.infra.local.drill.scenarios import REPLAY_CULPRIT as ALARM
 from trainer_emitter import Emitter, MemorySink
 from trainer_emitter.mapping import Datapoint
 

@@ -9,8 +9,14 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
-from infra.local.fleet.causes import DAYS, LLAMA3_405B, NODES
-from infra.local.fleet.whatif import Approvers, JobModel, Mode, nodes_replaced, simulate
+from sdc_remediation.infra.local.fleet.causes import DAYS, LLAMA3_405B, NODES
+from sdc_remediation.infra.local.fleet.whatif import (
+    Approvers,
+    JobModel,
+    Mode,
+    nodes_replaced,
+    simulate,
+)
 
 GOAL_SECONDS: Final = 600.0
 

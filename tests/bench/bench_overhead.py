@@ -210,7 +210,7 @@ def worker(rank: int, port: int, setting: Setting, messages: queue.Queue[Any]) -
 
 def measure(setting: Setting = CPU, timeout: float = 900.0) -> dict[str, list[float]]:
     """Rank 0's seconds per round, per variant."""
-    from infra.local.ranks import run_ranks
+    from sdc_remediation.infra.local.ranks import run_ranks
 
     found: dict[int, dict[str, list[float]]] = {}
 

@@ -11,9 +11,9 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from infra.local.drill.scenarios import RANK_MAP, REPLAY_CULPRIT
-from infra.local.run import LocalRun
-from lambdas.models.kubernetes import KubeNode
+from sdc_remediation.infra.local.drill.scenarios import RANK_MAP, REPLAY_CULPRIT
+from sdc_remediation.infra.local.run import LocalRun
+from sdc_remediation.lambdas.models.kubernetes import KubeNode
 from tests.bench.clients import reused_clients
 
 GOAL_TO_APPROVAL = 2.0  # seconds of handler time from contributor event to approval request

@@ -134,8 +134,8 @@ def measure_overhead() -> dict[str, float]:
 
 
 def measure_hang_to_card() -> dict[str, float]:
-    from infra.local.drill.runner import run_scenario
-    from infra.local.drill.scenarios import SCENARIOS
+    from sdc_remediation.infra.local.drill.runner import run_scenario
+    from sdc_remediation.infra.local.drill.scenarios import SCENARIOS
 
     outcome = run_scenario(SCENARIOS["hang-one-rank"])
     if not outcome.passed:

@@ -24,14 +24,20 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra.local.template import create_tables
-from lambdas.adapters._aws import DynamoTable
-from lambdas.adapters.dynamodb.audit import DynamoAuditLog
-from lambdas.adapters.dynamodb.guard import DynamoGuardStore
-from lambdas.adapters.dynamodb.history import DynamoHistoryStore
-from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
-from lambdas.adapters.dynamodb.reports import DynamoReportStore
-from lambdas.logic.ports import AuditLog, GuardStore, HistoryStore, IncidentStore, ReportStore
+from sdc_remediation.infra.local.template import create_tables
+from sdc_remediation.lambdas.adapters._aws import DynamoTable
+from sdc_remediation.lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from sdc_remediation.lambdas.adapters.dynamodb.guard import DynamoGuardStore
+from sdc_remediation.lambdas.adapters.dynamodb.history import DynamoHistoryStore
+from sdc_remediation.lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
+from sdc_remediation.lambdas.adapters.dynamodb.reports import DynamoReportStore
+from sdc_remediation.lambdas.logic.ports import (
+    AuditLog,
+    GuardStore,
+    HistoryStore,
+    IncidentStore,
+    ReportStore,
+)
 from tests.unit.fakes import InMemoryAuditLog, InMemoryIncidentStore
 
 REGION = "us-west-2"
@@ -75,7 +81,9 @@ class Tables:
 
 @pytest.fixture(scope="session")
 def template() -> dict[str, Any]:
-    from infra.local.run import synthesized_template  # CDK loads only when a case needs it
+    from sdc_remediation.infra.local.run import (
+        synthesized_template,  # CDK loads only when a case needs it
+    )
 
     return synthesized_template()
 

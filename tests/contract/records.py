@@ -6,11 +6,11 @@ import copy
 import dataclasses
 from typing import Any
 
-from lambdas.logic.core.audit import GENESIS, seal
-from lambdas.models.audit import AuditEntry
-from lambdas.models.guard import ClusterHold, PastIncident
-from lambdas.models.incident import Incident, IncidentState, Scope
-from lambdas.models.report import SdcReport, parse_report
+from sdc_remediation.lambdas.logic.core.audit import GENESIS, seal
+from sdc_remediation.lambdas.models.audit import AuditEntry
+from sdc_remediation.lambdas.models.guard import ClusterHold, PastIncident
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, Scope
+from sdc_remediation.lambdas.models.report import SdcReport, parse_report
 from tests.conftest import load_fixture
 
 CLUSTER = "ml-cluster-1"

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from lambdas.logic.ports import AuditLog
-from lambdas.models.errors import ConditionFailed
+from sdc_remediation.lambdas.logic.ports import AuditLog
+from sdc_remediation.lambdas.models.errors import ConditionFailed
 from tests.contract.records import entry
 
 

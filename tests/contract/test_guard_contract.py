@@ -8,11 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from lambdas.logic.ports import GuardStore, IncidentStore
-from lambdas.models.errors import ConditionFailed
-from lambdas.models.guard import ClusterHold, GuardState
-from lambdas.models.incident import Incident
-from lambdas.models.writes import Created, GuardFull, HoldExists
+from sdc_remediation.lambdas.logic.ports import GuardStore, IncidentStore
+from sdc_remediation.lambdas.models.errors import ConditionFailed
+from sdc_remediation.lambdas.models.guard import ClusterHold, GuardState
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.writes import Created, GuardFull, HoldExists
 from tests.contract.records import CLUSTER, OTHER_CLUSTER, hold, incident, instance
 
 LIFTED_AT = "2026-11-30T09:00:00+00:00"

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from lambdas.logic.ports import HistoryStore
-from lambdas.models.guard import PAST_INCIDENTS_LIMIT, HoldKind, PastIncident
-from lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.logic.ports import HistoryStore
+from sdc_remediation.lambdas.models.guard import PAST_INCIDENTS_LIMIT, HoldKind, PastIncident
+from sdc_remediation.lambdas.models.incident import IncidentState
 from tests.contract.records import past
 
 

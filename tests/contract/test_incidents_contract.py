@@ -9,10 +9,17 @@ from collections.abc import Callable
 
 import pytest
 
-from lambdas.logic.ports import GuardStore, IncidentStore
-from lambdas.models.errors import ConditionFailed
-from lambdas.models.incident import Incident, IncidentState, task_token_digest
-from lambdas.models.writes import Claimed, Created, GuardFull, HeldBy, IncidentExists, LockHeld
+from sdc_remediation.lambdas.logic.ports import GuardStore, IncidentStore
+from sdc_remediation.lambdas.models.errors import ConditionFailed
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, task_token_digest
+from sdc_remediation.lambdas.models.writes import (
+    Claimed,
+    Created,
+    GuardFull,
+    HeldBy,
+    IncidentExists,
+    LockHeld,
+)
 from tests.contract.records import (
     CLUSTER,
     NOW,

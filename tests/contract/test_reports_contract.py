@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic.ports import ReportStore
+from sdc_remediation.lambdas.logic.ports import ReportStore
 from tests.contract.records import OTHER_CLUSTER, REPORTED_INSTANCE, instance, report
 
 EXPIRES = 1_767_000_000

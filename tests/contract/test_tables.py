@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from infra.stack.template import resources_of_type
+from sdc_remediation.infra.stack.template import resources_of_type
 from tests.contract.conftest import AUDIT_TABLE, INCIDENTS_TABLE, Tables
 
 

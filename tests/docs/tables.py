@@ -11,10 +11,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from infra.stack import settings_table
-from infra.stack.functions import SPECS, SWEEP
-from infra.stack.template import pipeline_functions, resources_of_type
-from lambdas.models.setting_declarations import Setting
+from sdc_remediation.infra.stack import settings_table
+from sdc_remediation.infra.stack.functions import SPECS, SWEEP
+from sdc_remediation.infra.stack.template import pipeline_functions, resources_of_type
+from sdc_remediation.lambdas.models.setting_declarations import Setting
 from trainer_emitter.mapping import Attribution
 
 ROW_SPLIT = re.compile(r"(?<!\\)\|")
@@ -59,7 +59,7 @@ def _differences(what: str, documented: Iterable[str], in_code: Iterable[str]) -
 
 def settings_table_drift(doc: str, settings: Iterable[Setting]) -> list[str]:
     """The generated table as the doc holds it against the table the declaration gives, row by
-    row (`python -m infra.stack.settings_table --write` puts it right)."""
+    row (`python -m sdc_remediation.infra.stack.settings_table --write` puts it right)."""
     documented = settings_table.documented(doc).splitlines()
     expected = settings_table.settings_table(settings).splitlines()
     found = [
@@ -120,7 +120,7 @@ SAME_AS = re.compile(r"^the same as `([a-z_]+)`")
 
 
 def function_modules(template: Mapping[str, Any]) -> dict[str, str]:
-    """Function logical id → its handler module (`lambdas.handlers.<module>.handler`)."""
+    """Function logical id → its handler module (`sdc_remediation.lambdas.handlers.<module>.handler`)."""
     return {
         logical_id: resource["Properties"]["Handler"].split(".")[2]
         for logical_id, resource in pipeline_functions(template).items()
@@ -249,7 +249,7 @@ THRESHOLDS_HEADING = "Thresholds and windows, `sdc:hardwareAlerts`"
 def thresholds_drift(doc: str) -> list[str]:
     """The thresholds table against `THRESHOLD_KEYS` and `Thresholds`: keys, defaults, ranges,
     reasons, row by row."""
-    from infra.stack.alert_rules import (
+    from sdc_remediation.infra.stack.alert_rules import (
         CRITICAL_XIDS_KEY,
         CRITICAL_XIDS_REASON,
         THRESHOLD_KEYS,

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from infra.stack.settings import DeploymentSettings
-from infra.stack.synth import synthesize_once
-from infra.stack.template import resources_of_type
+from sdc_remediation.infra.stack.settings import DeploymentSettings
+from sdc_remediation.infra.stack.synth import synthesize_once
+from sdc_remediation.infra.stack.template import resources_of_type
 from tests.docs.test_tables_drift import FULL_CONTEXT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,11 +56,13 @@ Template = dict[str, Any]
 
 
 def _functions(template: Template) -> dict[str, dict[str, Any]]:
-    """The pipeline's own functions (a handler under `lambdas.handlers`), not CDK's helpers."""
+    """The pipeline's own functions (a handler under `sdc_remediation.lambdas.handlers`), not CDK's helpers."""
     return {
         logical_id: resource["Properties"]
         for logical_id, resource in resources_of_type(template, "AWS::Lambda::Function").items()
-        if str(resource["Properties"].get("Handler", "")).startswith("lambdas.handlers.")
+        if str(resource["Properties"].get("Handler", "")).startswith(
+            "sdc_remediation.lambdas.handlers."
+        )
     }
 
 

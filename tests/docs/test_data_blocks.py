@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.stack.settings import DeploymentSettings
+from sdc_remediation.infra.stack.settings import DeploymentSettings
 from tests.conftest import REPO
 from tests.docs.blocks import Block, blocks_of
 
@@ -99,14 +99,14 @@ def parsed(block: Block) -> Any:
 
 
 def default_template() -> dict[str, Any]:
-    from infra.stack.asset import build_lambda_asset
-    from infra.stack.synth import synthesize_once
+    from sdc_remediation.infra.stack.asset import build_lambda_asset
+    from sdc_remediation.infra.stack.synth import synthesize_once
 
     return synthesize_once({}, code_asset=build_lambda_asset()).template
 
 
 def check_training_policy(block: Block) -> None:
-    from infra.stack.template import Resolver, placeholder_arns, resources_of_type
+    from sdc_remediation.infra.stack.template import Resolver, placeholder_arns, resources_of_type
 
     template = default_template()
     (policy,) = (
@@ -123,7 +123,7 @@ def check_training_policy(block: Block) -> None:
 
 
 def check_decision(block: Block) -> None:
-    from lambdas.models.payloads import Decision, parse_decision_request
+    from sdc_remediation.lambdas.models.payloads import Decision, parse_decision_request
 
     request = parse_decision_request({**parsed(block), "approval_execution_arn": "arn:x"})
     assert request.decision in {d.value for d in Decision}, block.id
@@ -132,7 +132,7 @@ def check_decision(block: Block) -> None:
 
 
 def check_approval_input(block: Block) -> None:
-    from infra.stack.definitions import _approval_states
+    from sdc_remediation.infra.stack.definitions import _approval_states
 
     arn = "arn:aws:states:us-west-2:123456789012:stateMachine:SdcRemediation-approval"
     states = _approval_states({"request_approval": "fn"}, DeploymentSettings(), arn)
@@ -156,7 +156,7 @@ def check_chat_notification(block: Block) -> None:
     """A notice as chat gets it: the documented custom notification shape, a kind we send."""
     import jsonschema
 
-    from lambdas.models.notices import NoticeKind
+    from sdc_remediation.lambdas.models.notices import NoticeKind
     from tests.conftest import load_fixture
 
     document = parsed(block)
@@ -168,7 +168,7 @@ def check_chat_notification(block: Block) -> None:
 def check_lifecycle_rule(block: Block) -> None:
     """An EventBridge pattern on the lifecycle events: our source and detail-type, and only
     fields and values the event's schema has."""
-    from lambdas.models.lifecycle_event import (
+    from sdc_remediation.lambdas.models.lifecycle_event import (
         LIFECYCLE_DETAIL_TYPE,
         LIFECYCLE_SOURCE,
         SCHEMA_FILE,
@@ -234,8 +234,8 @@ def check_pod_env(block: Block) -> None:
 def check_rbac(block: Block) -> None:
     """The manifest grants the stack's Kubernetes groups what the adapter's error hint names, and
     binds an admission policy to each that lets it change only what its functions change."""
-    from infra.stack.node_isolation import KUBERNETES_GROUP, RECOVERY_GROUP
-    from lambdas.adapters.kubernetes import RBAC_HINT
+    from sdc_remediation.infra.stack.node_isolation import KUBERNETES_GROUP, RECOVERY_GROUP
+    from sdc_remediation.lambdas.adapters.kubernetes import RBAC_HINT
 
     documents = list(yaml.safe_load_all(block.text))
     role, binding, *admission = documents
@@ -266,7 +266,7 @@ name, uid, resourceVersion, creationTimestamp, deletion*, generation, managedFie
 
 
 def _free_to_change() -> dict[str, set[str]]:
-    from infra.stack.node_isolation import KUBERNETES_GROUP, RECOVERY_GROUP
+    from sdc_remediation.infra.stack.node_isolation import KUBERNETES_GROUP, RECOVERY_GROUP
 
     # taints and the health label are compared too, through the policies' variables
     return {KUBERNETES_GROUP: {"spec.unschedulable"}, RECOVERY_GROUP: set()}
@@ -309,8 +309,8 @@ def check_node_update_policy(policy: dict[str, Any], *, free: set[str]) -> None:
 def check_rbac_readers(block: Block) -> None:
     """The readers' manifest grants the stack's read-only group get and list on nodes only (the
     pods rule, for sdc:jobPods, is shown commented out), as the adapter's error hint names."""
-    from infra.stack.node_isolation import READER_GROUP
-    from lambdas.adapters.kubernetes import RBAC_HINT
+    from sdc_remediation.infra.stack.node_isolation import READER_GROUP
+    from sdc_remediation.lambdas.adapters.kubernetes import RBAC_HINT
 
     role, binding = yaml.safe_load_all(block.text)
     assert (role["kind"], binding["kind"]) == ("ClusterRole", "ClusterRoleBinding"), block.id
@@ -350,7 +350,7 @@ NOT_STATES = {"TimeoutSeconds", "NodeRecovery", "HyperPod", "NotFound"}
 
 
 def remediation_states() -> set[str]:
-    from infra.stack.template import state_machine_definitions
+    from sdc_remediation.infra.stack.template import state_machine_definitions
 
     definition = json.loads(
         state_machine_definitions(default_template())["RemediationStateMachine"]

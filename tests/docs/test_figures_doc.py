@@ -1,13 +1,13 @@
-"""docs/figures.md shows the fleet figures' table derived from `lambdas.logic.core.figures.Figure`,
-and docs/fleet.md the what-if's default history from `infra.local.fleet.causes`: each is defined
+"""docs/figures.md shows the fleet figures' table derived from `sdc_remediation.lambdas.logic.core.figures.Figure`,
+and docs/fleet.md the what-if's default history from `sdc_remediation.infra.local.fleet.causes`: each is defined
 once, in the code, and the doc says the same."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from infra.local.fleet.causes import LLAMA3_405B, causes_table
-from lambdas.logic.core.figures import figures_table
+from sdc_remediation.infra.local.fleet.causes import LLAMA3_405B, causes_table
+from sdc_remediation.lambdas.logic.core.figures import figures_table
 from tests.conftest import REPO
 
 DOC = REPO / "docs" / "figures.md"

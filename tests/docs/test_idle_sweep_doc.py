@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from infra.stack.idle_sweep import FIELDS, IdleSweep
-from lambdas.models.sweep import SkipReason
+from sdc_remediation.infra.stack.idle_sweep import FIELDS, IdleSweep
+from sdc_remediation.lambdas.models.sweep import SkipReason
 from tests.conftest import REPO
 from tests.docs.tables import table_after, ticked
 

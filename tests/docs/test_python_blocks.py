@@ -176,7 +176,7 @@ def test_the_synth_block_runs_in_a_fresh_interpreter():
     (block,) = session("synth")
     postlude = """
         assert json.loads(definitions["RemediationStateMachine"])["States"]
-        assert function_handlers(template)["OpenIncidentFunction"] == "lambdas.handlers.open_incident.handler"
+        assert function_handlers(template)["OpenIncidentFunction"] == "sdc_remediation.lambdas.handlers.open_incident.handler"
         print("ok")
     """
 

@@ -19,8 +19,12 @@ from typing import Any
 
 import pytest
 
-from infra.stack.synth import synthesize_once
-from infra.stack.template import pipeline_functions, placeholder_arns, state_machine_definitions
+from sdc_remediation.infra.stack.synth import synthesize_once
+from sdc_remediation.infra.stack.template import (
+    pipeline_functions,
+    placeholder_arns,
+    state_machine_definitions,
+)
 from tests.conftest import REPO
 from tests.docs.blocks import DOCUMENTS, Block, blocks_of
 

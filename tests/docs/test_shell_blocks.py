@@ -86,7 +86,7 @@ class Served:
     def waiting_incident(self) -> str:
         """A new incident awaiting approval, on a node nobody has decided about yet (the guard
         lets one incident of the 4-node cluster be open at a time: the previous one is closed)."""
-        from lambdas.models.incident import IncidentState
+        from sdc_remediation.lambdas.models.incident import IncidentState
 
         ended = [s.value for s in IncidentState if s.terminal]
         for previous in self.decided:
@@ -106,7 +106,7 @@ class Served:
     def awaiting_incident(self) -> str:
         """The current incident if it still awaits approval (a page's blocks only read it), else
         a new one: the cluster has four nodes, one for each incident the blocks need."""
-        from lambdas.models.incident import IncidentState
+        from sdc_remediation.lambdas.models.incident import IncidentState
 
         current = self.run.incident(self.incident_id) if self.incident_id else None
         if current is not None and current.state == IncidentState.AWAITING_APPROVAL:
@@ -114,9 +114,9 @@ class Served:
         return self.waiting_incident()
 
     def storm_hold(self) -> str:
-        from lambdas.logic.core.audit import Auditor
-        from lambdas.logic.ports import SystemClock
-        from lambdas.models.guard import ClusterHold
+        from sdc_remediation.lambdas.logic.core.audit import Auditor
+        from sdc_remediation.lambdas.logic.ports import SystemClock
+        from sdc_remediation.lambdas.models.guard import ClusterHold
 
         hold = ClusterHold(
             # another cluster's: a hold of ml-cluster-1 would hold the incidents the blocks decide
@@ -153,7 +153,7 @@ class Served:
         if "--stack" not in argv:
             where += ["--outputs", str(self.outputs)]
         return subprocess.run(
-            [sys.executable, "-m", "infra.cli", *where, *argv[1:]],
+            [sys.executable, "-m", "sdc_remediation.infra.cli", *where, *argv[1:]],
             cwd=REPO,
             capture_output=True,
             text=True,
@@ -164,8 +164,8 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Iterator[Served]:
-    from infra.local.ranks import free_port
-    from infra.local.run import LocalRun
+    from sdc_remediation.infra.local.ranks import free_port
+    from sdc_remediation.infra.local.run import LocalRun
 
     folder = tmp_path_factory.mktemp("served")
     # The blocks decide about every node of the cluster within minutes: four nodes flagged in a
@@ -173,7 +173,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
     with LocalRun.open(context={"sdc:stormThreshold": 10}) as run:
         url = run.serve(free_port())
         outputs = Path(run.write_outputs(str(folder / "outputs.json")))
-        # the nodes of infra.local.run.default_cluster, in turn
+        # the nodes of sdc_remediation.infra.local.run.default_cluster, in turn
         instances = [f"i-0{c}{c}0000000000000{n}" for n, c in enumerate("abcd", start=1)]
         yield Served(run, url, outputs, folder / "sdc-spool", instances)
 
@@ -442,7 +442,7 @@ APPROVER_POLICY = blocks_of("approver-policy")
 def test_the_approvers_policy_allows_every_call_sdc_approve_makes(block, served):
     import threading
 
-    from infra.cli.main import main
+    from sdc_remediation.infra.cli.main import main
 
     served.awaiting_incident()
     called: dict[str, set[str]] = {}

@@ -7,7 +7,7 @@ roles of the synthesized stack), each function's environment (docs/pipeline.md â
 of the synthesized stack) and the incident states (docs/pipeline.md â†” `IncidentState`,
 `TRANSITIONS`). Each comparison (tests/docs/tables.py) runs on the real pair, and on copies
 changed on one side only, to show that it notices. A sixth, the calls per function in
-docs/deploy.md, is generated (`python -m infra.local.drill.calls --write`) and compared with the
+docs/deploy.md, is generated (`python -m sdc_remediation.infra.local.drill.calls --write`) and compared with the
 drill's calls by tests/e2e/test_drill.py; its comparison is shown noticing here too.
 """
 
@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from infra.local.drill import calls as drill_calls
-from infra.stack.synth import synthesize_once
-from lambdas.logic.core.lifecycle import TRANSITIONS
-from lambdas.models.environment import EnvVar
-from lambdas.models.incident import IncidentState
-from lambdas.models.setting_declarations import SETTINGS, Form, Setting
+from sdc_remediation.infra.local.drill import calls as drill_calls
+from sdc_remediation.infra.stack.synth import synthesize_once
+from sdc_remediation.lambdas.logic.core.lifecycle import TRANSITIONS
+from sdc_remediation.lambdas.models.environment import EnvVar
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.setting_declarations import SETTINGS, Form, Setting
 from tests.docs import tables
 from trainer_emitter.contract import Metric, Role
 from trainer_emitter.mapping import Attribution
@@ -110,7 +110,7 @@ def test_the_training_report_mapping_table_is_the_mapping_rules():
 
 
 def test_the_training_watch_decision_table_is_the_watch_rows():
-    from lambdas.logic.evidence.policy import WATCH_ROWS
+    from sdc_remediation.lambdas.logic.evidence.policy import WATCH_ROWS
 
     lines = TRAINING[TRAINING.index("| evidence | recommend | the card says |") :].splitlines()[2:]
     rows = lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]
@@ -317,7 +317,7 @@ def calls_drift(doc: str, per_function: dict[str, list[str]]) -> list[str]:
     (`drill_calls.documented(doc) == drill_calls.calls_table(calls)`), as a list of what differs."""
     if drill_calls.documented(doc) == drill_calls.calls_table(per_function):
         return []
-    return ["run: python -m infra.local.drill.calls --write"]
+    return ["run: python -m sdc_remediation.infra.local.drill.calls --write"]
 
 
 def test_the_generated_calls_table_reads_back_as_the_calls_it_was_written_from():

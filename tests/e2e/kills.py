@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from infra.local.routing import InvocationKilled, invocation_handler
-from lambdas.handlers import _deps
+from sdc_remediation.infra.local.routing import InvocationKilled, invocation_handler
+from sdc_remediation.lambdas.handlers import _deps
 
 POINTS: Final = ("before", "after", "after_save", "timeout")
 
@@ -99,7 +99,7 @@ def killing(kill: Kill) -> Iterator[Kill]:
     die there."""
     source = _deps._override
     assert source is not None and not isinstance(source, _deps.Deps), "inside a LocalRun only"
-    handler = f"lambdas.handlers.{kill.function}.handler"
+    handler = f"sdc_remediation.lambdas.handlers.{kill.function}.handler"
 
     def per_invocation() -> _deps.Deps:
         deps = source()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic.safety.guard import open_limit
+from sdc_remediation.lambdas.logic.safety.guard import open_limit
 from tests.bench.bench_burst import Burst, burst
 
 pytestmark = [pytest.mark.slow, pytest.mark.synth]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from infra.local.run import TERMINAL, LocalRun
+from sdc_remediation.infra.local.run import TERMINAL, LocalRun
 from tests.conftest import load_fixture
 from tests.e2e.kills import POINTS, Kill, killing
 from tests.e2e.test_pipeline_on_moto import open_from_fixture, trail

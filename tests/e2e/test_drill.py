@@ -9,12 +9,18 @@ from datetime import datetime
 
 import pytest
 
-from infra.local.drill import __main__ as drill_cli
-from infra.local.drill import calls, judge
-from infra.local.drill.render import Style, render
-from infra.local.drill.runner import Outcome, run_scenario
-from infra.local.drill.scenarios import DASHBOARD, MUTE_RULE, NODES, RANK_MAP, SCENARIOS
-from lambdas.models.audit import AuditAction
+from sdc_remediation.infra.local.drill import __main__ as drill_cli
+from sdc_remediation.infra.local.drill import calls, judge
+from sdc_remediation.infra.local.drill.render import Style, render
+from sdc_remediation.infra.local.drill.runner import Outcome, run_scenario
+from sdc_remediation.infra.local.drill.scenarios import (
+    DASHBOARD,
+    MUTE_RULE,
+    NODES,
+    RANK_MAP,
+    SCENARIOS,
+)
+from sdc_remediation.lambdas.models.audit import AuditAction
 from tests.conftest import REPO
 
 ATTACHED = AuditAction.EVIDENCE_ATTACHED
@@ -278,7 +284,7 @@ def test_list_names_every_scenario(capsys):
 
 
 def test_a_node_left_cordoned_after_a_reject_fails_the_drill(monkeypatch):
-    from lambdas.logic import isolation
+    from sdc_remediation.lambdas.logic import isolation
 
     monkeypatch.setattr(isolation, "release", lambda step, incident: incident)
 
@@ -344,8 +350,8 @@ def test_hardware_evidence_is_approved_and_replaced_in_the_usual_audit_order(out
 
 
 def test_a_card_without_the_hardware_evidence_fails_the_drill(monkeypatch):
-    from lambdas.logic.evidence import telemetry
-    from lambdas.models.telemetry import TelemetryRecord, TelemetryState
+    from sdc_remediation.lambdas.logic.evidence import telemetry
+    from sdc_remediation.lambdas.models.telemetry import TelemetryRecord, TelemetryState
 
     def nothing(deps, incident, now):
         return TelemetryRecord(TelemetryState.CLEAN, "no hardware signal", now.isoformat())
@@ -422,7 +428,9 @@ def test_the_calls_per_function_table_in_the_deploy_doc_is_the_drill_s(outcomes)
     table = calls.calls_table(calls.merged(outcome.calls for outcome in ran))
 
     doc = (REPO / calls.DOC).read_text(encoding="utf-8")
-    assert calls.documented(doc) == table, "run: python -m infra.local.drill.calls --write"
+    assert calls.documented(doc) == table, (
+        "run: python -m sdc_remediation.infra.local.drill.calls --write"
+    )
 
 
 def test_two_people_must_approve_and_the_same_one_twice_counts_once(outcomes):

@@ -7,10 +7,10 @@ from itertools import pairwise
 
 import pytest
 
-from infra.local import ddp_job
-from infra.local.drill.render import Style, render
-from infra.local.drill.runner import Line, Outcome, run_scenario
-from infra.local.drill.scenarios import CLUSTER, NODES, SCENARIOS
+from sdc_remediation.infra.local import ddp_job
+from sdc_remediation.infra.local.drill.render import Style, render
+from sdc_remediation.infra.local.drill.runner import Line, Outcome, run_scenario
+from sdc_remediation.infra.local.drill.scenarios import CLUSTER, NODES, SCENARIOS
 from tests.e2e.test_drill import UP_TO_REPLACEMENT
 
 pytestmark = [pytest.mark.slow, pytest.mark.synth, pytest.mark.torch]

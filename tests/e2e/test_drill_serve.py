@@ -66,7 +66,7 @@ class Lines:
 
 def sdc(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "infra.cli", *args],
+        [sys.executable, "-m", "sdc_remediation.infra.cli", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -82,7 +82,7 @@ def served(tmp_path: Path):
     (and, failing that, killed) at the end."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "infra.local.drill", "--serve", "0"],
+        [sys.executable, "-m", "sdc_remediation.infra.local.drill", "--serve", "0"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,

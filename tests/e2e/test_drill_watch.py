@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from infra.local.drill.runner import Line, Outcome, run_scenario
-from infra.local.drill.scenarios import (
+from sdc_remediation.infra.local.drill.runner import Line, Outcome, run_scenario
+from sdc_remediation.infra.local.drill.scenarios import (
     HANG_RANK,
     HANG_SPAN,
     NODES,
     SCENARIOS,
     STRAGGLER_RANK,
 )
-from infra.local.watch_job import WATCH_TIMEOUT
+from sdc_remediation.infra.local.watch_job import WATCH_TIMEOUT
 
 pytestmark = [pytest.mark.slow, pytest.mark.synth, pytest.mark.torch]
 

@@ -11,19 +11,19 @@ from typing import Any
 
 import pytest
 
-from infra.local.drill.scenarios import NODES as DRILL_NODES
-from infra.local.drill.scenarios import (
+from sdc_remediation.infra.local.drill.scenarios import NODES as DRILL_NODES
+from sdc_remediation.infra.local.drill.scenarios import (
     SWEEP_CONTEXT,
     SWEEP_FAILS,
     TELEMETRY_CONTEXT,
     WORKSPACE_ID,
 )
-from infra.local.grants import Denial
-from infra.local.routing import new_event
-from infra.local.run import ACCOUNT, CLUSTER, REGION, LocalRun, default_cluster
-from lambdas.logic.opening.proceeding import proceed_id
-from lambdas.models.hyperpod import HealthCheck
-from lambdas.models.incident import IncidentState
+from sdc_remediation.infra.local.grants import Denial
+from sdc_remediation.infra.local.routing import new_event
+from sdc_remediation.infra.local.run import ACCOUNT, CLUSTER, REGION, LocalRun, default_cluster
+from sdc_remediation.lambdas.logic.opening.proceeding import proceed_id
+from sdc_remediation.lambdas.models.hyperpod import HealthCheck
+from sdc_remediation.lambdas.models.incident import IncidentState
 from tests.e2e.test_pipeline_on_moto import CULPRIT_INSTANCE, open_from_fixture
 from tests.e2e.test_stuck_on_moto import wait_until
 from tests.unit.reports import NODES, forged_event
@@ -74,7 +74,7 @@ def without(template: dict[str, Any], function: str, action: str) -> dict[str, A
         r["Properties"]["Role"]["Fn::GetAtt"][0]
         for r in resources.values()
         if r["Type"] == "AWS::Lambda::Function"
-        and r["Properties"]["Handler"] == f"lambdas.handlers.{function}.handler"
+        and r["Properties"]["Handler"] == f"sdc_remediation.lambdas.handlers.{function}.handler"
     ]
     for resource in resources.values():
         if resource["Type"] != "AWS::IAM::Policy":

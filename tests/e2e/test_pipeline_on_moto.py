@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from infra.local.run import LocalRun, default_cluster
-from infra.stack.template import state_machine_definitions
+from sdc_remediation.infra.local.run import LocalRun, default_cluster
+from sdc_remediation.infra.stack.template import state_machine_definitions
 from tests.conftest import load_fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.synth]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.local.run import CLUSTER, LocalRun, default_cluster
+from sdc_remediation.infra.local.run import CLUSTER, LocalRun, default_cluster
 from tests.e2e.kills import Kill, killing
 from tests.e2e.test_pipeline_on_moto import CULPRIT_INSTANCE, in_order, open_from_fixture, trail
 

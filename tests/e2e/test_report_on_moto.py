@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from infra.cli.main import main as sdc
-from infra.local.run import LocalRun, default_cluster
-from lambdas.models.audit import AuditAction
+from sdc_remediation.infra.cli.main import main as sdc
+from sdc_remediation.infra.local.run import LocalRun, default_cluster
+from sdc_remediation.lambdas.models.audit import AuditAction
 from tests.conftest import load_fixture
 from tests.e2e.test_pipeline_on_moto import contributor_event_for
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from infra.cli.main import main
-from infra.local.drill.judge import check_dashboard
-from infra.local.metrics import alarm_breaching
-from infra.local.run import CLUSTER, LocalRun, default_cluster
-from lambdas.metric_names import PIPELINE_NAMESPACE
+from sdc_remediation.infra.cli.main import main
+from sdc_remediation.infra.local.drill.judge import check_dashboard
+from sdc_remediation.infra.local.metrics import alarm_breaching
+from sdc_remediation.infra.local.run import CLUSTER, LocalRun, default_cluster
+from sdc_remediation.lambdas.metric_names import PIPELINE_NAMESPACE
 from tests.e2e.kills import Kill, killing
 from tests.e2e.test_pipeline_on_moto import CULPRIT_INSTANCE, open_from_fixture, trail
 from tests.e2e.test_reboot_on_moto import rebooted_on_decision

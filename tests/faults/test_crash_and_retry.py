@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from lambdas.handlers import (
+from sdc_remediation.lambdas.handlers import (
     _deps,
     check_replacement,
     close_incident,

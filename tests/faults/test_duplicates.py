@@ -9,7 +9,7 @@ import copy
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from lambdas.handlers import open_incident
+from sdc_remediation.lambdas.handlers import open_incident
 from tests.conftest import load_fixture
 from tests.faults.figures import record
 from tests.integration.conftest import CLUSTER, invoke

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from infra.local.run import LocalRun
-from infra.stack.asl import RETRYABLE_STEP_ERRORS
-from lambdas.adapters.hyperpod import SageMakerHyperPod
-from lambdas.handlers import (
+from sdc_remediation.infra.local.run import LocalRun
+from sdc_remediation.infra.stack.asl import RETRYABLE_STEP_ERRORS
+from sdc_remediation.lambdas.adapters.hyperpod import SageMakerHyperPod
+from sdc_remediation.lambdas.handlers import (
     check_health,
     check_replacement,
     close_incident,
@@ -32,7 +32,7 @@ from lambdas.handlers import (
     replace_node,
     start_health_check,
 )
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.models.errors import (
     AwsError,
     ClusterNotFound,
     DependencyFailed,
@@ -40,7 +40,7 @@ from lambdas.models.errors import (
     ServiceUnavailable,
     Throttled,
 )
-from lambdas.models.hyperpod import BatchErrorCode
+from sdc_remediation.lambdas.models.hyperpod import BatchErrorCode
 from tests.conftest import load_fixture
 from tests.faults.figures import record
 from tests.integration.conftest import INSTANCE, SESSION, Aws, invoke

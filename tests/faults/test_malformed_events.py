@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from infra.local.run import LocalRun
-from lambdas.handlers import open_incident, store_report
-from lambdas.logic.core import ids
-from lambdas.models.errors import MalformedEvent
+from sdc_remediation.infra.local.run import LocalRun
+from sdc_remediation.lambdas.handlers import open_incident, store_report
+from sdc_remediation.lambdas.logic.core import ids
+from sdc_remediation.lambdas.models.errors import MalformedEvent
 from tests.conftest import load_fixture
 from tests.faults.figures import record
 from tests.integration.conftest import Aws, invoke

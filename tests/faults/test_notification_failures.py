@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from lambdas.handlers import (
+from sdc_remediation.lambdas.handlers import (
     _deps,
     close_incident,
     decide,
@@ -16,7 +16,7 @@ from lambdas.handlers import (
     request_approval,
     store_report,
 )
-from lambdas.models.errors import DependencyFailed
+from sdc_remediation.lambdas.models.errors import DependencyFailed
 from tests.conftest import load_fixture
 from tests.faults.figures import record
 from tests.faults.test_duplicates import contributor, node

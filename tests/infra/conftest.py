@@ -2,7 +2,7 @@
 
 Building the Lambda asset (pip, warm cache: a few seconds the first time, a hash check after)
 and an in-process synth (~10 s, the jsii/Node round trips) are the slow parts, so each context
-is synthesized once and kept until its inputs change (`infra.stack.synth.synthesize_once`), and the
+is synthesized once and kept until its inputs change (`sdc_remediation.infra.stack.synth.synthesize_once`), and the
 tests share two of them: `template` with clusters, e-mail and a two-hour approval timeout, and
 `variant_template` with a prefix, another namespace, dry-run, no clusters and short waits
 (the one the moto executions run)."""
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from infra.stack.asset import LambdaAsset, build_lambda_asset
-from infra.stack.synth import Synthesized, synthesize_once
+from sdc_remediation.infra.stack.asset import LambdaAsset, build_lambda_asset
+from sdc_remediation.infra.stack.synth import Synthesized, synthesize_once
 
 CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/ab12cd34ef56"
 CLUSTER_ID = "0123456789ab"

@@ -10,8 +10,8 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 
-from infra.construct import SdcRemediation, SdcRemediationProps
-from infra.stack.asset import LambdaAsset
+from sdc_remediation.infra.construct import SdcRemediation, SdcRemediationProps
+from sdc_remediation.infra.stack.asset import LambdaAsset
 
 TEAM_STACK = "TeamTraining"
 PLATFORM_STACK = "MlPlatform"

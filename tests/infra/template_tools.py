@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra.stack.template import (
+from sdc_remediation.infra.stack.template import (
     Resolver,
     placeholder_arns,
     resources_of_type,

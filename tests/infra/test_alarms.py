@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from infra.stack.template import resources_of_type
+from sdc_remediation.infra.stack.template import resources_of_type
 from tests.conftest import load_fixture
 from trainer_emitter.contract import NAMESPACE, Metric, metrics_insights_query
 

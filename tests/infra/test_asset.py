@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.local.fake_hyperpod import FakeHyperPod
-from infra.local.lambda_context import LocalContext
-from infra.stack import asset
-from infra.stack.asset import LambdaAsset, build_lambda_asset
+from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+from sdc_remediation.infra.local.lambda_context import LocalContext
+from sdc_remediation.infra.stack import asset
+from sdc_remediation.infra.stack.asset import LambdaAsset, build_lambda_asset
 from tests.conftest import REPO
 
 FUNCTIONS = asset.LAMBDAS_PACKAGE.replace(".", "/")
@@ -244,12 +244,12 @@ import importlib, json, os, pkgutil, sys, sysconfig
 
 asset = os.path.join(sys.argv[1], "")
 sys.path.insert(0, asset)
-import lambdas
+import sdc_remediation.lambdas
 from trainer_emitter.contract import REPORT_SCHEMA_VERSIONS, report_schema
 
 for version in REPORT_SCHEMA_VERSIONS:
     report_schema(version)
-modules = [m.name for m in pkgutil.walk_packages(lambdas.__path__, "lambdas.")]
+modules = [m.name for m in pkgutil.walk_packages(sdc_remediation.lambdas.__path__, "sdc_remediation.lambdas.")]
 for name in modules:
     importlib.import_module(name)
 stdlib = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])
@@ -286,7 +286,10 @@ def test_every_lambda_module_imports_from_the_asset_alone(lambda_asset: LambdaAs
 
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
-    handlers = {f"lambdas.handlers.{p.stem}" for p in (REPO / "lambdas/handlers").glob("[a-z]*.py")}
+    handlers = {
+        f"sdc_remediation.lambdas.handlers.{p.stem}"
+        for p in (REPO / "lambdas/handlers").glob("[a-z]*.py")
+    }
     assert handlers
     assert handlers <= set(found["modules"])
     assert found["training_side"] == ["trainer_emitter", "trainer_emitter.contract"]
@@ -304,7 +307,7 @@ def test_the_real_asset_knows_the_approvers_time_zones_without_a_system_database
     # Linux 2023 runtimes)
     code = (
         "import zoneinfo; zoneinfo.reset_tzpath([]);"
-        "from lambdas.models.deadline import ApprovalDeadline;"
+        "from sdc_remediation.lambdas.models.deadline import ApprovalDeadline;"
         "d = ApprovalDeadline('2026-12-06T08:15:04+00:00', 'Asia/Tokyo');"
         "print(d.local().isoformat())"
     )

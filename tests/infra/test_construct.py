@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from aws_cdk import App, Stack
 
-from infra.cli import deployment
-from infra.construct import CONTEXT_FIELDS, SdcRemediation, SdcRemediationProps
-from infra.stack.settings import CONTEXT_KEYS, DeploymentSettings
-from lambdas.models.errors import SettingsError
+from sdc_remediation.infra.cli import deployment
+from sdc_remediation.infra.construct import CONTEXT_FIELDS, SdcRemediation, SdcRemediationProps
+from sdc_remediation.infra.stack.settings import CONTEXT_KEYS, DeploymentSettings
+from sdc_remediation.lambdas.models.errors import SettingsError
 from tests.infra.team_app import PLATFORM_STACK, TEAM_STACK, team_app
 from tests.infra.template_tools import deploy_outputs, resolved
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from infra.stack.dashboard import FLEET_TITLE, PAGE_TITLE, Series, plotted
-from infra.stack.functions import PAGE
-from infra.stack.template import pipeline_functions, resources_of_type
-from lambdas.metric_names import (
+from sdc_remediation.infra.stack.dashboard import FLEET_TITLE, PAGE_TITLE, Series, plotted
+from sdc_remediation.infra.stack.functions import PAGE
+from sdc_remediation.infra.stack.template import pipeline_functions, resources_of_type
+from sdc_remediation.lambdas.metric_names import (
     CLOSE_OUTCOMES,
     PIPELINE_NAMESPACE,
     SERVICE_DIMENSION,
@@ -225,4 +225,4 @@ def test_the_open_incidents_page_is_a_custom_widget_of_the_page_function_under_t
     )
     assert page["properties"]["updateOn"] == {"refresh": True, "resize": False, "timeRange": False}
     handler = template["Resources"][PAGE.logical_id]["Properties"]["Handler"]
-    assert handler == "lambdas.handlers.incidents_page.handler"
+    assert handler == "sdc_remediation.lambdas.handlers.incidents_page.handler"

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.cli import deployment
-from infra.stack.asset import asset_root
+from sdc_remediation.infra.cli import deployment
+from sdc_remediation.infra.stack.asset import asset_root
 from tests.conftest import REPO
 from tests.infra.template_tools import deploy_outputs, resolved
 from tests.unit.test_distributions import _pip

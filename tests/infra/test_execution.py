@@ -3,7 +3,7 @@
 The functions are stubs here (the handlers have their own tests, and tests/e2e runs the real
 ones): every Lambda invocation moto makes is routed by function ARN to a scripted answer.
 This proves the ASL itself: paths, intrinsic functions, the callback, the timeout, the loops.
-Waits run on the local run's shortened clock (`infra.local.interpreter`); the approval timeout
+Waits run on the local run's shortened clock (`sdc_remediation.infra.local.interpreter`); the approval timeout
 stays in real seconds."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pytest
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
-from infra.local.interpreter import local_interpreter
-from infra.local.run import WAIT_SCALE
-from infra.stack.template import (
+from sdc_remediation.infra.local.interpreter import local_interpreter
+from sdc_remediation.infra.local.run import WAIT_SCALE
+from sdc_remediation.infra.stack.template import (
     function_handlers,
     placeholder_arns,
     state_machine_definitions,

@@ -7,12 +7,17 @@ from pathlib import Path
 import pytest
 from botocore.config import Config
 
-from infra.stack import asset
-from infra.stack.asl import TASK_TIMEOUT_SECONDS
-from infra.stack.functions import ALL_FUNCTIONS, PUT_EVENTS, SPECS, time_budget_seconds
-from infra.stack.template import function_handlers, pipeline_functions
-from lambdas.adapters._aws import CLIENT_CONFIG, worst_call_seconds
-from lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
+from sdc_remediation.infra.stack import asset
+from sdc_remediation.infra.stack.asl import TASK_TIMEOUT_SECONDS
+from sdc_remediation.infra.stack.functions import (
+    ALL_FUNCTIONS,
+    PUT_EVENTS,
+    SPECS,
+    time_budget_seconds,
+)
+from sdc_remediation.infra.stack.template import function_handlers, pipeline_functions
+from sdc_remediation.lambdas.adapters._aws import CLIENT_CONFIG, worst_call_seconds
+from sdc_remediation.lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
 from tests.docs.tables import table_after
 from tests.infra.conftest import CONTEXT
 from tests.infra.template_tools import actions, resolved, statements_of_function
@@ -57,7 +62,9 @@ def test_one_function_per_handler_module_of_the_pipeline_doc(template):
     documented = {row[0].strip("`") for row in table_after(doc, "## Functions")}
 
     handlers = set(function_handlers(template).values())
-    assert handlers == {f"lambdas.handlers.{module}.handler" for module in documented}
+    assert handlers == {
+        f"sdc_remediation.lambdas.handlers.{module}.handler" for module in documented
+    }
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.module)

@@ -14,10 +14,14 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.stack.alert_manager import CLUSTER_ATTRIBUTE, TEMPLATE_FILE
-from infra.stack.alert_rules import Thresholds, rules_yaml
-from infra.stack.hardware_alerts import DEFINITION_ACTIONS, TOPIC_LOGICAL_ID, namespace_name
-from infra.stack.template import ACCOUNT, REGION, Resolver, resources_of_type
+from sdc_remediation.infra.stack.alert_manager import CLUSTER_ATTRIBUTE, TEMPLATE_FILE
+from sdc_remediation.infra.stack.alert_rules import Thresholds, rules_yaml
+from sdc_remediation.infra.stack.hardware_alerts import (
+    DEFINITION_ACTIONS,
+    TOPIC_LOGICAL_ID,
+    namespace_name,
+)
+from sdc_remediation.infra.stack.template import ACCOUNT, REGION, Resolver, resources_of_type
 from tests.infra.conftest import WORKSPACE_ARN, WORKSPACE_ID
 
 pytestmark = pytest.mark.synth

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infra.local.grants import (
+from sdc_remediation.infra.local.grants import (
     Call,
     Need,
     allowed,
@@ -16,10 +16,13 @@ from infra.local.grants import (
     managed_policy_statements,
     required,
 )
-from infra.stack.functions import PAGE, SPECS
-from infra.stack.template import ACCOUNT, REGION, Resolver, resources_of_type
-from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore, DynamoOpenIncidents
-from lambdas.models.incident import IncidentState
+from sdc_remediation.infra.stack.functions import PAGE, SPECS
+from sdc_remediation.infra.stack.template import ACCOUNT, REGION, Resolver, resources_of_type
+from sdc_remediation.lambdas.adapters.dynamodb.incidents import (
+    DynamoIncidentStore,
+    DynamoOpenIncidents,
+)
+from sdc_remediation.lambdas.models.incident import IncidentState
 from tests.infra.conftest import CLUSTER_ARN, CLUSTER_ID
 from tests.infra.template_tools import (
     actions,
@@ -393,7 +396,7 @@ def test_the_approver_policy_may_invoke_the_page_function_and_no_other(template)
 
 
 def test_the_approver_policy_is_limited_to_the_approver_patterns(lambda_asset):
-    from infra.stack.synth import synthesize_once
+    from sdc_remediation.infra.stack.synth import synthesize_once
 
     patterns = ["arn:aws:iam::111122223333:role/SdcApprover*"]
     template = synthesize_once(
@@ -459,7 +462,7 @@ def test_an_approver_may_not_read_the_task_token_the_pipeline_keeps(template):
 
 
 def test_approvers_limited_by_pattern_read_the_incident_and_never_the_task_token(lambda_asset):
-    from infra.stack.synth import synthesize_once
+    from sdc_remediation.infra.stack.synth import synthesize_once
 
     patterns = ["arn:aws:iam::111122223333:role/SdcApprover*"]
     template = synthesize_once(

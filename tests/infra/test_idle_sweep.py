@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from infra.stack.functions import SWEEP
-from infra.stack.settings import DeploymentSettings as Settings, SettingsError
-from infra.stack.synth import synthesize_once
-from infra.stack.template import ACCOUNT, REGION
-from lambdas.models.sweep import parse_sweep_request
+from sdc_remediation.infra.stack.functions import SWEEP
+from sdc_remediation.infra.stack.settings import DeploymentSettings as Settings
+from sdc_remediation.infra.stack.settings import SettingsError
+from sdc_remediation.infra.stack.synth import synthesize_once
+from sdc_remediation.infra.stack.template import ACCOUNT, REGION
+from sdc_remediation.lambdas.models.sweep import parse_sweep_request
 from tests.infra.conftest import CLUSTER_ARN, CLUSTER_ID
 from tests.infra.template_tools import actions, resolved, statements_of_function
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from infra.stack.no_clusters import ACKNOWLEDGED, MESSAGE, PARAMETER, RULE
-from infra.stack.settings import DeploymentSettings
-from infra.stack.synth import synthesize_once
+from sdc_remediation.infra.stack.no_clusters import ACKNOWLEDGED, MESSAGE, PARAMETER, RULE
+from sdc_remediation.infra.stack.settings import DeploymentSettings
+from sdc_remediation.infra.stack.synth import synthesize_once
 
 
 @pytest.mark.parametrize(
@@ -29,7 +29,7 @@ def test_only_an_empty_unacknowledged_cluster_list_outside_dry_run_is_refused(co
 
 
 def test_a_bad_acknowledgement_value_names_the_key():
-    from lambdas.models.errors import SettingsError
+    from sdc_remediation.lambdas.models.errors import SettingsError
 
     with pytest.raises(SettingsError, match="sdc:acknowledgeNoClusters='maybe': expected true"):
         DeploymentSettings.from_context({"sdc:acknowledgeNoClusters": "maybe"})

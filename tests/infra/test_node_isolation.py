@@ -9,8 +9,8 @@ import pytest
 from aws_cdk import App, Stack
 from aws_cdk import aws_iam as iam
 
-from infra.stack.functions import SPECS
-from infra.stack.node_isolation import (
+from sdc_remediation.infra.stack.functions import SPECS
+from sdc_remediation.infra.stack.node_isolation import (
     ADMIN_VIEW_POLICY,
     CLUSTER_ADMIN_POLICY,
     KUBERNETES_GROUP,
@@ -19,8 +19,8 @@ from infra.stack.node_isolation import (
     NodeIsolationAccess,
     NodeIsolationAccessProps,
 )
-from infra.stack.settings import DeploymentSettings, SettingsError
-from infra.stack.template import resources_of_type
+from sdc_remediation.infra.stack.settings import DeploymentSettings, SettingsError
+from sdc_remediation.infra.stack.template import resources_of_type
 from tests.infra.template_tools import actions, resolved, statements_of_function
 
 KUBERNETES_FUNCTIONS = {s.logical_id for s in SPECS if s.kubernetes}
@@ -167,7 +167,7 @@ RECOVERING_FUNCTIONS = {s.logical_id for s in SPECS if s.recovers}
 
 @pytest.fixture(scope="module")
 def labelled_template(lambda_asset):
-    from infra.stack.synth import synthesize_once
+    from sdc_remediation.infra.stack.synth import synthesize_once
     from tests.infra.conftest import CONTEXT
 
     context = {**CONTEXT, "sdc:recoveryThroughNodeLabel": ["ml-cluster-1"]}

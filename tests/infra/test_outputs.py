@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from infra.cli.deployment import DEPLOYMENT_OUTPUT, OUTPUT_NAMES
+from sdc_remediation.infra.cli.deployment import DEPLOYMENT_OUTPUT, OUTPUT_NAMES
 from tests.infra.template_tools import deploy_outputs, resolved
 
 CONSOLE = (

@@ -8,8 +8,12 @@ from typing import Any
 
 import pytest
 
-from infra.stack.template import function_handlers, pipeline_functions, resources_of_type
-from infra.stack.workflow import REMEDIATION_LOGICAL_ID
+from sdc_remediation.infra.stack.template import (
+    function_handlers,
+    pipeline_functions,
+    resources_of_type,
+)
+from sdc_remediation.infra.stack.workflow import REMEDIATION_LOGICAL_ID
 from tests.conftest import REPO
 from tests.infra.template_tools import resolved
 

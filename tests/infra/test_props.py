@@ -13,9 +13,9 @@ import pytest
 from aws_cdk import Stack
 from constructs import Construct
 
-from infra.stack.functions import Functions
-from infra.stack.settings import DeploymentSettings
-from infra.stack.stack import SdcRemediation, SdcRemediationStack
+from sdc_remediation.infra.stack.functions import Functions
+from sdc_remediation.infra.stack.settings import DeploymentSettings
+from sdc_remediation.infra.stack.stack import SdcRemediation, SdcRemediationStack
 from tests.conftest import REPO
 
 STACK = REPO / "infra" / "stack"
@@ -26,7 +26,7 @@ by the props and helpers it names."""
 
 def stack_modules() -> list[ModuleType]:
     return [
-        importlib.import_module(f"infra.stack.{path.stem}")
+        importlib.import_module(f"sdc_remediation.infra.stack.{path.stem}")
         for path in sorted(STACK.glob("*.py"))
         if path.stem != "__init__"
     ]

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from moto.events.models import EventPattern
 
-from infra.stack.routing import CONTRIBUTOR_DETAIL_TYPE
-from infra.stack.template import resources_of_type
+from sdc_remediation.infra.stack.routing import CONTRIBUTOR_DETAIL_TYPE
+from sdc_remediation.infra.stack.template import resources_of_type
 from tests.conftest import load_fixture
 from tests.infra.template_tools import statements_of_function
 from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE, Metric

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.stack import log_groups
-from infra.stack.settings import (
+from sdc_remediation.infra.stack import log_groups
+from sdc_remediation.infra.stack.settings import (
     CONTEXT_KEYS,
     LOG_RETENTION_DAYS,
     Cluster,
@@ -32,9 +32,9 @@ def test_the_default_namespace_is_the_contracts():
 
 def test_the_settings_module_points_at_the_settings_table_instead_of_restating_it():
     # The table itself is checked against the declaration by tests/docs/test_tables_drift.py.
-    import infra.stack.settings
+    import sdc_remediation.infra.stack.settings
 
-    docstring = infra.stack.settings.__doc__ or ""
+    docstring = sdc_remediation.infra.stack.settings.__doc__ or ""
 
     assert "docs/settings.md" in docstring
     assert [key for key in CONTEXT_KEYS if f"`{key}`" in docstring] == []
@@ -185,7 +185,7 @@ def test_the_old_name_of_the_node_guard_is_refused_with_its_new_name():
 )
 def test_the_stack_and_the_functions_accept_the_same_range(key, variable):
     """What the synth lets through, the functions accept; what the synth refuses, they refuse."""
-    from lambdas.models import settings as functions_side
+    from sdc_remediation.lambdas.models import settings as functions_side
 
     base = {"INCIDENTS_TABLE": "i", "AUDIT_TABLE": "a", "TOPIC_ARN": "arn:aws:sns:r:1:t"}
     highest = 10_000
@@ -291,7 +291,7 @@ def test_telemetry_for_a_cluster_the_deployment_does_not_act_on_fails_the_synth(
 
 
 def test_a_bad_context_value_raises_the_one_settings_error_the_functions_raise_too():
-    from lambdas.models.errors import SettingsError as FunctionsSettingsError
+    from sdc_remediation.lambdas.models.errors import SettingsError as FunctionsSettingsError
 
     with pytest.raises(FunctionsSettingsError, match="sdc:dryRun") as raised:
         DeploymentSettings.from_context({"sdc:dryRun": "maybe"})

@@ -1,4 +1,4 @@
-"""Each setting is declared once (`lambdas.models.setting_declarations`): its context key, its
+"""Each setting is declared once (`sdc_remediation.lambdas.models.setting_declarations`): its context key, its
 default and its range are written nowhere else in the pipeline's code, and the typed settings of
 both sides, the construct's props and the function environment follow the declaration."""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from infra.stack.settings import DeploymentSettings
-from infra.stack.stack import SdcRemediationProps
-from lambdas.models import settings as functions_side
-from lambdas.models.environment import EnvVar
-from lambdas.models.setting_declarations import (
+from sdc_remediation.infra.stack.settings import DeploymentSettings
+from sdc_remediation.infra.stack.stack import SdcRemediationProps
+from sdc_remediation.lambdas.models import settings as functions_side
+from sdc_remediation.lambdas.models.environment import EnvVar
+from sdc_remediation.lambdas.models.setting_declarations import (
     BY_ATTR,
     DECLARED,
     RENAMED,

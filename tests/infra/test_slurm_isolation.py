@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from infra.stack.functions import SPECS
-from infra.stack.settings import DeploymentSettings, SettingsError
-from infra.stack.synth import synthesize_once
-from infra.stack.template import ACCOUNT, REGION
+from sdc_remediation.infra.stack.functions import SPECS
+from sdc_remediation.infra.stack.settings import DeploymentSettings, SettingsError
+from sdc_remediation.infra.stack.synth import synthesize_once
+from sdc_remediation.infra.stack.template import ACCOUNT, REGION
 from tests.infra.conftest import CLUSTER_ID
 from tests.infra.template_tools import actions, resolved, statements_of_function
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from infra.stack.template import resources_of_type
+from sdc_remediation.infra.stack.template import resources_of_type
 
 
 @pytest.mark.parametrize("table_id", ["IncidentsTable", "AuditTable"])

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from infra.stack import synth
-from infra.stack.asset import LambdaAsset
-from infra.stack.synth import Synthesized, inputs_key, synthesize_once
+from sdc_remediation.infra.stack import synth
+from sdc_remediation.infra.stack.asset import LambdaAsset
+from sdc_remediation.infra.stack.synth import Synthesized, inputs_key, synthesize_once
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from lambdas.models.settings import Settings as FunctionSettings
+from sdc_remediation.lambdas.models.settings import Settings as FunctionSettings
 from tests.infra.conftest import DASHBOARD, WORKSPACE_ARN, WORKSPACE_ID
 from tests.infra.template_tools import actions, all_statements, resolved, statements_of_function
 

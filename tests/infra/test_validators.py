@@ -12,9 +12,9 @@ from typing import Any
 import botocore.session
 import pytest
 
-from infra.stack.functions import ACTIONS_NEWER_THAN_IAM_LINT, ALL_FUNCTIONS, SPECS
-from infra.stack.template import pipeline_functions, resources_of_type
-from infra.stack.validate import (
+from sdc_remediation.infra.stack.functions import ACTIONS_NEWER_THAN_IAM_LINT, ALL_FUNCTIONS, SPECS
+from sdc_remediation.infra.stack.template import pipeline_functions, resources_of_type
+from sdc_remediation.infra.stack.validate import (
     Finding,
     IamAcknowledgement,
     iam_acknowledgements,
@@ -211,11 +211,13 @@ def test_a_new_unknown_action_in_an_acknowledged_policy_is_still_a_finding(templ
 
 
 def test_a_missing_validator_fails_loudly_instead_of_passing(monkeypatch, template):
-    import infra.stack.validate
+    import sdc_remediation.infra.stack.validate
 
-    monkeypatch.setattr(infra.stack.validate, "CHECKOV", Path("/nonexistent/checkov"))
+    monkeypatch.setattr(
+        sdc_remediation.infra.stack.validate, "CHECKOV", Path("/nonexistent/checkov")
+    )
 
-    with pytest.raises(infra.stack.validate.ToolFailed, match="not installed"):
+    with pytest.raises(sdc_remediation.infra.stack.validate.ToolFailed, match="not installed"):
         validate({"clusters": template}, ["checkov"])
 
 

@@ -7,14 +7,18 @@ from typing import Any
 
 import pytest
 
-from infra.stack.asl import LAMBDA_INVOKE, LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN, TASK_TIMEOUT_SECONDS
-from infra.stack.settings import DeploymentSettings
-from infra.stack.template import (
+from sdc_remediation.infra.stack.asl import (
+    LAMBDA_INVOKE,
+    LAMBDA_INVOKE_WAIT_FOR_TASK_TOKEN,
+    TASK_TIMEOUT_SECONDS,
+)
+from sdc_remediation.infra.stack.settings import DeploymentSettings
+from sdc_remediation.infra.stack.template import (
     function_handlers,
     placeholder_arns,
     state_machine_definitions,
 )
-from lambdas.models.recovery import MAX_REBOOTS
+from sdc_remediation.lambdas.models.recovery import MAX_REBOOTS
 from tests.infra.conftest import CONTEXT, VARIANT_CONTEXT
 from tests.infra.template_tools import definition
 
@@ -146,7 +150,7 @@ def test_each_task_invokes_the_function_of_its_handler(template, remediation, ap
     for asl in (remediation, approval):
         for name, state in _tasks(asl).items():
             handler = handler_of_arn[state["Parameters"]["FunctionName"]]
-            assert handler == f"lambdas.handlers.{expected[name]}.handler", name
+            assert handler == f"sdc_remediation.lambdas.handlers.{expected[name]}.handler", name
 
 
 def test_every_ending_closes_the_incident_with_its_outcome(remediation):

@@ -1,6 +1,6 @@
 """Headless Chromium (Debian's `chromium` package) for the dashboard page's tests: render the
 widget's HTML the way a browser does, screenshot it and read the DOM back, with the page and the
-browser flags `sdc page` uses (`infra.cli.page`).
+browser flags `sdc page` uses (`sdc_remediation.infra.cli.page`).
 
 The dashboard sanitizes the widget's HTML and hides each `<cwdb-action>` (its content shows
 only when its action runs); the page hides them the same way, so the screenshot shows the
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.cli.page import BrowserUnavailable, document, dom, screenshot
+from sdc_remediation.infra.cli.page import BrowserUnavailable, document, dom, screenshot
 
 ChromiumUnavailable = BrowserUnavailable
 

@@ -1,5 +1,5 @@
 """Handlers and adapters on moto: the tables, topic and state machines of docs/pipeline.md,
-with HyperPod played by the project's fake, wired in through `lambdas.handlers._deps`."""
+with HyperPod played by the project's fake, wired in through `sdc_remediation.lambdas.handlers._deps`."""
 
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra.local.fake_hyperpod import FakeHyperPod
-from infra.local.lambda_context import LocalContext
-from lambdas.adapters.dynamodb.audit import DynamoAuditLog
-from lambdas.adapters.dynamodb.guard import DynamoGuardStore
-from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
-from lambdas.handlers import _deps
-from lambdas.models.audit import AuditEntry
-from lambdas.models.incident import Incident
-from lambdas.models.settings import Settings
+from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+from sdc_remediation.infra.local.lambda_context import LocalContext
+from sdc_remediation.lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from sdc_remediation.lambdas.adapters.dynamodb.guard import DynamoGuardStore
+from sdc_remediation.lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
+from sdc_remediation.lambdas.handlers import _deps
+from sdc_remediation.lambdas.models.audit import AuditEntry
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.settings import Settings
 from tests.unit.world import EKS
 
 REGION = "us-west-2"
@@ -250,7 +250,7 @@ def prometheus() -> Iterator[Any]:
     """Debian's real Prometheus on 127.0.0.1 with tests/integration/prometheus_server.py's series
     backfilled. Not installed: every test that needs it errors, naming what to install
     (`make test` installs it)."""
-    from infra.local.prometheus import real_prometheus
+    from sdc_remediation.infra.local.prometheus import real_prometheus
     from tests.integration.prometheus_server import Dataset, PrometheusWorld
 
     data = Dataset.build()
@@ -267,7 +267,7 @@ private address)."""
 def slurm() -> Iterator[Any]:
     """Debian's real slurmctld (with munged) on 127.0.0.1, `SLURM_NODES` defined. Not installed
     or not starting: every test that needs it errors with the reason (`make test` installs it)."""
-    from infra.local.slurm import real_slurm
+    from sdc_remediation.infra.local.slurm import real_slurm
 
     with real_slurm(SLURM_NODES) as controller:
         yield controller

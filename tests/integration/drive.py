@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from lambdas.handlers import (
+from sdc_remediation.lambdas.handlers import (
     check_health,
     check_replacement,
     close_incident,

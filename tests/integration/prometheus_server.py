@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from infra.local.prometheus import (
+from sdc_remediation.infra.local.prometheus import (
     DEFAULT_COUNTERS,
     RealPrometheus,
     Series,
     collector_labels,
     gpu_series,
 )
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.isolation import IsolatedNode, IsolationRecord, IsolationState
-from lambdas.models.settings import TelemetryWorkspace
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.isolation import IsolatedNode, IsolationRecord, IsolationState
+from sdc_remediation.lambdas.models.settings import TelemetryWorkspace
 
 WORKSPACE_ID = "ws-0fc3b6e2-7d41-4a9b-8c55-2e1f0a9d3b77"
 CLUSTER = "ml-cluster-1"

@@ -18,9 +18,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.local.prometheus import INSTALL_HINT, binaries, collector_labels, dcgm_labels
-from infra.stack.alert_manager import CLEAN, MESSAGE_TEMPLATE, TEMPLATE, TEMPLATE_FILE
-from infra.stack.alert_rules import (
+from sdc_remediation.infra.local.prometheus import (
+    INSTALL_HINT,
+    binaries,
+    collector_labels,
+    dcgm_labels,
+)
+from sdc_remediation.infra.stack.alert_manager import (
+    CLEAN,
+    MESSAGE_TEMPLATE,
+    TEMPLATE,
+    TEMPLATE_FILE,
+)
+from sdc_remediation.infra.stack.alert_rules import (
     Rule,
     Thresholds,
     label_ref,
@@ -29,7 +39,7 @@ from infra.stack.alert_rules import (
     rules,
     rules_yaml,
 )
-from lambdas.models.hardware_alert import HardwareRule
+from sdc_remediation.lambdas.models.hardware_alert import HardwareRule
 
 CLUSTER = "ml-cluster-1"
 NODE = "ip-10-1-17-70.us-west-2.compute.internal"

@@ -14,8 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.local.prometheus import RealPrometheus, collector_labels, gpu_series, real_prometheus
-from infra.stack.alert_rules import rule_groups
+from sdc_remediation.infra.local.prometheus import (
+    RealPrometheus,
+    collector_labels,
+    gpu_series,
+    real_prometheus,
+)
+from sdc_remediation.infra.stack.alert_rules import rule_groups
 
 CLUSTER = "ml-cluster-1"
 SICK = "hyperpod-i-0fff1234def567890"

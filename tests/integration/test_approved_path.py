@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lambdas.logic.core.audit import verify_chain
+from sdc_remediation.lambdas.logic.core.audit import verify_chain
 from tests.integration.conftest import INSTANCE, Aws, moto_account
 from tests.integration.drive import APPROVAL_EXECUTION, replaced
 

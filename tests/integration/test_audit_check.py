@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from lambdas.handlers import _deps, verify_audit
+from sdc_remediation.lambdas.handlers import _deps, verify_audit
 from tests.integration.conftest import AUDIT_TABLE, SESSION, invoke
 from tests.integration.drive import awaiting_approval
 

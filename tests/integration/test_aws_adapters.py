@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from lambdas.adapters.hyperpod import SageMakerHyperPod
-from lambdas.adapters.sns import SnsNotifier
-from lambdas.adapters.stepfunctions import StepFunctionsWorkflow, execution_arn
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.adapters.hyperpod import SageMakerHyperPod
+from sdc_remediation.lambdas.adapters.sns import SnsNotifier
+from sdc_remediation.lambdas.adapters.stepfunctions import StepFunctionsWorkflow, execution_arn
+from sdc_remediation.lambdas.models.errors import (
     ClusterNotFound,
     DependencyFailed,
     NodeNotFound,
@@ -25,8 +25,8 @@ from lambdas.models.errors import (
     TaskNotWaiting,
     Throttled,
 )
-from lambdas.models.hyperpod import MAX_DESCRIBED, MAX_EVENTS, BatchFailure
-from lambdas.models.notices import ChatNotification, NoticeKind
+from sdc_remediation.lambdas.models.hyperpod import MAX_DESCRIBED, MAX_EVENTS, BatchFailure
+from sdc_remediation.lambdas.models.notices import ChatNotification, NoticeKind
 from tests.integration.conftest import ROLE, SESSION, TRIVIAL_DEFINITION
 
 CLUSTER = "ml-cluster-1"
@@ -442,8 +442,8 @@ def test_an_sqs_subscriber_of_a_structured_notice_gets_the_text(aws_env):
 def fake_with_events(**options):
     """The fake HyperPod after a failed deep health check with automatic node recovery: its
     events, in the shapes ListClusterEvents and DescribeClusterEvent answer."""
-    from infra.local.fake_hyperpod import FakeHyperPod
-    from lambdas.models.hyperpod import NodeRecovery
+    from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+    from sdc_remediation.lambdas.models.hyperpod import NodeRecovery
 
     start = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
     moments = iter(start + timedelta(minutes=m) for m in range(1000))

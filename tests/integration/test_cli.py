@@ -21,23 +21,23 @@ from zoneinfo import ZoneInfo
 import pytest
 from moto import mock_aws
 
-from infra.cli import decide
-from infra.cli.decide import execution_name
-from infra.cli.main import main
-from infra.cli.render import describe
-from lambdas.adapters._aws import to_item
-from lambdas.adapters.audit_anchor import LogsAuditAnchor
-from lambdas.adapters.dynamodb.audit import DynamoAuditLog
-from lambdas.adapters.dynamodb.guard import DynamoGuardStore
-from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
-from lambdas.adapters.dynamodb.keys import hold_key
-from lambdas.adapters.identity import PROOF_PREFIX, checked_request
-from lambdas.logic.core.audit import GENESIS, Auditor, empty_chain, seal
-from lambdas.logic.evidence.recommendation import judge
-from lambdas.logic.ports import SystemClock
-from lambdas.models.approvals import BINDING_HEADER
-from lambdas.models.guard import ClusterHold
-from lambdas.models.incident import Incident, IncidentState, task_token_digest
+from sdc_remediation.infra.cli import decide
+from sdc_remediation.infra.cli.decide import execution_name
+from sdc_remediation.infra.cli.main import main
+from sdc_remediation.infra.cli.render import describe
+from sdc_remediation.lambdas.adapters._aws import to_item
+from sdc_remediation.lambdas.adapters.audit_anchor import LogsAuditAnchor
+from sdc_remediation.lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from sdc_remediation.lambdas.adapters.dynamodb.guard import DynamoGuardStore
+from sdc_remediation.lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
+from sdc_remediation.lambdas.adapters.dynamodb.keys import hold_key
+from sdc_remediation.lambdas.adapters.identity import PROOF_PREFIX, checked_request
+from sdc_remediation.lambdas.logic.core.audit import GENESIS, Auditor, empty_chain, seal
+from sdc_remediation.lambdas.logic.evidence.recommendation import judge
+from sdc_remediation.lambdas.logic.ports import SystemClock
+from sdc_remediation.lambdas.models.approvals import BINDING_HEADER
+from sdc_remediation.lambdas.models.guard import ClusterHold
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, task_token_digest
 from tests.conftest import load_fixture
 from tests.integration.conftest import (
     AUDIT_TABLE,
@@ -1195,7 +1195,7 @@ def test_the_cli_loads_neither_the_cdk_nor_the_lambda_runtime_libraries():
         [
             sys.executable,
             "-c",
-            "import sys, infra.cli.main; print(' '.join(sorted(sys.modules)))",
+            "import sys, sdc_remediation.infra.cli.main; print(' '.join(sorted(sys.modules)))",
         ],
         capture_output=True,
         text=True,
@@ -1501,7 +1501,7 @@ def test_status_lists_the_last_failures_newest_first_and_the_dead_letter_queues(
 @pytest.mark.slow
 @pytest.mark.synth
 def test_approving_through_the_cli_leads_the_incident_to_replaced(tmp_path, capsys):
-    from infra.local.run import LocalRun  # CDK synth and moto's interpreter: slow
+    from sdc_remediation.infra.local.run import LocalRun  # CDK synth and moto's interpreter: slow
 
     with LocalRun.open() as run:
         event = load_fixture("events", "contributor_alarm")
@@ -1535,7 +1535,7 @@ def test_approving_through_the_cli_leads_the_incident_to_replaced(tmp_path, caps
 def test_show_prints_what_the_gpus_counters_showed_when_the_approval_was_requested(
     deployed, capsys
 ):
-    from lambdas.models.telemetry import TelemetryFinding, TelemetryRecord
+    from sdc_remediation.lambdas.models.telemetry import TelemetryFinding, TelemetryRecord
 
     text = "XID 79 at 08:03:15 UTC on GPU-0000000d-5a1e-4c1d-9e7b-000000019223 (GPU 5)"
     record = TelemetryRecord(
@@ -1557,7 +1557,7 @@ def test_show_prints_what_the_gpus_counters_showed_when_the_approval_was_request
 def test_show_prints_hyperpods_events_and_the_nodes_labels_as_the_approver_saw_them(
     deployed, capsys
 ):
-    from lambdas.models.hyperpod import ClusterEvent, HyperPodView
+    from sdc_remediation.lambdas.models.hyperpod import ClusterEvent, HyperPodView
 
     view = HyperPodView(
         queried_at="2026-11-30T08:20:00+00:00",
@@ -1611,7 +1611,7 @@ def test_show_of_an_incident_not_yet_asked_about_its_counters_says_so(deployed, 
 @pytest.mark.slow
 @pytest.mark.synth
 def test_status_against_the_local_run_shows_the_incident_waiting(tmp_path, capsys):
-    from infra.local.run import LocalRun  # CDK synth and moto's interpreter: slow
+    from sdc_remediation.infra.local.run import LocalRun  # CDK synth and moto's interpreter: slow
 
     with LocalRun.open() as run:
         event = load_fixture("events", "contributor_alarm")
@@ -1643,7 +1643,7 @@ def test_status_against_the_local_run_shows_the_incident_waiting(tmp_path, capsy
 
 
 def test_reconcile_prints_what_was_settled_what_waits_and_what_needs_a_person():
-    from infra.cli.reconcile import render_reconcile
+    from sdc_remediation.infra.cli.reconcile import render_reconcile
 
     text = render_reconcile(
         {

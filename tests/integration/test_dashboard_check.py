@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.local.dashboard_check import (
+from sdc_remediation.infra.local.dashboard_check import (
     Published,
     expected_pipeline_metrics,
     facts,
     judge_dashboard,
 )
-from lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_DIMENSION, SERVICE_NAME
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditEntry
+from sdc_remediation.lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_DIMENSION, SERVICE_NAME
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditEntry
 from trainer_emitter.contract import NAMESPACE, Metric, metrics_insights_query
 
 SERVICE = {SERVICE_DIMENSION: SERVICE_NAME}

@@ -10,11 +10,11 @@ import json
 
 import pytest
 
-from lambdas.adapters._aws import to_item
-from lambdas.adapters.dynamodb.audit import DynamoAuditLog
-from lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
-from lambdas.logic.core.audit import GENESIS, seal, verify_chain
-from lambdas.models.incident import Incident, IncidentState, task_token_digest
+from sdc_remediation.lambdas.adapters._aws import to_item
+from sdc_remediation.lambdas.adapters.dynamodb.audit import DynamoAuditLog
+from sdc_remediation.lambdas.adapters.dynamodb.incidents import DynamoIncidentStore
+from sdc_remediation.lambdas.logic.core.audit import GENESIS, seal, verify_chain
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, task_token_digest
 from tests.integration.conftest import (
     AUDIT_TABLE,
     INCIDENTS_TABLE,
@@ -178,7 +178,7 @@ def test_audit_entries_read_back_in_order_and_verify(audit):
 
 
 def test_an_incidents_telemetry_record_round_trips_with_its_fractions_and_findings(store):
-    from lambdas.models.telemetry import TelemetryFinding, TelemetryRecord
+    from sdc_remediation.lambdas.models.telemetry import TelemetryFinding, TelemetryRecord
 
     record = TelemetryRecord(
         state="signal",

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.adapters.ssm import SsmPauseSwitch
-from lambdas.models.errors import DependencyFailed
+from sdc_remediation.lambdas.adapters.ssm import SsmPauseSwitch
+from sdc_remediation.lambdas.models.errors import DependencyFailed
 from tests.integration.conftest import SESSION
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lambdas.adapters.prometheus import AmpPrometheus
-from lambdas.handlers import _deps, open_incident
-from lambdas.logic.ports import NoPrometheus
-from lambdas.models.errors import SettingsError
-from lambdas.models.settings import Settings
+from sdc_remediation.lambdas.adapters.prometheus import AmpPrometheus
+from sdc_remediation.lambdas.handlers import _deps, open_incident
+from sdc_remediation.lambdas.logic.ports import NoPrometheus
+from sdc_remediation.lambdas.models.errors import SettingsError
+from sdc_remediation.lambdas.models.settings import Settings
 from tests.conftest import load_fixture
 from tests.integration.conftest import SESSION, invoke
 
@@ -37,7 +37,7 @@ def test_every_handler_imports_with_no_environment_and_no_aws_access():
     # No region, no credentials, no settings: creating any AWS client at import would fail
     # (botocore raises NoRegionError), so a clean import proves the clients are lazy.
     code = "import importlib\n" + "\n".join(
-        f"assert callable(importlib.import_module('lambdas.handlers.{m}').handler)"
+        f"assert callable(importlib.import_module('sdc_remediation.lambdas.handlers.{m}').handler)"
         for m in HANDLERS
     )
     env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent"}
@@ -85,7 +85,7 @@ def test_override_injects_deps_for_a_block_and_restores_the_previous_ones(aws):
 
 
 def test_an_injected_factory_builds_deps_from_the_environment_of_each_invocation(aws, monkeypatch):
-    from lambdas.models.settings import Settings
+    from sdc_remediation.lambdas.models.settings import Settings
 
     _deps.set_deps(lambda: _deps.build_deps(Settings.from_env(), hyperpod=aws.hyperpod))
     monkeypatch.setenv("ALLOWED_CLUSTERS", "another-cluster")

@@ -12,18 +12,18 @@ from typing import Any
 import boto3
 import pytest
 
-from infra.local.identity import MotoIdentityVerifier
-from lambdas.adapters.audit_anchor import LogsAuditAnchor
-from lambdas.adapters.identity import (
+from sdc_remediation.infra.local.identity import MotoIdentityVerifier
+from sdc_remediation.lambdas.adapters.audit_anchor import LogsAuditAnchor
+from sdc_remediation.lambdas.adapters.identity import (
     PROOF_PREFIX,
     StsIdentityVerifier,
     decode_proof,
     encode_proof,
     sign_identity_proof,
 )
-from lambdas.logic.core.audit import GENESIS, seal
-from lambdas.models.approvals import BINDING_HEADER
-from lambdas.models.errors import IdentityRefused
+from sdc_remediation.lambdas.logic.core.audit import GENESIS, seal
+from sdc_remediation.lambdas.models.approvals import BINDING_HEADER
+from sdc_remediation.lambdas.models.errors import IdentityRefused
 
 REGION = "us-west-2"
 BINDING = "arn:aws:states:us-west-2:123456789012:stateMachine:sdc-approval|sdc-1|approve"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from lambdas.handlers import incidents_page
-from lambdas.models.deadline import ApprovalDeadline
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.recovery import MAX_REBOOTS, RebootRecord
+from sdc_remediation.lambdas.handlers import incidents_page
+from sdc_remediation.lambdas.models.deadline import ApprovalDeadline
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.recovery import MAX_REBOOTS, RebootRecord
 from tests.integration.chromium import ChromiumUnavailable, render
 from tests.integration.conftest import Aws, invoke
 from tests.unit.world import TOKEN, World

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lambdas.handlers import open_incident, store_report
-from lambdas.models.errors import MalformedEvent
-from lambdas.observability import logger
+from sdc_remediation.lambdas.handlers import open_incident, store_report
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.observability import logger
 from tests.conftest import load_fixture
 from tests.integration.conftest import CLUSTER, INSTANCE, invoke
 from tests.unit.reports import large_report

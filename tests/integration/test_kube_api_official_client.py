@@ -1,4 +1,4 @@
-"""The Kubernetes API stand-in (`infra.local.kube_api`) driven by the official Kubernetes Python
+"""The Kubernetes API stand-in (`sdc_remediation.infra.local.kube_api`) driven by the official Kubernetes Python
 client, which nobody here wrote: what it sends is what kubectl-era clients send (a dict body is a
 strategic merge patch, a list a JSON patch), and its models refuse any field the API does not
 have. So the stand-in is checked against the Kubernetes API, not against our idea of it.
@@ -28,13 +28,17 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from infra.local.kube_api import KubeApi
-from infra.local.kube_patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
-from lambdas.adapters import kubernetes as kubernetes_adapter
-from lambdas.adapters._aws import client_factory
-from lambdas.adapters.eks_token import EksTokens, sts_factory
-from lambdas.adapters.kubernetes import EksKubernetesNodes
-from lambdas.models.kubernetes import KubeNode, incident_taint, instance_of_provider_id
+from sdc_remediation.infra.local.kube_api import KubeApi
+from sdc_remediation.infra.local.kube_patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from sdc_remediation.lambdas.adapters import kubernetes as kubernetes_adapter
+from sdc_remediation.lambdas.adapters._aws import client_factory
+from sdc_remediation.lambdas.adapters.eks_token import EksTokens, sts_factory
+from sdc_remediation.lambdas.adapters.kubernetes import EksKubernetesNodes
+from sdc_remediation.lambdas.models.kubernetes import (
+    KubeNode,
+    incident_taint,
+    instance_of_provider_id,
+)
 from tests.conftest import REPO
 from tests.integration.conftest import REGION, SESSION
 from tests.unit.world import EKS, INSTANCE, NODE

@@ -11,29 +11,34 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from infra.local.kube_api import KubeApi
-from infra.stack.node_isolation import KUBERNETES_GROUP, RECOVERY_GROUP
-from lambdas.adapters import kubernetes
-from lambdas.adapters._aws import client_factory
-from lambdas.adapters.eks_token import EksTokens, sts_factory
-from lambdas.adapters.kubernetes import EksKubernetesNodes
-from lambdas.logic import approval, closing, health_check, isolation
-from lambdas.models.errors import (
+from sdc_remediation.infra.local.kube_api import KubeApi
+from sdc_remediation.infra.stack.node_isolation import KUBERNETES_GROUP, RECOVERY_GROUP
+from sdc_remediation.lambdas.adapters import kubernetes
+from sdc_remediation.lambdas.adapters._aws import client_factory
+from sdc_remediation.lambdas.adapters.eks_token import EksTokens, sts_factory
+from sdc_remediation.lambdas.adapters.kubernetes import EksKubernetesNodes
+from sdc_remediation.lambdas.logic import approval, closing, health_check, isolation
+from sdc_remediation.lambdas.models.errors import (
     KubernetesConflict,
     KubernetesError,
     KubernetesNotFound,
     KubernetesUnauthorized,
     KubernetesUnreachable,
 )
-from lambdas.models.kubernetes import (
+from sdc_remediation.lambdas.models.kubernetes import (
     NODE_HEALTH_LABEL,
     PENDING_REBOOT,
     PENDING_REPLACEMENT,
     incident_taint,
 )
-from lambdas.models.payloads import ApprovalRequest, CloseRequest, IncidentRef, Outcome
-from lambdas.models.settings import IsolationConfig
-from lambdas.wording import cards
+from sdc_remediation.lambdas.models.payloads import (
+    ApprovalRequest,
+    CloseRequest,
+    IncidentRef,
+    Outcome,
+)
+from sdc_remediation.lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.wording import cards
 from tests.docs.blocks import blocks_of
 from tests.integration.conftest import REGION, SESSION
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, World, settings

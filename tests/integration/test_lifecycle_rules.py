@@ -11,16 +11,16 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from lambdas.adapters.events import EventBridgeLifecycleEvents
-from lambdas.logic import closing, recovery
-from lambdas.models.errors import DependencyFailed
-from lambdas.models.lifecycle_event import (
+from sdc_remediation.lambdas.adapters.events import EventBridgeLifecycleEvents
+from sdc_remediation.lambdas.logic import closing, recovery
+from sdc_remediation.lambdas.models.errors import DependencyFailed
+from sdc_remediation.lambdas.models.lifecycle_event import (
     LIFECYCLE_DETAIL_TYPE,
     LIFECYCLE_SOURCE,
     SCHEMA_FILE,
     IncidentStateChange,
 )
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from tests.integration.conftest import SESSION
 from tests.unit.fakes import RecordingLifecycleEvents
 from tests.unit.world import World

@@ -8,10 +8,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra.local.evaluator import Evaluator, MuteRule
-from infra.local.template import LocalStack
-from infra.stack.template import REGION
-from lambdas.models.events import parse_mute_detail
+from sdc_remediation.infra.local.evaluator import Evaluator, MuteRule
+from sdc_remediation.infra.local.template import LocalStack
+from sdc_remediation.infra.stack.template import REGION
+from sdc_remediation.lambdas.models.events import parse_mute_detail
 from tests.conftest import load_fixture
 from trainer_emitter.contract import NAMESPACE, Metric, metrics_insights_query
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.local import slurm as local_slurm
-from infra.local.slurm import LocalSlurm, parse_node
+from sdc_remediation.infra.local import slurm as local_slurm
+from sdc_remediation.infra.local.slurm import LocalSlurm, parse_node
 from tests.integration.conftest import SLURM_NODES
 
 

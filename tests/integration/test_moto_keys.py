@@ -1,4 +1,4 @@
-"""`infra.local.moto_keys`: moto answers the same with the serializer's keys remembered."""
+"""`sdc_remediation.infra.local.moto_keys`: moto answers the same with the serializer's keys remembered."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from moto.core.serialize import XFormedAttributePicker
 
-from infra.local import moto_keys
+from sdc_remediation.infra.local import moto_keys
 from tests.integration.conftest import SESSION, create_incidents_table
 
 ITEM = {

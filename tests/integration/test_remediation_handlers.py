@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from lambdas.adapters.stepfunctions import StepFunctionsWorkflow
-from lambdas.handlers import (
+from sdc_remediation.lambdas.adapters.stepfunctions import StepFunctionsWorkflow
+from sdc_remediation.lambdas.handlers import (
     check_health,
     check_replacement,
     close_incident,
@@ -16,7 +16,7 @@ from lambdas.handlers import (
     replace_node,
     start_health_check,
 )
-from lambdas.models.errors import DependencyFailed
+from sdc_remediation.lambdas.models.errors import DependencyFailed
 from tests.integration.conftest import CLUSTER, INCIDENTS_TABLE, INSTANCE, invoke
 from tests.integration.drive import (
     APPROVAL_EXECUTION,
@@ -189,7 +189,7 @@ def test_a_failed_aws_call_leaves_the_incident_failed_and_audited_then_closes_fa
 def test_dry_run_records_would_replace_and_never_calls_batch_replace(aws, monkeypatch):
     from dataclasses import replace
 
-    from lambdas.handlers import _deps
+    from sdc_remediation.lambdas.handlers import _deps
 
     current = _deps.deps()
     _deps.set_deps(replace(current, settings=replace(current.settings, dry_run=True)))

@@ -8,16 +8,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from infra.local.run_command import LocalRunCommand
-from infra.local.slurm import LocalSlurm
-from lambdas.adapters.slurm import SsmSlurmControllers, parse_output
-from lambdas.logic import approval, closing, isolation, recovery
-from lambdas.models.errors import SlurmError, SlurmNodeNotFound, SlurmUnreachable
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
-from lambdas.models.settings import IsolationConfig
-from lambdas.models.slurm import RUN_SHELL_SCRIPT, DrainOutcome, drain_reason
-from lambdas.models.states import Scope
-from lambdas.wording import cards
+from sdc_remediation.infra.local.run_command import LocalRunCommand
+from sdc_remediation.infra.local.slurm import LocalSlurm
+from sdc_remediation.lambdas.adapters.slurm import SsmSlurmControllers, parse_output
+from sdc_remediation.lambdas.logic import approval, closing, isolation, recovery
+from sdc_remediation.lambdas.models.errors import SlurmError, SlurmNodeNotFound, SlurmUnreachable
+from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from sdc_remediation.lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.models.slurm import RUN_SHELL_SCRIPT, DrainOutcome, drain_reason
+from sdc_remediation.lambdas.models.states import Scope
+from sdc_remediation.lambdas.wording import cards
 from tests.integration.conftest import SLURM_NODES
 from tests.unit.world import CLUSTER, INSTANCE, World, settings
 

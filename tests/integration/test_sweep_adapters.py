@@ -11,15 +11,15 @@ from collections.abc import Iterator
 import pytest
 from botocore.stub import Stubber
 
-from infra.local.kube_api import KubeApi
-from infra.local.run_command import LocalRunCommand
-from lambdas.adapters import kubernetes
-from lambdas.adapters._aws import client_factory
-from lambdas.adapters.eks_token import EksTokens, sts_factory
-from lambdas.adapters.hyperpod import SageMakerHyperPod
-from lambdas.adapters.kubernetes import EksKubernetesNodes
-from lambdas.adapters.slurm import SsmSlurmControllers
-from lambdas.models.hyperpod import NodeStatus
+from sdc_remediation.infra.local.kube_api import KubeApi
+from sdc_remediation.infra.local.run_command import LocalRunCommand
+from sdc_remediation.lambdas.adapters import kubernetes
+from sdc_remediation.lambdas.adapters._aws import client_factory
+from sdc_remediation.lambdas.adapters.eks_token import EksTokens, sts_factory
+from sdc_remediation.lambdas.adapters.hyperpod import SageMakerHyperPod
+from sdc_remediation.lambdas.adapters.kubernetes import EksKubernetesNodes
+from sdc_remediation.lambdas.adapters.slurm import SsmSlurmControllers
+from sdc_remediation.lambdas.models.hyperpod import NodeStatus
 from tests.integration.conftest import REGION, SESSION, SLURM_NODES
 from tests.unit.world import EKS
 

@@ -10,14 +10,18 @@ from collections.abc import Iterator
 import pytest
 from botocore.credentials import Credentials
 
-from infra.local.prometheus import StandIn, real_prometheus
-from lambdas.adapters import prometheus as prometheus_adapter
-from lambdas.adapters.prometheus import AmpPrometheus
-from lambdas.logic import approval
-from lambdas.models.errors import TelemetryBadAnswer, TelemetryRefused, TelemetrySlow
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import ApprovalRequest
-from lambdas.models.telemetry import TelemetryState
+from sdc_remediation.infra.local.prometheus import StandIn, real_prometheus
+from sdc_remediation.lambdas.adapters import prometheus as prometheus_adapter
+from sdc_remediation.lambdas.adapters.prometheus import AmpPrometheus
+from sdc_remediation.lambdas.logic import approval
+from sdc_remediation.lambdas.models.errors import (
+    TelemetryBadAnswer,
+    TelemetryRefused,
+    TelemetrySlow,
+)
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import ApprovalRequest
+from sdc_remediation.lambdas.models.telemetry import TelemetryState
 from tests.integration.prometheus_server import (
     CLUSTER,
     INSTANCE_A,

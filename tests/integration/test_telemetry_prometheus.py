@@ -9,11 +9,11 @@ import re
 import pytest
 from botocore.credentials import Credentials
 
-from lambdas.adapters.prometheus import AmpPrometheus
-from lambdas.logic import approval
-from lambdas.logic.evidence import telemetry, telemetry_query
-from lambdas.models.payloads import ApprovalRequest
-from lambdas.models.telemetry import TelemetryState
+from sdc_remediation.lambdas.adapters.prometheus import AmpPrometheus
+from sdc_remediation.lambdas.logic import approval
+from sdc_remediation.lambdas.logic.evidence import telemetry, telemetry_query
+from sdc_remediation.lambdas.models.payloads import ApprovalRequest
+from sdc_remediation.lambdas.models.telemetry import TelemetryState
 from tests.integration.prometheus_server import (
     CLUSTER,
     INSTANCE_A,

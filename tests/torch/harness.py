@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from infra.local.ranks import run_ranks
+from sdc_remediation.infra.local.ranks import run_ranks
 from tests.torch.scenarios import WORLD, worker
 
 

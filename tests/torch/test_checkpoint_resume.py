@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.local.ddp_job import Fault, JobResult, run_job
-from infra.local.drill.scenarios import NODES
+from sdc_remediation.infra.local.ddp_job import Fault, JobResult, run_job
+from sdc_remediation.infra.local.drill.scenarios import NODES
 from tests.torch.harness import run_group
 from trainer_emitter.checkpoints import (
     Manifest,

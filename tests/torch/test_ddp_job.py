@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import jsonschema
 import pytest
 
-from infra.local.ddp_job import JobResult, run_job
-from infra.local.drill.scenarios import CLUSTER, NODES
+from sdc_remediation.infra.local.ddp_job import JobResult, run_job
+from sdc_remediation.infra.local.drill.scenarios import CLUSTER, NODES
 from trainer_emitter.contract import NAMESPACE, Metric, Role, report_schema
 from trainer_emitter.mapping import Datapoint, build_report
 from trainer_emitter.rankmap import RankMap

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 import jsonschema
 import pytest
 
-from infra.local.drill.scenarios import NODES
-from infra.local.watch_job import WATCH_TIMEOUT, JobKind, WatchResult, run_watch_job
+from sdc_remediation.infra.local.drill.scenarios import NODES
+from sdc_remediation.infra.local.watch_job import WATCH_TIMEOUT, JobKind, WatchResult, run_watch_job
 from trainer_emitter.contract import NAMESPACE, Metric, Role, report_schema
 from trainer_emitter.mapping import build_report
 from trainer_emitter.rankmap import RankMap

@@ -6,7 +6,7 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 import pytest
 
-from lambdas.observability import metrics
+from sdc_remediation.lambdas.observability import metrics
 from tests.unit.world import World
 
 

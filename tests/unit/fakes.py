@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lambdas.logic.ports import ExecutionRecord, ExecutionStarted
-from lambdas.models.approvals import Principal, PrincipalSource
-from lambdas.models.audit import AnchorRecord, AuditEntry
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.logic.ports import ExecutionRecord, ExecutionStarted
+from sdc_remediation.lambdas.models.approvals import Principal, PrincipalSource
+from sdc_remediation.lambdas.models.audit import AnchorRecord, AuditEntry
+from sdc_remediation.lambdas.models.errors import (
     ConditionFailed,
     ExecutionNotFound,
     IdentityRefused,
     KubernetesNotFound,
     TaskNotWaiting,
 )
-from lambdas.models.guard import (
+from sdc_remediation.lambdas.models.guard import (
     PAST_INCIDENTS_LIMIT,
     ClusterHold,
     GuardState,
@@ -33,13 +33,13 @@ from lambdas.models.guard import (
     check_slot_room,
     slots_of,
 )
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.kubernetes import KubeNode, NodeChange, Taint
-from lambdas.models.lifecycle_event import IncidentStateChange
-from lambdas.models.notices import ChatNotification
-from lambdas.models.report import SdcReport
-from lambdas.models.settings import TelemetryWorkspace
-from lambdas.models.writes import (
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.kubernetes import KubeNode, NodeChange, Taint
+from sdc_remediation.lambdas.models.lifecycle_event import IncidentStateChange
+from sdc_remediation.lambdas.models.notices import ChatNotification
+from sdc_remediation.lambdas.models.report import SdcReport
+from sdc_remediation.lambdas.models.settings import TelemetryWorkspace
+from sdc_remediation.lambdas.models.writes import (
     Claimed,
     ClaimHeldResult,
     ClaimLockResult,
@@ -635,7 +635,7 @@ class SteppingClock:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import (
+    from sdc_remediation.lambdas.logic.ports import (
         AuditAnchor,
         AuditLog,
         Clock,

@@ -6,12 +6,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from lambdas.logic import approval
-from lambdas.logic.core import ids
-from lambdas.models.errors import DecisionRefused, DependencyFailed
-from lambdas.models.incident import IncidentState, task_token_digest
-from lambdas.models.payloads import ApprovalRequest, Decision
-from lambdas.models.recovery import DecisionRecord
+from sdc_remediation.lambdas.logic import approval
+from sdc_remediation.lambdas.logic.core import ids
+from sdc_remediation.lambdas.models.errors import DecisionRefused, DependencyFailed
+from sdc_remediation.lambdas.models.incident import IncidentState, task_token_digest
+from sdc_remediation.lambdas.models.payloads import ApprovalRequest, Decision
+from sdc_remediation.lambdas.models.recovery import DecisionRecord
 from tests.unit.world import APPROVAL_EXECUTION, TOKEN, World
 
 S = IncidentState
@@ -237,8 +237,8 @@ def test_a_decision_whose_delivery_failed_stays_pending_audited_and_raised(world
 
 def test_a_decision_for_a_closed_incident_is_refused(world: World):
     incident_id = world.awaiting_approval()
-    from lambdas.logic import closing
-    from lambdas.models.payloads import CloseRequest, Outcome
+    from sdc_remediation.lambdas.logic import closing
+    from sdc_remediation.lambdas.models.payloads import CloseRequest, Outcome
 
     closing.close_incident(CloseRequest(incident_id, Outcome.EXPIRED, None), world.deps)
 

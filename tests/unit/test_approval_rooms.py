@@ -18,7 +18,7 @@ def test_each_job_of_the_approval_is_a_module_of_its_package():
 
     assert set(JOBS) <= modules
     assert modules - set(JOBS) == {"replies"}
-    doc = importlib.import_module("lambdas.logic.approval").__doc__ or ""
+    doc = importlib.import_module("sdc_remediation.lambdas.logic.approval").__doc__ or ""
     for module in modules:
         assert f"`{module}`" in doc, module
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import approval
-from lambdas.models.errors import TelemetryRefused, TelemetrySlow, TelemetryUnreachable
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import ApprovalRequest
-from lambdas.models.telemetry import TelemetryState
-from lambdas.wording import cards
+from sdc_remediation.lambdas.logic import approval
+from sdc_remediation.lambdas.models.errors import (
+    TelemetryRefused,
+    TelemetrySlow,
+    TelemetryUnreachable,
+)
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import ApprovalRequest
+from sdc_remediation.lambdas.models.telemetry import TelemetryState
+from sdc_remediation.lambdas.wording import cards
 from tests.conftest import load_fixture
 from tests.unit.fakes import FakePrometheus
 from tests.unit.test_telemetry import UUID, WORKSPACE

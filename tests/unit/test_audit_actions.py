@@ -7,7 +7,7 @@ import ast
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.audit import AuditAction
 from tests.conftest import REPO
 
 DEFINED_IN = REPO / "lambdas" / "models" / "audit.py"

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from lambdas.logic import approval
-from lambdas.logic.core import ids
-from lambdas.logic.core.audit import (
+from sdc_remediation.lambdas.logic import approval
+from sdc_remediation.lambdas.logic.core import ids
+from sdc_remediation.lambdas.logic.core.audit import (
     ANCHOR_GRACE_SECONDS,
     CLOCK_SKEW_SECONDS,
     GENESIS,
@@ -18,10 +18,10 @@ from lambdas.logic.core.audit import (
     verify_anchored,
     verify_chain,
 )
-from lambdas.logic.core.audit_check import check_audit
-from lambdas.models.audit import AuditEntry
-from lambdas.models.errors import DecisionRefused, ServiceUnavailable
-from lambdas.models.payloads import DecisionRequest
+from sdc_remediation.lambdas.logic.core.audit_check import check_audit
+from sdc_remediation.lambdas.models.audit import AuditEntry
+from sdc_remediation.lambdas.models.errors import DecisionRefused, ServiceUnavailable
+from sdc_remediation.lambdas.models.payloads import DecisionRequest
 from tests.unit.world import World
 
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from lambdas.logic.core.audit import (
+from sdc_remediation.lambdas.logic.core.audit import (
     GENESIS,
     Auditor,
     canonical_json,
@@ -15,7 +15,7 @@ from lambdas.logic.core.audit import (
     verify_incident,
     verify_subjects,
 )
-from lambdas.models.errors import ConditionFailed
+from sdc_remediation.lambdas.models.errors import ConditionFailed
 from tests.unit.fakes import InMemoryAuditLog, SteppingClock
 
 

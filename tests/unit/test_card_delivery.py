@@ -3,11 +3,11 @@ incident and counted (the metric has an alarm); sent again once the topic is bac
 
 from __future__ import annotations
 
-from lambdas.logic import approval
-from lambdas.logic.core.steps import Step
-from lambdas.metric_names import PipelineMetric
-from lambdas.models.errors import ServiceUnavailable
-from lambdas.observability import metrics
+from sdc_remediation.lambdas.logic import approval
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.metric_names import PipelineMetric
+from sdc_remediation.lambdas.models.errors import ServiceUnavailable
+from sdc_remediation.lambdas.observability import metrics
 from tests.unit.world import World
 
 

@@ -5,12 +5,12 @@ import re
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from lambdas.logic import closing, intake, recovery
-from lambdas.models.deadline import ApprovalDeadline
-from lambdas.models.payloads import CloseRequest, Decision, IncidentRef, Outcome
-from lambdas.models.recommendation import Advice, Recommendation
-from lambdas.models.report import parse_report_event
-from lambdas.wording import card_lines, cards
+from sdc_remediation.lambdas.logic import closing, intake, recovery
+from sdc_remediation.lambdas.models.deadline import ApprovalDeadline
+from sdc_remediation.lambdas.models.payloads import CloseRequest, Decision, IncidentRef, Outcome
+from sdc_remediation.lambdas.models.recommendation import Advice, Recommendation
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.wording import card_lines, cards
 from tests.conftest import load_fixture
 from tests.unit.world import APPROVAL_ARN, INSTANCE, TOKEN, World, settings
 

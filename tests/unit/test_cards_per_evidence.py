@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from infra.cli.render import render_incident
-from infra.stack.alert_rules import Thresholds, rules
-from lambdas.logic import approval, health_check
-from lambdas.logic.core.audit import ChainVerdict
-from lambdas.models.hardware_alert import HardwareRule
-from lambdas.models.payloads import IncidentRef, parse_approval_request
-from lambdas.models.telemetry import Severity, TelemetryFinding, TelemetryRecord
-from lambdas.wording import cards
-from lambdas.wording.card_lines import HARDWARE_ALERTS_HEADING, WRAP_WIDTH
+from sdc_remediation.infra.cli.render import render_incident
+from sdc_remediation.infra.stack.alert_rules import Thresholds, rules
+from sdc_remediation.lambdas.logic import approval, health_check
+from sdc_remediation.lambdas.logic.core.audit import ChainVerdict
+from sdc_remediation.lambdas.models.hardware_alert import HardwareRule
+from sdc_remediation.lambdas.models.payloads import IncidentRef, parse_approval_request
+from sdc_remediation.lambdas.models.telemetry import Severity, TelemetryFinding, TelemetryRecord
+from sdc_remediation.lambdas.wording import cards
+from sdc_remediation.lambdas.wording.card_lines import HARDWARE_ALERTS_HEADING, WRAP_WIDTH
 from tests.unit.test_hardware_intake import alert, deliver, sns_event
 from tests.unit.test_watch_pipeline import hang_alarm, store, straggler_alarm
 from tests.unit.world import TOKEN, World
@@ -235,7 +235,7 @@ def test_sdc_show_prints_every_paragraph_of_the_card_isolation_included(world):
 
 
 def test_the_drills_judge_finds_a_wrapped_alert_on_the_card(world):
-    from infra.local.drill import judge
+    from sdc_remediation.infra.local.drill import judge
 
     card = alert_card(world)
     assert any(len(line) > 2 and line.startswith("      ") for line in card.text.splitlines())

@@ -10,12 +10,12 @@ import json
 import jsonschema
 import pytest
 
-from lambdas.logic import approval, closing, intake
-from lambdas.models.audit import AuditAction
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.notices import DESCRIPTION_LIMIT, ChatNotification, NoticeKind
-from lambdas.models.payloads import CloseRequest, Outcome
-from lambdas.wording import cards
+from sdc_remediation.lambdas.logic import approval, closing, intake
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.notices import DESCRIPTION_LIMIT, ChatNotification, NoticeKind
+from sdc_remediation.lambdas.models.payloads import CloseRequest, Outcome
+from sdc_remediation.lambdas.wording import cards
 from tests.conftest import load_fixture
 from tests.unit.test_decision_trust import two_person
 from tests.unit.test_guard import fault_on, instance, nodes

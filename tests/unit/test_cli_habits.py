@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from infra.cli.main import build_parser
-from infra.cli.render import Output, wants_json
+from sdc_remediation.infra.cli.main import build_parser
+from sdc_remediation.infra.cli.render import Output, wants_json
 from tests.conftest import REPO
 from trainer_emitter import __version__, spool
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from infra.local.ddp_job import TorchMissing, run_job
-from infra.local.drill import __main__ as drill_cli
-from infra.local.drill.scenarios import NODES
+from sdc_remediation.infra.local.ddp_job import TorchMissing, run_job
+from sdc_remediation.infra.local.drill import __main__ as drill_cli
+from sdc_remediation.infra.local.drill.scenarios import NODES
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def test_the_job_refuses_to_start_and_says_to_install_torch_and_the_torch_extra(
 def test_the_drill_fails_the_ddp_scenario_with_that_message_before_standing_up_the_stack(
     no_torch, capsys, monkeypatch
 ):
-    from infra.local.run import LocalRun
+    from sdc_remediation.infra.local.run import LocalRun
 
     opened = []
     monkeypatch.setattr(LocalRun, "open", lambda *args, **kwargs: opened.append(args))

@@ -8,12 +8,12 @@ import dataclasses
 
 import pytest
 
-from lambdas.logic import approval
-from lambdas.logic.core import ids
-from lambdas.models.errors import DecisionRefused, ServiceUnavailable, Throttled
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import DecisionRequest
-from lambdas.wording.card_lines import approvals_line
+from sdc_remediation.lambdas.logic import approval
+from sdc_remediation.lambdas.logic.core import ids
+from sdc_remediation.lambdas.models.errors import DecisionRefused, ServiceUnavailable, Throttled
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import DecisionRequest
+from sdc_remediation.lambdas.wording.card_lines import approvals_line
 from tests.unit.world import ALICE, APPROVAL_ARN, APPROVAL_EXECUTION, APPROVER_ROLE, BOB, World
 
 S = IncidentState

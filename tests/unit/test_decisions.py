@@ -2,11 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic.safety.decisions import MAX_COMMENT, check_accepts_decision, validate_decision
-from lambdas.models.errors import DecisionRefused
-from lambdas.models.incident import Incident, IncidentState, task_token_digest
-from lambdas.models.payloads import Decision, DecisionRequest
-from lambdas.models.recovery import DecisionRecord
+from sdc_remediation.lambdas.logic.safety.decisions import (
+    MAX_COMMENT,
+    check_accepts_decision,
+    validate_decision,
+)
+from sdc_remediation.lambdas.models.errors import DecisionRefused
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, task_token_digest
+from sdc_remediation.lambdas.models.payloads import Decision, DecisionRequest
+from sdc_remediation.lambdas.models.recovery import DecisionRecord
 
 
 def request(**changes) -> DecisionRequest:

@@ -9,12 +9,16 @@ import dataclasses
 
 import pytest
 
-from lambdas.adapters.identity import checked_request, encode_proof
-from lambdas.logic import approval, recovery
-from lambdas.logic.safety.decisions import approval_binding
-from lambdas.models.errors import DecisionRefused, IdentityRefused
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import DecisionRequest, IncidentRef, parse_approval_request
+from sdc_remediation.lambdas.adapters.identity import checked_request, encode_proof
+from sdc_remediation.lambdas.logic import approval, recovery
+from sdc_remediation.lambdas.logic.safety.decisions import approval_binding
+from sdc_remediation.lambdas.models.errors import DecisionRefused, IdentityRefused
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import (
+    DecisionRequest,
+    IncidentRef,
+    parse_approval_request,
+)
 from tests.unit.test_guard import storm
 from tests.unit.test_hostile_reports import held_big_job
 from tests.unit.test_reboot import check_again, wait_until_back

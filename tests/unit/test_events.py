@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 import jsonschema
 import pytest
 
-from lambdas.models.errors import MalformedEvent
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from trainer_emitter.contract import (
     MAX_CHECKPOINT_LOCATION,

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from infra.local.fake_hyperpod import FakeHyperPod
-from lambdas.models.errors import ClusterNotFound, DependencyFailed, NodeNotFound, Throttled
-from lambdas.models.hyperpod import NodeRecovery
+from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+from sdc_remediation.lambdas.models.errors import (
+    ClusterNotFound,
+    DependencyFailed,
+    NodeNotFound,
+    Throttled,
+)
+from sdc_remediation.lambdas.models.hyperpod import NodeRecovery
 
 CLUSTER = "c1"
 

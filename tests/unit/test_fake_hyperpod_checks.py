@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra.local.fake_hyperpod import FakeHyperPod
-from lambdas.models.errors import DependencyFailed
-from lambdas.models.hyperpod import HealthCheck, NodeStatus
+from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+from sdc_remediation.lambdas.models.errors import DependencyFailed
+from sdc_remediation.lambdas.models.hyperpod import HealthCheck, NodeStatus
 
 CLUSTER = "ml-cluster-1"
 

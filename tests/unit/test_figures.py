@@ -1,4 +1,4 @@
-"""The fleet figures (`lambdas.logic.core.figures`): each computed from audit chains whose times and
+"""The fleet figures (`sdc_remediation.lambdas.logic.core.figures`): each computed from audit chains whose times and
 outcomes are known, and once from a chain the logic itself wrote."""
 
 from __future__ import annotations
@@ -10,13 +10,20 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import recovery
-from lambdas.logic.core.audit import GENESIS, seal
-from lambdas.logic.core.figures import Figure, Ratio, Spread, compute, quantile, since_of
-from lambdas.models.audit import AuditAction, AuditEntry
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import IncidentRef
-from lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.logic import recovery
+from sdc_remediation.lambdas.logic.core.audit import GENESIS, seal
+from sdc_remediation.lambdas.logic.core.figures import (
+    Figure,
+    Ratio,
+    Spread,
+    compute,
+    quantile,
+    since_of,
+)
+from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.payloads import IncidentRef
+from sdc_remediation.lambdas.models.settings import IsolationConfig
 from tests.unit.world import CLUSTER, EKS, World, settings
 
 A = AuditAction

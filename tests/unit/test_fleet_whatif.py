@@ -1,4 +1,4 @@
-"""The fleet what-if (`infra.local.fleet`) on a small slice: a short history on a small cluster
+"""The fleet what-if (`sdc_remediation.infra.local.fleet`) on a small slice: a short history on a small cluster
 through the pipeline's own logic, its audit log read back by `sdc report --from`."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from infra.cli.main import main as sdc
-from infra.cli.report import write_log
-from infra.local.fleet.__main__ import FleetSettingsError, main, read_settings
-from infra.local.fleet.causes import LLAMA3_405B, HistoryError, Signal, read_history
-from infra.local.fleet.whatif import (
+from sdc_remediation.infra.cli.main import main as sdc
+from sdc_remediation.infra.cli.report import write_log
+from sdc_remediation.infra.local.fleet.__main__ import FleetSettingsError, main, read_settings
+from sdc_remediation.infra.local.fleet.causes import LLAMA3_405B, HistoryError, Signal, read_history
+from sdc_remediation.infra.local.fleet.whatif import (
     Approvers,
     JobModel,
     Mode,
@@ -21,8 +21,8 @@ from infra.local.fleet.whatif import (
     nodes_replaced,
     simulate,
 )
-from lambdas.logic.core.figures import Figure
-from lambdas.models.hardware_alert import HardwareRule
+from sdc_remediation.lambdas.logic.core.figures import Figure
+from sdc_remediation.lambdas.models.hardware_alert import HardwareRule
 
 SLICE = tuple(dataclasses.replace(c, count=max(1, c.count // 40)) for c in LLAMA3_405B)
 """One fault of each cause, a few of the common ones: 23 faults."""

@@ -3,7 +3,7 @@ parts a wrong answer would hide, a conditional Deny and a call mapped to its res
 
 from __future__ import annotations
 
-from infra.local.grants import Call, Need, Statement, allowed, required
+from sdc_remediation.infra.local.grants import Call, Need, Statement, allowed, required
 
 AUDIT = "arn:aws:dynamodb:us-west-2:123456789012:table/AuditTable"
 PUT = "dynamodb:PutItem"

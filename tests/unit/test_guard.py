@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lambdas.logic import approval, closing, health_check, intake, recovery
-from lambdas.logic.safety import guard
-from lambdas.models.errors import DecisionRefused, DependencyFailed
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
-from lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.logic import approval, closing, health_check, intake, recovery
+from sdc_remediation.lambdas.logic.safety import guard
+from sdc_remediation.lambdas.models.errors import DecisionRefused, DependencyFailed
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from sdc_remediation.lambdas.models.report import parse_report_event
 from tests.unit.reports import forged_event
 from tests.unit.world import CLUSTER, GROUP, World, alarm_event, settings
 

@@ -12,7 +12,8 @@ import textwrap
 from tests.conftest import REPO
 
 HANDLERS = sorted(
-    f"lambdas.handlers.{p.stem}" for p in (REPO / "lambdas" / "handlers").glob("[a-z]*.py")
+    f"sdc_remediation.lambdas.handlers.{p.stem}"
+    for p in (REPO / "lambdas" / "handlers").glob("[a-z]*.py")
 )
 
 
@@ -40,7 +41,7 @@ def test_importing_the_handlers_loads_no_boto3_no_adapter_and_no_x_ray_sdk():
         print(json.dumps(sorted(
             m for m in sys.modules
             if m.partition(".")[0] in ("boto3", "aws_xray_sdk")
-            or m.startswith("lambdas.adapters.")
+            or m.startswith("sdc_remediation.lambdas.adapters.")
         )))
         """
     )
@@ -52,7 +53,7 @@ def test_importing_the_handlers_loads_no_boto3_no_adapter_and_no_x_ray_sdk():
 def test_a_handler_is_traced_in_lambda_only():
     code = """
         import sys
-        from lambdas.observability import traced
+        from sdc_remediation.lambdas.observability import traced
         def handler(event, context):
             return event
         print(traced(handler) is handler, "aws_xray_sdk.core" in sys.modules)

@@ -5,8 +5,8 @@ it like the other evidence."""
 
 from __future__ import annotations
 
-from lambdas.wording import cards
-from lambdas.wording.card_lines import HARDWARE_ALERTS_HEADING, hardware_alert_lines
+from sdc_remediation.lambdas.wording import cards
+from sdc_remediation.lambdas.wording.card_lines import HARDWARE_ALERTS_HEADING, hardware_alert_lines
 from tests.unit.test_hardware_intake import NODE, alert, deliver, sns_event
 from tests.unit.world import World
 

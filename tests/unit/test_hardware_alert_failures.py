@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic.core.steps import was_audited
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.logic.core.steps import was_audited
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import (
     DependencyFailed,
     KubernetesUnauthorized,
     KubernetesUnreachable,

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import intake
-from lambdas.logic.evidence.recommendation import recommend
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import MalformedEvent
-from lambdas.models.hardware_alert import MESSAGE_VERSION, parse_alert_notification
-from lambdas.models.incident import IncidentState, TriggerSource
-from lambdas.models.recommendation import Advice
-from lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.logic import intake
+from sdc_remediation.lambdas.logic.evidence.recommendation import recommend
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.hardware_alert import MESSAGE_VERSION, parse_alert_notification
+from sdc_remediation.lambdas.models.incident import IncidentState, TriggerSource
+from sdc_remediation.lambdas.models.recommendation import Advice
+from sdc_remediation.lambdas.models.settings import IsolationConfig
 from tests.unit.world import CLUSTER, EKS, INSTANCE, World, settings
 from tests.unit.world import NODE as KUBE_NODE
 from trainer_emitter.contract import Check

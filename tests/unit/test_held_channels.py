@@ -11,11 +11,11 @@ from __future__ import annotations
 import copy
 from datetime import timedelta
 
-from lambdas.logic import approval, intake
-from lambdas.models.errors import DependencyFailed
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.incident import IncidentState
-from lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.logic import approval, intake
+from sdc_remediation.lambdas.models.errors import DependencyFailed
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.reports import NODES, REPORT_TIME, report_event
 from tests.unit.world import CLUSTER, GROUP, INSTANCE, World, room_for_a_job

@@ -6,11 +6,16 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime, timedelta
 
-from lambdas.logic import approval, closing, health_check, intake
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.guard import PastIncident
-from lambdas.models.payloads import ApprovalRequest, CloseRequest, IncidentRef, Outcome
-from lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.logic import approval, closing, health_check, intake
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.guard import PastIncident
+from sdc_remediation.lambdas.models.payloads import (
+    ApprovalRequest,
+    CloseRequest,
+    IncidentRef,
+    Outcome,
+)
+from sdc_remediation.lambdas.models.report import parse_report_event
 from tests.unit.reports import NODES, report_event
 from tests.unit.world import CLUSTER, GROUP, TOKEN, World, alarm_event
 

@@ -11,17 +11,17 @@ from datetime import timedelta
 
 import pytest
 
-from lambdas.logic import approval, health_check, intake
-from lambdas.logic.evidence import summaries
-from lambdas.logic.evidence.recommendation import judge
-from lambdas.logic.opening import claims
-from lambdas.models.errors import DecisionRefused, MalformedEvent
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import ApprovalRequest, IncidentRef
-from lambdas.models.report import parse_report_event
-from lambdas.models.settings import IsolationConfig
-from lambdas.wording import cards
+from sdc_remediation.lambdas.logic import approval, health_check, intake
+from sdc_remediation.lambdas.logic.evidence import summaries
+from sdc_remediation.lambdas.logic.evidence.recommendation import judge
+from sdc_remediation.lambdas.logic.opening import claims
+from sdc_remediation.lambdas.models.errors import DecisionRefused, MalformedEvent
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import ApprovalRequest, IncidentRef
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.wording import cards
 from tests.unit.reports import REPORT_TIME, forged_event, large_report, suspect
 from tests.unit.world import (
     CLUSTER,

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from lambdas.logic import approval, health_check, isolation
-from lambdas.models.errors import DependencyFailed, KubernetesUnreachable, Throttled
-from lambdas.models.hyperpod import MAX_EVENTS, HyperPodView
-from lambdas.models.incident import Incident
-from lambdas.models.payloads import IncidentRef, parse_approval_request
-from lambdas.models.settings import IsolationConfig
-from lambdas.wording import card_lines
+from sdc_remediation.lambdas.logic import approval, health_check, isolation
+from sdc_remediation.lambdas.models.errors import DependencyFailed, KubernetesUnreachable, Throttled
+from sdc_remediation.lambdas.models.hyperpod import MAX_EVENTS, HyperPodView
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.payloads import IncidentRef, parse_approval_request
+from sdc_remediation.lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.wording import card_lines
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, TOKEN, World, settings
 
 HEADING = "HYPERPOD (its own events for this instance, and the node's labels)"

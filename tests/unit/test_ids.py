@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta, timezone
 
-from lambdas.logic.core import ids
+from sdc_remediation.lambdas.logic.core import ids
 
 AT = datetime(2026, 11, 30, 8, 15, 4, 512000, tzinfo=UTC)
 EXECUTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")

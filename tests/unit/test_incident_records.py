@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.payloads import Decision
 
 AT = "2026-11-30T08:15:13+00:00"
 LATER = "2026-11-30T08:15:43+00:00"

@@ -10,18 +10,18 @@ from html.parser import HTMLParser
 
 import pytest
 
-from lambdas.logic.approval import incidents_page
-from lambdas.logic.ports import OpenIncidents, PageDeps
-from lambdas.models.deadline import ApprovalDeadline
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.recovery import MAX_REBOOTS, RebootRecord
-from lambdas.models.widget import (
+from sdc_remediation.lambdas.logic.approval import incidents_page
+from sdc_remediation.lambdas.logic.ports import OpenIncidents, PageDeps
+from sdc_remediation.lambdas.models.deadline import ApprovalDeadline
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.recovery import MAX_REBOOTS, RebootRecord
+from sdc_remediation.lambdas.models.widget import (
     WidgetRequest,
     WidgetRequestError,
     WidgetZone,
     parse_widget_request,
 )
-from lambdas.wording import page
+from sdc_remediation.lambdas.wording import page
 from tests.unit.world import ALICE, APPROVAL_ARN, World
 
 NOW = datetime(2026, 11, 30, 8, 30, tzinfo=UTC)

@@ -10,10 +10,10 @@ from html import unescape
 
 import pytest
 
-from lambdas.models.incident import Incident
-from lambdas.models.isolation import IsolatedNode, IsolationRecord, IsolationState
-from lambdas.models.widget import WidgetZone
-from lambdas.wording import cards, page
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.isolation import IsolatedNode, IsolationRecord, IsolationState
+from sdc_remediation.lambdas.models.widget import WidgetZone
+from sdc_remediation.lambdas.wording import cards, page
 from tests.unit.test_incidents_page import parsed
 from tests.unit.test_isolation import eks_world
 from tests.unit.world import World

@@ -4,12 +4,12 @@ import copy
 
 import pytest
 
-from lambdas.logic import intake
-from lambdas.logic.core import ids
-from lambdas.models.errors import MalformedEvent, SettingsError, Throttled
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.incident import IncidentState
-from lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.logic import intake
+from sdc_remediation.lambdas.logic.core import ids
+from sdc_remediation.lambdas.models.errors import MalformedEvent, SettingsError, Throttled
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.world import CLUSTER, GROUP, INSTANCE, World, alarm_event, settings
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import closing, intake
-from lambdas.logic.evidence.recommendation import judge
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.hardware_alert import parse_alert_notification
-from lambdas.models.incident import IncidentState
-from lambdas.models.recommendation import Advice
-from lambdas.models.report import parse_report_event
-from lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.logic import closing, intake
+from sdc_remediation.lambdas.logic.evidence.recommendation import judge
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.hardware_alert import parse_alert_notification
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.recommendation import Advice
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.models.settings import IsolationConfig
 from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, suspect
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_watch_course import throttled_answer, watch_world

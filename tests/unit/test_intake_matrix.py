@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import intake
-from lambdas.logic.opening import proceeding, triggers
-from lambdas.logic.opening.trail import IntakeStep
-from lambdas.logic.sweep.claim import sweep_event_id, sweep_evidence
-from lambdas.models.claim import Claim, Stage
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.hardware_alert import parse_alert_notification
-from lambdas.models.incident import IncidentState
-from lambdas.models.report import parse_report_event
-from lambdas.models.settings import IsolationConfig
-from lambdas.models.sweep import CheckResult
+from sdc_remediation.lambdas.logic import intake
+from sdc_remediation.lambdas.logic.opening import proceeding, triggers
+from sdc_remediation.lambdas.logic.opening.trail import IntakeStep
+from sdc_remediation.lambdas.logic.sweep.claim import sweep_event_id, sweep_evidence
+from sdc_remediation.lambdas.models.claim import Claim, Stage
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.hardware_alert import parse_alert_notification
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.models.sweep import CheckResult
 from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, suspect
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_watch_pipeline import hang_alarm

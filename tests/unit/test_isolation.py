@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import approval, closing, isolation, recovery
-from lambdas.logic.ports import Deps
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.logic import approval, closing, isolation, recovery
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import (
     KubernetesConflict,
     KubernetesNotConfigured,
     KubernetesNotFound,
@@ -15,17 +15,17 @@ from lambdas.models.errors import (
     KubernetesUnreachable,
     SettingsError,
 )
-from lambdas.models.incident import IncidentState
-from lambdas.models.isolation import IsolationState
-from lambdas.models.kubernetes import (
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.isolation import IsolationState
+from sdc_remediation.lambdas.models.kubernetes import (
     TAINT_KEY,
     incident_taint,
     instance_of_provider_id,
     label_value,
 )
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
-from lambdas.models.settings import IsolationConfig, Settings
-from lambdas.wording import cards
+from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from sdc_remediation.lambdas.models.settings import IsolationConfig, Settings
+from sdc_remediation.lambdas.wording import cards
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, World, settings
 
 ON = {CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS)}

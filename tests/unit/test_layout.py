@@ -1,6 +1,6 @@
 """The layout reads as the pipeline: the import graph of the project's code has no cycle and no
 arrow against its layers, `lambdas/logic/` keeps its stages on top and its machinery in folders,
-and `lambdas.logic.STAGES` is the map of what each handler calls."""
+and `sdc_remediation.lambdas.logic.STAGES` is the map of what each handler calls."""
 
 from __future__ import annotations
 
@@ -11,15 +11,17 @@ from pathlib import Path
 
 import pytest
 
-import infra
-import lambdas
+import sdc_remediation.infra
+import sdc_remediation.lambdas
 import trainer_emitter
-from lambdas.logic import STAGES
+from sdc_remediation.lambdas.logic import STAGES
 from tests.conftest import REPO
 
 IMPORT_NAMES = {
-    Path(str(lambdas.__file__)).resolve().parent.name: lambdas.__name__,
-    Path(str(infra.__file__)).resolve().parent.name: infra.__name__,
+    Path(str(sdc_remediation.lambdas.__file__))
+    .resolve()
+    .parent.name: sdc_remediation.lambdas.__name__,
+    Path(str(sdc_remediation.infra.__file__)).resolve().parent.name: sdc_remediation.infra.__name__,
     Path(str(trainer_emitter.__file__)).resolve().parent.name: trainer_emitter.__name__,
 }
 """Each folder of the project's code → the name its modules are imported by."""
@@ -37,38 +39,114 @@ STAGE_MODULES = frozenset(
 """The stages: a module, or a package whose steps are in its `__init__` (`recovery`)."""
 
 NEVER: tuple[tuple[str, str, str], ...] = (
-    (lambdas.__name__, infra.__name__, "the functions ship without the stack, CLI or local run"),
-    (trainer_emitter.__name__, lambdas.__name__, "training code installs the emitter alone"),
-    (trainer_emitter.__name__, infra.__name__, "training code installs the emitter alone"),
-    ("lambdas.models", "lambdas.logic", "records know no logic"),
-    ("lambdas.models", "lambdas.adapters", "records know no AWS"),
-    ("lambdas.models", "lambdas.handlers", "records know no handler"),
-    ("lambdas.models", "lambdas.wording", "records know no wording"),
-    ("lambdas.wording", "lambdas.logic", "wording reads the incident record only"),
-    ("lambdas.wording", "lambdas.adapters", "wording reads the incident record only"),
-    ("lambdas.wording", "lambdas.handlers", "wording reads the incident record only"),
-    ("lambdas.logic.core", "lambdas.wording", "the step every handler runs as words nothing"),
-    ("lambdas.logic.evidence", "lambdas.wording", "knowing the evidence never words it"),
-    ("lambdas.logic", "lambdas.adapters", "the logic reaches AWS through its ports only"),
-    ("lambdas.logic", "lambdas.handlers", "handlers call the logic, not the other way"),
-    ("lambdas.adapters", "lambdas.handlers", "handlers build the adapters"),
-    ("lambdas.adapters", "lambdas.logic.", "adapters implement the ports, nothing more"),
-    ("infra.stack", "infra.cli", "the stack deploys without the operator CLI"),
-    ("infra.stack", "infra.local", "the stack deploys without the local run"),
-    ("infra.cli", "infra.local", "the operator CLI runs against an account, never the simulator"),
+    (
+        sdc_remediation.lambdas.__name__,
+        sdc_remediation.infra.__name__,
+        "the functions ship without the stack, CLI or local run",
+    ),
+    (
+        trainer_emitter.__name__,
+        sdc_remediation.lambdas.__name__,
+        "training code installs the emitter alone",
+    ),
+    (
+        trainer_emitter.__name__,
+        sdc_remediation.infra.__name__,
+        "training code installs the emitter alone",
+    ),
+    ("sdc_remediation.lambdas.models", "sdc_remediation.lambdas.logic", "records know no logic"),
+    ("sdc_remediation.lambdas.models", "sdc_remediation.lambdas.adapters", "records know no AWS"),
+    (
+        "sdc_remediation.lambdas.models",
+        "sdc_remediation.lambdas.handlers",
+        "records know no handler",
+    ),
+    (
+        "sdc_remediation.lambdas.models",
+        "sdc_remediation.lambdas.wording",
+        "records know no wording",
+    ),
+    (
+        "sdc_remediation.lambdas.wording",
+        "sdc_remediation.lambdas.logic",
+        "wording reads the incident record only",
+    ),
+    (
+        "sdc_remediation.lambdas.wording",
+        "sdc_remediation.lambdas.adapters",
+        "wording reads the incident record only",
+    ),
+    (
+        "sdc_remediation.lambdas.wording",
+        "sdc_remediation.lambdas.handlers",
+        "wording reads the incident record only",
+    ),
+    (
+        "sdc_remediation.lambdas.logic.core",
+        "sdc_remediation.lambdas.wording",
+        "the step every handler runs as words nothing",
+    ),
+    (
+        "sdc_remediation.lambdas.logic.evidence",
+        "sdc_remediation.lambdas.wording",
+        "knowing the evidence never words it",
+    ),
+    (
+        "sdc_remediation.lambdas.logic",
+        "sdc_remediation.lambdas.adapters",
+        "the logic reaches AWS through its ports only",
+    ),
+    (
+        "sdc_remediation.lambdas.logic",
+        "sdc_remediation.lambdas.handlers",
+        "handlers call the logic, not the other way",
+    ),
+    (
+        "sdc_remediation.lambdas.adapters",
+        "sdc_remediation.lambdas.handlers",
+        "handlers build the adapters",
+    ),
+    (
+        "sdc_remediation.lambdas.adapters",
+        "sdc_remediation.lambdas.logic.",
+        "adapters implement the ports, nothing more",
+    ),
+    (
+        "sdc_remediation.infra.stack",
+        "sdc_remediation.infra.cli",
+        "the stack deploys without the operator CLI",
+    ),
+    (
+        "sdc_remediation.infra.stack",
+        "sdc_remediation.infra.local",
+        "the stack deploys without the local run",
+    ),
+    (
+        "sdc_remediation.infra.cli",
+        "sdc_remediation.infra.local",
+        "the operator CLI runs against an account, never the simulator",
+    ),
     *(
-        (f"lambdas.logic.{folder}", f"lambdas.logic.{stage}", "machinery never reaches up")
+        (
+            f"sdc_remediation.lambdas.logic.{folder}",
+            f"sdc_remediation.lambdas.logic.{stage}",
+            "machinery never reaches up",
+        )
         for folder in FOLDERS
         for stage in sorted(STAGE_MODULES)
     ),
     *(
-        (f"lambdas.logic.{lower}", f"lambdas.logic.{higher}", "the folders are layered")
+        (
+            f"sdc_remediation.lambdas.logic.{lower}",
+            f"sdc_remediation.lambdas.logic.{higher}",
+            "the folders are layered",
+        )
         for i, lower in enumerate(FOLDERS)
         for higher in FOLDERS[i + 1 :]
     ),
 )
-"""(importer prefix, imported prefix, why): an import the layers forbid. `lambdas.adapters` may
-import `lambdas.logic.ports` (the Protocols it implements) and nothing else of the logic."""
+"""(importer prefix, imported prefix, why): an import the layers forbid. `sdc_remediation.lambdas.adapters` may
+import `sdc_remediation.lambdas.logic.ports` (the Protocols it implements) and nothing else of the logic."""
 
 
 def module_name(path: Path) -> str:
@@ -152,7 +230,10 @@ def violations(edges: Mapping[str, Iterable[str]]) -> list[str]:
         for source, forbidden, why in NEVER
         if under(importer, source)
         and under(imported, forbidden)
-        and not (forbidden == "lambdas.logic." and imported == "lambdas.logic.ports")
+        and not (
+            forbidden == "sdc_remediation.lambdas.logic."
+            and imported == "sdc_remediation.lambdas.logic.ports"
+        )
     )
 
 
@@ -173,20 +254,29 @@ def test_no_import_runs_against_the_layers():
 @pytest.mark.parametrize(
     ("importer", "imported"),
     [
-        ("lambdas.wording.cards", "lambdas.logic.approval"),
-        ("lambdas.wording.cards", "lambdas.logic.core.lifecycle"),
-        ("lambdas.wording.card_lines", "lambdas.logic.evidence.summaries"),
-        ("lambdas.logic.core.steps", "lambdas.wording.chat"),
-        ("lambdas.logic.core.steps", "lambdas.logic.evidence.recommendation"),
-        ("lambdas.logic.evidence.history", "lambdas.wording.cards"),
-        ("lambdas.models.lifecycle_event", "lambdas.wording.cards"),
-        ("lambdas.logic.core.steps", "lambdas.logic.safety.guard"),
-        ("lambdas.logic.safety.guard", "lambdas.logic.recovery.engine"),
-        ("lambdas.logic.opening.claims", "lambdas.logic.recovery"),
-        ("lambdas.models.incident", "lambdas.logic.core.lifecycle"),
-        ("lambdas.logic.intake", "lambdas.adapters.dynamodb"),
-        ("infra.stack.functions", "infra.local.run"),
-        ("lambdas.handlers.decide", "infra.stack.settings"),
+        ("sdc_remediation.lambdas.wording.cards", "sdc_remediation.lambdas.logic.approval"),
+        ("sdc_remediation.lambdas.wording.cards", "sdc_remediation.lambdas.logic.core.lifecycle"),
+        (
+            "sdc_remediation.lambdas.wording.card_lines",
+            "sdc_remediation.lambdas.logic.evidence.summaries",
+        ),
+        ("sdc_remediation.lambdas.logic.core.steps", "sdc_remediation.lambdas.wording.chat"),
+        (
+            "sdc_remediation.lambdas.logic.core.steps",
+            "sdc_remediation.lambdas.logic.evidence.recommendation",
+        ),
+        ("sdc_remediation.lambdas.logic.evidence.history", "sdc_remediation.lambdas.wording.cards"),
+        ("sdc_remediation.lambdas.models.lifecycle_event", "sdc_remediation.lambdas.wording.cards"),
+        ("sdc_remediation.lambdas.logic.core.steps", "sdc_remediation.lambdas.logic.safety.guard"),
+        (
+            "sdc_remediation.lambdas.logic.safety.guard",
+            "sdc_remediation.lambdas.logic.recovery.engine",
+        ),
+        ("sdc_remediation.lambdas.logic.opening.claims", "sdc_remediation.lambdas.logic.recovery"),
+        ("sdc_remediation.lambdas.models.incident", "sdc_remediation.lambdas.logic.core.lifecycle"),
+        ("sdc_remediation.lambdas.logic.intake", "sdc_remediation.lambdas.adapters.dynamodb"),
+        ("sdc_remediation.infra.stack.functions", "sdc_remediation.infra.local.run"),
+        ("sdc_remediation.lambdas.handlers.decide", "sdc_remediation.infra.stack.settings"),
     ],
 )
 def test_an_import_against_the_layers_is_reported(importer, imported):
@@ -200,26 +290,29 @@ def test_the_logic_lists_at_most_thirteen_entries_each_folder_saying_what_it_hol
     assert len(entries) <= 13, entries
     assert folders
     for folder in folders:
-        assert importlib.import_module(f"lambdas.logic.{folder.name}").__doc__, folder.name
+        assert importlib.import_module(f"sdc_remediation.lambdas.logic.{folder.name}").__doc__, (
+            folder.name
+        )
 
 
 def _imported_function(handler: str) -> set[tuple[str, str]]:
-    """(module, name) of each `from lambdas.logic... import name` of a handler module."""
+    """(module, name) of each `from sdc_remediation.lambdas.logic... import name` of a handler module."""
     tree = ast.parse((REPO / "lambdas" / "handlers" / f"{handler}.py").read_text())
     return {
-        (node.module.removeprefix("lambdas.logic."), alias.name)
+        (node.module.removeprefix("sdc_remediation.lambdas.logic."), alias.name)
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lambdas.logic.")
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith("sdc_remediation.lambdas.logic.")
         for alias in node.names
     }
 
 
 def test_the_map_in_the_docstring_is_the_stage_map():
-    import lambdas.logic
+    import sdc_remediation.lambdas.logic
 
     rows = [
         [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
-        for line in (lambdas.logic.__doc__ or "").splitlines()
+        for line in (sdc_remediation.lambdas.logic.__doc__ or "").splitlines()
         if line.startswith("| `")
     ]
 
@@ -239,12 +332,14 @@ def test_each_handler_calls_the_function_the_stage_map_names(stage):
     module, function = stage.function.split(":")
 
     assert (module, function) in _imported_function(stage.handler)
-    assert callable(getattr(importlib.import_module(f"lambdas.logic.{module}"), function))
+    assert callable(
+        getattr(importlib.import_module(f"sdc_remediation.lambdas.logic.{module}"), function)
+    )
 
 
 def test_the_stage_map_names_the_states_that_invoke_each_handler():
-    from infra.stack.definitions import approval_definition, remediation_definition
-    from infra.stack.settings import DeploymentSettings
+    from sdc_remediation.infra.stack.definitions import approval_definition, remediation_definition
+    from sdc_remediation.infra.stack.settings import DeploymentSettings
 
     arns = {stage.handler: f"arn:function:{stage.handler}" for stage in STAGES}
     definitions = (

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic.core import lifecycle
-from lambdas.models.errors import InvalidTransition
-from lambdas.models.guard import HoldRecord
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import Decision, Outcome
-from lambdas.models.recovery import DecisionRecord, ReplacementRecord
+from sdc_remediation.lambdas.logic.core import lifecycle
+from sdc_remediation.lambdas.models.errors import InvalidTransition
+from sdc_remediation.lambdas.models.guard import HoldRecord
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.payloads import Decision, Outcome
+from sdc_remediation.lambdas.models.recovery import DecisionRecord, ReplacementRecord
 
 S = IncidentState
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import jsonschema
 
-from lambdas.logic import closing, intake, recovery
-from lambdas.models.errors import DependencyFailed
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.incident import IncidentState
-from lambdas.models.lifecycle_event import SCHEMA_FILE
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
-from lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.logic import closing, intake, recovery
+from sdc_remediation.lambdas.models.errors import DependencyFailed
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.lifecycle_event import SCHEMA_FILE
+from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from sdc_remediation.lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.world import TOKEN, World, alarm_event, settings
 

@@ -9,11 +9,11 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from lambdas.logic import intake
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.guard import HoldKind
-from lambdas.models.incident import IncidentState
-from lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.logic import intake
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.guard import HoldKind
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.reports import forged_event
 from tests.unit.world import World, settings

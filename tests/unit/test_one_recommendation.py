@@ -6,13 +6,13 @@ tests/e2e/test_drill.py.)"""
 
 from __future__ import annotations
 
-from lambdas.logic import intake
-from lambdas.logic.evidence.recommendation import recommend
-from lambdas.models.audit import AuditAction
-from lambdas.models.notices import NoticeKind
-from lambdas.models.recommendation import Advice
-from lambdas.models.report import parse_report_event
-from lambdas.wording import cards
+from sdc_remediation.lambdas.logic import intake
+from sdc_remediation.lambdas.logic.evidence.recommendation import recommend
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.notices import NoticeKind
+from sdc_remediation.lambdas.models.recommendation import Advice
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.wording import cards
 from tests.unit.reports import report_event
 from tests.unit.test_history import card_for, cluster_of_rank_map, incident_from, rejected
 from tests.unit.world import World

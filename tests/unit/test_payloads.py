@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.models.errors import MalformedEvent
-from lambdas.models.payloads import (
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.payloads import (
     Outcome,
     parse_approval_request,
     parse_close_request,

@@ -8,23 +8,23 @@ from datetime import datetime
 
 import pytest
 
-from lambdas.logic import approval, closing, recovery
-from lambdas.metric_names import (
+from sdc_remediation.lambdas.logic import approval, closing, recovery
+from sdc_remediation.lambdas.metric_names import (
     CLOSE_OUTCOMES,
     PipelineMetric,
     closed_metric,
     reboot_metric,
     replace_metric,
 )
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import (
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import (
     ApprovalRequest,
     CloseRequest,
     IncidentRef,
     Outcome,
     RecoveryStatus,
 )
-from lambdas.observability import metrics
+from sdc_remediation.lambdas.observability import metrics
 from tests.conftest import REPO
 from tests.unit.world import TOKEN, World, settings
 

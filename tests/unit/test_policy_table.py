@@ -1,4 +1,4 @@
-"""What to do next is one table (`lambdas.logic.evidence.policy.Row`): every advice the logic
+"""What to do next is one table (`sdc_remediation.lambdas.logic.evidence.policy.Row`): every advice the logic
 gives is a row's, the emitter's attributions (evidence → role) read like no row of it, and the
 state machine branches on the decision each advice is carried out by."""
 
@@ -7,18 +7,18 @@ from __future__ import annotations
 import ast
 import json
 
-from infra.stack.definitions import remediation_definition
-from infra.stack.functions import SPECS
-from infra.stack.settings import DeploymentSettings
-from lambdas.logic.evidence.policy import (
+from sdc_remediation.infra.stack.definitions import remediation_definition
+from sdc_remediation.infra.stack.functions import SPECS
+from sdc_remediation.infra.stack.settings import DeploymentSettings
+from sdc_remediation.lambdas.logic.evidence.policy import (
     DECISION_OF,
     MIN_AGREEING_SIGNALS,
     WATCH_ROWS,
     Row,
 )
-from lambdas.logic.evidence.recommendation import assess_watch
-from lambdas.models.payloads import Decision
-from lambdas.models.recommendation import Advice, Course
+from sdc_remediation.lambdas.logic.evidence.recommendation import assess_watch
+from sdc_remediation.lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.models.recommendation import Advice, Course
 from tests.conftest import REPO
 from trainer_emitter.contract import Check, Role
 from trainer_emitter.mapping import Attribution

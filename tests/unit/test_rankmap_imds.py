@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from infra.local.serving import serving
+from sdc_remediation.infra.local.serving import serving
 from trainer_emitter.rankmap import instance_id_from_imds, local_rank_info
 
 

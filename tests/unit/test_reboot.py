@@ -9,15 +9,15 @@ import re
 
 import pytest
 
-from lambdas.logic import approval, closing, health_check, recovery
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.logic import approval, closing, health_check, recovery
+from sdc_remediation.lambdas.models.errors import (
     DecisionRefused,
     InvalidTransition,
     RebootNotApproved,
     RebootRejected,
 )
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import (
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import (
     CloseRequest,
     IncidentRef,
     Outcome,

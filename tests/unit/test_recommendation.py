@@ -9,8 +9,8 @@ import copy
 
 import pytest
 
-from lambdas.logic.evidence.recommendation import recommend
-from lambdas.models.recommendation import Advice
+from sdc_remediation.lambdas.logic.evidence.recommendation import recommend
+from sdc_remediation.lambdas.models.recommendation import Advice
 from tests.conftest import load_fixture
 
 NODE_0 = list(range(0, 8))

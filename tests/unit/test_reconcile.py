@@ -9,18 +9,18 @@ from datetime import timedelta
 
 import pytest
 
-from lambdas.logic import approval, closing, recovery
-from lambdas.logic.closing import (
+from sdc_remediation.lambdas.logic import approval, closing, recovery
+from sdc_remediation.lambdas.logic.closing import (
     EXECUTION_START_GRACE_SECONDS,
     RECOVERY_PATIENCE_SECONDS,
     reconcile,
 )
-from lambdas.logic.core.steps import Step
-from lambdas.metric_names import PipelineMetric
-from lambdas.models.errors import ServiceUnavailable, Throttled
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
-from lambdas.observability import metrics
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.metric_names import PipelineMetric
+from sdc_remediation.lambdas.models.errors import ServiceUnavailable, Throttled
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from sdc_remediation.lambdas.observability import metrics
 from tests.unit.test_recovery_in_flight import (
     close_failed,
     eks_world,

@@ -1,4 +1,4 @@
-"""The record helper (`lambdas.models._record`): a dataclass written field by field and read back
+"""The record helper (`sdc_remediation.lambdas.models._record`): a dataclass written field by field and read back
 by its annotations, as the models' `to_record` and `from_record` use it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lambdas.models._record import read_record, record_of
+from sdc_remediation.lambdas.models._record import read_record, record_of
 
 
 class Colour(StrEnum):
@@ -174,7 +174,7 @@ def test_the_record_is_a_copy_the_object_does_not_share():
 def test_a_stored_isolated_node_reads_its_state_by_the_annotation():
     """What the enum change of `IsolatedNode.state` relies on: the helper reads by the field's
     annotation, so `str` stays text and an enum reads as its member."""
-    from lambdas.models.isolation import IsolatedNode
+    from sdc_remediation.lambdas.models.isolation import IsolatedNode
 
     node = IsolatedNode.from_record({"state": "isolated", "node_name": "n", "later": 1})
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import closing, health_check, recovery
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
-from lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.logic import closing, health_check, recovery
+from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from sdc_remediation.lambdas.models.settings import IsolationConfig
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, World, settings
 
 REBOOT = "BatchRebootClusterNodes"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import approval, health_check, isolation, recovery
-from lambdas.models.errors import KubernetesUnauthorized
-from lambdas.models.hyperpod import NodeRecovery
-from lambdas.models.kubernetes import NODE_HEALTH_LABEL
-from lambdas.models.payloads import IncidentRef, parse_approval_request
-from lambdas.models.settings import IsolationConfig, Settings
+from sdc_remediation.lambdas.logic import approval, health_check, isolation, recovery
+from sdc_remediation.lambdas.models.errors import KubernetesUnauthorized
+from sdc_remediation.lambdas.models.hyperpod import NodeRecovery
+from sdc_remediation.lambdas.models.kubernetes import NODE_HEALTH_LABEL
+from sdc_remediation.lambdas.models.payloads import IncidentRef, parse_approval_request
+from sdc_remediation.lambdas.models.settings import IsolationConfig, Settings
 from tests.unit.world import CLUSTER, EKS, NODE, TOKEN, World, settings
 
 LABELLED = {CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS, recovery="node_label")}

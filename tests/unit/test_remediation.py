@@ -2,16 +2,16 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.logic import closing, health_check, recovery
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.logic import closing, health_check, recovery
+from sdc_remediation.lambdas.models.errors import (
     DependencyFailed,
     InvalidTransition,
     ReplacementNotApproved,
     Throttled,
 )
-from lambdas.models.hyperpod import NodeRecovery
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from sdc_remediation.lambdas.models.hyperpod import NodeRecovery
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from tests.unit.world import CLUSTER, GROUP, INSTANCE, World, settings
 
 S = IncidentState

@@ -9,15 +9,15 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from infra.stack.settings import DeploymentSettings as StackSettings
-from infra.stack.settings import SettingsError as StackSettingsError
-from lambdas.logic.evidence.history import repeat_offence
-from lambdas.logic.evidence.recommendation import rejudge
-from lambdas.models.errors import SettingsError
-from lambdas.models.guard import HoldKind, PastIncident
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.recommendation import Advice
-from lambdas.models.settings import Settings
+from sdc_remediation.infra.stack.settings import DeploymentSettings as StackSettings
+from sdc_remediation.infra.stack.settings import SettingsError as StackSettingsError
+from sdc_remediation.lambdas.logic.evidence.history import repeat_offence
+from sdc_remediation.lambdas.logic.evidence.recommendation import rejudge
+from sdc_remediation.lambdas.models.errors import SettingsError
+from sdc_remediation.lambdas.models.guard import HoldKind, PastIncident
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.recommendation import Advice
+from sdc_remediation.lambdas.models.settings import Settings
 from tests.unit.world import CLUSTER, INSTANCE, World, settings
 
 OPENED = datetime.fromisoformat("2026-11-30T08:15:05+00:00")

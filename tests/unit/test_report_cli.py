@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from infra.cli.main import main as sdc
-from infra.cli.report import write_log
+from sdc_remediation.infra.cli.main import main as sdc
+from sdc_remediation.infra.cli.report import write_log
 from tests.unit.test_figures import T0, chain, opened, replaced_chain
 
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import jsonschema
 import pytest
 
-from lambdas.models.errors import MalformedEvent
-from lambdas.models.report import parse_report
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.report import parse_report
 from tests.conftest import load_fixture
 from trainer_emitter.contract import (
     MAX_CHECKPOINT_LOCATION,

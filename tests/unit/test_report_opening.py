@@ -7,11 +7,11 @@ import copy
 
 import pytest
 
-from lambdas.logic import closing, health_check, intake
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
-from lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.logic import closing, health_check, intake
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from sdc_remediation.lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.reports import NODES, report_event
 from tests.unit.world import CLUSTER, GROUP, INSTANCE, World, alarm_event, room_for_a_job

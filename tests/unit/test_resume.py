@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lambdas.logic.evidence.resume import choose_resume, resume_of
-from lambdas.models.report import ReportCheckpoint, parse_report_event
+from sdc_remediation.lambdas.logic.evidence.resume import choose_resume, resume_of
+from sdc_remediation.lambdas.models.report import ReportCheckpoint, parse_report_event
 from tests.unit.reports import report_event
 from trainer_emitter.checks.alarms import Passes
 from trainer_emitter.contract import Check

@@ -3,7 +3,7 @@ exposure window, for records written before these were worded too."""
 
 from __future__ import annotations
 
-from lambdas.models.resume_point import ResumePoint
+from sdc_remediation.lambdas.models.resume_point import ResumePoint
 
 
 def summary(step, window, before, checkpoint=None) -> dict:

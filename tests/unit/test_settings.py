@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from lambdas.models.environment import EnvVar
-from lambdas.models.errors import SettingsError
-from lambdas.models.settings import (
+from sdc_remediation.lambdas.models.environment import EnvVar
+from sdc_remediation.lambdas.models.errors import SettingsError
+from sdc_remediation.lambdas.models.settings import (
     DEFAULT_HEALTH_CHECKS,
     IsolationConfig,
     Settings,

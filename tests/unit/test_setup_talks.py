@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from infra.local.drill.announce import Announcer
-from infra.stack import toolchain
-from infra.stack.toolchain import NODE_MAJOR, node_problem, npm_problem
+from sdc_remediation.infra.local.drill.announce import Announcer
+from sdc_remediation.infra.stack import toolchain
+from sdc_remediation.infra.stack.toolchain import NODE_MAJOR, node_problem, npm_problem
 from tests.conftest import REPO
 
 
@@ -61,7 +61,16 @@ def test_the_readme_states_the_node_version_the_check_wants():
 def test_the_check_runs_without_the_venv_and_prints_one_line(tmp_path):
     # Given a PATH with neither node nor npm, and no site-packages (-S: what .venv holds)
     done = subprocess.run(
-        [sys.executable, "-E", "-S", "-m", "infra.stack.toolchain", "--npm", "--for", "make synth"],
+        [
+            sys.executable,
+            "-E",
+            "-S",
+            "-m",
+            "sdc_remediation.infra.stack.toolchain",
+            "--npm",
+            "--for",
+            "make synth",
+        ],
         cwd=REPO,
         env={"PATH": str(tmp_path)},
         capture_output=True,
@@ -89,13 +98,15 @@ def test_make_checks_node_before_it_runs_the_cdk_cli(target):
 
     assert planned.returncode == 0, planned.stderr
     lines = planned.stdout.splitlines()
-    check = next(i for i, line in enumerate(lines) if "infra.stack.toolchain --npm" in line)
+    check = next(
+        i for i, line in enumerate(lines) if "sdc_remediation.infra.stack.toolchain --npm" in line
+    )
     cdk = next(i for i, line in enumerate(lines) if "npx --no-install cdk" in line)
     assert check < cdk
 
 
 def test_the_drill_without_node_stops_with_one_line(tmp_path, monkeypatch, capsys):
-    from infra.local.drill.__main__ import main
+    from sdc_remediation.infra.local.drill.__main__ import main
 
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
@@ -144,7 +155,7 @@ def test_a_failed_step_says_so_with_its_time_and_the_error_goes_on():
 def test_on_a_terminal_the_seconds_are_counted_while_a_step_runs(monkeypatch):
     import threading
 
-    from infra.local.drill import announce
+    from sdc_remediation.infra.local.drill import announce
 
     monkeypatch.setattr(announce, "TICK_SECONDS", 0.01)
     stream = io.StringIO()
@@ -187,7 +198,7 @@ def test_a_bad_setting_from_the_command_line_is_one_line_without_a_traceback(
     import os
 
     done = subprocess.run(
-        [sys.executable, "-m", "infra.stack.app"],
+        [sys.executable, "-m", "sdc_remediation.infra.stack.app"],
         cwd=REPO,
         env={
             **os.environ,
@@ -208,7 +219,7 @@ def test_a_bad_setting_from_the_command_line_is_one_line_without_a_traceback(
 
 
 def test_a_long_step_says_it_is_still_going_with_the_commands_latest_line():
-    from infra.stack.steps import run_step
+    from sdc_remediation.infra.stack.steps import run_step
 
     # Given a command that works for a while and says what it does, as pip does
     command = [
@@ -235,7 +246,7 @@ def test_a_long_step_says_it_is_still_going_with_the_commands_latest_line():
 
 
 def test_a_failed_step_shows_the_commands_last_lines_and_its_status():
-    from infra.stack.steps import run_step
+    from sdc_remediation.infra.stack.steps import run_step
 
     command = [
         sys.executable,
@@ -255,7 +266,7 @@ def test_a_failed_step_shows_the_commands_last_lines_and_its_status():
 
 @pytest.mark.parametrize("stamp", [".venv/.installed", "node_modules/.installed"])
 def test_every_install_of_the_set_up_runs_as_a_step_that_talks(stamp):
-    from infra.stack import steps
+    from sdc_remediation.infra.stack import steps
 
     # Given the set-up recipes as make would run them on a fresh machine
     planned = subprocess.run(

@@ -8,13 +8,13 @@ from __future__ import annotations
 import copy
 from datetime import timedelta
 
-from lambdas.logic import intake
-from lambdas.logic.core.steps import Step
-from lambdas.logic.opening import claims
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.incident import IncidentState
-from lambdas.models.report import parse_report_event
-from lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.logic import intake
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.opening import claims
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.models.settings import IsolationConfig
 from tests.unit.reports import forged_event, suspect
 from tests.unit.world import CLUSTER, INSTANCE, World, alarm_event, settings
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from lambdas.adapters.slurm import (
+from sdc_remediation.lambdas.adapters.slurm import (
     CONTROLLER_FAILED_EXIT,
     NODE_NOT_FOUND_EXIT,
     REASON_OF,
     drain_script,
     resume_script,
 )
-from lambdas.models.slurm import SlurmNodeState, drain_reason, reason_field
+from sdc_remediation.lambdas.models.slurm import SlurmNodeState, drain_reason, reason_field
 
 SCRIPTS = {"drain": drain_script, "resume": resume_script}
 

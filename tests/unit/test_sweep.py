@@ -1,4 +1,4 @@
-"""Idle sweeps (lambdas.logic.sweep): which nodes a run checks and which it never touches, the
+"""Idle sweeps (sdc_remediation.lambdas.logic.sweep): which nodes a run checks and which it never touches, the
 share, floor and guard, the pause switch, the run's record, and a failed check entering the
 intake as a trigger of kind `sweep`."""
 
@@ -9,20 +9,20 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import approval, health_check
-from lambdas.logic.evidence.recommendation import recommend
-from lambdas.logic.sweep.choose import choose
-from lambdas.logic.sweep.run import sweep
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import DependencyFailed, MalformedEvent
-from lambdas.models.hyperpod import HealthCheck, NodeRecovery, NodeStatus
-from lambdas.models.incident import TriggerSource
-from lambdas.models.kubernetes import NODE_HEALTH_LABEL, is_workload_pod
-from lambdas.models.payloads import IncidentRef, parse_approval_request
-from lambdas.models.recommendation import Advice
-from lambdas.models.settings import IsolationConfig
-from lambdas.models.slurm import DrainChange, SlurmNodeState
-from lambdas.models.sweep import (
+from sdc_remediation.lambdas.logic import approval, health_check
+from sdc_remediation.lambdas.logic.evidence.recommendation import recommend
+from sdc_remediation.lambdas.logic.sweep.choose import choose
+from sdc_remediation.lambdas.logic.sweep.run import sweep
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import DependencyFailed, MalformedEvent
+from sdc_remediation.lambdas.models.hyperpod import HealthCheck, NodeRecovery, NodeStatus
+from sdc_remediation.lambdas.models.incident import TriggerSource
+from sdc_remediation.lambdas.models.kubernetes import NODE_HEALTH_LABEL, is_workload_pod
+from sdc_remediation.lambdas.models.payloads import IncidentRef, parse_approval_request
+from sdc_remediation.lambdas.models.recommendation import Advice
+from sdc_remediation.lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.models.slurm import DrainChange, SlurmNodeState
+from sdc_remediation.lambdas.models.sweep import (
     NodeLook,
     SkipReason,
     SweepRequest,

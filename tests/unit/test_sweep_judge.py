@@ -6,9 +6,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from infra.local.drill import judge
-from infra.local.drill.scenarios import BUSY_NODES, SWEEP_FAILS
-from lambdas.models.sweep import SkipReason
+from sdc_remediation.infra.local.drill import judge
+from sdc_remediation.infra.local.drill.scenarios import BUSY_NODES, SWEEP_FAILS
+from sdc_remediation.lambdas.models.sweep import SkipReason
 
 
 def observed(checked: list[str], incident_on: str = SWEEP_FAILS, busy_as: str = "busy") -> Any:

@@ -13,15 +13,25 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic.evidence import dcgm, telemetry, telemetry_findings, telemetry_query, xids
-from lambdas.logic.evidence.summaries import report_evidence
-from lambdas.models.errors import TelemetryBadAnswer, TelemetryRefused, TelemetrySlow
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.isolation import IsolatedNode, IsolationRecord, IsolationState
-from lambdas.models.report import parse_report_event
-from lambdas.models.settings import TelemetryWorkspace
-from lambdas.models.telemetry import TelemetryRecord, TelemetryState
-from lambdas.wording import card_lines
+from sdc_remediation.lambdas.logic.evidence import (
+    dcgm,
+    telemetry,
+    telemetry_findings,
+    telemetry_query,
+    xids,
+)
+from sdc_remediation.lambdas.logic.evidence.summaries import report_evidence
+from sdc_remediation.lambdas.models.errors import (
+    TelemetryBadAnswer,
+    TelemetryRefused,
+    TelemetrySlow,
+)
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.isolation import IsolatedNode, IsolationRecord, IsolationState
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.models.settings import TelemetryWorkspace
+from sdc_remediation.lambdas.models.telemetry import TelemetryRecord, TelemetryState
+from sdc_remediation.lambdas.wording import card_lines
 from tests.conftest import load_fixture
 from tests.unit.fakes import FakePrometheus
 from tests.unit.world import CLUSTER, INSTANCE, World, settings

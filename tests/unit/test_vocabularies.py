@@ -11,18 +11,23 @@ from pathlib import Path
 
 import pytest
 
-from infra.cli.render import Output
-from lambdas.models.approvals import AnswerState, PrincipalSource
-from lambdas.models.guard import HoldKind
-from lambdas.models.hardware_alert import AlertLabel, AlertSeverity, AlertStatus, HardwareRule
-from lambdas.models.health_check import HealthCheckResult
-from lambdas.models.hyperpod import AwsVocabulary, NodeRecovery, NodeStatus
-from lambdas.models.incident import IncidentState, Scope, TriggerSource
-from lambdas.models.isolation import IsolationCause, IsolationState
-from lambdas.models.notices import NoticeKind
-from lambdas.models.payloads import Decision, OpenAction, Outcome, RecoveryStatus
-from lambdas.models.recommendation import Advice
-from lambdas.models.telemetry import TelemetryState
+from sdc_remediation.infra.cli.render import Output
+from sdc_remediation.lambdas.models.approvals import AnswerState, PrincipalSource
+from sdc_remediation.lambdas.models.guard import HoldKind
+from sdc_remediation.lambdas.models.hardware_alert import (
+    AlertLabel,
+    AlertSeverity,
+    AlertStatus,
+    HardwareRule,
+)
+from sdc_remediation.lambdas.models.health_check import HealthCheckResult
+from sdc_remediation.lambdas.models.hyperpod import AwsVocabulary, NodeRecovery, NodeStatus
+from sdc_remediation.lambdas.models.incident import IncidentState, Scope, TriggerSource
+from sdc_remediation.lambdas.models.isolation import IsolationCause, IsolationState
+from sdc_remediation.lambdas.models.notices import NoticeKind
+from sdc_remediation.lambdas.models.payloads import Decision, OpenAction, Outcome, RecoveryStatus
+from sdc_remediation.lambdas.models.recommendation import Advice
+from sdc_remediation.lambdas.models.telemetry import TelemetryState
 from tests.conftest import REPO
 from trainer_emitter.sinks import SinkName
 

@@ -10,20 +10,20 @@ import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
-from lambdas.logic import intake, isolation
-from lambdas.logic.evidence.policy import WATCH_ROWS, Row
-from lambdas.logic.evidence.recommendation import course_of
-from lambdas.models.audit import AuditAction
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.guard import HoldKind, PastIncident
-from lambdas.models.hardware_alert import parse_alert_notification
-from lambdas.models.incident import IncidentState
-from lambdas.models.isolation import IsolationCause, IsolationState
-from lambdas.models.payloads import IncidentRef
-from lambdas.models.recommendation import Course
-from lambdas.models.report import parse_report_event
-from lambdas.models.settings import IsolationConfig
-from lambdas.models.telemetry import TelemetryState
+from sdc_remediation.lambdas.logic import intake, isolation
+from sdc_remediation.lambdas.logic.evidence.policy import WATCH_ROWS, Row
+from sdc_remediation.lambdas.logic.evidence.recommendation import course_of
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.guard import HoldKind, PastIncident
+from sdc_remediation.lambdas.models.hardware_alert import parse_alert_notification
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.isolation import IsolationCause, IsolationState
+from sdc_remediation.lambdas.models.payloads import IncidentRef
+from sdc_remediation.lambdas.models.recommendation import Course
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.models.telemetry import TelemetryState
 from tests.unit.fakes import FakePrometheus
 from tests.unit.reports import NODES, REPORT_TIME, report_event
 from tests.unit.test_hardware_intake import alert, sns_event

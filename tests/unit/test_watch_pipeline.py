@@ -8,13 +8,17 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import intake
-from lambdas.logic.evidence.policy import WATCH_ROWS, Row
-from lambdas.logic.evidence.recommendation import OPERATOR_TIER, assess_watch, recommend
-from lambdas.logic.evidence.summaries import report_evidence
-from lambdas.models.errors import MalformedEvent
-from lambdas.models.recommendation import Advice
-from lambdas.models.report import parse_report, parse_report_event
+from sdc_remediation.lambdas.logic import intake
+from sdc_remediation.lambdas.logic.evidence.policy import WATCH_ROWS, Row
+from sdc_remediation.lambdas.logic.evidence.recommendation import (
+    OPERATOR_TIER,
+    assess_watch,
+    recommend,
+)
+from sdc_remediation.lambdas.logic.evidence.summaries import report_evidence
+from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.recommendation import Advice
+from sdc_remediation.lambdas.models.report import parse_report, parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.reports import NODES, report_event
 from tests.unit.world import CLUSTER, GROUP, World, room_for_a_job
@@ -188,7 +192,7 @@ def test_every_watch_row_is_reachable():
 
 
 def test_the_card_says_what_the_incident_suspects(job_world):
-    from lambdas.wording.cards import suspected
+    from sdc_remediation.lambdas.wording.cards import suspected
 
     hang = store(job_world, hang_alarm(13))["incidents"][0]["incident_id"]
     straggler_world_incident = job_world.incident(hang)

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from lambdas.logic import approval, closing, intake, isolation
-from lambdas.models.errors import DependencyFailed
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.incident import Incident
-from lambdas.models.isolation import IsolationState
-from lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
-from lambdas.models.report import parse_report_event
-from lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.logic import approval, closing, intake, isolation
+from sdc_remediation.lambdas.models.errors import DependencyFailed
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.isolation import IsolationState
+from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.models.settings import IsolationConfig
 from tests.unit.reports import NODES, report_event
 from tests.unit.world import (
     CLUSTER,

@@ -9,15 +9,19 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.local.fake_hyperpod import FakeHyperPod
-from lambdas.logic import approval, health_check, intake, isolation
-from lambdas.logic.ports import Deps, NoSlurm, SlurmControllers
-from lambdas.logic.safety.decisions import approval_binding
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.incident import Incident
-from lambdas.models.payloads import DecisionRequest, IncidentRef, parse_approval_request
-from lambdas.models.report import parse_report_event
-from lambdas.models.settings import Settings
+from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+from sdc_remediation.lambdas.logic import approval, health_check, intake, isolation
+from sdc_remediation.lambdas.logic.ports import Deps, NoSlurm, SlurmControllers
+from sdc_remediation.lambdas.logic.safety.decisions import approval_binding
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.payloads import (
+    DecisionRequest,
+    IncidentRef,
+    parse_approval_request,
+)
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.models.settings import Settings
 from tests.conftest import load_fixture
 from tests.unit.fakes import (
     FakeIdentityVerifier,

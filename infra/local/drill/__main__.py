@@ -1,4 +1,4 @@
-"""`python -m infra.local.drill` (`make drill ARGS=...`): run one scenario or all, print each
+"""`python -m sdc_remediation.infra.local.drill` (`make drill ARGS=...`): run one scenario or all, print each
 outcome (or one JSON document per scenario), exit 0 only when every one passed."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from infra.local import drill
-from infra.local.drill.announce import Announcer
-from infra.local.drill.render import Style, render
-from infra.local.drill.runner import run_scenario
-from infra.local.drill.scenarios import DEFAULT, SCENARIOS, Scenario
-from infra.stack.toolchain import node_problem
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import Decision
+from sdc_remediation.infra.local import drill
+from sdc_remediation.infra.local.drill.announce import Announcer
+from sdc_remediation.infra.local.drill.render import Style, render
+from sdc_remediation.infra.local.drill.runner import run_scenario
+from sdc_remediation.infra.local.drill.scenarios import DEFAULT, SCENARIOS, Scenario
+from sdc_remediation.infra.stack.toolchain import node_problem
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import Decision
 
 OUTPUTS_FILE = ".drill/outputs.json"
 REQUEST_LOG = ".drill/serve.log"
@@ -107,8 +107,8 @@ def _prepare(scenarios: Sequence[Scenario], announcer: Announcer) -> None:
     (pip fetches its wheels once) and a template per distinct context (kept in build/synth,
     so later runs take a hash check each)."""
     with announcer.step("loading the CDK and moto"):
-        from infra.local.run import synthesized_template
-        from infra.stack.asset import build_lambda_asset
+        from sdc_remediation.infra.local.run import synthesized_template
+        from sdc_remediation.infra.stack.asset import build_lambda_asset
     with announcer.step("building the Lambda asset", "the first time, pip fetches its wheels"):
         build_lambda_asset()
     contexts: dict[str, Any] = {}

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.local.drill.scenarios import (
+from sdc_remediation.infra.local.drill.scenarios import (
     BUSY_NODES,
     DECOY_XIDS,
     MUTE_RULE,
@@ -16,14 +16,14 @@ from infra.local.drill.scenarios import (
     Scenario,
     culprit_gpu,
 )
-from lambdas.models.deadline import ApprovalDeadline
-from lambdas.models.guard import HoldKind
-from lambdas.models.incident import IncidentState
-from lambdas.models.notices import NoticeKind
-from lambdas.models.slurm import drain_reason
-from lambdas.models.sweep import SkipReason
-from lambdas.models.telemetry import TelemetryState
-from lambdas.wording.card_lines import (
+from sdc_remediation.lambdas.models.deadline import ApprovalDeadline
+from sdc_remediation.lambdas.models.guard import HoldKind
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.notices import NoticeKind
+from sdc_remediation.lambdas.models.slurm import drain_reason
+from sdc_remediation.lambdas.models.sweep import SkipReason
+from sdc_remediation.lambdas.models.telemetry import TelemetryState
+from sdc_remediation.lambdas.wording.card_lines import (
     DEADLINE_LABEL,
     HARDWARE_ALERTS_HEADING,
     RECOMMENDATION_HEADING,
@@ -267,7 +267,11 @@ def check_dashboard(
 ) -> tuple[list[str], list[str]]:
     """The deployed dashboard against this run (infra/local/dashboard_check.py): the metrics it
     had to show, and the problems found."""
-    from infra.local.dashboard_check import facts, judge_dashboard, published_metrics
+    from sdc_remediation.infra.local.dashboard_check import (
+        facts,
+        judge_dashboard,
+        published_metrics,
+    )
 
     bodies = list(run.stack.dashboards.values())
     if len(bodies) != 1:

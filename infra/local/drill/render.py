@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from infra.local.drill.runner import Outcome
+from sdc_remediation.infra.local.drill.runner import Outcome
 
 
 class Style:

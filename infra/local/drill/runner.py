@@ -19,15 +19,15 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.cli.main import main as sdc
-from infra.local.drill import judge, stage
-from infra.local.drill.scenarios import CLUSTER, RANK_MAP, WORKSPACE_ID, Scenario
-from infra.local.grants import GrantsInsufficient, calls_per_function
-from lambdas.models.audit import AuditAction
-from lambdas.models.notices import NoticeKind
-from lambdas.models.payloads import Decision, OpenAction
-from lambdas.wording.card_lines import advice_summary, deadline_words
-from lambdas.wording.cards import SUMMARY_LINES
+from sdc_remediation.infra.cli.main import main as sdc
+from sdc_remediation.infra.local.drill import judge, stage
+from sdc_remediation.infra.local.drill.scenarios import CLUSTER, RANK_MAP, WORKSPACE_ID, Scenario
+from sdc_remediation.infra.local.grants import GrantsInsufficient, calls_per_function
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.notices import NoticeKind
+from sdc_remediation.lambdas.models.payloads import Decision, OpenAction
+from sdc_remediation.lambdas.wording.card_lines import advice_summary, deadline_words
+from sdc_remediation.lambdas.wording.cards import SUMMARY_LINES
 
 Note = Callable[..., None]
 """`note(who, what, at=None, **ids)`: a timeline line; `at` (monotonic) if earlier than now."""
@@ -58,13 +58,13 @@ class Outcome:
     seconds: float
     dashboard: list[str] = field(default_factory=list)
     """The metrics this run's incidents put on the deployed dashboard, each checked against
-    what the run published (`infra.local.dashboard_check`)."""
+    what the run published (`sdc_remediation.infra.local.dashboard_check`)."""
     lifecycle: list[dict[str, Any]] = field(default_factory=list)
     """The incident lifecycle events a rule on the default bus got, each incident's in its
     `sequence` order."""
     calls: dict[str, list[str]] = field(default_factory=dict)
     """Function → the AWS actions its calls needed, each checked against its role in the
-    synthesized template (`infra.local.grants`)."""
+    synthesized template (`sdc_remediation.infra.local.grants`)."""
     recommendations: dict[str, dict[str, str | None]] = field(default_factory=dict)
     """Incident → what its stored record, e-mail card, chat notice, lifecycle event and
     `sdc show` said its recommendation was while it waited for approval."""
@@ -108,7 +108,7 @@ def run_scenario(
     served endpoint). `linger(run, outcome)` is called once the scenario is judged, with the
     local account still standing (serve mode keeps it served until it returns); the outcome
     returned adds what the account's teardown finds (grants the functions lacked)."""
-    from infra.local.run import LocalRun  # heavy: moto, CDK on first synth
+    from sdc_remediation.infra.local.run import LocalRun  # heavy: moto, CDK on first synth
 
     started = time.monotonic()
     wall_start = time.time()
@@ -566,7 +566,7 @@ def _read_audit(
 ) -> tuple[dict[str, list[dict[str, Any]]], bool, list[Any]]:
     """Each subject's audit entries (shortened for the outcome), whether every chain verifies,
     and every entry; the entries join the timeline."""
-    from lambdas.logic.core.audit import verify_chain
+    from sdc_remediation.lambdas.logic.core.audit import verify_chain
 
     audit: dict[str, list[dict[str, Any]]] = {}
     chain_ok = True
@@ -620,8 +620,8 @@ def _still_isolated(run: Any) -> set[str]:
     """The instances whose Kubernetes node (in the local API stand-in) is still unschedulable or
     carries an incident taint; on Slurm, whose node the controller shows drained with our
     reason."""
-    from lambdas.models.kubernetes import TAINT_KEY, KubeNode
-    from lambdas.models.slurm import DRAIN_REASON_PREFIX
+    from sdc_remediation.lambdas.models.kubernetes import TAINT_KEY, KubeNode
+    from sdc_remediation.lambdas.models.slurm import DRAIN_REASON_PREFIX
 
     if run.slurm is not None:
         drained = set()

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.local.slurm import DRILL_CONTROLLER
-from lambdas.models.audit import AuditAction
+from sdc_remediation.infra.local.slurm import DRILL_CONTROLLER
+from sdc_remediation.lambdas.models.audit import AuditAction
 
 CLUSTER = "ml-cluster-1"
 NODES = ("i-0aa00000000000001", "i-0bb00000000000002", "i-0cc00000000000003", "i-0dd00000000000004")
@@ -143,7 +143,7 @@ DECOY_XIDS = {"other GPU of the suspect node": 31, "a GPU of another node": 48}
 def tiny_ddp_job() -> Any:
     """A real 4-rank DDP job on CPU, one rank per node of the cluster, with a fault on one rank:
     its checks' alarm and rank map replace the scenario's hand-written ones."""
-    from infra.local.ddp_job import run_job  # torch only in the job's processes
+    from sdc_remediation.infra.local.ddp_job import run_job  # torch only in the job's processes
 
     return run_job(NODES)
 
@@ -165,33 +165,35 @@ STRAGGLER_RANK = 1
 def hang_one_rank_job() -> Any:
     """A real 4-rank DDP job (gloo, CPU) with the training watch: one rank stops; the
     watchdog's alarm and the rank map replace the scenario's."""
-    from infra.local.watch_job import run_watch_job  # torch only in the job's processes
+    from sdc_remediation.infra.local.watch_job import (
+        run_watch_job,
+    )  # torch only in the job's processes
 
     return run_watch_job(NODES, stall=(HANG_RANK,))
 
 
 def hang_fsdp_job() -> Any:
     """The same with FSDP2 (`fully_shard`): the others wait in its asynchronous gathers."""
-    from infra.local.watch_job import JobKind, run_watch_job
+    from sdc_remediation.infra.local.watch_job import JobKind, run_watch_job
 
     return run_watch_job(NODES, kind=JobKind.FSDP, stall=(HANG_RANK,))
 
 
 def hang_two_groups_job() -> Any:
     """DDP and a second process group for the loss: the stopped rank lags in both."""
-    from infra.local.watch_job import JobKind, run_watch_job
+    from sdc_remediation.infra.local.watch_job import JobKind, run_watch_job
 
     return run_watch_job(NODES, kind=JobKind.TWO_GROUPS, stall=(HANG_RANK,))
 
 
 def hang_ambiguous_job() -> Any:
-    from infra.local.watch_job import run_watch_job
+    from sdc_remediation.infra.local.watch_job import run_watch_job
 
     return run_watch_job(NODES, stall=HANG_SPAN)
 
 
 def straggler_job() -> Any:
-    from infra.local.watch_job import run_watch_job
+    from sdc_remediation.infra.local.watch_job import run_watch_job
 
     return run_watch_job(NODES, steps=15, straggler=STRAGGLER_RANK, straggler_seconds=0.05)
 
@@ -551,6 +553,8 @@ SCENARIOS = {
                 AuditAction.APPROVAL_REQUESTED,
                 AuditAction.REPLACEMENT_REQUESTED,
             ),
+        ),
+        Scenario(
             "hang-fsdp",
             "a real 4-rank FSDP2 job on CPU (fully_shard, gloo): one rank stops; the others wait "
             "in its gathers; the watchdog names it by the collective and its stack; its node is "

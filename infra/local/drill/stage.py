@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from infra.local.drill.scenarios import (
+from sdc_remediation.infra.local.drill.scenarios import (
     BUSY_NODES,
     CLUSTER,
     DECOY_XIDS,
@@ -27,7 +27,7 @@ from infra.local.drill.scenarios import (
 def cluster(scenario: Scenario, alarm: dict[str, Any], rank_map: Sequence[dict[str, Any]]) -> Any:
     """The fake HyperPod cluster of the job's nodes (and the scenario's spare nodes); the
     culprits' nodes fail their deep health check when the scenario says so."""
-    from infra.local.run import default_cluster  # heavy: moto
+    from sdc_remediation.infra.local.run import default_cluster  # heavy: moto
 
     spares = tuple(f"i-0ee{n:014x}" for n in range(1, scenario.spare_nodes + 1))
     hyperpod = default_cluster(
@@ -39,7 +39,7 @@ def cluster(scenario: Scenario, alarm: dict[str, Any], rank_map: Sequence[dict[s
         for instance_id in suspects:
             hyperpod.set_health_check_result(CLUSTER, instance_id, passes=False)
     if scenario.sweep:
-        from lambdas.models.hyperpod import HealthCheck
+        from sdc_remediation.lambdas.models.hyperpod import HealthCheck
 
         hyperpod.fail_check(CLUSTER, SWEEP_FAILS, HealthCheck.INSTANCE_CONNECTIVITY)
     return hyperpod
@@ -50,8 +50,8 @@ def busy_and_watched(run: Any, note: Callable[..., None]) -> None:
     node's Kubernetes node, or a Slurm job allocated to each), and HyperPod holding each node it
     checks out of scheduling while the check runs, as it does: the node health label
     `Unschedulable` on EKS, a maintenance reservation on Slurm."""
-    from infra.local.run import kube_node_names
-    from lambdas.models.kubernetes import NODE_HEALTH_LABEL
+    from sdc_remediation.infra.local.run import kube_node_names
+    from sdc_remediation.lambdas.models.kubernetes import NODE_HEALTH_LABEL
 
     names = kube_node_names(list(run.hyperpod.clusters[CLUSTER].nodes))
     for instance_id in BUSY_NODES:
@@ -104,8 +104,8 @@ def slurm_controller(
     """Debian's slurmctld with every node of the fake cluster defined by its host name, playing
     the cluster's controller (`jobs`: one a job holds a node allocated on). Yields the
     LocalSlurm."""
-    from infra.local.slurm import DRILL_CONTROLLER, real_slurm
-    from lambdas.models.slurm import slurm_node_name
+    from sdc_remediation.infra.local.slurm import DRILL_CONTROLLER, real_slurm
+    from sdc_remediation.lambdas.models.slurm import slurm_node_name
 
     hosts = sorted(
         slurm_node_name(str(node.hostname)) for node in hyperpod.clusters[CLUSTER].nodes.values()
@@ -127,7 +127,7 @@ def slurm_rank_map(rank_map: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     import tempfile
     from pathlib import Path
 
-    from infra.local.run import slurm_host_names
+    from sdc_remediation.infra.local.run import slurm_host_names
     from trainer_emitter.rankmap import local_rank_info
 
     instance_ids = sorted({str(entry["instance_id"]) for entry in rank_map})
@@ -173,7 +173,7 @@ def slurm_rank_map(rank_map: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def slurm_host(hyperpod: Any, instance_id: str) -> str | None:
     """The Slurm node name of an instance of the fake cluster (None: it has left it)."""
-    from lambdas.models.slurm import slurm_node_name
+    from sdc_remediation.lambdas.models.slurm import slurm_node_name
 
     node = hyperpod.clusters[CLUSTER].nodes.get(instance_id)
     return slurm_node_name(node.hostname) if node and node.hostname else None
@@ -190,8 +190,8 @@ def prometheus_workspace(
     logged XID 79 twenty minutes ago, a row remap failure 30 s later and PCIe replays a minute
     later; decoys: another GPU of the same node (XID 31) and a GPU of another node (XID 48).
     Yields the base URL."""
-    from infra.local import prometheus
-    from infra.local.run import kube_node_names
+    from sdc_remediation.infra.local import prometheus
+    from sdc_remediation.infra.local.run import kube_node_names
 
     now = int(time.time()) // 15 * 15
     start = now - 90 * 60
@@ -255,7 +255,7 @@ def mute_alarms(run: Any, note: Callable[..., None]) -> None:
     """An alarm mute rule over the detection alarms, its window around now (maintenance)."""
     from datetime import UTC, datetime, timedelta
 
-    from infra.local.evaluator import MuteRule
+    from sdc_remediation.infra.local.evaluator import MuteRule
 
     now = datetime.now(UTC)
     rule = MuteRule(MUTE_RULE, now - timedelta(minutes=5), now + timedelta(hours=1))
@@ -281,9 +281,9 @@ def alerting_workspace(
     Needs Debian's prometheus: rules are evaluated by nothing else here. Yields the server."""
     import yaml
 
-    from infra.local import prometheus
-    from infra.stack.alert_rules import rule_groups
-    from infra.stack.settings import DeploymentSettings
+    from sdc_remediation.infra.local import prometheus
+    from sdc_remediation.infra.stack.alert_rules import rule_groups
+    from sdc_remediation.infra.stack.settings import DeploymentSettings
 
     if prometheus.binaries() is None:
         raise prometheus.PrometheusNotInstalled(prometheus.INSTALL_HINT)
@@ -331,7 +331,7 @@ def throttle_workspace(
     (normal under load) or, when `throttled`, the straggler's GPU held down by HW slowdown all
     along: the hardware corroboration the decision table asks of a straggler. Served by a real
     Prometheus when one is installed, else by the stand-in. Yields the base URL."""
-    from infra.local import prometheus
+    from sdc_remediation.infra.local import prometheus
 
     now = int(time.time()) // 15 * 15
     start = now - 30 * 60
@@ -378,7 +378,11 @@ def deliver_hardware_alert(
     import urllib.request
     import uuid
 
-    from lambdas.models.hardware_alert import CLUSTER_ATTRIBUTE, MESSAGE_VERSION, AlertStatus
+    from sdc_remediation.lambdas.models.hardware_alert import (
+        CLUSTER_ATTRIBUTE,
+        MESSAGE_VERSION,
+        AlertStatus,
+    )
 
     def alerts() -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"{server.base_url}/api/v1/alerts", timeout=5) as answer:
@@ -462,8 +466,8 @@ def throttle_series(
     """Every GPU's dcgm-exporter series from `start` to `now`, as the observability add-on
     stores them (each named by its Kubernetes node), its clock throttle reasons `bits(entry)`
     throughout; `collector(n)`: the n-th series' exporter pod and address."""
-    from infra.local import prometheus
-    from infra.local.run import kube_node_names
+    from sdc_remediation.infra.local import prometheus
+    from sdc_remediation.infra.local.run import kube_node_names
 
     hosts = kube_node_names(sorted({str(e["instance_id"]) for e in rank_map}))
     series: list[Any] = []

@@ -1,8 +1,8 @@
-"""`python -m infra.local.fleet` (`make fleet`): the fleet what-if, printed as tables, its
+"""`python -m sdc_remediation.infra.local.fleet` (`make fleet`): the fleet what-if, printed as tables, its
 pipeline runs' audit logs written for `sdc report --from`.
 
-    python -m infra.local.fleet                                  # Llama 3 405B's history
-    python -m infra.local.fleet --history ours.csv --settings ours.json --days 30
+    python -m sdc_remediation.infra.local.fleet                                  # Llama 3 405B's history
+    python -m sdc_remediation.infra.local.fleet --history ours.csv --settings ours.json --days 30
 
 `--settings` is a JSON object of `sdc:*` context keys (as cdk.json holds them; those the
 functions read take effect: the guard, the storm hold, the rate bounds, the repeat-offender
@@ -21,9 +21,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from infra.cli.report import write_log
-from infra.local.fleet.causes import DAYS, LLAMA3_405B, NODES, PAPER, HistoryError, read_history
-from infra.local.fleet.whatif import (
+from sdc_remediation.infra.cli.report import write_log
+from sdc_remediation.infra.local.fleet.causes import (
+    DAYS,
+    LLAMA3_405B,
+    NODES,
+    PAPER,
+    HistoryError,
+    read_history,
+)
+from sdc_remediation.infra.local.fleet.whatif import (
     Approvers,
     JobModel,
     Mode,
@@ -33,10 +40,10 @@ from infra.local.fleet.whatif import (
     nodes_replaced,
     simulate,
 )
-from infra.stack.settings import CONTEXT_ATTRIBUTES, SettingsError
-from infra.stack.settings import DeploymentSettings as StackSettings
-from lambdas.logic.core.figures import Figure
-from lambdas.models.settings import Settings
+from sdc_remediation.infra.stack.settings import CONTEXT_ATTRIBUTES, SettingsError
+from sdc_remediation.infra.stack.settings import DeploymentSettings as StackSettings
+from sdc_remediation.lambdas.logic.core.figures import Figure
+from sdc_remediation.lambdas.models.settings import Settings
 
 MODEL_KEYS: Final = {"job": JobModel, "approvers": Approvers}
 FUNCTION_SETTINGS: Final = frozenset(f.name for f in dataclasses.fields(Settings))
@@ -152,7 +159,7 @@ def markdown(rows: Sequence[Sequence[str]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.local.fleet",
+        prog="python -m sdc_remediation.infra.local.fleet",
         description="Replay a failure history through the pipeline's own logic against a fake "
         "HyperPod cluster, beside HyperPod's own recovery alone and the pipeline approving at "
         f"once. Default history: {PAPER}.",

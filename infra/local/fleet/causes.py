@@ -21,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Final
 
-from lambdas.models.hardware_alert import HardwareRule
+from sdc_remediation.lambdas.models.hardware_alert import HardwareRule
 
 PAPER: Final = "Llama 3 405B pre-training, arXiv 2407.21783 (Table 5): 419 unexpected interruptions"
 DAYS: Final = 54

@@ -3,7 +3,7 @@ clock, against a fake HyperPod cluster, with approvers and a training job modell
 
 Each fault of the history strikes a node drawn at random (a node replaced earlier is struck as
 its new instance) at a time drawn uniformly over the history's days. What signals it and after
-what delay is the cause's (`infra.local.fleet.causes`). A hardware alert, an SDC report or a
+what delay is the cause's (`sdc_remediation.infra.local.fleet.causes`). A hardware alert, an SDC report or a
 training-watch alarm enters the pipeline as on AWS: `intake.hardware_alerts`,
 `intake.store_report` or `intake.open_incident`, and the incident then goes through the steps
 the remediation state machine runs, each at its virtual time: `isolation.isolate_node`, the deep
@@ -35,21 +35,28 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
-from infra.local.fake_hyperpod import FakeHyperPod
-from infra.local.fleet.causes import Cause, Signal
-from lambdas.logic import approval, closing, health_check, intake, isolation, recovery
-from lambdas.logic.core.figures import Figure, Report, compute
-from lambdas.logic.evidence.policy import DECISION_OF
-from lambdas.models.audit import AuditAction, AuditEntry
-from lambdas.models.events import parse_contributor_event
-from lambdas.models.hardware_alert import (
+from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+from sdc_remediation.infra.local.fleet.causes import Cause, Signal
+from sdc_remediation.lambdas.logic import (
+    approval,
+    closing,
+    health_check,
+    intake,
+    isolation,
+    recovery,
+)
+from sdc_remediation.lambdas.logic.core.figures import Figure, Report, compute
+from sdc_remediation.lambdas.logic.evidence.policy import DECISION_OF
+from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
+from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.hardware_alert import (
     MESSAGE_VERSION,
     AlertSeverity,
     HardwareRule,
     parse_alert_notification,
 )
-from lambdas.models.incident import Incident
-from lambdas.models.payloads import (
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.payloads import (
     ApprovalRequest,
     CloseRequest,
     Decision,
@@ -57,10 +64,10 @@ from lambdas.models.payloads import (
     IncidentRef,
     Outcome,
 )
-from lambdas.models.recommendation import Advice
-from lambdas.models.report import parse_report_event
-from lambdas.models.settings import IsolationConfig
-from lambdas.observability import logger, metrics
+from sdc_remediation.lambdas.models.recommendation import Advice
+from sdc_remediation.lambdas.models.report import parse_report_event
+from sdc_remediation.lambdas.models.settings import IsolationConfig
+from sdc_remediation.lambdas.observability import logger, metrics
 from tests.conftest import load_fixture
 from tests.unit.world import APPROVAL_ARN, CLUSTER, EKS, GROUP, World, settings
 from trainer_emitter.contract import NAMESPACE, REPORT_DETAIL_TYPE, REPORT_SOURCE, Metric

@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from lambdas.adapters._aws import (
+from sdc_remediation.lambdas.adapters._aws import (
     DynamoTable,
     aws_call,
     error_code,
@@ -23,7 +23,7 @@ from lambdas.adapters._aws import (
     to_item,
     translate,
 )
-from lambdas.models.errors import AwsError
+from sdc_remediation.lambdas.models.errors import AwsError
 
 ALL_OLD = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lambdas.adapters._aws import DynamoTable, aws_call, from_item, pages, to_item
-from lambdas.models.audit import AuditEntry
+from sdc_remediation.lambdas.adapters._aws import DynamoTable, aws_call, from_item, pages, to_item
+from sdc_remediation.lambdas.models.audit import AuditEntry
 
 
 class DynamoAuditLog(DynamoTable):
@@ -55,6 +55,6 @@ class DynamoAuditLog(DynamoTable):
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import AuditLog
+    from sdc_remediation.lambdas.logic.ports import AuditLog
 
     _audit: AuditLog = DynamoAuditLog("t")

@@ -6,12 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lambdas.adapters._aws import aws_call, pages, to_item
-from lambdas.adapters.dynamodb._table import ItemTable, Write, versioned_put
-from lambdas.adapters.dynamodb.keys import flag_pk, guard_key, held_key, hold_key, tally_key
-from lambdas.models.errors import ConditionFailed
-from lambdas.models.guard import ClusterHold, GuardState, slots_of
-from lambdas.models.writes import Created, CreateHoldResult, HoldExists
+from sdc_remediation.lambdas.adapters._aws import aws_call, pages, to_item
+from sdc_remediation.lambdas.adapters.dynamodb._table import ItemTable, Write, versioned_put
+from sdc_remediation.lambdas.adapters.dynamodb.keys import (
+    flag_pk,
+    guard_key,
+    held_key,
+    hold_key,
+    tally_key,
+)
+from sdc_remediation.lambdas.models.errors import ConditionFailed
+from sdc_remediation.lambdas.models.guard import ClusterHold, GuardState, slots_of
+from sdc_remediation.lambdas.models.writes import Created, CreateHoldResult, HoldExists
 
 
 def take_slots(
@@ -175,6 +181,6 @@ class DynamoGuardStore(ItemTable):
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import GuardStore
+    from sdc_remediation.lambdas.logic.ports import GuardStore
 
     _guard: GuardStore = DynamoGuardStore("t")

@@ -6,10 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from lambdas.adapters._aws import aws_call, from_item, to_item
-from lambdas.adapters.dynamodb._table import ItemTable
-from lambdas.adapters.dynamodb.keys import gpu_history_pk, history_pks, instance_history_pk
-from lambdas.models.guard import PAST_INCIDENTS_LIMIT, PastIncident
+from sdc_remediation.lambdas.adapters._aws import aws_call, from_item, to_item
+from sdc_remediation.lambdas.adapters.dynamodb._table import ItemTable
+from sdc_remediation.lambdas.adapters.dynamodb.keys import (
+    gpu_history_pk,
+    history_pks,
+    instance_history_pk,
+)
+from sdc_remediation.lambdas.models.guard import PAST_INCIDENTS_LIMIT, PastIncident
 
 HISTORY_TTL_DAYS = 400
 
@@ -62,6 +66,6 @@ def _epoch(iso: str) -> int:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import HistoryStore
+    from sdc_remediation.lambdas.logic.ports import HistoryStore
 
     _history: HistoryStore = DynamoHistoryStore("t")

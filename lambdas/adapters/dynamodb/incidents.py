@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lambdas.adapters._aws import DynamoTable, aws_call, from_item, pages, to_item
-from lambdas.adapters.dynamodb._table import ItemTable, Write, versioned_put
-from lambdas.adapters.dynamodb.guard import slots_in, take_slots
-from lambdas.adapters.dynamodb.keys import (
+from sdc_remediation.lambdas.adapters._aws import DynamoTable, aws_call, from_item, pages, to_item
+from sdc_remediation.lambdas.adapters.dynamodb._table import ItemTable, Write, versioned_put
+from sdc_remediation.lambdas.adapters.dynamodb.guard import slots_in, take_slots
+from sdc_remediation.lambdas.adapters.dynamodb.keys import (
     BY_STATE_INDEX,
     held_lock_key,
     incident_key,
@@ -31,10 +31,10 @@ from lambdas.adapters.dynamodb.keys import (
     proof_key,
     task_token_key,
 )
-from lambdas.models.errors import ConditionFailed
-from lambdas.models.guard import check_slot_room
-from lambdas.models.incident import Incident, IncidentState, task_token_digest
-from lambdas.models.writes import (
+from sdc_remediation.lambdas.models.errors import ConditionFailed
+from sdc_remediation.lambdas.models.guard import check_slot_room
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, task_token_digest
+from sdc_remediation.lambdas.models.writes import (
     Claimed,
     ClaimHeldResult,
     ClaimLockResult,
@@ -297,7 +297,7 @@ def incident_of(item: dict[str, Any]) -> Incident:
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import IncidentStore, OpenIncidents
+    from sdc_remediation.lambdas.logic.ports import IncidentStore, OpenIncidents
 
     _incidents: IncidentStore = DynamoIncidentStore("t")
     _open: OpenIncidents = DynamoOpenIncidents("t")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from lambdas.models.guard import PastIncident
+from sdc_remediation.lambdas.models.guard import PastIncident
 
 BY_STATE_INDEX: Final = "by_state"
 """infra/stack/storage.py's index (pk `state`, sk `created_at`); retyped because the Lambda asset

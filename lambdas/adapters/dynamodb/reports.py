@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from lambdas.adapters._aws import aws_call, from_item, to_item
-from lambdas.adapters.dynamodb._table import ItemTable
-from lambdas.adapters.dynamodb.keys import report_pk
-from lambdas.models.report import SdcReport, parse_report
+from sdc_remediation.lambdas.adapters._aws import aws_call, from_item, to_item
+from sdc_remediation.lambdas.adapters.dynamodb._table import ItemTable
+from sdc_remediation.lambdas.adapters.dynamodb.keys import report_pk
+from sdc_remediation.lambdas.models.report import SdcReport, parse_report
 
 
 class DynamoReportStore(ItemTable):
@@ -72,6 +72,6 @@ _RECEIVED = "at#"
 
 
 if TYPE_CHECKING:
-    from lambdas.logic.ports import ReportStore
+    from sdc_remediation.lambdas.logic.ports import ReportStore
 
     _reports: ReportStore = DynamoReportStore("t")

@@ -19,8 +19,8 @@ decisions are accepted) → `safety/approvers.py` (who counts as whom, the tally
 
 from __future__ import annotations
 
-from lambdas.logic.approval.decide import decide
-from lambdas.logic.approval.page import incidents_page
-from lambdas.logic.approval.request import request_approval, resend_card, send_card
+from sdc_remediation.lambdas.logic.approval.decide import decide
+from sdc_remediation.lambdas.logic.approval.page import incidents_page
+from sdc_remediation.lambdas.logic.approval.request import request_approval, resend_card, send_card
 
 __all__ = ["decide", "incidents_page", "request_approval", "resend_card", "send_card"]

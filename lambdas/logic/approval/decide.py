@@ -13,32 +13,32 @@ import dataclasses
 from datetime import datetime, timedelta
 from typing import NoReturn
 
-from lambdas.logic.core.measures import elapsed, report_waiting
-from lambdas.logic.core.steps import Step, error_details
-from lambdas.logic.ports import Deps
-from lambdas.logic.safety import approvers
-from lambdas.logic.safety.approvers import Count
-from lambdas.logic.safety.decisions import (
+from sdc_remediation.lambdas.logic.core.measures import elapsed, report_waiting
+from sdc_remediation.lambdas.logic.core.steps import Step, error_details
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.logic.safety import approvers
+from sdc_remediation.lambdas.logic.safety.approvers import Count
+from sdc_remediation.lambdas.logic.safety.decisions import (
     ValidDecision,
     approval_binding,
     check_accepts_decision,
     check_task_token,
     validate_decision,
 )
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.approvals import AnswerState, Principal, PrincipalSource
-from lambdas.models.audit import AuditAction, AuditEntry
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.approvals import AnswerState, Principal, PrincipalSource
+from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
+from sdc_remediation.lambdas.models.errors import (
     DecisionRefused,
     ExecutionNotFound,
     IdentityRefused,
     TaskNotWaiting,
 )
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import Decision, DecisionAccepted, DecisionRequest
-from lambdas.models.recovery import DecisionRecord
-from lambdas.observability import count, logger, seconds
-from lambdas.wording.card_lines import approvals_line
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.payloads import Decision, DecisionAccepted, DecisionRequest
+from sdc_remediation.lambdas.models.recovery import DecisionRecord
+from sdc_remediation.lambdas.observability import count, logger, seconds
+from sdc_remediation.lambdas.wording.card_lines import approvals_line
 
 from .proceed import proceed_held
 from .replies import (
@@ -56,7 +56,7 @@ from .reset import reset_hold
 S = IncidentState
 PROOF_KEPT_SECONDS = 86_400
 """How long a redeemed proof's id is kept: STS refuses a proof 15 minutes after it was signed
-at most (`lambdas.adapters.identity.PROOF_EXPIRES_SECONDS`), so a day outlives every proof."""
+at most (`sdc_remediation.lambdas.adapters.identity.PROOF_EXPIRES_SECONDS`), so a day outlives every proof."""
 
 
 def decide(request: DecisionRequest, deps: Deps) -> DecisionAccepted:

@@ -3,14 +3,14 @@ nothing."""
 
 from __future__ import annotations
 
-from lambdas.logic.ports import PageDeps
-from lambdas.models.widget import WidgetRequest
-from lambdas.observability import logger
-from lambdas.wording import page
+from sdc_remediation.lambdas.logic.ports import PageDeps
+from sdc_remediation.lambdas.models.widget import WidgetRequest
+from sdc_remediation.lambdas.observability import logger
+from sdc_remediation.lambdas.wording import page
 
 
 def incidents_page(request: WidgetRequest, deps: PageDeps) -> str:
-    """The dashboard's custom widget: the open incidents as HTML (`lambdas.wording.page`), or
+    """The dashboard's custom widget: the open incidents as HTML (`sdc_remediation.lambdas.wording.page`), or
     the widget's documentation when the console asks for it. Reads only; decides nothing."""
     if request.describe:
         return page.DESCRIBE

@@ -1,22 +1,22 @@
 """The proceed job: decision `proceed` names a job-level incident the blast-radius guard held and,
 once `approvals_required` distinct people agree, lets its nodes be health-checked
-(`lambdas.logic.opening.proceeding`)."""
+(`sdc_remediation.lambdas.logic.opening.proceeding`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from lambdas.logic.core.steps import Step
-from lambdas.logic.opening import proceeding
-from lambdas.logic.safety import approvers
-from lambdas.logic.safety.approvers import Count
-from lambdas.logic.safety.decisions import ValidDecision
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.approvals import Principal
-from lambdas.models.errors import DecisionRefused
-from lambdas.models.incident import Incident
-from lambdas.models.payloads import DecisionAccepted, DecisionRequest
-from lambdas.observability import count, logger
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.opening import proceeding
+from sdc_remediation.lambdas.logic.safety import approvers
+from sdc_remediation.lambdas.logic.safety.approvers import Count
+from sdc_remediation.lambdas.logic.safety.decisions import ValidDecision
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.approvals import Principal
+from sdc_remediation.lambdas.models.errors import DecisionRefused
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.payloads import DecisionAccepted, DecisionRequest
+from sdc_remediation.lambdas.observability import count, logger
 
 from .replies import (
     approval_record,
@@ -32,7 +32,7 @@ from .replies import (
 def proceed_held(
     step: Step, valid: ValidDecision, principal: Principal, actor: str, request: DecisionRequest
 ) -> DecisionAccepted:
-    """Let a job-level incident the guard held proceed (`lambdas.logic.opening.proceeding`)."""
+    """Let a job-level incident the guard held proceed (`sdc_remediation.lambdas.logic.opening.proceeding`)."""
     held = step.deps.incidents.get(valid.incident_id)
     if held is None:
         refuse_unknown(step, valid, actor, request)

@@ -9,21 +9,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from lambdas.logic.core import ids
-from lambdas.logic.core.steps import Step, publish_with_retries
-from lambdas.logic.safety import approvers
-from lambdas.logic.safety.approvers import Count
-from lambdas.logic.safety.decisions import ValidDecision
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.approvals import ApprovalRecord, Principal
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import DecisionRefused
-from lambdas.models.incident import Incident
-from lambdas.models.notices import ChatNotification, NoticeKind
-from lambdas.models.payloads import Decision, DecisionAccepted, DecisionRequest
-from lambdas.observability import count, logger
-from lambdas.wording import chat
-from lambdas.wording.card_lines import tally_line
+from sdc_remediation.lambdas.logic.core import ids
+from sdc_remediation.lambdas.logic.core.steps import Step, publish_with_retries
+from sdc_remediation.lambdas.logic.safety import approvers
+from sdc_remediation.lambdas.logic.safety.approvers import Count
+from sdc_remediation.lambdas.logic.safety.decisions import ValidDecision
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.approvals import ApprovalRecord, Principal
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import DecisionRefused
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.notices import ChatNotification, NoticeKind
+from sdc_remediation.lambdas.models.payloads import Decision, DecisionAccepted, DecisionRequest
+from sdc_remediation.lambdas.observability import count, logger
+from sdc_remediation.lambdas.wording import chat
+from sdc_remediation.lambdas.wording.card_lines import tally_line
 
 ChatOf = Callable[[str, str], ChatNotification]
 """The chat form of a notice, from its subject and text."""

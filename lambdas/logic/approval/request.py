@@ -5,23 +5,23 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from lambdas.logic.core import lifecycle
-from lambdas.logic.core.measures import report_waiting
-from lambdas.logic.core.steps import Step, publish_with_retries
-from lambdas.logic.evidence import hyperpod_view, telemetry
-from lambdas.logic.evidence.history import past_incidents, repeat_offence
-from lambdas.logic.evidence.recommendation import audit_recommendation, judge
-from lambdas.logic.ports import Deps
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.deadline import ApprovalDeadline
-from lambdas.models.errors import InvalidTransition
-from lambdas.models.incident import Incident, IncidentState, task_token_digest
-from lambdas.models.notices import NoticeKind
-from lambdas.models.payloads import ApprovalRequest, ApprovalRequested, Decision
-from lambdas.models.recommendation import Recommendation
-from lambdas.observability import count, logger
-from lambdas.wording import cards, chat
+from sdc_remediation.lambdas.logic.core import lifecycle
+from sdc_remediation.lambdas.logic.core.measures import report_waiting
+from sdc_remediation.lambdas.logic.core.steps import Step, publish_with_retries
+from sdc_remediation.lambdas.logic.evidence import hyperpod_view, telemetry
+from sdc_remediation.lambdas.logic.evidence.history import past_incidents, repeat_offence
+from sdc_remediation.lambdas.logic.evidence.recommendation import audit_recommendation, judge
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.deadline import ApprovalDeadline
+from sdc_remediation.lambdas.models.errors import InvalidTransition
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, task_token_digest
+from sdc_remediation.lambdas.models.notices import NoticeKind
+from sdc_remediation.lambdas.models.payloads import ApprovalRequest, ApprovalRequested, Decision
+from sdc_remediation.lambdas.models.recommendation import Recommendation
+from sdc_remediation.lambdas.observability import count, logger
+from sdc_remediation.lambdas.wording import cards, chat
 
 S = IncidentState
 
@@ -40,9 +40,9 @@ def request_approval(request: ApprovalRequest, deps: Deps) -> ApprovalRequested:
     console still shows the approval input to paste.
 
     Before the card is built, the GPU's hardware counters are read from the cluster's
-    Prometheus workspace (`lambdas.logic.evidence.telemetry`, bounded in time, never failing), and
+    Prometheus workspace (`sdc_remediation.lambdas.logic.evidence.telemetry`, bounded in time, never failing), and
     HyperPod's own events for the instance and its node's HyperPod labels
-    (`lambdas.logic.evidence.hyperpod_view`, never failing); both are kept on the incident with the
+    (`sdc_remediation.lambdas.logic.evidence.hyperpod_view`, never failing); both are kept on the incident with the
     token's digest: the card says what they showed.
     """
     step = Step(deps, "request_approval")

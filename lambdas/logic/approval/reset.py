@@ -3,19 +3,19 @@ it, once `approvals_required` distinct people agree (counted on the hold itself)
 
 from __future__ import annotations
 
-from lambdas.logic.core import ids
-from lambdas.logic.core.steps import Step
-from lambdas.logic.safety import approvers, guard
-from lambdas.logic.safety.approvers import Count
-from lambdas.logic.safety.decisions import ValidDecision
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.approvals import Principal
-from lambdas.models.errors import ConditionFailed, DecisionRefused
-from lambdas.models.guard import ClusterHold
-from lambdas.models.notices import NoticeKind
-from lambdas.models.payloads import DecisionAccepted, DecisionRequest
-from lambdas.observability import count, logger
-from lambdas.wording import chat
+from sdc_remediation.lambdas.logic.core import ids
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.safety import approvers, guard
+from sdc_remediation.lambdas.logic.safety.approvers import Count
+from sdc_remediation.lambdas.logic.safety.decisions import ValidDecision
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.approvals import Principal
+from sdc_remediation.lambdas.models.errors import ConditionFailed, DecisionRefused
+from sdc_remediation.lambdas.models.guard import ClusterHold
+from sdc_remediation.lambdas.models.notices import NoticeKind
+from sdc_remediation.lambdas.models.payloads import DecisionAccepted, DecisionRequest
+from sdc_remediation.lambdas.observability import count, logger
+from sdc_remediation.lambdas.wording import chat
 
 from .replies import approval_record, counted, refuse, taken, waiting
 

@@ -23,9 +23,9 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from lambdas.logic.ports import AuditAnchor, AuditLog, Clock, Deps, NoAuditAnchor
-from lambdas.models.audit import AnchorRecord, AuditAction, AuditEntry
-from lambdas.models.errors import ConditionFailed
+from sdc_remediation.lambdas.logic.ports import AuditAnchor, AuditLog, Clock, Deps, NoAuditAnchor
+from sdc_remediation.lambdas.models.audit import AnchorRecord, AuditAction, AuditEntry
+from sdc_remediation.lambdas.models.errors import ConditionFailed
 
 GENESIS = "0" * 64
 APPEND_ATTEMPTS = 5

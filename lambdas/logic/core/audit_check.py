@@ -4,12 +4,12 @@ entry. It reads only; it writes no audit entry of its own."""
 
 from __future__ import annotations
 
-from lambdas.logic.core.audit import verify_subjects
-from lambdas.logic.ports import Deps
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.incident import IncidentState
-from lambdas.models.payloads import AuditCheckResult, BrokenChain
-from lambdas.observability import gauge, logger
+from sdc_remediation.lambdas.logic.core.audit import verify_subjects
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import AuditCheckResult, BrokenChain
+from sdc_remediation.lambdas.observability import gauge, logger
 
 
 def check_audit(deps: Deps) -> AuditCheckResult:

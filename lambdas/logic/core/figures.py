@@ -21,13 +21,13 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, Final
 
-from lambdas.logic.core.audit import verify_chain
-from lambdas.models.audit import AuditAction, AuditEntry
-from lambdas.models.health_check import HealthCheckResult
-from lambdas.models.incident import Incident, TriggerSource
-from lambdas.models.payloads import Decision
-from lambdas.models.resume_point import ResumePoint
-from lambdas.models.states import IncidentState
+from sdc_remediation.lambdas.logic.core.audit import verify_chain
+from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
+from sdc_remediation.lambdas.models.health_check import HealthCheckResult
+from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.models.resume_point import ResumePoint
+from sdc_remediation.lambdas.models.states import IncidentState
 
 A = AuditAction
 S = IncidentState

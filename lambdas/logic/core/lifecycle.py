@@ -18,10 +18,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
-from lambdas.models.errors import InvalidTransition
-from lambdas.models.health_check import HealthCheckResult
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import Decision, Outcome, RecoveryStatus
+from sdc_remediation.lambdas.models.errors import InvalidTransition
+from sdc_remediation.lambdas.models.health_check import HealthCheckResult
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.payloads import Decision, Outcome, RecoveryStatus
 
 S = IncidentState
 
@@ -66,7 +66,7 @@ def closed_undecided(incident: Incident) -> bool:
     """A closed incident whose last approval request has no decision after it, and that did
     not close by the approval's expiry: the waiting task was answered (or failed) outside
     `decide`, with the task token, so nothing it said is a decision. Its node stays isolated and
-    a person is alarmed (`lambdas.logic.closing`)."""
+    a person is alarmed (`sdc_remediation.lambdas.logic.closing`)."""
     requested = incident.approval_requested_at
     if not requested or not incident.state.terminal or incident.state is S.EXPIRED:
         return False

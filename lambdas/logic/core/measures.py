@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from lambdas.logic.core.steps import Step
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.observability import gauge, logger
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.observability import gauge, logger
 
 S = IncidentState
 

@@ -9,22 +9,22 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
 
-from lambdas.logic.core.audit import Auditor
-from lambdas.logic.ports import Deps
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction, AuditEntry
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.logic.core.audit import Auditor
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
+from sdc_remediation.lambdas.models.errors import (
     ConditionFailed,
     ErrorRecord,
     IncidentNotFound,
     NodeNotFound,
     SdcError,
 )
-from lambdas.models.hyperpod import NodeStatus
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.lifecycle_event import IncidentStateChange
-from lambdas.models.notices import ChatNotification, NoticeKind
-from lambdas.observability import count, logger
+from sdc_remediation.lambdas.models.hyperpod import NodeStatus
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.lifecycle_event import IncidentStateChange
+from sdc_remediation.lambdas.models.notices import ChatNotification, NoticeKind
+from sdc_remediation.lambdas.observability import count, logger
 
 SAVE_ATTEMPTS = 5
 ERROR_TEXT_LIMIT = 2000
@@ -262,7 +262,7 @@ def send_notice(
     current: Incident | None = None,
 ) -> None:
     """Publish a notice about `incident` (`publish_with_retries`: retried with backoff), with `chat` its
-    chat rendering (`lambdas.wording.chat`; its kind is the notice's), then mark it
+    chat rendering (`sdc_remediation.lambdas.wording.chat`; its kind is the notice's), then mark it
     `close_notified` and audit `sent_action`. A notice that could not be delivered is audited
     as `notification_failed` and not raised: the incident is recorded either way, and the flag
     stays false so a retry sends the notice again."""

@@ -3,4 +3,4 @@ incident (`summaries`), HyperPod's own view of the node (`hyperpod_view`), the G
 telemetry (dcgm-exporter series, XIDs), the node's earlier incidents (`history`), the checkpoint
 to resume from, and the recommended recovery tier (`recommendation.judge`, the one place an
 incident is judged; the incident stores what it returns). How it is worded for people is
-`lambdas.wording`'s, from the record; nothing here words a card."""
+`sdc_remediation.lambdas.wording`'s, from the record; nothing here words a card."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from lambdas.models.errors import TelemetryBadAnswer
+from sdc_remediation.lambdas.models.errors import TelemetryBadAnswer
 
 NODE_LABELS: Final = ("Hostname", "hostname")
 """dcgm-exporter's node label: `Hostname` up to 4.8.2, `hostname` since 4.8.3."""

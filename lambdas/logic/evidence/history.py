@@ -2,7 +2,7 @@
 
 Instance ids change when a node is replaced; a GPU UUID names the device. The approval card
 lists both histories, and a transient verdict on a node with history is proposed for
-replacement (`lambdas.logic.evidence.recommendation`). A node or GPU in
+replacement (`sdc_remediation.lambdas.logic.evidence.recommendation`). A node or GPU in
 `Settings.repeat_offender_incidents` incidents within `repeat_offender_window_days` is a repeat
 offender (`repeat_offence`): replacement is proposed whatever the last incident's evidence.
 """
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from lambdas.logic.core.steps import Step, error_details
-from lambdas.models.audit import AuditAction
-from lambdas.models.guard import PastIncident
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.settings import Settings
-from lambdas.observability import logger
+from sdc_remediation.lambdas.logic.core.steps import Step, error_details
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.guard import PastIncident
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.settings import Settings
+from sdc_remediation.lambdas.observability import logger
 
 
 def record_history(step: Step, incident: Incident) -> None:

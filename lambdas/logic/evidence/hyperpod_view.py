@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from lambdas.logic.evidence.telemetry_query import LOOKBACK, evidence_times
-from lambdas.logic.ports import Deps
-from lambdas.models.errors import AwsError, KubernetesError
-from lambdas.models.events import parse_time
-from lambdas.models.hyperpod import ClusterEvent, HyperPodView
-from lambdas.models.incident import Incident
+from sdc_remediation.lambdas.logic.evidence.telemetry_query import LOOKBACK, evidence_times
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.models.errors import AwsError, KubernetesError
+from sdc_remediation.lambdas.models.events import parse_time
+from sdc_remediation.lambdas.models.hyperpod import ClusterEvent, HyperPodView
+from sdc_remediation.lambdas.models.incident import Incident
 
 ERROR_TEXT_LIMIT = 300
 
@@ -30,7 +30,7 @@ ERROR_TEXT_LIMIT = 300
 def gather(deps: Deps, incident: Incident, now: datetime) -> HyperPodView:
     """HyperPod's events for the incident's instance and its node's HyperPod labels; never
     raises."""
-    from lambdas.observability import logger
+    from sdc_remediation.lambdas.observability import logger
 
     times = evidence_times(incident) or [parse_time(incident.created_at, "created_at")]
     start = min(min(times), now) - LOOKBACK

@@ -28,8 +28,8 @@ from __future__ import annotations
 from enum import Enum, StrEnum
 from typing import Final
 
-from lambdas.models.payloads import Decision
-from lambdas.models.recommendation import Advice, Course
+from sdc_remediation.lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.models.recommendation import Advice, Course
 
 MIN_AGREEING_SIGNALS: Final = 2
 """Independent signals that must agree before a hang is localised to an instance (Baidu's

@@ -16,10 +16,10 @@ same GPU UUID): both are proposed for replacement. A failed deep health check is
 to propose replacing, and so is one that failed again after a reboot. A job-level incident (an
 ambiguous report) never proposes a replacement.
 
-A failed idle sweep check (`lambdas.logic.sweep`; InstanceStress or InstanceConnectivity on a
+A failed idle sweep check (`sdc_remediation.lambdas.logic.sweep`; InstanceStress or InstanceConnectivity on a
 node no job was using) is hardware evidence → replace after review (`policy.Row.SWEEP_FAILED`, `assess_sweep`).
 
-Hardware alerts (the GPU's own counters, `lambdas.logic.intake.hardware_alerts`):
+Hardware alerts (the GPU's own counters, `sdc_remediation.lambdas.logic.intake.hardware_alerts`):
 - a hardware signal alone → health check, then reboot; replace when the memory cannot repair
   itself (row remap failure, uncorrectable ECC: severity critical), when the same rule fires
   again after its first start, or on a node with history.
@@ -43,15 +43,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from lambdas.logic.core.steps import Step
-from lambdas.logic.evidence.policy import MIN_AGREEING_SIGNALS, Row, stronger, strongest
-from lambdas.models.audit import AuditAction
-from lambdas.models.guard import PastIncident
-from lambdas.models.hardware_alert import AlertSeverity
-from lambdas.models.health_check import HealthCheckResult
-from lambdas.models.incident import Incident, TriggerSource
-from lambdas.models.quantity import count
-from lambdas.models.recommendation import MAX_PAST, Advice, Course, Recommendation
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.evidence.policy import (
+    MIN_AGREEING_SIGNALS,
+    Row,
+    stronger,
+    strongest,
+)
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.guard import PastIncident
+from sdc_remediation.lambdas.models.hardware_alert import AlertSeverity
+from sdc_remediation.lambdas.models.health_check import HealthCheckResult
+from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.quantity import count
+from sdc_remediation.lambdas.models.recommendation import MAX_PAST, Advice, Course, Recommendation
 from trainer_emitter.contract import Check, Metric, Role, VerdictKind
 
 OPERATOR_TIER: Final = (
@@ -243,7 +248,7 @@ def recommend(
     telemetry signals; they and the firing hardware `alerts` (the workspace's alert rules) are
     what corroborates a hang or a straggler (`policy.Row`); the alerts also advise on their own
     (`assess_hardware`). `repeat`: why the node or a GPU of it is a repeat offender
-    (`lambdas.logic.evidence.history.repeat_offence`): replacement is proposed, unless the
+    (`sdc_remediation.lambdas.logic.evidence.history.repeat_offence`): replacement is proposed, unless the
     checks did not confirm the reports' claims."""
     if job_level:
         return Recommendation(Row.JOB_LEVEL.advice, (Row.JOB_LEVEL.says(),))

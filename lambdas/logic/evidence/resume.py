@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lambdas.models.report import ReportCheckpoint, SdcReport
+from sdc_remediation.lambdas.models.report import ReportCheckpoint, SdcReport
 from trainer_emitter.contract import Check
 
 

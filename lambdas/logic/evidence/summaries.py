@@ -5,7 +5,7 @@ EventBridge delivers at least once and several metrics can fire for one node, so
 evidence can arrive more than once: each item has a `key` (`alarm:<event id>`,
 `report:<report id>`) and is attached once. The list is capped so the incident record stays far
 below DynamoDB's item size limit; what is dropped is counted. Of a report's checkpoints only the
-one chosen to resume from is kept (`resume`, lambdas.logic.evidence.resume), not the whole list.
+one chosen to resume from is kept (`resume`, sdc_remediation.lambdas.logic.evidence.resume), not the whole list.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lambdas.logic.evidence.resume import resume_of
-from lambdas.models.events import ContributorEvent
-from lambdas.models.hardware_alert import HardwareAlert
-from lambdas.models.incident import Incident, TriggerSource
-from lambdas.models.report import ReportSuspect, SdcReport
-from lambdas.models.reporter_text import clean, clean_or_none
+from sdc_remediation.lambdas.logic.evidence.resume import resume_of
+from sdc_remediation.lambdas.models.events import ContributorEvent
+from sdc_remediation.lambdas.models.hardware_alert import HardwareAlert
+from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.report import ReportSuspect, SdcReport
+from sdc_remediation.lambdas.models.reporter_text import clean, clean_or_none
 
 MAX_EVIDENCE = 50
 MAX_REASON = 1000
@@ -31,7 +31,7 @@ MAX_REASONS = 4
 MAX_ERRORS = 8
 MAX_LOCATION = 300
 """What a report's text keeps on an incident: the reporter's strings, cleaned and clipped
-(`lambdas.models.reporter_text`); the report itself is stored whole under its instance."""
+(`sdc_remediation.lambdas.models.reporter_text`); the report itself is stored whole under its instance."""
 MAX_ITEM_BYTES = 8_000
 """A report summary larger than this keeps only what concerns its instance (`_bounded`)."""
 KEPT_OTHERS = 16

@@ -8,7 +8,7 @@ exist), and the card says so.
 
 What is read: dcgm-exporter's series, which the HyperPod observability add-on writes to the
 cluster's Amazon Managed Service for Prometheus workspace (`sdc:telemetry`), by the names the
-exporter gives them (`lambdas.logic.evidence.dcgm.FAMILIES`). dcgm-exporter up to 4.8 exports DCGM's legacy field names
+exporter gives them (`sdc_remediation.lambdas.logic.evidence.dcgm.FAMILIES`). dcgm-exporter up to 4.8 exports DCGM's legacy field names
 (`DCGM_FI_DEV_ROW_REMAP_FAILURE`); 4.9 renamed them to DCGM 4.7's (`DCGM_FI_DEV_ROW_REMAP_FAILED`;
 DCGM's dcgm_fields.h lists each old name as an alias of its new one): both are asked for, each
 also with `_total`, which the add-on's collector appends to counter-type families.
@@ -43,19 +43,19 @@ import dataclasses
 import time
 from datetime import datetime
 
-from lambdas.logic.evidence.dcgm import parse_matrix
-from lambdas.logic.evidence.telemetry_findings import queried, summarize
-from lambdas.logic.evidence.telemetry_query import query_for, target_of, window_of
-from lambdas.logic.ports import Deps
-from lambdas.models.errors import TelemetryError
-from lambdas.models.incident import Incident
-from lambdas.models.telemetry import TelemetryRecord, TelemetryState
+from sdc_remediation.lambdas.logic.evidence.dcgm import parse_matrix
+from sdc_remediation.lambdas.logic.evidence.telemetry_findings import queried, summarize
+from sdc_remediation.lambdas.logic.evidence.telemetry_query import query_for, target_of, window_of
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.models.errors import TelemetryError
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.telemetry import TelemetryRecord, TelemetryState
 
 
 def gather(deps: Deps, incident: Incident, now: datetime) -> TelemetryRecord:
     """Query the cluster's workspace about the incident's node and GPUs; never raises."""
     # Imported here: the cards (and so the CLI) use this module without the Lambda runtime.
-    from lambdas.observability import logger
+    from sdc_remediation.lambdas.observability import logger
 
     queried_at = now.isoformat()
     workspace = deps.settings.telemetry_for(incident.cluster_name)

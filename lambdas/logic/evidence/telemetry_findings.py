@@ -8,8 +8,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
-from lambdas.logic.evidence import xids
-from lambdas.logic.evidence.dcgm import (
+from sdc_remediation.lambdas.logic.evidence import xids
+from sdc_remediation.lambdas.logic.evidence.dcgm import (
     FAMILIES,
     FAMILY_OF,
     HARDWARE_THROTTLING,
@@ -19,9 +19,14 @@ from lambdas.logic.evidence.dcgm import (
     Series,
     SeriesKind,
 )
-from lambdas.logic.evidence.telemetry_query import Target, Window, at_epoch, node_pattern
-from lambdas.models.settings import TelemetryWorkspace
-from lambdas.models.telemetry import (
+from sdc_remediation.lambdas.logic.evidence.telemetry_query import (
+    Target,
+    Window,
+    at_epoch,
+    node_pattern,
+)
+from sdc_remediation.lambdas.models.settings import TelemetryWorkspace
+from sdc_remediation.lambdas.models.telemetry import (
     Severity,
     TelemetryFinding,
     TelemetryRecord,

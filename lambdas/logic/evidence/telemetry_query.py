@@ -1,5 +1,5 @@
 """Which series to ask the cluster's Prometheus workspace for, about which node and GPUs, over
-which window (see `lambdas.logic.evidence.telemetry` for why these choices)."""
+which window (see `sdc_remediation.lambdas.logic.evidence.telemetry` for why these choices)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from lambdas.logic.evidence.dcgm import FAMILIES, GPU_LABELS, NODE_LABELS, TOTAL_SUFFIX
-from lambdas.models.events import parse_time
-from lambdas.models.incident import Incident, TriggerSource
-from lambdas.models.settings import TelemetryWorkspace
+from sdc_remediation.lambdas.logic.evidence.dcgm import (
+    FAMILIES,
+    GPU_LABELS,
+    NODE_LABELS,
+    TOTAL_SUFFIX,
+)
+from sdc_remediation.lambdas.models.events import parse_time
+from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.settings import TelemetryWorkspace
 
 LOOKBACK: Final = timedelta(hours=1)
 AFTER_LAST_EVIDENCE: Final = timedelta(minutes=2)

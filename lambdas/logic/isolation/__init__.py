@@ -3,12 +3,12 @@ incident (`sdc.remediation/incident=<incident id>:NoSchedule`) through the EKS c
 Kubernetes API, so that a restarted job does not land on it while the approval is pending; undo
 exactly that when the incident closes without a replacement. On a cluster orchestrated by Slurm
 the same step drains the node on the cluster's controller instead
-(`lambdas.logic.isolation.slurm`): which one runs is what HyperPod's DescribeCluster names as the
+(`sdc_remediation.lambdas.logic.isolation.slurm`): which one runs is what HyperPod's DescribeCluster names as the
 orchestrator; the rules of when to release, keep or leave a node are the same for both.
 
-`incident.isolation` records what was done, per instance (`lambdas.models.isolation`).
+`incident.isolation` records what was done, per instance (`sdc_remediation.lambdas.models.isolation`).
 
-Rules: an incident whose course (`lambdas.logic.evidence.recommendation.course_of`: the
+Rules: an incident whose course (`sdc_remediation.lambdas.logic.evidence.recommendation.course_of`: the
 decision table's row for the training watch's evidence alone) is not to act isolates nothing, a
 hang the table calls ambiguous included; a cluster not configured for isolation is not touched; a Kubernetes API that does not
 answer (or refuses) never fails the incident: it records "not isolated: <cause>" and the flow
@@ -21,23 +21,28 @@ from __future__ import annotations
 
 import dataclasses
 
-from lambdas.logic.core import lifecycle
-from lambdas.logic.core.steps import Step
-from lambdas.logic.evidence.recommendation import course_of
-from lambdas.logic.ports import Deps
-from lambdas.logic.safety import guard
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import KubernetesError, KubernetesNotFound, SdcError
-from lambdas.models.health_check import HealthCheckResult
-from lambdas.models.hyperpod import Orchestrator
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.isolation import IsolatedNode, IsolationCause, IsolationRecord, IsolationState
-from lambdas.models.kubernetes import Taint, incident_taint
-from lambdas.models.payloads import IncidentRef, IsolationResult
-from lambdas.models.recommendation import Course
-from lambdas.models.slurm import drain_reason
-from lambdas.observability import count, logger
+from sdc_remediation.lambdas.logic.core import lifecycle
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.evidence.recommendation import course_of
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.logic.safety import guard
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import KubernetesError, KubernetesNotFound, SdcError
+from sdc_remediation.lambdas.models.health_check import HealthCheckResult
+from sdc_remediation.lambdas.models.hyperpod import Orchestrator
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.isolation import (
+    IsolatedNode,
+    IsolationCause,
+    IsolationRecord,
+    IsolationState,
+)
+from sdc_remediation.lambdas.models.kubernetes import Taint, incident_taint
+from sdc_remediation.lambdas.models.payloads import IncidentRef, IsolationResult
+from sdc_remediation.lambdas.models.recommendation import Course
+from sdc_remediation.lambdas.models.slurm import drain_reason
+from sdc_remediation.lambdas.observability import count, logger
 
 from . import outcomes, slurm
 
@@ -144,7 +149,7 @@ def _drain(
     controller: str | None,
     instances: list[str],
 ) -> Incident:
-    """Slurm: drain each instance's node on the controller (`lambdas.logic.isolation.slurm`)."""
+    """Slurm: drain each instance's node on the controller (`sdc_remediation.lambdas.logic.isolation.slurm`)."""
     base = dataclasses.replace(base, taint=drain_reason(incident.incident_id))
     refused = slurm.refusal(orchestrator, controller, incident.cluster_name)
     if refused is not None:

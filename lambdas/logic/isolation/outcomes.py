@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from lambdas.logic.core.steps import Step
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import KubernetesError, SlurmError
-from lambdas.models.incident import Incident
-from lambdas.models.isolation import IsolatedNode, IsolationState
-from lambdas.observability import count
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import KubernetesError, SlurmError
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.isolation import IsolatedNode, IsolationState
+from sdc_remediation.lambdas.observability import count
 
 
 def gone(

@@ -17,15 +17,25 @@ from __future__ import annotations
 
 import dataclasses
 
-from lambdas.logic.core.steps import Step
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import SdcError, SlurmError, SlurmNodeNotFound, SlurmUnreachable
-from lambdas.models.hyperpod import Orchestrator
-from lambdas.models.incident import Incident
-from lambdas.models.isolation import IsolatedNode, IsolationCause, IsolationRecord, IsolationState
-from lambdas.models.slurm import DrainOutcome, drain_reason, slurm_node_name
-from lambdas.observability import count, logger
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import (
+    SdcError,
+    SlurmError,
+    SlurmNodeNotFound,
+    SlurmUnreachable,
+)
+from sdc_remediation.lambdas.models.hyperpod import Orchestrator
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.isolation import (
+    IsolatedNode,
+    IsolationCause,
+    IsolationRecord,
+    IsolationState,
+)
+from sdc_remediation.lambdas.models.slurm import DrainOutcome, drain_reason, slurm_node_name
+from sdc_remediation.lambdas.observability import count, logger
 
 from . import outcomes
 

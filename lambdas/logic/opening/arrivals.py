@@ -15,26 +15,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lambdas.logic.core.steps import Step, send_notice
-from lambdas.logic.evidence import summaries
-from lambdas.logic.evidence.recommendation import audit_recommendation, rejudge
-from lambdas.logic.opening.execution import ensure_execution
-from lambdas.logic.safety import guard
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.guard import HoldKind
-from lambdas.models.incident import Incident, IncidentState, TriggerSource
-from lambdas.models.notices import NoticeKind
-from lambdas.models.payloads import OpenAction, OpenIncidentResult
-from lambdas.models.report import SdcReport
-from lambdas.models.writes import Claimed
-from lambdas.observability import count, logger
-from lambdas.wording import cards, chat
+from sdc_remediation.lambdas.logic.core.steps import Step, send_notice
+from sdc_remediation.lambdas.logic.evidence import summaries
+from sdc_remediation.lambdas.logic.evidence.recommendation import audit_recommendation, rejudge
+from sdc_remediation.lambdas.logic.opening.execution import ensure_execution
+from sdc_remediation.lambdas.logic.safety import guard
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.guard import HoldKind
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, TriggerSource
+from sdc_remediation.lambdas.models.notices import NoticeKind
+from sdc_remediation.lambdas.models.payloads import OpenAction, OpenIncidentResult
+from sdc_remediation.lambdas.models.report import SdcReport
+from sdc_remediation.lambdas.models.writes import Claimed
+from sdc_remediation.lambdas.observability import count, logger
+from sdc_remediation.lambdas.wording import cards, chat
 
 
 @dataclass(frozen=True, slots=True)
 class Trigger:
-    """What asks for an incident about one node of a claim (`lambdas.models.claim`), or the
+    """What asks for an incident about one node of a claim (`sdc_remediation.lambdas.models.claim`), or the
     job-level incident of an ambiguous report (`instance_id` empty)."""
 
     cluster_name: str

@@ -37,10 +37,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from lambdas.logic.core.steps import Step
-from lambdas.logic.safety.guard import open_limit
-from lambdas.models.claim import Claim, JobClaim, NodeClaim
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.safety.guard import open_limit
+from sdc_remediation.lambdas.models.claim import Claim, JobClaim, NodeClaim
+from sdc_remediation.lambdas.models.errors import (
     ClaimNotConfirmed,
     ClusterNotFound,
     KubernetesError,
@@ -48,12 +48,12 @@ from lambdas.models.errors import (
     NodeNotFound,
     SdcError,
 )
-from lambdas.models.hyperpod import ClusterInfo, NodeInfo, NodeStatus, Orchestrator
-from lambdas.models.incident import TriggerSource
-from lambdas.models.kubernetes import LABEL_VALUE_RE
-from lambdas.models.report import SdcReport
-from lambdas.models.reporter_text import quoted
-from lambdas.models.slurm import slurm_node_name
+from sdc_remediation.lambdas.models.hyperpod import ClusterInfo, NodeInfo, NodeStatus, Orchestrator
+from sdc_remediation.lambdas.models.incident import TriggerSource
+from sdc_remediation.lambdas.models.kubernetes import LABEL_VALUE_RE
+from sdc_remediation.lambdas.models.report import SdcReport
+from sdc_remediation.lambdas.models.reporter_text import quoted
+from sdc_remediation.lambdas.models.slurm import slurm_node_name
 
 MAX_CHECKED = 256
 """The most instances of a held job asked of HyperPod when a person lets it `proceed` (one

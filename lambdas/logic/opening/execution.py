@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from lambdas.logic.core.steps import Step, error_details
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import ErrorRecord
-from lambdas.models.incident import Incident
-from lambdas.observability import count
+from sdc_remediation.lambdas.logic.core.steps import Step, error_details
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import ErrorRecord
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.observability import count
 
 
 def ensure_execution(step: Step, incident_id: str, current: Incident | None = None) -> None:

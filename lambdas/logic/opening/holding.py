@@ -21,21 +21,21 @@ from __future__ import annotations
 
 import copy
 
-from lambdas.logic.core.steps import Step
-from lambdas.logic.evidence import summaries
-from lambdas.logic.evidence.history import record_history
-from lambdas.logic.evidence.recommendation import course_of, watch_evidence
-from lambdas.logic.opening import arrivals
-from lambdas.logic.opening.arrivals import Trigger
-from lambdas.logic.safety import guard, rate
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.guard import HoldKind
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import OpenAction, OpenIncidentResult
-from lambdas.models.recommendation import Course
-from lambdas.models.writes import Created, HeldBy, IncidentExists
-from lambdas.observability import count, logger
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.evidence import summaries
+from sdc_remediation.lambdas.logic.evidence.history import record_history
+from sdc_remediation.lambdas.logic.evidence.recommendation import course_of, watch_evidence
+from sdc_remediation.lambdas.logic.opening import arrivals
+from sdc_remediation.lambdas.logic.opening.arrivals import Trigger
+from sdc_remediation.lambdas.logic.safety import guard, rate
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.guard import HoldKind
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.payloads import OpenAction, OpenIncidentResult
+from sdc_remediation.lambdas.models.recommendation import Course
+from sdc_remediation.lambdas.models.writes import Created, HeldBy, IncidentExists
+from sdc_remediation.lambdas.observability import count, logger
 
 
 def hold(

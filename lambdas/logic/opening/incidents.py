@@ -1,18 +1,18 @@
 """Opening an incident for a claim that HyperPod and the orchestrator confirmed (the intake's
 BOUND and CONFIRM stages are done): a node-level one for a node, or a job-level one for the
-confirmed nodes of an ambiguous report. Both go the same stages, in `lambdas.logic.intake`'s
+confirmed nodes of an ambiguous report. Both go the same stages, in `sdc_remediation.lambdas.logic.intake`'s
 order:
 
 - BUDGET: a node whose incident is open joins it, one a hold still speaks for joins the held
   incident (`holding.still_held`: a hold absorbs only what it would hold), and an event
   delivered again finds what it made: none of them spends anything. Otherwise the cluster's
   storm hold, the trigger's alarm mute rule or the pause switch holds it, and else the rate
-  bound (`lambdas.logic.safety.rate`, for the trigger kinds that spend it) takes one opening;
+  bound (`sdc_remediation.lambdas.logic.safety.rate`, for the trigger kinds that spend it) takes one opening;
 - JUDGE: the incident is drafted from the confirmed node and its evidence and judged by the one
   policy (`course_of`, after the node's telemetry is read): a notice only is held (kind
   `notice`);
 - ACT: held (`holding.hold`), or created atomically with its open lock and its guard slots (the
-  blast-radius guard of `lambdas.logic.safety.guard`: a full guard holds it), or it finds
+  blast-radius guard of `sdc_remediation.lambdas.logic.safety.guard`: a full guard holds it), or it finds
   another incident holding the lock and joins it; its remediation execution is started;
 - AUDIT: each of those writes its audit entry (`incident_opened`, `incident_held`,
   `evidence_attached`, `incident_skipped`); the trail names them.
@@ -27,30 +27,30 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lambdas.logic.core import ids
-from lambdas.logic.core.steps import Step, error_details
-from lambdas.logic.evidence import summaries, telemetry
-from lambdas.logic.evidence.recommendation import course_of
-from lambdas.logic.evidence.summaries import MAX_NAME
-from lambdas.logic.opening import arrivals, holding
-from lambdas.logic.opening.arrivals import Trigger
-from lambdas.logic.opening.claims import Confirmed
-from lambdas.logic.opening.execution import ensure_execution
-from lambdas.logic.opening.trail import audited_since, mark, passed
-from lambdas.logic.opening.triggers import Spends
-from lambdas.logic.safety import guard, rate
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.claim import Stage
-from lambdas.models.errors import ClaimNotConfirmed, SdcError
-from lambdas.models.guard import HoldKind
-from lambdas.models.hyperpod import ClusterInfo, NodeRecovery
-from lambdas.models.incident import Incident, IncidentState, Scope
-from lambdas.models.payloads import OpenAction, OpenIncidentResult
-from lambdas.models.recommendation import Course
-from lambdas.models.reporter_text import clean_or_none
-from lambdas.models.writes import Created, GuardFull, IncidentExists, LockHeld
-from lambdas.observability import count, logger
+from sdc_remediation.lambdas.logic.core import ids
+from sdc_remediation.lambdas.logic.core.steps import Step, error_details
+from sdc_remediation.lambdas.logic.evidence import summaries, telemetry
+from sdc_remediation.lambdas.logic.evidence.recommendation import course_of
+from sdc_remediation.lambdas.logic.evidence.summaries import MAX_NAME
+from sdc_remediation.lambdas.logic.opening import arrivals, holding
+from sdc_remediation.lambdas.logic.opening.arrivals import Trigger
+from sdc_remediation.lambdas.logic.opening.claims import Confirmed
+from sdc_remediation.lambdas.logic.opening.execution import ensure_execution
+from sdc_remediation.lambdas.logic.opening.trail import audited_since, mark, passed
+from sdc_remediation.lambdas.logic.opening.triggers import Spends
+from sdc_remediation.lambdas.logic.safety import guard, rate
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.claim import Stage
+from sdc_remediation.lambdas.models.errors import ClaimNotConfirmed, SdcError
+from sdc_remediation.lambdas.models.guard import HoldKind
+from sdc_remediation.lambdas.models.hyperpod import ClusterInfo, NodeRecovery
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, Scope
+from sdc_remediation.lambdas.models.payloads import OpenAction, OpenIncidentResult
+from sdc_remediation.lambdas.models.recommendation import Course
+from sdc_remediation.lambdas.models.reporter_text import clean_or_none
+from sdc_remediation.lambdas.models.writes import Created, GuardFull, IncidentExists, LockHeld
+from sdc_remediation.lambdas.observability import count, logger
 
 
 @dataclass(frozen=True, slots=True)

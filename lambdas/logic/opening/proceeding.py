@@ -27,22 +27,22 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from lambdas.logic.core import ids
-from lambdas.logic.core.steps import Step
-from lambdas.logic.evidence.recommendation import course_of
-from lambdas.logic.opening import arrivals, claims
-from lambdas.logic.opening.execution import ensure_execution
-from lambdas.logic.opening.trail import audited_since, mark, passed
-from lambdas.logic.safety import guard
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.claim import Stage
-from lambdas.models.errors import ClusterNotFound, DecisionRefused
-from lambdas.models.guard import HoldKind
-from lambdas.models.incident import Incident, IncidentState, Scope, TriggerSource
-from lambdas.models.payloads import OpenAction
-from lambdas.models.writes import Created, GuardFull
-from lambdas.observability import count, logger
+from sdc_remediation.lambdas.logic.core import ids
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.evidence.recommendation import course_of
+from sdc_remediation.lambdas.logic.opening import arrivals, claims
+from sdc_remediation.lambdas.logic.opening.execution import ensure_execution
+from sdc_remediation.lambdas.logic.opening.trail import audited_since, mark, passed
+from sdc_remediation.lambdas.logic.safety import guard
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.claim import Stage
+from sdc_remediation.lambdas.models.errors import ClusterNotFound, DecisionRefused
+from sdc_remediation.lambdas.models.guard import HoldKind
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, Scope, TriggerSource
+from sdc_remediation.lambdas.models.payloads import OpenAction
+from sdc_remediation.lambdas.models.writes import Created, GuardFull
+from sdc_remediation.lambdas.observability import count, logger
 
 
 def proceed_id(held: Incident) -> str:

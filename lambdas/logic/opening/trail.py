@@ -8,11 +8,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lambdas.logic.core.steps import Step
-from lambdas.logic.ports import Deps
-from lambdas.models.audit import AuditAction, AuditEntry
-from lambdas.models.claim import Stage
-from lambdas.observability import logger
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
+from sdc_remediation.lambdas.models.claim import Stage
+from sdc_remediation.lambdas.observability import logger
 
 
 @dataclass(frozen=True, slots=True)

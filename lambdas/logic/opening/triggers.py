@@ -1,6 +1,6 @@
 """Every trigger kind is a parser into the same typed `Claim`, and nothing more: what a trigger
 may spend and how it counts is in `SPENDS`, what is done with a claim is the intake's one path
-(`lambdas.logic.intake.take`). A new trigger kind is one function here and one row of `SPENDS`.
+(`sdc_remediation.lambdas.logic.intake.take`). A new trigger kind is one function here and one row of `SPENDS`.
 
 - a contributor alarm: its instance opens (some job's pod must run on it, with `sdc:jobPods`);
 - an SDC or watch report: each culprit or confirmed suspect opens its node's incident, the
@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from lambdas.logic.evidence import summaries
-from lambdas.models.claim import Claim, JobClaim, NodeClaim
-from lambdas.models.events import ContributorEvent
-from lambdas.models.hardware_alert import AlertNotification, AlertStatus
-from lambdas.models.incident import Incident, TriggerSource
-from lambdas.models.report import ReportEvent, SdcReport
-from lambdas.models.reporter_text import clean
+from sdc_remediation.lambdas.logic.evidence import summaries
+from sdc_remediation.lambdas.models.claim import Claim, JobClaim, NodeClaim
+from sdc_remediation.lambdas.models.events import ContributorEvent
+from sdc_remediation.lambdas.models.hardware_alert import AlertNotification, AlertStatus
+from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.report import ReportEvent, SdcReport
+from sdc_remediation.lambdas.models.reporter_text import clean
 from trainer_emitter.contract import Role
 
 OPENING_ROLES: Final = frozenset({Role.CULPRIT, Role.CONFIRMED_SUSPECT})
@@ -125,7 +125,7 @@ def of_alerts(note: AlertNotification, received: datetime) -> Claim:
 
 def of_sweep(cluster_name: str, instance_id: str, item: dict[str, Any], event_id: str) -> Claim:
     """A failed check of an idle sweep: `item` is the check's result as the incident keeps it
-    (`lambdas.logic.sweep.claim.sweep_evidence`). About the node itself: no job is named."""
+    (`sdc_remediation.lambdas.logic.sweep.claim.sweep_evidence`). About the node itself: no job is named."""
     return Claim(
         source=TriggerSource.SWEEP,
         cluster_name=cluster_name,
@@ -137,7 +137,7 @@ def of_sweep(cluster_name: str, instance_id: str, item: dict[str, Any], event_id
 
 def of_rate_held(held: Incident, report: SdcReport | None, freed_at: datetime) -> Claim | None:
     """A node-level incident the rate bound held, as the claim it was, taken again once its
-    minute is over (`lambdas.logic.intake.retake`): at the start of the next minute, so however
+    minute is over (`sdc_remediation.lambdas.logic.intake.retake`): at the start of the next minute, so however
     often it is taken again it asks for the same incident. None when it is not one (a job-level
     incident, evidence of no kind that spends the bound)."""
     item = next((e for e in held.evidence if e.get("kind") in _RATED), None)

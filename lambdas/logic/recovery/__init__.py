@@ -9,21 +9,21 @@ takes tens of minutes. The approver chooses (decision `reboot` or `approve`):
                        passed → the incident closes as `rebooted` and the node is released;
                        failed → a new approval card with the new result. A reboot never turns
                        into a replacement without a second human decision, and an incident is
-                       rebooted at most `MAX_REBOOTS` times (`lambdas.models.recovery`).
+                       rebooted at most `MAX_REBOOTS` times (`sdc_remediation.lambdas.models.recovery`).
 
     replace_node       BatchReplaceClusterNodes
     check_replacement  polled until the old instance is gone (or HyperPod's own recovery
                        replaced it first)
 
-Both requests run inside `Step.failing_visibly` (see `lambdas.logic.core.steps`). The request
+Both requests run inside `Step.failing_visibly` (see `sdc_remediation.lambdas.logic.core.steps`). The request
 itself, its write-ahead (a retry never reboots or replaces twice) and the reading of every
 `Failed[]` code (InstanceIdInUse → in progress, InvalidInstanceStatus / InternalServerError →
-retry, InstanceIdNotFound → gone) are shared (`lambdas.logic.recovery.engine`); what is
+retry, InstanceIdNotFound → gone) are shared (`sdc_remediation.lambdas.logic.recovery.engine`); what is
 particular to each tier is when nothing is asked (`_reboot_unasked`, `_replacement_unasked`)
 and how its end is recognised.
 
 Dry run: the recovery is recorded as "would reboot" / "would replace" and nothing is called. A
-cluster that hands its recoveries to HyperPod (`lambdas.logic.recovery.path`) gets the
+cluster that hands its recoveries to HyperPod (`sdc_remediation.lambdas.logic.recovery.path`) gets the
 node health label instead of the API call; the audit says which path acted.
 
 This package is the stage: its steps are here, on top; `engine` (the one way a recovery is
@@ -34,24 +34,24 @@ from __future__ import annotations
 
 import dataclasses
 
-from lambdas.logic.core import lifecycle
-from lambdas.logic.core.steps import Step, node_status_of
-from lambdas.logic.ports import Deps
-from lambdas.logic.recovery import engine
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import InvalidTransition, NodeNotFound
-from lambdas.models.hyperpod import NodeRecovery, NodeStatus
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.payloads import (
+from sdc_remediation.lambdas.logic.core import lifecycle
+from sdc_remediation.lambdas.logic.core.steps import Step, node_status_of
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.logic.recovery import engine
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import InvalidTransition, NodeNotFound
+from sdc_remediation.lambdas.models.hyperpod import NodeRecovery, NodeStatus
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.payloads import (
     IncidentRef,
     RebootStatus,
     RecoveryResult,
     RecoveryStatus,
     ReplacementStatus,
 )
-from lambdas.models.recovery import RebootRecord, ReplacementRecord
-from lambdas.observability import count
+from sdc_remediation.lambdas.models.recovery import RebootRecord, ReplacementRecord
+from sdc_remediation.lambdas.observability import count
 
 S = IncidentState
 
@@ -121,7 +121,7 @@ def poll_reboot(step: Step, incident: Incident) -> tuple[Incident, NodeStatus, b
     node's status, and whether the
     reboot is now done (Running again after a status other than Running, or after
     `RUNNING_POLLS_WITHOUT_DOWN` looks that all saw Running), recorded and audited. `check_reboot`
-    polls with it, and so does reconciliation (`lambdas.logic.closing`): a node is counted back
+    polls with it, and so does reconciliation (`sdc_remediation.lambdas.logic.closing`): a node is counted back
     from its reboot on this evidence alone."""
     reboot = incident.reboot or RebootRecord()
     status, request_id = node_status_of(step.deps, incident)

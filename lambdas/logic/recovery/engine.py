@@ -1,8 +1,8 @@
 """The engine that sends reboots and replacements (`carry_out`): what is checked before anything
 is asked, when nothing is asked (each `RecoveryKind`'s own rule), the request written ahead and
-sent along the path `lambdas.logic.recovery.path` chooses, every `Failed[]` code read, and the
+sent along the path `sdc_remediation.lambdas.logic.recovery.path` chooses, every `Failed[]` code read, and the
 record kept on the incident and in the audit log. Its two kinds are run by
-`lambdas.logic.recovery.reboot_node` and `lambdas.logic.recovery.replace_node`.
+`sdc_remediation.lambdas.logic.recovery.reboot_node` and `sdc_remediation.lambdas.logic.recovery.replace_node`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from lambdas.logic.core import lifecycle
-from lambdas.logic.core.steps import Step, node_status_of
-from lambdas.logic.recovery import path as recovery_path
-from lambdas.logic.safety import guard
-from lambdas.metric_names import PipelineMetric, reboot_metric, replace_metric
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import (
+from sdc_remediation.lambdas.logic.core import lifecycle
+from sdc_remediation.lambdas.logic.core.steps import Step, node_status_of
+from sdc_remediation.lambdas.logic.recovery import path as recovery_path
+from sdc_remediation.lambdas.logic.safety import guard
+from sdc_remediation.lambdas.metric_names import PipelineMetric, reboot_metric, replace_metric
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import (
     AwsError,
     InvalidTransition,
     RebootNotApproved,
@@ -27,13 +27,13 @@ from lambdas.models.errors import (
     ReplacementRejected,
     SdcError,
 )
-from lambdas.models.hyperpod import BatchErrorCode, BatchResult, NodeStatus
-from lambdas.models.incident import Incident, IncidentState
-from lambdas.models.kubernetes import PENDING_REBOOT, PENDING_REPLACEMENT
-from lambdas.models.payloads import Decision, RecoveryResult, RecoveryStatus
-from lambdas.models.recovery import RebootRecord, ReplacementRecord
-from lambdas.models.settings import RECOVERY_NODE_LABEL
-from lambdas.observability import count, logger
+from sdc_remediation.lambdas.models.hyperpod import BatchErrorCode, BatchResult, NodeStatus
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.kubernetes import PENDING_REBOOT, PENDING_REPLACEMENT
+from sdc_remediation.lambdas.models.payloads import Decision, RecoveryResult, RecoveryStatus
+from sdc_remediation.lambdas.models.recovery import RebootRecord, ReplacementRecord
+from sdc_remediation.lambdas.models.settings import RECOVERY_NODE_LABEL
+from sdc_remediation.lambdas.observability import count, logger
 
 Record = TypeVar("Record", ReplacementRecord, RebootRecord)
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lambdas.logic.core.steps import Step, error_details
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import KubernetesError
-from lambdas.models.hyperpod import NodeRecovery
-from lambdas.models.incident import Incident
-from lambdas.models.kubernetes import NODE_HEALTH_LABEL
-from lambdas.models.settings import RECOVERY_API, RECOVERY_NODE_LABEL
+from sdc_remediation.lambdas.logic.core.steps import Step, error_details
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import KubernetesError
+from sdc_remediation.lambdas.models.hyperpod import NodeRecovery
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.kubernetes import NODE_HEALTH_LABEL
+from sdc_remediation.lambdas.models.settings import RECOVERY_API, RECOVERY_NODE_LABEL
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from lambdas.models.approvals import ApprovalRecord, Principal, in_round
-from lambdas.models.payloads import Decision
-from lambdas.models.settings import Settings
+from sdc_remediation.lambdas.models.approvals import ApprovalRecord, Principal, in_round
+from sdc_remediation.lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.models.settings import Settings
 
 IDENTITY_CENTER_ROLE_PREFIX = "AWSReservedSSO_"
 """IAM Identity Center's roles in each account; their sessions are named by the user."""

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from lambdas.models.errors import DecisionRefused
-from lambdas.models.incident import Incident, IncidentState, task_token_digest
-from lambdas.models.payloads import INCIDENT_ID_RE, Decision, DecisionRequest
-from lambdas.models.recovery import MAX_REBOOTS
+from sdc_remediation.lambdas.models.errors import DecisionRefused
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, task_token_digest
+from sdc_remediation.lambdas.models.payloads import INCIDENT_ID_RE, Decision, DecisionRequest
+from sdc_remediation.lambdas.models.recovery import MAX_REBOOTS
 
 MAX_COMMENT = 1000
 

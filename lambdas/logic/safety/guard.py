@@ -12,7 +12,7 @@
   and the orchestrator confirmed them, at the pipeline's own clock. A contributor alarm flags
   nothing: any pod can put the metric's datapoint with any InstanceId dimension, so a few
   datapoints from one pod would otherwise hold a cluster; a genuine storm's nodes are named by
-  their reports (`lambdas.logic.opening.triggers.SPENDS`). When `STORM_THRESHOLD`
+  their reports (`sdc_remediation.lambdas.logic.opening.triggers.SPENDS`). When `STORM_THRESHOLD`
   distinct instances of one cluster are flagged within `STORM_WINDOW_SECONDS`, that is a software or
   recipe problem, not hardware: the cluster gets one storm hold (a conditional write, so one
   hold and one notification however many alarms race), every new incident is held without a
@@ -39,20 +39,20 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from lambdas.logic.core import ids
-from lambdas.logic.core.steps import Step, publish_with_retries
-from lambdas.logic.ports import Deps
-from lambdas.metric_names import PipelineMetric as M
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import ConditionFailed
-from lambdas.models.events import MuteDetail
-from lambdas.models.guard import ClusterHold, HoldKind, HoldRecord, reads_as_paused
-from lambdas.models.incident import Incident
-from lambdas.models.notices import NoticeKind
-from lambdas.models.settings import Settings
-from lambdas.models.writes import Created, HoldExists
-from lambdas.observability import count, logger
-from lambdas.wording import cards, chat
+from sdc_remediation.lambdas.logic.core import ids
+from sdc_remediation.lambdas.logic.core.steps import Step, publish_with_retries
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.metric_names import PipelineMetric as M
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import ConditionFailed
+from sdc_remediation.lambdas.models.events import MuteDetail
+from sdc_remediation.lambdas.models.guard import ClusterHold, HoldKind, HoldRecord, reads_as_paused
+from sdc_remediation.lambdas.models.incident import Incident
+from sdc_remediation.lambdas.models.notices import NoticeKind
+from sdc_remediation.lambdas.models.settings import Settings
+from sdc_remediation.lambdas.models.writes import Created, HoldExists
+from sdc_remediation.lambdas.observability import count, logger
+from sdc_remediation.lambdas.wording import cards, chat
 
 FLAG_TTL = timedelta(days=2)
 

@@ -21,7 +21,7 @@ rate-held incident enters no node's history, and its held lock lasts its minute 
 afterwards a new trigger for the node is judged afresh.
 
 Contributor alarms are not counted: CloudWatch raises them, the training policy cannot, and a
-report flood must not hold a genuine alarm (`lambdas.logic.opening.triggers.SPENDS`). The
+report flood must not hold a genuine alarm (`sdc_remediation.lambdas.logic.opening.triggers.SPENDS`). The
 minute is the pipeline's receive time, never a time the reporter sets.
 """
 
@@ -30,9 +30,9 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 
-from lambdas.logic.core.steps import Step
-from lambdas.logic.safety.guard import Blocker
-from lambdas.models.guard import HoldKind
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.safety.guard import Blocker
+from sdc_remediation.lambdas.models.guard import HoldKind
 
 WINDOW_SECONDS = 60
 TALLY_TTL = timedelta(hours=1)

@@ -9,6 +9,6 @@ the blast-radius guard (`choose`), looks again just before the call, starts the 
 audits the run (which nodes, and why each other node was not checked).
 """
 
-from lambdas.logic.sweep.run import sweep
+from sdc_remediation.lambdas.logic.sweep.run import sweep
 
 __all__ = ["sweep"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from lambdas.models.sweep import NodeLook, SkipReason, SweepRequest
+from sdc_remediation.lambdas.models.sweep import NodeLook, SkipReason, SweepRequest
 
 
 @dataclass(frozen=True, slots=True)

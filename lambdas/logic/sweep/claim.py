@@ -1,25 +1,25 @@
 """A failed sweep check as a trigger: the one seam between the sweep and the intake.
 
 `open_failed_check` is the whole of it: the check's result becomes a claim of kind `sweep`
-(`lambdas.logic.opening.triggers.of_sweep`) and takes the intake's one path as every trigger
-does (`lambdas.logic.intake.take`): HyperPod and the orchestrator confirm the node, the guards,
+(`sdc_remediation.lambdas.logic.opening.triggers.of_sweep`) and takes the intake's one path as every trigger
+does (`sdc_remediation.lambdas.logic.intake.take`): HyperPod and the orchestrator confirm the node, the guards,
 the storm flags and the pause switch apply, the incident is created with its lock and guard slot, and its
 remediation asks for approval like any other. Nothing here decides what to do about the node:
-the decision table's sweep row does (`lambdas.logic.evidence.recommendation.assess_sweep`).
+the decision table's sweep row does (`sdc_remediation.lambdas.logic.evidence.recommendation.assess_sweep`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lambdas.logic import intake
-from lambdas.logic.core.steps import Step
-from lambdas.logic.evidence.summaries import MAX_TEXT
-from lambdas.logic.opening import triggers
-from lambdas.models.incident import TriggerSource
-from lambdas.models.payloads import OpenAction, OpenIncidentResult
-from lambdas.models.reporter_text import clean_or_none
-from lambdas.models.sweep import CheckResult
+from sdc_remediation.lambdas.logic import intake
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.evidence.summaries import MAX_TEXT
+from sdc_remediation.lambdas.logic.opening import triggers
+from sdc_remediation.lambdas.models.incident import TriggerSource
+from sdc_remediation.lambdas.models.payloads import OpenAction, OpenIncidentResult
+from sdc_remediation.lambdas.models.reporter_text import clean_or_none
+from sdc_remediation.lambdas.models.sweep import CheckResult
 
 
 def sweep_evidence(cluster_name: str, result: CheckResult, received_at: str) -> dict[str, Any]:

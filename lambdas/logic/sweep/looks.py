@@ -15,11 +15,11 @@ never checks what it cannot judge.
 
 from __future__ import annotations
 
-from lambdas.logic.core.steps import Step
-from lambdas.models.hyperpod import ClusterInfo, NodeInfo, NodeStatus, Orchestrator
-from lambdas.models.kubernetes import NODE_HEALTH_LABEL, KubeNode
-from lambdas.models.slurm import SlurmNodeState, slurm_node_name
-from lambdas.models.sweep import NodeLook, SkipReason
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.models.hyperpod import ClusterInfo, NodeInfo, NodeStatus, Orchestrator
+from sdc_remediation.lambdas.models.kubernetes import NODE_HEALTH_LABEL, KubeNode
+from sdc_remediation.lambdas.models.slurm import SlurmNodeState, slurm_node_name
+from sdc_remediation.lambdas.models.sweep import NodeLook, SkipReason
 
 SCHEDULABLE = "Schedulable"
 """HyperPod's node health label value of a node free for jobs."""

@@ -19,18 +19,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from lambdas.logic.core.steps import Step
-from lambdas.logic.health_check import health_result
-from lambdas.logic.ports import Deps
-from lambdas.logic.safety import guard
-from lambdas.logic.sweep import claim
-from lambdas.logic.sweep.choose import choose
-from lambdas.logic.sweep.looks import NotJudged, look
-from lambdas.models.audit import AuditAction
-from lambdas.models.errors import NodeNotFound
-from lambdas.models.health_check import HealthCheckResult
-from lambdas.models.hyperpod import ClusterInfo, NodeRecovery, NodeStatus
-from lambdas.models.sweep import (
+from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.health_check import health_result
+from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.logic.safety import guard
+from sdc_remediation.lambdas.logic.sweep import claim
+from sdc_remediation.lambdas.logic.sweep.choose import choose
+from sdc_remediation.lambdas.logic.sweep.looks import NotJudged, look
+from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.errors import NodeNotFound
+from sdc_remediation.lambdas.models.health_check import HealthCheckResult
+from sdc_remediation.lambdas.models.hyperpod import ClusterInfo, NodeRecovery, NodeStatus
+from sdc_remediation.lambdas.models.sweep import (
     MAX_CONFIGURATIONS,
     CheckResult,
     NodeLook,
@@ -40,7 +40,7 @@ from lambdas.models.sweep import (
     SweepRequest,
     sweep_subject,
 )
-from lambdas.observability import logger
+from sdc_remediation.lambdas.observability import logger
 
 ACTOR = "sweep_idle"
 
