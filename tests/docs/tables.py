@@ -122,7 +122,7 @@ SAME_AS = re.compile(r"^the same as `([a-z_]+)`")
 def function_modules(template: Mapping[str, Any]) -> dict[str, str]:
     """Function logical id → its handler module (`sdc_remediation.lambdas.handlers.<module>.handler`)."""
     return {
-        logical_id: resource["Properties"]["Handler"].split(".")[2]
+        logical_id: resource["Properties"]["Handler"].split(".")[-2]
         for logical_id, resource in pipeline_functions(template).items()
     }
 

@@ -188,7 +188,7 @@ def stack_names(template: dict[str, Any]) -> tuple[set[str], dict[str, set[str]]
     module it invokes (empty: none)."""
     functions = pipeline_functions(template)
     module = {
-        logical_id: resource["Properties"]["Handler"].split(".")[2]
+        logical_id: resource["Properties"]["Handler"].split(".")[-2]
         for logical_id, resource in functions.items()
     }
     by_arn = {arn: module[lid] for lid, arn in placeholder_arns(template).items() if lid in module}
