@@ -332,10 +332,11 @@ def retake(deps: Deps, held: Incident, freed: datetime) -> list[OpenIncidentResu
     again, it is held again)."""
     step = IntakeStep(deps, "reconcile")
     report = None
-    wanted = {e.get("report_id") for e in held.evidence if e.get("kind") == TriggerSource.REPORT}
-    if wanted:
-        stored = deps.reports.recent_reports(held.cluster_name, held.instance_id, claims.MAX_STORED)
-        report = next((r for r in stored if r.report_id in wanted), None)
+    for item in held.evidence:  # read by its key: later reports naming the node never hide it
+        if report is None and item.get("kind") == TriggerSource.REPORT and item.get("received_at"):
+            report = deps.reports.stored_report(
+                held.cluster_name, held.instance_id, item["received_at"], str(item["report_id"])
+            )
     claim = triggers.of_rate_held(held, report, freed)
     if claim is None or (claim.source is TriggerSource.REPORT and report is None):
         return []

@@ -188,6 +188,14 @@ class ReportStore(Protocol):
         """The reports stored under the instance, received last first (at most `limit`)."""
         ...
 
+    def stored_report(
+        self, cluster_name: str, instance_id: str, received_at: str, report_id: str
+    ) -> SdcReport | None:
+        """The report `report_id` stored under the instance when the pipeline received it at
+        `received_at`; None when there is none (or it expired). However many reports came for
+        the instance since, it is still found."""
+        ...
+
 
 class GuardStore(Protocol):
     """Cluster-wide safety state: guard slots, storm flags, storm holds."""

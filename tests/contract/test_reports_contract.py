@@ -127,3 +127,25 @@ def test_recent_reports_are_the_newest_received_first_at_most_the_limit(reports:
 
     assert reports.recent_reports(sent[0].cluster_name, REPORTED_INSTANCE, 3) == sent[:0:-1]
     assert reports.recent_reports(OTHER_CLUSTER, REPORTED_INSTANCE, 3) == []
+
+
+def test_a_report_is_found_by_its_receipt_however_many_came_for_the_instance_since(
+    reports: ReportStore,
+):
+    first = report(report_id="r-first-000001", received_at="2026-11-30T08:00:00+00:00")
+    reports.put_report(first, REPORTED_INSTANCE, EXPIRES)
+    for n in range(8):
+        later = report(report_id=f"r-later-{n:06d}", received_at=f"2026-11-30T08:0{n + 1}:00+00:00")
+        reports.put_report(later, REPORTED_INSTANCE, EXPIRES)
+
+    found = reports.stored_report(
+        first.cluster_name, REPORTED_INSTANCE, "2026-11-30T08:00:00+00:00", "r-first-000001"
+    )
+
+    assert found == first
+    assert (
+        reports.stored_report(
+            first.cluster_name, REPORTED_INSTANCE, "2026-11-30T08:00:00+00:00", "r-other"
+        )
+        is None
+    )

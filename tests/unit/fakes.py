@@ -182,6 +182,12 @@ class InMemoryIncidentStore:
         stored = self.reports.get((cluster_name, instance_id), {})
         return [copy.deepcopy(stored[k]) for k in sorted(stored, reverse=True)[:limit]]
 
+    def stored_report(
+        self, cluster_name: str, instance_id: str, received_at: str, report_id: str
+    ) -> SdcReport | None:
+        found = self.reports.get((cluster_name, instance_id), {}).get(f"{received_at}#{report_id}")
+        return copy.deepcopy(found) if found else None
+
     # -- GuardStore ---------------------------------------------------------------------------
 
     def guard_state(self, cluster_name: str) -> GuardState:

@@ -375,3 +375,13 @@ def test_an_opening_whose_time_does_not_read_is_left_out_not_raised():
     figures = report(unreadable).values
 
     assert (figures[Figure.INCIDENTS], figures[Figure.LEFT_OUT]) == (0, 1)
+
+
+def test_an_incident_an_approver_rejected_makes_no_repeat_offender_nor_confirms_an_earlier_one():
+    acted = replaced_chain("acted", isolate=1, request=5, decide=9, close=20)
+    forged = released("forged", "i-01", start=T0 + timedelta(days=1))  # rejected by a person
+
+    figures = report(acted, forged).values
+
+    assert figures[Figure.PRECISION] == Ratio(0, 1)
+    assert figures[Figure.REPEAT_BY_NODE] == {}

@@ -130,6 +130,27 @@ def test_a_culprit_the_rate_bound_held_is_announced_and_taken_again_once_its_min
     assert list(world.workflow.executions)[1:] == [opened]
 
 
+def test_forged_reports_naming_a_rate_held_culprit_do_not_keep_it_from_being_taken_again(world):
+    world.clock = StillClock(world.clock.current)
+    world.settings = settings(
+        report_openings_per_minute=1, guard_max_open_nodes=10, guard_max_open_percent=100
+    )
+    nodes = add_nodes(world, 20)
+    store(world, culprit(nodes[0], report_id="genuine-0001"))
+    (held,) = store(world, culprit(nodes[1], report_id="genuine-0002"))
+    assert held["action"] == "held"
+    for n in range(8):  # stored under the held node, newest first: the genuine one read no more
+        world.clock.current += timedelta(seconds=1)
+        store(world, forged_event([nodes[1]], report_id=f"forged-{n:04d}"))
+
+    world.clock.current += timedelta(minutes=1)
+    closing.reconcile(world.deps)
+
+    opened = world.store.open_incident_id(CLUSTER, nodes[1])
+    assert opened is not None
+    assert opened != held["incident_id"]
+
+
 # -- 2. hardware alerts act on every supported cluster setup ----------------------------------
 
 

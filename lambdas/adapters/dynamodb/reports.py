@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sdc_remediation.lambdas.adapters._aws import aws_call, from_item, to_item
 from sdc_remediation.lambdas.adapters.dynamodb._table import ItemTable
@@ -57,14 +57,25 @@ class DynamoReportStore(ItemTable):
                 Limit=limit,
                 ConsistentRead=True,
             )
-        return [
-            dataclasses.replace(
-                parse_report(item["detail"]),
-                received_at=item.get("received_at"),
-                stale=bool(item.get("stale")),
-            )
-            for item in map(from_item, response.get("Items", []))
-        ]
+        return [_stored(item) for item in map(from_item, response.get("Items", []))]
+
+    def stored_report(
+        self, cluster_name: str, instance_id: str, received_at: str, report_id: str
+    ) -> SdcReport | None:
+        key = {
+            "pk": report_pk(cluster_name, instance_id),
+            "sk": f"{_RECEIVED}{received_at}#{report_id}",
+        }
+        item = self.read(key)
+        return _stored(item) if item else None
+
+
+def _stored(item: dict[str, Any]) -> SdcReport:
+    return dataclasses.replace(
+        parse_report(item["detail"]),
+        received_at=item.get("received_at"),
+        stale=bool(item.get("stale")),
+    )
 
 
 _MARKER = "id#"

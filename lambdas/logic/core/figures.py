@@ -121,7 +121,8 @@ class Figure(Enum):
         Unit.RATIO,
         "of the nodes acted on, those whose fault was confirmed: a failed deep health check, a "
         "hardware alert among the evidence, or a repeat (the recommendation counted past "
-        "incidents of the node or its GPU, or another incident of the node is in the window)",
+        "incidents of the node or its GPU, or another incident of the node, neither held nor "
+        "rejected, is in the window)",
     )
     RELEASED_STAYED = (
         "released_and_stayed",
@@ -132,12 +133,13 @@ class Figure(Enum):
     REPEAT_BY_NODE = (
         "repeat_offenders_by_node",
         Unit.IDS,
-        "node logical ids (the instance id where HyperPod gave none) in two or more incidents",
+        "node logical ids (the instance id where HyperPod gave none) in two or more incidents, "
+        "none held or rejected counted",
     )
     REPEAT_BY_GPU = (
         "repeat_offenders_by_gpu",
         Unit.IDS,
-        "GPU UUIDs the reports named in two or more incidents",
+        "GPU UUIDs the reports named in two or more incidents, none held or rejected counted",
     )
     LEFT_OUT = (
         "chains_left_out",
@@ -407,8 +409,12 @@ def compute(
             found.append(facts)
     found.sort(key=lambda f: (f.opened_at, f.incident_id))
     acted = [f for f in found if f.acted_on]
-    by_node: Counter[str] = Counter(f.logical_id for f in found if f.logical_id and not f.held)
-    by_gpu: Counter[str] = Counter(g for f in found if not f.held for g in set(f.gpu_uuids))
+    # A repeat is counted from no held incident (nothing checked it) and none an approver
+    # rejected: reports any pod can forge against a healthy node are rejected, and make it no
+    # repeat offender here, as in the escalation's own count.
+    weighed = [f for f in found if not f.held and f.state != IncidentState.REJECTED]
+    by_node: Counter[str] = Counter(f.logical_id for f in weighed if f.logical_id)
+    by_gpu: Counter[str] = Counter(g for f in weighed for g in set(f.gpu_uuids))
 
     def confirmed(f: IncidentFacts) -> bool:
         repeat = by_node[f.logical_id] >= REPEAT or any(by_gpu[g] >= REPEAT for g in f.gpu_uuids)
@@ -442,10 +448,8 @@ def compute(
         Figure.ACTED_ON: len(acted),
         Figure.PRECISION: Ratio(sum(1 for f in acted if confirmed(f)), len(acted)),
         Figure.RELEASED_STAYED: Ratio(sum(1 for f in released if stayed(f)), len(released)),
-        Figure.REPEAT_BY_NODE: _repeats(
-            (f.incident_id, [f.logical_id]) for f in found if not f.held
-        ),
-        Figure.REPEAT_BY_GPU: _repeats((f.incident_id, f.gpu_uuids) for f in found if not f.held),
+        Figure.REPEAT_BY_NODE: _repeats((f.incident_id, [f.logical_id]) for f in weighed),
+        Figure.REPEAT_BY_GPU: _repeats((f.incident_id, f.gpu_uuids) for f in weighed),
         Figure.LEFT_OUT: left_out,
     }
     return Report(since=since, until=until, values=values)
