@@ -103,18 +103,7 @@ class SageMakerHyperPod:
         instance_ids: Sequence[str],
         checks: Sequence[str],
     ) -> str | None:
-        with aws_call("StartClusterHealthCheck", _CLUSTER_ERRORS):
-            response = self.client.start_cluster_health_check(
-                ClusterName=cluster_name,
-                DeepHealthCheckConfigurations=[
-                    {
-                        "InstanceGroupName": instance_group,
-                        "InstanceIds": list(instance_ids),
-                        "DeepHealthChecks": list(checks),
-                    }
-                ],
-            )
-        return request_id(response)
+        return self.start_health_checks(cluster_name, {instance_group: instance_ids}, checks)
 
     def list_nodes(self, cluster_name: str) -> list[NodeInfo]:
         """ListClusterNodes, every page (each summary as DescribeClusterNode's details)."""

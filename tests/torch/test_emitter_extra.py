@@ -37,11 +37,13 @@ PROBE = textwrap.dedent(
     emitter = trainer_emitter.setup(
         cluster_name="ml-cluster-1", region="us-west-2", sink=trainer_emitter.MemorySink()
     )
-    print("probe " + json.dumps({
-        "rank": dist.get_rank(),
-        "rank_map": [entry["rank"] for entry in emitter.rank_map.to_list()],
-        "emitter": trainer_emitter.__file__,
-    }), flush=True)
+    # one file a rank: two ranks' prints can land on one line of torchrun's output
+    with open(f"probe-{dist.get_rank()}.json", "w") as out:
+        json.dump({
+            "rank": dist.get_rank(),
+            "rank_map": [entry["rank"] for entry in emitter.rank_map.to_list()],
+            "emitter": trainer_emitter.__file__,
+        }, out)
     dist.barrier()
     dist.destroy_process_group()
     """
@@ -113,11 +115,7 @@ def test_a_fresh_venv_with_the_torch_extra_runs_setup_under_torchrun(tmp_path):
     # Then every rank has the whole rank map, from the venv's emitter, and pip installed numpy
     # but no torch of its own
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    probes = [
-        json.loads(line.split("probe ", 1)[1])
-        for line in done.stdout.splitlines()
-        if line.startswith("probe ")
-    ]
+    probes = [json.loads(path.read_text()) for path in sorted(tmp_path.glob("probe-*.json"))]
     assert sorted(p["rank"] for p in probes) == list(range(WORLD))
     assert all(p["rank_map"] == list(range(WORLD)) for p in probes)
     assert all(p["emitter"].startswith(str(env)) for p in probes)

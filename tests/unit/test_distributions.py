@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import email
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,8 @@ def _copy(relative: Path | str, into: Path) -> None:
 def _pip(*args: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args],
+        # a PYTHONPATH naming the work tree would show pip the project as installed already
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         capture_output=True,
         text=True,
         timeout=300,
