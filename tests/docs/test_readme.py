@@ -27,6 +27,7 @@ from sdc_remediation.infra.stack.template import (
 )
 from tests.conftest import REPO
 from tests.docs.blocks import DOCUMENTS, Block, blocks_of
+from tests.docs.test_tables_drift import FULL_CONTEXT
 
 README = (REPO / "README.md").read_text()
 MAX_README_LINES = 200
@@ -208,7 +209,8 @@ def stack_names(template: dict[str, Any]) -> tuple[set[str], dict[str, set[str]]
 
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
-    return synthesize_once({}).template
+    """Every optional function present (the idle sweep's among them)."""
+    return synthesize_once(FULL_CONTEXT).template
 
 
 def diagram_drift(block: Block, template: dict[str, Any]) -> list[str]:

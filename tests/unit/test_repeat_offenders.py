@@ -32,6 +32,7 @@ def past(
     gpus: tuple[str, ...] = (),
     state: IncidentState = IncidentState.REBOOTED,
     hold_kind: HoldKind | None = None,
+    advice: str | None = None,
 ) -> PastIncident:
     created = OPENED - timedelta(days=days_ago)
     return PastIncident(
@@ -43,6 +44,7 @@ def past(
         closed_at=(created + timedelta(hours=1)).isoformat(),
         gpu_uuids=gpus,
         hold_kind=hold_kind,
+        advice=advice,
     )
 
 
@@ -104,6 +106,23 @@ def test_incidents_older_than_the_window_do_not_count():
 )
 def test_incidents_rejected_unchecked_or_saying_nothing_of_the_hardware_do_not_count(changes):
     assert repeat_offence(incident(), [past(1), past(2, **changes)], DEFAULTS) is None
+
+
+def test_alarm_only_incidents_left_to_expire_do_not_make_a_repeat_offender():
+    # Given two past incidents nobody decided, whose judgement proposed only a health check (what
+    # forged metric datapoints alone open)
+    expired = [
+        past(n, state=IncidentState.EXPIRED, advice=Advice.HEALTH_CHECK_ONLY.value) for n in (1, 2)
+    ]
+
+    # Then a third incident on the node is no repeat offence
+    assert repeat_offence(incident(), expired, DEFAULTS) is None
+
+
+def test_an_expired_incident_whose_judgement_proposed_a_recovery_still_counts():
+    expired = [past(n, state=IncidentState.EXPIRED, advice=Advice.REPLACE.value) for n in (1, 2)]
+
+    assert repeat_offence(incident(), expired, DEFAULTS) is not None
 
 
 def test_k_and_the_window_are_settings():

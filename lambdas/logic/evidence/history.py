@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Final
 
 from sdc_remediation.lambdas.logic.core.steps import Step, error_details
+from sdc_remediation.lambdas.logic.evidence.policy import PROPOSES_NO_RECOVERY
 from sdc_remediation.lambdas.models.audit import AuditAction
 from sdc_remediation.lambdas.models.guard import PastIncident
 from sdc_remediation.lambdas.models.incident import Incident, IncidentState
@@ -67,6 +69,21 @@ and must not add up to a replacement), and one held before anything checked it (
 the guard full, the rate bound: its claim was never weighed)."""
 
 
+def is_offence(past: PastIncident) -> bool:
+    """Whether a past incident counts toward a repeat offence: it says something about the
+    hardware (`counts_as_history`), nobody set it aside (`NOT_AN_OFFENCE`), and, closed with no
+    decision (expired), its judgement proposed a recovery: forged metric datapoints alone make
+    an alarm-only incident that proposes nothing beyond a health check, and three of them left to
+    expire must not add up to a replacement (a failed deep health check proposes replacing, so
+    such an incident still counts)."""
+    if not past.counts_as_history or past.state in NOT_AN_OFFENCE:
+        return False
+    return not (past.state is IncidentState.EXPIRED and past.advice in _PROPOSES_NOTHING)
+
+
+_PROPOSES_NOTHING: Final = frozenset({None, PROPOSES_NO_RECOVERY.value})
+
+
 def repeat_offence(
     incident: Incident, past: Sequence[PastIncident], settings: Settings
 ) -> str | None:
@@ -83,10 +100,7 @@ def repeat_offence(
     counted = [
         p
         for p in past
-        if p.counts_as_history
-        and p.state not in NOT_AN_OFFENCE
-        and p.incident_id != incident.incident_id
-        and _dated(p.created_at) >= since
+        if is_offence(p) and p.incident_id != incident.incident_id and _dated(p.created_at) >= since
     ]
     found: list[str] = []
     mine = [p.incident_id for p in counted if p.instance_id == incident.instance_id]
