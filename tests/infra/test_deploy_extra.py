@@ -191,3 +191,22 @@ def test_a_venv_with_the_deploy_extra_alone_synthesizes_a_team_app_with_its_own_
     )
     assert found.incidents_table == resolved(template, {"Ref": table})
     assert found.source == f"stack {TEAM_STACK} in outputs file {written}"
+    # and so does the venv's own sdc, the deploy extra's only: the same lookup from the install
+    lookup = (
+        "import json, pathlib, sys\n"
+        "from sdc_remediation.infra.cli.deployment import from_file\n"
+        "found = from_file(pathlib.Path(sys.argv[1]))\n"
+        "print(json.dumps([found.source, found.incidents_table]))\n"
+    )
+    clean = {"PATH": f"{env / 'bin'}:/usr/bin:/bin"}
+    seen = subprocess.run(
+        [str(python), "-B", "-s", "-c", lookup, str(written)],
+        cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert seen.returncode == 0, seen.stderr[-3000:]
+    assert json.loads(seen.stdout) == [found.source, found.incidents_table]
+    usage = subprocess.run(
+        [str(env / "bin" / "sdc"), "--outputs", str(written), "--help"],
+        env=clean, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert usage.returncode == 0 and "--outputs" in usage.stdout, usage.stderr[-3000:]
