@@ -140,12 +140,6 @@ def watch_evidence(item: dict[str, Any]) -> bool:
     return False
 
 
-def assess_report(report: dict[str, Any], hardware: Sequence[str] = ()) -> tuple[Advice, str]:
-    """The advice one report evidence summary gives for its instance, and why."""
-    row, reason = report_row(report, hardware)
-    return row.advice, reason
-
-
 def report_row(report: dict[str, Any], hardware: Sequence[str] = ()) -> tuple[Row, str]:
     """The row one report evidence summary reads as for its instance, and why."""
     ranks = set(report.get("ranks") or [])
