@@ -17,11 +17,11 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Final
 
-from sdc_remediation.lambdas.logic.core.audit import verify_chain
+from sdc_remediation.lambdas.logic.core.audit import dated_at, verify_chain
 from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
 from sdc_remediation.lambdas.models.health_check import HealthCheckResult
 from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
@@ -196,15 +196,6 @@ class IncidentFacts:
     exposure_steps: int | None = None
 
 
-def _at(entry: AuditEntry) -> datetime | None:
-    """The entry's time; None when it does not read as one (never raised: the report goes on)."""
-    try:
-        at = datetime.fromisoformat(entry.at)
-    except (TypeError, ValueError):
-        return None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
 def _first(entries: Sequence[AuditEntry], *actions: AuditAction) -> AuditEntry | None:
     return next((e for e in entries if e.action in actions), None)
 
@@ -216,7 +207,7 @@ def facts_of(
     incident (a storm hold, an `event#…` or `decision#…` subject) or a skipped one."""
     ordered = sorted(entries, key=lambda e: e.seq)
     opening = _first(ordered, A.INCIDENT_OPENED, A.INCIDENT_HELD)
-    opened_at = _at(opening) if opening is not None else None
+    opened_at = dated_at(opening.at) if opening is not None else None
     if opening is None or opened_at is None:
         return None
     details = opening.details
@@ -278,11 +269,13 @@ def facts_of(
         logical_id=logical_id,
         gpu_uuids=gpu_uuids,
         held=str(held) if held else None,
-        isolated_at=_at(e) if (e := _first(ordered, A.NODE_ISOLATED)) else None,
-        approval_requested_at=_at(e) if (e := _first(ordered, A.APPROVAL_REQUESTED)) else None,
-        decided_at=_at(decided) if decided else None,
+        isolated_at=dated_at(e.at) if (e := _first(ordered, A.NODE_ISOLATED)) else None,
+        approval_requested_at=dated_at(e.at)
+        if (e := _first(ordered, A.APPROVAL_REQUESTED))
+        else None,
+        decided_at=dated_at(decided.at) if decided else None,
         decision=str(decided.details.get("decision")) if decided else None,
-        closed_at=_at(closing) if closing else None,
+        closed_at=dated_at(closing.at) if closing else None,
         state=str(closed_state) if closed_state else None,
         recovered=closed_state in RECOVERED and not dry_run,
         acted_on=bool(done),
