@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any, Final
 
 from sdc_remediation.lambdas.logic.core.audit import dated_at, verify_chain
+from sdc_remediation.lambdas.logic.evidence.history import set_aside
 from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
 from sdc_remediation.lambdas.models.health_check import HealthCheckResult
 from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
@@ -184,6 +185,8 @@ class IncidentFacts:
     approval_requested_at: datetime | None = None
     decided_at: datetime | None = None
     decision: str | None = None
+    advice: str | None = None
+    """The last judgement's advice (`recommended`); None when never judged."""
     closed_at: datetime | None = None
     state: str | None = None
     recovered: bool = False
@@ -275,6 +278,9 @@ def facts_of(
         else None,
         decided_at=dated_at(decided.at) if decided else None,
         decision=str(decided.details.get("decision")) if decided else None,
+        advice=str(judged[-1].details["advice"])
+        if judged and judged[-1].details.get("advice")
+        else None,
         closed_at=dated_at(closing.at) if closing else None,
         state=str(closed_state) if closed_state else None,
         recovered=closed_state in RECOVERED and not dry_run,
@@ -402,10 +408,11 @@ def compute(
             found.append(facts)
     found.sort(key=lambda f: (f.opened_at, f.incident_id))
     acted = [f for f in found if f.acted_on]
-    # A repeat is counted from no held incident (nothing checked it) and none an approver
-    # rejected: reports any pod can forge against a healthy node are rejected, and make it no
-    # repeat offender here, as in the escalation's own count.
-    weighed = [f for f in found if not f.held and f.state != IncidentState.REJECTED]
+    # A repeat is counted as the escalation counts it (`history.set_aside`): from no held
+    # incident (nothing checked it), none an approver rejected (reports any pod can forge
+    # against a healthy node are rejected) and none left to expire that proposed no recovery
+    # (forged alarm datapoints alone).
+    weighed = [f for f in found if not f.held and not set_aside(f.state, f.advice)]
     by_node: Counter[str] = Counter(f.logical_id for f in weighed if f.logical_id)
     by_gpu: Counter[str] = Counter(g for f in weighed for g in set(f.gpu_uuids))
 
