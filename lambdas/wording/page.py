@@ -108,7 +108,7 @@ def ordered(incidents: Iterable[Incident]) -> list[Incident]:
     return sorted(incidents, key=key)
 
 
-def deadline_text(incident: Incident, settings: Settings, now: datetime, zone: WidgetZone) -> str:
+def deadline_text(incident: Incident, now: datetime, zone: WidgetZone) -> str:
     """`expires 14:05 UTC+02:00 (2026-11-30 12:05 UTC), in 42 min`, or that it has passed: the
     deadline `request_approval` recorded (`Incident.approval_deadline`), the one the card names."""
     if incident.approval_deadline is None:
@@ -158,7 +158,7 @@ def _incident_html(incident: Incident, settings: Settings, now: datetime, zone: 
         ),
     ]
     if waiting:
-        rows.append(("Deadline", deadline_text(incident, settings, now, zone)))
+        rows.append(("Deadline", deadline_text(incident, now, zone)))
         if tally := card_lines.approvals_line(incident, settings.approvals_required):
             rows.append(("Approvals so far", tally))
     rows.extend(_resume_rows(incident))

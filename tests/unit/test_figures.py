@@ -23,6 +23,7 @@ from sdc_remediation.lambdas.logic.core.figures import (
 from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
 from sdc_remediation.lambdas.models.incident import Incident, IncidentState
 from sdc_remediation.lambdas.models.payloads import IncidentRef
+from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.settings import IsolationConfig
 from tests.unit.world import CLUSTER, EKS, World, settings
 
@@ -385,3 +386,42 @@ def test_an_incident_an_approver_rejected_makes_no_repeat_offender_nor_confirms_
 
     assert figures[Figure.PRECISION] == Ratio(0, 1)
     assert figures[Figure.REPEAT_BY_NODE] == {}
+
+
+def expired(incident_id: str, advice: str, start=T0) -> list[AuditEntry]:
+    """An incident judged `advice`, then left to expire (nobody decided)."""
+    return chain(
+        incident_id,
+        [
+            opened("i-01"),
+            (2, A.RECOMMENDED, {"advice": advice, "history": []}),
+            (4, A.APPROVAL_REQUESTED, {}),
+            (9, A.INCIDENT_CLOSED, {"state": "expired"}),
+        ],
+        start=start,
+    )
+
+
+def test_incidents_left_to_expire_that_proposed_no_recovery_make_no_repeat_offender():
+    # Given two alarm-only incidents of one node (datapoints any pod can put), judged a health
+    # check only and left to expire, as the escalation's own count sets them aside
+    nothing = Advice.HEALTH_CHECK_ONLY.value
+    chains = [expired(n, nothing, start=T0 + timedelta(hours=h)) for h, n in enumerate("ab")]
+
+    # When the figures are computed
+    figures = report(*chains).values
+
+    # Then the node is no repeat offender
+    assert figures[Figure.REPEAT_BY_NODE] == {}
+
+
+def test_incidents_left_to_expire_that_proposed_a_recovery_still_make_a_repeat_offender():
+    # Given two incidents of one node judged a replacement, left to expire
+    replace = Advice.REPLACE.value
+    chains = [expired(n, replace, start=T0 + timedelta(hours=h)) for h, n in enumerate("ab")]
+
+    # When the figures are computed
+    figures = report(*chains).values
+
+    # Then the node is a repeat offender
+    assert figures[Figure.REPEAT_BY_NODE] == {"i-01": ["a", "b"]}

@@ -253,6 +253,16 @@ def test_no_choice_breaks_the_share_or_the_floor(idle: int, share: int, floor: i
     assert idle - len(choice.chosen) >= min(floor, idle)
 
 
+def test_a_turn_starts_after_the_cursor_and_wraps_to_the_first_idle_node() -> None:
+    # Given five idle nodes, the previous run's last choice i-003, and room for three
+    looks = [NodeLook(f"i-{n:03d}", GROUP, True) for n in range(5)]
+    request = SweepRequest(CLUSTER, batch_size=3, max_share_percent=100, min_idle_nodes=0)
+    # When the sweep chooses
+    choice = choose(looks, request, in_incident=(), pending=(), guard_room=100, cursor="i-003")
+    # Then it takes the node after the cursor, then the first ones in instance id order
+    assert [look.instance_id for look in choice.chosen] == ["i-004", "i-000", "i-001"]
+
+
 # -- pause, hold, results ---------------------------------------------------------------------
 
 

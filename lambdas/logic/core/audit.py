@@ -160,7 +160,7 @@ def verify_anchored(
         hashes.setdefault(record.seq, set()).add(record.hash)
     ordered = sorted(entries, key=lambda e: e.seq)
     for checked, entry in enumerate(ordered):
-        dated = _dated(entry.at) if now is not None else None
+        dated = dated_at(entry.at) if now is not None else None
         if now is not None and (
             dated is None or dated > now + timedelta(seconds=CLOCK_SKEW_SECONDS)
         ):
@@ -222,8 +222,8 @@ synchronised) differ by far less. An entry dated further ahead was not written b
 and would otherwise pass for one too recent to be anchored yet."""
 
 
-def _dated(at: str) -> datetime | None:
-    """An entry's `at` as an aware time; None when it does not read as one."""
+def dated_at(at: str) -> datetime | None:
+    """An entry's `at` as an aware time; None when it does not read as one (never raised)."""
     try:
         dated = datetime.fromisoformat(at)
     except (TypeError, ValueError):

@@ -17,11 +17,12 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Final
 
-from sdc_remediation.lambdas.logic.core.audit import verify_chain
+from sdc_remediation.lambdas.logic.core.audit import dated_at, verify_chain
+from sdc_remediation.lambdas.logic.evidence.history import set_aside
 from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
 from sdc_remediation.lambdas.models.health_check import HealthCheckResult
 from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
@@ -184,6 +185,8 @@ class IncidentFacts:
     approval_requested_at: datetime | None = None
     decided_at: datetime | None = None
     decision: str | None = None
+    advice: str | None = None
+    """The last judgement's advice (`recommended`); None when never judged."""
     closed_at: datetime | None = None
     state: str | None = None
     recovered: bool = False
@@ -194,15 +197,6 @@ class IncidentFacts:
     history: tuple[str, ...] = ()
     released: bool = False
     exposure_steps: int | None = None
-
-
-def _at(entry: AuditEntry) -> datetime | None:
-    """The entry's time; None when it does not read as one (never raised: the report goes on)."""
-    try:
-        at = datetime.fromisoformat(entry.at)
-    except (TypeError, ValueError):
-        return None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _first(entries: Sequence[AuditEntry], *actions: AuditAction) -> AuditEntry | None:
@@ -216,7 +210,7 @@ def facts_of(
     incident (a storm hold, an `event#…` or `decision#…` subject) or a skipped one."""
     ordered = sorted(entries, key=lambda e: e.seq)
     opening = _first(ordered, A.INCIDENT_OPENED, A.INCIDENT_HELD)
-    opened_at = _at(opening) if opening is not None else None
+    opened_at = dated_at(opening.at) if opening is not None else None
     if opening is None or opened_at is None:
         return None
     details = opening.details
@@ -278,11 +272,16 @@ def facts_of(
         logical_id=logical_id,
         gpu_uuids=gpu_uuids,
         held=str(held) if held else None,
-        isolated_at=_at(e) if (e := _first(ordered, A.NODE_ISOLATED)) else None,
-        approval_requested_at=_at(e) if (e := _first(ordered, A.APPROVAL_REQUESTED)) else None,
-        decided_at=_at(decided) if decided else None,
+        isolated_at=dated_at(e.at) if (e := _first(ordered, A.NODE_ISOLATED)) else None,
+        approval_requested_at=dated_at(e.at)
+        if (e := _first(ordered, A.APPROVAL_REQUESTED))
+        else None,
+        decided_at=dated_at(decided.at) if decided else None,
         decision=str(decided.details.get("decision")) if decided else None,
-        closed_at=_at(closing) if closing else None,
+        advice=str(judged[-1].details["advice"])
+        if judged and judged[-1].details.get("advice")
+        else None,
+        closed_at=dated_at(closing.at) if closing else None,
         state=str(closed_state) if closed_state else None,
         recovered=closed_state in RECOVERED and not dry_run,
         acted_on=bool(done),
@@ -409,10 +408,11 @@ def compute(
             found.append(facts)
     found.sort(key=lambda f: (f.opened_at, f.incident_id))
     acted = [f for f in found if f.acted_on]
-    # A repeat is counted from no held incident (nothing checked it) and none an approver
-    # rejected: reports any pod can forge against a healthy node are rejected, and make it no
-    # repeat offender here, as in the escalation's own count.
-    weighed = [f for f in found if not f.held and f.state != IncidentState.REJECTED]
+    # A repeat is counted as the escalation counts it (`history.set_aside`): from no held
+    # incident (nothing checked it), none an approver rejected (reports any pod can forge
+    # against a healthy node are rejected) and none left to expire that proposed no recovery
+    # (forged alarm datapoints alone).
+    weighed = [f for f in found if not f.held and not set_aside(f.state, f.advice)]
     by_node: Counter[str] = Counter(f.logical_id for f in weighed if f.logical_id)
     by_gpu: Counter[str] = Counter(g for f in weighed for g in set(f.gpu_uuids))
 

@@ -76,9 +76,16 @@ def is_offence(past: PastIncident) -> bool:
     an alarm-only incident that proposes nothing beyond a health check, and three of them left to
     expire must not add up to a replacement (a failed deep health check proposes replacing, so
     such an incident still counts)."""
-    if not past.counts_as_history or past.state in NOT_AN_OFFENCE:
-        return False
-    return not (past.state is IncidentState.EXPIRED and past.advice in _PROPOSES_NOTHING)
+    return past.counts_as_history and not set_aside(past.state, past.advice)
+
+
+def set_aside(state: str | None, advice: str | None) -> bool:
+    """Whether an incident that ended in `state`, its last judgement `advice`, counts toward no
+    repeat offence (`is_offence`; the fleet figures' count too): `NOT_AN_OFFENCE`, or left to
+    expire with no recovery proposed."""
+    if state in NOT_AN_OFFENCE:
+        return True
+    return state == IncidentState.EXPIRED and advice in _PROPOSES_NOTHING
 
 
 _PROPOSES_NOTHING: Final = frozenset({None, PROPOSES_NO_RECOVERY.value})

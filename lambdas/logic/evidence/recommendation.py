@@ -122,10 +122,7 @@ def course_of(incident: Incident) -> tuple[Course, str]:
         metrics = {a.get("metric") for a in incident.alarms}
         row = Row.HANG_AMBIGUOUS if Metric.HANG in metrics else Row.STRAGGLER_ALONE
         return row.course, f"{row.evidence}: the watch's alarm alone names no rank"
-    corroboration = (
-        *_telemetry_signals(incident),
-        *(f"alert {a.get('rule')}" for a in incident.hardware),
-    )
+    corroboration = _corroboration(_telemetry_signals(incident), incident.hardware)
     rows = [assess_watch(r, corroboration) for r in reports]
     row, reason = max(rows, key=lambda found: found[0].course.strength)
     return row.course, f"{row.evidence}: {reason}"
@@ -138,12 +135,6 @@ def watch_evidence(item: dict[str, Any]) -> bool:
     if item.get("kind") == TriggerSource.ALARM:
         return item.get("metric") in _WATCH_METRICS
     return False
-
-
-def assess_report(report: dict[str, Any], hardware: Sequence[str] = ()) -> tuple[Advice, str]:
-    """The advice one report evidence summary gives for its instance, and why."""
-    row, reason = report_row(report, hardware)
-    return row.advice, reason
 
 
 def report_row(report: dict[str, Any], hardware: Sequence[str] = ()) -> tuple[Row, str]:
@@ -252,7 +243,7 @@ def recommend(
     checks did not confirm the reports' claims."""
     if job_level:
         return Recommendation(Row.JOB_LEVEL.advice, (Row.JOB_LEVEL.says(),))
-    corroboration = (*telemetry, *(f"alert {a.get('rule')}" for a in alerts))
+    corroboration = _corroboration(telemetry, alerts)
     assessed = [report_row(r, corroboration) for r in reports]
     reasons = [reason for _, reason in assessed]
     if assessed:
@@ -304,6 +295,12 @@ def recommend(
 
 
 _WATCH: Final = (Check.HANG, Check.STRAGGLER)
+
+
+def _corroboration(telemetry: Sequence[str], alerts: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+    """What corroborates a hang or a straggler (`assess_watch`'s `hardware`): the node's
+    telemetry signals, then its firing hardware alerts."""
+    return (*telemetry, *(f"alert {a.get('rule')}" for a in alerts))
 
 
 def _telemetry_signals(incident: Incident) -> tuple[str, ...]:

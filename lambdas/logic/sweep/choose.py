@@ -63,7 +63,7 @@ def choose(
     limit, reason = min(bounds, key=lambda bound: bound[0])
     limit = max(0, limit)
     turn = [n for n in idle if cursor is None or n.instance_id > cursor]
-    ordered = turn + [n for n in idle if n not in turn]
+    ordered = turn + idle[: len(idle) - len(turn)]
     chosen = tuple(ordered[:limit])
     for look in ordered[limit:]:
         skipped[look.instance_id] = reason
