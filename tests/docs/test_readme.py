@@ -5,7 +5,8 @@ The README is at most 200 lines; its first screen gives the two set-up commands 
 names exactly the functions of the synthesized stack (each as `λ <module>`) and only states of
 its state machines (each node `(["<State>: ..."])`, whose function is the one the state
 invokes). Every relative link of README.md, CHANGELOG.md and docs/*.md resolves, to a file and,
-with `#anchor`, to one of its headings. LICENSE is the Apache License 2.0 that pyproject.toml
+with `#anchor`, to one of its headings, and every repository path they name in code is there.
+LICENSE is the Apache License 2.0 that pyproject.toml
 names.
 """
 
@@ -34,6 +35,11 @@ MAX_README_LINES = 200
 FIRST_SCREEN_LINES = 30
 LINKED = (*DOCUMENTS, "CHANGELOG.md")
 LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^()\s]+)\)")
+NAMED_PATH = re.compile(
+    r"`((?:infra|lambdas|trainer_emitter|distributions|sdc_remediation|tests|docs)/[\w./-]*)"
+)
+"""A repository path in a code span, up to its first placeholder (`lambdas/handlers/<module>.py`
+names the folder)."""
 FUNCTION = re.compile(r"λ ([a-z_]+)")
 STATE_NODE = re.compile(r"\(\[\"([A-Za-z?]+)(?::([^\"]*))?\"\]\)")
 DIAGRAMS = blocks_of("diagram")
@@ -127,6 +133,20 @@ def test_every_relative_link_resolves_to_a_file_and_a_heading():
     ]
 
     assert found == []
+
+
+def test_every_repository_path_a_document_names_in_code_is_there():
+    # Given every document a newcomer reads
+    # When each names a file or folder of the repository in a code span
+    named = {
+        f"{document}: {match[1]}"
+        for document in LINKED
+        for match in NAMED_PATH.finditer((REPO / document).read_text())
+    }
+
+    # Then the file or folder exists (a module moved into a package leaves no stale path)
+    assert sorted(name for name in named if not (REPO / name.split(": ")[1]).exists()) == []
+    assert len(named) > 50
 
 
 @pytest.mark.parametrize(
