@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sdc_remediation.lambdas.logic import approval, health_check
+from sdc_remediation.lambdas.logic import health_check
 from sdc_remediation.lambdas.logic.evidence.recommendation import recommend
 from sdc_remediation.lambdas.logic.sweep.choose import choose
 from sdc_remediation.lambdas.logic.sweep.run import sweep
@@ -18,7 +18,7 @@ from sdc_remediation.lambdas.models.errors import DependencyFailed, MalformedEve
 from sdc_remediation.lambdas.models.hyperpod import HealthCheck, NodeRecovery, NodeStatus
 from sdc_remediation.lambdas.models.incident import TriggerSource
 from sdc_remediation.lambdas.models.kubernetes import NODE_HEALTH_LABEL, is_workload_pod
-from sdc_remediation.lambdas.models.payloads import IncidentRef, parse_approval_request
+from sdc_remediation.lambdas.models.payloads import IncidentRef
 from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.settings import IsolationConfig
 from sdc_remediation.lambdas.models.slurm import DrainChange, SlurmNodeState
@@ -29,7 +29,7 @@ from sdc_remediation.lambdas.models.sweep import (
     parse_sweep_request,
     sweep_subject,
 )
-from tests.unit.world import CLUSTER, EKS, GROUP, INSTANCE, NODE, TOKEN, World, settings
+from tests.unit.world import CLUSTER, EKS, GROUP, INSTANCE, NODE, World, settings
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 IDLE = [f"i-0{n:016x}" for n in range(1, 7)]
@@ -418,22 +418,15 @@ def test_a_node_hyperpod_is_not_running_is_not_swept() -> None:
 def test_the_card_of_a_failed_sweep_check_says_failing_hardware_and_recommends_replacement() -> (
     None
 ):
-    # Given the incident a failed InstanceConnectivity check opened, health-checked as the
-    # state machine does (the node is in Failure: no second check starts)
+    # Given the incident a failed InstanceConnectivity check opened
     world = eks_world()
     world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
     sweep(EVERYTHING, world.deps)
     world.hyperpod.advance(3)
     (failed,) = [r for r in sweep(EVERYTHING, world.deps)["results"] if not r["passed"]]
-    ref = IncidentRef(failed["incident_id"])
-    health_check.start_health_check(ref, world.deps)
-    while health_check.check_health(ref, world.deps)["in_progress"]:
-        pass
-    # When its approval is requested
-    world.workflow.waiting_tokens.add(TOKEN)
-    approval.request_approval(
-        parse_approval_request({"incident_id": ref.incident_id, "task_token": TOKEN}), world.deps
-    )
+    # When it is health-checked as the state machine does (the node is in Failure: no second
+    # check starts) and its approval is requested
+    world.awaiting_approval(failed["incident_id"])
     # Then the card says failing hardware, names the check, and recommends replacement
     what, _, advice = world.notifier.published[-1].message.splitlines()[:3]
     assert what.startswith(f"WHAT: failing hardware suspected on {IDLE[0]}")
