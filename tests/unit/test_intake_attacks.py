@@ -109,7 +109,10 @@ def test_forged_reports_in_a_victim_jobs_name_spend_none_of_that_jobs_budget(wor
     assert result["action"] == "opened"
 
 
-def test_a_culprit_the_rate_bound_held_is_announced_and_taken_again_once_its_minute_is_over(world):
+def rate_held(world: World) -> tuple[list[str], dict[str, Any]]:
+    """A cluster of 20 nodes whose rate bound opens one incident a minute, on a clock that stands
+    still: a genuine culprit opened on its first node, then one on its second held by the bound.
+    Returns the nodes and the held result."""
     world.clock = StillClock(world.clock.current)
     world.settings = settings(
         report_openings_per_minute=1, guard_max_open_nodes=10, guard_max_open_percent=100
@@ -118,6 +121,11 @@ def test_a_culprit_the_rate_bound_held_is_announced_and_taken_again_once_its_min
     store(world, culprit(nodes[0], report_id="genuine-0001"))
     (held,) = store(world, culprit(nodes[1], report_id="genuine-0002"))
     assert held["action"] == "held"
+    return nodes, held
+
+
+def test_a_culprit_the_rate_bound_held_is_announced_and_taken_again_once_its_minute_is_over(world):
+    nodes, held = rate_held(world)
     assert [p.attributes.get("kind") for p in world.notifier.published] == ["held"]
 
     world.clock.current += timedelta(minutes=1)
@@ -131,14 +139,7 @@ def test_a_culprit_the_rate_bound_held_is_announced_and_taken_again_once_its_min
 
 
 def test_forged_reports_naming_a_rate_held_culprit_do_not_keep_it_from_being_taken_again(world):
-    world.clock = StillClock(world.clock.current)
-    world.settings = settings(
-        report_openings_per_minute=1, guard_max_open_nodes=10, guard_max_open_percent=100
-    )
-    nodes = add_nodes(world, 20)
-    store(world, culprit(nodes[0], report_id="genuine-0001"))
-    (held,) = store(world, culprit(nodes[1], report_id="genuine-0002"))
-    assert held["action"] == "held"
+    nodes, held = rate_held(world)
     for n in range(8):  # stored under the held node, newest first: the genuine one read no more
         world.clock.current += timedelta(seconds=1)
         store(world, forged_event([nodes[1]], report_id=f"forged-{n:04d}"))
