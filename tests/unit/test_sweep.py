@@ -74,6 +74,14 @@ def last_record(world: World) -> dict[str, Any]:
     return entries[-1].details
 
 
+def checked_one_failing(world: World) -> None:
+    """A sweep has checked every idle node, the first failing InstanceConnectivity, and the
+    checks are done: the next run reads their results."""
+    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
+    sweep(EVERYTHING, world.deps)
+    world.hyperpod.advance(3)
+
+
 # -- which nodes -------------------------------------------------------------------------------
 
 
@@ -267,9 +275,7 @@ def test_the_pause_switch_stops_sweeps() -> None:
 def test_a_failed_check_enters_the_intake_as_a_sweep_trigger() -> None:
     # Given a sweep that checked the idle nodes, one of which fails InstanceConnectivity
     world = eks_world()
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     # When the next run reads the results
     record = sweep(EVERYTHING, world.deps)
     # Then one incident is opened for that node, with the check as its evidence
@@ -294,9 +300,7 @@ def test_passed_checks_open_nothing() -> None:
 
 def test_a_failed_check_read_twice_opens_one_incident() -> None:
     world = eks_world()
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     first = sweep(EVERYTHING, world.deps)
     # A run that died before its audit entry: the next one reads the same pending checks
     entries = world.audit.items[sweep_subject(CLUSTER)]
@@ -304,13 +308,14 @@ def test_a_failed_check_read_twice_opens_one_incident() -> None:
     second = sweep(EVERYTHING, world.deps)
     ids = {r["incident_id"] for r in (*first["results"], *second["results"]) if r["incident_id"]}
     assert len(ids) == 1
+    # both runs read the failed check, and the second found the incident the first opened
+    failed = [(r["instance_id"], r["incident_id"]) for r in second["results"] if not r["passed"]]
+    assert failed == [(IDLE[0], *ids)]
 
 
 def test_the_paused_sweep_still_reads_results_and_its_incident_is_held() -> None:
     world = eks_world()
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     world.switch.value = "true"
     record = sweep(EVERYTHING, world.deps)
     (failed,) = [r for r in record["results"] if not r["passed"]]
@@ -420,9 +425,7 @@ def test_the_card_of_a_failed_sweep_check_says_failing_hardware_and_recommends_r
 ):
     # Given the incident a failed InstanceConnectivity check opened
     world = eks_world()
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     (failed,) = [r for r in sweep(EVERYTHING, world.deps)["results"] if not r["passed"]]
     # When it is health-checked as the state machine does (the node is in Failure: no second
     # check starts) and its approval is requested
@@ -436,9 +439,7 @@ def test_the_card_of_a_failed_sweep_check_says_failing_hardware_and_recommends_r
 
 def test_a_refused_health_check_call_still_records_the_results_and_is_raised() -> None:
     world = eks_world()
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     world.hyperpod.fail_next("StartClusterHealthCheck", DependencyFailed("throttled"))
 
     with pytest.raises(DependencyFailed):
@@ -453,9 +454,7 @@ def test_with_automatic_recovery_the_incident_records_that_hyperpod_replaced_the
     # Given a cluster with NodeRecovery Automatic whose idle node fails the sweep's check
     world = eks_world()
     world.hyperpod.clusters[CLUSTER].node_recovery = NodeRecovery.AUTOMATIC.value
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     # When the next run opens its incident, and the health check step looks at the node
     record = sweep(EVERYTHING, world.deps)
     (failed,) = [r for r in record["results"] if not r["passed"]]
