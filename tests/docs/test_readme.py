@@ -6,8 +6,8 @@ names exactly the functions of the synthesized stack (each as `λ <module>`) and
 its state machines (each node `(["<State>: ..."])`, whose function is the one the state
 invokes). Every relative link of README.md, CHANGELOG.md and docs/*.md resolves, to a file and,
 with `#anchor`, to one of its headings, and every repository path they name in code is there.
-LICENSE is the Apache License 2.0 that pyproject.toml
-names.
+The README's fleet table is a dated what-if run, its columns the what-if's three ways. LICENSE
+is the Apache License 2.0 that pyproject.toml names.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from sdc_remediation.infra.local.fleet.whatif import Mode
 from sdc_remediation.infra.stack.synth import synthesize_once
 from sdc_remediation.infra.stack.template import (
     pipeline_functions,
@@ -183,6 +184,17 @@ def test_the_license_is_the_apache_2_text_pyproject_names():
     assert "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text
     assert "APPENDIX: How to apply the Apache License to your work." in text
+
+
+def test_the_readmes_fleet_table_is_a_dated_what_if_run_with_its_three_ways():
+    # Given the README's section on what the pipeline is worth
+    section = README.split("## What it is worth", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("|")]
+    # Then it says the date of the run the table is from
+    assert re.search(r"One run, \d{4}-\d{2}-\d{2}:", section)
+    # and its columns are the what-if's ways through the history, its first row the ETTR
+    assert [cell.strip() for cell in table[0].split("|")[1:-1]] == ["", *(m.value for m in Mode)]
+    assert table[2].startswith("| ETTR |")
 
 
 def test_the_changelog_has_an_unreleased_section_first():
