@@ -168,7 +168,10 @@ class World:
 
     def awaiting_approval(self, incident_id: str | None = None, *, isolated: bool = False) -> str:
         """Health-checked (`health_checked`) and asked for approval, as the state machine does."""
-        incident_id = self.health_checked(incident_id, isolated=isolated)
+        return self.approval_requested(self.health_checked(incident_id, isolated=isolated))
+
+    def approval_requested(self, incident_id: str) -> str:
+        """Asked for approval (again, after a reboot's failed check) as the state machine asks."""
         self.workflow.waiting_tokens.add(TOKEN)
         approval.request_approval(
             parse_approval_request({"incident_id": incident_id, "task_token": TOKEN}), self.deps
