@@ -5,7 +5,6 @@ run against the one path."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,6 +18,7 @@ from sdc_remediation.lambdas.models.incident import IncidentState
 from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.report import parse_report_event
 from sdc_remediation.lambdas.models.settings import IsolationConfig
+from tests.unit.fakes import SteppingClock
 from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, suspect
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_watch_course import throttled_answer, watch_world
@@ -73,11 +73,8 @@ def add_nodes(world: World, count: int) -> list[str]:
 # -- 1. budgets are paid after the checks, never before ------------------------------------------
 
 
-@dataclass
-class StillClock:
+class StillClock(SteppingClock):
     """Time stands still: every report is received within one minute of the rate bound."""
-
-    current: datetime
 
     def now(self) -> datetime:
         return self.current
