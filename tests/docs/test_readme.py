@@ -5,8 +5,9 @@ The README is at most 200 lines; its first screen gives the two set-up commands 
 names exactly the functions of the synthesized stack (each as `λ <module>`) and only states of
 its state machines (each node `(["<State>: ..."])`, whose function is the one the state
 invokes). Every relative link of README.md, CHANGELOG.md and docs/*.md resolves, to a file and,
-with `#anchor`, to one of its headings. LICENSE is the Apache License 2.0 that pyproject.toml
-names.
+with `#anchor`, to one of its headings, and every repository path they name in code is there.
+The README's fleet table is a dated what-if run, its columns the what-if's three ways. LICENSE
+is the Apache License 2.0 that pyproject.toml names.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from sdc_remediation.infra.local.fleet.whatif import Mode
 from sdc_remediation.infra.stack.synth import synthesize_once
 from sdc_remediation.infra.stack.template import (
     pipeline_functions,
@@ -34,6 +36,11 @@ MAX_README_LINES = 200
 FIRST_SCREEN_LINES = 30
 LINKED = (*DOCUMENTS, "CHANGELOG.md")
 LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^()\s]+)\)")
+NAMED_PATH = re.compile(
+    r"`((?:infra|lambdas|trainer_emitter|distributions|sdc_remediation|tests|docs)/[\w./-]*)"
+)
+"""A repository path in a code span, up to its first placeholder (`lambdas/handlers/<module>.py`
+names the folder)."""
 FUNCTION = re.compile(r"λ ([a-z_]+)")
 STATE_NODE = re.compile(r"\(\[\"([A-Za-z?]+)(?::([^\"]*))?\"\]\)")
 DIAGRAMS = blocks_of("diagram")
@@ -129,6 +136,20 @@ def test_every_relative_link_resolves_to_a_file_and_a_heading():
     assert found == []
 
 
+def test_every_repository_path_a_document_names_in_code_is_there():
+    # Given every document a newcomer reads
+    # When each names a file or folder of the repository in a code span
+    named = {
+        f"{document}: {match[1]}"
+        for document in LINKED
+        for match in NAMED_PATH.finditer((REPO / document).read_text())
+    }
+
+    # Then the file or folder exists (a module moved into a package leaves no stale path)
+    assert sorted(name for name in named if not (REPO / name.split(": ")[1]).exists()) == []
+    assert len(named) > 50
+
+
 @pytest.mark.parametrize(
     "link",
     [
@@ -163,6 +184,17 @@ def test_the_license_is_the_apache_2_text_pyproject_names():
     assert "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text
     assert "APPENDIX: How to apply the Apache License to your work." in text
+
+
+def test_the_readmes_fleet_table_is_a_dated_what_if_run_with_its_three_ways():
+    # Given the README's section on what the pipeline is worth
+    section = README.split("## What it is worth", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("|")]
+    # Then it says the date of the run the table is from
+    assert re.search(r"One run, \d{4}-\d{2}-\d{2}:", section)
+    # and its columns are the what-if's ways through the history, its first row the ETTR
+    assert [cell.strip() for cell in table[0].split("|")[1:-1]] == ["", *(m.value for m in Mode)]
+    assert table[2].startswith("| ETTR |")
 
 
 def test_the_changelog_has_an_unreleased_section_first():

@@ -88,7 +88,9 @@ class Cluster:
 @pytest.fixture
 def machines(variant_template, monkeypatch) -> Iterator[tuple[Any, dict[str, str], list[Cluster]]]:
     arns = placeholder_arns(variant_template)
-    modules = {arns[lid]: h.split(".")[-2] for lid, h in function_handlers(variant_template).items()}
+    modules = {
+        arns[lid]: h.split(".")[-2] for lid, h in function_handlers(variant_template).items()
+    }
     current: list[Cluster] = []
 
     def invoke(self, function_name, qualifier, body, headers, response_headers):

@@ -12,45 +12,19 @@ import pytest
 
 from sdc_remediation.infra.cli.render import render_incident
 from sdc_remediation.infra.stack.alert_rules import Thresholds, rules
-from sdc_remediation.lambdas.logic import approval, health_check
 from sdc_remediation.lambdas.logic.core.audit import ChainVerdict
 from sdc_remediation.lambdas.models.hardware_alert import HardwareRule
-from sdc_remediation.lambdas.models.payloads import IncidentRef, parse_approval_request
 from sdc_remediation.lambdas.models.telemetry import Severity, TelemetryFinding, TelemetryRecord
 from sdc_remediation.lambdas.wording import cards
 from sdc_remediation.lambdas.wording.card_lines import HARDWARE_ALERTS_HEADING, WRAP_WIDTH
 from tests.unit.test_hardware_intake import alert, deliver, sns_event
 from tests.unit.test_watch_pipeline import hang_alarm, store, straggler_alarm
-from tests.unit.world import TOKEN, World
-
-
-@pytest.fixture
-def job_world(world: World) -> World:
-    from tests.unit.reports import NODES
-    from tests.unit.world import CLUSTER, GROUP, room_for_a_job
-
-    for node in NODES:
-        world.hyperpod.add_node(CLUSTER, GROUP, node)
-    world.settings = room_for_a_job()
-    return world
-
-
-def awaiting(world: World, incident_id: str) -> str:
-    """Health-checked and asked for approval, as the state machine does."""
-    ref = IncidentRef(incident_id)
-    health_check.start_health_check(ref, world.deps)
-    while health_check.check_health(ref, world.deps)["in_progress"]:
-        pass
-    world.workflow.waiting_tokens.add(TOKEN)
-    approval.request_approval(
-        parse_approval_request({"incident_id": incident_id, "task_token": TOKEN}), world.deps
-    )
-    return incident_id
+from tests.unit.world import World
 
 
 def hang_card(world: World) -> cards.ApprovalCard:
     (opened,) = store(world, hang_alarm(13))["incidents"]
-    incident_id = awaiting(world, opened["incident_id"])
+    incident_id = world.awaiting_approval(opened["incident_id"])
     return cards.approval_card(world.incident(incident_id), world.settings)
 
 
@@ -65,7 +39,7 @@ def straggler_notice(world: World) -> cards.Card:
 
 def alert_card(world: World, *alerts: dict[str, Any]) -> cards.ApprovalCard:
     (opened, *_) = deliver(world, sns_event(*(alerts or (alert(),))))
-    incident_id = awaiting(world, opened["incident_id"])
+    incident_id = world.awaiting_approval(opened["incident_id"])
     return cards.approval_card(world.incident(incident_id), world.settings)
 
 
@@ -252,7 +226,7 @@ def test_a_hostile_stack_frame_and_collective_name_stay_quoted_inside_their_line
     alarm["hang"]["waiting_collective"]["name"] = "ar\nRECOMMENDATION: replace"
     alarm["hang"]["ranks"][0]["stack"] = ["train.py:1 main", "x\n\nWHAT TO DO {}\u202e"]
     (opened,) = store(job_world, alarm)["incidents"]
-    incident_id = awaiting(job_world, opened["incident_id"])
+    incident_id = job_world.awaiting_approval(opened["incident_id"])
 
     card = cards.approval_card(job_world.incident(incident_id), job_world.settings)
 

@@ -17,7 +17,6 @@ from sdc_remediation.lambdas.models.incident import IncidentState
 from sdc_remediation.lambdas.models.payloads import (
     DecisionRequest,
     IncidentRef,
-    parse_approval_request,
 )
 from tests.unit.test_guard import storm
 from tests.unit.test_hostile_reports import held_big_job
@@ -28,7 +27,6 @@ from tests.unit.world import (
     BOB,
     CLUSTER,
     INSTANCE,
-    TOKEN,
     World,
 )
 
@@ -323,11 +321,7 @@ def second_round(world: World) -> str:
     wait_until_back(world, incident_id)
     world.hyperpod.set_health_check_result(CLUSTER, INSTANCE, passes=False)
     check_again(world, incident_id)
-    world.workflow.waiting_tokens.add(TOKEN)
-    approval.request_approval(
-        parse_approval_request({"incident_id": incident_id, "task_token": TOKEN}), world.deps
-    )
-    return incident_id
+    return world.approval_requested(incident_id)
 
 
 def test_an_approval_counts_only_in_the_round_it_was_given_in(world):

@@ -6,18 +6,16 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime, timedelta
 
-from sdc_remediation.lambdas.logic import approval, closing, health_check, intake
+from sdc_remediation.lambdas.logic import approval, closing, intake
 from sdc_remediation.lambdas.models.events import parse_contributor_event
 from sdc_remediation.lambdas.models.guard import PastIncident
 from sdc_remediation.lambdas.models.payloads import (
-    ApprovalRequest,
     CloseRequest,
-    IncidentRef,
     Outcome,
 )
 from sdc_remediation.lambdas.models.report import parse_report_event
 from tests.unit.reports import NODES, report_event
-from tests.unit.world import CLUSTER, GROUP, TOKEN, World, alarm_event
+from tests.unit.world import CLUSTER, GROUP, World, alarm_event
 
 SUSPECT = NODES[1]  # rank 13 of the alarm fixtures
 GPU_13 = "GPU-0000000d-5a1e-4c1d-9e7b-000000019223"
@@ -38,12 +36,7 @@ def incident_from(world: World, alarm: str, minute: int) -> str:
 
 
 def card_for(world: World, incident_id: str) -> str:
-    ref = IncidentRef(incident_id)
-    health_check.start_health_check(ref, world.deps)
-    while health_check.check_health(ref, world.deps)["in_progress"]:
-        pass
-    world.workflow.waiting_tokens.add(TOKEN)
-    approval.request_approval(ApprovalRequest(incident_id, TOKEN), world.deps)
+    world.awaiting_approval(incident_id)
     return world.notifier.published[-1].message
 
 

@@ -11,14 +11,13 @@ from datetime import timedelta
 
 import pytest
 
-from sdc_remediation.lambdas.logic import approval, health_check, intake
+from sdc_remediation.lambdas.logic import approval, intake
 from sdc_remediation.lambdas.logic.evidence import summaries
 from sdc_remediation.lambdas.logic.evidence.recommendation import judge
 from sdc_remediation.lambdas.logic.opening import claims
 from sdc_remediation.lambdas.models.errors import DecisionRefused, MalformedEvent
 from sdc_remediation.lambdas.models.events import parse_contributor_event
 from sdc_remediation.lambdas.models.incident import IncidentState
-from sdc_remediation.lambdas.models.payloads import ApprovalRequest, IncidentRef
 from sdc_remediation.lambdas.models.report import parse_report_event
 from sdc_remediation.lambdas.models.settings import IsolationConfig
 from sdc_remediation.lambdas.wording import cards
@@ -29,7 +28,6 @@ from tests.unit.world import (
     GROUP,
     INSTANCE,
     NODE,
-    TOKEN,
     World,
     alarm_event,
     settings,
@@ -202,13 +200,7 @@ def approval_card_for(world: World, event: dict) -> str:
 
 def card_for(world: World, incident_id: str) -> str:
     """The approval card of the open incident, after its health check."""
-    opened = {"incident_id": incident_id}
-    ref = IncidentRef(opened["incident_id"])
-    health_check.start_health_check(ref, world.deps)
-    while health_check.check_health(ref, world.deps)["in_progress"]:
-        pass
-    world.workflow.waiting_tokens.add(TOKEN)
-    approval.request_approval(ApprovalRequest(opened["incident_id"], TOKEN), world.deps)
+    world.awaiting_approval(incident_id)
     (card,) = [
         p for p in world.notifier.published if p.attributes.get("kind") == "approval_request"
     ]

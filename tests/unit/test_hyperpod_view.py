@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sdc_remediation.lambdas.logic import approval, health_check, isolation
+from sdc_remediation.lambdas.logic import isolation
 from sdc_remediation.lambdas.models.errors import DependencyFailed, KubernetesUnreachable, Throttled
 from sdc_remediation.lambdas.models.hyperpod import MAX_EVENTS, HyperPodView
 from sdc_remediation.lambdas.models.incident import Incident
-from sdc_remediation.lambdas.models.payloads import IncidentRef, parse_approval_request
+from sdc_remediation.lambdas.models.payloads import IncidentRef
 from sdc_remediation.lambdas.models.settings import IsolationConfig
 from sdc_remediation.lambdas.wording import card_lines
 from tests.unit.world import CLUSTER, EKS, INSTANCE, NODE, TOKEN, World, settings
@@ -45,15 +45,7 @@ def isolated_world(labels: dict[str, str] | None = None) -> tuple[World, str]:
 
 
 def request(world: World, incident_id: str) -> Incident:
-    ref = IncidentRef(incident_id)
-    health_check.start_health_check(ref, world.deps)
-    while health_check.check_health(ref, world.deps)["in_progress"]:
-        pass
-    world.workflow.waiting_tokens.add(TOKEN)
-    approval.request_approval(
-        parse_approval_request({"incident_id": incident_id, "task_token": TOKEN}), world.deps
-    )
-    return world.incident(incident_id)
+    return world.incident(world.awaiting_approval(incident_id))
 
 
 def test_the_card_lists_hyperpods_events_for_the_instance_oldest_first():

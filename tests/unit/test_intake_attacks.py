@@ -5,7 +5,6 @@ run against the one path."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,6 +18,7 @@ from sdc_remediation.lambdas.models.incident import IncidentState
 from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.report import parse_report_event
 from sdc_remediation.lambdas.models.settings import IsolationConfig
+from tests.unit.fakes import SteppingClock
 from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, suspect
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_watch_course import throttled_answer, watch_world
@@ -73,11 +73,8 @@ def add_nodes(world: World, count: int) -> list[str]:
 # -- 1. budgets are paid after the checks, never before ------------------------------------------
 
 
-@dataclass
-class StillClock:
+class StillClock(SteppingClock):
     """Time stands still: every report is received within one minute of the rate bound."""
-
-    current: datetime
 
     def now(self) -> datetime:
         return self.current
@@ -109,7 +106,10 @@ def test_forged_reports_in_a_victim_jobs_name_spend_none_of_that_jobs_budget(wor
     assert result["action"] == "opened"
 
 
-def test_a_culprit_the_rate_bound_held_is_announced_and_taken_again_once_its_minute_is_over(world):
+def rate_held(world: World) -> tuple[list[str], dict[str, Any]]:
+    """A cluster of 20 nodes whose rate bound opens one incident a minute, on a clock that stands
+    still: a genuine culprit opened on its first node, then one on its second held by the bound.
+    Returns the nodes and the held result."""
     world.clock = StillClock(world.clock.current)
     world.settings = settings(
         report_openings_per_minute=1, guard_max_open_nodes=10, guard_max_open_percent=100
@@ -118,6 +118,11 @@ def test_a_culprit_the_rate_bound_held_is_announced_and_taken_again_once_its_min
     store(world, culprit(nodes[0], report_id="genuine-0001"))
     (held,) = store(world, culprit(nodes[1], report_id="genuine-0002"))
     assert held["action"] == "held"
+    return nodes, held
+
+
+def test_a_culprit_the_rate_bound_held_is_announced_and_taken_again_once_its_minute_is_over(world):
+    nodes, held = rate_held(world)
     assert [p.attributes.get("kind") for p in world.notifier.published] == ["held"]
 
     world.clock.current += timedelta(minutes=1)
@@ -131,14 +136,7 @@ def test_a_culprit_the_rate_bound_held_is_announced_and_taken_again_once_its_min
 
 
 def test_forged_reports_naming_a_rate_held_culprit_do_not_keep_it_from_being_taken_again(world):
-    world.clock = StillClock(world.clock.current)
-    world.settings = settings(
-        report_openings_per_minute=1, guard_max_open_nodes=10, guard_max_open_percent=100
-    )
-    nodes = add_nodes(world, 20)
-    store(world, culprit(nodes[0], report_id="genuine-0001"))
-    (held,) = store(world, culprit(nodes[1], report_id="genuine-0002"))
-    assert held["action"] == "held"
+    nodes, held = rate_held(world)
     for n in range(8):  # stored under the held node, newest first: the genuine one read no more
         world.clock.current += timedelta(seconds=1)
         store(world, forged_event([nodes[1]], report_id=f"forged-{n:04d}"))

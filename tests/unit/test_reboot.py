@@ -21,9 +21,8 @@ from sdc_remediation.lambdas.models.payloads import (
     CloseRequest,
     IncidentRef,
     Outcome,
-    parse_approval_request,
 )
-from tests.unit.world import CLUSTER, INSTANCE, TOKEN, World, settings
+from tests.unit.world import CLUSTER, INSTANCE, World, settings
 
 S = IncidentState
 REBOOT = "BatchRebootClusterNodes"
@@ -244,10 +243,7 @@ def test_a_failing_check_after_the_reboot_asks_for_a_second_decision_on_a_new_ca
     world.hyperpod.set_health_check_result(CLUSTER, INSTANCE, passes=False)
 
     result = check_again(world, incident_id)
-    world.workflow.waiting_tokens.add(TOKEN)
-    approval.request_approval(
-        parse_approval_request({"incident_id": incident_id, "task_token": TOKEN}), world.deps
-    )
+    world.approval_requested(incident_id)
 
     assert result["passed_after_reboot"] is False
     incident = world.incident(incident_id)
@@ -270,10 +266,7 @@ def test_a_second_reboot_of_the_same_incident_is_refused(world):
     wait_until_back(world, incident_id)
     world.hyperpod.set_health_check_result(CLUSTER, INSTANCE, passes=False)
     check_again(world, incident_id)
-    world.workflow.waiting_tokens.add(TOKEN)
-    approval.request_approval(
-        parse_approval_request({"incident_id": incident_id, "task_token": TOKEN}), world.deps
-    )
+    world.approval_requested(incident_id)
 
     with pytest.raises(DecisionRefused, match="already rebooted"):
         approval.decide(world.decision(incident_id, "reboot"), world.deps)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from sdc_remediation.lambdas.logic import approval, health_check, isolation, recovery
+from sdc_remediation.lambdas.logic import recovery
 from sdc_remediation.lambdas.models.errors import KubernetesUnauthorized
 from sdc_remediation.lambdas.models.hyperpod import NodeRecovery
 from sdc_remediation.lambdas.models.kubernetes import NODE_HEALTH_LABEL
-from sdc_remediation.lambdas.models.payloads import IncidentRef, parse_approval_request
+from sdc_remediation.lambdas.models.payloads import IncidentRef
 from sdc_remediation.lambdas.models.settings import IsolationConfig, Settings
-from tests.unit.world import CLUSTER, EKS, NODE, TOKEN, World, settings
+from tests.unit.world import CLUSTER, EKS, NODE, World, settings
 
 LABELLED = {CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS, recovery="node_label")}
 
@@ -25,18 +25,7 @@ def labelled_world(node_recovery: str = NodeRecovery.AUTOMATIC.value) -> World:
 
 def decided(world: World, decision: str) -> str:
     """Opened, isolated, health-checked, asked and decided: the path isolation finds the node on."""
-    incident_id = world.opened()
-    ref = IncidentRef(incident_id)
-    isolation.isolate_node(ref, world.deps)
-    health_check.start_health_check(ref, world.deps)
-    while health_check.check_health(ref, world.deps)["in_progress"]:
-        pass
-    world.workflow.waiting_tokens.add(TOKEN)
-    approval.request_approval(
-        parse_approval_request({"incident_id": incident_id, "task_token": TOKEN}), world.deps
-    )
-    approval.decide(world.decision(incident_id, decision), world.deps)
-    return incident_id
+    return world.decided(decision, isolated=True)
 
 
 def last_request(world: World, incident_id: str, action: str) -> dict:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import copy
 
-import pytest
-
 from sdc_remediation.lambdas.logic import closing, health_check, intake
 from sdc_remediation.lambdas.models.events import parse_contributor_event
 from sdc_remediation.lambdas.models.incident import IncidentState
@@ -14,19 +12,9 @@ from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, O
 from sdc_remediation.lambdas.models.report import parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.reports import NODES, report_event
-from tests.unit.world import CLUSTER, GROUP, INSTANCE, World, alarm_event, room_for_a_job
+from tests.unit.world import CLUSTER, INSTANCE, World, alarm_event, room_for_a_job
 
 S = IncidentState
-
-
-@pytest.fixture
-def job_world(world: World) -> World:
-    """The fixture rank map's four nodes in the fake cluster, whose guard and storm rule leave
-    room for a job-level incident over all four (every node counts against both)."""
-    for node in NODES:
-        world.hyperpod.add_node(CLUSTER, GROUP, node)
-    world.settings = room_for_a_job()
-    return world
 
 
 def store(world: World, event: dict):
@@ -147,10 +135,7 @@ def test_the_job_level_incident_polls_all_nodes_and_closes_as_checked(job_world)
     incident_id = store(job_world, report_event("weights_no_majority"))["incidents"][0][
         "incident_id"
     ]
-    ref = IncidentRef(incident_id)
-    health_check.start_health_check(ref, job_world.deps)
-    while health_check.check_health(ref, job_world.deps)["in_progress"]:
-        pass
+    job_world.health_checked(incident_id)
 
     closed = closing.close_incident(
         CloseRequest(incident_id, Outcome.CHECKED, None), job_world.deps
@@ -218,10 +203,7 @@ def test_the_job_level_close_notice_names_the_checkpoint_to_resume_from(job_worl
         ],
     }
     incident_id = store(job_world, report_event(alarm))["incidents"][0]["incident_id"]
-    ref = IncidentRef(incident_id)
-    health_check.start_health_check(ref, job_world.deps)
-    while health_check.check_health(ref, job_world.deps)["in_progress"]:
-        pass
+    job_world.health_checked(incident_id)
 
     closing.close_incident(CloseRequest(incident_id, Outcome.CHECKED, None), job_world.deps)
 

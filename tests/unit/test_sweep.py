@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sdc_remediation.lambdas.logic import approval, health_check
+from sdc_remediation.lambdas.logic import health_check
 from sdc_remediation.lambdas.logic.evidence.recommendation import recommend
 from sdc_remediation.lambdas.logic.sweep.choose import choose
 from sdc_remediation.lambdas.logic.sweep.run import sweep
@@ -18,7 +18,7 @@ from sdc_remediation.lambdas.models.errors import DependencyFailed, MalformedEve
 from sdc_remediation.lambdas.models.hyperpod import HealthCheck, NodeRecovery, NodeStatus
 from sdc_remediation.lambdas.models.incident import TriggerSource
 from sdc_remediation.lambdas.models.kubernetes import NODE_HEALTH_LABEL, is_workload_pod
-from sdc_remediation.lambdas.models.payloads import IncidentRef, parse_approval_request
+from sdc_remediation.lambdas.models.payloads import IncidentRef
 from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.settings import IsolationConfig
 from sdc_remediation.lambdas.models.slurm import DrainChange, SlurmNodeState
@@ -29,7 +29,7 @@ from sdc_remediation.lambdas.models.sweep import (
     parse_sweep_request,
     sweep_subject,
 )
-from tests.unit.world import CLUSTER, EKS, GROUP, INSTANCE, NODE, TOKEN, World, settings
+from tests.unit.world import CLUSTER, EKS, GROUP, INSTANCE, NODE, World, settings
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 IDLE = [f"i-0{n:016x}" for n in range(1, 7)]
@@ -72,6 +72,14 @@ def last_record(world: World) -> dict[str, Any]:
     entries = world.audit.entries(sweep_subject(CLUSTER))
     assert entries and entries[-1].action == AuditAction.IDLE_SWEEP
     return entries[-1].details
+
+
+def checked_one_failing(world: World) -> None:
+    """A sweep has checked every idle node, the first failing InstanceConnectivity, and the
+    checks are done: the next run reads their results."""
+    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
+    sweep(EVERYTHING, world.deps)
+    world.hyperpod.advance(3)
 
 
 # -- which nodes -------------------------------------------------------------------------------
@@ -277,9 +285,7 @@ def test_the_pause_switch_stops_sweeps() -> None:
 def test_a_failed_check_enters_the_intake_as_a_sweep_trigger() -> None:
     # Given a sweep that checked the idle nodes, one of which fails InstanceConnectivity
     world = eks_world()
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     # When the next run reads the results
     record = sweep(EVERYTHING, world.deps)
     # Then one incident is opened for that node, with the check as its evidence
@@ -304,9 +310,7 @@ def test_passed_checks_open_nothing() -> None:
 
 def test_a_failed_check_read_twice_opens_one_incident() -> None:
     world = eks_world()
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     first = sweep(EVERYTHING, world.deps)
     # A run that died before its audit entry: the next one reads the same pending checks
     entries = world.audit.items[sweep_subject(CLUSTER)]
@@ -314,13 +318,14 @@ def test_a_failed_check_read_twice_opens_one_incident() -> None:
     second = sweep(EVERYTHING, world.deps)
     ids = {r["incident_id"] for r in (*first["results"], *second["results"]) if r["incident_id"]}
     assert len(ids) == 1
+    # both runs read the failed check, and the second found the incident the first opened
+    failed = [(r["instance_id"], r["incident_id"]) for r in second["results"] if not r["passed"]]
+    assert failed == [(IDLE[0], *ids)]
 
 
 def test_the_paused_sweep_still_reads_results_and_its_incident_is_held() -> None:
     world = eks_world()
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     world.switch.value = "true"
     record = sweep(EVERYTHING, world.deps)
     (failed,) = [r for r in record["results"] if not r["passed"]]
@@ -428,22 +433,13 @@ def test_a_node_hyperpod_is_not_running_is_not_swept() -> None:
 def test_the_card_of_a_failed_sweep_check_says_failing_hardware_and_recommends_replacement() -> (
     None
 ):
-    # Given the incident a failed InstanceConnectivity check opened, health-checked as the
-    # state machine does (the node is in Failure: no second check starts)
+    # Given the incident a failed InstanceConnectivity check opened
     world = eks_world()
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     (failed,) = [r for r in sweep(EVERYTHING, world.deps)["results"] if not r["passed"]]
-    ref = IncidentRef(failed["incident_id"])
-    health_check.start_health_check(ref, world.deps)
-    while health_check.check_health(ref, world.deps)["in_progress"]:
-        pass
-    # When its approval is requested
-    world.workflow.waiting_tokens.add(TOKEN)
-    approval.request_approval(
-        parse_approval_request({"incident_id": ref.incident_id, "task_token": TOKEN}), world.deps
-    )
+    # When it is health-checked as the state machine does (the node is in Failure: no second
+    # check starts) and its approval is requested
+    world.awaiting_approval(failed["incident_id"])
     # Then the card says failing hardware, names the check, and recommends replacement
     what, _, advice = world.notifier.published[-1].message.splitlines()[:3]
     assert what.startswith(f"WHAT: failing hardware suspected on {IDLE[0]}")
@@ -453,9 +449,7 @@ def test_the_card_of_a_failed_sweep_check_says_failing_hardware_and_recommends_r
 
 def test_a_refused_health_check_call_still_records_the_results_and_is_raised() -> None:
     world = eks_world()
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     world.hyperpod.fail_next("StartClusterHealthCheck", DependencyFailed("throttled"))
 
     with pytest.raises(DependencyFailed):
@@ -470,9 +464,7 @@ def test_with_automatic_recovery_the_incident_records_that_hyperpod_replaced_the
     # Given a cluster with NodeRecovery Automatic whose idle node fails the sweep's check
     world = eks_world()
     world.hyperpod.clusters[CLUSTER].node_recovery = NodeRecovery.AUTOMATIC.value
-    world.hyperpod.fail_check(CLUSTER, IDLE[0], HealthCheck.INSTANCE_CONNECTIVITY)
-    sweep(EVERYTHING, world.deps)
-    world.hyperpod.advance(3)
+    checked_one_failing(world)
     # When the next run opens its incident, and the health check step looks at the node
     record = sweep(EVERYTHING, world.deps)
     (failed,) = [r for r in record["results"] if not r["passed"]]

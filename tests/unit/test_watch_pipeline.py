@@ -21,7 +21,7 @@ from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.report import parse_report, parse_report_event
 from tests.conftest import load_fixture
 from tests.unit.reports import NODES, report_event
-from tests.unit.world import CLUSTER, GROUP, World, room_for_a_job
+from tests.unit.world import World
 from trainer_emitter.rankmap import RankMap
 from trainer_emitter.watch import RankState, localise
 from trainer_emitter.watch.straggler import RankTimes, StragglerScores
@@ -63,14 +63,6 @@ def straggler_alarm(*slow: int) -> dict[str, Any]:
 
 def summary(alarm: dict[str, Any], instance: str | None) -> dict[str, Any]:
     return report_evidence(parse_report_event(report_event(alarm)).report, instance)
-
-
-@pytest.fixture
-def job_world(world: World) -> World:
-    for node in NODES:
-        world.hyperpod.add_node(CLUSTER, GROUP, node)
-    world.settings = room_for_a_job()
-    return world
 
 
 def store(world: World, alarm: dict[str, Any]):

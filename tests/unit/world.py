@@ -153,10 +153,11 @@ class World:
         assert result["incident_id"] is not None
         return result["incident_id"]
 
-    def health_checked(self, *, isolated: bool = False) -> str:
-        """Opened and health-checked; `isolated`: the node cordoned first, as the state machine
-        does where node isolation is on."""
-        incident_id = self.opened()
+    def health_checked(self, incident_id: str | None = None, *, isolated: bool = False) -> str:
+        """Opened (or the open `incident_id`, however it was opened) and health-checked, as the
+        state machine does; `isolated`: the node cordoned first, as the state machine does where
+        node isolation is on."""
+        incident_id = incident_id or self.opened()
         ref = IncidentRef(incident_id)
         if isolated:
             isolation.isolate_node(ref, self.deps)
@@ -165,8 +166,12 @@ class World:
             pass
         return incident_id
 
-    def awaiting_approval(self, *, isolated: bool = False) -> str:
-        incident_id = self.health_checked(isolated=isolated)
+    def awaiting_approval(self, incident_id: str | None = None, *, isolated: bool = False) -> str:
+        """Health-checked (`health_checked`) and asked for approval, as the state machine does."""
+        return self.approval_requested(self.health_checked(incident_id, isolated=isolated))
+
+    def approval_requested(self, incident_id: str) -> str:
+        """Asked for approval (again, after a reboot's failed check) as the state machine asks."""
         self.workflow.waiting_tokens.add(TOKEN)
         approval.request_approval(
             parse_approval_request({"incident_id": incident_id, "task_token": TOKEN}), self.deps
