@@ -442,51 +442,43 @@ def _clusters(key: str, value: Any) -> tuple[Cluster, ...]:
     return tuple(sorted(clusters, key=lambda c: c.name))
 
 
-def _node_isolation(key: str, value: Any) -> tuple[tuple[str, str], ...]:
-    expected = 'an object {"<HyperPod cluster name>": "<EKS cluster name>"}'
-    value = _json_if_string(key, value, expected)
-    if not isinstance(value, Mapping):
-        raise _fail(key, value, expected)
-    pairs = []
-    for name, eks in value.items():
-        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
-            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
-        if not isinstance(eks, str) or not EKS_CLUSTER_NAME_RE.match(eks):
-            raise _fail(key, value, f"{expected}; {eks!r} for {name!r} is not an EKS cluster name")
-        pairs.append((name, eks))
-    return tuple(sorted(pairs))
+def _cluster_map(
+    expected: str, pattern: re.Pattern[str], what: str
+) -> Callable[[str, Any], tuple[tuple[str, str], ...]]:
+    """A parser of an object {HyperPod cluster name: a string `pattern` matches (`what`)} into
+    sorted (name, string) pairs."""
+
+    def parse(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+        value = _json_if_string(key, value, expected)
+        if not isinstance(value, Mapping):
+            raise _fail(key, value, expected)
+        pairs = []
+        for name, target in value.items():
+            if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
+                raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+            if not isinstance(target, str) or not pattern.match(target):
+                raise _fail(key, value, f"{expected}; {target!r} for {name!r} is not {what}")
+            pairs.append((name, target))
+        return tuple(sorted(pairs))
+
+    return parse
 
 
-def _slurm_controllers(key: str, value: Any) -> tuple[tuple[str, str], ...]:
-    expected = 'an object {"<HyperPod cluster name>": "<Slurm controller instance id, i-...>"}'
-    value = _json_if_string(key, value, expected)
-    if not isinstance(value, Mapping):
-        raise _fail(key, value, expected)
-    pairs = []
-    for name, controller in value.items():
-        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
-            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
-        if not isinstance(controller, str) or not INSTANCE_ID_RE.match(controller):
-            raise _fail(
-                key, value, f"{expected}; {controller!r} for {name!r} is not an instance id"
-            )
-        pairs.append((name, controller))
-    return tuple(sorted(pairs))
-
-
-def _job_pods(key: str, value: Any) -> tuple[tuple[str, str], ...]:
-    expected = 'an object {"<HyperPod cluster name>": "<pod label key naming the job>"}'
-    value = _json_if_string(key, value, expected)
-    if not isinstance(value, Mapping):
-        raise _fail(key, value, expected)
-    pairs = []
-    for name, label in value.items():
-        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
-            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
-        if not isinstance(label, str) or not LABEL_KEY_RE.match(label):
-            raise _fail(key, value, f"{expected}; {label!r} for {name!r} is not a label key")
-        pairs.append((name, label))
-    return tuple(sorted(pairs))
+_node_isolation: Final = _cluster_map(
+    'an object {"<HyperPod cluster name>": "<EKS cluster name>"}',
+    EKS_CLUSTER_NAME_RE,
+    "an EKS cluster name",
+)
+_slurm_controllers: Final = _cluster_map(
+    'an object {"<HyperPod cluster name>": "<Slurm controller instance id, i-...>"}',
+    INSTANCE_ID_RE,
+    "an instance id",
+)
+_job_pods: Final = _cluster_map(
+    'an object {"<HyperPod cluster name>": "<pod label key naming the job>"}',
+    LABEL_KEY_RE,
+    "a label key",
+)
 
 
 def _cluster_names(key: str, value: Any) -> tuple[str, ...]:
@@ -614,26 +606,29 @@ def _parameter_name(key: str, value: Any) -> str | None:
     return value
 
 
-def _human_session_roles(key: str, value: Any) -> tuple[str, ...]:
-    expected = 'a list of IAM role ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Oncall"]'
-    parsed = _json_if_string(key, value, expected)
-    if not isinstance(parsed, list) or not all(
-        isinstance(p, str) and HUMAN_SESSION_ROLE_RE.match(p) and "," not in p for p in parsed
-    ):
-        raise _fail(key, value, expected)
-    return tuple(parsed)
+def _arn_patterns(pattern: re.Pattern[str], expected: str) -> Callable[[str, Any], tuple[str, ...]]:
+    """A parser of a list of ARN patterns, each matching `pattern` and without a comma (the
+    functions' environment joins them with commas)."""
+
+    def parse(key: str, value: Any) -> tuple[str, ...]:
+        parsed = _json_if_string(key, value, expected)
+        if not isinstance(parsed, list) or not all(
+            isinstance(p, str) and pattern.match(p) and "," not in p for p in parsed
+        ):
+            raise _fail(key, value, expected)
+        return tuple(parsed)
+
+    return parse
 
 
-def _approvers(key: str, value: Any) -> tuple[str, ...]:
-    expected = (
-        'a list of IAM or STS ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Approver*"]'
-    )
-    parsed = _json_if_string(key, value, expected)
-    if not isinstance(parsed, list) or not all(
-        isinstance(p, str) and APPROVER_PATTERN_RE.match(p) and "," not in p for p in parsed
-    ):
-        raise _fail(key, value, expected)
-    return tuple(parsed)
+_human_session_roles: Final = _arn_patterns(
+    HUMAN_SESSION_ROLE_RE,
+    'a list of IAM role ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Oncall"]',
+)
+_approvers: Final = _arn_patterns(
+    APPROVER_PATTERN_RE,
+    'a list of IAM or STS ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Approver*"]',
+)
 
 
 def _time_zone(key: str, value: Any) -> str:
