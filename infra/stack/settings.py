@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -262,31 +262,28 @@ class DeploymentSettings:
 
     def _check_totals(self) -> None:
         isolated = {name for name, _ in self.node_isolation}
-        unlabelled = [name for name in self.recovery_label_clusters if name not in isolated]
-        if unlabelled:
-            raise SettingsError(
-                f"{key_of('recovery_label_clusters')} names {', '.join(unlabelled)}, not in "
-                f"{key_of('node_isolation')}: the node health label is set through the EKS cluster that "
-                "isolation uses"
-            )
-        unlisted = [name for name, _ in self.job_pods if name not in isolated]
-        if unlisted:
-            raise SettingsError(
-                f"{key_of('job_pods')} names {', '.join(unlisted)}, not in {key_of('node_isolation')}: the job's "
-                "pods are listed through the EKS cluster that isolation uses"
-            )
-        unknown = [name for name, _ in self.node_isolation if name not in self.cluster_names]
-        if unknown:
-            raise SettingsError(
-                f"{key_of('node_isolation')} names {', '.join(unknown)}, not in {key_of('clusters')}: isolation is "
-                "only for clusters this deployment acts on"
-            )
-        unknown = [name for name, _ in self.slurm_controllers if name not in self.cluster_names]
-        if unknown:
-            raise SettingsError(
-                f"{key_of('slurm_controllers')} names {', '.join(unknown)}, not in {key_of('clusters')}: isolation "
-                "is only for clusters this deployment acts on"
-            )
+        eks = "the EKS cluster that isolation uses"
+        _only_within(
+            "recovery_label_clusters",
+            self.recovery_label_clusters,
+            "node_isolation",
+            isolated,
+            f"the node health label is set through {eks}",
+        )
+        _only_within(
+            "job_pods",
+            [name for name, _ in self.job_pods],
+            "node_isolation",
+            isolated,
+            f"the job's pods are listed through {eks}",
+        )
+        acts_on = "only for clusters this deployment acts on"
+        for attr, names, what in (
+            ("node_isolation", [name for name, _ in self.node_isolation], "isolation"),
+            ("slurm_controllers", [name for name, _ in self.slurm_controllers], "isolation"),
+            ("telemetry", [t.cluster for t in self.telemetry], "telemetry"),
+        ):
+            _only_within(attr, names, "clusters", self.cluster_names, f"{what} is {acts_on}")
         both = sorted(isolated & {name for name, _ in self.slurm_controllers})
         if both:
             raise SettingsError(
@@ -333,6 +330,18 @@ class DeploymentSettings:
                 f"one year ({MAX_APPROVAL_TIMEOUT_SECONDS} s): lower the poll counts, intervals or the "
                 "approval timeout"
             )
+
+
+def _only_within(
+    attr: str, names: Iterable[str], within_attr: str, within: Collection[str], why: str
+) -> None:
+    """Raise SettingsError naming each of `names` (setting `attr`) not in `within` (setting
+    `within_attr`), and `why` it must be."""
+    outside = [name for name in names if name not in within]
+    if outside:
+        raise SettingsError(
+            f"{key_of(attr)} names {', '.join(outside)}, not in {key_of(within_attr)}: {why}"
+        )
 
 
 # --- parsers: each takes (key, raw value) and returns the typed value or raises SettingsError ---
