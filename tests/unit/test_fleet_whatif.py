@@ -106,6 +106,16 @@ def test_a_history_row_with_an_unknown_signal_is_refused_naming_its_line(tmp_pat
         read_history(path)
 
 
+def test_a_history_row_short_of_columns_is_refused_naming_its_line(tmp_path):
+    # Given a row that stops after its count
+    path = tmp_path / "ours.csv"
+    path.write_text("cause,count,signal,delay_seconds,hyperpod_sees,node_fault\nx,1\n")
+
+    # When it is read, then the error names the line and the columns it lacks
+    with pytest.raises(HistoryError, match=r"ours.csv:2: no value for signal, delay_seconds"):
+        read_history(path)
+
+
 def test_settings_give_the_functions_sdc_keys_and_the_job_and_approvers(tmp_path):
     path = tmp_path / "settings.json"
     path.write_text(
