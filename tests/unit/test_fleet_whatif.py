@@ -135,6 +135,17 @@ def test_settings_give_the_functions_sdc_keys_and_the_job_and_approvers(tmp_path
     assert (job.spare_nodes, approvers.night_median_seconds) == (4, 600)
 
 
+@pytest.mark.parametrize("model", [{"job": {"spare_nodes": "many"}}, {"approvers": {"spread": -1}}])
+def test_a_job_or_approvers_field_that_is_not_a_number_of_zero_or_more_is_refused(tmp_path, model):
+    # Given a settings file whose job or approvers give a field a string or a negative number
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(model))
+
+    # When it is read, then the error names the field
+    with pytest.raises(FleetSettingsError, match=r"(spare_nodes|spread): a number, 0 or more"):
+        read_settings(path)
+
+
 def test_a_settings_key_the_stack_refuses_is_refused(tmp_path):
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"sdc:guardMaxOpenNodes": 0}))
