@@ -146,6 +146,18 @@ def test_a_job_or_approvers_field_that_is_not_a_number_of_zero_or_more_is_refuse
         read_settings(path)
 
 
+def test_a_checkpoint_interval_of_zero_is_refused(tmp_path):
+    # Given a job that never checkpoints (the recomputation is the time since the last one)
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"job": {"checkpoint_interval_seconds": 0}}))
+
+    # When it is read, then the error names the field rather than a division failing later
+    with pytest.raises(
+        FleetSettingsError, match=r"job.checkpoint_interval_seconds: a number above 0"
+    ):
+        read_settings(path)
+
+
 def test_a_settings_key_the_stack_refuses_is_refused(tmp_path):
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"sdc:guardMaxOpenNodes": 0}))

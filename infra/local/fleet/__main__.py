@@ -85,7 +85,10 @@ def read_settings(path: Path | None) -> tuple[dict[str, Any], JobModel, Approver
         for name, value in fields.items():
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise FleetSettingsError(f"{path}: {key}.{name}: a number, 0 or more")
-        models.append(model(**fields))
+        try:
+            models.append(model(**fields))
+        except ValueError as err:
+            raise FleetSettingsError(f"{path}: {key}.{err}") from None
     job, approvers = models
     assert isinstance(job, JobModel) and isinstance(approvers, Approvers)
     return changes, job, approvers

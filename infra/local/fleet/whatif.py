@@ -102,6 +102,10 @@ class JobModel:
     manual_triage_seconds: float = 4 * 3600
     """A fault nothing attributes to a node: a person finds it (the job restarting meanwhile)."""
 
+    def __post_init__(self) -> None:
+        if self.checkpoint_interval_seconds <= 0:
+            raise ValueError("checkpoint_interval_seconds: a number above 0")
+
 
 @dataclass(frozen=True, slots=True)
 class Approvers:
