@@ -22,45 +22,45 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from sdc_remediation.infra.stack.outputs import DEPLOYMENT_OUTPUT
+from sdc_remediation.infra.stack.outputs import (
+    APPROVAL_STATE_MACHINE,
+    AUDIT_ANCHOR,
+    AUDIT_TABLE,
+    DASHBOARD_URL,
+    DEAD_LETTER_QUEUES,
+    DEPLOYMENT_OUTPUT,
+    DRY_RUN,
+    INCIDENTS_TABLE,
+    NOTIFICATION_TOPIC,
+    OUTPUT_NAMES,
+    PAUSE_PARAMETER,
+    RECONCILE_FUNCTION,
+)
 from sdc_remediation.lambdas.models.settings import Settings
 
-DEFAULT_STACK: Final = "SdcRemediation"
+__all__ = [
+    "APPROVAL_STATE_MACHINE",
+    "AUDIT_ANCHOR",
+    "AUDIT_TABLE",
+    "DASHBOARD_URL",
+    "DEAD_LETTER_QUEUES",
+    "DEFAULT_STACK",
+    "DEPLOYMENT_OUTPUT",
+    "DRY_RUN",
+    "INCIDENTS_TABLE",
+    "NOTIFICATION_TOPIC",
+    "OUTPUT_NAMES",
+    "PAUSE_PARAMETER",
+    "RECONCILE_FUNCTION",
+    "Deployment",
+    "DeploymentError",
+    "addresses",
+    "from_file",
+    "from_stack",
+]
 
-INCIDENTS_TABLE: Final = "IncidentsTableName"
-AUDIT_TABLE: Final = "AuditTableName"
-APPROVAL_STATE_MACHINE: Final = "ApprovalStateMachineArn"
-NOTIFICATION_TOPIC: Final = "NotificationTopicArn"
-PAUSE_PARAMETER: Final = "PauseParameterName"
-DRY_RUN: Final = "DryRun"
-DASHBOARD_URL: Final = "DashboardUrl"
-RECONCILE_FUNCTION: Final = "ReconcileFunctionName"
-AUDIT_ANCHOR: Final = "AuditAnchorLogGroupName"
-DEAD_LETTER_QUEUES: Final = {
-    "UndeliveredEventsQueueUrl": "undelivered events",
-    "FailedInvocationsQueueUrl": "failed alarms",
-    "FailedReportsQueueUrl": "failed reports",
-}
-"""The dead-letter queues' URL outputs, and what `sdc status` calls them."""
-OUTPUT_NAMES: Final = frozenset(
-    {
-        INCIDENTS_TABLE,
-        AUDIT_TABLE,
-        APPROVAL_STATE_MACHINE,
-        NOTIFICATION_TOPIC,
-        PAUSE_PARAMETER,
-        DRY_RUN,
-        DASHBOARD_URL,
-        RECONCILE_FUNCTION,
-        AUDIT_ANCHOR,
-        *DEAD_LETTER_QUEUES,
-        "ApproverPolicyArn",
-        "ApprovalStateMachineConsole",
-        "RemediationStateMachineConsole",
-        "TrainingPolicyArn",
-    }
-)
-"""The stack's CfnOutput ids (infra/stack/stack.py)."""
+DEFAULT_STACK: Final = "SdcRemediation"
+"""The standalone app's stack; the output names are the construct's (`sdc_remediation.infra.stack.outputs`)."""
 
 
 class DeploymentError(Exception):

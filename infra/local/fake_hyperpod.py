@@ -549,11 +549,8 @@ class FakeHyperPod:
                 node.message = None
                 self.add_event(cluster.name, node.instance_id, "Deep health check passed")
                 return
-            failure = (
-                f"{failed[0]}: {CHECK_FAILURES[failed[0]]}"
-                if failed
-                else "InstanceStress: GPU stress test failed"
-            )
+            check = failed[0] if failed else HealthCheck.INSTANCE_STRESS.value
+            failure = f"{check}: {CHECK_FAILURES[check]}"
             self.add_event(
                 cluster.name,
                 node.instance_id,

@@ -625,39 +625,45 @@ class Functions(Construct):
         self.recovery_roles: list[iam.IRole] = []
         self.kubernetes_readers: list[iam.IRole] = []
         for spec in SPECS:
-            env = {name.value: props.environment[name] for name in environment_names(spec, props)}
-            fn = self._function(spec, code, env)
-            self._grant_pipeline_resources(spec, fn)
-            self._grant_clusters(spec, fn)
-            self._grant_state_machines(spec, fn)
-            self._acknowledge_newer_actions(spec, fn)
-            assert fn.role is not None
-            depend_on_role_policy_only(fn, fn.role)
-            self.by_module[spec.module] = fn
+            self._pipeline_function(spec, code)
         self.page = self._page_function(code)
         self.by_module[PAGE.module] = self.page
         self.sweep = self._sweep_function(code) if props.swept_cluster_arns else None
 
-    def _sweep_function(self, code: lambda_.Code) -> lambda_.Function:
-        """The idle sweep: the pipeline's grants, HyperPod on the swept clusters only, the
-        Slurm controllers' node list, one run at a time."""
-        spec = SWEEP
+    def _pipeline_function(
+        self,
+        spec: FunctionSpec,
+        code: lambda_.Code,
+        clusters: Sequence[str] | None = None,
+        controllers: Sequence[str] = (),
+    ) -> lambda_.Function:
+        """A function with the pipeline's grants: its tables, audit and events, HyperPod on
+        `clusters` (None: every configured one), the Slurm `controllers` given beyond those its
+        spec reaches, its state machines."""
         env = {
             name.value: self.props.environment[name] for name in environment_names(spec, self.props)
         }
         fn = self._function(spec, code, env)
         self._grant_pipeline_resources(spec, fn)
-        self._grant_clusters(spec, fn, self.props.swept_cluster_arns)
-        if self.props.swept_controller_arns:
-            self._grant_slurm_controllers(fn, self.props.swept_controller_arns)
+        self._grant_clusters(spec, fn, clusters)
+        if controllers:
+            self._grant_slurm_controllers(fn, controllers)
         self._grant_state_machines(spec, fn)
         self._acknowledge_newer_actions(spec, fn)
-        cfn = fn.node.default_child
-        assert isinstance(cfn, lambda_.CfnFunction)
-        cfn.reserved_concurrent_executions = 1
         assert fn.role is not None
         depend_on_role_policy_only(fn, fn.role)
         self.by_module[spec.module] = fn
+        return fn
+
+    def _sweep_function(self, code: lambda_.Code) -> lambda_.Function:
+        """The idle sweep: the pipeline's grants, HyperPod on the swept clusters only, the
+        Slurm controllers' node list, one run at a time."""
+        fn = self._pipeline_function(
+            SWEEP, code, self.props.swept_cluster_arns, self.props.swept_controller_arns
+        )
+        cfn = fn.node.default_child
+        assert isinstance(cfn, lambda_.CfnFunction)
+        cfn.reserved_concurrent_executions = 1
         return fn
 
     def _page_function(self, code: lambda_.Code) -> lambda_.Function:

@@ -141,14 +141,14 @@ def check_idle_sweep(
     unknown = [c for c in sweep.clusters if c not in cluster_names]
     if unknown:
         raise SettingsError(
-            f"{KEY} names {', '.join(unknown)}, not in sdc:clusters: a sweep checks only "
+            f"{KEY} names {', '.join(unknown)}, not in {key_of('clusters')}: a sweep checks only "
             "clusters this deployment acts on"
         )
     blind = [c for c in sweep.clusters if c not in reached]
     if blind:
         raise SettingsError(
-            f"{KEY} names {', '.join(blind)}, in neither sdc:slurmControllers nor "
-            "sdc:nodeIsolation: a sweep must tell idle nodes from busy ones, through the "
+            f"{KEY} names {', '.join(blind)}, in neither {key_of('slurm_controllers')} nor "
+            f"{key_of('node_isolation')}: a sweep must tell idle nodes from busy ones, through the "
             "cluster's Slurm controller or its EKS cluster's Kubernetes API"
         )
 

@@ -12,3 +12,45 @@ from __future__ import annotations
 from typing import Final
 
 DEPLOYMENT_OUTPUT: Final = "SdcDeployment"
+
+INCIDENTS_TABLE: Final = "IncidentsTableName"
+AUDIT_TABLE: Final = "AuditTableName"
+APPROVAL_STATE_MACHINE: Final = "ApprovalStateMachineArn"
+APPROVAL_CONSOLE: Final = "ApprovalStateMachineConsole"
+REMEDIATION_CONSOLE: Final = "RemediationStateMachineConsole"
+APPROVER_POLICY: Final = "ApproverPolicyArn"
+TRAINING_POLICY: Final = "TrainingPolicyArn"
+NOTIFICATION_TOPIC: Final = "NotificationTopicArn"
+PAUSE_PARAMETER: Final = "PauseParameterName"
+DRY_RUN: Final = "DryRun"
+DASHBOARD_URL: Final = "DashboardUrl"
+RECONCILE_FUNCTION: Final = "ReconcileFunctionName"
+AUDIT_ANCHOR: Final = "AuditAnchorLogGroupName"
+UNDELIVERED_EVENTS_QUEUE: Final = "UndeliveredEventsQueueUrl"
+FAILED_INVOCATIONS_QUEUE: Final = "FailedInvocationsQueueUrl"
+FAILED_REPORTS_QUEUE: Final = "FailedReportsQueueUrl"
+DEAD_LETTER_QUEUES: Final = {
+    UNDELIVERED_EVENTS_QUEUE: "undelivered events",
+    FAILED_INVOCATIONS_QUEUE: "failed alarms",
+    FAILED_REPORTS_QUEUE: "failed reports",
+}
+"""The dead-letter queues' URL outputs, and what `sdc status` calls them."""
+OUTPUT_NAMES: Final = frozenset(
+    {
+        INCIDENTS_TABLE,
+        AUDIT_TABLE,
+        APPROVAL_STATE_MACHINE,
+        APPROVAL_CONSOLE,
+        REMEDIATION_CONSOLE,
+        APPROVER_POLICY,
+        TRAINING_POLICY,
+        NOTIFICATION_TOPIC,
+        PAUSE_PARAMETER,
+        DRY_RUN,
+        DASHBOARD_URL,
+        RECONCILE_FUNCTION,
+        AUDIT_ANCHOR,
+        *DEAD_LETTER_QUEUES,
+    }
+)
+"""The construct's CfnOutput ids, one per address (`SdcRemediation._outputs` publishes them)."""

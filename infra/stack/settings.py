@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -262,31 +262,28 @@ class DeploymentSettings:
 
     def _check_totals(self) -> None:
         isolated = {name for name, _ in self.node_isolation}
-        unlabelled = [name for name in self.recovery_label_clusters if name not in isolated]
-        if unlabelled:
-            raise SettingsError(
-                f"{key_of('recovery_label_clusters')} names {', '.join(unlabelled)}, not in "
-                f"{key_of('node_isolation')}: the node health label is set through the EKS cluster that "
-                "isolation uses"
-            )
-        unlisted = [name for name, _ in self.job_pods if name not in isolated]
-        if unlisted:
-            raise SettingsError(
-                f"{key_of('job_pods')} names {', '.join(unlisted)}, not in {key_of('node_isolation')}: the job's "
-                "pods are listed through the EKS cluster that isolation uses"
-            )
-        unknown = [name for name, _ in self.node_isolation if name not in self.cluster_names]
-        if unknown:
-            raise SettingsError(
-                f"{key_of('node_isolation')} names {', '.join(unknown)}, not in {key_of('clusters')}: isolation is "
-                "only for clusters this deployment acts on"
-            )
-        unknown = [name for name, _ in self.slurm_controllers if name not in self.cluster_names]
-        if unknown:
-            raise SettingsError(
-                f"{key_of('slurm_controllers')} names {', '.join(unknown)}, not in {key_of('clusters')}: isolation "
-                "is only for clusters this deployment acts on"
-            )
+        eks = "the EKS cluster that isolation uses"
+        _only_within(
+            "recovery_label_clusters",
+            self.recovery_label_clusters,
+            "node_isolation",
+            isolated,
+            f"the node health label is set through {eks}",
+        )
+        _only_within(
+            "job_pods",
+            [name for name, _ in self.job_pods],
+            "node_isolation",
+            isolated,
+            f"the job's pods are listed through {eks}",
+        )
+        acts_on = "only for clusters this deployment acts on"
+        for attr, names, what in (
+            ("node_isolation", [name for name, _ in self.node_isolation], "isolation"),
+            ("slurm_controllers", [name for name, _ in self.slurm_controllers], "isolation"),
+            ("telemetry", [t.cluster for t in self.telemetry], "telemetry"),
+        ):
+            _only_within(attr, names, "clusters", self.cluster_names, f"{what} is {acts_on}")
         both = sorted(isolated & {name for name, _ in self.slurm_controllers})
         if both:
             raise SettingsError(
@@ -333,6 +330,18 @@ class DeploymentSettings:
                 f"one year ({MAX_APPROVAL_TIMEOUT_SECONDS} s): lower the poll counts, intervals or the "
                 "approval timeout"
             )
+
+
+def _only_within(
+    attr: str, names: Iterable[str], within_attr: str, within: Collection[str], why: str
+) -> None:
+    """Raise SettingsError naming each of `names` (setting `attr`) not in `within` (setting
+    `within_attr`), and `why` it must be."""
+    outside = [name for name in names if name not in within]
+    if outside:
+        raise SettingsError(
+            f"{key_of(attr)} names {', '.join(outside)}, not in {key_of(within_attr)}: {why}"
+        )
 
 
 # --- parsers: each takes (key, raw value) and returns the typed value or raises SettingsError ---
@@ -442,51 +451,43 @@ def _clusters(key: str, value: Any) -> tuple[Cluster, ...]:
     return tuple(sorted(clusters, key=lambda c: c.name))
 
 
-def _node_isolation(key: str, value: Any) -> tuple[tuple[str, str], ...]:
-    expected = 'an object {"<HyperPod cluster name>": "<EKS cluster name>"}'
-    value = _json_if_string(key, value, expected)
-    if not isinstance(value, Mapping):
-        raise _fail(key, value, expected)
-    pairs = []
-    for name, eks in value.items():
-        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
-            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
-        if not isinstance(eks, str) or not EKS_CLUSTER_NAME_RE.match(eks):
-            raise _fail(key, value, f"{expected}; {eks!r} for {name!r} is not an EKS cluster name")
-        pairs.append((name, eks))
-    return tuple(sorted(pairs))
+def _cluster_map(
+    expected: str, pattern: re.Pattern[str], what: str
+) -> Callable[[str, Any], tuple[tuple[str, str], ...]]:
+    """A parser of an object {HyperPod cluster name: a string `pattern` matches (`what`)} into
+    sorted (name, string) pairs."""
+
+    def parse(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+        value = _json_if_string(key, value, expected)
+        if not isinstance(value, Mapping):
+            raise _fail(key, value, expected)
+        pairs = []
+        for name, target in value.items():
+            if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
+                raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+            if not isinstance(target, str) or not pattern.match(target):
+                raise _fail(key, value, f"{expected}; {target!r} for {name!r} is not {what}")
+            pairs.append((name, target))
+        return tuple(sorted(pairs))
+
+    return parse
 
 
-def _slurm_controllers(key: str, value: Any) -> tuple[tuple[str, str], ...]:
-    expected = 'an object {"<HyperPod cluster name>": "<Slurm controller instance id, i-...>"}'
-    value = _json_if_string(key, value, expected)
-    if not isinstance(value, Mapping):
-        raise _fail(key, value, expected)
-    pairs = []
-    for name, controller in value.items():
-        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
-            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
-        if not isinstance(controller, str) or not INSTANCE_ID_RE.match(controller):
-            raise _fail(
-                key, value, f"{expected}; {controller!r} for {name!r} is not an instance id"
-            )
-        pairs.append((name, controller))
-    return tuple(sorted(pairs))
-
-
-def _job_pods(key: str, value: Any) -> tuple[tuple[str, str], ...]:
-    expected = 'an object {"<HyperPod cluster name>": "<pod label key naming the job>"}'
-    value = _json_if_string(key, value, expected)
-    if not isinstance(value, Mapping):
-        raise _fail(key, value, expected)
-    pairs = []
-    for name, label in value.items():
-        if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
-            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
-        if not isinstance(label, str) or not LABEL_KEY_RE.match(label):
-            raise _fail(key, value, f"{expected}; {label!r} for {name!r} is not a label key")
-        pairs.append((name, label))
-    return tuple(sorted(pairs))
+_node_isolation: Final = _cluster_map(
+    'an object {"<HyperPod cluster name>": "<EKS cluster name>"}',
+    EKS_CLUSTER_NAME_RE,
+    "an EKS cluster name",
+)
+_slurm_controllers: Final = _cluster_map(
+    'an object {"<HyperPod cluster name>": "<Slurm controller instance id, i-...>"}',
+    INSTANCE_ID_RE,
+    "an instance id",
+)
+_job_pods: Final = _cluster_map(
+    'an object {"<HyperPod cluster name>": "<pod label key naming the job>"}',
+    LABEL_KEY_RE,
+    "a label key",
+)
 
 
 def _cluster_names(key: str, value: Any) -> tuple[str, ...]:
@@ -614,26 +615,29 @@ def _parameter_name(key: str, value: Any) -> str | None:
     return value
 
 
-def _human_session_roles(key: str, value: Any) -> tuple[str, ...]:
-    expected = 'a list of IAM role ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Oncall"]'
-    parsed = _json_if_string(key, value, expected)
-    if not isinstance(parsed, list) or not all(
-        isinstance(p, str) and HUMAN_SESSION_ROLE_RE.match(p) and "," not in p for p in parsed
-    ):
-        raise _fail(key, value, expected)
-    return tuple(parsed)
+def _arn_patterns(pattern: re.Pattern[str], expected: str) -> Callable[[str, Any], tuple[str, ...]]:
+    """A parser of a list of ARN patterns, each matching `pattern` and without a comma (the
+    functions' environment joins them with commas)."""
+
+    def parse(key: str, value: Any) -> tuple[str, ...]:
+        parsed = _json_if_string(key, value, expected)
+        if not isinstance(parsed, list) or not all(
+            isinstance(p, str) and pattern.match(p) and "," not in p for p in parsed
+        ):
+            raise _fail(key, value, expected)
+        return tuple(parsed)
+
+    return parse
 
 
-def _approvers(key: str, value: Any) -> tuple[str, ...]:
-    expected = (
-        'a list of IAM or STS ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Approver*"]'
-    )
-    parsed = _json_if_string(key, value, expected)
-    if not isinstance(parsed, list) or not all(
-        isinstance(p, str) and APPROVER_PATTERN_RE.match(p) and "," not in p for p in parsed
-    ):
-        raise _fail(key, value, expected)
-    return tuple(parsed)
+_human_session_roles: Final = _arn_patterns(
+    HUMAN_SESSION_ROLE_RE,
+    'a list of IAM role ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Oncall"]',
+)
+_approvers: Final = _arn_patterns(
+    APPROVER_PATTERN_RE,
+    'a list of IAM or STS ARN patterns, e.g. ["arn:aws:iam::123456789012:role/Approver*"]',
+)
 
 
 def _time_zone(key: str, value: Any) -> str:

@@ -41,7 +41,25 @@ from sdc_remediation.infra.stack.notifications import (
     Notifications,
     NotificationsProps,
 )
-from sdc_remediation.infra.stack.outputs import DEPLOYMENT_OUTPUT
+from sdc_remediation.infra.stack.outputs import (
+    APPROVAL_CONSOLE,
+    APPROVAL_STATE_MACHINE,
+    APPROVER_POLICY,
+    AUDIT_ANCHOR,
+    AUDIT_TABLE,
+    DASHBOARD_URL,
+    DEPLOYMENT_OUTPUT,
+    DRY_RUN,
+    FAILED_INVOCATIONS_QUEUE,
+    FAILED_REPORTS_QUEUE,
+    INCIDENTS_TABLE,
+    NOTIFICATION_TOPIC,
+    PAUSE_PARAMETER,
+    RECONCILE_FUNCTION,
+    REMEDIATION_CONSOLE,
+    TRAINING_POLICY,
+    UNDELIVERED_EVENTS_QUEUE,
+)
 from sdc_remediation.infra.stack.pause import PauseSwitch, PauseSwitchProps
 from sdc_remediation.infra.stack.reconciliation import (
     CARDS_UNDELIVERED_ALARM,
@@ -397,74 +415,74 @@ class SdcRemediation(Construct):
         `sdc --stack NAME` and `sdc --outputs FILE` find the construct by it."""
         self._published: dict[str, str] = {}
         self._output(
-            "RemediationStateMachineConsole",
+            REMEDIATION_CONSOLE,
             description="Pending remediations; the waiting RequestApproval state shows the "
             "approval input to paste",
             value=console_url(self.remediation.state_machine.state_machine_arn),
         )
         self._output(
-            "ApprovalStateMachineConsole",
+            APPROVAL_CONSOLE,
             description="Approve or reject: start an execution here",
             value=console_url(self.approval.state_machine.state_machine_arn),
         )
         self._output(
-            "ApprovalStateMachineArn",
+            APPROVAL_STATE_MACHINE,
             description="Grant approvers states:StartExecution on this ARN",
             value=self.approval.state_machine.state_machine_arn,
         )
         self._output(
-            "ApproverPolicyArn",
+            APPROVER_POLICY,
             description="Attach to approvers: StartExecution on the approval state machine "
             "(limited to sdc:approvers when set)",
             value=self.approval.approver_policy.managed_policy_arn,
         )
         self._output(
-            "AuditAnchorLogGroupName",
+            AUDIT_ANCHOR,
             description="Every audit entry's hash, append-only for the functions: "
             "sdc audit verify checks the audit table against it",
             value=self.audit_anchor.name,
         )
         self._output(
-            "DashboardUrl",
+            DASHBOARD_URL,
             description="The pipeline's CloudWatch dashboard: detection, incidents, approvals, "
             "errors",
             value=self.dashboard.url,
         )
         self._output(
-            "ReconcileFunctionName",
+            RECONCILE_FUNCTION,
             description="Settles stuck incidents; runs on a schedule, sdc reconcile runs it now",
             value=self.reconciliation.function_name,
         )
-        self._output("IncidentsTableName", value=self.storage.incidents.table_name)
-        self._output("AuditTableName", value=self.storage.audit.table_name)
-        self._output("NotificationTopicArn", value=self.notifications.topic.topic_arn)
+        self._output(INCIDENTS_TABLE, value=self.storage.incidents.table_name)
+        self._output(AUDIT_TABLE, value=self.storage.audit.table_name)
+        self._output(NOTIFICATION_TOPIC, value=self.notifications.topic.topic_arn)
         self._output(
-            "PauseParameterName",
+            PAUSE_PARAMETER,
             description="The pause switch: set it to true to hold new incidents (no deploy)",
             value=self.pause_switch.name,
         )
         self._output(
-            "DryRun",
+            DRY_RUN,
             description="true: replacements are only recorded as would-replace (sdc:dryRun)",
             value="true" if settings.dry_run else "false",
         )
         self._output(
-            "UndeliveredEventsQueueUrl",
+            UNDELIVERED_EVENTS_QUEUE,
             description="Dead-letter queue of the EventBridge targets (sdc status counts it)",
             value=self.routing.dead_letter_queue.queue_url,
         )
         self._output(
-            "FailedInvocationsQueueUrl",
+            FAILED_INVOCATIONS_QUEUE,
             description="Failed asynchronous invocations of open_incident (contributor alarms)",
             value=self.functions.failure_queue.queue_url,
         )
         self._output(
-            "FailedReportsQueueUrl",
+            FAILED_REPORTS_QUEUE,
             description="Failed asynchronous invocations of store_report (SDC reports)",
             value=self.functions.report_failure_queue.queue_url,
         )
         self._output(
-            "TrainingPolicyArn",
+            TRAINING_POLICY,
             description="Attach to the training jobs' role(s): what the SDC emitter needs",
             value=self.training.policy.managed_policy_arn,
             export_name=f"{settings.stack_name}-TrainingPolicyArn",

@@ -106,6 +106,16 @@ def test_a_history_row_with_an_unknown_signal_is_refused_naming_its_line(tmp_pat
         read_history(path)
 
 
+def test_a_history_row_short_of_columns_is_refused_naming_its_line(tmp_path):
+    # Given a row that stops after its count
+    path = tmp_path / "ours.csv"
+    path.write_text("cause,count,signal,delay_seconds,hyperpod_sees,node_fault\nx,1\n")
+
+    # When it is read, then the error names the line and the columns it lacks
+    with pytest.raises(HistoryError, match=r"ours.csv:2: no value for signal, delay_seconds"):
+        read_history(path)
+
+
 def test_settings_give_the_functions_sdc_keys_and_the_job_and_approvers(tmp_path):
     path = tmp_path / "settings.json"
     path.write_text(
@@ -123,6 +133,29 @@ def test_settings_give_the_functions_sdc_keys_and_the_job_and_approvers(tmp_path
 
     assert changes == {"guard_max_open_nodes": 8, "repeat_offender_incidents": 2}
     assert (job.spare_nodes, approvers.night_median_seconds) == (4, 600)
+
+
+@pytest.mark.parametrize("model", [{"job": {"spare_nodes": "many"}}, {"approvers": {"spread": -1}}])
+def test_a_job_or_approvers_field_that_is_not_a_number_of_zero_or_more_is_refused(tmp_path, model):
+    # Given a settings file whose job or approvers give a field a string or a negative number
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(model))
+
+    # When it is read, then the error names the field
+    with pytest.raises(FleetSettingsError, match=r"(spare_nodes|spread): a number, 0 or more"):
+        read_settings(path)
+
+
+def test_a_checkpoint_interval_of_zero_is_refused(tmp_path):
+    # Given a job that never checkpoints (the recomputation is the time since the last one)
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"job": {"checkpoint_interval_seconds": 0}}))
+
+    # When it is read, then the error names the field rather than a division failing later
+    with pytest.raises(
+        FleetSettingsError, match=r"job.checkpoint_interval_seconds: a number above 0"
+    ):
+        read_settings(path)
 
 
 def test_a_settings_key_the_stack_refuses_is_refused(tmp_path):

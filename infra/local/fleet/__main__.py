@@ -82,7 +82,13 @@ def read_settings(path: Path | None) -> tuple[dict[str, Any], JobModel, Approver
         names = {f.name for f in dataclasses.fields(model)}
         if not isinstance(fields, Mapping) or set(fields) - names:
             raise FleetSettingsError(f"{path}: {key} takes {sorted(names)}")
-        models.append(model(**fields))
+        for name, value in fields.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise FleetSettingsError(f"{path}: {key}.{name}: a number, 0 or more")
+        try:
+            models.append(model(**fields))
+        except ValueError as err:
+            raise FleetSettingsError(f"{path}: {key}.{err}") from None
     job, approvers = models
     assert isinstance(job, JobModel) and isinstance(approvers, Approvers)
     return changes, job, approvers

@@ -149,6 +149,9 @@ def read_history(path: Path) -> tuple[Cause, ...]:
     causes = []
     for line, row in enumerate(rows, start=2):
         where = f"{path}:{line}"
+        empty = [c for c in COLUMNS if row[c] is None]
+        if empty:
+            raise HistoryError(f"{where}: no value for {', '.join(empty)}")
         try:
             signal = Signal(row["signal"].strip())
         except ValueError:

@@ -47,6 +47,7 @@ from sdc_remediation.lambdas.logic import (
 )
 from sdc_remediation.lambdas.logic.core.figures import Figure, Report, compute
 from sdc_remediation.lambdas.logic.evidence.policy import DECISION_OF
+from sdc_remediation.lambdas.logic.ports import Deps
 from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
 from sdc_remediation.lambdas.models.events import parse_contributor_event
 from sdc_remediation.lambdas.models.hardware_alert import (
@@ -62,6 +63,7 @@ from sdc_remediation.lambdas.models.payloads import (
     Decision,
     DecisionRequest,
     IncidentRef,
+    OpenAction,
     Outcome,
 )
 from sdc_remediation.lambdas.models.recommendation import Advice
@@ -99,6 +101,10 @@ class JobModel:
     replacement_seconds: float = 1800
     manual_triage_seconds: float = 4 * 3600
     """A fault nothing attributes to a node: a person finds it (the job restarting meanwhile)."""
+
+    def __post_init__(self) -> None:
+        if self.checkpoint_interval_seconds <= 0:
+            raise ValueError("checkpoint_interval_seconds: a number above 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +270,7 @@ class _Fleet:
         self.world.kube.add_node(EKS, f"hyperpod-{instance}", instance)
 
     @property
-    def deps(self) -> Any:
+    def deps(self) -> Deps:
         return self.world.deps
 
     def instance(self, slot: int) -> str:
@@ -399,7 +405,7 @@ class _Pipeline:
         """Incident → when its node came back (replaced, rebooted, released)."""
 
     @property
-    def deps(self) -> Any:
+    def deps(self) -> Deps:
         return self.fleet.deps
 
     def at(self, when: float, step: Callable[[float], None]) -> None:
@@ -485,10 +491,10 @@ class _Pipeline:
             opened = next((r for r in results if r and r.get("incident_id")), None)
             incident_id = str(opened["incident_id"]) if opened else None
             held = None
-            if opened and opened["action"] == "held":
+            if incident_id and opened and opened["action"] == OpenAction.HELD:
                 found = self.deps.incidents.get(incident_id)
-                held = str(found.hold_kind) if found and found.hold_kind else "held"
-            elif incident_id and opened and opened["action"] == "opened":
+                held = str(found.hold_kind) if found and found.hold_kind else OpenAction.HELD.value
+            elif incident_id and opened and opened["action"] == OpenAction.OPENED:
                 self.at(when, self._isolate(incident_id))
             pending.append((fault, incident_id, held, when))
 
@@ -517,15 +523,15 @@ class _Pipeline:
                 )
                 return
             if status["held"]:
-                self._close(incident_id, Outcome.HELD, when)
+                self._close(incident_id, Outcome.HELD)
                 return
             if after_reboot and status["passed_after_reboot"]:
                 self.returns[incident_id] = when
-                self._close(incident_id, Outcome.REBOOTED, when)
+                self._close(incident_id, Outcome.REBOOTED)
                 return
             incident = self.deps.incidents.get(incident_id)
             if incident is not None and incident.is_job:
-                self._close(incident_id, Outcome.CHECKED, when)
+                self._close(incident_id, Outcome.CHECKED)
                 return
             token = self.fleet.token()
             self.fleet.world.workflow.waiting_tokens.add(token)
@@ -554,7 +560,7 @@ class _Pipeline:
                 self.at(when, self._reboot(incident_id))
             else:
                 self.returns[incident_id] = when
-                self._close(incident_id, Outcome.REJECTED, when)
+                self._close(incident_id, Outcome.REJECTED)
 
         return step
 
@@ -580,7 +586,7 @@ class _Pipeline:
             if incident is not None:
                 self.fleet.replaced(incident.instance_id, status["new_instance_id"])
             self.returns[incident_id] = when
-            self._close(incident_id, Outcome.REPLACED, when)
+            self._close(incident_id, Outcome.REPLACED)
 
         return step
 
@@ -607,7 +613,7 @@ class _Pipeline:
 
         return step
 
-    def _close(self, incident_id: str, outcome: Outcome, when: float) -> None:
+    def _close(self, incident_id: str, outcome: Outcome) -> None:
         closing.close_incident(CloseRequest(incident_id, outcome, None), self.deps)
 
 
