@@ -169,11 +169,6 @@ class WatchResult:
         return lines
 
     @property
-    def named_hangs(self) -> list[dict[str, Any]]:
-        """The hangs that name a rank."""
-        return [a for a in self.hangs if _names_a_rank(a)]
-
-    @property
     def hangs(self) -> list[dict[str, Any]]:
         return [a for a in self.alarms if a.get("check") == Check.HANG]
 
