@@ -246,7 +246,7 @@ class ReportResult:
 
     @property
     def delivered(self) -> bool:
-        return bool(self.datapoints) and METRICS_PART in self.sent and not self.pending
+        return bool(self.datapoints) and spool.METRICS_PART in self.sent and not self.pending
 
     @property
     def lost(self) -> bool:
@@ -411,13 +411,9 @@ class Emitter:
         )
 
 
-METRICS_PART = spool.PARTS[0]
-"""The report's metrics part (the other is its event)."""
-
-
 def _parts(built: Report) -> list[str]:
     """The parts of `built` to send: the metrics only when there is a datapoint to put."""
-    return [p for p in spool.PARTS if p != METRICS_PART or built.datapoints]
+    return [p for p in spool.PARTS if p != spool.METRICS_PART or built.datapoints]
 
 
 class _Delivery:
@@ -433,8 +429,10 @@ class _Delivery:
 
     def run(self) -> None:
         steps = {
-            METRICS_PART: lambda: self._sink.put_metrics(self._namespace, self._built.datapoints),
-            "event": lambda: self._sink.put_event(self._built.detail),
+            spool.METRICS_PART: lambda: self._sink.put_metrics(
+                self._namespace, self._built.datapoints
+            ),
+            spool.EVENT_PART: lambda: self._sink.put_event(self._built.detail),
         }
         for part in _parts(self._built):
             send = steps[part]

@@ -39,7 +39,10 @@ log = logging.getLogger("trainer_emitter")
 SPOOL_VERSION = 1
 REFUSED_EXIT = 3
 """`sdc-replay-spool`'s exit status when a folder it would read from is refused."""
-PARTS = ("metrics", "event")
+METRICS_PART = "metrics"
+EVENT_PART = "event"
+PARTS = (METRICS_PART, EVENT_PART)
+"""A report's parts, in the order they are sent."""
 
 
 class SpoolError(OSError):
@@ -231,7 +234,7 @@ def _send(record: dict[str, Any], sink: Sink) -> list[str]:
     still: list[str] = []
     for part in pending:
         try:
-            if part == "metrics":
+            if part == METRICS_PART:
                 points = [Datapoint.from_json(d) for d in record["datapoints"]]
                 if points:
                     sink.put_metrics(record["namespace"], points)
