@@ -49,7 +49,8 @@ CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 NAMESPACE_RE = re.compile(r"^[0-9A-Za-z._/#: -]{1,255}$")
 """A CloudWatch namespace: 1 to 255 of the characters CloudWatch allows in one (letters, digits,
 period, hyphen, underscore, slash, hash, colon and space), not starting with a colon (the API's
-own pattern, `[^:].*`) and not in the `AWS/` namespaces, which are AWS's own (`namespace_problem`)."""
+own pattern, `[^:].*`) and not in the `AWS/` namespaces, which are AWS's own
+(`namespace_problem`)."""
 RESERVED_NAMESPACE_PREFIX = "AWS/"
 EMITTER_ARGUMENTS = ("config", "rank_map", "rank", "sink")
 """What `Emitter(...)` and `setup(...)` take besides the `EmitterConfig` settings."""

@@ -8,8 +8,8 @@ valid report (`report_schema()`) to `<file>.invalid`, rather than vanish or be s
 The spool folder is the user's own (`ensure_spool_dir`): created 0700, and refused when it is a
 link, owned by someone else, or writable by group or others, since whoever can write there
 chooses what `sdc-replay-spool` sends with the training role. The replay refuses, by the same
-check (`check_spool_dir`) and before sending anything, every folder it would read from. Files are opened without following
-links (`O_NOFOLLOW`), and created with `O_EXCL`.
+check (`check_spool_dir`) and before sending anything, every folder it would read from. Files
+are opened without following links (`O_NOFOLLOW`), and created with `O_EXCL`.
 """
 
 from __future__ import annotations

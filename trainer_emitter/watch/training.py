@@ -67,8 +67,8 @@ class TrainingWatch:
     it is importable), the time waiting in them left out of busy time. `use_recorder`: read
     collective progress from torch's flight recorder where the build has one (the counter
     otherwise). `timer`: how steps and sections are timed (default: CUDA events where torch has a
-    CUDA device, the host's clock otherwise). `on_hang`, `on_straggler`: called with the alarm after it is reported (on the
-    rank that reports it).
+    CUDA device, the host's clock otherwise). `on_hang`, `on_straggler`: called with the alarm
+    after it is reported (on the rank that reports it).
 
     Under DDP, `watch_ddp(model)` leaves the time DDP waits for its all-reduces out of busy
     time; FSDP2's gathers and reductions are counted from issue to completion without it."""
