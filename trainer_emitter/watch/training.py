@@ -107,6 +107,9 @@ class TrainingWatch:
         self.window_steps = window_steps
         self.scores = StragglerScores(threshold, windows)
         self._on_hang, self._on_straggler = on_hang, on_straggler
+        recorded = use_recorder and _distributed()
+        if recorded:
+            enable_recorder()
         self.hang = HangWatchdog(
             self.store,
             rank=self.rank,
@@ -118,7 +121,7 @@ class TrainingWatch:
             first_step_timeout=first_step_timeout,
             poll=poll,
             prefix=prefix,
-            recorder=read_recorder if use_recorder and _distributed() else None,
+            recorder=read_recorder if recorded else None,
         )
         self._restore: Callable[[], None] | None = None
         self._tails: list[BackwardTail] = []
@@ -280,15 +283,12 @@ class TrainingWatch:
 
 
 def _distributed() -> bool:
-    """torch.distributed is initialised (and then the flight recorder is asked to record)."""
+    """torch.distributed is importable and initialised."""
     try:
         import torch.distributed as dist
     except ImportError:
         return False
-    if not (dist.is_available() and dist.is_initialized()):
-        return False
-    enable_recorder()
-    return True
+    return dist.is_available() and dist.is_initialized()
 
 
 def _rank_and_world(rank: int | None, world: int | None) -> tuple[int, int]:
