@@ -96,6 +96,12 @@ class EmitterConfig:
     def resolve(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> EmitterConfig:
         env = os.environ if environ is None else environ
         unknown_setting(overrides)
+        kept = {f.name for f in dataclasses.fields(cls)}
+        if (misplaced := next((n for n in overrides if n not in kept), None)) is not None:
+            raise ConfigurationError(
+                f"{misplaced!r} is an argument of Emitter(...) and setup(...), not an EmitterConfig "
+                "setting: pass it there"
+            )
         given = {k: v for k, v in overrides.items() if v is not None}
 
         def pick(key: str, *names: str) -> Any:
