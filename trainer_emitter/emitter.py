@@ -49,7 +49,8 @@ CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 NAMESPACE_RE = re.compile(r"^[0-9A-Za-z._/#: -]{1,255}$")
 """A CloudWatch namespace: 1 to 255 of the characters CloudWatch allows in one (letters, digits,
 period, hyphen, underscore, slash, hash, colon and space), not starting with a colon (the API's
-own pattern, `[^:].*`) and not in the `AWS/` namespaces, which are AWS's own (`namespace_problem`)."""
+own pattern, `[^:].*`) and not in the `AWS/` namespaces, which are AWS's own
+(`namespace_problem`)."""
 RESERVED_NAMESPACE_PREFIX = "AWS/"
 EMITTER_ARGUMENTS = ("config", "rank_map", "rank", "sink")
 """What `Emitter(...)` and `setup(...)` take besides the `EmitterConfig` settings."""
@@ -95,6 +96,12 @@ class EmitterConfig:
     def resolve(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> EmitterConfig:
         env = os.environ if environ is None else environ
         unknown_setting(overrides)
+        kept = {f.name for f in dataclasses.fields(cls)}
+        if (misplaced := next((n for n in overrides if n not in kept), None)) is not None:
+            raise ConfigurationError(
+                f"{misplaced!r} is an argument of Emitter(...) and setup(...), not an EmitterConfig "
+                "setting: pass it there"
+            )
         given = {k: v for k, v in overrides.items() if v is not None}
 
         def pick(key: str, *names: str) -> Any:
@@ -246,7 +253,7 @@ class ReportResult:
 
     @property
     def delivered(self) -> bool:
-        return bool(self.datapoints) and METRICS_PART in self.sent and not self.pending
+        return bool(self.datapoints) and spool.METRICS_PART in self.sent and not self.pending
 
     @property
     def lost(self) -> bool:
@@ -411,13 +418,9 @@ class Emitter:
         )
 
 
-METRICS_PART = spool.PARTS[0]
-"""The report's metrics part (the other is its event)."""
-
-
 def _parts(built: Report) -> list[str]:
     """The parts of `built` to send: the metrics only when there is a datapoint to put."""
-    return [p for p in spool.PARTS if p != METRICS_PART or built.datapoints]
+    return [p for p in spool.PARTS if p != spool.METRICS_PART or built.datapoints]
 
 
 class _Delivery:
@@ -433,8 +436,10 @@ class _Delivery:
 
     def run(self) -> None:
         steps = {
-            METRICS_PART: lambda: self._sink.put_metrics(self._namespace, self._built.datapoints),
-            "event": lambda: self._sink.put_event(self._built.detail),
+            spool.METRICS_PART: lambda: self._sink.put_metrics(
+                self._namespace, self._built.datapoints
+            ),
+            spool.EVENT_PART: lambda: self._sink.put_event(self._built.detail),
         }
         for part in _parts(self._built):
             send = steps[part]

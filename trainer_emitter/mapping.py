@@ -6,9 +6,9 @@ mapping rules below can be tested exhaustively.
 The mapping rules are `Attribution` below, one member per kind of evidence, each named for the
 role it gives (`..._CULPRIT`, `..._CONFIRMED_SUSPECT`, `..._INVOLVED`): the emitter maps evidence
 to roles only; what the pipeline then does is its decision table's
-(`sdc_remediation.lambdas.logic.evidence.policy.Row`), whose rows read like none of these. README.md ("What a
-report publishes") shows them as a table (tests/docs/test_tables_drift.py keeps it to
-`Attribution`).
+(`sdc_remediation.lambdas.logic.evidence.policy.Row`), whose rows read like none of these.
+README.md ("What a report publishes") shows them as a table (tests/docs/test_tables_drift.py
+keeps it to `Attribution`).
 
 The alarm's `checkpoints` (optional) are copied as they are read: an entry without a valid step
 or with a tag that is no step number is left out, an invalid location is dropped (the checkpoint

@@ -24,6 +24,8 @@ from trainer_emitter.resource_config import (
 log = logging.getLogger("trainer_emitter")
 
 IMDS_ENDPOINT = "http://169.254.169.254"
+MAX_UNMAPPED_REASON = 400
+"""The most characters of a rank's `unmapped` reason kept from a gathered entry."""
 
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 """Where launchers put a process's global rank, first found wins: torchrun and the PyTorch
@@ -198,9 +200,6 @@ def local_rank_info(
         gpu_uuid=local_gpu_uuid(),
         unmapped=None if instance_id else _why_unmapped(node_name, env, imds=imds),
     )
-
-
-MAX_UNMAPPED_REASON = 400
 
 
 def _why_unmapped(node_name: str | None, env: Mapping[str, str], *, imds: bool) -> str:

@@ -8,8 +8,8 @@ valid report (`report_schema()`) to `<file>.invalid`, rather than vanish or be s
 The spool folder is the user's own (`ensure_spool_dir`): created 0700, and refused when it is a
 link, owned by someone else, or writable by group or others, since whoever can write there
 chooses what `sdc-replay-spool` sends with the training role. The replay refuses, by the same
-check (`check_spool_dir`) and before sending anything, every folder it would read from. Files are opened without following
-links (`O_NOFOLLOW`), and created with `O_EXCL`.
+check (`check_spool_dir`) and before sending anything, every folder it would read from. Files
+are opened without following links (`O_NOFOLLOW`), and created with `O_EXCL`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,10 @@ log = logging.getLogger("trainer_emitter")
 SPOOL_VERSION = 1
 REFUSED_EXIT = 3
 """`sdc-replay-spool`'s exit status when a folder it would read from is refused."""
-PARTS = ("metrics", "event")
+METRICS_PART = "metrics"
+EVENT_PART = "event"
+PARTS = (METRICS_PART, EVENT_PART)
+"""A report's parts, in the order they are sent."""
 
 
 class SpoolError(OSError):
@@ -231,7 +234,7 @@ def _send(record: dict[str, Any], sink: Sink) -> list[str]:
     still: list[str] = []
     for part in pending:
         try:
-            if part == "metrics":
+            if part == METRICS_PART:
                 points = [Datapoint.from_json(d) for d in record["datapoints"]]
                 if points:
                     sink.put_metrics(record["namespace"], points)

@@ -3,8 +3,8 @@ the stragglers the drill's `hang-one-rank`, `hang-ambiguous`, `hang-fsdp`, `hang
 `straggler` and `straggler-corroborated` scenarios publish, and the long pauses that must raise
 nothing.
 
-One process per rank (`sdc_remediation.infra.local.ranks`), rank r on node `nodes[r // ranks_per_node]` of the
-drill's cluster. The job calls no collective itself, as real training scripts do not: the
+One process per rank (`sdc_remediation.infra.local.ranks`), rank r on node
+`nodes[r // ranks_per_node]` of the drill's cluster. The job calls no collective itself, as real training scripts do not: the
 framework (`Plan.kind`, a `JobKind`) does. Each step: a data-loading section, a forward/backward
 section (forward, loss, backward, optimizer step), then `watch.step`. What a `Plan` injects:
 - `stall`: these ranks stop (sleep past the job's end) at `stall_step`, before the forward (in
@@ -167,11 +167,6 @@ class WatchResult:
                     )
                 )
         return lines
-
-    @property
-    def named_hangs(self) -> list[dict[str, Any]]:
-        """The hangs that name a rank."""
-        return [a for a in self.hangs if _names_a_rank(a)]
 
     @property
     def hangs(self) -> list[dict[str, Any]]:

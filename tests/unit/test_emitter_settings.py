@@ -44,6 +44,13 @@ def test_a_short_keyword_is_matched_to_the_setting_it_abbreviates():
         Emitter(cluster_name="ml-cluster-1", job="x", sink="memory", rank=0, rank_map=[])
 
 
+def test_an_emitter_argument_given_to_the_config_is_refused_rather_than_ignored():
+    # Given `rank`, which setup() and Emitter() take but EmitterConfig does not keep
+    # When the config alone is resolved with it / Then it is refused, not dropped
+    with pytest.raises(ConfigurationError, match="'rank' is an argument of Emitter"):
+        EmitterConfig.resolve(ENV, sink="memory", rank=3)
+
+
 def test_settings_given_beside_a_config_are_refused_rather_than_ignored():
     config = EmitterConfig.resolve(ENV, sink="memory")
 

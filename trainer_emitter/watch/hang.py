@@ -221,18 +221,10 @@ def wrap_collectives(counter: CollectiveCounter, module: Any = None) -> Callable
         at = parameters.index("group") if "group" in parameters else None
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            with counter.outermost() as outermost:
-                if not outermost:
-                    return original(*args, **kwargs)
-                group = kwargs.get("group", args[at] if at is not None and len(args) > at else None)
-                complete = counter.issue(name, group_name(group))
-                try:
-                    work = original(*args, **kwargs)
-                except BaseException:
-                    complete()
-                    raise
-            _complete_with(work, complete)
-            return work
+            group = kwargs.get("group", args[at] if at is not None and len(args) > at else None)
+            return _count_outermost(
+                counter, name, group, lambda: original(*args, **kwargs), _complete_with
+            )
 
         call.__wrapped__ = original  # type: ignore[attr-defined]
         return call
@@ -245,6 +237,29 @@ def wrap_collectives(counter: CollectiveCounter, module: Any = None) -> Callable
             setattr(module, name, original)
 
     return restore
+
+
+def _count_outermost(
+    counter: CollectiveCounter,
+    name: str,
+    group: Any,
+    call: Callable[[], Any],
+    complete_with: Callable[[Any, Callable[..., None]], None],
+) -> Any:
+    """Run `call`, a collective `name` in process group `group`, counted from issue to the
+    completion `complete_with(result, complete)` arranges (completed at once if `call` raises);
+    uncounted when a counted collective already runs on this thread, which counts for both."""
+    with counter.outermost() as outermost:
+        if not outermost:
+            return call()
+        complete = counter.issue(name, group_name(group))
+        try:
+            result = call()
+        except BaseException:
+            complete()
+            raise
+    complete_with(result, complete)
+    return result
 
 
 def _complete_with(work: Any, complete: Callable[..., None]) -> None:
@@ -317,17 +332,13 @@ def ddp_comm_hook(
         hook = allreduce_hook
 
     def counted(state: Any, bucket: Any) -> Any:
-        with counter.outermost() as outermost:
-            if not outermost:
-                return hook(state, bucket)
-            complete = counter.issue("ddp:all_reduce", group_name(state))
-            try:
-                future = hook(state, bucket)
-            except BaseException:
-                complete()
-                raise
-        future.add_done_callback(complete)
-        return future
+        return _count_outermost(
+            counter,
+            "ddp:all_reduce",
+            state,
+            lambda: hook(state, bucket),
+            lambda future, complete: future.add_done_callback(complete),
+        )
 
     counted.__wrapped__ = hook  # type: ignore[attr-defined]
     return counted

@@ -64,10 +64,6 @@ class RankState:
     starting: bool = False
     """It has not finished its first step, within the first step's own timeout."""
 
-    @property
-    def waiting(self) -> bool:
-        return self.entered > self.completed
-
     def progress(self) -> Mapping[str, GroupProgress]:
         """Progress per process group, the totals as the default group's where none is given."""
         if self.groups:

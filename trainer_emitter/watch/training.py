@@ -67,8 +67,8 @@ class TrainingWatch:
     it is importable), the time waiting in them left out of busy time. `use_recorder`: read
     collective progress from torch's flight recorder where the build has one (the counter
     otherwise). `timer`: how steps and sections are timed (default: CUDA events where torch has a
-    CUDA device, the host's clock otherwise). `on_hang`, `on_straggler`: called with the alarm after it is reported (on the
-    rank that reports it).
+    CUDA device, the host's clock otherwise). `on_hang`, `on_straggler`: called with the alarm
+    after it is reported (on the rank that reports it).
 
     Under DDP, `watch_ddp(model)` leaves the time DDP waits for its all-reduces out of busy
     time; FSDP2's gathers and reductions are counted from issue to completion without it."""
@@ -107,6 +107,9 @@ class TrainingWatch:
         self.window_steps = window_steps
         self.scores = StragglerScores(threshold, windows)
         self._on_hang, self._on_straggler = on_hang, on_straggler
+        recorded = use_recorder and _distributed()
+        if recorded:
+            enable_recorder()
         self.hang = HangWatchdog(
             self.store,
             rank=self.rank,
@@ -118,7 +121,7 @@ class TrainingWatch:
             first_step_timeout=first_step_timeout,
             poll=poll,
             prefix=prefix,
-            recorder=read_recorder if use_recorder and _distributed() else None,
+            recorder=read_recorder if recorded else None,
         )
         self._restore: Callable[[], None] | None = None
         self._tails: list[BackwardTail] = []
@@ -280,15 +283,12 @@ class TrainingWatch:
 
 
 def _distributed() -> bool:
-    """torch.distributed is initialised (and then the flight recorder is asked to record)."""
+    """torch.distributed is importable and initialised."""
     try:
         import torch.distributed as dist
     except ImportError:
         return False
-    if not (dist.is_available() and dist.is_initialized()):
-        return False
-    enable_recorder()
-    return True
+    return dist.is_available() and dist.is_initialized()
 
 
 def _rank_and_world(rank: int | None, world: int | None) -> tuple[int, int]:
