@@ -4,7 +4,7 @@ silently), a remediation execution failed or timed out, a function raised an err
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -49,14 +49,18 @@ FUNCTION_ERRORS_WHAT_TO_DO: Final = (
     "decide is left out: it refuses bad approvals by raising, by design (the approver sees "
     f"why). Runbook: {RUNBOOK}."
 )
-INTAKE_ERRORS_WHAT_TO_DO: Final = (
-    "A function that takes reports, alarms or alerts in (open_incident, store_report) raised an "
-    "error: any training pod can cause one with a malformed report or datapoint, so this alarm "
-    "is apart from function-errors, which a node-action failure raises. The dashboard's "
-    "DashboardUrl output, widget Function errors, names the function; its log group has the "
-    "error. `sdc status` shows whether an event went to a dead-letter queue (failed alarms, "
-    f"failed reports). Runbook: {RUNBOOK}."
-)
+
+
+def intake_errors_what_to_do(functions: Iterable[str]) -> str:
+    """What the intake-errors alarm says, naming the functions it sums."""
+    return (
+        f"A function that takes reports, alarms or alerts in ({', '.join(sorted(functions))}) "
+        "raised an error: any training pod can cause one with a malformed report or datapoint, "
+        "so this alarm is apart from function-errors, which a node-action failure raises. The "
+        "dashboard's DashboardUrl output, widget Function errors, names the function; its log "
+        "group has the error. `sdc status` shows whether an event went to a dead-letter queue "
+        f"(failed alarms, failed reports). Runbook: {RUNBOOK}."
+    )
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,9 @@ from sdc_remediation.infra.stack.no_clusters import refuse_deploying_without_clu
 from sdc_remediation.infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps
 from sdc_remediation.infra.stack.notifications import (
     INTAKE_ERRORS_ALARM,
-    INTAKE_ERRORS_WHAT_TO_DO,
     Notifications,
     NotificationsProps,
+    intake_errors_what_to_do,
 )
 from sdc_remediation.infra.stack.outputs import (
     APPROVAL_CONSOLE,
@@ -386,7 +386,7 @@ class SdcRemediation(Construct):
                 "IntakeErrorsAlarm",
                 {m: fn for m, fn in functions.by_module.items() if m in TAKES_UNTRUSTED_INPUT},
                 INTAKE_ERRORS_ALARM,
-                INTAKE_ERRORS_WHAT_TO_DO,
+                intake_errors_what_to_do(TAKES_UNTRUSTED_INPUT),
             ),
         ]
 

@@ -416,7 +416,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
         count(M.REPORTS_IGNORED)
         return {"report_id": report.report_id, "stored": False, "incidents": []}
 
-    expires_at = int((deps.clock.now() + REPORT_TTL).timestamp())
+    expires_at = int((received + REPORT_TTL).timestamp())
     stored = [
         i.instance_id
         for i in report.instances

@@ -131,7 +131,7 @@ class SdcReport:
     @property
     def order_key(self) -> str:
         """What orders reports: the pipeline's receive time, then the report id."""
-        return f"{self.received_at or self.emitted_at}#{self.report_id}"
+        return report_order_key(self.received_at or self.emitted_at, self.report_id)
 
     def instance(self, instance_id: str) -> ReportInstance | None:
         return next((i for i in self.instances if i.instance_id == instance_id), None)
@@ -379,3 +379,8 @@ def _shown(value: Any) -> str:
     """A value in an error message, cut to a readable length."""
     text = repr(value)
     return text if len(text) <= 100 else f"{text[:100]}..."
+
+
+def report_order_key(received_at: str, report_id: str) -> str:
+    """The key that orders stored reports (`SdcReport.order_key`), from its two parts."""
+    return f"{received_at}#{report_id}"

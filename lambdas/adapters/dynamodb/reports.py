@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sdc_remediation.lambdas.adapters._aws import aws_call, from_item, to_item
 from sdc_remediation.lambdas.adapters.dynamodb._table import ItemTable
 from sdc_remediation.lambdas.adapters.dynamodb.keys import report_pk
-from sdc_remediation.lambdas.models.report import SdcReport, parse_report
+from sdc_remediation.lambdas.models.report import SdcReport, parse_report, report_order_key
 
 
 class DynamoReportStore(ItemTable):
@@ -64,7 +64,7 @@ class DynamoReportStore(ItemTable):
     ) -> SdcReport | None:
         key = {
             "pk": report_pk(cluster_name, instance_id),
-            "sk": f"{_RECEIVED}{received_at}#{report_id}",
+            "sk": _RECEIVED + report_order_key(received_at, report_id),
         }
         item = self.read(key)
         return _stored(item) if item else None
