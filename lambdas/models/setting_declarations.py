@@ -401,8 +401,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "repeat offenders: a node (its instance id) or a GPU (its UUID) in this many "
             "incidents within the window, the one judged among them, is recommended for "
             "replacement whatever the last incident's evidence, and the card says so; skipped "
-            "and held incidents (nothing checked them), storm holds, notices and incidents an "
-            "approver rejected do not count. A third strike in a month is a pattern no single "
+            "and held incidents (nothing checked them), storm holds, notices, incidents an "
+            "approver rejected and incidents left to expire that proposed no recovery do not "
+            "count. A third strike in a month is a pattern no single "
             "passing health check clears; two is the least that makes a repeat, more than a "
             "hundred would never escalate anything"
         ),
