@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from sdc_remediation.lambdas.models._record import read_record, record_of
 from sdc_remediation.lambdas.models.guard import PastIncident
+from sdc_remediation.lambdas.models.states import IncidentState
 
 
 class Advice(StrEnum):
@@ -103,3 +104,24 @@ class Recommendation:
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Recommendation:
         return read_record(cls, record)
+
+
+NOT_AN_OFFENCE = frozenset({IncidentState.REJECTED, IncidentState.HELD})
+"""Past incidents that do not count towards a repeat offence: one an approver rejected (a person
+judged its evidence not worth acting on: reports forged against a healthy node are rejected,
+and must not add up to a replacement), and one held before anything checked it (paused, muted,
+the guard full, the rate bound: its claim was never weighed)."""
+
+
+def set_aside(state: str | None, advice: str | None) -> bool:
+    """Whether an incident that ended in `state`, its last judgement `advice`, counts toward no
+    repeat offence (`is_offence`; the fleet figures' count too): `NOT_AN_OFFENCE`, or left to
+    expire with no recovery proposed."""
+    if state in NOT_AN_OFFENCE:
+        return True
+    return state == IncidentState.EXPIRED and advice in _PROPOSES_NOTHING
+
+
+_PROPOSES_NOTHING: Final = frozenset({None, Advice.HEALTH_CHECK_ONLY.value})
+"""The advice of an incident that proposed neither a reboot nor a replacement (None: never
+judged)."""

@@ -22,11 +22,11 @@ from enum import Enum
 from typing import Any, Final
 
 from sdc_remediation.lambdas.logic.core.audit import dated_at, verify_chain
-from sdc_remediation.lambdas.logic.evidence.history import set_aside
 from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
 from sdc_remediation.lambdas.models.health_check import HealthCheckResult
 from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
 from sdc_remediation.lambdas.models.payloads import Decision
+from sdc_remediation.lambdas.models.recommendation import set_aside
 from sdc_remediation.lambdas.models.resume_point import ResumePoint
 from sdc_remediation.lambdas.models.states import IncidentState
 
@@ -408,7 +408,7 @@ def compute(
             found.append(facts)
     found.sort(key=lambda f: (f.opened_at, f.incident_id))
     acted = [f for f in found if f.acted_on]
-    # A repeat is counted as the escalation counts it (`history.set_aside`): from no held
+    # A repeat is counted as the escalation counts it (`set_aside`): from no held
     # incident (nothing checked it), none an approver rejected (reports any pod can forge
     # against a healthy node are rejected) and none left to expire that proposed no recovery
     # (forged alarm datapoints alone).

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Final
 
 from sdc_remediation.lambdas.logic.core.steps import Step, error_details
-from sdc_remediation.lambdas.logic.evidence.policy import PROPOSES_NO_RECOVERY
 from sdc_remediation.lambdas.models.audit import AuditAction
 from sdc_remediation.lambdas.models.guard import PastIncident
 from sdc_remediation.lambdas.models.incident import Incident, IncidentState
+from sdc_remediation.lambdas.models.recommendation import set_aside
 from sdc_remediation.lambdas.models.settings import Settings
 from sdc_remediation.lambdas.observability import logger
 
@@ -62,33 +61,14 @@ def past_incidents(step: Step, incident: Incident) -> list[PastIncident]:
     return sorted(found.values(), key=lambda p: p.closed_at)
 
 
-NOT_AN_OFFENCE = frozenset({IncidentState.REJECTED, IncidentState.HELD})
-"""Past incidents that do not count towards a repeat offence: one an approver rejected (a person
-judged its evidence not worth acting on: reports forged against a healthy node are rejected,
-and must not add up to a replacement), and one held before anything checked it (paused, muted,
-the guard full, the rate bound: its claim was never weighed)."""
-
-
 def is_offence(past: PastIncident) -> bool:
     """Whether a past incident counts toward a repeat offence: it says something about the
-    hardware (`counts_as_history`), nobody set it aside (`NOT_AN_OFFENCE`), and, closed with no
+    hardware (`counts_as_history`), nobody set it aside (`set_aside`), and, closed with no
     decision (expired), its judgement proposed a recovery: forged metric datapoints alone make
     an alarm-only incident that proposes nothing beyond a health check, and three of them left to
     expire must not add up to a replacement (a failed deep health check proposes replacing, so
     such an incident still counts)."""
     return past.counts_as_history and not set_aside(past.state, past.advice)
-
-
-def set_aside(state: str | None, advice: str | None) -> bool:
-    """Whether an incident that ended in `state`, its last judgement `advice`, counts toward no
-    repeat offence (`is_offence`; the fleet figures' count too): `NOT_AN_OFFENCE`, or left to
-    expire with no recovery proposed."""
-    if state in NOT_AN_OFFENCE:
-        return True
-    return state == IncidentState.EXPIRED and advice in _PROPOSES_NOTHING
-
-
-_PROPOSES_NOTHING: Final = frozenset({None, PROPOSES_NO_RECOVERY.value})
 
 
 def repeat_offence(

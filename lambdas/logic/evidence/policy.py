@@ -37,8 +37,6 @@ rule: "hang" only when two or more agree)."""
 
 DECISION_OF: Final = {Advice.REPLACE: Decision.APPROVE, Advice.REBOOT: Decision.REBOOT}
 """The approver's decision that carries out an advice (a health check only proposes none)."""
-PROPOSES_NO_RECOVERY: Final = Advice.HEALTH_CHECK_ONLY
-"""The advice that proposes neither a reboot nor a replacement."""
 
 
 class Kind(StrEnum):
