@@ -28,7 +28,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 XDIST := -n auto --dist loadscope
 # pytest exits 5 when it collects nothing: that is a failure here, said out loud, never a silent
 # green. $(1): the selection.
-MYPY = $(PY) -m mypy trainer_emitter sdc_remediation tests/unit/fakes.py tests/contract
+MYPY = $(PY) -m mypy trainer_emitter sdc_remediation tests/contract
 # Node.js and npm, checked before anything runs them: one line that says what to install.
 # Standard library only, with the system Python: it runs before .venv exists.
 CHECK_NODE = $(PYTHON) -m sdc_remediation.infra.stack.toolchain --npm --for "make $@"
@@ -133,7 +133,7 @@ lint: $(STAMP) $(NODE_STAMP) $(VALIDATORS_STAMP) ## ruff, mypy, the outside vali
 	$(PY) -m sdc_remediation.infra.stack.validate
 
 # mypy alone (make lint runs it too).
-typecheck: $(STAMP) ## mypy on the code and the test fakes
+typecheck: $(STAMP) ## mypy on the code (the in-memory fakes included) and the contract tests
 	$(MYPY)
 
 format: $(STAMP) ## ruff format, then ruff check --fix

@@ -24,6 +24,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from sdc_remediation.infra.local.memory import InMemoryAuditLog, InMemoryIncidentStore
 from sdc_remediation.infra.local.template import create_tables
 from sdc_remediation.lambdas.adapters._aws import DynamoTable
 from sdc_remediation.lambdas.adapters.dynamodb.audit import DynamoAuditLog
@@ -38,7 +39,6 @@ from sdc_remediation.lambdas.logic.ports import (
     IncidentStore,
     ReportStore,
 )
-from tests.unit.fakes import InMemoryAuditLog, InMemoryIncidentStore
 
 REGION = "us-west-2"
 INCIDENTS_TABLE = "IncidentsTable"

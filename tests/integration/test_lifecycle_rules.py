@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from sdc_remediation.infra.local.memory import RecordingLifecycleEvents
 from sdc_remediation.lambdas.adapters.events import EventBridgeLifecycleEvents
 from sdc_remediation.lambdas.logic import closing, recovery
 from sdc_remediation.lambdas.models.errors import DependencyFailed
@@ -22,7 +23,6 @@ from sdc_remediation.lambdas.models.lifecycle_event import (
 )
 from sdc_remediation.lambdas.models.payloads import CloseRequest, IncidentRef, Outcome
 from tests.integration.conftest import SESSION
-from tests.unit.fakes import RecordingLifecycleEvents
 from tests.unit.world import World
 
 ROOT = Path(__file__).resolve().parents[2]

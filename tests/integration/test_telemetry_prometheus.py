@@ -9,6 +9,7 @@ import re
 import pytest
 from botocore.credentials import Credentials
 
+from sdc_remediation.infra.local.memory import InMemoryIncidentStore
 from sdc_remediation.lambdas.adapters.prometheus import AmpPrometheus
 from sdc_remediation.lambdas.logic import approval
 from sdc_remediation.lambdas.logic.evidence import telemetry, telemetry_query
@@ -35,7 +36,6 @@ from tests.integration.prometheus_server import (
     UUID_G0,
     WORKSPACE_ID,
 )
-from tests.unit.fakes import InMemoryIncidentStore
 from tests.unit.world import TOKEN, World, settings
 
 

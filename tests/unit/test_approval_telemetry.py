@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from sdc_remediation.infra.local.memory import FakePrometheus
 from sdc_remediation.lambdas.logic import approval
 from sdc_remediation.lambdas.models.errors import (
     TelemetryRefused,
@@ -16,7 +17,6 @@ from sdc_remediation.lambdas.models.payloads import ApprovalRequest
 from sdc_remediation.lambdas.models.telemetry import TelemetryState
 from sdc_remediation.lambdas.wording import cards
 from tests.conftest import load_fixture
-from tests.unit.fakes import FakePrometheus
 from tests.unit.test_telemetry import UUID, WORKSPACE
 from tests.unit.world import CLUSTER, TOKEN, World, settings
 

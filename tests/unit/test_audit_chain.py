@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 
+from sdc_remediation.infra.local.memory import InMemoryAuditLog, SteppingClock
 from sdc_remediation.lambdas.logic.core.audit import (
     GENESIS,
     Auditor,
@@ -16,7 +17,6 @@ from sdc_remediation.lambdas.logic.core.audit import (
     verify_subjects,
 )
 from sdc_remediation.lambdas.models.errors import ConditionFailed
-from tests.unit.fakes import InMemoryAuditLog, SteppingClock
 
 
 def chain(n: int = 4) -> tuple[InMemoryAuditLog, list]:

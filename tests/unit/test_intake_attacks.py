@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sdc_remediation.infra.local.memory import SteppingClock
 from sdc_remediation.lambdas.logic import closing, intake
 from sdc_remediation.lambdas.logic.evidence.recommendation import judge
 from sdc_remediation.lambdas.models.events import parse_contributor_event
@@ -18,7 +19,6 @@ from sdc_remediation.lambdas.models.incident import IncidentState
 from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.report import parse_report_event
 from sdc_remediation.lambdas.models.settings import IsolationConfig
-from tests.unit.fakes import SteppingClock
 from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, suspect
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_watch_course import throttled_answer, watch_world

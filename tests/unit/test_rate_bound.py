@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from sdc_remediation.infra.local.memory import SteppingClock
 from sdc_remediation.lambdas.logic import intake
 from sdc_remediation.lambdas.models.events import parse_contributor_event
 from sdc_remediation.lambdas.models.incident import IncidentState
 from sdc_remediation.lambdas.models.report import parse_report_event
-from tests.unit.fakes import SteppingClock
 from tests.unit.reports import REPORT_TIME, forged_event
 from tests.unit.world import CLUSTER, GROUP, World, alarm_event, settings
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from sdc_remediation.infra.local.memory import FakePrometheus
 from sdc_remediation.lambdas.logic.evidence import (
     dcgm,
     telemetry,
@@ -33,7 +34,6 @@ from sdc_remediation.lambdas.models.settings import TelemetryWorkspace
 from sdc_remediation.lambdas.models.telemetry import TelemetryRecord, TelemetryState
 from sdc_remediation.lambdas.wording import card_lines
 from tests.conftest import load_fixture
-from tests.unit.fakes import FakePrometheus
 from tests.unit.world import CLUSTER, INSTANCE, World, settings
 
 UUID = "GPU-0000000d-5a1e-4c1d-9e7b-000000019223"

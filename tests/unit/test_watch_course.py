@@ -10,6 +10,7 @@ import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
+from sdc_remediation.infra.local.memory import FakePrometheus
 from sdc_remediation.lambdas.logic import intake, isolation
 from sdc_remediation.lambdas.logic.evidence.policy import WATCH_ROWS, Row
 from sdc_remediation.lambdas.logic.evidence.recommendation import course_of
@@ -24,7 +25,6 @@ from sdc_remediation.lambdas.models.recommendation import Course
 from sdc_remediation.lambdas.models.report import parse_report_event
 from sdc_remediation.lambdas.models.settings import IsolationConfig
 from sdc_remediation.lambdas.models.telemetry import TelemetryState
-from tests.unit.fakes import FakePrometheus
 from tests.unit.reports import NODES, REPORT_TIME, report_event
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_telemetry import WORKSPACE, add_series, quiet_answer, set_from

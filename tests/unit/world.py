@@ -10,6 +10,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+from sdc_remediation.infra.local.memory import (
+    FakeIdentityVerifier,
+    FakeKubernetesNodes,
+    FakePauseSwitch,
+    FakePrometheus,
+    FakeWorkflow,
+    InMemoryAuditAnchor,
+    InMemoryAuditLog,
+    InMemoryIncidentStore,
+    RecordingLifecycleEvents,
+    RecordingNotifier,
+    SteppingClock,
+)
 from sdc_remediation.lambdas.logic import approval, health_check, intake, isolation
 from sdc_remediation.lambdas.logic.ports import Deps, NoSlurm, SlurmControllers
 from sdc_remediation.lambdas.logic.safety.decisions import approval_binding
@@ -23,19 +36,6 @@ from sdc_remediation.lambdas.models.payloads import (
 from sdc_remediation.lambdas.models.report import parse_report_event
 from sdc_remediation.lambdas.models.settings import Settings
 from tests.conftest import load_fixture
-from tests.unit.fakes import (
-    FakeIdentityVerifier,
-    FakeKubernetesNodes,
-    FakePauseSwitch,
-    FakePrometheus,
-    FakeWorkflow,
-    InMemoryAuditAnchor,
-    InMemoryAuditLog,
-    InMemoryIncidentStore,
-    RecordingLifecycleEvents,
-    RecordingNotifier,
-    SteppingClock,
-)
 
 CLUSTER = "ml-cluster-1"
 INSTANCE = "i-0abc1234def567890"

@@ -1,4 +1,5 @@
-"""In-memory implementations of the logic's ports (type-checked against them at the bottom).
+"""In-memory implementations of the logic's ports (type-checked against them at the bottom): the
+logic's tests and the fleet what-if run on them.
 
 They copy on every read and write, like a real store would, and enforce the same conditions
 (open lock, incident version, audit seq), so the logic cannot rely on shared objects.
