@@ -32,7 +32,8 @@ the way the pipeline relies on:
   provisioning does;
 - a call log (`calls`, `calls_to`) with AWS operation and parameter names.
 
-A "look" is a DescribeClusterNode of that node (what the poll loops do) or `advance()`.
+A "look" is a DescribeClusterNode of that node (what the poll loops do) or `advance()`; with
+`takes` the fake keeps time instead: what is pending ends once its seconds have passed on `now()`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sdc_remediation.lambdas.models.errors import ClusterNotFound, DependencyFailed, NodeNotFound
@@ -85,6 +86,8 @@ class FakeNode:
     pending: str | None = None
     """"health_check", "replacement" or "reboot" while one runs."""
     polls_left: int = 0
+    done_at: datetime | None = None
+    """When what is pending is over, where the fake keeps time (`takes`) instead of looks."""
     reboot_returns: bool = True
     """False: a reboot leaves the node Pending for good."""
     reboots: int = 0
@@ -114,6 +117,15 @@ class FakeCluster:
     """False: ListClusterEvents answers ValidationException (no continuous node provisioning)."""
 
 
+@dataclass(frozen=True, slots=True)
+class ActionTimes:
+    """How long HyperPod takes, in seconds of the fake's `now()`, where a run keeps time."""
+
+    health_check: float
+    replacement: float
+    reboot: float
+
+
 @dataclass(frozen=True)
 class FakeCall:
     operation: str
@@ -130,7 +142,11 @@ class FakeHyperPod:
         region: str = "us-west-2",
         account: str = "111122223333",
         now: Callable[[], datetime] | None = None,
+        takes: ActionTimes | None = None,
     ) -> None:
+        self.takes = takes
+        """Set: a health check, replacement or reboot ends once its time has passed on `now()`,
+        however often the node is looked at (the fleet what-if's virtual clock)."""
         self.health_check_polls = health_check_polls
         self.replacement_polls = replacement_polls
         self.reboot_polls = reboot_polls
@@ -441,6 +457,7 @@ class FakeHyperPod:
             node.pending = "health_check"
             node.checks = tuple(checks)
             node.polls_left = self.health_check_polls
+            self._until(node, self.takes.health_check if self.takes else None)
             self.add_event(
                 cluster_name,
                 node.instance_id,
@@ -521,15 +538,24 @@ class FakeHyperPod:
         node.pending = "reboot"
         node.polls_left = self.reboot_polls
         node.reboots += 1
+        self._until(node, self.takes.reboot if self.takes else None)
 
     def _begin_replacement(self, node: FakeNode) -> None:
         node.status = NodeStatus.SHUTTING_DOWN.value
         node.pending = "replacement"
         node.polls_left = self.replacement_polls
+        self._until(node, self.takes.replacement if self.takes else None)
+
+    def _until(self, node: FakeNode, seconds: float | None) -> None:
+        node.done_at = None if seconds is None else self.now() + timedelta(seconds=seconds)
 
     def _progress(self, cluster: FakeCluster, node: FakeNode) -> None:
         if node.pending is None:
             return
+        if node.done_at is not None:
+            if self.now() < node.done_at:
+                return
+            node.done_at, node.polls_left = None, 0
         if node.polls_left > 0:
             node.polls_left -= 1
             return

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
-from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+from sdc_remediation.infra.local.fake_hyperpod import ActionTimes, FakeHyperPod
 from sdc_remediation.lambdas.models.errors import (
     ClusterNotFound,
     DependencyFailed,
@@ -168,3 +170,27 @@ def test_generated_instance_ids_look_like_ec2_ids(hp):
     from trainer_emitter.contract import is_instance_id
 
     assert is_instance_id(hp.add_node(CLUSTER))
+
+
+def test_a_fake_that_keeps_time_ends_a_check_and_a_replacement_when_their_seconds_have_passed():
+    clock = [datetime(2026, 1, 5, tzinfo=UTC)]
+    fake = FakeHyperPod(
+        now=lambda: clock[0],
+        takes=ActionTimes(health_check=1800, replacement=600, reboot=300),
+    )
+    fake.add_cluster(CLUSTER, instance_groups=["workers"])
+    node = fake.add_node(CLUSTER)
+    fake.start_health_check(CLUSTER, "workers", [node], ["InstanceStress"])
+
+    looked_at_often = [fake.describe_node(CLUSTER, node).status for _ in range(5)]
+    clock[0] += timedelta(seconds=1799)
+    before = fake.describe_node(CLUSTER, node).status
+    clock[0] += timedelta(seconds=1)
+    after = fake.describe_node(CLUSTER, node).status
+    fake.replace_nodes(CLUSTER, [node])
+    clock[0] += timedelta(seconds=600)
+    fake.advance()
+
+    assert looked_at_often == ["DeepHealthCheckInProgress"] * 5
+    assert (before, after) == ("DeepHealthCheckInProgress", "Running")
+    assert node in fake.replaced_by
