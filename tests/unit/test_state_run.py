@@ -1,0 +1,163 @@
+"""The fleet what-if's runner of state machine definitions (`infra/local/state_run.py`): what
+it refuses up front, and what the conformance runs against moto's interpreter do not time
+(tests/infra/test_execution.py compares the states entered on every path of the stack's own
+definitions)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from sdc_remediation.infra.local.state_run import (
+    TIMED_OUT,
+    Answered,
+    AwaitToken,
+    Ended,
+    FunctionError,
+    Sleep,
+    StateRun,
+    UnsupportedDefinition,
+)
+
+TASK = "arn:aws:states:::lambda:invoke"
+
+
+def machine(**states: dict[str, Any]) -> dict[str, Any]:
+    return {"StartAt": next(iter(states)), "States": states}
+
+
+def run_of(definition: dict[str, Any], answers: list[Any], data: Any = None) -> StateRun:
+    """A run whose function answers `answers` in turn (an exception is raised)."""
+
+    def invoke(arn: str, payload: Any) -> Any:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    tokens = iter(f"t{n}" for n in range(10))
+    return StateRun(definition, data or {}, "e-1", invoke, lambda: next(tokens))
+
+
+def task(**more: Any) -> dict[str, Any]:
+    return {
+        "Type": "Task",
+        "Resource": TASK,
+        "Parameters": {"FunctionName": "f", "Payload": {"id.$": "$.id"}},
+        **more,
+    }
+
+
+@pytest.mark.parametrize(
+    ("state", "named"),
+    [
+        ({"Type": "Map", "End": True}, "a Map state"),
+        ({"Type": "Wait", "Timestamp": "2026-12-07T00:00:00Z", "End": True}, "Timestamp"),
+        (task(Resource="arn:aws:states:::sqs:sendMessage", End=True), "sqs:sendMessage"),
+        (task(Retry=[{"ErrorEquals": ["X"], "MaxDelaySeconds": 5}], End=True), "MaxDelaySeconds"),
+        ({"Type": "Pass", "ResultPath": "$.items[0]", "End": True}, "$.items[0]"),
+        (
+            {
+                "Type": "Choice",
+                "Choices": [{"Variable": "$.a", "StringMatches": "x*", "Next": "Done"}],
+            },
+            "StringMatches",
+        ),
+        ({"Type": "Pass", "Next": "Nowhere"}, "Nowhere"),
+    ],
+)
+def test_what_it_does_not_run_is_refused_naming_it(state, named):
+    definition = machine(First=state, Done={"Type": "Succeed"})
+
+    with pytest.raises(UnsupportedDefinition, match=re.escape(named)):
+        run_of(definition, [])
+
+
+def test_an_intrinsic_it_does_not_run_is_refused_when_reached():
+    definition = machine(
+        First={"Type": "Pass", "Parameters": {"x.$": "States.Format('{}', $.id)"}, "End": True}
+    )
+
+    with pytest.raises(UnsupportedDefinition, match=r"States\.MathAdd"):
+        run_of(definition, [], {"id": 1}).step()
+
+
+def test_retries_wait_interval_times_backoff_to_the_power_of_the_attempt_then_catch():
+    retry = [
+        {"ErrorEquals": ["Throttled"], "IntervalSeconds": 2, "MaxAttempts": 3, "BackoffRate": 2}
+    ]
+    catch = [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Caught"}]
+    definition = machine(Call=task(Retry=retry, Catch=catch, End=True), Caught={"Type": "Succeed"})
+    throttled = FunctionError.of_function("Throttled", "slow down")
+    run = run_of(definition, [throttled] * 4, {"id": "i-1"})
+
+    waits = [run.step(), run.step(), run.step()]
+    ended = run.step()
+
+    assert waits == [Sleep(2.0), Sleep(4.0), Sleep(8.0)]
+    assert isinstance(ended, Ended) and ended.status == "SUCCEEDED"
+    assert ended.output["error"]["Error"] == "Throttled"
+    assert run.entered == ["Call", "Caught"]
+
+
+def test_an_error_no_retry_or_catch_takes_fails_the_run_with_it():
+    definition = machine(Call=task(End=True))
+
+    ended = run_of(definition, [FunctionError.of_function("ValueError", "bad")], {"id": 1}).step()
+
+    assert ended == Ended(
+        "FAILED", None, "ValueError", '{"errorType":"ValueError","errorMessage":"bad"}'
+    )
+
+
+def test_a_choice_on_a_field_that_is_not_there_fails_the_run_as_states_runtime():
+    definition = machine(
+        Choose={
+            "Type": "Choice",
+            "Choices": [{"Variable": "$.missing", "BooleanEquals": True, "Next": "Done"}],
+            "Default": "Done",
+        },
+        Done={"Type": "Succeed"},
+    )
+
+    ended = run_of(definition, []).step()
+
+    assert isinstance(ended, Ended)
+    assert (ended.status, ended.error) == ("FAILED", "States.Runtime")
+
+
+def test_a_token_task_waits_for_its_answer_and_puts_it_under_its_result_path():
+    definition = machine(
+        Ask=task(
+            Resource=TASK + ".waitForTaskToken",
+            Parameters={"FunctionName": "f", "Payload": {"token.$": "$$.Task.Token"}},
+            TimeoutSeconds=60,
+            ResultPath="$.answer",
+            End=True,
+        )
+    )
+    run = run_of(definition, [{"notified": True}], {"id": "i-1"})
+
+    waiting = run.step()
+    ended = run.step(Answered({"decision": "approve"}))
+
+    assert waiting == AwaitToken("t0", 60, "Ask")
+    assert ended == Ended("SUCCEEDED", {"id": "i-1", "answer": {"decision": "approve"}})
+
+
+def test_a_token_that_times_out_is_caught_as_states_timeout():
+    catch = [{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "Expired"}]
+    definition = machine(
+        Ask=task(Resource=TASK + ".waitForTaskToken", TimeoutSeconds=60, Catch=catch, End=True),
+        Expired={"Type": "Pass", "Result": "expired", "ResultPath": "$.how", "End": True},
+    )
+    run = run_of(definition, [{}], {"id": "i-1"})
+
+    run.step()
+    ended = run.step(TIMED_OUT)
+
+    assert isinstance(ended, Ended)
+    assert ended.output["how"] == "expired"
+    assert ended.output["error"]["Error"] == "States.Timeout"
