@@ -16,7 +16,7 @@ invoked function's values for the duration of its invocation.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -54,6 +54,27 @@ def datums(document: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+@contextmanager
+def flushed_to(take: Callable[[dict[str, Any]], None]) -> Iterator[None]:
+    """While active, each metric flush of the functions hands its EMF document to `take`
+    instead of printing it (a flush with no metrics hands nothing)."""
+    from sdc_remediation.lambdas.observability import metrics
+
+    # The handlers' `log_metrics` decorator flushes through the provider, not the wrapper.
+    provider = metrics.provider
+
+    def flush(raise_on_empty_metrics: bool = False) -> None:
+        if provider.metric_set:
+            take(dict(provider.serialize_metric_set()))
+        provider.clear_metrics()
+
+    provider.flush_metrics = flush  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del provider.flush_metrics  # the class's own method again
+
+
 class EmfCapture:
     """Takes the handlers' EMF documents instead of printing them; `publish` delivers them."""
 
@@ -67,25 +88,16 @@ class EmfCapture:
     @contextmanager
     def installed(self) -> Iterator[EmfCapture]:
         """While active, the functions' metric flush lands here (metrics on or off)."""
-        from sdc_remediation.lambdas.observability import metrics
+        with flushed_to(self._take):
+            try:
+                yield self
+            finally:
+                self.publish()
 
-        # The handlers' `log_metrics` decorator flushes through the provider, not the wrapper.
-        provider = metrics.provider
-
-        def flush(raise_on_empty_metrics: bool = False) -> None:
-            if provider.metric_set:
-                document = dict(provider.serialize_metric_set())
-                with self._lock:
-                    self._pending.append(document)
-                    self.documents.append(document)
-            provider.clear_metrics()
-
-        provider.flush_metrics = flush  # type: ignore[method-assign]
-        try:
-            yield self
-        finally:
-            del provider.flush_metrics  # the class's own method again
-            self.publish()
+    def _take(self, document: dict[str, Any]) -> None:
+        with self._lock:
+            self._pending.append(document)
+            self.documents.append(document)
 
     @contextmanager
     def for_function(self, environment: Mapping[str, str]) -> Iterator[None]:

@@ -30,7 +30,12 @@ from sdc_remediation.infra.stack.nag import (
 )
 from sdc_remediation.infra.stack.notifications import Notifications
 from sdc_remediation.infra.stack.pause import PauseSwitch
-from sdc_remediation.infra.stack.settings import Cluster, DeploymentSettings, TelemetrySource
+from sdc_remediation.infra.stack.settings import (
+    Cluster,
+    DeploymentSettings,
+    TelemetrySource,
+    settings_env,
+)
 from sdc_remediation.infra.stack.storage import Storage
 from sdc_remediation.infra.stack.workflow import executions_arn, remediation_name
 from sdc_remediation.lambdas.adapters._aws import (
@@ -47,8 +52,7 @@ from sdc_remediation.lambdas.logic.core.steps import NOTICE_RETRY_WINDOW_SECONDS
 from sdc_remediation.lambdas.metric_names import PIPELINE_NAMESPACE, SERVICE_NAME
 from sdc_remediation.lambdas.models.environment import EnvVar
 from sdc_remediation.lambdas.models.lifecycle_event import LIFECYCLE_SOURCE
-from sdc_remediation.lambdas.models.setting_declarations import SETTINGS
-from sdc_remediation.lambdas.models.settings import TelemetryWorkspace, env_text, list_env
+from sdc_remediation.lambdas.models.settings import TelemetryWorkspace, list_env
 from sdc_remediation.lambdas.models.slurm import RUN_SHELL_SCRIPT
 
 RUNTIME: Final = {
@@ -428,16 +432,6 @@ def _default_policy(fn: lambda_.Function) -> iam.Policy:
     if not isinstance(policy, iam.Policy):
         raise TypeError(f"{fn.node.path}: the role has no default policy yet")
     return policy
-
-
-def settings_env(settings: DeploymentSettings) -> dict[EnvVar, str]:
-    """The variables that carry a declared setting as it is (`Setting.env`, not `env_built`):
-    derived from the declaration, never listed again."""
-    return {
-        setting.env: env_text(getattr(settings, setting.attr))
-        for setting in SETTINGS
-        if setting.env is not None and not setting.env_built
-    }
 
 
 @dataclass(frozen=True)

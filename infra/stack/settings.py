@@ -25,6 +25,7 @@ from sdc_remediation.infra.stack.alert_rules import CRITICAL_XIDS_KEY, THRESHOLD
 from sdc_remediation.infra.stack.idle_sweep import IdleSweep, check_idle_sweep, parse_idle_sweep
 from sdc_remediation.lambdas.logic.evidence.xids import CATALOG
 from sdc_remediation.lambdas.models.deadline import TIME_ZONE_RE, zone
+from sdc_remediation.lambdas.models.environment import EnvVar
 from sdc_remediation.lambdas.models.errors import SettingsError
 from sdc_remediation.lambdas.models.hyperpod import HealthCheck
 from sdc_remediation.lambdas.models.kubernetes import LABEL_KEY_RE
@@ -49,6 +50,7 @@ from sdc_remediation.lambdas.models.settings import (
     RECOVERY_NODE_LABEL,
     REGION_RE,
     IsolationConfig,
+    env_text,
     node_isolation_env,
 )
 from trainer_emitter.contract import INSTANCE_ID_RE
@@ -704,3 +706,13 @@ CONTEXT_KEYS: Final = tuple(BY_KEY)
 CONTEXT_ATTRIBUTES: Final = {setting.key: setting.attr for setting in SETTINGS}
 """`sdc:*` key → the `DeploymentSettings` attribute it sets (and the `SdcRemediationProps`
 field)."""
+
+
+def settings_env(settings: DeploymentSettings) -> dict[EnvVar, str]:
+    """The variables that carry a declared setting as it is (`Setting.env`, not `env_built`):
+    derived from the declaration, never listed again."""
+    return {
+        setting.env: env_text(getattr(settings, setting.attr))
+        for setting in SETTINGS
+        if setting.env is not None and not setting.env_built
+    }
