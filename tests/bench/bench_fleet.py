@@ -1,8 +1,9 @@
 """The fleet what-if's default run: Llama 3 405B's 419 unexpected interruptions over 54 days
-(arXiv 2407.21783) replayed through the pipeline's logic on a 2,048-instance fake cluster, twice
-(approvers modelled, approving at once), beside HyperPod's recovery alone. What must hold: the
-whole run in at most 10 minutes on the machine it runs on (`make fleet` is a thing a team runs
-before deploying, not an overnight job). The rows also give what the run found."""
+(arXiv 2407.21783) replayed through the pipeline's functions and the stack's state machines on a
+2,048-instance fake cluster, twice (approvers modelled, approving at once), beside HyperPod's
+recovery alone. What must hold: the whole run in at most 10 minutes on the machine it runs on
+(`make fleet` is a thing a team runs before deploying, not an overnight job). The rows also give
+what the run found."""
 
 from __future__ import annotations
 

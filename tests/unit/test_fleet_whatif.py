@@ -18,6 +18,9 @@ from sdc_remediation.infra.local.fleet.whatif import (
     JobModel,
     Mode,
     ModeResult,
+    _Pipeline,
+    deployment,
+    function_settings,
     nodes_replaced,
     simulate,
 )
@@ -80,6 +83,36 @@ def test_with_no_spare_node_the_human_approval_costs_training_time():
     assert results[Mode.AUTO_APPROVE].ettr > results[Mode.PIPELINE].ettr
 
 
+def test_the_replay_runs_the_stacks_state_machine_its_approval_timeout_included():
+    # Given a deployment whose cards expire after ten minutes, and approvers who take hours
+    stack = deployment({"sdc:approvalTimeoutSeconds": 600})
+    slow = Approvers(day_median_seconds=4 * 3600, night_median_seconds=8 * 3600, spread=0.1)
+    hardware = tuple(c for c in SLICE if c.signal is Signal.HARDWARE_ALERT)
+
+    # When the history is replayed
+    results = simulate(hardware, days=3, nodes=64, job=JobModel(), approvers=slow, stack=stack)
+
+    # Then every card expired before its answer, as the definition's RequestApproval times out,
+    # and nothing was replaced; approving at once, nothing expired
+    waited, at_once = results[Mode.PIPELINE], results[Mode.AUTO_APPROVE]
+    assert waited.report is not None and at_once.report is not None
+    assert waited.report.values[Figure.OUTCOMES] == {"expired": len(waited.incidents)}
+    assert nodes_replaced(waited) == 0
+    assert "expired" not in at_once.report.values[Figure.OUTCOMES]
+    assert waited.executions == {"SUCCEEDED": len(waited.incidents)}
+
+
+def test_every_step_of_an_incident_is_a_function_the_definition_invoked(replayed):
+    result = replayed[Mode.AUTO_APPROVE]
+    opened = len(result.incidents)
+
+    assert result.executions == {"SUCCEEDED": opened}
+    assert result.invocations["isolate_node"] == opened
+    assert result.invocations["close_incident"] == opened
+    assert result.invocations["decide"] == result.invocations["request_approval"]
+    assert result.invocations["check_health"] > result.invocations["start_health_check"]
+
+
 def test_a_team_history_reads_from_csv(tmp_path):
     path = tmp_path / "ours.csv"
     path.write_text(
@@ -116,22 +149,26 @@ def test_a_history_row_short_of_columns_is_refused_naming_its_line(tmp_path):
         read_history(path)
 
 
-def test_settings_give_the_functions_sdc_keys_and_the_job_and_approvers(tmp_path):
+def test_settings_reach_the_functions_and_the_state_machine_as_a_deployment_gives_them(tmp_path):
     path = tmp_path / "settings.json"
     path.write_text(
         json.dumps(
             {
                 "sdc:guardMaxOpenNodes": 8,
                 "sdc:repeatOffenderIncidents": 2,
+                "sdc:approvalTimeoutSeconds": 3600,
                 "job": {"spare_nodes": 4},
                 "approvers": {"night_median_seconds": 600},
             }
         )
     )
 
-    changes, job, approvers = read_settings(path)
+    stack, job, approvers = read_settings(path)
 
-    assert changes == {"guard_max_open_nodes": 8, "repeat_offender_incidents": 2}
+    functions = function_settings(stack)
+    assert (functions.guard_max_open_nodes, functions.repeat_offender_incidents) == (8, 2)
+    replay = _Pipeline(Mode.PIPELINE, [], job, approvers, stack, nodes=2, seed=1)
+    assert replay.workflow.remediation["States"]["RequestApproval"]["TimeoutSeconds"] == 3600
     assert (job.spare_nodes, approvers.night_median_seconds) == (4, 600)
 
 

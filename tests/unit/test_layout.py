@@ -360,3 +360,35 @@ def test_the_stage_map_names_the_states_that_invoke_each_handler():
         walk(definition["States"])
 
     assert {stage.handler: set(stage.states) for stage in STAGES if stage.states} == invoked_by
+
+
+def _reaches_the_tests(path: Path) -> list[str]:
+    """The imports of `path` that name the tests' package (`tests` or one of its modules)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        found += [n for n in names if n == "tests" or n.startswith("tests.")]
+    return found
+
+
+def test_nothing_that_ships_imports_the_tests():
+    """The wheel holds no tests: a module that imports them fails where a team installs it
+    (the fleet what-if once took its fakes and fixtures from there)."""
+    reaching = {
+        name: found
+        for name, path in project_modules().items()
+        if (found := _reaches_the_tests(path))
+    }
+
+    assert reaching == {}
+
+
+def test_an_import_of_the_tests_is_found(tmp_path):
+    module = tmp_path / "whatif.py"
+    module.write_text("from tests.unit.world import World\nimport json\n")
+
+    assert _reaches_the_tests(module) == ["tests.unit.world"]

@@ -4,9 +4,10 @@ pipeline runs' audit logs written for `sdc report --from`.
     python -m sdc_remediation.infra.local.fleet                                  # Llama 3 405B's history
     python -m sdc_remediation.infra.local.fleet --history ours.csv --settings ours.json --days 30
 
-`--settings` is a JSON object of `sdc:*` context keys (as cdk.json holds them; those the
-functions read take effect: the guard, the storm hold, the rate bounds, the repeat-offender
-rule) and optionally `"job"` and `"approvers"`: objects of `JobModel` and `Approvers` fields.
+`--settings` is a JSON object of `sdc:*` context keys (as cdk.json holds them; they take effect
+where they do in a deployment: the functions read them from the environment the stack derives,
+the state machine's waits, polls and approval timeout come from them) and optionally `"job"` and
+`"approvers"`: objects of `JobModel` and `Approvers` fields.
 """
 
 from __future__ import annotations
@@ -35,28 +36,27 @@ from sdc_remediation.infra.local.fleet.whatif import (
     JobModel,
     Mode,
     ModeResult,
+    deployment,
     held_genuine,
     human_decisions,
     nodes_replaced,
     simulate,
 )
-from sdc_remediation.infra.stack.settings import CONTEXT_ATTRIBUTES, SettingsError
 from sdc_remediation.infra.stack.settings import DeploymentSettings as StackSettings
+from sdc_remediation.infra.stack.settings import SettingsError
 from sdc_remediation.lambdas.logic.core.figures import Figure
-from sdc_remediation.lambdas.models.settings import Settings
 
 MODEL_KEYS: Final = {"job": JobModel, "approvers": Approvers}
-FUNCTION_SETTINGS: Final = frozenset(f.name for f in dataclasses.fields(Settings))
 
 
 class FleetSettingsError(ValueError):
     """A settings file that does not read; the message says what to change."""
 
 
-def read_settings(path: Path | None) -> tuple[dict[str, Any], JobModel, Approvers]:
-    """The functions' settings changes, the job and the approvers a settings file gives."""
+def read_settings(path: Path | None) -> tuple[StackSettings, JobModel, Approvers]:
+    """The deployment's settings, the job and the approvers a settings file gives."""
     if path is None:
-        return {}, JobModel(), Approvers()
+        return deployment(), JobModel(), Approvers()
     try:
         given = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
@@ -68,14 +68,9 @@ def read_settings(path: Path | None) -> tuple[dict[str, Any], JobModel, Approver
     if unknown:
         raise FleetSettingsError(f"{path}: unknown keys {unknown}: sdc:* keys, job, approvers")
     try:
-        stack = StackSettings.from_context(context)
+        stack = deployment(context)
     except SettingsError as err:
         raise FleetSettingsError(f"{path}: {err}") from None
-    changes = {
-        CONTEXT_ATTRIBUTES[key]: getattr(stack, CONTEXT_ATTRIBUTES[key])
-        for key in context
-        if CONTEXT_ATTRIBUTES.get(key) in FUNCTION_SETTINGS
-    }
     models = []
     for key, model in MODEL_KEYS.items():
         fields = given.get(key) or {}
@@ -91,7 +86,7 @@ def read_settings(path: Path | None) -> tuple[dict[str, Any], JobModel, Approver
             raise FleetSettingsError(f"{path}: {key}.{err}") from None
     job, approvers = models
     assert isinstance(job, JobModel) and isinstance(approvers, Approvers)
-    return changes, job, approvers
+    return stack, job, approvers
 
 
 def _hours(seconds: float | None) -> str:
@@ -121,6 +116,11 @@ def summary_rows(results: Mapping[Mode, ModeResult]) -> list[tuple[str, ...]]:
         held = held_genuine(result)
         return ", ".join(f"{k} {v}" for k, v in sorted(held.items())) or "none"
 
+    def executions(result: ModeResult) -> str:
+        ended = result.executions
+        unfinished = f" ({ended['RUNNING']} still running)" if ended["RUNNING"] else ""
+        return f"{ended['SUCCEEDED']} / {ended['FAILED']}{unfinished}"
+
     def covered(result: ModeResult) -> str:
         seen = sum(f.detected for f in result.faults)
         return f"{seen} of {len(result.faults)}"
@@ -136,6 +136,10 @@ def summary_rows(results: Mapping[Mode, ModeResult]) -> list[tuple[str, ...]]:
         (
             "nodes replaced by the pipeline",
             *(str(nodes_replaced(m)) if m.report else "-" for m in modes),
+        ),
+        (
+            "remediation executions: succeeded / failed",
+            *(executions(m) if m.report else "-" for m in modes),
         ),
         (
             "genuine incidents held (guard, rate, storm)",
@@ -189,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         causes = read_history(args.history) if args.history else LLAMA3_405B
-        changes, job, approvers = read_settings(args.settings)
+        stack, job, approvers = read_settings(args.settings)
     except (HistoryError, FleetSettingsError) as err:
         print(f"fleet: {err}", file=sys.stderr)
         return 2
@@ -202,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         nodes=args.nodes,
         job=job,
         approvers=approvers,
-        changes=changes,
+        stack=stack,
         seed=args.seed,
     )
     seconds = time.monotonic() - started

@@ -1,16 +1,16 @@
-"""The fleet what-if: a failure history replayed through the pipeline's own logic, on a virtual
-clock, against a fake HyperPod cluster, with approvers and a training job modelled.
+"""The fleet what-if: a failure history replayed through the pipeline, on a virtual clock,
+against a fake HyperPod cluster, with approvers and a training job modelled.
 
 Each fault of the history strikes a node drawn at random (a node replaced earlier is struck as
 its new instance) at a time drawn uniformly over the history's days. What signals it and after
-what delay is the cause's (`sdc_remediation.infra.local.fleet.causes`). A hardware alert, an SDC report or a
-training-watch alarm enters the pipeline as on AWS: `intake.hardware_alerts`,
-`intake.store_report` or `intake.open_incident`, and the incident then goes through the steps
-the remediation state machine runs, each at its virtual time: `isolation.isolate_node`, the deep
-health check (`health_check`), `approval.request_approval`, the approver's decision
-(`approval.decide`) after the approvers' latency, the reboot or replacement (`recovery`) and
-`closing.close_incident`. The logic runs on the in-memory stores the unit tests use (they
-implement the same ports as the DynamoDB adapters) and writes a real audit log.
+what delay is the cause's (`sdc_remediation.infra.local.fleet.causes`). A hardware alert, an SDC
+report or a training-watch alarm is delivered to the function a deployment delivers it to
+(`store_report`, `open_incident`), in the event's own shape; from there the stack's own state
+machine definitions (`sdc_remediation.infra.stack.definitions`, built from the same settings)
+run on the virtual clock (`StateRun`), each task invoking the function's own handler in this
+process. The approvers answer each card after their latency by starting the approval state
+machine, as a person does. The functions run on the in-memory ports (`infra/local/memory.py`,
+the ones the unit tests use) and write a real audit log.
 
 The job: every interruption costs `lost = detection + restart + recomputation since the last
 checkpoint + waiting for capacity` (no spare node free: until a node comes back). ETTR is
@@ -24,54 +24,62 @@ this pipeline with the approvers modelled, and this pipeline approving at once.
 from __future__ import annotations
 
 import heapq
+import importlib
 import itertools
 import json
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
-from sdc_remediation.infra.local.fake_hyperpod import FakeHyperPod
+from sdc_remediation.infra.local.fake_hyperpod import ActionTimes, FakeHyperPod
 from sdc_remediation.infra.local.fleet.causes import Cause, Signal
-from sdc_remediation.lambdas.logic import (
-    approval,
-    closing,
-    health_check,
-    intake,
-    isolation,
-    recovery,
+from sdc_remediation.infra.local.lambda_context import LocalContext
+from sdc_remediation.infra.local.memory import (
+    FakeKubernetesNodes,
+    InMemoryAuditLog,
+    InMemoryIncidentStore,
+    RecordingLifecycleEvents,
+    RecordingNotifier,
 )
+from sdc_remediation.infra.local.metrics import flushed_to
+from sdc_remediation.infra.local.state_run import (
+    TIMED_OUT,
+    Answered,
+    AwaitToken,
+    Ended,
+    FunctionError,
+    Sleep,
+    StateRun,
+    UnsupportedDefinition,
+)
+from sdc_remediation.infra.stack.definitions import approval_definition, remediation_definition
+from sdc_remediation.infra.stack.settings import DeploymentSettings as StackSettings
+from sdc_remediation.infra.stack.settings import settings_env
+from sdc_remediation.infra.stack.template import ACCOUNT, REGION
+from sdc_remediation.infra.stack.workflow import REMEDIATION_STEPS
+from sdc_remediation.lambdas import handlers
+from sdc_remediation.lambdas.handlers._deps import override
 from sdc_remediation.lambdas.logic.core.figures import Figure, Report, compute
 from sdc_remediation.lambdas.logic.evidence.policy import DECISION_OF
-from sdc_remediation.lambdas.logic.ports import Deps
+from sdc_remediation.lambdas.logic.ports import Deps, ExecutionRecord, ExecutionStarted, Workflow
 from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
-from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.environment import EnvVar
+from sdc_remediation.lambdas.models.errors import ExecutionNotFound, TaskNotWaiting
 from sdc_remediation.lambdas.models.hardware_alert import (
     MESSAGE_VERSION,
     AlertSeverity,
     HardwareRule,
-    parse_alert_notification,
 )
 from sdc_remediation.lambdas.models.incident import Incident
-from sdc_remediation.lambdas.models.payloads import (
-    ApprovalRequest,
-    CloseRequest,
-    Decision,
-    DecisionRequest,
-    IncidentRef,
-    OpenAction,
-    Outcome,
-)
+from sdc_remediation.lambdas.models.payloads import Decision, OpenAction
 from sdc_remediation.lambdas.models.recommendation import Advice
-from sdc_remediation.lambdas.models.report import parse_report_event
-from sdc_remediation.lambdas.models.settings import IsolationConfig
-from sdc_remediation.lambdas.observability import logger, metrics
-from tests.conftest import load_fixture
-from tests.unit.world import APPROVAL_ARN, CLUSTER, EKS, GROUP, World, settings
+from sdc_remediation.lambdas.models.settings import Settings, list_env
+from sdc_remediation.lambdas.observability import logger
 from trainer_emitter.contract import NAMESPACE, REPORT_DETAIL_TYPE, REPORT_SOURCE, Metric
 from trainer_emitter.mapping import build_report
 from trainer_emitter.rankmap import RankMap
@@ -144,6 +152,10 @@ class ModeResult:
     report: Report | None = None
     chains: dict[str, list[AuditEntry]] = field(default_factory=dict)
     incidents: list[Incident] = field(default_factory=list)
+    executions: Counter[str] = field(default_factory=Counter)
+    """How the remediation executions ended (SUCCEEDED, FAILED, RUNNING at the end)."""
+    invocations: Counter[str] = field(default_factory=Counter)
+    """Invocations per function."""
 
     @property
     def lost_seconds(self) -> float:
@@ -242,60 +254,248 @@ class VirtualClock:
         self.current = max(self.current, when)
 
 
-class _Fleet:
-    """The fake cluster of `nodes` instances and the logic's world around it."""
+CLUSTER: Final = "fleet-cluster"
+GROUP: Final = "gpu-workers"
+EKS: Final = "fleet-eks"
+REMEDIATION_ARN: Final = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:sdc-remediation"
+APPROVAL_ARN: Final = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:sdc-approval"
+FUNCTION_ARN: Final = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:sdc-"
+"""A function's ARN is this and its handler module's name."""
 
-    def __init__(self, nodes: int, changes: dict[str, Any]) -> None:
-        hyperpod = FakeHyperPod(health_check_polls=1, replacement_polls=1, reboot_polls=1)
-        self.clock = VirtualClock()
-        isolation = {CLUSTER: IsolationConfig(isolate=True, eks_cluster=EKS)}
-        self.world = World(
-            hyperpod=hyperpod,
-            settings=settings(**{"node_isolation": isolation, **changes}),
-            clock=self.clock,  # type: ignore[arg-type]
-            eks_cluster=EKS,
+
+def deployment(context: Mapping[str, Any] | None = None) -> StackSettings:
+    """The deployment the what-if runs: the fleet's cluster, orchestrated by EKS with node
+    isolation on, and a team's `sdc:*` context keys over it."""
+    return StackSettings.from_context(
+        {
+            "sdc:clusters": {CLUSTER: "f1ee7c1u5ter"},
+            "sdc:nodeIsolation": {CLUSTER: EKS},
+            **(context or {}),
+        }
+    )
+
+
+def function_settings(stack: StackSettings) -> Settings:
+    """The functions' settings as they read them on Lambda: from the environment the stack gives
+    them (`settings_env`, the node isolation variable), so a context key takes effect here
+    exactly where it does in a deployment."""
+    environment = {
+        EnvVar.INCIDENTS_TABLE: "fleet-incidents",
+        EnvVar.AUDIT_TABLE: "fleet-audit",
+        EnvVar.TOPIC_ARN: f"arn:aws:sns:{REGION}:{ACCOUNT}:fleet",
+        EnvVar.STATE_MACHINE_ARN: REMEDIATION_ARN,
+        EnvVar.APPROVAL_STATE_MACHINE_ARN: APPROVAL_ARN,
+        EnvVar.ALLOWED_CLUSTERS: list_env(stack.cluster_names),
+        EnvVar.NODE_ISOLATION: stack.node_isolation_env(),
+        **settings_env(stack),
+    }
+    return Settings.from_env({str(k): v for k, v in environment.items()})
+
+
+class _Functions:
+    """The pipeline's functions as Lambda runs them: each invocation runs the function's own
+    handler in this process on the fleet's Deps; an exception comes back as the function error a
+    task's Retry and Catch see."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.invocations: Counter[str] = Counter()
+
+    @staticmethod
+    def arn(module: str) -> str:
+        return FUNCTION_ARN + module
+
+    def invoke(self, arn: str, payload: Any) -> Any:
+        module = arn.removeprefix(FUNCTION_ARN)
+        handler = importlib.import_module(f"{handlers.__name__}.{module}").handler
+        self.invocations[module] += 1
+        with override(self.deps):
+            try:
+                # through JSON, as Lambda passes an event and returns an answer
+                answer = handler(json.loads(json.dumps(payload)), LocalContext(f"sdc-{module}"))
+            except Exception as exc:
+                raise FunctionError.of_function(type(exc).__name__, str(exc)) from exc
+        return json.loads(json.dumps(answer))
+
+
+class _StepFunctions:
+    """Step Functions for the what-if (the `Workflow` port): the stack's own remediation and
+    approval definitions, each execution a `StateRun` on the virtual clock. An execution waits
+    in the pipeline's queue of steps; a task token waits here until SendTaskSuccess answers it or
+    its TimeoutSeconds pass."""
+
+    def __init__(self, replay: _Pipeline, stack: StackSettings) -> None:
+        functions = {module: _Functions.arn(module) for module in REMEDIATION_STEPS}
+        self.remediation = remediation_definition(functions, stack, APPROVAL_ARN)
+        self.approval = approval_definition(_Functions.arn("decide"))
+        self.replay = replay
+        self.runs: dict[str, StateRun] = {}
+        """Execution ARN → its run (remediations and approvals)."""
+        self.waiting: dict[str, StateRun] = {}
+        """Task token → the run that waits for it."""
+        self._ids = itertools.count(1)
+
+    def start_execution(self, name: str, payload: Mapping[str, Any]) -> ExecutionStarted:
+        arn = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:sdc-remediation:{name}"
+        if arn in self.runs:
+            return ExecutionStarted(arn, f"fleet-{next(self._ids)}", already_existed=True)
+        run = self._run(self.remediation, arn, payload)
+        # it runs once the invocation that started it has returned, as on AWS
+        self.replay.at(self.replay.now, lambda when: self.advance(run, when))
+        return ExecutionStarted(arn, f"fleet-{next(self._ids)}")
+
+    def send_task_success(self, task_token: str, output: Mapping[str, Any]) -> str | None:
+        run = self.waiting.pop(task_token, None)
+        if run is None:
+            raise TaskNotWaiting("no task waits for this token", code="TaskDoesNotExist")
+        answer = Answered(json.loads(json.dumps(output)))
+        self.replay.at(self.replay.now, lambda when: self.advance(run, when, answer))
+        return f"fleet-{next(self._ids)}"
+
+    def describe_execution(self, execution_arn: str) -> ExecutionRecord:
+        run = self.runs.get(execution_arn)
+        if run is None:
+            raise ExecutionNotFound(
+                f"DescribeExecution failed: ExecutionDoesNotExist: {execution_arn}",
+                code="ExecutionDoesNotExist",
+            )
+        machine = APPROVAL_ARN if run.definition is self.approval else REMEDIATION_ARN
+        status = run.ended.status if run.ended else "RUNNING"
+        return ExecutionRecord(execution_arn, machine, status, run.input)
+
+    def approve(self, payload: Mapping[str, Any]) -> Ended:
+        """An approver starts an execution of the approval state machine (it runs at once)."""
+        arn = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:sdc-approval:a{next(self._ids)}"
+        pause = self._run(self.approval, arn, payload).step()
+        if not isinstance(pause, Ended):
+            raise UnsupportedDefinition("the approval state machine waits; it never should")
+        return pause
+
+    def advance(self, run: StateRun, when: float, received: Answered | str | None = None) -> None:
+        """Run `run` from `when` until it waits again, and queue what ends the wait."""
+        pause = run.step(received)
+        if isinstance(pause, Sleep):
+            self.replay.at(when + pause.seconds, lambda later: self.advance(run, later))
+        elif isinstance(pause, AwaitToken):
+            self.waiting[pause.token] = run
+            if pause.timeout_seconds is not None:
+                self.replay.at(
+                    when + pause.timeout_seconds,
+                    lambda later: self._time_out(pause.token, later),
+                )
+            self.replay.awaiting(run.input["incident_id"], when)
+        else:
+            self.replay.ended(run.input["incident_id"], when)
+
+    def _time_out(self, token: str, when: float) -> None:
+        run = self.waiting.pop(token, None)
+        if run is not None:  # not answered in time
+            self.advance(run, when, TIMED_OUT)
+
+    def _run(self, definition: dict[str, Any], arn: str, payload: Mapping[str, Any]) -> StateRun:
+        run = StateRun(
+            definition,
+            json.loads(json.dumps(payload)),
+            execution_id=arn,
+            invoke=self.replay.functions.invoke,
+            new_token=self.replay.fleet.token,
         )
-        # the world's own node makes way for the fleet's
-        hyperpod.clusters[CLUSTER].nodes.clear()
-        self.world.kube.nodes[EKS].clear()
+        self.runs[arn] = run
+        return run
+
+
+class _Fleet:
+    """The fake cluster of `nodes` instances, orchestrated by EKS, and the logic's ports around
+    it, in memory."""
+
+    def __init__(self, nodes: int, settings: Settings, job: JobModel, clock: VirtualClock) -> None:
+        self.hyperpod = FakeHyperPod(
+            now=lambda: clock.current,
+            takes=ActionTimes(
+                health_check=job.health_check_seconds,
+                replacement=job.replacement_seconds,
+                reboot=job.reboot_seconds,
+            ),
+        )
+        self.hyperpod.add_cluster(CLUSTER, instance_groups=[GROUP], eks_cluster=EKS)
+        self.kube = FakeKubernetesNodes()
+        self.store = InMemoryIncidentStore()
+        self.audit = InMemoryAuditLog()
+        self.settings = settings
+        self.clock = clock
         self.slots = [f"i-{0x0F1EE7000000000 + n:017x}" for n in range(nodes)]
         for instance in self.slots:
-            self._add(instance, new=True)
+            self.hyperpod.add_node(CLUSTER, GROUP, instance)
+            self.kube.add_node(EKS, f"hyperpod-{instance}", instance)
         self._tokens = itertools.count(1)
 
-    def _add(self, instance: str, *, new: bool) -> None:
-        """A node of the cluster, with its Kubernetes node (named as HyperPod names it)."""
-        if new:
-            self.world.hyperpod.add_node(CLUSTER, GROUP, instance)
-        self.world.kube.add_node(EKS, f"hyperpod-{instance}", instance)
-
-    @property
-    def deps(self) -> Deps:
-        return self.world.deps
+    def deps(self, workflow: Workflow) -> Deps:
+        return Deps(
+            settings=self.settings,
+            hyperpod=self.hyperpod,
+            incidents=self.store,
+            reports=self.store,
+            audit=self.audit,
+            notifier=RecordingNotifier(),
+            workflow=workflow,
+            guard=self.store,
+            history=self.store,
+            clock=self.clock,
+            kubernetes=self.kube,
+            lifecycle=RecordingLifecycleEvents(),
+            sleep=lambda seconds: None,
+        )
 
     def instance(self, slot: int) -> str:
-        return self.slots[slot]
-
-    def replaced(self, old: str, new: str | None) -> None:
-        """The slot of `old` holds its replacement `new` from now on."""
-        if new and old in self.slots:
-            self.slots[self.slots.index(old)] = new
-            self._add(new, new=False)
+        """The instance in `slot` now: a replaced one's replacement (HyperPod's `replaced_by`),
+        which joins the EKS cluster as its node."""
+        instance = self.slots[slot]
+        while instance in self.hyperpod.replaced_by:
+            instance = self.hyperpod.replaced_by[instance]
+        if instance != self.slots[slot]:
+            self.slots[slot] = instance
+            self.kube.add_node(EKS, f"hyperpod-{instance}", instance)
+        return instance
 
     def token(self) -> str:
         return f"AQCEAAAAKgAAAAMAAAAAAAAAAfleet-token-{next(self._tokens):06d}"
 
 
 def _contributor_event(instance: str, metric: Metric, at: datetime, n: int) -> dict[str, Any]:
-    event = load_fixture("events", "contributor_alarm")
-    event["id"] = f"fleet-alarm-{n:06d}"
-    event["time"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
-    detail = event["detail"]
-    detail["alarmName"] = metric.alarm_name
-    detail["alarmContributor"]["id"] = f"fleet{n:011d}"
-    detail["alarmContributor"]["attributes"]["InstanceId"] = instance
-    detail["state"]["timestamp"] = at.strftime("%Y-%m-%dT%H:%M:%S.000+0000")
-    return event
+    """A CloudWatch Alarm Contributor State Change (the documented event's shape) for the
+    training watch's alarm on `instance`."""
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    expression = (
+        f'SELECT MAX({metric.value}) FROM SCHEMA("{NAMESPACE}", ClusterName, InstanceId) '
+        "GROUP BY ClusterName, InstanceId"
+    )
+    return {
+        "version": "0",
+        "id": f"fleet-alarm-{n:06d}",
+        "detail-type": "CloudWatch Alarm Contributor State Change",
+        "source": "aws.cloudwatch",
+        "account": ACCOUNT,
+        "time": stamp,
+        "region": REGION,
+        "resources": [f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:{metric.alarm_name}"],
+        "detail": {
+            "alarmName": metric.alarm_name,
+            "alarmContributor": {
+                "id": f"fleet{n:011d}",
+                "attributes": {"ClusterName": CLUSTER, "InstanceId": instance},
+            },
+            "state": {
+                "value": "ALARM",
+                "reason": "Threshold Crossed: 1 datapoint was greater than the threshold (0.0).",
+                "timestamp": at.strftime("%Y-%m-%dT%H:%M:%S.000+0000"),
+            },
+            "configuration": {
+                "metrics": [
+                    {"id": "q1", "expression": expression, "returnData": True, "period": 60}
+                ],
+            },
+        },
+    }
 
 
 def _gpu_uuid(instance: str, gpu: int) -> str:
@@ -328,7 +528,7 @@ def _alert_event(instance: str, rule: HardwareRule, at: datetime, n: int) -> dic
                 "EventSource": "aws:sns",
                 "Sns": {
                     "MessageId": f"fleet-alert-{n:06d}",
-                    "TopicArn": "arn:aws:sns:us-west-2:111122223333:HardwareAlertTopic",
+                    "TopicArn": f"arn:aws:sns:{REGION}:{ACCOUNT}:HardwareAlertTopic",
                     "Subject": "SDC hardware alert: firing (1)",
                     "Message": json.dumps(message),
                     "MessageAttributes": {"cluster": {"Type": "String", "Value": CLUSTER}},
@@ -338,8 +538,23 @@ def _alert_event(instance: str, rule: HardwareRule, at: datetime, n: int) -> dic
     }
 
 
+CULPRIT_ALARM: Final = {
+    "step": 30,
+    "check": "compute",
+    "nonfinite": [],
+    "mismatched_pairs": [[13, 5], [21, 13]],
+    "culprits": [13],
+    "verdicts": [],
+    "suspect_window": [21, 30],
+    "last_audit_pass": 20,
+    "last_weight_check_pass": 20,
+}
+"""The alarm a training loop's ring replay audit raises when rank 13 disagrees with both ring
+neighbours (the replay fixture's)."""
+
+
 def _report_event(fleet: _Fleet, slot: int, at: datetime, n: int) -> dict[str, Any]:
-    """The report the emitter builds for the replay fixture's culprit (rank 13, the second node
+    """The report the emitter builds for the replay audit's culprit (rank 13, the second node
     of four), the job's ranks laid over this slot and its neighbours."""
     nodes = [fleet.instance((slot + k - 1) % len(fleet.slots)) for k in range(4)]
     rank_map = [
@@ -352,7 +567,7 @@ def _report_event(fleet: _Fleet, slot: int, at: datetime, n: int) -> dict[str, A
         for rank in range(4 * GPUS_PER_NODE)
     ]
     report = build_report(
-        load_fixture("alarms", "replay_culprit"),
+        CULPRIT_ALARM,
         RankMap(rank_map),
         cluster_name=CLUSTER,
         job_name="llama-pretrain",
@@ -366,9 +581,9 @@ def _report_event(fleet: _Fleet, slot: int, at: datetime, n: int) -> dict[str, A
         "id": f"fleet-report-{n:06d}",
         "detail-type": REPORT_DETAIL_TYPE,
         "source": REPORT_SOURCE,
-        "account": "111122223333",
+        "account": ACCOUNT,
         "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": "us-west-2",
+        "region": REGION,
         "resources": [],
         "detail": report.detail,
     }
@@ -381,7 +596,9 @@ def modelled_decision(advice: Advice | None) -> Decision:
 
 
 class _Pipeline:
-    """One mode of the pipeline over the history: a queue of (virtual time, step)."""
+    """One mode of the pipeline over the history: a queue of (virtual time, step). A fault's
+    signal enters as on AWS (the intake function's handler); from there the stack's own state
+    machines run it (`_StepFunctions`), and the approvers answer each card after their latency."""
 
     def __init__(
         self,
@@ -389,7 +606,7 @@ class _Pipeline:
         faults: Sequence[Fault],
         job: JobModel,
         approvers: Approvers,
-        changes: dict[str, Any],
+        stack: StackSettings,
         nodes: int,
         seed: int,
     ) -> None:
@@ -397,16 +614,19 @@ class _Pipeline:
         self.faults = faults
         self.job = job
         self.approvers = approvers
-        self.fleet = _Fleet(nodes, changes)
+        self.clock = VirtualClock()
+        self.fleet = _Fleet(nodes, function_settings(stack), job, self.clock)
+        self.workflow = _StepFunctions(self, stack)
+        self.deps = self.fleet.deps(self.workflow)
+        self.functions = _Functions(self.deps)
         self.draw = random.Random(seed + 1)
         self.queue: list[tuple[float, int, Callable[[float], None]]] = []
         self.order = itertools.count()
+        self.now = 0.0
+        """The virtual seconds of the step running."""
         self.returns: dict[str, float] = {}
-        """Incident → when its node came back (replaced, rebooted, released)."""
-
-    @property
-    def deps(self) -> Deps:
-        return self.fleet.deps
+        """Incident → when its node came back (its execution ended: replaced, rebooted,
+        rejected, expired...)."""
 
     def at(self, when: float, step: Callable[[float], None]) -> None:
         heapq.heappush(self.queue, (when, next(self.order), step))
@@ -418,9 +638,9 @@ class _Pipeline:
             self.at(fault.at + fault.cause.delay_seconds, self._arrive(fault, n, pending))
         while self.queue:
             when, _, step = heapq.heappop(self.queue)
-            self.fleet.clock.move_to(START + timedelta(seconds=when))
+            self.now = when
+            self.clock.move_to(START + timedelta(seconds=when))
             step(when)
-            metrics.clear_metrics()  # nothing flushes them here, as a handler would
         spares = _Spares(self.job.spare_nodes)
         for fault, incident_id, held, detected_at in sorted(pending, key=lambda p: p[0].at):
             cause = fault.cause
@@ -448,9 +668,14 @@ class _Pipeline:
                     cause.name, fault.at, lost, detected or cause.hyperpod_sees, incident_id, held
                 )
             )
-        store = self.fleet.world.store
-        result.incidents = list(store.incidents.values())
-        result.chains = self.fleet.world.audit.all_chains()
+        result.incidents = list(self.fleet.store.incidents.values())
+        result.chains = self.fleet.audit.all_chains()
+        result.executions = Counter(
+            run.ended.status if run.ended else "RUNNING"
+            for arn, run in self.workflow.runs.items()
+            if run.definition is self.workflow.remediation
+        )
+        result.invocations = Counter(self.functions.invocations)
         result.report = compute(
             result.chains,
             {i.incident_id: i for i in result.incidents},
@@ -464,8 +689,6 @@ class _Pipeline:
         entries = self.deps.audit.entries(str(incident_id)) if incident_id else []
         return any(e.action == AuditAction.NODE_ISOLATED for e in entries)
 
-    # -- each fault's arrival, then the state machine's steps ---------------------------------
-
     def _arrive(
         self, fault: Fault, n: int, pending: list[tuple[Fault, str | None, str | None, float]]
     ) -> Callable[[float], None]:
@@ -476,145 +699,48 @@ class _Pipeline:
             results: list[Any] = []
             if cause.signal is Signal.HARDWARE_ALERT and cause.rule is not None:
                 if cause.node_fault:
-                    self.fleet.world.hyperpod.set_health_check_result(
-                        CLUSTER, instance, passes=False
-                    )
-                note = parse_alert_notification(_alert_event(instance, cause.rule, now, n))
-                results = intake.hardware_alerts(note, self.deps)
+                    self.fleet.hyperpod.set_health_check_result(CLUSTER, instance, passes=False)
+                alert = _alert_event(instance, cause.rule, now, n)
+                results = self._intake("store_report", alert)
             elif cause.signal is Signal.SDC_CHECK:
-                report = parse_report_event(_report_event(self.fleet, fault.slot, now, n))
-                results = list(intake.store_report(report, self.deps)["incidents"])
+                report = _report_event(self.fleet, fault.slot, now, n)
+                results = list(self._intake("store_report", report)["incidents"])
             elif cause.signal in (Signal.HANG_WATCHDOG, Signal.STRAGGLER):
                 metric = Metric.HANG if cause.signal is Signal.HANG_WATCHDOG else Metric.STRAGGLER
-                event = parse_contributor_event(_contributor_event(instance, metric, now, n))
-                results = [intake.open_incident(event, self.deps)]
+                results = [
+                    self._intake("open_incident", _contributor_event(instance, metric, now, n))
+                ]
             opened = next((r for r in results if r and r.get("incident_id")), None)
             incident_id = str(opened["incident_id"]) if opened else None
             held = None
             if incident_id and opened and opened["action"] == OpenAction.HELD:
                 found = self.deps.incidents.get(incident_id)
                 held = str(found.hold_kind) if found and found.hold_kind else OpenAction.HELD.value
-            elif incident_id and opened and opened["action"] == OpenAction.OPENED:
-                self.at(when, self._isolate(incident_id))
             pending.append((fault, incident_id, held, when))
 
         return arrive
 
-    def _isolate(self, incident_id: str) -> Callable[[float], None]:
-        ref = IncidentRef(incident_id)
+    def _intake(self, module: str, event: dict[str, Any]) -> Any:
+        """The event delivered to the intake function, as EventBridge or SNS delivers it."""
+        return self.functions.invoke(_Functions.arn(module), event)
 
-        def step(when: float) -> None:
-            isolation.isolate_node(ref, self.deps)
-            health_check.start_health_check(ref, self.deps)
-            self.at(when + self.job.health_check_seconds, self._checked(incident_id, False))
+    def awaiting(self, incident_id: str, when: float) -> None:
+        """A card asks for a decision: the approvers answer it after their latency (at once when
+        approving automatically), following the recommendation."""
+        latency = 0.0
+        if self.mode is Mode.PIPELINE:
+            latency = self.approvers.latency(START + timedelta(seconds=when), self.draw)
+        self.at(when + latency, lambda later: self._decide(incident_id))
 
-        return step
+    def _decide(self, incident_id: str) -> None:
+        incident = self.deps.incidents.get(incident_id)
+        judged = incident.recommendation if incident else None
+        decision = modelled_decision(judged.advice if judged else None)
+        payload = {"incident_id": incident_id, "decision": decision, "comment": "fleet what-if"}
+        self.workflow.approve(payload)  # too late (the card expired): refused, as on AWS
 
-    def _checked(self, incident_id: str, after_reboot: bool) -> Callable[[float], None]:
-        ref = IncidentRef(incident_id)
-
-        def step(when: float) -> None:
-            self.fleet.world.hyperpod.advance()
-            status = health_check.check_health(ref, self.deps)
-            if status["in_progress"]:
-                self.at(
-                    when + self.job.health_check_seconds / 4,
-                    self._checked(incident_id, after_reboot),
-                )
-                return
-            if status["held"]:
-                self._close(incident_id, Outcome.HELD)
-                return
-            if after_reboot and status["passed_after_reboot"]:
-                self.returns[incident_id] = when
-                self._close(incident_id, Outcome.REBOOTED)
-                return
-            incident = self.deps.incidents.get(incident_id)
-            if incident is not None and incident.is_job:
-                self._close(incident_id, Outcome.CHECKED)
-                return
-            token = self.fleet.token()
-            self.fleet.world.workflow.waiting_tokens.add(token)
-            approval.request_approval(ApprovalRequest(incident_id, token), self.deps)
-            latency = 0.0
-            if self.mode is Mode.PIPELINE:
-                latency = self.approvers.latency(START + timedelta(seconds=when), self.draw)
-            self.at(when + latency, self._decide(incident_id))
-
-        return step
-
-    def _decide(self, incident_id: str) -> Callable[[float], None]:
-        def step(when: float) -> None:
-            incident = self.deps.incidents.get(incident_id)
-            judged = incident.recommendation if incident else None
-            decision = modelled_decision(judged.advice if judged else None)
-            execution = f"arn:aws:states:us-west-2:111122223333:execution:sdc-approval:{incident_id}-{when:.0f}"
-            payload = {"incident_id": incident_id, "decision": decision, "comment": "fleet what-if"}
-            self.fleet.world.workflow.add_execution(execution, APPROVAL_ARN, payload)
-            approval.decide(
-                DecisionRequest(incident_id, decision, "fleet what-if", execution), self.deps
-            )
-            if decision is Decision.APPROVE:
-                self.at(when, self._replace(incident_id))
-            elif decision is Decision.REBOOT:
-                self.at(when, self._reboot(incident_id))
-            else:
-                self.returns[incident_id] = when
-                self._close(incident_id, Outcome.REJECTED)
-
-        return step
-
-    def _replace(self, incident_id: str) -> Callable[[float], None]:
-        ref = IncidentRef(incident_id)
-
-        def step(when: float) -> None:
-            recovery.replace_node(ref, self.deps)
-            self.at(when + self.job.replacement_seconds, self._replaced(incident_id))
-
-        return step
-
-    def _replaced(self, incident_id: str) -> Callable[[float], None]:
-        ref = IncidentRef(incident_id)
-
-        def step(when: float) -> None:
-            self.fleet.world.hyperpod.advance()
-            status = recovery.check_replacement(ref, self.deps)
-            if not status["done"]:
-                self.at(when + self.job.replacement_seconds / 4, self._replaced(incident_id))
-                return
-            incident = self.deps.incidents.get(incident_id)
-            if incident is not None:
-                self.fleet.replaced(incident.instance_id, status["new_instance_id"])
-            self.returns[incident_id] = when
-            self._close(incident_id, Outcome.REPLACED)
-
-        return step
-
-    def _reboot(self, incident_id: str) -> Callable[[float], None]:
-        ref = IncidentRef(incident_id)
-
-        def step(when: float) -> None:
-            recovery.reboot_node(ref, self.deps)
-            self.at(when + self.job.reboot_seconds, self._rebooted(incident_id))
-
-        return step
-
-    def _rebooted(self, incident_id: str) -> Callable[[float], None]:
-        ref = IncidentRef(incident_id)
-
-        def step(when: float) -> None:
-            self.fleet.world.hyperpod.advance()
-            status = recovery.check_reboot(ref, self.deps)
-            if not (status["done"] or status["gone"]):
-                self.at(when + self.job.reboot_seconds / 4, self._rebooted(incident_id))
-                return
-            health_check.start_health_check(ref, self.deps)
-            self.at(when + self.job.health_check_seconds, self._checked(incident_id, True))
-
-        return step
-
-    def _close(self, incident_id: str, outcome: Outcome) -> None:
-        closing.close_incident(CloseRequest(incident_id, outcome, None), self.deps)
+    def ended(self, incident_id: str, when: float) -> None:
+        self.returns[incident_id] = when
 
 
 def simulate(
@@ -624,21 +750,23 @@ def simulate(
     nodes: int,
     job: JobModel,
     approvers: Approvers,
-    changes: dict[str, Any] | None = None,
+    stack: StackSettings | None = None,
     seed: int = 7,
 ) -> dict[Mode, ModeResult]:
-    """The history's faults, drawn once, through the three modes."""
+    """The history's faults, drawn once, through the three modes; `stack`: the deployment's
+    settings (default: `deployment()`, every setting at its default)."""
     faults = draw_faults(causes, days, nodes, seed)
     results = {Mode.HYPERPOD_ONLY: hyperpod_only(faults, job, days)}
     level = logger.log_level
     logger.setLevel("ERROR")  # the steps' structured logs, thousands of them, say nothing here
     try:
-        for mode in (Mode.PIPELINE, Mode.AUTO_APPROVE):
-            replay = _Pipeline(mode, faults, job, approvers, dict(changes or {}), nodes, seed)
-            results[mode] = replay.run(days)
+        # nor do their metrics: there is no account to publish them to
+        with flushed_to(lambda document: None):
+            for mode in (Mode.PIPELINE, Mode.AUTO_APPROVE):
+                replay = _Pipeline(mode, faults, job, approvers, stack or deployment(), nodes, seed)
+                results[mode] = replay.run(days)
     finally:
         logger.setLevel(level)
-        metrics.clear_metrics()
     return results
 
 
