@@ -67,6 +67,7 @@ class InMemoryIncidentStore:
         self.slots: dict[str, set[str]] = {}
         self.reset_at: dict[str, int] = {}
         self.flags: dict[str, dict[str, int]] = {}
+        self.trusted_flags: dict[str, dict[str, int]] = {}
         self.holds: dict[str, ClusterHold] = {}
         self.active: dict[str, str] = {}
         self.past: dict[str, dict[str, PastIncident]] = {}
@@ -201,11 +202,18 @@ class InMemoryIncidentStore:
             slots_of(self.slots.get(cluster_name, set()), incident_id)
         )
 
-    def flag_instance(self, cluster_name: str, instance_id: str, at: int, expires_at: int) -> None:
+    def flag_instance(
+        self, cluster_name: str, instance_id: str, at: int, expires_at: int, *, trusted: bool
+    ) -> None:
         self.flags.setdefault(cluster_name, {})[instance_id] = at
+        if trusted:
+            self.trusted_flags.setdefault(cluster_name, {})[instance_id] = at
 
-    def flagged_instances(self, cluster_name: str, since: int) -> set[str]:
-        return {i for i, at in self.flags.get(cluster_name, {}).items() if at >= since}
+    def flagged_instances(
+        self, cluster_name: str, since: int, *, trusted_only: bool = False
+    ) -> set[str]:
+        flags = self.trusted_flags if trusted_only else self.flags
+        return {i for i, at in flags.get(cluster_name, {}).items() if at >= since}
 
     def tally(self, cluster_name: str, counter: str, expires_at: int) -> int:
         with self._tally_lock:

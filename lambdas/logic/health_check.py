@@ -73,7 +73,7 @@ def start_health_check(ref: IncidentRef, deps: Deps) -> HealthCheckStarted:
             raise InvalidTransition("cannot start a health check: the reboot is not done")
         if incident.state not in (S.OPENED, S.REBOOTING):
             raise InvalidTransition(f"cannot start a health check: incident is {incident.state}")
-        blocker = guard.blocker(deps, incident.cluster_name)
+        blocker = guard.blocker(deps, incident.cluster_name, trusted=incident.has_trusted_evidence)
         if blocker is not None:
             guard.hold_in_flight(step, incident, blocker)
             return {
@@ -274,7 +274,9 @@ def check_health(ref: IncidentRef, deps: Deps) -> HealthStatus:
         if result is not None and status != NodeStatus.NOT_FOUND:
             # The approval request comes next: a storm or a pause holds it here, so no approval
             # card goes out while the cluster is held.
-            blocker = guard.blocker(deps, incident.cluster_name)
+            blocker = guard.blocker(
+                deps, incident.cluster_name, trusted=incident.has_trusted_evidence
+            )
             if blocker is not None:
                 guard.hold_in_flight(step, incident, blocker)
                 held = True

@@ -165,7 +165,8 @@ def flag(step: Step, claim: Claim, checked: Checked, spends: Spends) -> None:
         return
     confirmed = [c.instance_id for c in checked.nodes if c.confirmed and c.instance_id]
     if confirmed:
-        guard.flag(step, claim.cluster_name, list(dict.fromkeys(confirmed)))
+        unique = list(dict.fromkeys(confirmed))
+        guard.flag(step, claim.cluster_name, unique, trusted=claim.source.trusted)
 
 
 def open_node(

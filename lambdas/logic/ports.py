@@ -206,12 +206,19 @@ class GuardStore(Protocol):
         """Give the incident's guard slot back; idempotent."""
         ...
 
-    def flag_instance(self, cluster_name: str, instance_id: str, at: int, expires_at: int) -> None:
-        """Note that `instance_id` was flagged at `at` (epoch seconds); one flag per instance."""
+    def flag_instance(
+        self, cluster_name: str, instance_id: str, at: int, expires_at: int, *, trusted: bool
+    ) -> None:
+        """Note that `instance_id` was flagged at `at` (epoch seconds); one flag per instance,
+        the last one noted. A `trusted` flag (a source no training pod can speak for) also
+        notes its time apart, which a later untrusted flag leaves as it is."""
         ...
 
-    def flagged_instances(self, cluster_name: str, since: int) -> set[str]:
-        """The distinct instances flagged at or after `since`."""
+    def flagged_instances(
+        self, cluster_name: str, since: int, *, trusted_only: bool = False
+    ) -> set[str]:
+        """The distinct instances flagged at or after `since` (`trusted_only`: by a trusted
+        flag)."""
         ...
 
     def create_hold(self, hold: ClusterHold) -> CreateHoldResult:

@@ -35,6 +35,13 @@ class TriggerSource(StrEnum):
     SWEEP = "sweep"
     """A deep health check an idle sweep ran on the node, which failed (HyperPod's finding)."""
 
+    @property
+    def trusted(self) -> bool:
+        """Whether no training pod can speak for it: a hardware alert (only the configured
+        workspaces may deliver to its topic) or an idle sweep's failed check (HyperPod's own).
+        An alarm's datapoint and a report are anyone's in the account."""
+        return self in (TriggerSource.HARDWARE, TriggerSource.SWEEP)
+
 
 def task_token_digest(task_token: str) -> str:
     """The SHA-256 (hex) of a task token: what the incident record keeps of it."""
@@ -153,6 +160,14 @@ class Incident:
     def sweeps(self) -> list[dict[str, Any]]:
         """Failed idle sweep checks, in the order they were attached."""
         return [e for e in self.evidence if e.get("kind") == TriggerSource.SWEEP]
+
+    @property
+    def has_trusted_evidence(self) -> bool:
+        """Some of its evidence came from a source no training pod can speak for
+        (`TriggerSource.trusted`): that evidence alone asks for the node to be acted on."""
+        return any(
+            e.get("kind") in {s.value for s in TriggerSource if s.trusted} for e in self.evidence
+        )
 
     @property
     def hardware(self) -> list[dict[str, Any]]:

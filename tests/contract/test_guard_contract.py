@@ -112,7 +112,7 @@ def test_flagged_instances_are_those_flagged_at_or_after_since(
     guard: GuardStore, since: int, expected: set[str]
 ):
     for n, at in ((1, 100), (2, 200), (3, 300)):
-        guard.flag_instance(CLUSTER, f"i-0{n}", at, 10_000)
+        guard.flag_instance(CLUSTER, f"i-0{n}", at, 10_000, trusted=False)
 
     assert guard.flagged_instances(CLUSTER, since) == expected
 
@@ -125,14 +125,24 @@ def test_flagged_instances_are_those_flagged_at_or_after_since(
 def test_an_instance_has_one_flag_the_last_one_noted(
     guard: GuardStore, first: int, then: int, expected: set[str]
 ):
-    guard.flag_instance(CLUSTER, "i-01", first, 10_000)
-    guard.flag_instance(CLUSTER, "i-01", then, 10_000)
+    guard.flag_instance(CLUSTER, "i-01", first, 10_000, trusted=False)
+    guard.flag_instance(CLUSTER, "i-01", then, 10_000, trusted=False)
 
     assert guard.flagged_instances(CLUSTER, 200) == expected
 
 
+def test_a_trusted_flag_is_counted_apart_and_outlives_a_later_untrusted_one(guard: GuardStore):
+    guard.flag_instance(CLUSTER, "i-01", 100, 10_000, trusted=True)
+    guard.flag_instance(CLUSTER, "i-01", 300, 10_000, trusted=False)
+    guard.flag_instance(CLUSTER, "i-02", 300, 10_000, trusted=False)
+
+    assert guard.flagged_instances(CLUSTER, 100, trusted_only=True) == {"i-01"}
+    assert guard.flagged_instances(CLUSTER, 200, trusted_only=True) == set()
+    assert guard.flagged_instances(CLUSTER, 200) == {"i-01", "i-02"}
+
+
 def test_flags_are_kept_per_cluster(guard: GuardStore):
-    guard.flag_instance(CLUSTER, "i-01", 100, 10_000)
+    guard.flag_instance(CLUSTER, "i-01", 100, 10_000, trusted=False)
 
     assert guard.flagged_instances(OTHER_CLUSTER, 0) == set()
 

@@ -11,14 +11,16 @@ from typing import Any
 import pytest
 
 from sdc_remediation.infra.local.memory import SteppingClock
-from sdc_remediation.lambdas.logic import closing, intake
+from sdc_remediation.lambdas.logic import closing, health_check, intake
 from sdc_remediation.lambdas.logic.evidence.recommendation import judge
 from sdc_remediation.lambdas.models.events import parse_contributor_event
 from sdc_remediation.lambdas.models.hardware_alert import parse_alert_notification
 from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.payloads import IncidentRef
 from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.report import parse_report_event
 from sdc_remediation.lambdas.models.settings import IsolationConfig
+from tests.conftest import load_fixture
 from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, suspect
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_watch_course import throttled_answer, watch_world
@@ -356,3 +358,71 @@ def test_more_of_a_claim_than_is_asked_about_is_audited_once(world):
     ]
     (entry,) = ignored
     assert entry.details["left_out_count"] == 64 - 8
+
+
+# -- a storm hold holds only what is no more trusted than the claims that made it ----------------
+
+
+def report_storm(world: World) -> None:
+    """One forged report naming a culprit on each of four real nodes: the cluster is storm-held
+    (the rank map's nodes, named as HyperPod names them)."""
+    for node in NODES:
+        world.hyperpod.add_node(CLUSTER, GROUP, node)
+    culprits = copy.deepcopy(load_fixture("alarms", "replay_culprit"))
+    culprits["culprits"] = [5, 13, 21, 29]
+    culprits["mismatched_pairs"] = [[5, 13], [13, 21], [21, 29], [29, 5]]
+    store(world, report_event(culprits))
+    assert world.store.active_hold(CLUSTER) is not None
+
+
+def test_a_storm_of_forged_reports_does_not_hold_a_genuine_hardware_alert(world):
+    # Given a cluster storm-held by one forged report naming four real nodes
+    report_storm(world)
+    (other,) = add_nodes(world, 1)
+
+    # When a hardware alert fires for another node of the cluster
+    (result,) = deliver(world, alert(node=f"hyperpod-{other}"))
+
+    # Then its incident opens, and its deep health check starts
+    assert result["action"] == "opened"
+    started = health_check.start_health_check(IncidentRef(result["incident_id"]), world.deps)
+    assert started["held"] is False
+
+
+def test_an_alert_incident_in_flight_is_not_held_by_a_storm_of_reports_that_starts_after_it(world):
+    # Given an incident a hardware alert opened
+    (other,) = add_nodes(world, 1)
+    (opened,) = deliver(world, alert(node=f"hyperpod-{other}"))
+
+    # When a forged report storm-holds the cluster before its health check starts
+    report_storm(world)
+    started = health_check.start_health_check(IncidentRef(opened["incident_id"]), world.deps)
+
+    # Then the check starts all the same
+    assert started["held"] is False
+    assert world.incident(opened["incident_id"]).hold is None
+
+
+def test_a_storm_of_hardware_alerts_still_holds_the_next_alert(world):
+    # Given four hardware alerts for four nodes within the storm window (a rack's power, say)
+    world.settings = settings(guard_max_open_nodes=10, guard_max_open_percent=100)
+    nodes = add_nodes(world, 5)
+    for n, node in enumerate(nodes[:4]):
+        deliver(world, alert(node=f"hyperpod-{node}", fingerprint=f"f{n}"), message_id=f"m-{n}")
+    assert world.store.active_hold(CLUSTER) is not None
+
+    # When a fifth alert fires
+    (result,) = deliver(world, alert(node=f"hyperpod-{nodes[4]}"), message_id="m-5")
+
+    # Then the storm its own kind made holds it
+    assert result["action"] == "held"
+    assert world.incident(result["incident_id"]).hold.kind == "storm"
+
+
+def test_a_storm_of_forged_reports_still_holds_the_reports_after_it(world):
+    report_storm(world)
+    (other,) = add_nodes(world, 1)
+
+    results = store(world, culprit(other, report_id="after-the-storm"))
+
+    assert [r["action"] for r in results] == ["held"]

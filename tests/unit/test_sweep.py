@@ -15,6 +15,7 @@ from sdc_remediation.lambdas.logic.sweep.choose import choose
 from sdc_remediation.lambdas.logic.sweep.run import sweep
 from sdc_remediation.lambdas.models.audit import AuditAction
 from sdc_remediation.lambdas.models.errors import DependencyFailed, MalformedEvent
+from sdc_remediation.lambdas.models.guard import ClusterHold
 from sdc_remediation.lambdas.models.hyperpod import HealthCheck, NodeRecovery, NodeStatus
 from sdc_remediation.lambdas.models.incident import TriggerSource
 from sdc_remediation.lambdas.models.kubernetes import NODE_HEALTH_LABEL, is_workload_pod
@@ -280,6 +281,40 @@ def test_the_pause_switch_stops_sweeps() -> None:
     sweep(EVERYTHING, world.deps)
     assert checked(world) == []
     assert "pause" in last_record(world)["held"]
+
+
+def storm_held(world: World, *, trusted: bool) -> None:
+    """The cluster storm-held after four nodes were flagged by `trusted` claims or not."""
+    now = world.clock.now()
+    for instance in BUSY + IDLE[:2]:
+        world.store.flag_instance(CLUSTER, instance, int(now.timestamp()), 10**10, trusted=trusted)
+    hold = ClusterHold(
+        hold_id=f"hold-{CLUSTER}-storm-1",
+        cluster_name=CLUSTER,
+        reason="4 distinct instances flagged",
+        created_at=now.isoformat(),
+        threshold=4,
+        window_seconds=600,
+    )
+    world.store.create_hold(hold)
+
+
+def test_a_storm_of_reports_does_not_stop_sweeps() -> None:
+    # Given a cluster storm-held by what reports flagged (anyone in the account may send one)
+    world = eks_world()
+    storm_held(world, trusted=False)
+    # When the sweep runs
+    sweep(EVERYTHING, world.deps)
+    # Then its checks start: its own health checks are no claim of a training pod's
+    assert set(IDLE) <= set(checked(world))
+
+
+def test_a_storm_of_hardware_alerts_stops_sweeps() -> None:
+    world = eks_world()
+    storm_held(world, trusted=True)
+    sweep(EVERYTHING, world.deps)
+    assert checked(world) == []
+    assert "storm" in last_record(world)["held"]
 
 
 def test_a_failed_check_enters_the_intake_as_a_sweep_trigger() -> None:

@@ -70,27 +70,32 @@ class DynamoGuardStore(ItemTable):
                 ExpressionAttributeValues={":ids": {"SS": mine}},
             )
 
-    def flag_instance(self, cluster_name: str, instance_id: str, at: int, expires_at: int) -> None:
-        with aws_call("PutItem"):
-            self.client.put_item(
+    def flag_instance(
+        self, cluster_name: str, instance_id: str, at: int, expires_at: int, *, trusted: bool
+    ) -> None:
+        """One UpdateItem: `trusted_at` is set by a trusted flag only, so an untrusted flag
+        after it leaves it in place."""
+        update = "SET flagged_at = :at, expires_at = :expires"
+        if trusted:
+            update += ", trusted_at = :at"
+        with aws_call("UpdateItem"):
+            self.client.update_item(
                 TableName=self.table_name,
-                Item=to_item(
-                    {
-                        "pk": flag_pk(cluster_name),
-                        "sk": instance_id,
-                        "flagged_at": at,
-                        "expires_at": expires_at,
-                    }
-                ),
+                Key=to_item({"pk": flag_pk(cluster_name), "sk": instance_id}),
+                UpdateExpression=update,
+                ExpressionAttributeValues=to_item({":at": at, ":expires": expires_at}),
             )
 
-    def flagged_instances(self, cluster_name: str, since: int) -> set[str]:
+    def flagged_instances(
+        self, cluster_name: str, since: int, *, trusted_only: bool = False
+    ) -> set[str]:
+        attribute = "trusted_at" if trusted_only else "flagged_at"
         flags = pages(
             self.client.query,
             "Query",
             TableName=self.table_name,
             KeyConditionExpression="pk = :pk",
-            FilterExpression="flagged_at >= :since",
+            FilterExpression=f"{attribute} >= :since",
             ExpressionAttributeValues=to_item({":pk": flag_pk(cluster_name), ":since": since}),
             ConsistentRead=True,
         )

@@ -98,7 +98,7 @@ def isolate(step: Step, incident: Incident) -> Incident:
             IsolationCause.OFF,
             f"node isolation is off for cluster {incident.cluster_name} (sdc:nodeIsolation)",
         )
-    blocker = guard.blocker(deps, incident.cluster_name)
+    blocker = guard.blocker(deps, incident.cluster_name, trusted=incident.has_trusted_evidence)
     if blocker is not None:
         return _settle(step, incident, base, IsolationCause.HELD, f"nothing acts: {blocker.reason}")
     instances = [i for i in incident.locked_instances if i]

@@ -158,7 +158,7 @@ def _spend(step: Step, trigger: Trigger, spends: Spends) -> guard.Blocker | None
     confirmed nodes were flagged first), the trigger's alarm mute rule, the pause switch; else
     the rate bound, for the trigger kinds that spend it (a Blocker when it is over)."""
     held = (
-        guard.storm_blocker(step.deps, trigger.cluster_name)
+        guard.storm_blocker(step.deps, trigger.cluster_name, trusted=trigger.source.trusted)
         or trigger.mute
         or guard.pause_blocker(step.deps)
     )

@@ -162,7 +162,7 @@ def _why_not(step: Step, held: Incident) -> str | None:
     opened = proceed_id(held)
     if step.deps.incidents.get(opened) is not None:
         return f"it already proceeded as {opened}"
-    blocker = guard.blocker(step.deps, held.cluster_name)
+    blocker = guard.blocker(step.deps, held.cluster_name, trusted=held.has_trusted_evidence)
     if blocker is not None:
         return f"nothing acts on cluster {held.cluster_name} now: {blocker.reason}"
     return None

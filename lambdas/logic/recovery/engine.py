@@ -284,7 +284,9 @@ def _begin(
     if incident.state not in (IncidentState.AWAITING_APPROVAL, kind.state):
         raise InvalidTransition(f"cannot {kind.verb}: incident is {incident.state}")
     if not ours:
-        blocker = guard.blocker(step.deps, incident.cluster_name)
+        blocker = guard.blocker(
+            step.deps, incident.cluster_name, trusted=incident.has_trusted_evidence
+        )
         if blocker is not None:
             guard.hold_in_flight(step, incident, blocker)
             return {"status": RecoveryStatus.HELD}

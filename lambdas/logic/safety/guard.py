@@ -16,7 +16,10 @@
   distinct instances of one cluster are flagged within `STORM_WINDOW_SECONDS`, that is a software or
   recipe problem, not hardware: the cluster gets one storm hold (a conditional write, so one
   hold and one notification however many alarms race), every new incident is held without a
-  notification of its own, and in-flight incidents hold at their next acting step. Only an
+  notification of its own, and in-flight incidents hold at their next acting step. Evidence no
+  training pod can send (`TriggerSource.trusted`: a hardware alert, an idle sweep's failed
+  check) is held only by a storm its own kind made (`storm_blocker`): a storm of forged reports
+  holds no hardware alert, no sweep and no incident such evidence opened. Only an
   audited reset lifts it: the approval state machine with `{"incident_id": "<hold id>",
   "decision": "reset"}`; flags from before the reset no longer count.
 - Blast-radius guard: it counts nodes. At most `open_limit(nodes)` guard slots per cluster are
@@ -36,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sdc_remediation.lambdas.logic.core import ids
@@ -127,32 +130,55 @@ def mute_blocker(alarm_name: str, mute: MuteDetail) -> Blocker:
     )
 
 
-def storm_blocker(deps: Deps, cluster_name: str) -> Blocker | None:
+def storm_blocker(deps: Deps, cluster_name: str, *, trusted: bool = False) -> Blocker | None:
+    """The cluster's storm hold, if it holds this: evidence from a trusted source
+    (`TriggerSource.trusted`) is held only by a storm its own kind made, `storm_threshold`
+    instances flagged by trusted sources since the hold's window began (a storm of forged
+    reports, however many nodes they name, holds no hardware alert and no sweep failure)."""
     hold = deps.guard.active_hold(cluster_name)
     if hold is None:
+        return None
+    if trusted and not _trusted_storm(deps, hold):
         return None
     return Blocker(HoldKind.STORM, f"storm hold {hold.hold_id}: {hold.reason}", hold.hold_id)
 
 
-def blocker(deps: Deps, cluster_name: str) -> Blocker | None:
-    """What stops acting on the cluster now: its storm hold first, then the pause switch."""
-    return storm_blocker(deps, cluster_name) or pause_blocker(deps)
+def _trusted_storm(deps: Deps, hold: ClusterHold) -> bool:
+    since = int(datetime.fromisoformat(hold.created_at).timestamp()) - hold.window_seconds
+    reset_at = deps.guard.guard_state(hold.cluster_name).storm_reset_at
+    if reset_at is not None:
+        since = max(since, reset_at)
+    flagged = deps.guard.flagged_instances(hold.cluster_name, since, trusted_only=True)
+    return len(flagged) >= hold.threshold
 
 
-def flag(step: Step, cluster_name: str, instance_ids: Sequence[str]) -> ClusterHold | None:
+def blocker(deps: Deps, cluster_name: str, *, trusted: bool = False) -> Blocker | None:
+    """What stops acting on the cluster now: its storm hold first (`storm_blocker`: `trusted`
+    for evidence no training pod can speak for), then the pause switch."""
+    return storm_blocker(deps, cluster_name, trusted=trusted) or pause_blocker(deps)
+
+
+def flag(
+    step: Step, cluster_name: str, instance_ids: Sequence[str], *, trusted: bool
+) -> ClusterHold | None:
     """Flag the instances for storm detection; returns the cluster's active storm hold, started
     here when these flags reach the threshold. The hold's one notification goes out here.
 
     Flagged at the pipeline's own clock, never a time the event carries (a reporter sets its
     report's `emitted_at`, and `PutEvents` lets it set the event's time): a report dated ahead
     cannot keep its flags inside every future window, nor one dated back stay out of all.
-    Callers flag only instances HyperPod confirmed are nodes of the cluster."""
+    Callers flag only instances HyperPod confirmed are nodes of the cluster; `trusted`: the
+    claim comes from a source no training pod can speak for (`storm_blocker`)."""
     deps = step.deps
     settings = deps.settings
     flagged_at = int(deps.clock.now().timestamp())
     for instance_id in instance_ids:
         deps.guard.flag_instance(
-            cluster_name, instance_id, flagged_at, flagged_at + int(FLAG_TTL.total_seconds())
+            cluster_name,
+            instance_id,
+            flagged_at,
+            flagged_at + int(FLAG_TTL.total_seconds()),
+            trusted=trusted,
         )
     hold = deps.guard.active_hold(cluster_name)
     if hold is None:

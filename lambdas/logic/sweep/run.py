@@ -72,7 +72,8 @@ def sweep(request: SweepRequest, deps: Deps) -> dict[str, Any]:
         results=tuple(r.to_record() for r in results),
         automatic_recovery=automatic,
     )
-    blocker = guard.blocker(deps, cluster.name)
+    # its own health checks: a storm of reports and alarms does not stop it
+    blocker = guard.blocker(deps, cluster.name, trusted=True)
     if blocker is not None:
         return _audit(step, subject, replace(base, held=blocker.reason), request_ids, before)
     try:
