@@ -243,6 +243,8 @@ def check_rbac(block: Block) -> None:
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert [s["name"] for s in binding["subjects"]] == [KUBERNETES_GROUP, RECOVERY_GROUP]
     assert RECOVERY_GROUP in RBAC_HINT
+    # reconcile retakes a rate-held report on a sdc:jobPods cluster: it lists the job's pods
+    assert re.search(r'#\s*resources: \["pods"\]\s*\n\s*#\s*verbs: \["get", "list"\]', block.text)
     for rule in role["rules"]:
         named = re.search(r"allowing ([\w, ]+) on (\w+)", RBAC_HINT)
         assert named, RBAC_HINT
