@@ -235,7 +235,7 @@ class StateRun:
             result = _parameters(state["Parameters"], effective, self._context(name))
         else:
             result = state.get("Result", effective)
-        return _output(state, _result_into(state, effective, result))
+        return _output(state, _result_into(state, data, result))
 
     def _choose(self, state: Mapping[str, Any], data: Any, name: str) -> str:
         for rule in state["Choices"]:
@@ -267,9 +267,9 @@ class StateRun:
                     result = received.output
                 else:
                     result = {"Payload": answer, "StatusCode": 200}
-                    if "ResultSelector" in state:
-                        result = _parameters(state["ResultSelector"], result, self._context(name))
-                return _output(state, _result_into(state, effective, result))
+                if "ResultSelector" in state:
+                    result = _parameters(state["ResultSelector"], result, self._context(name))
+                return _output(state, _result_into(state, data, result))
             except FunctionError as failed:
                 retrier = _matching(state.get("Retry", []), failed.error)
                 if retrier is not None:
@@ -285,7 +285,7 @@ class StateRun:
                     return Ended("FAILED", None, failed.error, failed.cause)
                 rule = catcher[1]
                 error = {"Error": failed.error, "Cause": failed.cause}
-                caught = _result_into(rule, effective, error)
+                caught = _result_into(rule, data, error)
                 return _Caught(str(rule["Next"]), caught)
 
 
@@ -319,7 +319,8 @@ def _output(state: Mapping[str, Any], data: Any) -> Any:
 
 
 def _result_into(state: Mapping[str, Any], data: Any, result: Any) -> Any:
-    """ResultPath: `$` replaces the input, null keeps it, `$.a.b` sets that field of a copy."""
+    """ResultPath: `$` replaces the input, null keeps it, `$.a.b` sets that field of a copy;
+    `data` is the state's raw input (before its InputPath), as the language specifies."""
     path = state.get("ResultPath", "$")
     if path is None:
         return data

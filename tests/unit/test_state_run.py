@@ -161,3 +161,73 @@ def test_a_token_that_times_out_is_caught_as_states_timeout():
     assert isinstance(ended, Ended)
     assert ended.output["how"] == "expired"
     assert ended.output["error"]["Error"] == "States.Timeout"
+
+
+def test_result_path_merges_the_result_into_the_states_raw_input_not_its_input_path():
+    """Step Functions puts a result into the state's raw input; InputPath only chooses what
+    the state works on."""
+    definition = machine(
+        Note={
+            "Type": "Pass",
+            "InputPath": "$.incident",
+            "Result": {"seen": True},
+            "ResultPath": "$.note",
+            "End": True,
+        }
+    )
+    data = {"incident": {"id": "i-1"}, "polls": {"count": 2}}
+
+    ended = run_of(definition, [], data).step()
+
+    assert ended == Ended(
+        "SUCCEEDED", {"incident": {"id": "i-1"}, "polls": {"count": 2}, "note": {"seen": True}}
+    )
+
+
+def test_a_task_with_an_input_path_keeps_the_rest_of_its_input_beside_its_result():
+    definition = machine(
+        Call=task(
+            InputPath="$.incident",
+            ResultSelector={"Payload.$": "$.Payload"},
+            ResultPath="$.health",
+            End=True,
+        )
+    )
+    data = {"incident": {"id": "i-1"}, "polls": {"count": 2}}
+
+    ended = run_of(definition, [{"passed": True}], data).step()
+
+    assert isinstance(ended, Ended)
+    assert ended.output == {**data, "health": {"Payload": {"passed": True}}}
+
+
+def test_a_caught_error_goes_into_the_states_raw_input():
+    catch = [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Caught"}]
+    definition = machine(
+        Call=task(InputPath="$.incident", Catch=catch, End=True), Caught={"Type": "Succeed"}
+    )
+    data = {"incident": {"id": "i-1"}, "polls": {"count": 2}}
+
+    ended = run_of(definition, [FunctionError.of_function("ValueError", "bad")], data).step()
+
+    assert isinstance(ended, Ended)
+    assert ended.output["polls"] == {"count": 2}
+    assert ended.output["error"]["Error"] == "ValueError"
+
+
+def test_a_token_tasks_result_selector_shapes_the_answer_it_received():
+    definition = machine(
+        Ask=task(
+            Resource=TASK + ".waitForTaskToken",
+            Parameters={"FunctionName": "f", "Payload": {"token.$": "$$.Task.Token"}},
+            ResultSelector={"decision.$": "$.decision"},
+            ResultPath="$.answer",
+            End=True,
+        )
+    )
+    run = run_of(definition, [{}], {"id": "i-1"})
+
+    run.step()
+    ended = run.step(Answered({"decision": "approve", "comment": "ok"}))
+
+    assert ended == Ended("SUCCEEDED", {"id": "i-1", "answer": {"decision": "approve"}})
