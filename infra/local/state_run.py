@@ -17,7 +17,7 @@ ResultPath and OutputPath; paths `$` and `$.a.b`, the context object's `$$.Execu
 `$$.Execution.Input`, `$$.State.Name` and `$$.Task.Token`; the intrinsic `States.MathAdd`.
 Anything else is refused when the run is made (`UnsupportedDefinition`, naming the state and
 the field), so a definition that outgrows this subset fails loudly instead of running
-differently. tests/infra/test_state_run.py runs the definitions through this and through
+differently. tests/infra/test_execution.py runs the definitions through this and through
 moto's interpreter and compares the states each execution entered.
 """
 
@@ -56,6 +56,11 @@ _STATE_FIELDS: Final = {
     "Fail": {"Error", "Cause"},
 }
 _COMMON_FIELDS: Final = {"Type", "Comment", "Next", "End"}
+_TERMINAL: Final = {"Choice", "Succeed", "Fail"}
+"""States that take neither Next nor End (a Choice goes where its rules say)."""
+_CONTEXT_PATHS: Final = ("$$.Execution.Id", "$$.Execution.Input", "$$.State.Name")
+"""What a Parameters template may read of the context object (and `$$.Task.Token` in a task
+that waits for it)."""
 _RETRY_FIELDS: Final = {"ErrorEquals", "IntervalSeconds", "MaxAttempts", "BackoffRate"}
 _CATCH_FIELDS: Final = {"ErrorEquals", "ResultPath", "Next"}
 _COMPARISONS: Final[dict[str, Callable[[Any, Any], bool]]] = {
@@ -446,6 +451,7 @@ def check_definition(definition: Mapping[str, Any]) -> None:
         extra = set(state) - allowed - _COMMON_FIELDS
         if extra:
             raise UnsupportedDefinition(f"{name}: {sorted(extra)} not run here")
+        _check_transition(name, kind, state)
         for target in _targets(state):
             if target not in states:
                 raise UnsupportedDefinition(f"{name}: goes to {target}, no such state")
@@ -456,14 +462,70 @@ def check_definition(definition: Mapping[str, Any]) -> None:
             _check_task(name, state)
         if kind == "Choice":
             for rule in state["Choices"]:
+                if "Next" not in rule:
+                    raise UnsupportedDefinition(f"{name}: a Choice rule without Next")
                 _check_rule(name, rule)
+        token = kind == "Task" and state["Resource"].endswith(WAIT_FOR_TASK_TOKEN)
+        for key in ("Parameters", "ResultSelector"):
+            if kind != "Choice" and key in state:
+                _check_template(name, state[key], token=token and key == "Parameters")
         if kind == "Wait" and not _is_number(state.get("Seconds")):
             raise UnsupportedDefinition(f"{name}: a Wait runs here with Seconds only")
 
 
+def _check_transition(name: str, kind: str, state: Mapping[str, Any]) -> None:
+    """Where the state goes, as the language requires it to say: a Choice, Succeed or Fail
+    takes neither Next nor End; any other state exactly one of them."""
+    says = [key for key in ("Next", "End") if key in state]
+    if kind in _TERMINAL:
+        if says:
+            raise UnsupportedDefinition(f"{name}: a {kind} state takes no {says[0]}")
+    elif ("Next" in state) == bool(state.get("End")):
+        raise UnsupportedDefinition(f"{name}: a {kind} state takes Next or End: true, one of them")
+
+
+def _check_template(name: str, template: Any, *, token: bool) -> None:
+    """Every `key.$` of a Parameters or ResultSelector template reads what `_dynamic` fills in:
+    a path, a context field this runner gives, States.MathAdd of paths and integers."""
+    if isinstance(template, list):
+        for item in template:
+            _check_template(name, item, token=token)
+        return
+    if not isinstance(template, Mapping):
+        return
+    for key, value in template.items():
+        if not key.endswith(".$"):
+            _check_template(name, value, token=token)
+            continue
+        try:
+            _check_expression(str(value), token=token)
+        except UnsupportedDefinition as err:
+            raise UnsupportedDefinition(f"{name}: {key} {err}") from None
+
+
+def _check_expression(expression: str, *, token: bool) -> None:
+    if expression.startswith("$$"):
+        given = (*_CONTEXT_PATHS, "$$.Task.Token") if token else _CONTEXT_PATHS
+        if not any(expression == p or expression.startswith(p + ".") for p in given):
+            raise UnsupportedDefinition(f"{expression}: of the context object only {given} here")
+        _parts(expression[1:])
+        return
+    if expression.startswith("$"):
+        _parts(expression)
+        return
+    add = _MATH_ADD.match(expression)
+    if add is None:
+        raise UnsupportedDefinition(f"{expression!r}: of the intrinsics only States.MathAdd runs")
+    for operand in add.groups():
+        if operand.startswith("$"):
+            _check_expression(operand, token=token)
+        elif not re.fullmatch(r"-?[0-9]+", operand):
+            raise UnsupportedDefinition(f"{operand!r}: an operand is a path or an integer")
+
+
 def _targets(state: Mapping[str, Any]) -> list[str]:
     found = [state["Next"]] if "Next" in state else []
-    found += [rule["Next"] for rule in state.get("Choices", [])]
+    found += [rule["Next"] for rule in state.get("Choices", []) if "Next" in rule]
     found += [rule["Next"] for rule in state.get("Catch", [])]
     if "Default" in state:
         found.append(state["Default"])

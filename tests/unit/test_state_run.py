@@ -75,13 +75,13 @@ def test_what_it_does_not_run_is_refused_naming_it(state, named):
         run_of(definition, [])
 
 
-def test_an_intrinsic_it_does_not_run_is_refused_when_reached():
+def test_an_intrinsic_it_does_not_run_is_refused_up_front():
     definition = machine(
         First={"Type": "Pass", "Parameters": {"x.$": "States.Format('{}', $.id)"}, "End": True}
     )
 
     with pytest.raises(UnsupportedDefinition, match=r"States\.MathAdd"):
-        run_of(definition, [], {"id": 1}).step()
+        run_of(definition, [], {"id": 1})
 
 
 def test_retries_wait_interval_times_backoff_to_the_power_of_the_attempt_then_catch():
@@ -231,3 +231,59 @@ def test_a_token_tasks_result_selector_shapes_the_answer_it_received():
     ended = run.step(Answered({"decision": "approve", "comment": "ok"}))
 
     assert ended == Ended("SUCCEEDED", {"id": "i-1", "answer": {"decision": "approve"}})
+
+
+@pytest.mark.parametrize(
+    ("parameters", "named"),
+    [
+        ({"started.$": "$$.Execution.StartTime"}, "$$.Execution.StartTime"),
+        ({"name.$": "$$.Execution.Name"}, "$$.Execution.Name"),
+        ({"first.$": "$.items[0]"}, "$.items[0]"),
+        ({"nested": {"text.$": "States.Format('{}', $.id)"}}, "States.Format"),
+        ({"sum.$": "States.MathAdd($.count, one)"}, "one"),
+    ],
+)
+def test_a_parameter_it_cannot_fill_is_refused_when_the_run_is_made(parameters, named):
+    """A definition that reads what this runner does not give would fail every execution with
+    States.Runtime half-way; it is refused before anything runs, naming the state."""
+    definition = machine(
+        Call=task(Parameters={"FunctionName": "f", "Payload": parameters}, End=True)
+    )
+
+    with pytest.raises(UnsupportedDefinition, match=rf"Call.*{re.escape(named)}"):
+        run_of(definition, [{}])
+
+
+def test_the_task_token_is_refused_in_a_task_that_does_not_wait_for_it():
+    definition = machine(
+        Call=task(Parameters={"FunctionName": "f", "Payload": {"t.$": "$$.Task.Token"}}, End=True)
+    )
+
+    with pytest.raises(UnsupportedDefinition, match=r"Call.*\$\$\.Task\.Token"):
+        run_of(definition, [{}])
+
+
+@pytest.mark.parametrize(
+    ("state", "named"),
+    [
+        (
+            {
+                "Type": "Choice",
+                "Choices": [{"Variable": "$.a", "BooleanEquals": True, "Next": "Done"}],
+                "End": True,
+            },
+            "End",
+        ),
+        ({"Type": "Choice", "Choices": [{"Variable": "$.a", "BooleanEquals": True}]}, "Next"),
+        ({"Type": "Succeed", "Next": "Done"}, "Next"),
+        ({"Type": "Pass", "Result": 1}, "Next or End"),
+        ({"Type": "Wait", "Seconds": 5, "Next": "Done", "End": True}, "Next or End"),
+    ],
+)
+def test_a_state_that_does_not_say_where_it_goes_as_the_language_requires_is_refused(state, named):
+    """Step Functions refuses such a definition when it is created; running it anyway would
+    ignore the End or stop with a KeyError half-way."""
+    definition = machine(First=state, Done={"Type": "Succeed"})
+
+    with pytest.raises(UnsupportedDefinition, match=rf"First.*{re.escape(named)}"):
+        run_of(definition, [])
