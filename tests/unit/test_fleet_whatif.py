@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,104 @@ def test_the_command_prints_the_table_and_writes_the_audit_logs(tmp_path, capsys
     assert "| ETTR |" in out and Mode.HYPERPOD_ONLY.value in out
     assert Path(tmp_path / "pipeline.jsonl").exists()
     assert json.loads((tmp_path / "fleet.json").read_text())["faults"] == 3
+
+
+@pytest.mark.parametrize("delay", ["nan", "inf"])
+def test_a_history_row_whose_delay_is_not_a_finite_number_is_refused_naming_its_line(
+    tmp_path, delay
+):
+    # Given a row whose delay Python's float() reads but no clock can wait
+    path = tmp_path / "ours.csv"
+    path.write_text(
+        "cause,count,signal,delay_seconds,hyperpod_sees,node_fault\n"
+        f"x,1,sdc check,{delay},false,false\n"
+    )
+
+    # When it is read, then the error names the line instead of the replay failing on it
+    with pytest.raises(HistoryError, match=r"ours.csv:2: .*delay_seconds"):
+        read_history(path)
+
+
+@pytest.mark.parametrize(
+    ("model", "field"),
+    [
+        ('{"job": {"spare_nodes": 2.5}}', "job.spare_nodes"),
+        ('{"approvers": {"day_starts_hour": 7.5}}', "approvers.day_starts_hour"),
+        ('{"job": {"restart_seconds": NaN}}', "job.restart_seconds"),
+        ('{"approvers": {"day_median_seconds": Infinity}}', "approvers.day_median_seconds"),
+    ],
+)
+def test_a_job_or_approvers_field_that_is_not_a_number_of_its_kind_is_refused_naming_it(
+    tmp_path, model, field
+):
+    # Given a count given a fraction, or a duration given JSON's NaN or Infinity
+    path = tmp_path / "settings.json"
+    path.write_text(model)
+
+    # When it is read, then the error names the field (not a traceback, nor NaN figures)
+    with pytest.raises(FleetSettingsError, match=re.escape(field)):
+        read_settings(path)
+
+
+@pytest.mark.parametrize(
+    "hours",
+    [{"day_starts_hour": 8, "day_ends_hour": 30}, {"day_starts_hour": 20, "day_ends_hour": 8}],
+)
+def test_approver_day_hours_outside_one_day_are_refused(tmp_path, hours):
+    # Given approvers whose day never happens (every card would get the night's latency)
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"approvers": hours}))
+
+    with pytest.raises(FleetSettingsError, match=r"approvers\.day_\w+_hour"):
+        read_settings(path)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        {"sdc:approvalsRequired": 2},
+        {"sdc:approvers": ["arn:aws:iam::123456789012:role/oncall"]},
+        {"sdc:requireIdentityProof": True},
+        {"sdc:dryRun": True},
+    ],
+)
+def test_a_setting_the_modelled_approvers_or_nodes_cannot_honour_is_refused_naming_it(
+    tmp_path, key
+):
+    # Given a deployment whose approvals need identities or a second person, or that only
+    # records its replacements: the modelled approver gives one decision without an identity
+    # proof, so every card would expire (or every "replaced" node stay in the job), while the
+    # table reads as if the pipeline had acted
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(key))
+
+    # When it is read, then it is refused, naming the key
+    with pytest.raises(FleetSettingsError, match=re.escape(next(iter(key)))):
+        read_settings(path)
+
+
+@pytest.mark.parametrize(
+    "argv", [["--days", "nan"], ["--days", "inf"], ["--days", "1e7"], ["--nodes", "3"]]
+)
+def test_a_span_or_cluster_the_replay_cannot_model_is_a_usage_error(tmp_path, capsys, argv):
+    # Given a span that is no number of days (or beyond any calendar), or fewer instances than
+    # the four-node job the SDC report's rank map lays over them
+    # When the command runs, then it stops with a usage error naming the option
+    with pytest.raises(SystemExit) as stopped:
+        main([*argv, "--out", str(tmp_path)])
+
+    assert stopped.value.code == 2
+    assert argv[0] in capsys.readouterr().err
+
+
+def test_approvers_who_take_longer_than_any_card_waits_leave_every_card_expired():
+    # Given approvers whose latency spreads over many orders of magnitude
+    wild = Approvers(spread=50)
+    hardware = tuple(c for c in SLICE if c.signal is Signal.HARDWARE_ALERT)
+
+    # When the history is replayed, then it ends (an answer ages out, not the calendar)
+    results = simulate(hardware, days=3, nodes=64, job=JobModel(), approvers=wild, seed=5)
+
+    waited = results[Mode.PIPELINE]
+    assert len(waited.faults) == sum(c.count for c in hardware)
+    assert waited.executions["RUNNING"] == 0
