@@ -13,7 +13,13 @@ import pytest
 from sdc_remediation.infra.cli.main import main as sdc
 from sdc_remediation.infra.cli.report import write_log
 from sdc_remediation.infra.local.fleet.__main__ import FleetSettingsError, main, read_settings
-from sdc_remediation.infra.local.fleet.causes import LLAMA3_405B, HistoryError, Signal, read_history
+from sdc_remediation.infra.local.fleet.causes import (
+    LLAMA3_405B,
+    Cause,
+    HistoryError,
+    Signal,
+    read_history,
+)
 from sdc_remediation.infra.local.fleet.whatif import (
     Approvers,
     JobModel,
@@ -22,6 +28,7 @@ from sdc_remediation.infra.local.fleet.whatif import (
     _Pipeline,
     deployment,
     function_settings,
+    held_genuine,
     nodes_replaced,
     simulate,
 )
@@ -321,3 +328,31 @@ def test_approvers_who_take_longer_than_any_card_waits_leave_every_card_expired(
     waited = results[Mode.PIPELINE]
     assert len(waited.faults) == sum(c.count for c in hardware)
     assert waited.executions["RUNNING"] == 0
+
+
+def test_an_incident_the_state_machine_closes_as_held_counts_as_held_not_as_detected():
+    # Given a storm hold that trips while the incidents opened before it are still in their
+    # health checks (the state machine then closes them as held), the guard out of the way
+    stack = deployment(
+        {
+            "sdc:stormThreshold": 5,
+            "sdc:stormWindowSeconds": 3600,
+            "sdc:guardMaxOpenNodes": 50,
+            "sdc:guardMaxOpenPercent": 100,
+        }
+    )
+    burst = (Cause("bad GPU", 30, Signal.HARDWARE_ALERT, 60, False, True, HardwareRule.XID),)
+
+    # When the burst is replayed
+    results = simulate(
+        burst, days=0.3, nodes=64, job=JobModel(), approvers=Approvers(), stack=stack
+    )
+
+    # Then every incident closed as held is a held fault (a person triages its node), whether
+    # the intake or the state machine held it
+    result = results[Mode.AUTO_APPROVE]
+    assert result.report is not None
+    closed_held = result.report.values[Figure.OUTCOMES]["held"]
+    assert result.executions["SUCCEEDED"] > 0  # some reached the state machine
+    assert sum(held_genuine(result).values()) == closed_held
+    assert sum(f.detected for f in result.faults) == len(result.faults) - closed_held

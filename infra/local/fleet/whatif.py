@@ -80,6 +80,7 @@ from sdc_remediation.lambdas.models.payloads import Decision, OpenAction
 from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.setting_declarations import MAX_APPROVAL_TIMEOUT_SECONDS, key_of
 from sdc_remediation.lambdas.models.settings import Settings, list_env
+from sdc_remediation.lambdas.models.states import IncidentState
 from sdc_remediation.lambdas.observability import logger
 from trainer_emitter.contract import NAMESPACE, REPORT_DETAIL_TYPE, REPORT_SOURCE, Metric
 from trainer_emitter.mapping import build_report
@@ -669,7 +670,7 @@ class _Pipeline:
 
     def run(self, days: float) -> ModeResult:
         result = ModeResult(self.mode, days * 86_400)
-        pending: list[tuple[Fault, str | None, str | None, float]] = []
+        pending: list[tuple[Fault, str | None, float]] = []
         for n, fault in enumerate(self.faults):
             self.at(fault.at + fault.cause.delay_seconds, self._arrive(fault, n, pending))
         while self.queue:
@@ -678,8 +679,9 @@ class _Pipeline:
             self.clock.move_to(START + timedelta(seconds=when))
             step(when)
         spares = _Spares(self.job.spare_nodes)
-        for fault, incident_id, held, detected_at in sorted(pending, key=lambda p: p[0].at):
+        for fault, incident_id, detected_at in sorted(pending, key=lambda p: p[0].at):
             cause = fault.cause
+            held = self._held(incident_id)
             base = self.job.restart_seconds + _recompute(fault.at, self.job)
             detected = incident_id is not None and held is None
             if cause.hyperpod_sees and cause.signal is Signal.HYPERPOD_AGENT:
@@ -719,6 +721,15 @@ class _Pipeline:
         )
         return result
 
+    def _held(self, incident_id: str | None) -> str | None:
+        """Why the incident ended held, if it did: at its intake (guard, rate, storm) or in the
+        state machine (a storm hold or the pause switch before its card); either way its node
+        is a person's to triage."""
+        found = self.deps.incidents.get(incident_id) if incident_id else None
+        if found is None or found.state is not IncidentState.HELD:
+            return None
+        return str(found.hold_kind) if found.hold_kind else OpenAction.HELD.value
+
     def _isolated(self, incident_id: str | None) -> bool:
         """Whether the job was kept off the node: the isolation step cordoned it (an incident
         whose course only checks or notifies leaves the node to the job)."""
@@ -726,7 +737,7 @@ class _Pipeline:
         return any(e.action == AuditAction.NODE_ISOLATED for e in entries)
 
     def _arrive(
-        self, fault: Fault, n: int, pending: list[tuple[Fault, str | None, str | None, float]]
+        self, fault: Fault, n: int, pending: list[tuple[Fault, str | None, float]]
     ) -> Callable[[float], None]:
         def arrive(when: float) -> None:
             cause = fault.cause
@@ -748,11 +759,7 @@ class _Pipeline:
                 ]
             opened = next((r for r in results if r and r.get("incident_id")), None)
             incident_id = str(opened["incident_id"]) if opened else None
-            held = None
-            if incident_id and opened and opened["action"] == OpenAction.HELD:
-                found = self.deps.incidents.get(incident_id)
-                held = str(found.hold_kind) if found and found.hold_kind else OpenAction.HELD.value
-            pending.append((fault, incident_id, held, when))
+            pending.append((fault, incident_id, when))
 
         return arrive
 
