@@ -57,11 +57,14 @@ from sdc_remediation.infra.local.state_run import (
     StateRun,
     UnsupportedDefinition,
 )
-from sdc_remediation.infra.stack.definitions import approval_definition, remediation_definition
+from sdc_remediation.infra.stack.definitions import (
+    REMEDIATION_STEPS,
+    approval_definition,
+    remediation_definition,
+)
 from sdc_remediation.infra.stack.settings import DeploymentSettings as StackSettings
 from sdc_remediation.infra.stack.settings import settings_env
 from sdc_remediation.infra.stack.template import ACCOUNT, REGION
-from sdc_remediation.infra.stack.workflow import REMEDIATION_STEPS
 from sdc_remediation.lambdas import handlers
 from sdc_remediation.lambdas.handlers._deps import override
 from sdc_remediation.lambdas.logic.core.figures import Figure, Report, compute
