@@ -375,3 +375,27 @@ def test_the_what_if_runs_without_the_cdk_libraries_or_node():
 
     # Then it loads: it builds the definitions as plain data, not through the constructs
     assert ran.returncode == 0, ran.stderr[-2000:]
+
+
+def test_the_read_back_the_command_prints_gives_the_tables_figures_for_a_history_over_30_days(
+    tmp_path, capsys
+):
+    # Given a history longer than the 30 days `sdc report` reads by default
+    history = tmp_path / "ours.csv"
+    history.write_text(
+        "cause,count,signal,delay_seconds,hyperpod_sees,node_fault,rule\n"
+        "bad GPU,6,hardware alert,60,false,true,critical_xid\n"
+    )
+    main(["--history", str(history), "--days", "60", "--nodes", "16", "--out", str(tmp_path)])
+    printed = capsys.readouterr().out
+    replaced = json.loads((tmp_path / "fleet.json").read_text())["summary"][7]
+    assert replaced[0] == "nodes replaced by the pipeline"
+
+    # When the pipeline's audit log is read back the way the command says
+    command = re.search(r"\(sdc (report [^)]*)FILE\)", printed)
+    assert command is not None
+    sdc([*command.group(1).split(), str(tmp_path / "pipeline.jsonl"), "--output", "json"])
+
+    # Then it gives the table's figures: every incident of the history, not its last 30 days
+    figures = json.loads(capsys.readouterr().out)["figures"]
+    assert figures["outcomes"]["replaced"] == int(replaced[2]) == 6

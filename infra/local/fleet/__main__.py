@@ -1,5 +1,5 @@
 """`python -m sdc_remediation.infra.local.fleet` (`make fleet`): the fleet what-if, printed as tables, its
-pipeline runs' audit logs written for `sdc report --from`.
+pipeline runs' audit logs written for `sdc report --all --from`.
 
     python -m sdc_remediation.infra.local.fleet                                  # Llama 3 405B's history
     python -m sdc_remediation.infra.local.fleet --history ours.csv --settings ours.json --days 30
@@ -197,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out",
         type=Path,
         default=Path("fleet-out"),
-        help="where the audit logs (one per pipeline run, for `sdc report --from`) and "
+        help="where the audit logs (one per pipeline run, for `sdc report --all --from`) and "
         "fleet.json go (default fleet-out/)",
     )
     args = parser.parse_args(argv)
@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Fleet what-if, {when}: {faults} faults over {args.days:g} days on {args.nodes} instances "
         f"({args.nodes * 8} GPUs); {'the history of ' + str(args.history) if args.history else PAPER}; "
         f"replayed in {seconds:.0f} s\n\n{summary}\n\nDetection coverage per cause (faults "
-        f"detected):\n\n{coverage}\n\nAudit logs (sdc report --from FILE): {', '.join(logs.values())}"
+        f"detected):\n\n{coverage}\n\nAudit logs (sdc report --all --from FILE): {', '.join(logs.values())}"
     )
     (args.out / "fleet.json").write_text(
         json.dumps(
