@@ -14,7 +14,12 @@ import pytest
 
 from sdc_remediation.infra.cli.main import main as sdc
 from sdc_remediation.infra.cli.report import write_log
-from sdc_remediation.infra.local.fleet.__main__ import FleetSettingsError, main, read_settings
+from sdc_remediation.infra.local.fleet.__main__ import (
+    FleetSettingsError,
+    main,
+    read_settings,
+    summary_rows,
+)
 from sdc_remediation.infra.local.fleet.causes import (
     LLAMA3_405B,
     Cause,
@@ -399,3 +404,20 @@ def test_the_read_back_the_command_prints_gives_the_tables_figures_for_a_history
     # Then it gives the table's figures: every incident of the history, not its last 30 days
     figures = json.loads(capsys.readouterr().out)["figures"]
     assert figures["outcomes"]["replaced"] == int(replaced[2]) == 6
+
+
+def test_the_table_shows_how_the_incidents_closed_so_expired_cards_are_seen():
+    # Given cards that expire before the approvers answer
+    stack = deployment({"sdc:approvalTimeoutSeconds": 600})
+    slow = Approvers(day_median_seconds=4 * 3600, night_median_seconds=8 * 3600, spread=0.1)
+    hardware = tuple(c for c in SLICE if c.signal is Signal.HARDWARE_ALERT)
+    results = simulate(hardware, days=3, nodes=64, job=JobModel(), approvers=slow, stack=stack)
+
+    # When the table is made
+    rows = {row[0]: row[1:] for row in summary_rows(results)}
+
+    # Then a row says how the pipeline's incidents closed: every one expired here (the
+    # executions all succeeded, and no other row says why nothing was replaced)
+    expired = len(results[Mode.PIPELINE].incidents)
+    assert rows["incidents by outcome"][1] == f"expired {expired}"
+    assert rows["incidents by outcome"][0] == "-"

@@ -131,6 +131,11 @@ def summary_rows(results: Mapping[Mode, ModeResult]) -> list[tuple[str, ...]]:
         unfinished = f" ({ended['RUNNING']} still running)" if ended["RUNNING"] else ""
         return f"{ended['SUCCEEDED']} / {ended['FAILED']}{unfinished}"
 
+    def closings(result: ModeResult) -> str:
+        outcomes = figure(result, Figure.OUTCOMES)
+        ranked = sorted(outcomes.items(), key=lambda item: (-item[1], item[0]))
+        return ", ".join(f"{outcome} {n}" for outcome, n in ranked) or "none"
+
     def covered(result: ModeResult) -> str:
         seen = sum(f.detected for f in result.faults)
         return f"{seen} of {len(result.faults)}"
@@ -155,6 +160,7 @@ def summary_rows(results: Mapping[Mode, ModeResult]) -> list[tuple[str, ...]]:
             "genuine incidents held (guard, rate, storm)",
             *(holds(m) if m.report else "-" for m in modes),
         ),
+        ("incidents by outcome", *(closings(m) if m.report else "-" for m in modes)),
     ]
 
 
