@@ -536,6 +536,14 @@ def _check_task(name: str, state: Mapping[str, Any]) -> None:
     resource = state["Resource"]
     if resource not in (LAMBDA_INVOKE, LAMBDA_INVOKE + WAIT_FOR_TASK_TOKEN):
         raise UnsupportedDefinition(f"{name}: resource {resource} does not run here")
+    for key in ("Retry", "Catch"):
+        rules = state.get(key, [])
+        for index, rule in enumerate(rules):
+            names = rule["ErrorEquals"]
+            if STATES_ALL in names and (len(names) > 1 or index < len(rules) - 1):
+                raise UnsupportedDefinition(
+                    f"{name}: {key} names {STATES_ALL} other than alone in its last rule"
+                )
     for rule in state.get("Retry", []):
         if set(rule) - _RETRY_FIELDS:
             raise UnsupportedDefinition(f"{name}: Retry {sorted(set(rule) - _RETRY_FIELDS)}")

@@ -287,3 +287,21 @@ def test_a_state_that_does_not_say_where_it_goes_as_the_language_requires_is_ref
 
     with pytest.raises(UnsupportedDefinition, match=rf"First.*{re.escape(named)}"):
         run_of(definition, [])
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        [{"ErrorEquals": ["States.ALL"]}, {"ErrorEquals": ["Throttled"]}],
+        [{"ErrorEquals": ["States.ALL", "Throttled"]}],
+    ],
+)
+@pytest.mark.parametrize("field", ["Retry", "Catch"])
+def test_states_all_anywhere_but_alone_in_the_last_rule_is_refused(field, rules):
+    """Step Functions refuses it at creation; run here, the rules after it would never match."""
+    if field == "Catch":
+        rules = [{**rule, "Next": "Done"} for rule in rules]
+    definition = machine(Call=task(**{field: rules}, End=True), Done={"Type": "Succeed"})
+
+    with pytest.raises(UnsupportedDefinition, match=rf"Call: {field}.*States\.ALL"):
+        run_of(definition, [{}])
