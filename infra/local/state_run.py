@@ -568,3 +568,12 @@ def _check_rule(name: str, rule: Mapping[str, Any]) -> None:
     known = {"IsPresent", *_TYPE_TESTS, *_COMPARISONS}
     if len(tests) != 1 or not tests <= known:
         raise UnsupportedDefinition(f"{name}: Choice rule tests {sorted(tests)} not run here")
+    (test,) = tests
+    if test.startswith("Numeric"):
+        fits = _is_number(rule[test])
+    elif test.startswith("String"):
+        fits = isinstance(rule[test], str)
+    else:  # BooleanEquals, IsPresent and the type tests take true or false
+        fits = isinstance(rule[test], bool)
+    if not fits:
+        raise UnsupportedDefinition(f"{name}: {test} {rule[test]!r}: a value of another type")

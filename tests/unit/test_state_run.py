@@ -305,3 +305,22 @@ def test_states_all_anywhere_but_alone_in_the_last_rule_is_refused(field, rules)
 
     with pytest.raises(UnsupportedDefinition, match=rf"Call: {field}.*States\.ALL"):
         run_of(definition, [{}])
+
+
+@pytest.mark.parametrize(
+    ("test", "value"),
+    [("NumericLessThan", "5"), ("StringEquals", 1), ("BooleanEquals", "true"), ("IsPresent", 1)],
+)
+def test_a_choice_comparing_with_a_value_of_the_wrong_type_is_refused(test, value):
+    """Step Functions refuses `"NumericLessThan": "5"` at creation; run here, it never holds."""
+    definition = machine(
+        Choose={
+            "Type": "Choice",
+            "Choices": [{"Variable": "$.polls", test: value, "Next": "Done"}],
+            "Default": "Done",
+        },
+        Done={"Type": "Succeed"},
+    )
+
+    with pytest.raises(UnsupportedDefinition, match=rf"Choose: {test}"):
+        run_of(definition, [])
