@@ -421,3 +421,15 @@ def test_the_table_shows_how_the_incidents_closed_so_expired_cards_are_seen():
     expired = len(results[Mode.PIPELINE].incidents)
     assert rows["incidents by outcome"][1] == f"expired {expired}"
     assert rows["incidents by outcome"][0] == "-"
+
+
+def test_a_history_saved_with_a_byte_order_mark_reads(tmp_path):
+    # Given a history a spreadsheet saved as "CSV UTF-8" (a byte order mark before the header)
+    path = tmp_path / "ours.csv"
+    path.write_bytes(
+        b"\xef\xbb\xbfcause,count,signal,delay_seconds,hyperpod_sees,node_fault\n"
+        b"flaky job,3,job restart,0,false,false\n"
+    )
+
+    # When it is read, then its first column is `cause`, not a column it lacks
+    assert [(c.name, c.count) for c in read_history(path)] == [("flaky job", 3)]

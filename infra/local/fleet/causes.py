@@ -139,7 +139,7 @@ def _flag(text: str, where: str) -> bool:
 def read_history(path: Path) -> tuple[Cause, ...]:
     """A team's history (the module's docstring says the columns)."""
     try:
-        rows = list(csv.DictReader(path.read_text(encoding="utf-8").splitlines()))
+        rows = list(csv.DictReader(path.read_text(encoding="utf-8-sig").splitlines()))
     except OSError as err:
         raise HistoryError(f"cannot read {path}: {err.strerror or err}") from None
     if not rows:
