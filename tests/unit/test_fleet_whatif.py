@@ -433,3 +433,22 @@ def test_a_history_saved_with_a_byte_order_mark_reads(tmp_path):
 
     # When it is read, then its first column is `cause`, not a column it lacks
     assert [(c.name, c.count) for c in read_history(path)] == [("flaky job", 3)]
+
+
+def test_a_teams_own_clusters_key_is_refused_rather_than_leaving_the_pipeline_blind(tmp_path):
+    # Given the sdc:* keys of a team's cdk.json, its own clusters among them: the what-if's
+    # signals come from its own cluster, which the intake would then refuse, one by one, and
+    # the pipeline's columns would read as HyperPod alone's
+    path = tmp_path / "settings.json"
+    path.write_text(
+        json.dumps(
+            {
+                "sdc:clusters": {"ml-cluster": "abcdefabcdef"},
+                "sdc:nodeIsolation": {"ml-cluster": "ml-eks"},
+            }
+        )
+    )
+
+    # When it is read, then it is refused, naming the key
+    with pytest.raises(FleetSettingsError, match="sdc:clusters"):
+        read_settings(path)

@@ -286,6 +286,12 @@ def deployment(context: Mapping[str, Any] | None = None) -> StackSettings:
     """The deployment the what-if runs: the fleet's cluster, orchestrated by EKS with node
     isolation on, and a team's `sdc:*` context keys over it (SettingsError: keys the stack
     refuses, or that the what-if cannot honour)."""
+    if key_of("clusters") in (context or {}):
+        raise SettingsError(
+            f"{key_of('clusters')}: the what-if runs its own cluster ({CLUSTER}, orchestrated by "
+            f"EKS as {EKS}); with a deployment's clusters instead, its intake would refuse every "
+            "signal of it; leave the keys that name a deployment's clusters out"
+        )
     stack = StackSettings.from_context(
         {
             "sdc:clusters": {CLUSTER: "f1ee7c1u5ter"},
