@@ -237,9 +237,8 @@ class StateRun:
     def _pass(self, state: Mapping[str, Any], data: Any, name: str) -> Any:
         effective = _input(state, data)
         if "Parameters" in state:
-            result = _parameters(state["Parameters"], effective, self._context(name))
-        else:
-            result = state.get("Result", effective)
+            effective = _parameters(state["Parameters"], effective, self._context(name))
+        result = state.get("Result", effective)
         return _output(state, _result_into(state, data, result))
 
     def _choose(self, state: Mapping[str, Any], data: Any, name: str) -> str:

@@ -324,3 +324,20 @@ def test_a_choice_comparing_with_a_value_of_the_wrong_type_is_refused(test, valu
 
     with pytest.raises(UnsupportedDefinition, match=rf"Choose: {test}"):
         run_of(definition, [])
+
+
+def test_a_pass_states_result_is_its_result_even_beside_parameters():
+    """Parameters shape a Pass state's input; its Result, where given, is what it passes on."""
+    definition = machine(
+        Note={
+            "Type": "Pass",
+            "Parameters": {"id.$": "$.id"},
+            "Result": {"count": 0},
+            "ResultPath": "$.polls",
+            "End": True,
+        }
+    )
+
+    ended = run_of(definition, [], {"id": "i-1"}).step()
+
+    assert ended == Ended("SUCCEEDED", {"id": "i-1", "polls": {"count": 0}})
