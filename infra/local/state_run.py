@@ -336,8 +336,10 @@ def _result_into(state: Mapping[str, Any], data: Any, result: Any) -> Any:
     out = dict(data)
     at = out
     for part in parts[:-1]:
-        inner = at.get(part)
-        at[part] = dict(inner) if isinstance(inner, dict) else {}
+        inner = at.get(part, {})
+        if not isinstance(inner, dict):
+            raise _RuntimeFailure(f"ResultPath {path}: {part} is not an object")
+        at[part] = dict(inner)
         at = at[part]
     at[parts[-1]] = result
     return out

@@ -341,3 +341,16 @@ def test_a_pass_states_result_is_its_result_even_beside_parameters():
     ended = run_of(definition, [], {"id": "i-1"}).step()
 
     assert ended == Ended("SUCCEEDED", {"id": "i-1", "polls": {"count": 0}})
+
+
+def test_a_result_path_through_a_field_that_is_not_an_object_fails_the_run():
+    """`$.polls.count` where `polls` is a number: Step Functions cannot put the result there
+    (moto's interpreter fails the run), rather than replace the number with an object."""
+    definition = machine(
+        Note={"Type": "Pass", "Result": 1, "ResultPath": "$.polls.count", "End": True}
+    )
+
+    ended = run_of(definition, [], {"polls": 3}).step()
+
+    assert isinstance(ended, Ended)
+    assert (ended.status, ended.error) == ("FAILED", "States.Runtime")
