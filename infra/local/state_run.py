@@ -17,7 +17,7 @@ ResultPath and OutputPath; paths `$` and `$.a.b`, the context object's `$$.Execu
 `$$.Execution.Input`, `$$.State.Name` and `$$.Task.Token`; the intrinsic `States.MathAdd`.
 Anything else is refused when the run is made (`UnsupportedDefinition`, naming the state and
 the field), so a definition that outgrows this subset fails loudly instead of running
-differently. tests/infra/test_state_run.py runs the definitions through this and through
+differently. tests/infra/test_execution.py runs the definitions through this and through
 moto's interpreter and compares the states each execution entered.
 """
 
@@ -56,6 +56,11 @@ _STATE_FIELDS: Final = {
     "Fail": {"Error", "Cause"},
 }
 _COMMON_FIELDS: Final = {"Type", "Comment", "Next", "End"}
+_TERMINAL: Final = {"Choice", "Succeed", "Fail"}
+"""States that take neither Next nor End (a Choice goes where its rules say)."""
+_CONTEXT_PATHS: Final = ("$$.Execution.Id", "$$.Execution.Input", "$$.State.Name")
+"""What a Parameters template may read of the context object (and `$$.Task.Token` in a task
+that waits for it)."""
 _RETRY_FIELDS: Final = {"ErrorEquals", "IntervalSeconds", "MaxAttempts", "BackoffRate"}
 _CATCH_FIELDS: Final = {"ErrorEquals", "ResultPath", "Next"}
 _COMPARISONS: Final[dict[str, Callable[[Any, Any], bool]]] = {
@@ -232,10 +237,9 @@ class StateRun:
     def _pass(self, state: Mapping[str, Any], data: Any, name: str) -> Any:
         effective = _input(state, data)
         if "Parameters" in state:
-            result = _parameters(state["Parameters"], effective, self._context(name))
-        else:
-            result = state.get("Result", effective)
-        return _output(state, _result_into(state, effective, result))
+            effective = _parameters(state["Parameters"], effective, self._context(name))
+        result = state.get("Result", effective)
+        return _output(state, _result_into(state, data, result))
 
     def _choose(self, state: Mapping[str, Any], data: Any, name: str) -> str:
         for rule in state["Choices"]:
@@ -267,9 +271,9 @@ class StateRun:
                     result = received.output
                 else:
                     result = {"Payload": answer, "StatusCode": 200}
-                    if "ResultSelector" in state:
-                        result = _parameters(state["ResultSelector"], result, self._context(name))
-                return _output(state, _result_into(state, effective, result))
+                if "ResultSelector" in state:
+                    result = _parameters(state["ResultSelector"], result, self._context(name))
+                return _output(state, _result_into(state, data, result))
             except FunctionError as failed:
                 retrier = _matching(state.get("Retry", []), failed.error)
                 if retrier is not None:
@@ -285,7 +289,7 @@ class StateRun:
                     return Ended("FAILED", None, failed.error, failed.cause)
                 rule = catcher[1]
                 error = {"Error": failed.error, "Cause": failed.cause}
-                caught = _result_into(rule, effective, error)
+                caught = _result_into(rule, data, error)
                 return _Caught(str(rule["Next"]), caught)
 
 
@@ -319,7 +323,8 @@ def _output(state: Mapping[str, Any], data: Any) -> Any:
 
 
 def _result_into(state: Mapping[str, Any], data: Any, result: Any) -> Any:
-    """ResultPath: `$` replaces the input, null keeps it, `$.a.b` sets that field of a copy."""
+    """ResultPath: `$` replaces the input, null keeps it, `$.a.b` sets that field of a copy;
+    `data` is the state's raw input (before its InputPath), as the language specifies."""
     path = state.get("ResultPath", "$")
     if path is None:
         return data
@@ -331,8 +336,10 @@ def _result_into(state: Mapping[str, Any], data: Any, result: Any) -> Any:
     out = dict(data)
     at = out
     for part in parts[:-1]:
-        inner = at.get(part)
-        at[part] = dict(inner) if isinstance(inner, dict) else {}
+        inner = at.get(part, {})
+        if not isinstance(inner, dict):
+            raise _RuntimeFailure(f"ResultPath {path}: {part} is not an object")
+        at[part] = dict(inner)
         at = at[part]
     at[parts[-1]] = result
     return out
@@ -445,6 +452,7 @@ def check_definition(definition: Mapping[str, Any]) -> None:
         extra = set(state) - allowed - _COMMON_FIELDS
         if extra:
             raise UnsupportedDefinition(f"{name}: {sorted(extra)} not run here")
+        _check_transition(name, kind, state)
         for target in _targets(state):
             if target not in states:
                 raise UnsupportedDefinition(f"{name}: goes to {target}, no such state")
@@ -455,14 +463,70 @@ def check_definition(definition: Mapping[str, Any]) -> None:
             _check_task(name, state)
         if kind == "Choice":
             for rule in state["Choices"]:
+                if "Next" not in rule:
+                    raise UnsupportedDefinition(f"{name}: a Choice rule without Next")
                 _check_rule(name, rule)
+        token = kind == "Task" and state["Resource"].endswith(WAIT_FOR_TASK_TOKEN)
+        for key in ("Parameters", "ResultSelector"):
+            if kind != "Choice" and key in state:
+                _check_template(name, state[key], token=token and key == "Parameters")
         if kind == "Wait" and not _is_number(state.get("Seconds")):
             raise UnsupportedDefinition(f"{name}: a Wait runs here with Seconds only")
 
 
+def _check_transition(name: str, kind: str, state: Mapping[str, Any]) -> None:
+    """Where the state goes, as the language requires it to say: a Choice, Succeed or Fail
+    takes neither Next nor End; any other state exactly one of them."""
+    says = [key for key in ("Next", "End") if key in state]
+    if kind in _TERMINAL:
+        if says:
+            raise UnsupportedDefinition(f"{name}: a {kind} state takes no {says[0]}")
+    elif ("Next" in state) == bool(state.get("End")):
+        raise UnsupportedDefinition(f"{name}: a {kind} state takes Next or End: true, one of them")
+
+
+def _check_template(name: str, template: Any, *, token: bool) -> None:
+    """Every `key.$` of a Parameters or ResultSelector template reads what `_dynamic` fills in:
+    a path, a context field this runner gives, States.MathAdd of paths and integers."""
+    if isinstance(template, list):
+        for item in template:
+            _check_template(name, item, token=token)
+        return
+    if not isinstance(template, Mapping):
+        return
+    for key, value in template.items():
+        if not key.endswith(".$"):
+            _check_template(name, value, token=token)
+            continue
+        try:
+            _check_expression(str(value), token=token)
+        except UnsupportedDefinition as err:
+            raise UnsupportedDefinition(f"{name}: {key} {err}") from None
+
+
+def _check_expression(expression: str, *, token: bool) -> None:
+    if expression.startswith("$$"):
+        given = (*_CONTEXT_PATHS, "$$.Task.Token") if token else _CONTEXT_PATHS
+        if not any(expression == p or expression.startswith(p + ".") for p in given):
+            raise UnsupportedDefinition(f"{expression}: of the context object only {given} here")
+        _parts(expression[1:])
+        return
+    if expression.startswith("$"):
+        _parts(expression)
+        return
+    add = _MATH_ADD.match(expression)
+    if add is None:
+        raise UnsupportedDefinition(f"{expression!r}: of the intrinsics only States.MathAdd runs")
+    for operand in add.groups():
+        if operand.startswith("$"):
+            _check_expression(operand, token=token)
+        elif not re.fullmatch(r"-?[0-9]+", operand):
+            raise UnsupportedDefinition(f"{operand!r}: an operand is a path or an integer")
+
+
 def _targets(state: Mapping[str, Any]) -> list[str]:
     found = [state["Next"]] if "Next" in state else []
-    found += [rule["Next"] for rule in state.get("Choices", [])]
+    found += [rule["Next"] for rule in state.get("Choices", []) if "Next" in rule]
     found += [rule["Next"] for rule in state.get("Catch", [])]
     if "Default" in state:
         found.append(state["Default"])
@@ -473,6 +537,14 @@ def _check_task(name: str, state: Mapping[str, Any]) -> None:
     resource = state["Resource"]
     if resource not in (LAMBDA_INVOKE, LAMBDA_INVOKE + WAIT_FOR_TASK_TOKEN):
         raise UnsupportedDefinition(f"{name}: resource {resource} does not run here")
+    for key in ("Retry", "Catch"):
+        rules = state.get(key, [])
+        for index, rule in enumerate(rules):
+            names = rule["ErrorEquals"]
+            if STATES_ALL in names and (len(names) > 1 or index < len(rules) - 1):
+                raise UnsupportedDefinition(
+                    f"{name}: {key} names {STATES_ALL} other than alone in its last rule"
+                )
     for rule in state.get("Retry", []):
         if set(rule) - _RETRY_FIELDS:
             raise UnsupportedDefinition(f"{name}: Retry {sorted(set(rule) - _RETRY_FIELDS)}")
@@ -497,3 +569,12 @@ def _check_rule(name: str, rule: Mapping[str, Any]) -> None:
     known = {"IsPresent", *_TYPE_TESTS, *_COMPARISONS}
     if len(tests) != 1 or not tests <= known:
         raise UnsupportedDefinition(f"{name}: Choice rule tests {sorted(tests)} not run here")
+    (test,) = tests
+    if test.startswith("Numeric"):
+        fits = _is_number(rule[test])
+    elif test.startswith("String"):
+        fits = isinstance(rule[test], str)
+    else:  # BooleanEquals, IsPresent and the type tests take true or false
+        fits = isinstance(rule[test], bool)
+    if not fits:
+        raise UnsupportedDefinition(f"{name}: {test} {rule[test]!r}: a value of another type")

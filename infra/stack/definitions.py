@@ -76,6 +76,19 @@ from sdc_remediation.lambdas.models.payloads import Decision, Outcome, RecoveryS
 from sdc_remediation.lambdas.models.recovery import MAX_REBOOTS
 from sdc_remediation.lambdas.models.states import Scope
 
+REMEDIATION_STEPS: Final = (
+    "isolate_node",
+    "start_health_check",
+    "check_health",
+    "request_approval",
+    "replace_node",
+    "check_replacement",
+    "reboot_node",
+    "check_reboot",
+    "close_incident",
+)
+"""The handler modules the remediation state machine invokes (the keys of its `functions`)."""
+
 APPROVAL_TASK_TIMEOUT_ERRORS: Final = tuple(e for e in TIMEOUT_ERRORS if e != "States.Timeout")
 """The approval task retries a killed request_approval, never its own timeout (the approval
 expiring closes the incident as expired)."""

@@ -31,7 +31,7 @@ from sdc_remediation.infra.stack.hardware_alerts import (
     HardwareAlertsProps,
     workspace_targets,
 )
-from sdc_remediation.infra.stack.idle_sweep import IdleSweeps, IdleSweepsProps
+from sdc_remediation.infra.stack.idle_sweep_schedules import IdleSweeps, IdleSweepsProps
 from sdc_remediation.infra.stack.nag import check_construct
 from sdc_remediation.infra.stack.no_clusters import refuse_deploying_without_clusters
 from sdc_remediation.infra.stack.node_isolation import NodeIsolationAccess, NodeIsolationAccessProps

@@ -18,7 +18,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from sdc_remediation.infra.stack.definitions import remediation_definition
+from sdc_remediation.infra.stack.definitions import REMEDIATION_STEPS, remediation_definition
 from sdc_remediation.infra.stack.dependencies import depend_on_role_policy_only
 from sdc_remediation.infra.stack.log_groups import retained_log_group
 from sdc_remediation.infra.stack.nag import acknowledge
@@ -26,18 +26,6 @@ from sdc_remediation.infra.stack.settings import DeploymentSettings
 
 REMEDIATION_LOGICAL_ID: Final = "RemediationStateMachine"
 APPROVAL_LOGICAL_ID: Final = "ApprovalStateMachine"
-REMEDIATION_STEPS: Final = (
-    "isolate_node",
-    "start_health_check",
-    "check_health",
-    "request_approval",
-    "replace_node",
-    "check_replacement",
-    "reboot_node",
-    "check_reboot",
-    "close_incident",
-)
-"""The handler modules the remediation state machine invokes."""
 
 
 def remediation_name(stack_name: str) -> str:

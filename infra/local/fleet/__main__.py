@@ -1,5 +1,5 @@
 """`python -m sdc_remediation.infra.local.fleet` (`make fleet`): the fleet what-if, printed as tables, its
-pipeline runs' audit logs written for `sdc report --from`.
+pipeline runs' audit logs written for `sdc report --all --from`.
 
     python -m sdc_remediation.infra.local.fleet                                  # Llama 3 405B's history
     python -m sdc_remediation.infra.local.fleet --history ours.csv --settings ours.json --days 30
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,7 @@ from sdc_remediation.infra.local.fleet.causes import (
     read_history,
 )
 from sdc_remediation.infra.local.fleet.whatif import (
+    JOB_NODES,
     Approvers,
     JobModel,
     Mode,
@@ -47,6 +49,8 @@ from sdc_remediation.infra.stack.settings import SettingsError
 from sdc_remediation.lambdas.logic.core.figures import Figure
 
 MODEL_KEYS: Final = {"job": JobModel, "approvers": Approvers}
+MAX_DAYS: Final = 3650
+"""Ten years: the replay's clock is a calendar, and a history spans a run, not a century."""
 
 
 class FleetSettingsError(ValueError):
@@ -77,9 +81,15 @@ def read_settings(path: Path | None) -> tuple[StackSettings, JobModel, Approvers
         names = {f.name for f in dataclasses.fields(model)}
         if not isinstance(fields, Mapping) or set(fields) - names:
             raise FleetSettingsError(f"{path}: {key} takes {sorted(names)}")
+        whole = {f.name for f in dataclasses.fields(model) if f.type == "int"}
         for name, value in fields.items():
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise FleetSettingsError(f"{path}: {key}.{name}: a number, 0 or more")
+            if not math.isfinite(value):
+                raise FleetSettingsError(f"{path}: {key}.{name}: a finite number, 0 or more")
+            if name in whole and value != int(value):
+                raise FleetSettingsError(f"{path}: {key}.{name}: a whole number, 0 or more")
+        fields = {k: int(v) if k in whole else v for k, v in fields.items()}
         try:
             models.append(model(**fields))
         except ValueError as err:
@@ -121,6 +131,11 @@ def summary_rows(results: Mapping[Mode, ModeResult]) -> list[tuple[str, ...]]:
         unfinished = f" ({ended['RUNNING']} still running)" if ended["RUNNING"] else ""
         return f"{ended['SUCCEEDED']} / {ended['FAILED']}{unfinished}"
 
+    def closings(result: ModeResult) -> str:
+        outcomes = figure(result, Figure.OUTCOMES)
+        ranked = sorted(outcomes.items(), key=lambda item: (-item[1], item[0]))
+        return ", ".join(f"{outcome} {n}" for outcome, n in ranked) or "none"
+
     def covered(result: ModeResult) -> str:
         seen = sum(f.detected for f in result.faults)
         return f"{seen} of {len(result.faults)}"
@@ -145,6 +160,7 @@ def summary_rows(results: Mapping[Mode, ModeResult]) -> list[tuple[str, ...]]:
             "genuine incidents held (guard, rate, storm)",
             *(holds(m) if m.report else "-" for m in modes),
         ),
+        ("incidents by outcome", *(closings(m) if m.report else "-" for m in modes)),
     ]
 
 
@@ -187,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out",
         type=Path,
         default=Path("fleet-out"),
-        help="where the audit logs (one per pipeline run, for `sdc report --from`) and "
+        help="where the audit logs (one per pipeline run, for `sdc report --all --from`) and "
         "fleet.json go (default fleet-out/)",
     )
     args = parser.parse_args(argv)
@@ -197,8 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (HistoryError, FleetSettingsError) as err:
         print(f"fleet: {err}", file=sys.stderr)
         return 2
-    if args.days <= 0 or args.nodes < 2:
-        parser.error("--days above 0 and --nodes at least 2")
+    if not 0 < args.days <= MAX_DAYS:
+        parser.error(f"--days: a number of days above 0, at most {MAX_DAYS}")
+    if args.nodes < JOB_NODES:
+        parser.error(
+            f"--nodes: at least {JOB_NODES} (the job an SDC report describes spans {JOB_NODES})"
+        )
     started = time.monotonic()
     results = simulate(
         causes,
@@ -226,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Fleet what-if, {when}: {faults} faults over {args.days:g} days on {args.nodes} instances "
         f"({args.nodes * 8} GPUs); {'the history of ' + str(args.history) if args.history else PAPER}; "
         f"replayed in {seconds:.0f} s\n\n{summary}\n\nDetection coverage per cause (faults "
-        f"detected):\n\n{coverage}\n\nAudit logs (sdc report --from FILE): {', '.join(logs.values())}"
+        f"detected):\n\n{coverage}\n\nAudit logs (sdc report --all --from FILE): {', '.join(logs.values())}"
     )
     (args.out / "fleet.json").write_text(
         json.dumps(

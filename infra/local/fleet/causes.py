@@ -16,6 +16,7 @@ rule, for `hardware alert`).
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -138,7 +139,7 @@ def _flag(text: str, where: str) -> bool:
 def read_history(path: Path) -> tuple[Cause, ...]:
     """A team's history (the module's docstring says the columns)."""
     try:
-        rows = list(csv.DictReader(path.read_text(encoding="utf-8").splitlines()))
+        rows = list(csv.DictReader(path.read_text(encoding="utf-8-sig").splitlines()))
     except OSError as err:
         raise HistoryError(f"cannot read {path}: {err.strerror or err}") from None
     if not rows:
@@ -162,8 +163,8 @@ def read_history(path: Path) -> tuple[Cause, ...]:
             count, delay = int(row["count"]), float(row["delay_seconds"])
         except ValueError as err:
             raise HistoryError(f"{where}: count and delay_seconds are numbers: {err}") from None
-        if count < 0 or delay < 0:
-            raise HistoryError(f"{where}: count and delay_seconds are 0 or more")
+        if count < 0 or not (math.isfinite(delay) and delay >= 0):
+            raise HistoryError(f"{where}: count and delay_seconds are finite numbers, 0 or more")
         rule = (row.get("rule") or "").strip()
         try:
             parsed_rule = HardwareRule(rule) if rule else None

@@ -57,11 +57,14 @@ from sdc_remediation.infra.local.state_run import (
     StateRun,
     UnsupportedDefinition,
 )
-from sdc_remediation.infra.stack.definitions import approval_definition, remediation_definition
+from sdc_remediation.infra.stack.definitions import (
+    REMEDIATION_STEPS,
+    approval_definition,
+    remediation_definition,
+)
 from sdc_remediation.infra.stack.settings import DeploymentSettings as StackSettings
 from sdc_remediation.infra.stack.settings import settings_env
 from sdc_remediation.infra.stack.template import ACCOUNT, REGION
-from sdc_remediation.infra.stack.workflow import REMEDIATION_STEPS
 from sdc_remediation.lambdas import handlers
 from sdc_remediation.lambdas.handlers._deps import override
 from sdc_remediation.lambdas.logic.core.figures import Figure, Report, compute
@@ -69,7 +72,7 @@ from sdc_remediation.lambdas.logic.evidence.policy import DECISION_OF
 from sdc_remediation.lambdas.logic.ports import Deps, ExecutionRecord, ExecutionStarted, Workflow
 from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
 from sdc_remediation.lambdas.models.environment import EnvVar
-from sdc_remediation.lambdas.models.errors import ExecutionNotFound, TaskNotWaiting
+from sdc_remediation.lambdas.models.errors import ExecutionNotFound, SettingsError, TaskNotWaiting
 from sdc_remediation.lambdas.models.hardware_alert import (
     MESSAGE_VERSION,
     AlertSeverity,
@@ -78,7 +81,9 @@ from sdc_remediation.lambdas.models.hardware_alert import (
 from sdc_remediation.lambdas.models.incident import Incident
 from sdc_remediation.lambdas.models.payloads import Decision, OpenAction
 from sdc_remediation.lambdas.models.recommendation import Advice
+from sdc_remediation.lambdas.models.setting_declarations import MAX_APPROVAL_TIMEOUT_SECONDS, key_of
 from sdc_remediation.lambdas.models.settings import Settings, list_env
+from sdc_remediation.lambdas.models.states import IncidentState
 from sdc_remediation.lambdas.observability import logger
 from trainer_emitter.contract import NAMESPACE, REPORT_DETAIL_TYPE, REPORT_SOURCE, Metric
 from trainer_emitter.mapping import build_report
@@ -126,10 +131,24 @@ class Approvers:
     day_starts_hour: int = 8
     day_ends_hour: int = 20
 
+    def __post_init__(self) -> None:
+        if not 0 <= self.day_starts_hour <= self.day_ends_hour <= 24:
+            raise ValueError("day_starts_hour, day_ends_hour: hours of one day, start <= end <= 24")
+
     def latency(self, at: datetime, draw: random.Random) -> float:
+        """The draw, at most `LATEST_ANSWER_SECONDS`."""
         day = self.day_starts_hour <= at.hour < self.day_ends_hour
         median = self.day_median_seconds if day else self.night_median_seconds
-        return median * math.exp(draw.gauss(0, self.spread))
+        exponent = draw.gauss(0, self.spread)
+        if median > 0 and exponent >= math.log(LATEST_ANSWER_SECONDS / median):
+            return LATEST_ANSWER_SECONDS
+        return median * math.exp(exponent)
+
+
+LATEST_ANSWER_SECONDS: Final = MAX_APPROVAL_TIMEOUT_SECONDS + 1
+"""An answer drawn later than the longest approval timeout a deployment may set comes after its
+card expired whatever the deployment: it is given then (a wide spread draws latencies that no
+calendar holds)."""
 
 
 @dataclass
@@ -265,14 +284,36 @@ FUNCTION_ARN: Final = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:sdc-"
 
 def deployment(context: Mapping[str, Any] | None = None) -> StackSettings:
     """The deployment the what-if runs: the fleet's cluster, orchestrated by EKS with node
-    isolation on, and a team's `sdc:*` context keys over it."""
-    return StackSettings.from_context(
+    isolation on, and a team's `sdc:*` context keys over it (SettingsError: keys the stack
+    refuses, or that the what-if cannot honour)."""
+    if key_of("clusters") in (context or {}):
+        raise SettingsError(
+            f"{key_of('clusters')}: the what-if runs its own cluster ({CLUSTER}, orchestrated by "
+            f"EKS as {EKS}); with a deployment's clusters instead, its intake would refuse every "
+            "signal of it; leave the keys that name a deployment's clusters out"
+        )
+    stack = StackSettings.from_context(
         {
             "sdc:clusters": {CLUSTER: "f1ee7c1u5ter"},
             "sdc:nodeIsolation": {CLUSTER: EKS},
             **(context or {}),
         }
     )
+    unmodelled = {
+        "approvals_required": stack.approvals_required > 1,
+        "approvers": bool(stack.approvers),
+        "require_identity_proof": stack.require_identity_proof,
+        "dry_run": stack.dry_run,
+    }
+    for attr, set_ in unmodelled.items():
+        if set_:
+            raise SettingsError(
+                f"{key_of(attr)}: the what-if cannot honour it (its modelled approver is one "
+                "person deciding without an identity proof, and its pipeline acts on the nodes): "
+                "every card would expire, or no node be replaced, under figures that read as if "
+                "the pipeline had acted; leave it out here"
+            )
+    return stack
 
 
 def function_settings(stack: StackSettings) -> Settings:
@@ -553,10 +594,15 @@ CULPRIT_ALARM: Final = {
 neighbours (the replay fixture's)."""
 
 
+JOB_NODES: Final = 4
+"""The nodes of the job an SDC report's rank map describes (distinct instances: the cluster has
+at least as many)."""
+
+
 def _report_event(fleet: _Fleet, slot: int, at: datetime, n: int) -> dict[str, Any]:
     """The report the emitter builds for the replay audit's culprit (rank 13, the second node
     of four), the job's ranks laid over this slot and its neighbours."""
-    nodes = [fleet.instance((slot + k - 1) % len(fleet.slots)) for k in range(4)]
+    nodes = [fleet.instance((slot + k - 1) % len(fleet.slots)) for k in range(JOB_NODES)]
     rank_map = [
         {
             "rank": rank,
@@ -564,7 +610,7 @@ def _report_event(fleet: _Fleet, slot: int, at: datetime, n: int) -> dict[str, A
             "instance_id": nodes[rank // GPUS_PER_NODE],
             "gpu_uuid": _gpu_uuid(nodes[rank // GPUS_PER_NODE], rank % GPUS_PER_NODE),
         }
-        for rank in range(4 * GPUS_PER_NODE)
+        for rank in range(JOB_NODES * GPUS_PER_NODE)
     ]
     report = build_report(
         CULPRIT_ALARM,
@@ -633,7 +679,7 @@ class _Pipeline:
 
     def run(self, days: float) -> ModeResult:
         result = ModeResult(self.mode, days * 86_400)
-        pending: list[tuple[Fault, str | None, str | None, float]] = []
+        pending: list[tuple[Fault, str | None, float]] = []
         for n, fault in enumerate(self.faults):
             self.at(fault.at + fault.cause.delay_seconds, self._arrive(fault, n, pending))
         while self.queue:
@@ -642,8 +688,9 @@ class _Pipeline:
             self.clock.move_to(START + timedelta(seconds=when))
             step(when)
         spares = _Spares(self.job.spare_nodes)
-        for fault, incident_id, held, detected_at in sorted(pending, key=lambda p: p[0].at):
+        for fault, incident_id, detected_at in sorted(pending, key=lambda p: p[0].at):
             cause = fault.cause
+            held = self._held(incident_id)
             base = self.job.restart_seconds + _recompute(fault.at, self.job)
             detected = incident_id is not None and held is None
             if cause.hyperpod_sees and cause.signal is Signal.HYPERPOD_AGENT:
@@ -683,6 +730,15 @@ class _Pipeline:
         )
         return result
 
+    def _held(self, incident_id: str | None) -> str | None:
+        """Why the incident ended held, if it did: at its intake (guard, rate, storm) or in the
+        state machine (a storm hold or the pause switch before its card); either way its node
+        is a person's to triage."""
+        found = self.deps.incidents.get(incident_id) if incident_id else None
+        if found is None or found.state is not IncidentState.HELD:
+            return None
+        return str(found.hold_kind) if found.hold_kind else OpenAction.HELD.value
+
     def _isolated(self, incident_id: str | None) -> bool:
         """Whether the job was kept off the node: the isolation step cordoned it (an incident
         whose course only checks or notifies leaves the node to the job)."""
@@ -690,7 +746,7 @@ class _Pipeline:
         return any(e.action == AuditAction.NODE_ISOLATED for e in entries)
 
     def _arrive(
-        self, fault: Fault, n: int, pending: list[tuple[Fault, str | None, str | None, float]]
+        self, fault: Fault, n: int, pending: list[tuple[Fault, str | None, float]]
     ) -> Callable[[float], None]:
         def arrive(when: float) -> None:
             cause = fault.cause
@@ -712,11 +768,7 @@ class _Pipeline:
                 ]
             opened = next((r for r in results if r and r.get("incident_id")), None)
             incident_id = str(opened["incident_id"]) if opened else None
-            held = None
-            if incident_id and opened and opened["action"] == OpenAction.HELD:
-                found = self.deps.incidents.get(incident_id)
-                held = str(found.hold_kind) if found and found.hold_kind else OpenAction.HELD.value
-            pending.append((fault, incident_id, held, when))
+            pending.append((fault, incident_id, when))
 
         return arrive
 
