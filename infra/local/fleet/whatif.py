@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
+from sdc_remediation.infra.local.drill.scenarios import GPUS_PER_NODE, REPLAY_CULPRIT
 from sdc_remediation.infra.local.fake_hyperpod import ActionTimes, FakeHyperPod
 from sdc_remediation.infra.local.fleet.causes import Cause, Signal
 from sdc_remediation.infra.local.lambda_context import LocalContext
@@ -91,7 +92,6 @@ from trainer_emitter.rankmap import RankMap
 
 START: Final = datetime(2026, 1, 5, tzinfo=UTC)
 """The virtual clock's start: a Monday, midnight UTC."""
-GPUS_PER_NODE: Final = 8
 CRITICAL_RULES: Final = frozenset({HardwareRule.UNCORRECTABLE_ECC, HardwareRule.ROW_REMAP_FAILURE})
 
 
@@ -579,19 +579,9 @@ def _alert_event(instance: str, rule: HardwareRule, at: datetime, n: int) -> dic
     }
 
 
-CULPRIT_ALARM: Final = {
-    "step": 30,
-    "check": "compute",
-    "nonfinite": [],
-    "mismatched_pairs": [[13, 5], [21, 13]],
-    "culprits": [13],
-    "verdicts": [],
-    "suspect_window": [21, 30],
-    "last_audit_pass": 20,
-    "last_weight_check_pass": 20,
-}
+CULPRIT_ALARM: Final = {k: v for k, v in REPLAY_CULPRIT.items() if k != "checkpoints"}
 """The alarm a training loop's ring replay audit raises when rank 13 disagrees with both ring
-neighbours (the replay fixture's)."""
+neighbours (the drill's, without the checkpoints it vouches for)."""
 
 
 JOB_NODES: Final = 4
