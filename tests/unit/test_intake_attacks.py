@@ -426,3 +426,42 @@ def test_a_storm_of_forged_reports_still_holds_the_reports_after_it(world):
     results = store(world, culprit(other, report_id="after-the-storm"))
 
     assert [r["action"] for r in results] == ["held"]
+
+
+def test_hardware_alerts_spread_over_hours_after_a_report_storm_are_no_storm_of_their_own(world):
+    # Given a cluster storm-held by a forged report, then hardware alerts on three other nodes,
+    # each a storm window after the one before (no four of them within one window)
+    world.settings = settings(guard_max_open_nodes=10, guard_max_open_percent=100)
+    report_storm(world)
+    nodes = add_nodes(world, 4)
+    apart = timedelta(seconds=world.settings.storm_window_seconds + 60)
+    for n, node in enumerate(nodes[:3]):
+        (opened,) = deliver(
+            world, alert(node=f"hyperpod-{node}", fingerprint=f"f{n}"), message_id=f"m-{n}"
+        )
+        assert opened["action"] == "opened"
+        world.clock.current += apart
+
+    # When a fourth node's alert fires
+    (result,) = deliver(world, alert(node=f"hyperpod-{nodes[3]}"), message_id="m-3")
+
+    # Then it opens: the report storm holds no alert, and four alerts hours apart are no storm
+    assert result["action"] == "opened"
+
+
+def test_a_storm_of_hardware_alerts_during_a_report_storm_holds_alerts_after_its_window(world):
+    # Given a cluster storm-held by a forged report, then four hardware alerts on four other
+    # nodes within one storm window
+    world.settings = settings(guard_max_open_nodes=10, guard_max_open_percent=100)
+    report_storm(world)
+    nodes = add_nodes(world, 5)
+    for n, node in enumerate(nodes[:4]):
+        deliver(world, alert(node=f"hyperpod-{node}", fingerprint=f"f{n}"), message_id=f"m-{n}")
+
+    # When a fifth node's alert fires a window later
+    world.clock.current += timedelta(seconds=world.settings.storm_window_seconds + 60)
+    (result,) = deliver(world, alert(node=f"hyperpod-{nodes[4]}"), message_id="m-4")
+
+    # Then the storm the alerts made holds it, until the hold is reset
+    assert result["action"] == "held"
+    assert world.incident(result["incident_id"]).hold.kind == "storm"
