@@ -164,7 +164,11 @@ class Incident:
     @property
     def has_trusted_evidence(self) -> bool:
         """Some of its evidence came from a source no training pod can speak for
-        (`TriggerSource.trusted`): that evidence alone asks for the node to be acted on."""
+        (`TriggerSource.trusted`): that evidence alone asks for the node to be acted on. Never
+        a job-level incident's: such evidence is about one node (joined through its lock),
+        the job's other nodes are a report's word only."""
+        if self.is_job:
+            return False
         return any(
             e.get("kind") in {s.value for s in TriggerSource if s.trusted} for e in self.evidence
         )

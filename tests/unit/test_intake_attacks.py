@@ -25,7 +25,17 @@ from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, s
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_watch_course import throttled_answer, watch_world
 from tests.unit.test_watch_pipeline import hang_alarm, straggler_alarm
-from tests.unit.world import CLUSTER, EKS, GROUP, INSTANCE, NODE, World, alarm_event, settings
+from tests.unit.world import (
+    CLUSTER,
+    EKS,
+    GROUP,
+    INSTANCE,
+    NODE,
+    World,
+    alarm_event,
+    room_for_a_job,
+    settings,
+)
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 MAX_HYPERPOD_CALLS = 10
@@ -465,3 +475,22 @@ def test_a_storm_of_hardware_alerts_during_a_report_storm_holds_alerts_after_its
     # Then the storm the alerts made holds it, until the hold is reset
     assert result["action"] == "held"
     assert world.incident(result["incident_id"]).hold.kind == "storm"
+
+
+def test_a_hardware_alert_on_one_node_of_a_job_incident_leaves_the_job_held_by_a_storm(world):
+    # Given a job-level incident an ambiguous report opened over three nodes, then a storm
+    # hold a forged report made
+    world.settings = room_for_a_job(3)
+    nodes = add_nodes(world, 3)
+    (job,) = store(world, forged_event(nodes, report_id="ambiguous-0001"))
+    assert world.incident(job["incident_id"]).is_job
+    report_storm(world)
+
+    # When a hardware alert fires on one of its nodes (it joins the job's incident) and the
+    # job's health check is to start
+    (joined,) = deliver(world, alert(node=f"hyperpod-{nodes[0]}"))
+    assert joined["incident_id"] == job["incident_id"]
+    started = health_check.start_health_check(IncidentRef(job["incident_id"]), world.deps)
+
+    # Then the storm holds it: the alert speaks for its one node, not for the job's others
+    assert started["held"] is True
