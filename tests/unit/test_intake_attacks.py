@@ -494,3 +494,19 @@ def test_a_hardware_alert_on_one_node_of_a_job_incident_leaves_the_job_held_by_a
 
     # Then the storm holds it: the alert speaks for its one node, not for the job's others
     assert started["held"] is True
+
+
+def test_a_forged_report_held_by_a_report_storm_does_not_swallow_the_nodes_hardware_alert(world):
+    # Given a cluster storm-held by a forged report, and another forged report naming a
+    # culprit on a fifth node, held by that storm (the node's held lock is now taken)
+    report_storm(world)
+    (other,) = add_nodes(world, 1)
+    (held,) = store(world, culprit(other, report_id="forged-held"))
+    assert held["action"] == "held"
+
+    # When a genuine hardware alert fires for that node within the hold window
+    (result,) = deliver(world, alert(node=f"hyperpod-{other}"))
+
+    # Then the alert opens the node's incident, not joining the report's held one
+    assert result["action"] == "opened"
+    assert result["incident_id"] != held["incident_id"]
