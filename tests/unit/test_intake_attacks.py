@@ -510,3 +510,21 @@ def test_a_forged_report_held_by_a_report_storm_does_not_swallow_the_nodes_hardw
     # Then the alert opens the node's incident, not joining the report's held one
     assert result["action"] == "opened"
     assert result["incident_id"] != held["incident_id"]
+
+
+def test_a_rate_held_report_that_a_hardware_alert_joined_is_taken_again_as_the_alert(world):
+    # Given a culprit the rate bound held, a hardware alert for its node that joined it, and a
+    # storm hold forged reports made meanwhile
+    nodes, held = rate_held(world)
+    (joined,) = deliver(world, alert(node=f"hyperpod-{nodes[1]}"))
+    assert joined["incident_id"] == held["incident_id"]
+    report_storm(world)
+
+    # When it is taken again once its minute is over
+    world.clock.current += timedelta(minutes=1)
+    closing.reconcile(world.deps)
+
+    # Then the alert's claim opens the node's incident: the report storm holds no alert
+    opened = world.store.open_incident_id(CLUSTER, nodes[1])
+    assert opened is not None
+    assert opened != held["incident_id"]
