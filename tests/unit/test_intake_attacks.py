@@ -528,3 +528,16 @@ def test_a_rate_held_report_that_a_hardware_alert_joined_is_taken_again_as_the_a
     opened = world.store.open_incident_id(CLUSTER, nodes[1])
     assert opened is not None
     assert opened != held["incident_id"]
+
+
+def test_the_notice_of_a_report_storm_says_hardware_alerts_and_sweeps_still_act(world):
+    # Given nothing held
+    # When one forged report storm-holds the cluster
+    report_storm(world)
+
+    # Then its one notice does not claim that everything is held: it says what still acts
+    (notice,) = [p for p in world.notifier.published if p.attributes["kind"] == "storm_hold"]
+    assert "every incident held" not in notice.subject
+    assert "hardware alerts and failed idle-sweep checks still act" in " ".join(
+        notice.message.split()
+    )
