@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -41,6 +42,11 @@ class TriggerSource(StrEnum):
         workspaces may deliver to its topic) or an idle sweep's failed check (HyperPod's own).
         An alarm's datapoint and a report are anyone's in the account."""
         return self in (TriggerSource.HARDWARE, TriggerSource.SWEEP)
+
+
+def trusted_item(item: Mapping[str, Any]) -> bool:
+    """Whether an evidence item is of a kind no training pod can send (`TriggerSource.trusted`)."""
+    return item.get("kind") in {s.value for s in TriggerSource if s.trusted}
 
 
 def task_token_digest(task_token: str) -> str:
@@ -169,9 +175,7 @@ class Incident:
         the job's other nodes are a report's word only."""
         if self.is_job:
             return False
-        return any(
-            e.get("kind") in {s.value for s in TriggerSource if s.trusted} for e in self.evidence
-        )
+        return any(trusted_item(e) for e in self.evidence)
 
     @property
     def hardware(self) -> list[dict[str, Any]]:

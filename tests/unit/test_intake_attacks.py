@@ -12,6 +12,7 @@ import pytest
 
 from sdc_remediation.infra.local.memory import SteppingClock
 from sdc_remediation.lambdas.logic import closing, health_check, intake
+from sdc_remediation.lambdas.logic.evidence import summaries
 from sdc_remediation.lambdas.logic.evidence.recommendation import judge
 from sdc_remediation.lambdas.models.events import parse_contributor_event
 from sdc_remediation.lambdas.models.hardware_alert import parse_alert_notification
@@ -541,3 +542,21 @@ def test_the_notice_of_a_report_storm_says_hardware_alerts_and_sweeps_still_act(
     assert "hardware alerts and failed idle-sweep checks still act" in " ".join(
         notice.message.split()
     )
+
+
+def test_forged_reports_filling_an_incidents_evidence_do_not_crowd_out_its_hardware_alert(world):
+    # Given a node's incident a report opened, its evidence filled up by forged reports naming
+    # the node as involved, and a storm hold a forged report made
+    (node,) = add_nodes(world, 1)
+    (opened,) = store(world, culprit(node, report_id="forged-opens"))
+    for n in range(summaries.MAX_EVIDENCE):
+        store(world, forged_event([node], ambiguous=False, report_id=f"forged-{n:04d}"))
+    report_storm(world)
+
+    # When the node's hardware alert fires (it joins the incident) and its check is to start
+    deliver(world, alert(node=f"hyperpod-{node}"))
+    started = health_check.start_health_check(IncidentRef(opened["incident_id"]), world.deps)
+
+    # Then the alert is kept, and the report storm does not hold the check
+    assert world.incident(opened["incident_id"]).hardware
+    assert started["held"] is False
