@@ -152,6 +152,9 @@ class ClusterHold:
     comment: str | None = None
     approvals: list[dict[str, Any]] = field(default_factory=list)
     """The `ApprovalRecord`s of a reset counted so far, while more are required."""
+    trusted_at: str | None = None
+    """When flags from sources no training pod can speak for (`TriggerSource.trusted`) alone
+    met the storm rule while the hold was active; None: it holds no such evidence."""
     version: int = 0
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -41,6 +42,11 @@ class TriggerSource(StrEnum):
         workspaces may deliver to its topic) or an idle sweep's failed check (HyperPod's own).
         An alarm's datapoint and a report are anyone's in the account."""
         return self in (TriggerSource.HARDWARE, TriggerSource.SWEEP)
+
+
+def trusted_item(item: Mapping[str, Any]) -> bool:
+    """Whether an evidence item is of a kind no training pod can send (`TriggerSource.trusted`)."""
+    return item.get("kind") in {s.value for s in TriggerSource if s.trusted}
 
 
 def task_token_digest(task_token: str) -> str:
@@ -164,10 +170,12 @@ class Incident:
     @property
     def has_trusted_evidence(self) -> bool:
         """Some of its evidence came from a source no training pod can speak for
-        (`TriggerSource.trusted`): that evidence alone asks for the node to be acted on."""
-        return any(
-            e.get("kind") in {s.value for s in TriggerSource if s.trusted} for e in self.evidence
-        )
+        (`TriggerSource.trusted`): that evidence alone asks for the node to be acted on. Never
+        a job-level incident's: such evidence is about one node (joined through its lock),
+        the job's other nodes are a report's word only."""
+        if self.is_job:
+            return False
+        return any(trusted_item(e) for e in self.evidence)
 
     @property
     def hardware(self) -> list[dict[str, Any]]:

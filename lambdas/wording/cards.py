@@ -530,16 +530,29 @@ def storm_notice(hold: ClusterHold, settings: Settings, open_ids: Sequence[str])
         {"incident_id": hold.hold_id, "decision": "reset", "comment": COMMENT_PLACEHOLDER}
     )
     arn = settings.approval_state_machine_arn
-    subject = _subject(f"SDC: storm on {hold.cluster_name}: every incident held")
+    everything = hold.trusted_at is not None
+    subject = _subject(
+        f"SDC: storm on {hold.cluster_name}: "
+        + ("every incident held" if everything else "reports and alarms held")
+    )
     why = (
         f"Storm hold {hold.hold_id} on cluster {hold.cluster_name}.",
         f"Why: {hold.reason}.",
         f"Instances flagged: {', '.join(hold.instances)}",
     )
     held = (
-        "Everything in this cluster is held: new incidents are recorded as held (without a",
-        "notification each), open incidents stop before their next health check, approval",
-        "request or replacement.",
+        "Everything in this cluster is held:" if everything else "Reports and alarms are held:",
+        "new incidents are recorded as held (without a notification each), open incidents stop",
+        "before their next health check, approval request or replacement.",
+        *(
+            ()
+            if everything
+            else (
+                "But hardware alerts and failed idle-sweep checks still act, and so do the",
+                "incidents holding one (no training pod can send them), unless they alone flag",
+                f"{hold.threshold} instances within {hold.window_seconds} s: then they are held too.",
+            )
+        ),
         f"Incidents open now: {', '.join(open_ids) or 'none'}",
     )
     how_to_reset = (

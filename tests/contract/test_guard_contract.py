@@ -205,6 +205,7 @@ def test_saving_a_hold_bumps_its_version_and_keeps_the_changes(guard: GuardStore
     guard.create_hold(hold(1))
     loaded = _loaded(guard, hold(1).hold_id)
     loaded.notified = True
+    loaded.trusted_at = "2026-11-30T08:16:04+00:00"
 
     guard.save_hold(loaded)
 

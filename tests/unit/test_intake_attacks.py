@@ -12,6 +12,7 @@ import pytest
 
 from sdc_remediation.infra.local.memory import SteppingClock
 from sdc_remediation.lambdas.logic import closing, health_check, intake
+from sdc_remediation.lambdas.logic.evidence import summaries
 from sdc_remediation.lambdas.logic.evidence.recommendation import judge
 from sdc_remediation.lambdas.models.events import parse_contributor_event
 from sdc_remediation.lambdas.models.hardware_alert import parse_alert_notification
@@ -25,7 +26,17 @@ from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, s
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_watch_course import throttled_answer, watch_world
 from tests.unit.test_watch_pipeline import hang_alarm, straggler_alarm
-from tests.unit.world import CLUSTER, EKS, GROUP, INSTANCE, NODE, World, alarm_event, settings
+from tests.unit.world import (
+    CLUSTER,
+    EKS,
+    GROUP,
+    INSTANCE,
+    NODE,
+    World,
+    alarm_event,
+    room_for_a_job,
+    settings,
+)
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 MAX_HYPERPOD_CALLS = 10
@@ -426,3 +437,126 @@ def test_a_storm_of_forged_reports_still_holds_the_reports_after_it(world):
     results = store(world, culprit(other, report_id="after-the-storm"))
 
     assert [r["action"] for r in results] == ["held"]
+
+
+def test_hardware_alerts_spread_over_hours_after_a_report_storm_are_no_storm_of_their_own(world):
+    # Given a cluster storm-held by a forged report, then hardware alerts on three other nodes,
+    # each a storm window after the one before (no four of them within one window)
+    world.settings = settings(guard_max_open_nodes=10, guard_max_open_percent=100)
+    report_storm(world)
+    nodes = add_nodes(world, 4)
+    apart = timedelta(seconds=world.settings.storm_window_seconds + 60)
+    for n, node in enumerate(nodes[:3]):
+        (opened,) = deliver(
+            world, alert(node=f"hyperpod-{node}", fingerprint=f"f{n}"), message_id=f"m-{n}"
+        )
+        assert opened["action"] == "opened"
+        world.clock.current += apart
+
+    # When a fourth node's alert fires
+    (result,) = deliver(world, alert(node=f"hyperpod-{nodes[3]}"), message_id="m-3")
+
+    # Then it opens: the report storm holds no alert, and four alerts hours apart are no storm
+    assert result["action"] == "opened"
+
+
+def test_a_storm_of_hardware_alerts_during_a_report_storm_holds_alerts_after_its_window(world):
+    # Given a cluster storm-held by a forged report, then four hardware alerts on four other
+    # nodes within one storm window
+    world.settings = settings(guard_max_open_nodes=10, guard_max_open_percent=100)
+    report_storm(world)
+    nodes = add_nodes(world, 5)
+    for n, node in enumerate(nodes[:4]):
+        deliver(world, alert(node=f"hyperpod-{node}", fingerprint=f"f{n}"), message_id=f"m-{n}")
+
+    # When a fifth node's alert fires a window later
+    world.clock.current += timedelta(seconds=world.settings.storm_window_seconds + 60)
+    (result,) = deliver(world, alert(node=f"hyperpod-{nodes[4]}"), message_id="m-4")
+
+    # Then the storm the alerts made holds it, until the hold is reset
+    assert result["action"] == "held"
+    assert world.incident(result["incident_id"]).hold.kind == "storm"
+
+
+def test_a_hardware_alert_on_one_node_of_a_job_incident_leaves_the_job_held_by_a_storm(world):
+    # Given a job-level incident an ambiguous report opened over three nodes, then a storm
+    # hold a forged report made
+    world.settings = room_for_a_job(3)
+    nodes = add_nodes(world, 3)
+    (job,) = store(world, forged_event(nodes, report_id="ambiguous-0001"))
+    assert world.incident(job["incident_id"]).is_job
+    report_storm(world)
+
+    # When a hardware alert fires on one of its nodes (it joins the job's incident) and the
+    # job's health check is to start
+    (joined,) = deliver(world, alert(node=f"hyperpod-{nodes[0]}"))
+    assert joined["incident_id"] == job["incident_id"]
+    started = health_check.start_health_check(IncidentRef(job["incident_id"]), world.deps)
+
+    # Then the storm holds it: the alert speaks for its one node, not for the job's others
+    assert started["held"] is True
+
+
+def test_a_forged_report_held_by_a_report_storm_does_not_swallow_the_nodes_hardware_alert(world):
+    # Given a cluster storm-held by a forged report, and another forged report naming a
+    # culprit on a fifth node, held by that storm (the node's held lock is now taken)
+    report_storm(world)
+    (other,) = add_nodes(world, 1)
+    (held,) = store(world, culprit(other, report_id="forged-held"))
+    assert held["action"] == "held"
+
+    # When a genuine hardware alert fires for that node within the hold window
+    (result,) = deliver(world, alert(node=f"hyperpod-{other}"))
+
+    # Then the alert opens the node's incident, not joining the report's held one
+    assert result["action"] == "opened"
+    assert result["incident_id"] != held["incident_id"]
+
+
+def test_a_rate_held_report_that_a_hardware_alert_joined_is_taken_again_as_the_alert(world):
+    # Given a culprit the rate bound held, a hardware alert for its node that joined it, and a
+    # storm hold forged reports made meanwhile
+    nodes, held = rate_held(world)
+    (joined,) = deliver(world, alert(node=f"hyperpod-{nodes[1]}"))
+    assert joined["incident_id"] == held["incident_id"]
+    report_storm(world)
+
+    # When it is taken again once its minute is over
+    world.clock.current += timedelta(minutes=1)
+    closing.reconcile(world.deps)
+
+    # Then the alert's claim opens the node's incident: the report storm holds no alert
+    opened = world.store.open_incident_id(CLUSTER, nodes[1])
+    assert opened is not None
+    assert opened != held["incident_id"]
+
+
+def test_the_notice_of_a_report_storm_says_hardware_alerts_and_sweeps_still_act(world):
+    # Given nothing held
+    # When one forged report storm-holds the cluster
+    report_storm(world)
+
+    # Then its one notice does not claim that everything is held: it says what still acts
+    (notice,) = [p for p in world.notifier.published if p.attributes["kind"] == "storm_hold"]
+    assert "every incident held" not in notice.subject
+    assert "hardware alerts and failed idle-sweep checks still act" in " ".join(
+        notice.message.split()
+    )
+
+
+def test_forged_reports_filling_an_incidents_evidence_do_not_crowd_out_its_hardware_alert(world):
+    # Given a node's incident a report opened, its evidence filled up by forged reports naming
+    # the node as involved, and a storm hold a forged report made
+    (node,) = add_nodes(world, 1)
+    (opened,) = store(world, culprit(node, report_id="forged-opens"))
+    for n in range(summaries.MAX_EVIDENCE):
+        store(world, forged_event([node], ambiguous=False, report_id=f"forged-{n:04d}"))
+    report_storm(world)
+
+    # When the node's hardware alert fires (it joins the incident) and its check is to start
+    deliver(world, alert(node=f"hyperpod-{node}"))
+    started = health_check.start_health_check(IncidentRef(opened["incident_id"]), world.deps)
+
+    # Then the alert is kept, and the report storm does not hold the check
+    assert world.incident(opened["incident_id"]).hardware
+    assert started["held"] is False

@@ -295,6 +295,7 @@ def storm_held(world: World, *, trusted: bool) -> None:
         created_at=now.isoformat(),
         threshold=4,
         window_seconds=600,
+        trusted_at=now.isoformat() if trusted else None,
     )
     world.store.create_hold(hold)
 

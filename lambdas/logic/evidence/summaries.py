@@ -17,7 +17,7 @@ from typing import Any
 from sdc_remediation.lambdas.logic.evidence.resume import resume_of
 from sdc_remediation.lambdas.models.events import ContributorEvent
 from sdc_remediation.lambdas.models.hardware_alert import HardwareAlert
-from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.incident import Incident, TriggerSource, trusted_item
 from sdc_remediation.lambdas.models.report import ReportSuspect, SdcReport
 from sdc_remediation.lambdas.models.reporter_text import clean, clean_or_none
 
@@ -38,6 +38,11 @@ KEPT_OTHERS = 16
 MAX_EVIDENCE_BYTES = 120_000
 """All evidence on one incident: the item stays well under DynamoDB's 400 KB with the rest of
 the record (a job's per-node health check, the telemetry, the decision)."""
+TRUSTED_ROOM = 10
+TRUSTED_ROOM_BYTES = 20_000
+"""Of MAX_EVIDENCE and MAX_EVIDENCE_BYTES, the room only evidence no training pod can send
+(`trusted_item`: a hardware alert, a sweep's check) may take: reports and alarms, anyone's in
+the account, cannot crowd a node's hardware alert off its incident."""
 
 
 def alarm_evidence(alarm: ContributorEvent) -> dict[str, Any]:
@@ -266,12 +271,13 @@ def _stacks(hang: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:
     """Attach `item` unless the same key is already there; True when the incident changed.
-    Beyond MAX_EVIDENCE items or MAX_EVIDENCE_BYTES it is counted, not kept (reports stay
-    stored whole under their instance)."""
+    Beyond MAX_EVIDENCE items or MAX_EVIDENCE_BYTES (less TRUSTED_ROOM for what a pod can send)
+    it is counted, not kept (reports stay stored whole under their instance)."""
     if any(existing.get("key") == item["key"] for existing in incident.evidence):
         return False
-    full = size_of(incident.evidence) + size_of(item) > MAX_EVIDENCE_BYTES
-    if len(incident.evidence) >= MAX_EVIDENCE or full:
+    room, room_bytes = (0, 0) if trusted_item(item) else (TRUSTED_ROOM, TRUSTED_ROOM_BYTES)
+    full = size_of(incident.evidence) + size_of(item) > MAX_EVIDENCE_BYTES - room_bytes
+    if len(incident.evidence) >= MAX_EVIDENCE - room or full:
         incident.evidence_dropped += 1
     else:
         incident.evidence.append(item)

@@ -94,7 +94,8 @@ def still_held(step: Step, incident_id: str, trigger: Trigger | None = None) -> 
     switch flipped back or an ended mute window lets the next trigger be judged afresh (the
     recipe was fixed; a GPU that still fails is not to be swallowed by the old hold). A guard
     hold keeps its window: judging afresh would only hold again, with a second notice. A rate
-    hold keeps its minute. A notice holds the training watch's own evidence only."""
+    hold keeps its minute. A notice holds the training watch's own evidence only. A storm hold
+    holds a trusted trigger (a hardware alert, a sweep) only once trusted flags made a storm."""
     incident = step.deps.incidents.get(incident_id)
     if incident is None:
         return False
@@ -103,7 +104,11 @@ def still_held(step: Step, incident_id: str, trigger: Trigger | None = None) -> 
         return True
     if hold.kind == HoldKind.STORM:
         active = step.deps.guard.active_hold(incident.cluster_name)
-        return active is not None and active.hold_id == hold.hold_id
+        if active is None or active.hold_id != hold.hold_id:
+            return False
+        # what the storm would not hold (`guard.storm_blocker`) is judged afresh, never
+        # absorbed by an incident a report held
+        return trigger is None or not trigger.source.trusted or active.trusted_at is not None
     if hold.kind == HoldKind.PAUSED:
         return guard.pause_blocker(step.deps) is not None
     if hold.kind == HoldKind.MUTED:

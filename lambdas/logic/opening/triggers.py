@@ -139,11 +139,17 @@ def of_rate_held(held: Incident, report: SdcReport | None, freed_at: datetime) -
     """A node-level incident the rate bound held, as the claim it was, taken again once its
     minute is over (`sdc_remediation.lambdas.logic.intake.retake`): at the start of the next minute, so however
     often it is taken again it asks for the same incident. None when it is not one (a job-level
-    incident, evidence of no kind that spends the bound)."""
-    item = next((e for e in held.evidence if e.get("kind") in _RATED), None)
+    incident, evidence of no kind that spends the bound). Its trusted evidence first (a hardware
+    alert that joined a held report): the claim is then the alert's, which a storm of reports
+    does not hold (`sdc_remediation.lambdas.logic.safety.guard.storm_blocker`)."""
+    rated = [e for e in held.evidence if e.get("kind") in _RATED]
+    item = next((e for e in rated if TriggerSource(e["kind"]).trusted), None)
+    item = item or next(iter(rated), None)
     if held.is_job or item is None:
         return None
     source = TriggerSource(item["kind"])
+    if source is not TriggerSource.REPORT:
+        report = None
     return Claim(
         source=source,
         cluster_name=held.cluster_name,

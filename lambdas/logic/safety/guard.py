@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from sdc_remediation.lambdas.logic.core import ids
@@ -132,24 +132,15 @@ def mute_blocker(alarm_name: str, mute: MuteDetail) -> Blocker:
 
 def storm_blocker(deps: Deps, cluster_name: str, *, trusted: bool = False) -> Blocker | None:
     """The cluster's storm hold, if it holds this: evidence from a trusted source
-    (`TriggerSource.trusted`) is held only by a storm its own kind made, `storm_threshold`
-    instances flagged by trusted sources since the hold's window began (a storm of forged
-    reports, however many nodes they name, holds no hardware alert and no sweep failure)."""
+    (`TriggerSource.trusted`) is held only by a storm its own kind made (`trusted_at`: trusted
+    flags alone reached the storm rule, `flag`); a storm of forged reports, however many nodes
+    they name, holds no hardware alert and no sweep failure."""
     hold = deps.guard.active_hold(cluster_name)
     if hold is None:
         return None
-    if trusted and not _trusted_storm(deps, hold):
+    if trusted and hold.trusted_at is None:
         return None
     return Blocker(HoldKind.STORM, f"storm hold {hold.hold_id}: {hold.reason}", hold.hold_id)
-
-
-def _trusted_storm(deps: Deps, hold: ClusterHold) -> bool:
-    since = int(datetime.fromisoformat(hold.created_at).timestamp()) - hold.window_seconds
-    reset_at = deps.guard.guard_state(hold.cluster_name).storm_reset_at
-    if reset_at is not None:
-        since = max(since, reset_at)
-    flagged = deps.guard.flagged_instances(hold.cluster_name, since, trusted_only=True)
-    return len(flagged) >= hold.threshold
 
 
 def blocker(deps: Deps, cluster_name: str, *, trusted: bool = False) -> Blocker | None:
@@ -181,18 +172,45 @@ def flag(
             trusted=trusted,
         )
     hold = deps.guard.active_hold(cluster_name)
+    state = deps.guard.guard_state(cluster_name)
+    since = flagged_at - settings.storm_window_seconds
+    if state.storm_reset_at is not None:
+        since = max(since, state.storm_reset_at)
     if hold is None:
-        state = deps.guard.guard_state(cluster_name)
-        since = flagged_at - settings.storm_window_seconds
-        if state.storm_reset_at is not None:
-            since = max(since, state.storm_reset_at)
         flagged = deps.guard.flagged_instances(cluster_name, since)
         if len(flagged) < settings.storm_threshold:
             return None
         hold = _start_hold(step, cluster_name, sorted(flagged), list(state.open_ids))
         if hold is None:
             return None
+    if trusted and hold.trusted_at is None:
+        hold = _trusted_storm(step, hold, since)
     notify_storm(step, hold)
+    return hold
+
+
+def _trusted_storm(step: Step, hold: ClusterHold, since: int) -> ClusterHold:
+    """The hold, noted as made by trusted flags (`trusted_at`) when they alone meet the storm
+    rule in the window ending now. Judged here, one window at a time, never over the hold's
+    whole life: alerts spread over the days a report storm holds the cluster make no storm."""
+    deps = step.deps
+    flagged = deps.guard.flagged_instances(hold.cluster_name, since, trusted_only=True)
+    if len(flagged) < deps.settings.storm_threshold:
+        return hold
+    for _ in range(3):  # a racing save (the notification's claim, another trusted flag)
+        noted = replace(hold, trusted_at=step.now())
+        try:
+            deps.guard.save_hold(noted)
+        except ConditionFailed:
+            again = deps.guard.active_hold(hold.cluster_name)
+            if again is None or again.hold_id != hold.hold_id or again.trusted_at is not None:
+                return again or hold
+            hold = again
+            continue
+        logger.warning(
+            "storm hold holds trusted evidence now", hold_id=hold.hold_id, flagged=len(flagged)
+        )
+        return noted
     return hold
 
 
