@@ -210,3 +210,18 @@ def test_a_venv_with_the_deploy_extra_alone_synthesizes_a_team_app_with_its_own_
         env=clean, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert usage.returncode == 0 and "--outputs" in usage.stdout, usage.stderr[-3000:]
+    # And the fleet what-if runs from the install, on a team's own history: nothing it needs
+    # is in the tests or needs Node.js
+    history = tmp_path / "ours.csv"
+    history.write_text(
+        "cause,count,signal,delay_seconds,hyperpod_sees,node_fault,rule\n"
+        "bad GPU,2,hardware alert,60,true,true,critical_xid\n"
+    )
+    fleet = subprocess.run(
+        [str(python), "-B", "-s", "-m", "sdc_remediation.infra.local.fleet", "--history",
+         str(history), "--days", "1", "--nodes", "8", "--out", str(tmp_path / "fleet")],
+        cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert fleet.returncode == 0, fleet.stderr[-3000:]
+    assert "| ETTR |" in fleet.stdout and "Node" not in fleet.stderr
+    assert (tmp_path / "fleet" / "pipeline.jsonl").is_file()
