@@ -496,6 +496,49 @@ def test_a_refused_health_check_call_still_records_the_results_and_is_raised() -
     assert [r["instance_id"] for r in record["results"] if not r["passed"]] == [IDLE[0]]
 
 
+def test_a_call_that_fails_after_another_started_checks_leaves_those_checks_recorded() -> None:
+    # Given idle nodes in 100 instance groups (two calls: at most 99 configurations a call),
+    # the first group's node failing its check, and the second call refused
+    world = eks_world()
+    fake = world.hyperpod
+    groups = [f"group-{n:03d}" for n in range(100)]
+    fake.clusters[CLUSTER].instance_groups.extend(groups)
+    spread = [f"i-0e{n:015x}" for n in range(100)]
+    for group, instance in zip(groups, spread, strict=True):
+        fake.add_node(CLUSTER, group, instance)
+        world.kube.add_node(EKS, f"node-{instance}", instance)
+    for instance in IDLE:  # busy: the batch of 100 is the spread nodes alone
+        world.kube.add_pod(EKS, f"node-{instance}", {JOB_LABEL: "llama-pretrain"})
+    world.kube.add_pod(EKS, NODE, {JOB_LABEL: "llama-pretrain"})
+    fake.fail_check(CLUSTER, spread[0], HealthCheck.INSTANCE_CONNECTIVITY)
+    calls = []
+    start = fake.start_health_checks
+
+    def second_refused(cluster_name, groups, checks):
+        calls.append(groups)
+        if len(calls) == 2:
+            raise DependencyFailed("throttled")
+        return start(cluster_name, groups, checks)
+
+    fake.start_health_checks = second_refused  # type: ignore[method-assign]
+
+    # When the sweep runs (and raises), then runs again once the checks are done
+    with pytest.raises(DependencyFailed):
+        sweep(EVERYTHING, world.deps)
+    first = last_record(world)
+    fake.advance(3)
+    again = sweep(EVERYTHING, world.deps)
+
+    # Then the first call's nodes were recorded as checked, and the next run read their results:
+    # the failed one opened its incident
+    started = [i for config in calls[0].values() for i in config]
+    assert set(first["checked"]) == set(started) and spread[0] in started
+    assert "StartClusterHealthCheck failed" in first["held"]
+    failed = [r for r in again["results"] if not r["passed"]]
+    assert [r["instance_id"] for r in failed] == [spread[0]]
+    assert failed[0]["incident_id"]
+
+
 def test_with_automatic_recovery_the_incident_records_that_hyperpod_replaced_the_node() -> None:
     # Given a cluster with NodeRecovery Automatic whose idle node fails the sweep's check
     world = eks_world()

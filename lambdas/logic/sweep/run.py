@@ -104,48 +104,61 @@ def sweep(request: SweepRequest, deps: Deps) -> dict[str, Any]:
                 details[node.instance_id] = (
                     now.detail if now and now.detail else "gone from the node list"
                 )
+    started: list[NodeLook] = []
+    failure: Exception | None = None
     if chosen:
         try:
-            request_ids.append(_start(step, cluster.name, chosen, checks))
+            _start(step, cluster.name, chosen, checks, started, request_ids)
         except Exception as err:
-            # The results read above are recorded all the same; the next run tries again.
-            failed = f"StartClusterHealthCheck failed: {type(err).__name__}: {err}"[:1000]
-            _audit(step, subject, replace(base, held=failed), request_ids, before)
-            raise
-    started = step.now()
+            # The results read above and the checks the calls before it started are recorded
+            # all the same (their results are read by the next run); it tries the rest again.
+            failure = err
+    at = step.now()
     record = replace(
         base,
-        checked=tuple(n.instance_id for n in chosen),
+        checked=tuple(n.instance_id for n in started),
         skipped=skipped,
         details=details,
         idle=choice.idle,
         limit=choice.limit,
         pending=(
             *base.pending,
-            *(
-                Pending(n.instance_id, n.instance_group, started, checks).to_record()
-                for n in chosen
-            ),
+            *(Pending(n.instance_id, n.instance_group, at, checks).to_record() for n in started),
+        ),
+        held=(
+            f"StartClusterHealthCheck failed: {type(failure).__name__}: {failure}"[:1000]
+            if failure is not None
+            else None
         ),
     )
-    cursor = chosen[-1].instance_id if chosen else before.get("cursor")
-    return _audit(step, subject, record, request_ids, {"cursor": cursor})
+    cursor = started[-1].instance_id if started else before.get("cursor")
+    audited = _audit(step, subject, record, request_ids, {"cursor": cursor})
+    if failure is not None:
+        raise failure
+    return audited
 
 
 def _start(
-    step: Step, cluster_name: str, chosen: Sequence[NodeLook], checks: Sequence[str]
-) -> str | None:
+    step: Step,
+    cluster_name: str,
+    chosen: Sequence[NodeLook],
+    checks: Sequence[str],
+    started: list[NodeLook],
+    request_ids: list[str | None],
+) -> None:
     """One StartClusterHealthCheck, one configuration per instance group (at most 99 groups
-    a call: more groups, more calls); returns the last call's request id."""
-    groups: dict[str, list[str]] = {}
+    a call: more groups, more calls). Each call's nodes go into `started` and its request id
+    into `request_ids` once it returned, so a call that fails after others leaves theirs
+    recorded."""
+    groups: dict[str, list[NodeLook]] = {}
     for node in chosen:
-        groups.setdefault(node.instance_group or "", []).append(node.instance_id)
+        groups.setdefault(node.instance_group or "", []).append(node)
     names = sorted(groups)
-    request_id = None
     for first in range(0, len(names), MAX_CONFIGURATIONS):
         batch = {g: groups[g] for g in names[first : first + MAX_CONFIGURATIONS]}
-        request_id = step.deps.hyperpod.start_health_checks(cluster_name, batch, checks)
-    return request_id
+        ids = {g: [n.instance_id for n in nodes] for g, nodes in batch.items()}
+        request_ids.append(step.deps.hyperpod.start_health_checks(cluster_name, ids, checks))
+        started.extend(n for nodes in batch.values() for n in nodes)
 
 
 def _results(
