@@ -3,7 +3,7 @@ StartClusterHealthCheck and BatchReplaceClusterNodes, which the function asset s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -80,21 +80,31 @@ class SageMakerHyperPod:
         return _node(cluster_name, response)
 
     def instance_with_host(self, cluster_name: str, host: str) -> str | None:
+        for summary, _ in self._summaries(cluster_name, max_pages=MAX_LISTED_PAGES):
+            hostname = summary.get("PrivateDnsHostname")
+            if hostname and slurm_node_name(hostname) == host:
+                return str(summary["InstanceId"])
+        return None
+
+    def _summaries(
+        self, cluster_name: str, *, max_pages: int | None = None
+    ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """ListClusterNodes' node summaries, page after page (at most `max_pages`), each with
+        the response it came in."""
         token: str | None = None
-        for _ in range(MAX_LISTED_PAGES):
+        pages = 0
+        while max_pages is None or pages < max_pages:
             params: dict[str, Any] = {"ClusterName": cluster_name, "MaxResults": 100}
             if token:
                 params["NextToken"] = token
             with aws_call("ListClusterNodes", _CLUSTER_ERRORS):
                 response = self.client.list_cluster_nodes(**params)
+            pages += 1
             for summary in response.get("ClusterNodeSummaries", []):
-                hostname = summary.get("PrivateDnsHostname")
-                if hostname and slurm_node_name(hostname) == host:
-                    return str(summary["InstanceId"])
+                yield summary, response
             token = response.get("NextToken")
             if not token:
-                return None
-        return None
+                return
 
     def start_health_check(
         self,
@@ -107,26 +117,13 @@ class SageMakerHyperPod:
 
     def list_nodes(self, cluster_name: str) -> list[NodeInfo]:
         """ListClusterNodes, every page (each summary as DescribeClusterNode's details)."""
-        nodes: list[NodeInfo] = []
-        token: str | None = None
-        while True:
-            with aws_call("ListClusterNodes", _CLUSTER_ERRORS):
-                response = self.client.list_cluster_nodes(
-                    ClusterName=cluster_name, **({"NextToken": token} if token else {})
-                )
-            for summary in response.get("ClusterNodeSummaries", []):
-                nodes.append(
-                    _node(
-                        cluster_name,
-                        {
-                            "NodeDetails": summary,
-                            "ResponseMetadata": response.get("ResponseMetadata"),
-                        },
-                    )
-                )
-            token = response.get("NextToken")
-            if not token:
-                return nodes
+        return [
+            _node(
+                cluster_name,
+                {"NodeDetails": summary, "ResponseMetadata": response.get("ResponseMetadata")},
+            )
+            for summary, response in self._summaries(cluster_name)
+        ]
 
     def start_health_checks(
         self,

@@ -50,8 +50,9 @@ def test_the_node_list_is_read_page_by_page_with_each_nodes_host_name(sagemaker)
     client, stubber = sagemaker
     first = {"ClusterNodeSummaries": [summary("i-01", "a")], "NextToken": "t1", **META}
     second = {"ClusterNodeSummaries": [summary("i-02", "b", "Pending")], **META}
-    stubber.add_response("list_cluster_nodes", first, {"ClusterName": CLUSTER})
-    stubber.add_response("list_cluster_nodes", second, {"ClusterName": CLUSTER, "NextToken": "t1"})
+    page = {"ClusterName": CLUSTER, "MaxResults": 100}  # the most a page holds
+    stubber.add_response("list_cluster_nodes", first, page)
+    stubber.add_response("list_cluster_nodes", second, {**page, "NextToken": "t1"})
 
     nodes = SageMakerHyperPod(lambda: client).list_nodes(CLUSTER)
 
