@@ -62,6 +62,11 @@ def slurm_node_name(private_dns_hostname: str) -> str:
     return private_dns_hostname.split(".", 1)[0]
 
 
+KEPT_OUT: Final = frozenset({"DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING"})
+"""The state words of a node the scheduler places no job on (`scontrol` writes `IDLE+DRAIN`,
+`DOWN+FAIL`; `DRAINED` and `DRAINING` are how `sinfo` words a drain)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SlurmNodeState:
     """One node as `scontrol -o show node <name>` shows it."""
@@ -84,7 +89,7 @@ class SlurmNodeState:
     @property
     def in_service(self) -> bool:
         """Neither drained, down nor failed: the scheduler may place jobs on it."""
-        return not self.flags & {"DRAIN", "DOWN", "FAIL", "FAILING"}
+        return not self.flags & KEPT_OUT
 
     @classmethod
     def parse(cls, line: str) -> SlurmNodeState:

@@ -26,7 +26,6 @@ SCHEDULABLE = "Schedulable"
 KEEPS_OUT = ("NoSchedule", "NoExecute")
 SLURM_IDLE_FLAGS = frozenset({"IDLE", "CLOUD", "POWERED_DOWN"})
 """The only state flags an idle Slurm node may show (a cloud node powered down is idle)."""
-SLURM_KEPT_OUT = frozenset({"DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING"})
 SLURM_RESERVED = frozenset({"RESERVED", "MAINTENANCE", "MAINT"})
 
 
@@ -100,7 +99,7 @@ def _slurm(node: NodeInfo, states: dict[str, SlurmNodeState]) -> NodeLook:
     if state is None:
         return no(SkipReason.UNKNOWN_TO_ORCHESTRATOR, f"the controller shows no node {host}")
     seen = f"{state.name} State={state.state}" + (f" Reason={state.reason}" if state.reason else "")
-    if state.reason or state.flags & SLURM_KEPT_OUT:
+    if state.reason or not state.in_service:
         return no(SkipReason.CORDONED, seen)
     if state.flags & SLURM_RESERVED:
         return no(SkipReason.RESERVED, seen)
