@@ -15,11 +15,11 @@ the settings, and what reads them without the stack, import it).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from sdc_remediation.infra.stack.context_values import integer, json_if_string
 from sdc_remediation.lambdas.models.errors import SettingsError
 from sdc_remediation.lambdas.models.hyperpod import HealthCheck
 from sdc_remediation.lambdas.models.setting_declarations import key_of
@@ -76,11 +76,7 @@ def parse_idle_sweep(key: str, value: Any) -> IdleSweep:
     """`sdc:idleSweep` (an object, or its JSON on the command line); SettingsError naming what
     is wrong."""
     expected = "an object of " + ", ".join(FIELDS) + " (clusters: a non-empty list)"
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise SettingsError(f"{key}: expected {expected}, got {value!r}") from None
+    value = json_if_string(key, value, expected)
     if not isinstance(value, Mapping):
         raise SettingsError(f"{key}: expected {expected}, got {value!r}")
     unknown = sorted(set(value) - set(FIELDS))
@@ -120,11 +116,7 @@ def parse_idle_sweep(key: str, value: Any) -> IdleSweep:
 def _integer(
     key: str, value: Mapping[str, Any], name: str, default: int, bounds: tuple[int, int]
 ) -> int:
-    found = value.get(name, default)
-    low, high = bounds
-    if isinstance(found, bool) or not isinstance(found, int) or not low <= found <= high:
-        raise SettingsError(f"{key}.{name}: an integer in {low} .. {high}, got {found!r}")
-    return found
+    return integer(*bounds)(f"{key}.{name}", value.get(name, default))
 
 
 def check_idle_sweep(

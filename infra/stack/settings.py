@@ -14,7 +14,6 @@ Unknown `sdc:*` keys are an error (a typo must not silently fall back to a defau
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.parse
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from sdc_remediation.infra.stack.alert_rules import CRITICAL_XIDS_KEY, THRESHOLD_KEYS, Thresholds
+from sdc_remediation.infra.stack.context_values import fail, integer, json_if_string
 from sdc_remediation.infra.stack.idle_sweep import IdleSweep, check_idle_sweep, parse_idle_sweep
 from sdc_remediation.lambdas.logic.evidence.xids import CATALOG
 from sdc_remediation.lambdas.models.deadline import TIME_ZONE_RE, zone
@@ -349,42 +349,11 @@ def _only_within(
 # --- parsers: each takes (key, raw value) and returns the typed value or raises SettingsError ---
 
 
-def _fail(key: str, value: Any, expected: str) -> SettingsError:
-    return SettingsError(f"context key {key}={value!r}: expected {expected}")
-
-
-def _json_if_string(key: str, value: Any, expected: str) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as err:
-            raise _fail(key, value, expected + " (as JSON)") from err
-    return value
-
-
 def _string(pattern: re.Pattern[str], expected: str) -> Callable[[str, Any], str]:
     def parse(key: str, value: Any) -> str:
         if not isinstance(value, str) or not pattern.match(value):
-            raise _fail(key, value, expected)
+            raise fail(key, value, expected)
         return value
-
-    return parse
-
-
-def _integer(low: int, high: int) -> Callable[[str, Any], int]:
-    def parse(key: str, value: Any) -> int:
-        parsed: int
-        if isinstance(value, bool):
-            raise _fail(key, value, f"an integer in {low}..{high}")
-        if isinstance(value, int):
-            parsed = value
-        elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
-            parsed = int(value)
-        else:
-            raise _fail(key, value, f"an integer in {low}..{high}")
-        if not low <= parsed <= high:
-            raise _fail(key, value, f"an integer in {low}..{high}")
-        return parsed
 
     return parse
 
@@ -394,7 +363,7 @@ def _boolean(key: str, value: Any) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise _fail(key, value, "true or false")
+    raise fail(key, value, "true or false")
 
 
 def _namespace(key: str, value: Any) -> str:
@@ -406,7 +375,7 @@ def _namespace(key: str, value: Any) -> str:
         or '"' in value
         or not value.isprintable()
     ):
-        raise _fail(key, value, 'a CloudWatch namespace (1-255 characters, not "AWS/...")')
+        raise fail(key, value, 'a CloudWatch namespace (1-255 characters, not "AWS/...")')
     return value
 
 
@@ -414,7 +383,7 @@ def _email(key: str, value: Any) -> str | None:
     if value in ("", "null", "none"):
         return None
     if not isinstance(value, str) or not EMAIL_RE.match(value):
-        raise _fail(key, value, "an e-mail address or null")
+        raise fail(key, value, "an e-mail address or null")
     return value
 
 
@@ -422,14 +391,14 @@ def _health_checks(key: str, value: Any) -> tuple[str, ...]:
     expected = "a non-empty list of " + ", ".join(HEALTH_CHECK_TYPES)
     if isinstance(value, str) and not value.strip().startswith("["):
         value = [part.strip() for part in value.split(",") if part.strip()]
-    value = _json_if_string(key, value, expected)
+    value = json_if_string(key, value, expected)
     if (
         not isinstance(value, list)
         or not value
         or any(v not in HEALTH_CHECK_TYPES for v in value)
         or len(set(value)) != len(value)
     ):
-        raise _fail(key, value, expected + " (no duplicates)")
+        raise fail(key, value, expected + " (no duplicates)")
     return tuple(value)
 
 
@@ -438,17 +407,17 @@ def _clusters(key: str, value: Any) -> tuple[Cluster, ...]:
         'an object {"<cluster name>": "<cluster ARN or 12-character cluster id>"}; HyperPod '
         "cluster ARNs end in the cluster id (DescribeCluster shows it), which IAM needs"
     )
-    value = _json_if_string(key, value, expected)
+    value = json_if_string(key, value, expected)
     if not isinstance(value, Mapping):
-        raise _fail(key, value, expected)
+        raise fail(key, value, expected)
     clusters = []
     for name, target in value.items():
         if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
-            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+            raise fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
         if not isinstance(target, str) or not (
             CLUSTER_ARN_RE.match(target) or CLUSTER_ID_RE.match(target)
         ):
-            raise _fail(key, value, f"{expected}; {target!r} for {name!r} is neither")
+            raise fail(key, value, f"{expected}; {target!r} for {name!r} is neither")
         clusters.append(Cluster(name=name, arn_or_id=target))
     return tuple(sorted(clusters, key=lambda c: c.name))
 
@@ -460,15 +429,15 @@ def _cluster_map(
     sorted (name, string) pairs."""
 
     def parse(key: str, value: Any) -> tuple[tuple[str, str], ...]:
-        value = _json_if_string(key, value, expected)
+        value = json_if_string(key, value, expected)
         if not isinstance(value, Mapping):
-            raise _fail(key, value, expected)
+            raise fail(key, value, expected)
         pairs = []
         for name, target in value.items():
             if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
-                raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+                raise fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
             if not isinstance(target, str) or not pattern.match(target):
-                raise _fail(key, value, f"{expected}; {target!r} for {name!r} is not {what}")
+                raise fail(key, value, f"{expected}; {target!r} for {name!r} is not {what}")
             pairs.append((name, target))
         return tuple(sorted(pairs))
 
@@ -494,11 +463,11 @@ _job_pods: Final = _cluster_map(
 
 def _cluster_names(key: str, value: Any) -> tuple[str, ...]:
     expected = "a list of HyperPod cluster names"
-    value = _json_if_string(key, value, expected)
+    value = json_if_string(key, value, expected)
     if not isinstance(value, list) or any(
         not isinstance(v, str) or not CLUSTER_NAME_RE.match(v) for v in value
     ):
-        raise _fail(key, value, expected)
+        raise fail(key, value, expected)
     return tuple(sorted(set(value)))
 
 
@@ -508,23 +477,23 @@ def _telemetry(key: str, value: Any) -> tuple[TelemetrySource, ...]:
         'workspace ARN>", "dashboard": "<https URL>" or null, "nodeLabel": "<label>" '
         "(optional)}}"
     )
-    value = _json_if_string(key, value, expected)
+    value = json_if_string(key, value, expected)
     if not isinstance(value, Mapping):
-        raise _fail(key, value, expected)
+        raise fail(key, value, expected)
     sources = []
     for name, config in value.items():
         if not isinstance(name, str) or not CLUSTER_NAME_RE.match(name):
-            raise _fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
+            raise fail(key, value, f"{expected}; {name!r} is not a HyperPod cluster name")
         if not isinstance(config, Mapping):
-            raise _fail(key, value, f"{expected}; {name!r} needs an object")
+            raise fail(key, value, f"{expected}; {name!r} needs an object")
         unknown = sorted(set(config) - {"workspace", "dashboard", "nodeLabel"})
         if unknown:
-            raise _fail(key, value, f"{expected}; {name!r} has unknown keys {unknown}")
+            raise fail(key, value, f"{expected}; {name!r} has unknown keys {unknown}")
         workspace = config.get("workspace")
         if not isinstance(workspace, str) or not (
             WORKSPACE_ID_RE.match(workspace) or WORKSPACE_ARN_RE.match(workspace)
         ):
-            raise _fail(
+            raise fail(
                 key,
                 value,
                 f"{expected}; {name!r} has workspace {workspace!r}, neither a workspace id "
@@ -532,14 +501,14 @@ def _telemetry(key: str, value: Any) -> tuple[TelemetrySource, ...]:
             )
         dashboard = config.get("dashboard")
         if dashboard is not None and not _https_url(dashboard):
-            raise _fail(
+            raise fail(
                 key, value, f"{expected}; {name!r} has dashboard {dashboard!r}, not an https URL"
             )
         label = config.get("nodeLabel")
         if label is not None and (
             not isinstance(label, str) or not LABEL_NAME_RE.match(label) or label.startswith("__")
         ):
-            raise _fail(
+            raise fail(
                 key,
                 value,
                 f"{expected}; {name!r} has nodeLabel {label!r}, not a Prometheus label name",
@@ -555,16 +524,16 @@ def _hardware_alerts(key: str, value: Any) -> Thresholds:
         + ", ".join(known)
         + " (integers; criticalXids a list of XIDs the card knows)"
     )
-    value = _json_if_string(key, value, expected)
+    value = json_if_string(key, value, expected)
     if not isinstance(value, Mapping):
-        raise _fail(key, value, expected)
+        raise fail(key, value, expected)
     unknown = sorted(set(value) - set(known))
     if unknown:
-        raise _fail(key, value, f"{expected}; unknown keys {unknown}")
+        raise fail(key, value, f"{expected}; unknown keys {unknown}")
     changes: dict[str, Any] = {}
     for name, spec in THRESHOLD_KEYS.items():
         if name in value:
-            changes[spec.attr] = _integer(spec.low, spec.high)(f"{key}.{name}", value[name])
+            changes[spec.attr] = integer(spec.low, spec.high)(f"{key}.{name}", value[name])
     if CRITICAL_XIDS_KEY in value:
         xids = value[CRITICAL_XIDS_KEY]
         if (
@@ -573,7 +542,7 @@ def _hardware_alerts(key: str, value: Any) -> Thresholds:
             or any(isinstance(x, bool) or x not in CATALOG for x in xids)
             or len(set(xids)) != len(xids)
         ):
-            raise _fail(
+            raise fail(
                 f"{key}.{CRITICAL_XIDS_KEY}",
                 xids,
                 "a non-empty list of distinct XIDs from the card's catalog ("
@@ -583,7 +552,7 @@ def _hardware_alerts(key: str, value: Any) -> Thresholds:
         changes["critical_xids"] = tuple(sorted(xids))
     thresholds = replace(Thresholds(), **changes)
     if thresholds.link_downtime_seconds >= thresholds.link_window_minutes * 60:
-        raise _fail(
+        raise fail(
             key,
             value,
             "linkDowntimeSeconds shorter than the window (linkWindowMinutes x 60): a port cannot "
@@ -608,7 +577,7 @@ def _parameter_name(key: str, value: Any) -> str | None:
         or not SSM_PARAMETER_RE.match(value)
         or value.lower().lstrip("/").startswith(("aws", "ssm"))
     ):
-        raise _fail(
+        raise fail(
             key,
             value,
             "an SSM parameter name (letters, digits, '_', '.', '-', '/'; not starting with "
@@ -622,11 +591,11 @@ def _arn_patterns(pattern: re.Pattern[str], expected: str) -> Callable[[str, Any
     functions' environment joins them with commas)."""
 
     def parse(key: str, value: Any) -> tuple[str, ...]:
-        parsed = _json_if_string(key, value, expected)
+        parsed = json_if_string(key, value, expected)
         if not isinstance(parsed, list) or not all(
             isinstance(p, str) and pattern.match(p) and "," not in p for p in parsed
         ):
-            raise _fail(key, value, expected)
+            raise fail(key, value, expected)
         return tuple(parsed)
 
     return parse
@@ -644,14 +613,14 @@ _approvers: Final = _arn_patterns(
 
 def _time_zone(key: str, value: Any) -> str:
     if not isinstance(value, str) or not TIME_ZONE_RE.match(value) or zone(value) is None:
-        raise _fail(key, value, "an IANA time zone name such as Europe/Berlin or UTC")
+        raise fail(key, value, "an IANA time zone name such as Europe/Berlin or UTC")
     return value
 
 
 def _retention(key: str, value: Any) -> int:
-    days = _integer(1, 3653)(key, value)
+    days = integer(1, 3653)(key, value)
     if days not in LOG_RETENTION_DAYS:
-        raise _fail(key, value, "one of " + ", ".join(map(str, LOG_RETENTION_DAYS)))
+        raise fail(key, value, "one of " + ", ".join(map(str, LOG_RETENTION_DAYS)))
     return days
 
 
@@ -692,7 +661,7 @@ def _parser(setting: Setting) -> Parser:
     if setting.form is Form.INTEGER:
         if setting.low is None or setting.high is None:
             raise TypeError(f"{setting.key} is an integer setting without a range")
-        return _integer(setting.low, setting.high)
+        return integer(setting.low, setting.high)
     return _FORMS[setting.form]
 
 
