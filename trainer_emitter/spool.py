@@ -142,8 +142,9 @@ def replay(paths: Sequence[Path], sink: Sink) -> ReplayResult:
     given file's) is one the emitter would refuse to write to (`check_spool_dir`)."""
     result = ReplayResult()
     files = list(_spool_files(paths))
-    for folder in {path.parent for path in files}:
-        check_spool_dir(folder)
+    given = {path for path in paths if path.is_dir() and not path.is_symlink()}
+    for folder in sorted(given | {path.parent for path in files}):
+        check_spool_dir(folder)  # a given folder is refused even when it holds no file yet
     for path in files:
         result.files.append(path)
         with _locked(path, "r+") as handle:
@@ -251,7 +252,6 @@ def _send(record: dict[str, Any], sink: Sink) -> list[str]:
 def _spool_files(paths: Sequence[Path]) -> Iterator[Path]:
     for path in paths:
         if path.is_dir() and not path.is_symlink():
-            check_spool_dir(path)  # refused even when it holds no file yet
             yield from sorted(p for p in path.glob("*.jsonl") if not p.is_symlink())
         elif path.exists() or path.is_symlink():
             yield path  # a link is refused when it is opened
