@@ -118,6 +118,25 @@ def test_the_replay_runs_the_stacks_state_machine_its_approval_timeout_included(
     assert waited.executions == {"SUCCEEDED": len(waited.incidents)}
 
 
+def test_a_faulty_node_left_unremedied_costs_the_job_a_second_interruption_and_a_triage():
+    # Given hardware faults whose cards expire before the slow approvers answer
+    stack = deployment({"sdc:approvalTimeoutSeconds": 600})
+    slow = Approvers(day_median_seconds=4 * 3600, night_median_seconds=8 * 3600, spread=0.1)
+    hardware = tuple(c for c in SLICE if c.signal is Signal.HARDWARE_ALERT and c.node_fault)
+    job = JobModel()
+
+    # When the history is replayed
+    results = simulate(hardware, days=3, nodes=64, job=job, approvers=slow, stack=stack)
+
+    # Then each expired incident's fault costs a restart and a person's triage beyond what the
+    # same fault costs where the node was replaced at once
+    waited, at_once = results[Mode.PIPELINE], results[Mode.AUTO_APPROVE]
+    extra = [w.lost - a.lost for w, a in zip(waited.faults, at_once.faults, strict=True)]
+    assert len(extra) == sum(c.count for c in hardware) > 0
+    assert min(extra) >= job.restart_seconds + job.manual_triage_seconds
+    assert waited.ettr < at_once.ettr
+
+
 def test_every_step_of_an_incident_is_a_function_the_definition_invoked(replayed):
     result = replayed[Mode.AUTO_APPROVE]
     opened = len(result.incidents)

@@ -13,8 +13,10 @@ machine, as a person does. The functions run on the in-memory ports (`infra/loca
 the ones the unit tests use) and write a real audit log.
 
 The job: every interruption costs `lost = detection + restart + recomputation since the last
-checkpoint + waiting for capacity` (no spare node free: until a node comes back). ETTR is
-`(wall time - lost) / wall time` (Meta's definition, arXiv 2410.21680).
+checkpoint + waiting for capacity` (no spare node free: until a node comes back); a faulty node
+the pipeline isolated but did not remedy (rejected, expired, failed) goes back to the job and
+costs one more restart and a person's triage. ETTR is `(wall time - lost) / wall time` (Meta's
+definition, arXiv 2410.21680).
 
 Three ways through the same history and draws (`Mode`): HyperPod's own automatic recovery
 alone (what its agent sees it replaces; the rest a person finds after `manual_triage_seconds`),
@@ -93,6 +95,12 @@ from trainer_emitter.rankmap import RankMap
 START: Final = datetime(2026, 1, 5, tzinfo=UTC)
 """The virtual clock's start: a Monday, midnight UTC."""
 CRITICAL_RULES: Final = frozenset({HardwareRule.UNCORRECTABLE_ECC, HardwareRule.ROW_REMAP_FAILURE})
+
+
+REMEDIED: Final = frozenset(
+    {IncidentState.REPLACED, IncidentState.REPLACED_BY_HYPERPOD, IncidentState.REBOOTED}
+)
+"""The ends of an incident after which its node is no longer the bad one it was."""
 
 
 class Mode(StrEnum):
@@ -695,6 +703,10 @@ class _Pipeline:
                 )
                 wait = spares.take(detected_at, back)
                 lost = (detected_at - fault.at) + base + wait
+                if cause.node_fault and not self._remedied(incident_id):
+                    # rejected, expired or failed: the bad node goes back to the job, which
+                    # fails on it again until a person's triage finds it
+                    lost += self.job.restart_seconds + self.job.manual_triage_seconds
             elif cause.node_fault or cause.signal is Signal.SDC_CHECK:
                 # held, or not isolated: the job restarts where it was, a person finds the node
                 lost = self.job.manual_triage_seconds + base
@@ -719,6 +731,11 @@ class _Pipeline:
             until=START + timedelta(days=days + 30),
         )
         return result
+
+    def _remedied(self, incident_id: str | None) -> bool:
+        """Whether the incident ended with its node replaced or rebooted and checked again."""
+        found = self.deps.incidents.get(incident_id) if incident_id else None
+        return found is not None and found.state in REMEDIED
 
     def _held(self, incident_id: str | None) -> str | None:
         """Why the incident ended held, if it did: at its intake (guard, rate, storm) or in the
