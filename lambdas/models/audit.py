@@ -35,6 +35,7 @@ class AuditAction(StrEnum):
     HELD_NOTIFIED = "held_notified"
     STORM_HOLD_STARTED = "storm_hold_started"
     STORM_NOTIFIED = "storm_notified"
+    STORM_HOLD_WIDENED = "storm_hold_widened"
     STORM_HOLD_RESET = "storm_hold_reset"
     RESET_NOTIFIED = "reset_notified"
     # the node kept out of scheduling, and let back in

@@ -478,6 +478,48 @@ def test_a_storm_of_hardware_alerts_during_a_report_storm_holds_alerts_after_its
     assert world.incident(result["incident_id"]).hold.kind == "storm"
 
 
+def test_a_report_storm_that_hardware_alerts_widen_is_audited_and_notified_again(world):
+    # Given a cluster storm-held by a forged report (its notice: hardware alerts still act)
+    world.settings = settings(guard_max_open_nodes=10, guard_max_open_percent=100)
+    report_storm(world)
+    hold = world.store.active_hold(CLUSTER)
+    assert hold is not None
+    first = [p for p in world.notifier.published if p.attributes.get("kind") == "storm_hold"]
+    assert len(first) == 1 and "hardware alerts and failed idle-sweep checks still act" in (
+        " ".join(first[0].message.split())
+    )
+
+    # When four hardware alerts on four other nodes make a storm of their own
+    nodes = add_nodes(world, 4)
+    for n, node in enumerate(nodes):
+        deliver(world, alert(node=f"hyperpod-{node}", fingerprint=f"f{n}"), message_id=f"m-{n}")
+
+    # Then the hold's audit says it widened, naming those nodes, and its notice goes out again,
+    # saying every incident is held now
+    actions = [e.action for e in world.audit.entries(hold.hold_id)]
+    assert actions.count("storm_hold_widened") == 1
+    (widened,) = [e for e in world.audit.entries(hold.hold_id) if e.action == "storm_hold_widened"]
+    assert set(widened.details["trusted_instances"]) == set(nodes)
+    notices = [p for p in world.notifier.published if p.attributes.get("kind") == "storm_hold"]
+    assert len(notices) == 2
+    assert "every incident held" in notices[1].subject
+    assert actions.count("storm_notified") == 2
+
+
+def test_a_storm_hardware_alerts_make_alone_is_notified_once(world):
+    world.settings = settings(guard_max_open_nodes=10, guard_max_open_percent=100)
+    nodes = add_nodes(world, 4)
+
+    for n, node in enumerate(nodes):
+        deliver(world, alert(node=f"hyperpod-{node}", fingerprint=f"f{n}"), message_id=f"m-{n}")
+
+    notices = [p for p in world.notifier.published if p.attributes.get("kind") == "storm_hold"]
+    assert len(notices) == 1 and "every incident held" in notices[0].subject
+    hold = world.store.active_hold(CLUSTER)
+    assert hold is not None
+    assert "storm_hold_widened" not in [e.action for e in world.audit.entries(hold.hold_id)]
+
+
 def test_a_hardware_alert_on_one_node_of_a_job_incident_leaves_the_job_held_by_a_storm(world):
     # Given a job-level incident an ambiguous report opened over three nodes, then a storm
     # hold a forged report made

@@ -210,8 +210,36 @@ def _trusted_storm(step: Step, hold: ClusterHold, since: int) -> ClusterHold:
         logger.warning(
             "storm hold holds trusted evidence now", hold_id=hold.hold_id, flagged=len(flagged)
         )
+        if noted.notified:  # its notice said hardware alerts and sweeps still act
+            _widened(step, noted, sorted(flagged))
         return noted
     return hold
+
+
+def _widened(step: Step, hold: ClusterHold, trusted: list[str]) -> None:
+    """A hold that reports and alarms made now holds hardware alerts and sweeps too: audited,
+    and its notice sent again (it says every incident is held now), so nobody reads the first
+    one's "hardware alerts still act" as still true."""
+    step.audit(
+        hold.hold_id,
+        AuditAction.STORM_HOLD_WIDENED,
+        {
+            "cluster_name": hold.cluster_name,
+            "trusted_instances": trusted[:100],
+            "flagged": len(trusted),
+            "threshold": hold.threshold,
+        },
+    )
+    open_ids = list(step.deps.guard.guard_state(hold.cluster_name).open_ids)
+    notice = cards.storm_notice(hold, step.deps.settings, open_ids)
+    _publish(
+        step,
+        hold,
+        notice,
+        NoticeKind.STORM_HOLD,
+        AuditAction.STORM_NOTIFIED,
+        open_incidents=open_ids,
+    )
 
 
 def _start_hold(
