@@ -230,16 +230,7 @@ def _widened(step: Step, hold: ClusterHold, trusted: list[str]) -> None:
             "threshold": hold.threshold,
         },
     )
-    open_ids = list(step.deps.guard.guard_state(hold.cluster_name).open_ids)
-    notice = cards.storm_notice(hold, step.deps.settings, open_ids)
-    _publish(
-        step,
-        hold,
-        notice,
-        NoticeKind.STORM_HOLD,
-        AuditAction.STORM_NOTIFIED,
-        open_incidents=open_ids,
-    )
+    _storm_notice(step, hold)
 
 
 def _start_hold(
@@ -294,18 +285,24 @@ def notify_storm(step: Step, hold: ClusterHold) -> None:
         step.deps.guard.save_hold(hold)
     except ConditionFailed:
         return  # another invocation claimed it
+    if not _storm_notice(step, hold):
+        hold.notified = False
+        step.deps.guard.save_hold(hold)
+
+
+def _storm_notice(step: Step, hold: ClusterHold) -> bool:
+    """The hold's notice, naming the incidents open now, published and audited
+    (`storm_notified`); whether it went out."""
     open_ids = list(step.deps.guard.guard_state(hold.cluster_name).open_ids)
     notice = cards.storm_notice(hold, step.deps.settings, open_ids)
-    if not _publish(
+    return _publish(
         step,
         hold,
         notice,
         NoticeKind.STORM_HOLD,
         AuditAction.STORM_NOTIFIED,
         open_incidents=open_ids,
-    ):
-        hold.notified = False
-        step.deps.guard.save_hold(hold)
+    )
 
 
 def _publish(
