@@ -17,6 +17,7 @@ from typing import Any
 
 from sdc_remediation.infra.local.template import LocalStack
 from sdc_remediation.infra.stack.template import ACCOUNT, REGION
+from sdc_remediation.lambdas.models.events import CONTRIBUTOR_DETAIL_TYPE, CONTRIBUTOR_SOURCE
 
 _QUERY = re.compile(
     r'^SELECT\s+MAX\((?P<metric>\w+)\)\s+FROM\s+SCHEMA\("(?P<ns>[^"]+)",\s*(?P<dims>[\w\s,]+)\)'
@@ -195,8 +196,8 @@ def _event(
         "id": hashlib.sha256(
             f"{alarm.name}{contributor}{state}{now.isoformat()}".encode()
         ).hexdigest()[:32],
-        "detail-type": "CloudWatch Alarm Contributor State Change",
-        "source": "aws.cloudwatch",
+        "detail-type": CONTRIBUTOR_DETAIL_TYPE,
+        "source": CONTRIBUTOR_SOURCE,
         "account": ACCOUNT,
         "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "region": REGION,

@@ -15,12 +15,12 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from sdc_remediation.infra.stack.nag import SQS_MANAGED_ENCRYPTION, acknowledge, acknowledge_checkov
+from sdc_remediation.lambdas.models.events import CONTRIBUTOR_DETAIL_TYPE, CONTRIBUTOR_SOURCE
 from trainer_emitter.contract import REPORT_DETAIL_TYPE, REPORT_SOURCE
 
-CLOUDWATCH_SOURCE: Final = "aws.cloudwatch"
-CONTRIBUTOR_DETAIL_TYPE: Final = "CloudWatch Alarm Contributor State Change"
-"""AWS's event for one contributor of a Metrics Insights alarm (the alarm-level "CloudWatch
-Alarm State Change" names no instance and is not routed)."""
+# The contributor rule routes AWS's event for one contributor of a Metrics Insights alarm, as
+# the function parses it (`CONTRIBUTOR_*`); the alarm-level "CloudWatch Alarm State Change" names
+# no instance and is not routed.
 
 TARGET_MAX_EVENT_AGE: Final = Duration.hours(6)
 TARGET_RETRY_ATTEMPTS: Final = 20
@@ -59,7 +59,7 @@ class Routing(Construct):
             "ContributorAlarmRule",
             description="SDC contributor alarms entering ALARM → open an incident",
             event_pattern=events.EventPattern(
-                source=[CLOUDWATCH_SOURCE],
+                source=[CONTRIBUTOR_SOURCE],
                 detail_type=[CONTRIBUTOR_DETAIL_TYPE],
                 detail={"alarmName": list(props.alarm_names), "state": {"value": ["ALARM"]}},
             ),

@@ -76,6 +76,7 @@ from sdc_remediation.lambdas.logic.ports import Deps, ExecutionRecord, Execution
 from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
 from sdc_remediation.lambdas.models.environment import EnvVar
 from sdc_remediation.lambdas.models.errors import ExecutionNotFound, SettingsError, TaskNotWaiting
+from sdc_remediation.lambdas.models.events import CONTRIBUTOR_DETAIL_TYPE, CONTRIBUTOR_SOURCE
 from sdc_remediation.lambdas.models.hardware_alert import (
     MESSAGE_VERSION,
     AlertSeverity,
@@ -521,8 +522,8 @@ def _contributor_event(instance: str, metric: Metric, at: datetime, n: int) -> d
     return {
         "version": "0",
         "id": f"fleet-alarm-{n:06d}",
-        "detail-type": "CloudWatch Alarm Contributor State Change",
-        "source": "aws.cloudwatch",
+        "detail-type": CONTRIBUTOR_DETAIL_TYPE,
+        "source": CONTRIBUTOR_SOURCE,
         "account": ACCOUNT,
         "time": stamp,
         "region": REGION,
