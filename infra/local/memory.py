@@ -176,13 +176,12 @@ class InMemoryIncidentStore:
         stored[report.order_key] = copy.deepcopy(report)
         return True
 
-    def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None:
-        stored = self.reports.get((cluster_name, instance_id), {})
-        return copy.deepcopy(stored[max(stored)]) if stored else None
-
     def recent_reports(self, cluster_name: str, instance_id: str, limit: int) -> list[SdcReport]:
         stored = self.reports.get((cluster_name, instance_id), {})
-        return [copy.deepcopy(stored[k]) for k in sorted(stored, reverse=True)[:limit]]
+        newest = [stored[k] for k in sorted(stored, reverse=True)]
+        pointing = [r for r in newest if r.points_at(instance_id)][:limit]
+        involved = [r for r in newest if not r.points_at(instance_id)][:limit]
+        return copy.deepcopy([*pointing, *involved])
 
     def stored_report(
         self, cluster_name: str, instance_id: str, received_at: str, report_id: str

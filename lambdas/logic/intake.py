@@ -14,8 +14,10 @@ the same stages (`Stage`), in this order:
    controller) and the orchestrator (Kubernetes by providerID, with `sdc:jobPods` the job's
    pods on it; Slurm's host names): `claims.confirm`. A node it names by name only (an alert's
    `ip-…` host) is resolved by the orchestrator. What is not confirmed is refused here, before
-   it can spend anything; an alarm brings the node's stored reports the orchestrator confirms
-   (an unconfirmed report never displaces confirmed evidence);
+   it can spend anything. A report is stored under the nodes it is confirmed for, and only
+   those (`keep`); an alarm brings the node's stored reports the orchestrator still confirms,
+   those pointing at the node read apart from those naming it involved (an unconfirmed or a
+   weaker report never displaces confirmed evidence);
 3. BUDGET: only now, on confirmed nodes: the storm flags of the claim's nodes, all at once (a
    report naming a storm's worth of culprits holds them all under one storm hold; an alarm
    flags nothing, see `triggers.SPENDS`), then per incident: an open or still-held incident
@@ -95,6 +97,7 @@ def take(step: Step, claim: Claim) -> list[OpenIncidentResult]:
     result (a node naming no instance, or only joining where nothing is open, has none)."""
     claim = bound(step, claim)  # 1. BOUND
     checked = confirm(step, claim)  # 2. CONFIRM
+    keep(step, claim, checked)
     spends = triggers.SPENDS[claim.source]
     flag(step, claim, checked, spends)  # 3. BUDGET (the claim's storm flags, all at once)
     if claim.job_level:  # 3.-6. per incident: BUDGET, JUDGE, ACT, AUDIT
@@ -156,6 +159,36 @@ def confirm(step: Step, claim: Claim) -> Checked:
         unconfirmed={str(c.instance_id): c.why_not for c in checked.nodes if not c.confirmed},
     )
     return checked
+
+
+def keep(step: Step, claim: Claim, checked: Checked) -> None:
+    """A report, stored under each node CONFIRM confirmed its claim for (where the node's
+    alarms and a retake read it back), and nowhere else: a node it invents, names wrongly or
+    names involved only in a report that points elsewhere keeps nothing of it, so forged
+    reports cost no records and never reach a genuine alarm's evidence."""
+    report = claim.report
+    if report is None or report.received_at is None:
+        return
+    expires_at = int((datetime.fromisoformat(report.received_at) + REPORT_TTL).timestamp())
+    confirmed = dict.fromkeys(c.instance_id for c in checked.nodes if c.confirmed)
+    stored = [i for i in confirmed if i and step.deps.reports.put_report(report, i, expires_at)]
+    if isinstance(step, IntakeStep):
+        step.stored.extend(stored)
+    if not stored:
+        return
+    step.audit(
+        ids.event_subject(claim.event_id),
+        AuditAction.REPORT_STORED,
+        {
+            "report_id": report.report_id,
+            "cluster_name": report.cluster_name,
+            "instances": stored,
+            "check": report.check,
+            "step": report.step,
+            "ambiguous": report.ambiguous,
+        },
+    )
+    count(M.REPORTS_STORED)
 
 
 def flag(step: Step, claim: Claim, checked: Checked, spends: Spends) -> None:
@@ -332,12 +365,7 @@ def retake(deps: Deps, held: Incident, freed: datetime) -> list[OpenIncidentResu
     freed (HyperPod and the orchestrator asked again, the budget spent again: over the bound
     again, it is held again)."""
     step = IntakeStep(deps, "reconcile")
-    report = None
-    for item in held.evidence:  # read by its key: later reports naming the node never hide it
-        if report is None and item.get("kind") == TriggerSource.REPORT and item.get("received_at"):
-            report = deps.reports.stored_report(
-                held.cluster_name, held.instance_id, item["received_at"], str(item["report_id"])
-            )
+    report = claims.reported(deps, held, [held.instance_id])
     claim = triggers.of_rate_held(held, report, freed)
     if claim is None or (claim.source is TriggerSource.REPORT and report is None):
         return []
@@ -385,10 +413,11 @@ def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentRes
 
 
 def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
-    """Store the report under each instance it names, then take it as a claim (`take`): a
-    node-level incident per culprit or confirmed suspect that HyperPod and the orchestrator
+    """The report as a claim (`take`): stored under each node HyperPod and the orchestrator
+    confirm it for (`keep`), a node-level incident per culprit or confirmed suspect they
     confirm, the involved instances' evidence attached to their open incidents, or, for an
-    ambiguous report, one job-level incident for its confirmed involved instances."""
+    ambiguous report, one job-level incident for its confirmed involved instances.
+    `stored`: it was stored under some node for the first time (False for a retry)."""
     step = IntakeStep(deps, "store_report")
     subject = ids.event_subject(event.event_id)
     received = deps.clock.now()
@@ -417,35 +446,14 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
         count(M.REPORTS_IGNORED)
         return {"report_id": report.report_id, "stored": False, "incidents": []}
 
-    expires_at = int((received + REPORT_TTL).timestamp())
-    stored = [
-        i.instance_id
-        for i in report.instances
-        if deps.reports.put_report(report, i.instance_id, expires_at)
-    ]
-    if stored:
-        step.audit(
-            subject,
-            AuditAction.REPORT_STORED,
-            {
-                "report_id": report.report_id,
-                "cluster_name": report.cluster_name,
-                "instances": stored,
-                "check": report.check,
-                "step": report.step,
-                "ambiguous": report.ambiguous,
-            },
-        )
-        count(M.REPORTS_STORED)
-    # Every instance, not only the newly stored ones: a retry after a crash must still open.
     results = take(step, triggers.of_report(event))
     logger.info(
         "report handled",
         report_id=report.report_id,
-        stored=bool(stored),
+        stored=step.stored,
         incidents=len(results),
     )
-    return {"report_id": report.report_id, "stored": bool(stored), "incidents": results}
+    return {"report_id": report.report_id, "stored": bool(step.stored), "incidents": results}
 
 
 def _more_than_nodes(step: Step, report: SdcReport) -> str | None:

@@ -179,13 +179,15 @@ class IncidentStore(Protocol):
 
 class ReportStore(Protocol):
     def put_report(self, report: SdcReport, instance_id: str, expires_at: int) -> bool:
-        """Store the report under (cluster, instance); False when it was already stored."""
+        """Store the report under (cluster, instance), the reports that point at the instance
+        (`SdcReport.points_at`) apart from those that name it involved only; False when it was
+        already stored."""
         ...
 
-    def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None: ...
-
     def recent_reports(self, cluster_name: str, instance_id: str, limit: int) -> list[SdcReport]:
-        """The reports stored under the instance, received last first (at most `limit`)."""
+        """The reports stored under the instance: at most `limit` that point at it, received
+        last first, then at most `limit` that name it involved only, received last first (so
+        however many of these come, they never push those out of reach)."""
         ...
 
     def stored_report(

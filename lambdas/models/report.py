@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from sdc_remediation.lambdas.models.errors import MalformedEvent
 from sdc_remediation.lambdas.models.events import envelope, hyperpod_cluster_name, parse_time
@@ -135,6 +135,17 @@ class SdcReport:
 
     def instance(self, instance_id: str) -> ReportInstance | None:
         return next((i for i in self.instances if i.instance_id == instance_id), None)
+
+    def points_at(self, instance_id: str) -> bool:
+        """The report names the instance a culprit or confirmed suspect (not only involved):
+        stored apart, so that reports naming it involved never push these out of reach."""
+        found = self.instance(instance_id)
+        return found is not None and found.role in POINTING_ROLES
+
+
+POINTING_ROLES: Final = frozenset({Role.CULPRIT, Role.CONFIRMED_SUSPECT})
+"""The roles that point at an instance: a report opens a node-level incident for each instance
+it names in one of them."""
 
 
 @dataclass(frozen=True, slots=True)

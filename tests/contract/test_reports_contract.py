@@ -5,16 +5,40 @@ from __future__ import annotations
 import pytest
 
 from sdc_remediation.lambdas.logic.ports import ReportStore
+from sdc_remediation.lambdas.models.report import SdcReport
 from tests.contract.records import OTHER_CLUSTER, REPORTED_INSTANCE, instance, report
 
 EXPIRES = 1_767_000_000
+
+
+def latest(reports: ReportStore, cluster_name: str, instance_id: str) -> SdcReport | None:
+    found = reports.recent_reports(cluster_name, instance_id, 1)
+    return found[0] if found else None
+
+
+def involved(report_id: str, received_at: str) -> SdcReport:
+    """A report naming REPORTED_INSTANCE involved only (it points at nobody)."""
+    return report(
+        report_id=report_id,
+        received_at=received_at,
+        ambiguous=True,
+        culprits=[],
+        instances=[
+            {
+                "instance_id": REPORTED_INSTANCE,
+                "metrics": ["sdc_divergent_tensors"],
+                "ranks": [0],
+                "role": "involved",
+            }
+        ],
+    )
 
 
 def test_a_first_report_is_stored_and_reads_back_equal(reports: ReportStore):
     sent = report()
 
     assert reports.put_report(sent, REPORTED_INSTANCE, EXPIRES) is True
-    assert reports.latest_report(sent.cluster_name, REPORTED_INSTANCE) == sent
+    assert latest(reports, sent.cluster_name, REPORTED_INSTANCE) == sent
 
 
 def test_the_same_report_again_is_not_stored_twice_and_the_first_copy_stays(reports: ReportStore):
@@ -23,7 +47,7 @@ def test_the_same_report_again_is_not_stored_twice_and_the_first_copy_stays(repo
     redelivered = report(job_name="another-job")
 
     assert reports.put_report(redelivered, REPORTED_INSTANCE, EXPIRES) is False
-    assert reports.latest_report(first.cluster_name, REPORTED_INSTANCE) == first
+    assert latest(reports, first.cluster_name, REPORTED_INSTANCE) == first
 
 
 @pytest.mark.parametrize(
@@ -37,7 +61,7 @@ def test_the_latest_report_is_the_one_received_last_whatever_the_order_they_were
     for sent in [newer, older] if newest_first else [older, newer]:
         assert reports.put_report(sent, REPORTED_INSTANCE, EXPIRES) is True
 
-    assert reports.latest_report(newer.cluster_name, REPORTED_INSTANCE) == newer
+    assert latest(reports, newer.cluster_name, REPORTED_INSTANCE) == newer
 
 
 def test_a_report_claiming_a_later_emission_is_not_the_latest_when_received_earlier(
@@ -52,7 +76,7 @@ def test_a_report_claiming_a_later_emission_is_not_the_latest_when_received_earl
     reports.put_report(dated_ahead, REPORTED_INSTANCE, EXPIRES)
     reports.put_report(received_last, REPORTED_INSTANCE, EXPIRES)
 
-    assert reports.latest_report(received_last.cluster_name, REPORTED_INSTANCE) == received_last
+    assert latest(reports, received_last.cluster_name, REPORTED_INSTANCE) == received_last
 
 
 def test_reports_received_at_the_same_time_are_ordered_by_report_id(reports: ReportStore):
@@ -61,7 +85,7 @@ def test_reports_received_at_the_same_time_are_ordered_by_report_id(reports: Rep
     reports.put_report(b, REPORTED_INSTANCE, EXPIRES)
     reports.put_report(a, REPORTED_INSTANCE, EXPIRES)
 
-    assert reports.latest_report(a.cluster_name, REPORTED_INSTANCE) == b
+    assert latest(reports, a.cluster_name, REPORTED_INSTANCE) == b
 
 
 def test_the_same_report_received_again_later_is_not_stored_twice(reports: ReportStore):
@@ -71,7 +95,7 @@ def test_the_same_report_received_again_later_is_not_stored_twice(reports: Repor
     again = report(received_at="2026-11-30T09:00:00+00:00")
 
     assert reports.put_report(again, REPORTED_INSTANCE, EXPIRES) is False
-    assert reports.latest_report(first.cluster_name, REPORTED_INSTANCE) == first
+    assert latest(reports, first.cluster_name, REPORTED_INSTANCE) == first
 
 
 def test_reports_are_kept_per_cluster_and_instance(reports: ReportStore):
@@ -79,13 +103,13 @@ def test_reports_are_kept_per_cluster_and_instance(reports: ReportStore):
     reports.put_report(sent, REPORTED_INSTANCE, EXPIRES)
 
     assert reports.put_report(sent, instance(2), EXPIRES) is True
-    assert reports.latest_report(sent.cluster_name, instance(3)) is None
-    assert reports.latest_report(OTHER_CLUSTER, REPORTED_INSTANCE) is None
-    assert reports.latest_report(sent.cluster_name, instance(2)) == sent
+    assert latest(reports, sent.cluster_name, instance(3)) is None
+    assert latest(reports, OTHER_CLUSTER, REPORTED_INSTANCE) is None
+    assert latest(reports, sent.cluster_name, instance(2)) == sent
 
 
 def test_no_report_reads_as_none(reports: ReportStore):
-    assert reports.latest_report(OTHER_CLUSTER, instance(1)) is None
+    assert latest(reports, OTHER_CLUSTER, instance(1)) is None
 
 
 def test_a_report_detail_round_trips_with_fractions_unicode_and_nesting(reports: ReportStore):
@@ -101,7 +125,7 @@ def test_a_report_detail_round_trips_with_fractions_unicode_and_nesting(reports:
 
     reports.put_report(sent, REPORTED_INSTANCE, EXPIRES)
 
-    stored = reports.latest_report(sent.cluster_name, REPORTED_INSTANCE)
+    stored = latest(reports, sent.cluster_name, REPORTED_INSTANCE)
     assert stored is not None
     assert stored.detail == sent.detail
 
@@ -111,7 +135,7 @@ def test_the_store_keeps_what_was_put_not_the_callers_object(reports: ReportStor
     reports.put_report(sent, REPORTED_INSTANCE, EXPIRES)
     sent.detail["alarm"]["step"] = 999
 
-    stored = reports.latest_report(sent.cluster_name, REPORTED_INSTANCE)
+    stored = latest(reports, sent.cluster_name, REPORTED_INSTANCE)
 
     assert stored is not None
     assert stored.detail["alarm"]["step"] == 30
@@ -148,4 +172,24 @@ def test_a_report_is_found_by_its_receipt_however_many_came_for_the_instance_sin
             first.cluster_name, REPORTED_INSTANCE, "2026-11-30T08:00:00+00:00", "r-other"
         )
         is None
+    )
+
+
+def test_reports_naming_the_instance_involved_never_push_those_pointing_at_it_out_of_reach(
+    reports: ReportStore,
+):
+    pointing = report(report_id="r-culprit-000001", received_at="2026-11-30T08:00:00+00:00")
+    reports.put_report(pointing, REPORTED_INSTANCE, EXPIRES)
+    later = [involved(f"r-involved-{n:06d}", f"2026-11-30T08:0{n + 1}:00+00:00") for n in range(6)]
+    for each in later:
+        reports.put_report(each, REPORTED_INSTANCE, EXPIRES)
+
+    found = reports.recent_reports(pointing.cluster_name, REPORTED_INSTANCE, 3)
+
+    assert found == [pointing, *later[:2:-1]]
+    assert (
+        reports.stored_report(
+            pointing.cluster_name, REPORTED_INSTANCE, later[0].received_at or "", later[0].report_id
+        )
+        == later[0]
     )

@@ -371,13 +371,30 @@ def test_a_culprit_report_naming_another_node_than_kubernetes_finds_is_refused()
 
 def test_an_alarm_whose_only_report_is_not_confirmed_shows_it_and_proposes_a_health_check_only():
     world = eks_world()
-    store(world, culprit_naming_node("ip-10-9-9-9.evil.internal"))
+    world.switch.value = "true"  # confirmed and stored, but held
+    store(world, culprit_naming_node(NODE))
+    world.switch.value = "false"
+    node = world.kube.nodes[EKS].pop(NODE)  # the node is another one now
+    world.kube.nodes[EKS]["ip-10-1-2-3.renamed.internal"] = node
     opened = alarm_on(world, INSTANCE)
 
     card = card_for(world, opened["incident_id"])
 
     assert "\nCLAIMS NOT CONFIRMED" in card
     assert "RECOMMENDATION: HEALTH CHECK ONLY" in card
+
+
+def test_a_report_kubernetes_refuses_is_not_stored_and_an_alarm_does_not_bring_it():
+    world = eks_world()
+    assert store(world, culprit_naming_node("ip-10-9-9-9.evil.internal"))["stored"] is False
+    opened = alarm_on(world, INSTANCE)
+
+    incident = world.incident(opened["incident_id"])
+    card = card_for(world, opened["incident_id"])
+
+    assert world.store.reports == {}
+    assert (incident.reports, incident.unconfirmed) == ([], {})
+    assert "RECOMMENDATION: REPLACE" not in card
 
 
 def test_a_report_naming_the_node_kubernetes_finds_proposes_what_its_evidence_says():

@@ -235,7 +235,8 @@ def test_a_report_is_stored_under_each_instance_it_names(world):
     result = store(world)
 
     assert (result["report_id"], result["stored"]) == ("r-5f3c9a1e2b7d4c60", True)
-    assert world.store.latest_report(CLUSTER, INSTANCE).report_id == "r-5f3c9a1e2b7d4c60"
+    (stored,) = world.store.recent_reports(CLUSTER, INSTANCE, 5)
+    assert stored.report_id == "r-5f3c9a1e2b7d4c60"
 
 
 def test_a_redelivered_report_is_not_stored_twice(world):

@@ -14,6 +14,7 @@ from sdc_remediation.infra.local.memory import SteppingClock
 from sdc_remediation.lambdas.logic import closing, health_check, intake
 from sdc_remediation.lambdas.logic.evidence import summaries
 from sdc_remediation.lambdas.logic.evidence.recommendation import judge
+from sdc_remediation.lambdas.logic.opening import claims
 from sdc_remediation.lambdas.models.events import parse_contributor_event
 from sdc_remediation.lambdas.models.hardware_alert import parse_alert_notification
 from sdc_remediation.lambdas.models.incident import IncidentState
@@ -308,6 +309,49 @@ def test_a_forged_involved_report_does_not_displace_the_genuine_report_an_alarm_
     assert opened["action"] == "opened"
     assert incident.unconfirmed == {}
     assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
+
+
+@pytest.mark.parametrize("ambiguous", [False, True], ids=["involved", "ambiguous"])
+def test_many_forged_weak_reports_do_not_push_the_genuine_culprit_report_out_of_reach(ambiguous):
+    """Not one forged report but more than an alarm reads: with the node's name right, each is
+    confirmed, and each is newer than the genuine report."""
+    world = eks_world()
+    world.switch.value = "true"  # everything arrives while paused: held
+    (held,) = store(world, culprit(node_name=NODE, report_id="genuine-0001"))
+    assert held["action"] == "held"
+    for n in range(2 * claims.MAX_STORED):
+        world.clock.current += timedelta(seconds=1)
+        forged = forged_event(
+            [INSTANCE],
+            ambiguous=ambiguous,
+            role="involved",
+            report_id=f"forged-{n:05d}",
+            suspects=[suspect(role="involved", node_name=NODE)],
+        )
+        store(world, forged)
+    world.switch.value = "false"
+
+    opened = alarm_on(world, INSTANCE, "alarm-genuine", seconds=10)
+
+    incident = world.incident(opened["incident_id"])
+    assert opened["action"] == "opened"
+    assert "genuine-0001" in {r.get("report_id") for r in incident.reports}
+    assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
+
+
+def test_a_report_is_stored_only_under_the_nodes_it_was_confirmed_for(world):
+    """Before the bound and the checks, a report naming 64 made-up culprits wrote two records
+    per instance it named (the cluster has 64 nodes, so its size let it through)."""
+    add_nodes(world, 63)
+    event = forged_event(
+        [made_up(n) for n in range(60)] + [INSTANCE], ambiguous=False, role="culprit"
+    )
+    event["detail"]["instances"][-1]["role"] = "involved"
+
+    result = intake.store_report(parse_report_event(event), world.deps)
+
+    assert world.store.reports == {}
+    assert result["stored"] is False
 
 
 # -- 10. a few datapoints from one pod cannot hold a cluster ----------------------------------

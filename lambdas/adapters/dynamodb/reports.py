@@ -14,15 +14,17 @@ from sdc_remediation.lambdas.models.report import SdcReport, parse_report, repor
 class DynamoReportStore(ItemTable):
     """Implements ReportStore: per (cluster, instance) and report, one marker item
     (`id#<report id>`, the first copy wins) and one item holding the report under the time the
-    pipeline received it (`at#<received_at>#<report id>`), written together. The latest report
-    is the one received last, never the one whose reporter claims the latest `emitted_at`."""
+    pipeline received it, written together: `at#<received_at>#<report id>` when the report
+    points at the instance, `involved#<received_at>#<report id>` when it names it involved only
+    (one query per kind reads the newest of each). The latest report is the one received last,
+    never the one whose reporter claims the latest `emitted_at`."""
 
     def put_report(self, report: SdcReport, instance_id: str, expires_at: int) -> bool:
         pk = report_pk(report.cluster_name, instance_id)
         marker = {"pk": pk, "sk": f"{_MARKER}{report.report_id}", "expires_at": expires_at}
         item = {
             "pk": pk,
-            "sk": f"{_RECEIVED}{report.order_key}",
+            "sk": _prefix(report.points_at(instance_id)) + report.order_key,
             "report_id": report.report_id,
             "cluster_name": report.cluster_name,
             "instance_id": instance_id,
@@ -41,17 +43,21 @@ class DynamoReportStore(ItemTable):
             return False
         raise cancelled.error
 
-    def latest_report(self, cluster_name: str, instance_id: str) -> SdcReport | None:
-        found = self.recent_reports(cluster_name, instance_id, 1)
-        return found[0] if found else None
-
     def recent_reports(self, cluster_name: str, instance_id: str, limit: int) -> list[SdcReport]:
+        return [
+            *self._newest(cluster_name, instance_id, _POINTING, limit),
+            *self._newest(cluster_name, instance_id, _INVOLVED, limit),
+        ]
+
+    def _newest(
+        self, cluster_name: str, instance_id: str, prefix: str, limit: int
+    ) -> list[SdcReport]:
         with aws_call("Query"):
             response = self.client.query(
                 TableName=self.table_name,
                 KeyConditionExpression="pk = :pk AND begins_with(sk, :received)",
                 ExpressionAttributeValues=to_item(
-                    {":pk": report_pk(cluster_name, instance_id), ":received": _RECEIVED}
+                    {":pk": report_pk(cluster_name, instance_id), ":received": prefix}
                 ),
                 ScanIndexForward=False,
                 Limit=limit,
@@ -62,12 +68,15 @@ class DynamoReportStore(ItemTable):
     def stored_report(
         self, cluster_name: str, instance_id: str, received_at: str, report_id: str
     ) -> SdcReport | None:
-        key = {
-            "pk": report_pk(cluster_name, instance_id),
-            "sk": _RECEIVED + report_order_key(received_at, report_id),
-        }
-        item = self.read(key)
-        return _stored(item) if item else None
+        for prefix in (_POINTING, _INVOLVED):
+            key = {
+                "pk": report_pk(cluster_name, instance_id),
+                "sk": prefix + report_order_key(received_at, report_id),
+            }
+            item = self.read(key)
+            if item:
+                return _stored(item)
+        return None
 
 
 def _stored(item: dict[str, Any]) -> SdcReport:
@@ -79,7 +88,12 @@ def _stored(item: dict[str, Any]) -> SdcReport:
 
 
 _MARKER = "id#"
-_RECEIVED = "at#"
+_POINTING = "at#"
+_INVOLVED = "involved#"
+
+
+def _prefix(points_at: bool) -> str:
+    return _POINTING if points_at else _INVOLVED
 
 
 if TYPE_CHECKING:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from sdc_remediation.lambdas.logic.core.steps import Step
+from sdc_remediation.lambdas.logic.ports import Deps
 from sdc_remediation.lambdas.logic.safety.guard import open_limit
 from sdc_remediation.lambdas.models.claim import Claim, JobClaim, NodeClaim
 from sdc_remediation.lambdas.models.errors import (
@@ -49,7 +50,7 @@ from sdc_remediation.lambdas.models.errors import (
     SdcError,
 )
 from sdc_remediation.lambdas.models.hyperpod import ClusterInfo, NodeInfo, NodeStatus, Orchestrator
-from sdc_remediation.lambdas.models.incident import TriggerSource
+from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
 from sdc_remediation.lambdas.models.kubernetes import LABEL_VALUE_RE
 from sdc_remediation.lambdas.models.report import SdcReport
 from sdc_remediation.lambdas.models.reporter_text import quoted
@@ -466,3 +467,20 @@ def _stored_reports(
     if stored:
         return dataclasses.replace(alarm, reports=(stored[0],), unconfirmed=first_refused)
     return alarm
+
+
+def reported(deps: Deps, incident: Incident, instance_ids: Sequence[str]) -> SdcReport | None:
+    """The report the incident's evidence names (its first), as stored under the first of
+    `instance_ids` that has it: read by its key, so however many reports named those nodes
+    since, it is found. None when none has it (it expired)."""
+    for item in incident.evidence:
+        if item.get("kind") != TriggerSource.REPORT or not item.get("received_at"):
+            continue
+        for instance_id in instance_ids:
+            found = deps.reports.stored_report(
+                incident.cluster_name, instance_id, item["received_at"], str(item["report_id"])
+            )
+            if found is not None:
+                return found
+        return None
+    return None

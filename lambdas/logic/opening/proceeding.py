@@ -39,7 +39,7 @@ from sdc_remediation.lambdas.models.audit import AuditAction
 from sdc_remediation.lambdas.models.claim import Stage
 from sdc_remediation.lambdas.models.errors import ClusterNotFound, DecisionRefused
 from sdc_remediation.lambdas.models.guard import HoldKind
-from sdc_remediation.lambdas.models.incident import Incident, IncidentState, Scope, TriggerSource
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, Scope
 from sdc_remediation.lambdas.models.payloads import OpenAction
 from sdc_remediation.lambdas.models.writes import Created, GuardFull
 from sdc_remediation.lambdas.observability import count, logger
@@ -134,16 +134,10 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
 
 
 def _claims(step: Step, held: Incident, nodes: list[str]) -> claims.Claims:
-    """What the held incident's report claims: the report as stored under its nodes (the one
-    its evidence names), else only the job's name it kept."""
-    report_ids = {
-        e.get("report_id") for e in held.evidence if e.get("kind") == TriggerSource.REPORT
-    }
-    for instance_id in nodes:
-        report = step.deps.reports.latest_report(held.cluster_name, instance_id)
-        if report is not None and report.report_id in report_ids:
-            return claims.Claims.of(report)
-    return claims.Claims(job_name=held.job_name)
+    """What the held incident's report claims: the report its evidence names, as stored under
+    its nodes, else only the job's name it kept."""
+    report = claims.reported(step.deps, held, nodes[: claims.MAX_ASKED])
+    return claims.Claims.of(report) if report else claims.Claims(job_name=held.job_name)
 
 
 def check_may_proceed(step: Step, held: Incident) -> None:

@@ -30,6 +30,8 @@ class IntakeStep(Step):
         super().__init__(deps, actor)
         self.trail: list[Passed] = []
         self.audited: list[AuditAction] = []
+        self.stored: list[str] = []
+        """The instances the claim's report was stored under (`intake.keep`)."""
 
     def audit(
         self,

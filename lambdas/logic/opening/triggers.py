@@ -25,10 +25,6 @@ from sdc_remediation.lambdas.models.hardware_alert import AlertNotification, Ale
 from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
 from sdc_remediation.lambdas.models.report import ReportEvent, SdcReport
 from sdc_remediation.lambdas.models.reporter_text import clean
-from trainer_emitter.contract import Role
-
-OPENING_ROLES: Final = frozenset({Role.CULPRIT, Role.CONFIRMED_SUSPECT})
-"""The roles for which a report opens a node-level incident by itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +78,7 @@ def of_report(event: ReportEvent) -> Claim:
         NodeClaim(
             summaries.report_evidence(report, i.instance_id),
             i.instance_id,
-            opens=report.ambiguous or i.role in OPENING_ROLES,
+            opens=report.ambiguous or report.points_at(i.instance_id),
             metric=i.metrics[0].value if i.metrics else None,
         )
         for i in report.instances
