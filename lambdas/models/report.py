@@ -138,9 +138,11 @@ class SdcReport:
 
     def points_at(self, instance_id: str) -> bool:
         """The report names the instance a culprit or confirmed suspect (not only involved):
-        stored apart, so that reports naming it involved never push these out of reach."""
+        stored apart, so that reports naming it involved never push these out of reach. An
+        ambiguous report points at no instance, whatever roles it gives (the emitter calls a
+        report ambiguous when it names no culprit): it is as weak as one naming it involved."""
         found = self.instance(instance_id)
-        return found is not None and found.role in POINTING_ROLES
+        return not self.ambiguous and found is not None and found.role in POINTING_ROLES
 
 
 POINTING_ROLES: Final = frozenset({Role.CULPRIT, Role.CONFIRMED_SUSPECT})

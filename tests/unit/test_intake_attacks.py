@@ -339,6 +339,33 @@ def test_many_forged_weak_reports_do_not_push_the_genuine_culprit_report_out_of_
     assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
 
 
+def test_forged_ambiguous_reports_calling_the_node_a_culprit_do_not_push_out_the_genuine_one():
+    """An ambiguous report points at no node (the emitter calls a report ambiguous when it names
+    no culprit): one that names the node a culprit anyway is stored with the weak reports, so
+    however many come, the alarm still reads the genuine culprit report."""
+    world = eks_world()
+    world.switch.value = "true"  # everything arrives while paused: held
+    (held,) = store(world, culprit(node_name=NODE, report_id="genuine-0001"))
+    assert held["action"] == "held"
+    for n in range(2 * claims.MAX_STORED):
+        world.clock.current += timedelta(seconds=1)
+        forged = forged_event(
+            [INSTANCE],
+            ambiguous=True,
+            role="culprit",
+            report_id=f"forged-{n:05d}",
+            suspects=[suspect(node_name=NODE)],
+        )
+        store(world, forged)
+    world.switch.value = "false"
+
+    opened = alarm_on(world, INSTANCE, "alarm-genuine", seconds=10)
+
+    incident = world.incident(opened["incident_id"])
+    assert "genuine-0001" in {r.get("report_id") for r in incident.reports}
+    assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
+
+
 def test_a_report_is_stored_only_under_the_nodes_it_was_confirmed_for(world):
     """Before the bound and the checks, a report naming 64 made-up culprits wrote two records
     per instance it named (the cluster has 64 nodes, so its size let it through)."""
