@@ -271,8 +271,10 @@ def open_job(
         item=claim.job_item,
         report=report,
     )
-    if not any(c.confirmed for c in checked.nodes):
-        unconfirmed |= dict.fromkeys(free, "not asked: nothing the job names was confirmed")
+    # Its own nodes: one that joined an open incident vouches for none of the job's others, and
+    # the report is kept (`keep`) under the confirmed nodes, where a `proceed` reads its claims.
+    if not any(c.confirmed and c.instance_id in free for c in checked.nodes):
+        unconfirmed |= dict.fromkeys(free, "not asked: none of the job's own nodes was confirmed")
         free = []
     opened = incidents.open_job(
         step, trigger, free, unconfirmed, checked.cluster, spends, oversized=checked.oversized

@@ -604,6 +604,34 @@ def test_proceed_acts_only_on_the_held_nodes_kubernetes_confirms():
     assert set(opened.unconfirmed) == set(named[2:])
 
 
+def test_a_job_whose_only_confirmed_node_joined_an_open_incident_cannot_proceed_over_the_rest():
+    """An oversized job is asked of HyperPod for its first nodes only, and its report is stored
+    under those it confirms. A forged one whose first node is busy with an open incident and whose
+    other first nodes are made up was held over nodes never asked about, its report stored under
+    none of them: `proceed` then checked the job's name only and acted on nodes whose names the
+    report got wrong."""
+    world = eks_world()
+    world.settings = dataclasses.replace(world.settings, storm_threshold=100)
+    named = cluster_of(world, 36)[:4]
+    for n, node in enumerate(named):
+        world.kube.add_node(EKS, f"node-{n}", node)
+    assert alarm_on(world, INSTANCE)["action"] == "opened"
+    made_up = [f"i-0e{n:015x}" for n in range(claims.MAX_ASKED - 1)]
+    event = forged_event(
+        [INSTANCE, *made_up, *named],
+        suspects=[
+            suspect(rank=n, role="involved", instance_id=node, node_name="ip-10-9-9-9")
+            for n, node in enumerate(named)
+        ],
+    )
+    (_, job) = store(world, event)["incidents"]
+
+    with pytest.raises(DecisionRefused):
+        approval.decide(world.decision(job["incident_id"], "proceed"), world.deps)
+
+    assert len(world.workflow.executions) == 1  # the alarm's only
+
+
 def test_the_held_notice_of_a_job_too_large_for_the_guard_says_how_to_let_it_proceed(world):
     held, _ = held_big_job(world)
 
