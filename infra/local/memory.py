@@ -64,6 +64,8 @@ class InMemoryIncidentStore:
         self.locks: dict[tuple[str, str], str] = {}
         self.held: dict[tuple[str, str], tuple[str, int]] = {}
         self.reports: dict[tuple[str, str], dict[str, SdcReport]] = {}
+        self.pointing: set[tuple[str, str, str]] = set()
+        """(cluster, instance, order key) of each report put as pointing at the instance."""
         self.slots: dict[str, set[str]] = {}
         self.reset_at: dict[str, int] = {}
         self.flags: dict[str, dict[str, int]] = {}
@@ -169,19 +171,23 @@ class InMemoryIncidentStore:
     def forget_task_token(self, incident_id: str) -> None:
         self.tokens.pop(incident_id, None)
 
-    def put_report(self, report: SdcReport, instance_id: str, expires_at: int) -> bool:
+    def put_report(
+        self, report: SdcReport, instance_id: str, expires_at: int, *, pointing: bool
+    ) -> bool:
         stored = self.reports.setdefault((report.cluster_name, instance_id), {})
         if any(r.report_id == report.report_id for r in stored.values()):
             return False
         stored[report.order_key] = copy.deepcopy(report)
+        if pointing:
+            self.pointing.add((report.cluster_name, instance_id, report.order_key))
         return True
 
     def recent_reports(self, cluster_name: str, instance_id: str, limit: int) -> list[SdcReport]:
         stored = self.reports.get((cluster_name, instance_id), {})
-        newest = [stored[k] for k in sorted(stored, reverse=True)]
-        pointing = [r for r in newest if r.points_at(instance_id)][:limit]
-        involved = [r for r in newest if not r.points_at(instance_id)][:limit]
-        return copy.deepcopy([*pointing, *involved])
+        newest = sorted(stored, reverse=True)
+        pointing = [k for k in newest if (cluster_name, instance_id, k) in self.pointing]
+        others = [k for k in newest if k not in pointing]
+        return copy.deepcopy([stored[k] for k in [*pointing[:limit], *others[:limit]]])
 
     def stored_report(
         self, cluster_name: str, instance_id: str, received_at: str, report_id: str

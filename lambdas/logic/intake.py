@@ -51,6 +51,7 @@ from typing import Any, Final, NoReturn
 from sdc_remediation.lambdas.logic.core import ids
 from sdc_remediation.lambdas.logic.core.steps import Step, error_details, mark_audited, was_audited
 from sdc_remediation.lambdas.logic.evidence import summaries
+from sdc_remediation.lambdas.logic.evidence.recommendation import report_row
 from sdc_remediation.lambdas.logic.opening import arrivals, claims, incidents, triggers
 from sdc_remediation.lambdas.logic.opening.arrivals import Trigger
 from sdc_remediation.lambdas.logic.opening.claims import Checked, Confirmed
@@ -71,6 +72,7 @@ from sdc_remediation.lambdas.models.payloads import (
     OpenIncidentResult,
     StoreReportResult,
 )
+from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.report import ReportEvent, SdcReport
 from sdc_remediation.lambdas.models.reporter_text import clean
 from sdc_remediation.lambdas.observability import count, logger
@@ -165,13 +167,23 @@ def keep(step: Step, claim: Claim, checked: Checked) -> None:
     """A report, stored under each node CONFIRM confirmed its claim for (where the node's
     alarms and a retake read it back), and nowhere else: a node it invents, names wrongly or
     names involved only in a report that points elsewhere keeps nothing of it, so forged
-    reports cost no records and never reach a genuine alarm's evidence."""
+    reports cost no records and never reach a genuine alarm's evidence. Stored as pointing at
+    the node (`pointing`) only when its own evidence there proposes more than a health check."""
     report = claim.report
     if report is None or report.received_at is None:
         return
     expires_at = int((datetime.fromisoformat(report.received_at) + REPORT_TTL).timestamp())
-    confirmed = dict.fromkeys(c.instance_id for c in checked.nodes if c.confirmed)
-    stored = [i for i in confirmed if i and step.deps.reports.put_report(report, i, expires_at)]
+    confirmed: dict[str, NodeClaim] = {}
+    for c in checked.nodes:
+        if c.confirmed and c.instance_id:
+            confirmed.setdefault(c.instance_id, c.claim)
+    stored = [
+        i
+        for i, node in confirmed.items()
+        if step.deps.reports.put_report(
+            report, i, expires_at, pointing=pointing(report, i, node.item)
+        )
+    ]
     if isinstance(step, IntakeStep):
         step.stored.extend(stored)
     if not stored:
@@ -189,6 +201,18 @@ def keep(step: Step, claim: Claim, checked: Checked) -> None:
         },
     )
     count(M.REPORTS_STORED)
+
+
+def pointing(report: SdcReport, instance_id: str, item: dict[str, Any]) -> bool:
+    """The report points at the instance: it names it a culprit or confirmed suspect
+    (`SdcReport.points_at`) and its evidence there (`item`, its summary for the instance), read
+    by the decision table, proposes more than a health check. A role alone is a claim: a
+    straggler on the node, or a check whose evidence names no rank there, is no stronger than
+    a report naming the node involved, and is stored with those."""
+    if not report.points_at(instance_id):
+        return False
+    row, _ = report_row(item)
+    return row.advice is not Advice.HEALTH_CHECK_ONLY
 
 
 def flag(step: Step, claim: Claim, checked: Checked, spends: Spends) -> None:

@@ -178,15 +178,17 @@ class IncidentStore(Protocol):
 
 
 class ReportStore(Protocol):
-    def put_report(self, report: SdcReport, instance_id: str, expires_at: int) -> bool:
-        """Store the report under (cluster, instance), the reports that point at the instance
-        (`SdcReport.points_at`) apart from those that name it involved only; False when it was
-        already stored."""
+    def put_report(
+        self, report: SdcReport, instance_id: str, expires_at: int, *, pointing: bool
+    ) -> bool:
+        """Store the report under (cluster, instance), those `pointing` at the instance (the
+        intake's word: `intake.keep`) apart from the others; False when it was already
+        stored."""
         ...
 
     def recent_reports(self, cluster_name: str, instance_id: str, limit: int) -> list[SdcReport]:
-        """The reports stored under the instance: at most `limit` that point at it, received
-        last first, then at most `limit` that name it involved only, received last first (so
+        """The reports stored under the instance: at most `limit` put as pointing at it,
+        received last first, then at most `limit` of the others, received last first (so
         however many of these come, they never push those out of reach)."""
         ...
 

@@ -138,9 +138,10 @@ class SdcReport:
 
     def points_at(self, instance_id: str) -> bool:
         """The report names the instance a culprit or confirmed suspect (not only involved):
-        stored apart, so that reports naming it involved never push these out of reach. An
-        ambiguous report points at no instance, whatever roles it gives (the emitter calls a
-        report ambiguous when it names no culprit): it is as weak as one naming it involved."""
+        it opens the instance's incident, and is stored apart when its evidence there is strong
+        enough (`intake.pointing`). An ambiguous report points at no instance, whatever roles
+        it gives (the emitter calls a report ambiguous when it names no culprit): it is as weak
+        as one naming it involved."""
         found = self.instance(instance_id)
         return not self.ambiguous and found is not None and found.role in POINTING_ROLES
 

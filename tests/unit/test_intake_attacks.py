@@ -26,6 +26,8 @@ from tests.conftest import load_fixture
 from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, suspect
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_watch_course import throttled_answer, watch_world
+from tests.unit.test_watch_pipeline import RANK_MAP as WATCH_RANKS
+from tests.unit.test_watch_pipeline import WORLD as WATCH_WORLD
 from tests.unit.test_watch_pipeline import hang_alarm, straggler_alarm
 from tests.unit.world import (
     CLUSTER,
@@ -360,6 +362,40 @@ def test_forged_ambiguous_reports_calling_the_node_a_culprit_do_not_push_out_the
     world.switch.value = "false"
 
     opened = alarm_on(world, INSTANCE, "alarm-genuine", seconds=10)
+
+    incident = world.incident(opened["incident_id"])
+    assert "genuine-0001" in {r.get("report_id") for r in incident.reports}
+    assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
+
+
+def weak_culprit_report(kind: str, instance_id: str, report_id: str) -> dict[str, Any]:
+    """A report naming `instance_id` a culprit whose own evidence proposes a health check only:
+    a straggler on the node (the training watch sends one as it slows, and so can any pod), or a
+    forged weights check with no majority."""
+    if kind == "straggler":
+        slow = [r for r in range(WATCH_WORLD) if WATCH_RANKS.get(r).instance_id == instance_id]
+        return report_event(straggler_alarm(*slow), report_id=report_id)
+    return forged_event([instance_id], ambiguous=False, role="culprit", report_id=report_id)
+
+
+@pytest.mark.parametrize("kind", ["straggler", "weights-no-majority"])
+def test_reports_calling_the_node_a_culprit_on_weak_evidence_do_not_push_out_the_genuine_one(
+    world, kind
+):
+    """Their role points at the node, their evidence proposes a health check only: stored with
+    the reports pointing at it, the newest five of them were all an alarm read, and it advised a
+    health check instead of the genuine report's replacement."""
+    target = WATCH_RANKS.get(0).instance_id
+    world.hyperpod.add_node(CLUSTER, GROUP, target)
+    world.switch.value = "true"  # everything arrives while paused: held
+    (held,) = store(world, culprit(target, report_id="genuine-0001"))
+    assert held["action"] == "held"
+    for n in range(2 * claims.MAX_STORED):
+        world.clock.current += timedelta(seconds=1)
+        store(world, weak_culprit_report(kind, target, f"weak-{n:04d}"))
+    world.switch.value = "false"
+
+    opened = alarm_on(world, target, "alarm-genuine", seconds=10)
 
     incident = world.incident(opened["incident_id"])
     assert "genuine-0001" in {r.get("report_id") for r in incident.reports}

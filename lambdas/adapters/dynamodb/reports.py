@@ -14,17 +14,19 @@ from sdc_remediation.lambdas.models.report import SdcReport, parse_report, repor
 class DynamoReportStore(ItemTable):
     """Implements ReportStore: per (cluster, instance) and report, one marker item
     (`id#<report id>`, the first copy wins) and one item holding the report under the time the
-    pipeline received it, written together: `at#<received_at>#<report id>` when the report
-    points at the instance, `involved#<received_at>#<report id>` when it names it involved only
-    (one query per kind reads the newest of each). The latest report is the one received last,
+    pipeline received it, written together: `at#<received_at>#<report id>` when it was put as
+    pointing at the instance, `involved#<received_at>#<report id>` otherwise (one query per kind
+    reads the newest of each). The latest report is the one received last,
     never the one whose reporter claims the latest `emitted_at`."""
 
-    def put_report(self, report: SdcReport, instance_id: str, expires_at: int) -> bool:
+    def put_report(
+        self, report: SdcReport, instance_id: str, expires_at: int, *, pointing: bool
+    ) -> bool:
         pk = report_pk(report.cluster_name, instance_id)
         marker = {"pk": pk, "sk": f"{_MARKER}{report.report_id}", "expires_at": expires_at}
         item = {
             "pk": pk,
-            "sk": _prefix(report.points_at(instance_id)) + report.order_key,
+            "sk": _prefix(pointing) + report.order_key,
             "report_id": report.report_id,
             "cluster_name": report.cluster_name,
             "instance_id": instance_id,
