@@ -192,7 +192,8 @@ class InMemoryIncidentStore:
     def stored_report(
         self, cluster_name: str, instance_id: str, received_at: str, report_id: str
     ) -> SdcReport | None:
-        found = self.reports.get((cluster_name, instance_id), {}).get(f"{received_at}#{report_id}")
+        stored = self.reports.get((cluster_name, instance_id), {}).values()
+        found = next((r for r in stored if r.report_id == report_id), None)
         return copy.deepcopy(found) if found else None
 
     # -- GuardStore ---------------------------------------------------------------------------

@@ -195,9 +195,10 @@ class ReportStore(Protocol):
     def stored_report(
         self, cluster_name: str, instance_id: str, received_at: str, report_id: str
     ) -> SdcReport | None:
-        """The report `report_id` stored under the instance when the pipeline received it at
-        `received_at`; None when there is none (or it expired). However many reports came for
-        the instance since, it is still found."""
+        """The report `report_id` as stored under the instance (its first copy); None when
+        there is none (or it expired). However many reports came for the instance since, and
+        whenever the copy the caller's evidence names was received (`received_at`: a
+        redelivery received later was not stored again), it is still found."""
         ...
 
 

@@ -206,3 +206,20 @@ def test_a_report_put_as_not_pointing_is_read_with_the_others_whatever_role_it_g
     reports.put_report(weak, REPORTED_INSTANCE, EXPIRES, pointing=False)
 
     assert reports.recent_reports(strong.cluster_name, REPORTED_INSTANCE, 1) == [strong, weak]
+
+
+def test_a_report_is_found_by_its_id_when_asked_with_the_receipt_of_a_later_delivery(
+    reports: ReportStore,
+):
+    """A redelivery (the first invocation died after storing it) is received later and not
+    stored again: the evidence it leaves names its own receipt."""
+    first = report(report_id="r-redelivered-01", received_at="2026-11-30T08:00:00+00:00")
+    reports.put_report(first, REPORTED_INSTANCE, EXPIRES, pointing=True)
+    again = report(report_id="r-redelivered-01", received_at="2026-11-30T08:00:07+00:00")
+    assert reports.put_report(again, REPORTED_INSTANCE, EXPIRES, pointing=True) is False
+
+    found = reports.stored_report(
+        first.cluster_name, REPORTED_INSTANCE, again.received_at or "", again.report_id
+    )
+
+    assert found == first

@@ -22,6 +22,7 @@ from sdc_remediation.lambdas.models.report import parse_report_event
 from sdc_remediation.lambdas.models.settings import IsolationConfig
 from sdc_remediation.lambdas.wording import cards
 from tests.unit.reports import REPORT_TIME, forged_event, large_report, suspect
+from tests.unit.test_intake_attacks import HandlerDied, dies
 from tests.unit.world import (
     CLUSTER,
     EKS,
@@ -630,6 +631,36 @@ def test_a_job_whose_only_confirmed_node_joined_an_open_incident_cannot_proceed_
         approval.decide(world.decision(job["incident_id"], "proceed"), world.deps)
 
     assert len(world.workflow.executions) == 1  # the alarm's only
+
+
+def test_proceed_checks_the_node_names_of_a_held_job_whose_report_was_redelivered(monkeypatch):
+    """The first delivery died once the report was stored; the held job came of the
+    redelivery, received later, whose receipt names no stored report: `proceed` found none,
+    checked the job's name only and acted on nodes whose names the report got wrong."""
+    world = eks_world()
+    world.settings = dataclasses.replace(world.settings, storm_threshold=100)
+    named = cluster_of(world, 36)[:6]
+    for n, node in enumerate(named):
+        world.kube.add_node(EKS, f"node-{n}", node)
+    event = forged_event(
+        named,
+        suspects=[
+            suspect(rank=n, role="involved", instance_id=node, node_name="ip-10-9-9-9")
+            for n, node in enumerate(named)
+        ],
+    )
+    with monkeypatch.context() as patch:
+        patch.setattr(intake, "flag", dies)
+        with pytest.raises(HandlerDied):
+            store(world, event)
+    world.clock.current += timedelta(seconds=2)
+    (job,) = store(world, event)["incidents"]  # redelivered
+    assert job["action"] == "held"
+
+    with pytest.raises(DecisionRefused, match="that Kubernetes confirms"):
+        approval.decide(world.decision(job["incident_id"], "proceed"), world.deps)
+
+    assert nothing_acted(world)
 
 
 def test_the_held_notice_of_a_job_too_large_for_the_guard_says_how_to_let_it_proceed(world):

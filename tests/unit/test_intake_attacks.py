@@ -165,6 +165,41 @@ def test_forged_reports_naming_a_rate_held_culprit_do_not_keep_it_from_being_tak
     assert opened != held["incident_id"]
 
 
+class HandlerDied(BaseException):
+    """Not an Exception: no handler code catches it, as none survives a killed invocation."""
+
+
+def dies(*_: Any) -> None:
+    raise HandlerDied("died after the report was stored")
+
+
+def test_a_culprit_redelivered_after_dying_between_store_and_open_is_still_taken_again(
+    world, monkeypatch
+):
+    """The redelivery is received later: its evidence names that receipt, and the report was
+    stored under the first one only (the first copy wins), so reading it by the evidence's key
+    found nothing, and the rate-held claim was never taken again."""
+    world.clock = StillClock(world.clock.current)
+    world.settings = settings(
+        report_openings_per_minute=1, guard_max_open_nodes=10, guard_max_open_percent=100
+    )
+    nodes = add_nodes(world, 20)
+    store(world, culprit(nodes[0], report_id="genuine-0001"))
+    event = culprit(nodes[1], report_id="genuine-0002")
+    with monkeypatch.context() as patch:
+        patch.setattr(intake, "flag", dies)
+        with pytest.raises(HandlerDied):
+            store(world, event)
+    world.clock.current += timedelta(seconds=2)
+    (held,) = store(world, event)  # redelivered
+    assert held["action"] == "held"
+
+    world.clock.current += timedelta(minutes=1)
+    closing.reconcile(world.deps)
+
+    assert world.store.open_incident_id(CLUSTER, nodes[1]) not in (None, held["incident_id"])
+
+
 # -- 2. hardware alerts act on every supported cluster setup ----------------------------------
 
 

@@ -13,7 +13,7 @@ from sdc_remediation.lambdas.models.report import SdcReport, parse_report, repor
 
 class DynamoReportStore(ItemTable):
     """Implements ReportStore: per (cluster, instance) and report, one marker item
-    (`id#<report id>`, the first copy wins) and one item holding the report under the time the
+    (`id#<report id>`, the first copy wins; it names the other's key) and one item holding the report under the time the
     pipeline received it, written together: `at#<received_at>#<report id>` when it was put as
     pointing at the instance, `involved#<received_at>#<report id>` otherwise (one query per kind
     reads the newest of each). The latest report is the one received last,
@@ -23,10 +23,16 @@ class DynamoReportStore(ItemTable):
         self, report: SdcReport, instance_id: str, expires_at: int, *, pointing: bool
     ) -> bool:
         pk = report_pk(report.cluster_name, instance_id)
-        marker = {"pk": pk, "sk": f"{_MARKER}{report.report_id}", "expires_at": expires_at}
+        sk = _prefix(pointing) + report.order_key
+        marker = {
+            "pk": pk,
+            "sk": f"{_MARKER}{report.report_id}",
+            "stored_as": sk,
+            "expires_at": expires_at,
+        }
         item = {
             "pk": pk,
-            "sk": _prefix(pointing) + report.order_key,
+            "sk": sk,
             "report_id": report.report_id,
             "cluster_name": report.cluster_name,
             "instance_id": instance_id,
@@ -70,12 +76,14 @@ class DynamoReportStore(ItemTable):
     def stored_report(
         self, cluster_name: str, instance_id: str, received_at: str, report_id: str
     ) -> SdcReport | None:
-        for prefix in (_POINTING, _INVOLVED):
-            key = {
-                "pk": report_pk(cluster_name, instance_id),
-                "sk": prefix + report_order_key(received_at, report_id),
-            }
-            item = self.read(key)
+        pk = report_pk(cluster_name, instance_id)
+        marker = self.read({"pk": pk, "sk": f"{_MARKER}{report_id}"})
+        if marker and marker.get("stored_as"):
+            keys = [str(marker["stored_as"])]
+        else:  # a marker written before it named its report's item
+            keys = [p + report_order_key(received_at, report_id) for p in (_POINTING, _INVOLVED)]
+        for sk in keys:
+            item = self.read({"pk": pk, "sk": sk})
             if item:
                 return _stored(item)
         return None

@@ -471,8 +471,9 @@ def _stored_reports(
 
 def reported(deps: Deps, incident: Incident, instance_ids: Sequence[str]) -> SdcReport | None:
     """The report the incident's evidence names (its first), as stored under the first of
-    `instance_ids` that has it: read by its key, so however many reports named those nodes
-    since, it is found. None when none has it (it expired)."""
+    `instance_ids` that has it: read by its id, so however many reports named those nodes
+    since, and whichever delivery of it the evidence came with, it is found. None when none
+    has it (it expired)."""
     for item in incident.evidence:
         if item.get("kind") != TriggerSource.REPORT or not item.get("received_at"):
             continue
