@@ -437,6 +437,27 @@ def test_reports_calling_the_node_a_culprit_on_weak_evidence_do_not_push_out_the
     assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
 
 
+def test_a_forged_job_too_large_to_check_does_not_weaken_the_nodes_genuine_evidence():
+    """The guard holds such a job before the orchestrator is asked, so its report was stored
+    under the first nodes HyperPod knows, the node's name wrong: the node's alarm brought it as
+    a claim that does not hold, and its incident then proposed nothing beyond a health check,
+    even once the node's own counters said its memory cannot repair itself."""
+    world = eks_world()
+    world.settings = settings(node_isolation=world.settings.node_isolation, storm_threshold=100)
+    others = add_nodes(world, 30)
+    forged = forged_event(
+        [INSTANCE, *others[:9]], suspects=[suspect(role="involved", node_name="ip-10-9-9-9")]
+    )
+    (job,) = store(world, forged)
+    assert job["action"] == "held"
+    opened = alarm_on(world, INSTANCE, "alarm-genuine", seconds=10)
+
+    deliver(world, alert(rule="row_remap_failure", severity="critical", node=NODE))
+
+    incident = world.incident(opened["incident_id"])
+    assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
+
+
 def test_a_report_is_stored_only_under_the_nodes_it_was_confirmed_for(world):
     """Before the bound and the checks, a report naming 64 made-up culprits wrote two records
     per instance it named (the cluster has 64 nodes, so its size let it through)."""

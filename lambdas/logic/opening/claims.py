@@ -26,8 +26,8 @@ node's name) is checked.
 a node does not hold is refused (nothing spent, nothing acted on, a skipped incident says why);
 a job-level one keeps what does not match on the incident (`Incident.unconfirmed`, with why),
 shown in the card's own section, never acted on. An alarm brings the node's stored reports
-whose claims hold; only when none does, the newest with why it does not (it then proposes
-nothing beyond a health check).
+whose claims hold; only when none does, the newest that points at the node with why it does
+not (it then proposes nothing beyond a health check).
 """
 
 from __future__ import annotations
@@ -449,23 +449,27 @@ def _stored_reports(
     step: Step, cluster: ClusterInfo, alarm: Confirmed, described: Mapping[str, NodeInfo]
 ) -> Confirmed:
     """An alarm's node with the reports stored for it whose claims the orchestrator confirms
-    (newest first, at most MAX_STORED read); when none is, the newest with why it is not (it
-    proposes nothing beyond a health check). A report that does not hold up never displaces
-    one that does."""
+    (newest first, at most MAX_STORED read); when none is, the newest that points at the node
+    with why it is not (it proposes nothing beyond a health check). A report that does not
+    hold up never displaces one that does; one that does not point at the node (an ambiguous
+    report: a job too large to ask the orchestrator about is stored under the nodes HyperPod
+    knows) is left out: it claims nothing against the node, so it weakens none of its
+    evidence."""
     assert alarm.instance_id is not None
     stored = step.deps.reports.recent_reports(cluster.name, alarm.instance_id, MAX_STORED)
     kept: list[SdcReport] = []
-    first_refused: dict[str, str] = {}
+    first_refused: tuple[SdcReport, dict[str, str]] | None = None
     for report in stored:
         refused = mismatches(step, cluster, report, [alarm.instance_id], described)
-        if refused:
-            first_refused = first_refused or refused
-        else:
+        if not refused:
             kept.append(report)
+        elif first_refused is None and report.points_at(alarm.instance_id):
+            first_refused = (report, refused)
     if kept:
         return dataclasses.replace(alarm, reports=tuple(kept))
-    if stored:
-        return dataclasses.replace(alarm, reports=(stored[0],), unconfirmed=first_refused)
+    if first_refused is not None:
+        report, refused = first_refused
+        return dataclasses.replace(alarm, reports=(report,), unconfirmed=refused)
     return alarm
 
 
