@@ -177,13 +177,13 @@ def keep(step: Step, claim: Claim, checked: Checked) -> None:
     for c in checked.nodes:
         if c.confirmed and c.instance_id:
             confirmed.setdefault(c.instance_id, c.claim)
-    stored = [
-        i
-        for i, node in confirmed.items()
-        if step.deps.reports.put_report(
-            report, i, expires_at, pointing=pointing(report, i, node.item)
-        )
-    ]
+    stored: list[str] = []
+    for instance_id, node in confirmed.items():
+        kind = pointing(report, instance_id, node.item)
+        if step.deps.reports.put_report(report, instance_id, expires_at, pointing=kind):
+            stored.append(instance_id)
+        else:
+            _same_report(step, claim, report, instance_id)
     if isinstance(step, IntakeStep):
         step.stored.extend(stored)
     if not stored:
@@ -201,6 +201,31 @@ def keep(step: Step, claim: Claim, checked: Checked) -> None:
         },
     )
     count(M.REPORTS_STORED)
+
+
+def _same_report(step: Step, claim: Claim, report: SdcReport, instance_id: str) -> None:
+    """A report already stored under the node is a redelivery of it (the same detail); another
+    report under its id is refused (audited under the event, counted, raised: the event is
+    retried, then kept in the dead-letter queue), as the stored copy is what a retake, a
+    `proceed` and the node's alarms read in its stead."""
+    first = step.deps.reports.stored_report(
+        report.cluster_name, instance_id, report.received_at or "", report.report_id
+    )
+    if first is None or first.detail == report.detail:
+        return
+    err = MalformedEvent(
+        "detail.report_id",
+        f"report {clean(report.report_id, 100)} was received before with other content (a "
+        "report id names one report)",
+    )
+    step.audit(
+        ids.event_subject(claim.event_id),
+        AuditAction.EVENT_REFUSED,
+        error_details(err, source=REPORT_SOURCE, report_id=report.report_id),
+    )
+    count(M.EVENTS_REFUSED)
+    logger.warning("report refused", report_id=report.report_id, field=err.field)
+    raise err
 
 
 def pointing(report: SdcReport, instance_id: str, item: dict[str, Any]) -> bool:

@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from sdc_remediation.lambdas.logic import approval, intake
+from sdc_remediation.lambdas.logic.core import ids
 from sdc_remediation.lambdas.logic.evidence import summaries
 from sdc_remediation.lambdas.logic.evidence.recommendation import judge
 from sdc_remediation.lambdas.logic.opening import claims
@@ -661,6 +662,37 @@ def test_proceed_checks_the_node_names_of_a_held_job_whose_report_was_redelivere
         approval.decide(world.decision(job["incident_id"], "proceed"), world.deps)
 
     assert nothing_acted(world)
+
+
+def test_a_report_reusing_a_stored_reports_id_with_other_content_is_refused_and_opens_nothing():
+    """A report id names one report: the stored copy is what a retake, a proceed and an alarm
+    read. A pod stored a culprit report under a node, then sent a job too large for the guard
+    under the same id, naming the node first and four others under wrong names: the held job's
+    `proceed` read the first copy's claims, which name none of the four, and acted on them."""
+    world = eks_world()
+    world.settings = dataclasses.replace(world.settings, storm_threshold=100)
+    named = cluster_of(world, 36)[:4]
+    for n, node in enumerate(named):
+        world.kube.add_node(EKS, f"node-{n}", node)
+    first = forged_event([INSTANCE], ambiguous=False, role="culprit", report_id="r-reused-00000001")
+    world.switch.value = "true"  # held: the node has no open incident for the job to join
+    store(world, first)
+    world.switch.value = "false"
+    world.clock.current += timedelta(seconds=2)
+    job = forged_event(
+        [INSTANCE, *named],
+        report_id="r-reused-00000001",
+        suspects=[
+            suspect(rank=n + 1, role="involved", instance_id=node, node_name="ip-10-9-9-9")
+            for n, node in enumerate(named)
+        ],
+    )
+
+    with pytest.raises(MalformedEvent, match="received before with other content"):
+        store(world, job)
+
+    assert world.audit.entries(ids.event_subject(job["id"]))[-1].action == "event_refused"
+    assert not [i for i in world.store.incidents.values() if i.is_job]
 
 
 def test_the_held_notice_of_a_job_too_large_for_the_guard_says_how_to_let_it_proceed(world):
