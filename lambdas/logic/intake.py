@@ -111,13 +111,18 @@ def take(step: Step, claim: Claim) -> list[OpenIncidentResult]:
 def bound(step: Step, claim: Claim) -> Claim:
     """The claim cut to the nodes it may ask about: its first MAX_ASKED distinct nodes that ask
     for an incident (a hardware notification: its first node's alerts only); the rest are
-    audited once under the event and taken no further."""
+    audited once under the event and taken no further. A report's instance named again (the
+    schema lets a report repeat one 2048 times) is taken once, as first named."""
     seen: list[str] = []
     kept: list[NodeClaim] = []
     left_out: list[str] = []
+    taken: set[str] = set()
     most = MAX_ALERT_NODES if claim.source is TriggerSource.HARDWARE else claims.MAX_ASKED
     for node in claim.nodes:
         key = node.instance_id or node.node_name or ""
+        if claim.report is not None and key in taken:
+            continue  # a report names an instance once: a repeat of it is taken no further
+        taken.add(key)
         limited = (node.opens and not claim.job_level) or claim.source is TriggerSource.HARDWARE
         if limited and key not in seen:
             if len(seen) >= most:
