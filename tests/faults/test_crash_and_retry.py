@@ -171,6 +171,17 @@ CRASHES = [
         1,
         _one_incident_one_execution,
     ),
+    # store_report: the report stored, nothing opened yet (the retry, received later, finds
+    # its stored copy the same report)
+    Crash(
+        "store_report after the report was stored",
+        lambda aws: None,
+        _report,
+        "reports",
+        "put_report",
+        1,
+        _one_incident_one_execution,
+    ),
     # start_health_check: the check started, the incident not yet advanced
     Crash(
         "start_health_check after StartClusterHealthCheck",
