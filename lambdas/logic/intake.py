@@ -4,8 +4,10 @@ A contributor alarm, an SDC or training-watch report, a hardware alert (and a pe
 `proceed`, `sdc_remediation.lambdas.logic.opening.proceeding`) each says something about nodes of a cluster that
 the pipeline cannot authenticate: a training pod can put any metric datapoint and send any
 report. Each trigger kind is only a parser into the same typed claim
-(`sdc_remediation.lambdas.logic.opening.triggers`, `sdc_remediation.lambdas.models.claim`), and `take` runs every claim through
-the same stages (`Stage`), in this order:
+(`sdc_remediation.lambdas.models.claim`), written beside its entry below (`of_alarm`, `of_report`,
+`of_alerts`; the idle sweep's `sdc_remediation.lambdas.logic.sweep.claim.of_sweep`), and what its
+confirmed claims may spend is one row of `SPENDS`. `take` runs every claim through the same
+stages (`Stage`), in this order:
 
 1. BOUND: a claim asks about a few nodes at most (`claims.MAX_ASKED`; a hardware notification
    one node, as the alert manager groups them): a forged claim buys one DescribeCluster, a few
@@ -20,7 +22,7 @@ the same stages (`Stage`), in this order:
    weaker report never displaces confirmed evidence);
 3. BUDGET: only now, on confirmed nodes: the storm flags of the claim's nodes, all at once (a
    report naming a storm's worth of culprits holds them all under one storm hold; an alarm
-   flags nothing, see `triggers.SPENDS`), then per incident: an open or still-held incident
+   flags nothing, see `SPENDS`), then per incident: an open or still-held incident
    joins the evidence and spends nothing, else the storm hold, the alarm's mute rule or the
    pause switch holds it, else the rate bound takes an opening;
 4. JUDGE: the one policy's course for the drafted incident (`course_of`);
@@ -52,27 +54,36 @@ from sdc_remediation.lambdas.logic.core import ids
 from sdc_remediation.lambdas.logic.core.steps import Step, error_details, mark_audited, was_audited
 from sdc_remediation.lambdas.logic.evidence import summaries
 from sdc_remediation.lambdas.logic.evidence.recommendation import report_row
-from sdc_remediation.lambdas.logic.opening import arrivals, claims, incidents, triggers
-from sdc_remediation.lambdas.logic.opening.arrivals import Trigger
-from sdc_remediation.lambdas.logic.opening.claims import Checked, Confirmed
-from sdc_remediation.lambdas.logic.opening.trail import IntakeStep, audited_since, mark, passed
-from sdc_remediation.lambdas.logic.opening.triggers import Spends, hardware_event_id
+from sdc_remediation.lambdas.logic.opening import claims, incidents
+from sdc_remediation.lambdas.logic.opening.claims import Checked
+from sdc_remediation.lambdas.logic.opening.trail import IntakeStep, passed
 from sdc_remediation.lambdas.logic.ports import Deps
 from sdc_remediation.lambdas.logic.safety import guard, rate
 from sdc_remediation.lambdas.metric_names import PipelineMetric as M
 from sdc_remediation.lambdas.models.audit import AuditAction
-from sdc_remediation.lambdas.models.claim import Claim, NodeClaim, Stage
+from sdc_remediation.lambdas.models.claim import (
+    RATED,
+    SPENDS,
+    Claim,
+    JobClaim,
+    NodeClaim,
+    Spends,
+    Stage,
+)
 from sdc_remediation.lambdas.models.errors import ClusterNotFound, MalformedEvent
 from sdc_remediation.lambdas.models.events import ContributorEvent
 from sdc_remediation.lambdas.models.guard import HoldKind
-from sdc_remediation.lambdas.models.hardware_alert import AlertNotification, sns_message_id
+from sdc_remediation.lambdas.models.hardware_alert import (
+    AlertNotification,
+    AlertStatus,
+    sns_message_id,
+)
 from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
 from sdc_remediation.lambdas.models.payloads import (
     OpenAction,
     OpenIncidentResult,
     StoreReportResult,
 )
-from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.report import ReportEvent, SdcReport
 from sdc_remediation.lambdas.models.reporter_text import clean
 from sdc_remediation.lambdas.observability import count, logger
@@ -100,11 +111,11 @@ def take(step: Step, claim: Claim) -> list[OpenIncidentResult]:
     claim = bound(step, claim)  # 1. BOUND
     checked = confirm(step, claim)  # 2. CONFIRM
     keep(step, claim, checked)
-    spends = triggers.SPENDS[claim.source]
+    spends = SPENDS[claim.source]
     flag(step, claim, checked, spends)  # 3. BUDGET (the claim's storm flags, all at once)
     if claim.job_level:  # 3.-6. per incident: BUDGET, JUDGE, ACT, AUDIT
-        return open_job(step, claim, checked, spends)
-    results = [open_node(step, claim, checked, found, spends) for found in checked.nodes]
+        return incidents.take_job(step, claim, checked, spends)
+    results = [incidents.take_node(step, claim, checked, f, spends) for f in checked.nodes]
     return [r for r in results if r is not None]
 
 
@@ -242,7 +253,7 @@ def pointing(report: SdcReport, instance_id: str, item: dict[str, Any]) -> bool:
     if not report.points_at(instance_id):
         return False
     row, _ = report_row(item)
-    return row.advice is not Advice.HEALTH_CHECK_ONLY
+    return row.proposes_recovery
 
 
 def flag(step: Step, claim: Claim, checked: Checked, spends: Spends) -> None:
@@ -254,103 +265,6 @@ def flag(step: Step, claim: Claim, checked: Checked, spends: Spends) -> None:
     if confirmed:
         unique = list(dict.fromkeys(confirmed))
         guard.flag(step, claim.cluster_name, unique, trusted=claim.source.trusted)
-
-
-def open_node(
-    step: Step, claim: Claim, checked: Checked, found: Confirmed, spends: Spends
-) -> OpenIncidentResult | None:
-    """One node of a node-level claim: refused when not confirmed, joined when it only joins,
-    else its incident opened, joined or held (`incidents.open_node`)."""
-    if found.instance_id is None:
-        at = mark(step)
-        _ignored(step, claim, found.why_not or "names no instance")
-        passed(step, Stage.ACT, None, action=OpenAction.IGNORED, why=found.why_not)
-        passed(step, Stage.AUDIT, None, audited=audited_since(step, at))
-        return None
-    trigger = _trigger(claim, found.claim, found.instance_id)
-    if not found.claim.opens:
-        return _join_only(step, claim, trigger)
-    if not found.confirmed or checked.cluster is None:
-        return incidents.refuse(step, trigger, found)
-    return incidents.open_node(step, trigger, found, checked.cluster, spends)
-
-
-def _join_only(step: Step, claim: Claim, trigger: Trigger) -> OpenIncidentResult | None:
-    """Evidence that opens nothing by itself (an involved instance of a report, a resolved
-    alert): it joins the node's open incident, or (an alert) is audited."""
-    at = mark(step)
-    holder = step.deps.incidents.open_incident_id(claim.cluster_name, trigger.instance_id)
-    if holder:
-        arrivals.attach_items(step, holder, [trigger.item], claim.event_id, claim.source)
-        result: OpenIncidentResult = {"incident_id": holder, "action": OpenAction.ATTACHED}
-        return incidents.joined(step, trigger.instance_id, result, at, "nothing: joins")
-    if claim.source is TriggerSource.HARDWARE:
-        _ignored(step, claim, "resolved: recorded; it closes no incident")
-    passed(step, Stage.ACT, trigger.instance_id, action=OpenAction.IGNORED)
-    passed(step, Stage.AUDIT, trigger.instance_id, audited=audited_since(step, at))
-    return None
-
-
-def open_job(
-    step: Step, claim: Claim, checked: Checked, spends: Spends
-) -> list[OpenIncidentResult]:
-    """An ambiguous report: the instances it names that an incident speaks for get the report
-    attached; one job-level incident opens over the confirmed others (the rest are kept
-    unconfirmed, never acted on)."""
-    report = claim.report
-    assert report is not None and claim.job_item is not None
-    results: list[OpenIncidentResult] = []
-    free: list[str] = []
-    unconfirmed: dict[str, str] = {}
-    for found in checked.nodes:
-        instance_id = found.instance_id or ""
-        holder = step.deps.incidents.open_incident_id(claim.cluster_name, instance_id)
-        if holder:
-            item = summaries.report_evidence(report, instance_id)
-            arrivals.attach_items(step, holder, [item], claim.event_id, TriggerSource.REPORT)
-            if not any(r["incident_id"] == holder for r in results):
-                results.append({"incident_id": holder, "action": OpenAction.ATTACHED})
-        elif found.confirmed or found.pending:
-            free.append(instance_id)
-        else:
-            unconfirmed[instance_id] = found.why_not or "not confirmed"
-    if not free and not unconfirmed:
-        return results
-    trigger = Trigger(
-        cluster_name=claim.cluster_name,
-        instance_id="",
-        at=claim.at,
-        event_id=claim.event_id,
-        source=claim.source,
-        item=claim.job_item,
-        report=report,
-    )
-    # Its own nodes: one that joined an open incident vouches for none of the job's others, and
-    # the report is kept (`keep`) under the confirmed nodes, where a `proceed` reads its claims.
-    if not any(c.confirmed and c.instance_id in free for c in checked.nodes):
-        unconfirmed |= dict.fromkeys(free, "not asked: none of the job's own nodes was confirmed")
-        free = []
-    opened = incidents.open_job(
-        step, trigger, free, unconfirmed, checked.cluster, spends, oversized=checked.oversized
-    )
-    return [*results, opened]
-
-
-def _trigger(claim: Claim, node: NodeClaim, instance_id: str) -> Trigger:
-    mute = (
-        guard.mute_blocker(claim.alarm_name or "", claim.mute) if claim.mute is not None else None
-    )
-    return Trigger(
-        cluster_name=claim.cluster_name,
-        instance_id=instance_id,
-        at=claim.at,
-        event_id=claim.event_id,
-        source=claim.source,
-        item=node.item,
-        report=claim.report,
-        metric=node.metric,
-        mute=mute,
-    )
 
 
 def _open_failed(step: Step, claim: Claim, err: Exception) -> None:
@@ -380,16 +294,6 @@ def _open_failed(step: Step, claim: Claim, err: Exception) -> None:
         logger.exception("could not audit the failed claim", event_id=claim.event_id)
         return
     mark_audited(err, AuditAction.OPEN_FAILED, subject)
-
-
-def _ignored(step: Step, claim: Claim, reason: str) -> None:
-    step.audit(
-        ids.event_subject(claim.event_id),
-        AuditAction.EVENT_IGNORED,
-        {"reason": reason, "cluster_name": claim.cluster_name},
-    )
-    count(M.EVENTS_IGNORED)
-    logger.info("claim ignored", event_id=claim.event_id, reason=reason)
 
 
 # -- a claim the rate bound held, once its minute is over -------------------------------------
@@ -422,10 +326,44 @@ def retake(deps: Deps, held: Incident, freed: datetime) -> list[OpenIncidentResu
     again, it is held again)."""
     step = IntakeStep(deps, "reconcile")
     report = claims.reported(deps, held, [held.instance_id])
-    claim = triggers.of_rate_held(held, report, freed)
+    claim = of_rate_held(held, report, freed)
     if claim is None or (claim.source is TriggerSource.REPORT and report is None):
         return []
     return take(step, claim)
+
+
+def of_rate_held(held: Incident, report: SdcReport | None, freed_at: datetime) -> Claim | None:
+    """A node-level incident the rate bound held, as the claim it was, taken again once its
+    minute is over (`retake`): at the start of the next minute, so however
+    often it is taken again it asks for the same incident. None when it is not one (a job-level
+    incident, evidence of no kind that spends the bound). Its trusted evidence first (a hardware
+    alert that joined a held report): the claim is then the alert's, which a storm of reports
+    does not hold (`sdc_remediation.lambdas.logic.safety.guard.storm_blocker`)."""
+    rated = [e for e in held.evidence if e.get("kind") in RATED]
+    item = next((e for e in rated if TriggerSource(e["kind"]).trusted), None)
+    item = item or next(iter(rated), None)
+    if held.is_job or item is None:
+        return None
+    source = TriggerSource(item["kind"])
+    if source is not TriggerSource.REPORT:
+        report = None
+    return Claim(
+        source=source,
+        cluster_name=held.cluster_name,
+        event_id=f"again-{held.incident_id}",
+        at=freed_at,
+        nodes=(
+            NodeClaim(
+                item,
+                held.instance_id,
+                node_name=item.get("node_name") if source is TriggerSource.HARDWARE else None,
+                metric=item.get("rule") or (item.get("metrics") or [None])[0],
+            ),
+        ),
+        job=JobClaim.NAMED if report is not None else JobClaim.NONE,
+        job_name=report.job_name if report is not None else None,
+        report=report,
+    )
 
 
 # -- alarms ------------------------------------------------------------------------------------
@@ -445,8 +383,22 @@ def open_incident(alarm: ContributorEvent, deps: Deps) -> OpenIncidentResult:
         return _ignore(step, alarm, f"contributor state is {alarm.state}, not ALARM")
     if alarm.cluster_name not in deps.settings.allowed_clusters:
         return _ignore(step, alarm, f"cluster {alarm.cluster_name} is not in ALLOWED_CLUSTERS")
-    (result,) = take(step, triggers.of_alarm(alarm))
+    (result,) = take(step, of_alarm(alarm))
     return result
+
+
+def of_alarm(alarm: ContributorEvent) -> Claim:
+    item = summaries.alarm_evidence(alarm)
+    return Claim(
+        source=TriggerSource.ALARM,
+        cluster_name=alarm.cluster_name,
+        event_id=alarm.event_id,
+        at=alarm.state_at,
+        nodes=(NodeClaim(item, alarm.instance_id, metric=alarm.metric.value),),
+        job=JobClaim.ANY,
+        mute=alarm.mute,
+        alarm_name=alarm.alarm_name,
+    )
 
 
 def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentResult:
@@ -502,7 +454,7 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
         count(M.REPORTS_IGNORED)
         return {"report_id": report.report_id, "stored": False, "incidents": []}
 
-    results = take(step, triggers.of_report(event))
+    results = take(step, of_report(event))
     logger.info(
         "report handled",
         report_id=report.report_id,
@@ -510,6 +462,33 @@ def store_report(event: ReportEvent, deps: Deps) -> StoreReportResult:
         incidents=len(results),
     )
     return {"report_id": report.report_id, "stored": bool(step.stored), "incidents": results}
+
+
+def of_report(event: ReportEvent) -> Claim:
+    """A report as received (`received_at` set): node-level for each instance it names, or one
+    job-level claim over them for an ambiguous report."""
+    report = event.report
+    nodes = tuple(
+        NodeClaim(
+            summaries.report_evidence(report, i.instance_id),
+            i.instance_id,
+            opens=report.ambiguous or report.points_at(i.instance_id),
+            metric=i.metrics[0].value if i.metrics else None,
+        )
+        for i in report.instances
+    )
+    return Claim(
+        source=TriggerSource.REPORT,
+        cluster_name=report.cluster_name,
+        event_id=event.event_id,
+        at=report.emitted,
+        nodes=nodes,
+        job=JobClaim.NAMED,
+        job_name=report.job_name,
+        report=report,
+        job_level=report.ambiguous,
+        job_item=summaries.report_evidence(report, None) if report.ambiguous else None,
+    )
 
 
 def _more_than_nodes(step: Step, report: SdcReport) -> str | None:
@@ -590,7 +569,7 @@ def hardware_alerts(note: AlertNotification, deps: Deps) -> list[OpenIncidentRes
         )
         count(M.EVENTS_IGNORED)
         return []
-    claim = triggers.of_alerts(note, deps.clock.now())
+    claim = of_alerts(note, deps.clock.now())
     try:
         return take(step, claim)
     except Exception as err:
@@ -599,6 +578,32 @@ def hardware_alerts(note: AlertNotification, deps: Deps) -> list[OpenIncidentRes
             "hardware alert failed", message_id=note.message_id, error=type(err).__name__
         )
         raise
+
+
+def of_alerts(note: AlertNotification, received: datetime) -> Claim:
+    """The alerts of one notification, each about the node its series names; a resolved one
+    opens nothing."""
+    at = received.isoformat()
+    return Claim(
+        source=TriggerSource.HARDWARE,
+        cluster_name=note.cluster_name,
+        event_id=hardware_event_id(note),
+        at=received,
+        nodes=tuple(
+            NodeClaim(
+                summaries.hardware_evidence(a, at),
+                a.claimed_instance,
+                node_name=a.node_name,
+                opens=a.status is AlertStatus.FIRING,
+                metric=a.rule.value,
+            )
+            for a in note.alerts
+        ),
+    )
+
+
+def hardware_event_id(note: AlertNotification) -> str:
+    return f"sns-{clean(note.message_id, 100)}"
 
 
 def refuse(event: Any, err: MalformedEvent, actor: str, deps: Deps) -> None:

@@ -1,6 +1,7 @@
 """A claim: what any trigger (a contributor alarm, an SDC or watch report, a hardware alert, a
 person's `proceed`) says about nodes of a cluster, in one typed shape. Every trigger kind is a
-parser into a `Claim` (`sdc_remediation.lambdas.logic.opening.triggers`); the intake takes every claim down the
+parser into a `Claim` (beside its entry in `sdc_remediation.lambdas.logic.intake`), and
+what its confirmed claims spend is one row of `SPENDS`; the intake takes every claim down the
 same `Stage`s, in their order (`sdc_remediation.lambdas.logic.intake.take`)."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from sdc_remediation.lambdas.models.events import MuteDetail
 from sdc_remediation.lambdas.models.incident import TriggerSource
@@ -80,3 +81,35 @@ class Claim:
     """The evidence of a job-level claim as a whole."""
     mute: MuteDetail | None = None
     alarm_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Spends:
+    """What a trigger kind's confirmed claims spend (nothing unconfirmed spends anything)."""
+
+    rate: bool
+    """One of the cluster's (and the job's) openings per minute per incident it opens."""
+    storm: bool
+    """Its nodes count toward the storm rule."""
+
+
+SPENDS: Final = {
+    # CloudWatch raises the alarm, the training policy cannot: a report flood must not hold a
+    # genuine alarm, so alarms take no opening from the rate bound. But any pod can put the
+    # metric's datapoint with any InstanceId dimension: four datapoints from one pod would make
+    # a storm of four "nodes". The storm rule counts nodes evidenced by what names them from
+    # the outside of the metric channel (a report's checks, the node's own exporter's alert):
+    # an alarm flags nothing, its report or alert does.
+    TriggerSource.ALARM: Spends(rate=False, storm=False),
+    TriggerSource.REPORT: Spends(rate=True, storm=True),
+    # The alert manager groups per node; its notifications are bounded and rate-bound like
+    # reports (one notification cannot storm-hold a cluster: it names one node).
+    TriggerSource.HARDWARE: Spends(rate=True, storm=True),
+    # The pipeline's own sweep asked HyperPod, a bounded batch per run: no pod can forge it, so
+    # it takes no opening; but many idle nodes failing at once is a fabric or software problem,
+    # not one node's hardware: its nodes count toward the storm rule.
+    TriggerSource.SWEEP: Spends(rate=False, storm=True),
+}
+
+RATED: Final = frozenset(s for s, spends in SPENDS.items() if spends.rate)
+"""The trigger kinds whose claims spend the rate bound."""

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from sdc_remediation.lambdas.logic import intake
-from sdc_remediation.lambdas.logic.opening import proceeding, triggers
+from sdc_remediation.lambdas.logic.opening import proceeding
 from sdc_remediation.lambdas.logic.opening.trail import IntakeStep
-from sdc_remediation.lambdas.logic.sweep.claim import sweep_event_id, sweep_evidence
+from sdc_remediation.lambdas.logic.sweep.claim import of_sweep, sweep_event_id, sweep_evidence
 from sdc_remediation.lambdas.models.claim import Claim, Stage
 from sdc_remediation.lambdas.models.events import parse_contributor_event
 from sdc_remediation.lambdas.models.hardware_alert import parse_alert_notification
@@ -98,7 +98,7 @@ SETUPS = [
 def _alarm(world: World, setup: Setup, instance_id: str) -> Claim:
     event = copy.deepcopy(alarm_event())
     event["detail"]["alarmContributor"]["attributes"]["InstanceId"] = instance_id
-    return triggers.of_alarm(parse_contributor_event(event))
+    return intake.of_alarm(parse_contributor_event(event))
 
 
 def _report(world: World, setup: Setup, instance_id: str) -> Claim:
@@ -111,7 +111,7 @@ def _report(world: World, setup: Setup, instance_id: str) -> Claim:
         suspects=[suspect(instance_id=instance_id, node_name=setup.node_name(instance_id))],
         job_name=JOB,
     )
-    return triggers.of_report(parse_report_event(event))
+    return intake.of_report(parse_report_event(event))
 
 
 def _watch(world: World, setup: Setup, instance_id: str) -> Claim:
@@ -122,12 +122,12 @@ def _watch(world: World, setup: Setup, instance_id: str) -> Claim:
     for s in event["detail"]["suspects"]:
         if s.get("instance_id") and s.get("node_name"):
             s["node_name"] = setup.node_name(s["instance_id"])
-    return triggers.of_report(parse_report_event(event))
+    return intake.of_report(parse_report_event(event))
 
 
 def _alert(world: World, setup: Setup, instance_id: str) -> Claim:
     note = parse_alert_notification(sns_event(alert(node=setup.node_name(instance_id))))
-    return triggers.of_alerts(note, world.clock.now())
+    return intake.of_alerts(note, world.clock.now())
 
 
 def _sweep(world: World, setup: Setup, instance_id: str) -> Claim:
@@ -140,7 +140,7 @@ def _sweep(world: World, setup: Setup, instance_id: str) -> Claim:
         started_at=REPORT_TIME.isoformat(),
     )
     item = sweep_evidence(CLUSTER, result, world.clock.now().isoformat())
-    return triggers.of_sweep(CLUSTER, instance_id, item, sweep_event_id(CLUSTER, result))
+    return of_sweep(CLUSTER, instance_id, item, sweep_event_id(CLUSTER, result))
 
 
 TRIGGERS: dict[str, Callable[[World, Setup, str], Claim]] = {
@@ -159,7 +159,7 @@ SPENT: dict[str, tuple[bool, bool]] = {
     "sweep": (True, False),
 }
 """Per trigger kind, whether a confirmed claim flags its node for the storm rule and takes an
-opening from the rate bound, stated here rather than read from `triggers.SPENDS` so that a
+opening from the rate bound, stated here rather than read from `SPENDS` so that a
 changed row of it is caught: an alarm spends neither (any pod can put a metric datapoint; a
 report flood must not hold a genuine alarm), reports and alerts both, the pipeline's own sweep
 the storm rule only."""

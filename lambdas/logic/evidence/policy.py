@@ -292,6 +292,11 @@ class Row(Enum):
         row: it names no particulars)."""
         return self.reason
 
+    @property
+    def proposes_recovery(self) -> bool:
+        """Its advice proposes more than a health check (a reboot or a replacement)."""
+        return self.advice is not Advice.HEALTH_CHECK_ONLY
+
     def says(self, **particulars: object) -> str:
         """The row's reason with the evidence's particulars filled in."""
         return self.reason.format(**particulars) if particulars else self.reason

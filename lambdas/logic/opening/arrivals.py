@@ -46,7 +46,8 @@ class Trigger:
     item: dict[str, Any]
     """The evidence it brings."""
     report: SdcReport | None = None
-    """A report to attach as well (for an alarm: the instance's latest stored report)."""
+    """The report of a report trigger (an alarm's stored reports come with its confirmed node,
+    `Confirmed.reports`)."""
     metric: str | None = None
     mute: guard.Blocker | None = None
     """An alarm mute rule mutes the alarm that is the trigger: its incident is held."""

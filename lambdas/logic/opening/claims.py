@@ -25,9 +25,11 @@ node's name) is checked.
 `confirm` is the intake's CONFIRM stage for every claim: a node-level claim whose own claim about
 a node does not hold is refused (nothing spent, nothing acted on, a skipped incident says why);
 a job-level one keeps what does not match on the incident (`Incident.unconfirmed`, with why),
-shown in the card's own section, never acted on. An alarm brings the node's stored reports
-whose claims hold; only when none does, the newest that points at the node with why it does
-not (it then proposes nothing beyond a health check).
+shown in the card's own section, never acted on. A report is stored under a node only once its
+claim about the node held (`sdc_remediation.lambdas.logic.intake.keep`). An alarm brings the node's
+stored reports whose claims still hold (those pointing at the node read apart from the others);
+only when none does, the newest that points at the node with why it does not (it then proposes
+nothing beyond a health check).
 """
 
 from __future__ import annotations
@@ -275,7 +277,8 @@ MAX_ASKED: Final = 8
 nodes to these, so a forged claim buys one DescribeCluster and at most this many
 DescribeClusterNode calls, orchestrator checks and records, however many it names."""
 MAX_STORED: Final = 5
-"""The most stored reports an alarm's confirmation reads for its node (newest first)."""
+"""The most stored reports of each kind an alarm's confirmation reads for its node (newest
+first): those pointing at it, then those naming it involved only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,7 +452,7 @@ def _stored_reports(
     step: Step, cluster: ClusterInfo, alarm: Confirmed, described: Mapping[str, NodeInfo]
 ) -> Confirmed:
     """An alarm's node with the reports stored for it whose claims the orchestrator confirms
-    (newest first, at most MAX_STORED read); when none is, the newest that points at the node
+    (newest first, at most MAX_STORED of each kind read); when none is, the newest that points at the node
     with why it is not (it proposes nothing beyond a health check). A report that does not
     hold up never displaces one that does; one that does not point at the node (an ambiguous
     report: a job too large to ask the orchestrator about is stored under the nodes HyperPod

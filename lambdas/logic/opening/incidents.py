@@ -1,7 +1,7 @@
 """Opening an incident for a claim that HyperPod and the orchestrator confirmed (the intake's
-BOUND and CONFIRM stages are done): a node-level one for a node, or a job-level one for the
-confirmed nodes of an ambiguous report. Both go the same stages, in `sdc_remediation.lambdas.logic.intake`'s
-order:
+BOUND and CONFIRM stages are done): a node-level one for each node (`take_node`), or a
+job-level one for the confirmed nodes of an ambiguous report (`take_job`). Both go the same
+stages, in `sdc_remediation.lambdas.logic.intake`'s order:
 
 - BUDGET: a node whose incident is open joins it, one a hold still speaks for joins the held
   incident (`holding.still_held`: a hold absorbs only what it would hold), and an event
@@ -17,7 +17,7 @@ order:
 - AUDIT: each of those writes its audit entry (`incident_opened`, `incident_held`,
   `evidence_attached`, `incident_skipped`); the trail names them.
 
-A node HyperPod or the orchestrator does not confirm is refused (`refuse`): a closed, skipped
+A node HyperPod or the orchestrator does not confirm is refused (`_refuse`): a closed, skipped
 incident, nothing spent.
 """
 
@@ -34,18 +34,17 @@ from sdc_remediation.lambdas.logic.evidence.recommendation import course_of
 from sdc_remediation.lambdas.logic.evidence.summaries import MAX_NAME
 from sdc_remediation.lambdas.logic.opening import arrivals, holding
 from sdc_remediation.lambdas.logic.opening.arrivals import Trigger
-from sdc_remediation.lambdas.logic.opening.claims import Confirmed
+from sdc_remediation.lambdas.logic.opening.claims import Checked, Confirmed
 from sdc_remediation.lambdas.logic.opening.execution import ensure_execution
 from sdc_remediation.lambdas.logic.opening.trail import audited_since, mark, passed
-from sdc_remediation.lambdas.logic.opening.triggers import Spends
 from sdc_remediation.lambdas.logic.safety import guard, rate
 from sdc_remediation.lambdas.metric_names import PipelineMetric as M
 from sdc_remediation.lambdas.models.audit import AuditAction
-from sdc_remediation.lambdas.models.claim import Stage
+from sdc_remediation.lambdas.models.claim import Claim, NodeClaim, Spends, Stage
 from sdc_remediation.lambdas.models.errors import ClaimNotConfirmed, SdcError
 from sdc_remediation.lambdas.models.guard import HoldKind
 from sdc_remediation.lambdas.models.hyperpod import ClusterInfo, NodeRecovery
-from sdc_remediation.lambdas.models.incident import Incident, IncidentState, Scope
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, Scope, TriggerSource
 from sdc_remediation.lambdas.models.payloads import OpenAction, OpenIncidentResult
 from sdc_remediation.lambdas.models.recommendation import Course
 from sdc_remediation.lambdas.models.reporter_text import clean_or_none
@@ -65,18 +64,132 @@ class _Draft:
     request_ids: list[str | None]
 
 
-def open_node(
+# -- one node or one job of a confirmed claim (the intake's stages 3. to 6.) ------------
+
+
+def take_node(
+    step: Step, claim: Claim, checked: Checked, found: Confirmed, spends: Spends
+) -> OpenIncidentResult | None:
+    """One node of a node-level claim: refused when not confirmed, joined when it only joins,
+    else its incident opened, joined or held (`_open_node`)."""
+    if found.instance_id is None:
+        at = mark(step)
+        _ignored(step, claim, found.why_not or "names no instance")
+        passed(step, Stage.ACT, None, action=OpenAction.IGNORED, why=found.why_not)
+        passed(step, Stage.AUDIT, None, audited=audited_since(step, at))
+        return None
+    trigger = _trigger(claim, found.claim, found.instance_id)
+    if not found.claim.opens:
+        return _join_only(step, claim, trigger)
+    if not found.confirmed or checked.cluster is None:
+        return _refuse(step, trigger, found)
+    return _open_node(step, trigger, found, checked.cluster, spends)
+
+
+def _join_only(step: Step, claim: Claim, trigger: Trigger) -> OpenIncidentResult | None:
+    """Evidence that opens nothing by itself (an involved instance of a report, a resolved
+    alert): it joins the node's open incident, or (an alert) is audited."""
+    at = mark(step)
+    holder = step.deps.incidents.open_incident_id(claim.cluster_name, trigger.instance_id)
+    if holder:
+        arrivals.attach_items(step, holder, [trigger.item], claim.event_id, claim.source)
+        result: OpenIncidentResult = {"incident_id": holder, "action": OpenAction.ATTACHED}
+        return _joined(step, trigger.instance_id, result, at, "nothing: joins")
+    if claim.source is TriggerSource.HARDWARE:
+        _ignored(step, claim, "resolved: recorded; it closes no incident")
+    passed(step, Stage.ACT, trigger.instance_id, action=OpenAction.IGNORED)
+    passed(step, Stage.AUDIT, trigger.instance_id, audited=audited_since(step, at))
+    return None
+
+
+def take_job(
+    step: Step, claim: Claim, checked: Checked, spends: Spends
+) -> list[OpenIncidentResult]:
+    """An ambiguous report: the instances it names that an incident speaks for get the report
+    attached; one job-level incident opens over the confirmed others (the rest are kept
+    unconfirmed, never acted on)."""
+    report = claim.report
+    assert report is not None and claim.job_item is not None
+    results: list[OpenIncidentResult] = []
+    free: list[str] = []
+    unconfirmed: dict[str, str] = {}
+    for found in checked.nodes:
+        instance_id = found.instance_id or ""
+        holder = step.deps.incidents.open_incident_id(claim.cluster_name, instance_id)
+        if holder:
+            item = summaries.report_evidence(report, instance_id)
+            arrivals.attach_items(step, holder, [item], claim.event_id, TriggerSource.REPORT)
+            if not any(r["incident_id"] == holder for r in results):
+                results.append({"incident_id": holder, "action": OpenAction.ATTACHED})
+        elif found.confirmed or found.pending:
+            free.append(instance_id)
+        else:
+            unconfirmed[instance_id] = found.why_not or "not confirmed"
+    if not free and not unconfirmed:
+        return results
+    trigger = Trigger(
+        cluster_name=claim.cluster_name,
+        instance_id="",
+        at=claim.at,
+        event_id=claim.event_id,
+        source=claim.source,
+        item=claim.job_item,
+        report=report,
+    )
+    # Its own nodes: one that joined an open incident vouches for none of the job's others, and
+    # the report is kept (`intake.keep`) under the confirmed nodes, where a `proceed` reads its
+    # claims.
+    if not any(c.confirmed and c.instance_id in free for c in checked.nodes):
+        unconfirmed |= dict.fromkeys(free, "not asked: none of the job's own nodes was confirmed")
+        free = []
+    opened = _open_job(
+        step, trigger, free, unconfirmed, checked.cluster, spends, oversized=checked.oversized
+    )
+    return [*results, opened]
+
+
+def _trigger(claim: Claim, node: NodeClaim, instance_id: str) -> Trigger:
+    mute = (
+        guard.mute_blocker(claim.alarm_name or "", claim.mute) if claim.mute is not None else None
+    )
+    return Trigger(
+        cluster_name=claim.cluster_name,
+        instance_id=instance_id,
+        at=claim.at,
+        event_id=claim.event_id,
+        source=claim.source,
+        item=node.item,
+        report=claim.report,
+        metric=node.metric,
+        mute=mute,
+    )
+
+
+def _ignored(step: Step, claim: Claim, reason: str) -> None:
+    step.audit(
+        ids.event_subject(claim.event_id),
+        AuditAction.EVENT_IGNORED,
+        {"reason": reason, "cluster_name": claim.cluster_name},
+    )
+    count(M.EVENTS_IGNORED)
+    logger.info("claim ignored", event_id=claim.event_id, reason=reason)
+
+
+# -- opening ------------------------------------------------------------------------------------
+
+
+def _open_node(
     step: Step, trigger: Trigger, found: Confirmed, cluster: ClusterInfo, spends: Spends
 ) -> OpenIncidentResult:
     """BUDGET, JUDGE, ACT and AUDIT for one confirmed node of a claim."""
     at = mark(step)
     found_one = _join(step, trigger)
     if found_one is not None:
-        return joined(step, trigger.instance_id, found_one, at, spent="nothing: joins")
+        return _joined(step, trigger.instance_id, found_one, at, spent="nothing: joins")
     incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
     if step.deps.incidents.get(incident_id) is not None:
         redelivered = arrivals.redelivered(step, incident_id, trigger)
-        return joined(step, trigger.instance_id, redelivered, at, spent="nothing: redelivered")
+        return _joined(step, trigger.instance_id, redelivered, at, spent="nothing: redelivered")
     blocker = _spend(step, trigger, spends)
     passed(step, Stage.BUDGET, trigger.instance_id, held=blocker.kind if blocker else None)
     drafted = _node_draft(step, incident_id, trigger, found, cluster)
@@ -85,7 +198,7 @@ def open_node(
     return _act(step, drafted, trigger, blocker, at)
 
 
-def open_job(
+def _open_job(
     step: Step,
     trigger: Trigger,
     nodes: list[str],
@@ -111,7 +224,7 @@ def open_job(
     incident_id = ids.job_incident_id(trigger.cluster_name, trigger.report.report_id, trigger.at)
     if step.deps.incidents.get(incident_id) is not None:
         redelivered = arrivals.redelivered(step, incident_id, trigger)
-        return joined(step, None, redelivered, at, spent="nothing: redelivered")
+        return _joined(step, None, redelivered, at, spent="nothing: redelivered")
     blocker = _spend(step, trigger, spends)
     passed(step, Stage.BUDGET, None, held=blocker.kind if blocker else None)
     drafted = _job_draft(step, incident_id, trigger, nodes, unconfirmed, cluster)
@@ -125,7 +238,7 @@ def open_job(
     return _act(step, drafted, trigger, blocker, at)
 
 
-def joined(
+def _joined(
     step: Step, instance_id: str | None, result: OpenIncidentResult, at: int, spent: str
 ) -> OpenIncidentResult:
     """The trail of a node that joined what speaks for it: nothing spent, judged again with the
@@ -348,7 +461,7 @@ def _job_draft(
     return _Draft(incident, cluster.node_count, details, [cluster.request_id])
 
 
-def refuse(step: Step, trigger: Trigger, found: Confirmed) -> OpenIncidentResult:
+def _refuse(step: Step, trigger: Trigger, found: Confirmed) -> OpenIncidentResult:
     """A node of a claim that HyperPod or the orchestrator does not confirm: a closed, skipped
     incident (no lock, no storm flag, no budget), its trail ACT and AUDIT."""
     at = mark(step)

@@ -12,7 +12,7 @@
   and the orchestrator confirmed them, at the pipeline's own clock. A contributor alarm flags
   nothing: any pod can put the metric's datapoint with any InstanceId dimension, so a few
   datapoints from one pod would otherwise hold a cluster; a genuine storm's nodes are named by
-  their reports (`sdc_remediation.lambdas.logic.opening.triggers.SPENDS`). When `STORM_THRESHOLD`
+  their reports (`sdc_remediation.lambdas.models.claim.SPENDS`). When `STORM_THRESHOLD`
   distinct instances of one cluster are flagged within `STORM_WINDOW_SECONDS`, that is a software or
   recipe problem, not hardware: the cluster gets one storm hold (a conditional write, so one
   hold and one notification however many alarms race), every new incident is held without a

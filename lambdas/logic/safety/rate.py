@@ -21,7 +21,7 @@ rate-held incident enters no node's history, and its held lock lasts its minute 
 afterwards a new trigger for the node is judged afresh.
 
 Contributor alarms are not counted: CloudWatch raises them, the training policy cannot, and a
-report flood must not hold a genuine alarm (`sdc_remediation.lambdas.logic.opening.triggers.SPENDS`). The
+report flood must not hold a genuine alarm (`sdc_remediation.lambdas.models.claim.SPENDS`). The
 minute is the pipeline's receive time, never a time the reporter sets.
 """
 
