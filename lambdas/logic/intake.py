@@ -121,10 +121,13 @@ def take(step: Step, claim: Claim) -> list[OpenIncidentResult]:
 
 def bound(step: Step, claim: Claim) -> Claim:
     """The claim cut to the nodes it may ask about: its first MAX_ASKED distinct nodes that ask
-    for an incident (a hardware notification: its first node's alerts only); the rest are
-    audited once under the event and taken no further. A report's instance named again (the
-    schema lets a report repeat one 2048 times) is taken once, as first named."""
+    for an incident (a hardware notification: its first node's alerts only), and of a
+    node-level claim its first MAX_ASKED distinct nodes that only join an open incident (a
+    report's involved instances: each is looked up for one); the rest are audited once under
+    the event and taken no further. A report's instance named again (the schema lets a report
+    repeat one 2048 times) is taken once, as first named."""
     seen: list[str] = []
+    joining: list[str] = []
     kept: list[NodeClaim] = []
     left_out: list[str] = []
     taken: set[str] = set()
@@ -142,14 +145,20 @@ def bound(step: Step, claim: Claim) -> Claim:
             seen.append(key)
         elif limited and key in left_out:
             continue
+        elif not limited and not claim.job_level:
+            if len(joining) >= claims.MAX_ASKED:
+                left_out.append(key)
+                continue
+            joining.append(key)
         kept.append(node)
     if left_out:
         step.audit(
             ids.event_subject(claim.event_id),
             AuditAction.EVENT_IGNORED,
             {
-                "reason": f"the {claim.source.value} names more than {most} node(s) to act on: "
-                "the others are not asked about, flagged or opened",
+                "reason": f"the {claim.source.value} names more than {most} node(s) to act on "
+                f"or more than {claims.MAX_ASKED} to join: the others are not asked about, "
+                "flagged, opened or joined",
                 "cluster_name": claim.cluster_name,
                 "left_out": [clean(k, 253) for k in left_out[:20]],
                 "left_out_count": len(left_out),

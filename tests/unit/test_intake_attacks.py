@@ -810,3 +810,29 @@ def test_forged_reports_filling_an_incidents_evidence_do_not_crowd_out_its_hardw
     # Then the alert is kept, and the report storm does not hold the check
     assert world.incident(opened["incident_id"]).hardware
     assert started["held"] is False
+
+
+def involved_after_a_culprit(nodes: list[str]) -> dict[str, Any]:
+    event = forged_event([INSTANCE, *nodes], ambiguous=False, role="involved")
+    event["detail"]["instances"][0]["role"] = "culprit"
+    return event
+
+
+def test_a_report_naming_a_clusters_worth_of_involved_instances_costs_a_few_table_calls():
+    """Each instance a report names involved was looked up for an open incident to join: a
+    report naming a 1,000-node cluster's every node bought 1,000 reads, before any bound."""
+    few, many = World(), World()
+    few_nodes, many_nodes = add_nodes(few, 999)[: claims.MAX_ASKED], add_nodes(many, 999)
+
+    assert store_calls(many, involved_after_a_culprit(many_nodes)) == store_calls(
+        few, involved_after_a_culprit(few_nodes)
+    )
+
+
+def test_an_oversized_job_report_costs_the_table_calls_of_the_nodes_it_asks_about():
+    """A job too large to act on is held over nodes nobody asked about; each of them was still
+    looked up for an open incident, a read per node of the cluster."""
+    few, many = World(), World()
+    few_nodes, many_nodes = add_nodes(few, 999)[:16], add_nodes(many, 999)
+
+    assert store_calls(many, forged_event(many_nodes)) == store_calls(few, forged_event(few_nodes))

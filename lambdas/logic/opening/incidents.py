@@ -107,7 +107,9 @@ def take_job(
 ) -> list[OpenIncidentResult]:
     """An ambiguous report: the instances it names that an incident speaks for get the report
     attached; one job-level incident opens over the confirmed others (the rest are kept
-    unconfirmed, never acted on)."""
+    unconfirmed, never acted on). A node of a job too large to act on that nobody asked about
+    (`Confirmed.pending`) is not looked up either: the job is held over it, and a person's
+    `proceed` takes each node's lock, leaving out those another incident holds."""
     report = claim.report
     assert report is not None and claim.job_item is not None
     results: list[OpenIncidentResult] = []
@@ -115,6 +117,9 @@ def take_job(
     unconfirmed: dict[str, str] = {}
     for found in checked.nodes:
         instance_id = found.instance_id or ""
+        if found.pending:
+            free.append(instance_id)
+            continue
         holder = step.deps.incidents.open_incident_id(claim.cluster_name, instance_id)
         if holder:
             item = summaries.report_evidence(report, instance_id)
