@@ -18,6 +18,7 @@ from sdc_remediation.lambdas.logic.evidence.recommendation import judge
 from sdc_remediation.lambdas.logic.opening import claims
 from sdc_remediation.lambdas.models.errors import DecisionRefused, MalformedEvent
 from sdc_remediation.lambdas.models.events import parse_contributor_event
+from sdc_remediation.lambdas.models.hyperpod import NodeStatus
 from sdc_remediation.lambdas.models.incident import IncidentState
 from sdc_remediation.lambdas.models.report import parse_report_event
 from sdc_remediation.lambdas.models.settings import IsolationConfig
@@ -657,6 +658,40 @@ def test_proceed_checks_the_node_names_of_a_held_job_whose_report_was_redelivere
     world.clock.current += timedelta(seconds=2)
     (job,) = store(world, event)["incidents"]  # redelivered
     assert job["action"] == "held"
+
+    with pytest.raises(DecisionRefused, match="that Kubernetes confirms"):
+        approval.decide(world.decision(job["incident_id"], "proceed"), world.deps)
+
+    assert nothing_acted(world)
+
+
+def test_proceed_checks_the_node_names_of_a_held_job_whose_first_node_is_gone():
+    """The report of a job too large to act on is stored under the nodes the intake asked about
+    (its first eight) that HyperPod confirmed. When the only one of them left the cluster before
+    a person let the job proceed, `proceed` looked for the report under the nodes HyperPod still
+    knows, found none, checked the job's name only and acted on nodes the report named wrongly."""
+    world = eks_world()
+    world.settings = dataclasses.replace(world.settings, storm_threshold=100)
+    named = cluster_of(world, 36)[:4]
+    for n, node in enumerate(named):
+        world.kube.add_node(EKS, f"node-{n}", node)
+    world.kube.add_node(EKS, NODE, INSTANCE)
+    made_up = [f"i-0e{n:015x}" for n in range(claims.MAX_ASKED - 1)]
+    event = forged_event(
+        [INSTANCE, *made_up, *named],
+        suspects=[
+            suspect(rank=0, role="involved", node_name=NODE),
+            *(
+                suspect(rank=n + 1, role="involved", instance_id=node, node_name="ip-10-9-9-9")
+                for n, node in enumerate(named)
+            ),
+        ],
+    )
+    (job,) = store(world, event)["incidents"]
+    assert job["action"] == "held"
+    gone = world.hyperpod.node(CLUSTER, INSTANCE)
+    assert gone is not None
+    gone.status = NodeStatus.NOT_FOUND.value
 
     with pytest.raises(DecisionRefused, match="that Kubernetes confirms"):
         approval.decide(world.decision(job["incident_id"], "proceed"), world.deps)

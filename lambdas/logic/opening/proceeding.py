@@ -65,7 +65,7 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
         nodes, unconfirmed = claims.hyperpod_nodes(step, held.cluster_name, held.instance_ids)
     except ClusterNotFound as err:
         raise DecisionRefused(f"incident {held.incident_id} cannot proceed: {err}") from err
-    mismatched = claims.mismatches(step, cluster, _claims(step, held, nodes), nodes)
+    mismatched = claims.mismatches(step, cluster, _claims(step, held), nodes)
     unconfirmed.update(mismatched)
     nodes = [i for i in nodes if i not in mismatched]
     passed(step, Stage.CONFIRM, confirmed=nodes, unconfirmed=unconfirmed)
@@ -133,10 +133,11 @@ def proceed(step: Step, held: Incident, actor: str, comment: str) -> str:
     return incident.incident_id
 
 
-def _claims(step: Step, held: Incident, nodes: list[str]) -> claims.Claims:
+def _claims(step: Step, held: Incident) -> claims.Claims:
     """What the held incident's report claims: the report its evidence names, as stored under
-    its nodes, else only the job's name it kept."""
-    report = claims.reported(step.deps, held, nodes[: claims.MAX_ASKED])
+    the nodes the intake asked about (its first MAX_ASKED, whether or not HyperPod still knows
+    them), else only the job's name it kept."""
+    report = claims.reported(step.deps, held, held.instance_ids[: claims.MAX_ASKED])
     return claims.Claims.of(report) if report else claims.Claims(job_name=held.job_name)
 
 
