@@ -5,6 +5,7 @@ run against the one path."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -163,6 +164,39 @@ def test_forged_reports_naming_a_rate_held_culprit_do_not_keep_it_from_being_tak
     opened = world.store.open_incident_id(CLUSTER, nodes[1])
     assert opened is not None
     assert opened != held["incident_id"]
+
+
+def test_a_forged_report_dated_the_minute_a_rate_held_culprit_is_due_does_not_keep_it_held():
+    """A rate-held claim is taken again at the start of the next minute, as the incident named
+    after its node and that minute. A pod sent a report naming the node wrongly, dated that
+    minute: refused, it left a skipped incident under that name, and reconciliation took the
+    claim as taken again already (one forged report a minute kept the culprit held for good)."""
+    world = eks_world()
+    world.clock = StillClock(world.clock.current)
+    world.settings = dataclasses.replace(
+        world.settings,
+        report_openings_per_minute=1,
+        guard_max_open_nodes=10,
+        guard_max_open_percent=100,
+    )
+    nodes = add_nodes(world, 20)
+    for node in nodes:
+        world.kube.add_node(EKS, f"hyperpod-{node}", node)
+    store(world, culprit(nodes[0], report_id="genuine-0001"))
+    (held,) = store(world, culprit(nodes[1], report_id="genuine-0002"))
+    closed = datetime.fromisoformat(world.incident(held["incident_id"]).closed_at or "")
+    due = closed.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    forged = culprit(
+        nodes[1], node_name="ip-10-9-9-9", report_id="forged-0001", emitted_at=due.isoformat()
+    )
+    assert [r["action"] for r in store(world, forged)] == ["skipped"]
+
+    world.clock.current += timedelta(minutes=1)
+    closing.reconcile(world.deps)
+
+    opened = world.store.open_incident_id(CLUSTER, nodes[1])
+    assert opened is not None
+    assert world.incident(opened).state is IncidentState.OPENED
 
 
 class HandlerDied(BaseException):

@@ -102,16 +102,21 @@ def _alarm(world: World, setup: Setup, instance_id: str) -> Claim:
 
 
 def _report(world: World, setup: Setup, instance_id: str) -> Claim:
-    event = forged_event(
+    event = _culprit_event(instance_id, setup.node_name(instance_id))
+    return intake.of_report(parse_report_event(event))
+
+
+def _culprit_event(instance_id: str, node_name: str, **changes: Any) -> dict[str, Any]:
+    return forged_event(
         [instance_id],
         ambiguous=False,
         role="culprit",
         check="compute",
         culprits=[0],
-        suspects=[suspect(instance_id=instance_id, node_name=setup.node_name(instance_id))],
+        suspects=[suspect(instance_id=instance_id, node_name=node_name)],
         job_name=JOB,
+        **changes,
     )
-    return intake.of_report(parse_report_event(event))
 
 
 def _watch(world: World, setup: Setup, instance_id: str) -> Claim:
@@ -243,3 +248,28 @@ def test_proceed_goes_every_stage_in_order_and_opens_over_the_confirmed_nodes(se
     assert [p.stage for p in step.trail] == ALL
     (opened,) = [i for i in world.store.incidents.values() if i.state is IncidentState.OPENED]
     assert opened.instance_ids == list(NODES)
+
+
+@pytest.mark.parametrize("setup", SETUPS, ids=lambda s: s.name)
+def test_a_forged_report_dated_the_second_a_genuine_alarm_fires_does_not_take_its_incident(
+    setup: Setup,
+):
+    """A report dates itself, and a node-level incident is named after its node and the second
+    of its trigger. A pod sent a report naming the node wrongly, dated the second the node's
+    genuine alarm then fired (one report a second keeps every coming second taken): refused,
+    it left a skipped incident under that name, and the genuine alarm was taken as a
+    redelivery of it: nothing opened, nothing audited."""
+    world = setup.build()
+    alarm = _alarm(world, setup, NODE)
+    world.clock.current = alarm.at
+    forged = _culprit_event(
+        NODE, "ip-10-9-9-9", emitted_at=alarm.at.isoformat(), report_id="forged-0001"
+    )
+    (refused,) = intake.store_report(parse_report_event(forged), world.deps)["incidents"]
+    assert refused["action"] == "skipped"
+
+    results, _ = take(world, alarm)
+
+    (opened,) = results
+    assert opened["action"] == "opened"
+    assert list(world.workflow.executions) == [opened["incident_id"]]
