@@ -471,6 +471,22 @@ def test_reports_calling_the_node_a_culprit_on_weak_evidence_do_not_push_out_the
     assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
 
 
+def test_a_forged_ambiguous_report_proposes_no_replacement_on_the_open_incidents_it_joins(world):
+    """An ambiguous report points at no node: it joins the open incidents of the nodes it
+    names. A pod sent one listing the rank it gave a node among the ring check's culprits: the
+    node's incident, opened by its alarm for a health check, then proposed replacing it."""
+    nodes = add_nodes(world, 4)
+    opened = alarm_on(world, nodes[0], "alarm-genuine")
+    forged = forged_event([nodes[0], made_up(1)], check="compute", report_id="forged-0001")
+    forged["detail"]["culprits"] = [0]
+
+    store(world, forged)
+
+    incident = world.incident(opened["incident_id"])
+    assert "report:forged-0001" in [e["key"] for e in incident.evidence]
+    assert judge(incident, [], incident.updated_at).advice is Advice.HEALTH_CHECK_ONLY
+
+
 def test_a_forged_job_too_large_to_check_does_not_weaken_the_nodes_genuine_evidence():
     """The guard holds such a job before the orchestrator is asked, so its report was stored
     under the first nodes HyperPod knows, the node's name wrong: the node's alarm brought it as
