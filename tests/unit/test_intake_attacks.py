@@ -487,6 +487,23 @@ def test_a_forged_ambiguous_report_proposes_no_replacement_on_the_open_incidents
     assert judge(incident, [], incident.updated_at).advice is Advice.HEALTH_CHECK_ONLY
 
 
+def test_forged_reports_filling_a_nodes_incident_do_not_keep_its_culprit_report_off_it(world):
+    """An incident keeps 40 items of what a pod can send. Forty forged ambiguous reports naming
+    a node joined its open incident, and the genuine report naming the node the culprit was
+    only counted: the incident proposed a health check, never the replacement."""
+    add_nodes(world, 4)
+    opened = alarm_on(world, INSTANCE, "alarm-genuine")
+    for n in range(45):
+        world.clock.current += timedelta(seconds=1)
+        store(world, forged_event([INSTANCE, made_up(1)], report_id=f"forged-{n:04d}"))
+
+    store(world, culprit(report_id="genuine-0001"))
+
+    incident = world.incident(opened["incident_id"])
+    assert "report:genuine-0001" in [e["key"] for e in incident.evidence]
+    assert judge(incident, [], incident.updated_at).advice is Advice.REPLACE
+
+
 def test_a_forged_job_too_large_to_check_does_not_weaken_the_nodes_genuine_evidence():
     """The guard holds such a job before the orchestrator is asked, so its report was stored
     under the first nodes HyperPod knows, the node's name wrong: the node's alarm brought it as
