@@ -504,6 +504,22 @@ def test_forged_reports_filling_a_nodes_incident_do_not_keep_its_culprit_report_
     assert judge(incident, [], incident.updated_at).advice is Advice.REPLACE
 
 
+def test_forged_alarms_filling_a_nodes_incident_do_not_keep_its_culprit_report_off_it(world):
+    """A pod puts the datapoints a node's contributor alarm fires on: forty alarms joined the
+    node's open incident, and the genuine report naming the node the culprit was only counted."""
+    add_nodes(world, 4)
+    opened = alarm_on(world, INSTANCE, "alarm-0000")
+    for n in range(1, 45):
+        world.clock.current += timedelta(seconds=1)
+        alarm_on(world, INSTANCE, f"alarm-{n:04d}")
+
+    store(world, culprit(report_id="genuine-0001"))
+
+    incident = world.incident(opened["incident_id"])
+    assert "report:genuine-0001" in [e["key"] for e in incident.evidence]
+    assert judge(incident, [], incident.updated_at).advice is Advice.REPLACE
+
+
 def test_a_forged_job_too_large_to_check_does_not_weaken_the_nodes_genuine_evidence():
     """The guard holds such a job before the orchestrator is asked, so its report was stored
     under the first nodes HyperPod knows, the node's name wrong: the node's alarm brought it as

@@ -297,15 +297,18 @@ def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:
 
 
 def _weaker_reports(incident: Incident, item: dict[str, Any]) -> list[dict[str, Any]]:
-    """The reports on `incident` (oldest first, never the one that opened it) that a report
-    `item` proposing a recovery takes the place of when there is no room for it: those that
-    propose nothing beyond a health check. Any pod can send reports naming a node: forty naming
-    it involved filled a genuine alarm's incident, and the culprit's own report was only
-    counted, its replacement never proposed."""
+    """The evidence on `incident` (oldest first, never the trigger that opened it) that a
+    report `item` proposing a recovery takes the place of when there is no room for it: alarms
+    and reports that propose nothing beyond a health check. Any pod can send reports naming a
+    node, and put the datapoints its alarms fire on: forty reports naming it involved filled a
+    genuine alarm's incident, and the culprit's own report was only counted, its replacement
+    never proposed."""
     if item.get("kind") != TriggerSource.REPORT or not report_row(item)[0].proposes_recovery:
         return []
-    return [
-        e
-        for e in incident.evidence[1:]
-        if e.get("kind") == TriggerSource.REPORT and not report_row(e)[0].proposes_recovery
-    ]
+    return [e for e in incident.evidence[1:] if _proposes_nothing(e)]
+
+
+def _proposes_nothing(item: dict[str, Any]) -> bool:
+    if item.get("kind") == TriggerSource.ALARM:
+        return True
+    return item.get("kind") == TriggerSource.REPORT and not report_row(item)[0].proposes_recovery
