@@ -354,7 +354,10 @@ def _rate_held(step: Step) -> list[tuple[str, Act]]:
     found: list[tuple[str, Act]] = []
     for held in step.deps.incidents.in_state(S.HELD):
         freed = intake.due_again(held, now)
-        if freed is None or step.deps.incidents.get(intake.again_id(held, freed)) is not None:
+        if (
+            freed is None
+            or step.deps.incidents.get(intake.again_id(step.deps, held, freed)) is not None
+        ):
             continue
         found.append((held.incident_id, _bind(_take_again, step, held, freed)))
     return found

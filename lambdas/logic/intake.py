@@ -324,9 +324,14 @@ def due_again(held: Incident, now: datetime) -> datetime | None:
     return freed
 
 
-def again_id(held: Incident, freed: datetime) -> str:
-    """The incident its claim asks for when it is taken again (the same every time)."""
-    return ids.incident_id(held.cluster_name, held.instance_id, freed)
+def again_id(deps: Deps, held: Incident, freed: datetime) -> str:
+    """The incident its claim asks for when it is taken again (the same every time, whatever
+    else is dated `freed`: `incidents.node_incident_id`)."""
+    claim = of_rate_held(held, None, freed)
+    if claim is None:
+        return ids.incident_id(held.cluster_name, held.instance_id, freed)
+    key = claim.nodes[0].item["key"]
+    return incidents.node_incident_id(deps, held.cluster_name, held.instance_id, freed, key)
 
 
 def retake(deps: Deps, held: Incident, freed: datetime) -> list[OpenIncidentResult]:

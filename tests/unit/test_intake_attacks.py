@@ -5,6 +5,7 @@ run against the one path."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -163,6 +164,39 @@ def test_forged_reports_naming_a_rate_held_culprit_do_not_keep_it_from_being_tak
     opened = world.store.open_incident_id(CLUSTER, nodes[1])
     assert opened is not None
     assert opened != held["incident_id"]
+
+
+def test_a_forged_report_dated_the_minute_a_rate_held_culprit_is_due_does_not_keep_it_held():
+    """A rate-held claim is taken again at the start of the next minute, as the incident named
+    after its node and that minute. A pod sent a report naming the node wrongly, dated that
+    minute: refused, it left a skipped incident under that name, and reconciliation took the
+    claim as taken again already (one forged report a minute kept the culprit held for good)."""
+    world = eks_world()
+    world.clock = StillClock(world.clock.current)
+    world.settings = dataclasses.replace(
+        world.settings,
+        report_openings_per_minute=1,
+        guard_max_open_nodes=10,
+        guard_max_open_percent=100,
+    )
+    nodes = add_nodes(world, 20)
+    for node in nodes:
+        world.kube.add_node(EKS, f"hyperpod-{node}", node)
+    store(world, culprit(nodes[0], report_id="genuine-0001"))
+    (held,) = store(world, culprit(nodes[1], report_id="genuine-0002"))
+    closed = datetime.fromisoformat(world.incident(held["incident_id"]).closed_at or "")
+    due = closed.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    forged = culprit(
+        nodes[1], node_name="ip-10-9-9-9", report_id="forged-0001", emitted_at=due.isoformat()
+    )
+    assert [r["action"] for r in store(world, forged)] == ["skipped"]
+
+    world.clock.current += timedelta(minutes=1)
+    closing.reconcile(world.deps)
+
+    opened = world.store.open_incident_id(CLUSTER, nodes[1])
+    assert opened is not None
+    assert world.incident(opened).state is IncidentState.OPENED
 
 
 class HandlerDied(BaseException):
@@ -435,6 +469,55 @@ def test_reports_calling_the_node_a_culprit_on_weak_evidence_do_not_push_out_the
     incident = world.incident(opened["incident_id"])
     assert "genuine-0001" in {r.get("report_id") for r in incident.reports}
     assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
+
+
+def test_a_forged_ambiguous_report_proposes_no_replacement_on_the_open_incidents_it_joins(world):
+    """An ambiguous report points at no node: it joins the open incidents of the nodes it
+    names. A pod sent one listing the rank it gave a node among the ring check's culprits: the
+    node's incident, opened by its alarm for a health check, then proposed replacing it."""
+    nodes = add_nodes(world, 4)
+    opened = alarm_on(world, nodes[0], "alarm-genuine")
+    forged = forged_event([nodes[0], made_up(1)], check="compute", report_id="forged-0001")
+    forged["detail"]["culprits"] = [0]
+
+    store(world, forged)
+
+    incident = world.incident(opened["incident_id"])
+    assert "report:forged-0001" in [e["key"] for e in incident.evidence]
+    assert judge(incident, [], incident.updated_at).advice is Advice.HEALTH_CHECK_ONLY
+
+
+def test_forged_reports_filling_a_nodes_incident_do_not_keep_its_culprit_report_off_it(world):
+    """An incident keeps 40 items of what a pod can send. Forty forged ambiguous reports naming
+    a node joined its open incident, and the genuine report naming the node the culprit was
+    only counted: the incident proposed a health check, never the replacement."""
+    add_nodes(world, 4)
+    opened = alarm_on(world, INSTANCE, "alarm-genuine")
+    for n in range(45):
+        world.clock.current += timedelta(seconds=1)
+        store(world, forged_event([INSTANCE, made_up(1)], report_id=f"forged-{n:04d}"))
+
+    store(world, culprit(report_id="genuine-0001"))
+
+    incident = world.incident(opened["incident_id"])
+    assert "report:genuine-0001" in [e["key"] for e in incident.evidence]
+    assert judge(incident, [], incident.updated_at).advice is Advice.REPLACE
+
+
+def test_forged_alarms_filling_a_nodes_incident_do_not_keep_its_culprit_report_off_it(world):
+    """A pod puts the datapoints a node's contributor alarm fires on: forty alarms joined the
+    node's open incident, and the genuine report naming the node the culprit was only counted."""
+    add_nodes(world, 4)
+    opened = alarm_on(world, INSTANCE, "alarm-0000")
+    for n in range(1, 45):
+        world.clock.current += timedelta(seconds=1)
+        alarm_on(world, INSTANCE, f"alarm-{n:04d}")
+
+    store(world, culprit(report_id="genuine-0001"))
+
+    incident = world.incident(opened["incident_id"])
+    assert "report:genuine-0001" in [e["key"] for e in incident.evidence]
+    assert judge(incident, [], incident.updated_at).advice is Advice.REPLACE
 
 
 def test_a_forged_job_too_large_to_check_does_not_weaken_the_nodes_genuine_evidence():

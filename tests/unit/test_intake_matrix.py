@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from sdc_remediation.lambdas.logic import intake
+from sdc_remediation.lambdas.logic.evidence.recommendation import judge
 from sdc_remediation.lambdas.logic.opening import proceeding
 from sdc_remediation.lambdas.logic.opening.trail import IntakeStep
 from sdc_remediation.lambdas.logic.sweep.claim import of_sweep, sweep_event_id, sweep_evidence
@@ -23,6 +24,7 @@ from sdc_remediation.lambdas.models.claim import Claim, Stage
 from sdc_remediation.lambdas.models.events import parse_contributor_event
 from sdc_remediation.lambdas.models.hardware_alert import parse_alert_notification
 from sdc_remediation.lambdas.models.incident import IncidentState
+from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.report import parse_report_event
 from sdc_remediation.lambdas.models.settings import IsolationConfig
 from sdc_remediation.lambdas.models.sweep import CheckResult
@@ -102,16 +104,21 @@ def _alarm(world: World, setup: Setup, instance_id: str) -> Claim:
 
 
 def _report(world: World, setup: Setup, instance_id: str) -> Claim:
-    event = forged_event(
+    event = _culprit_event(instance_id, setup.node_name(instance_id))
+    return intake.of_report(parse_report_event(event))
+
+
+def _culprit_event(instance_id: str, node_name: str, **changes: Any) -> dict[str, Any]:
+    return forged_event(
         [instance_id],
         ambiguous=False,
         role="culprit",
         check="compute",
         culprits=[0],
-        suspects=[suspect(instance_id=instance_id, node_name=setup.node_name(instance_id))],
+        suspects=[suspect(instance_id=instance_id, node_name=node_name)],
         job_name=JOB,
+        **changes,
     )
-    return intake.of_report(parse_report_event(event))
 
 
 def _watch(world: World, setup: Setup, instance_id: str) -> Claim:
@@ -243,3 +250,59 @@ def test_proceed_goes_every_stage_in_order_and_opens_over_the_confirmed_nodes(se
     assert [p.stage for p in step.trail] == ALL
     (opened,) = [i for i in world.store.incidents.values() if i.state is IncidentState.OPENED]
     assert opened.instance_ids == list(NODES)
+
+
+@pytest.mark.parametrize("setup", SETUPS, ids=lambda s: s.name)
+def test_a_forged_report_dated_the_second_a_genuine_alarm_fires_does_not_take_its_incident(
+    setup: Setup,
+):
+    """A report dates itself, and a node-level incident is named after its node and the second
+    of its trigger. A pod sent a report naming the node wrongly, dated the second the node's
+    genuine alarm then fired (one report a second keeps every coming second taken): refused,
+    it left a skipped incident under that name, and the genuine alarm was taken as a
+    redelivery of it: nothing opened, nothing audited."""
+    world = setup.build()
+    alarm = _alarm(world, setup, NODE)
+    world.clock.current = alarm.at
+    forged = _culprit_event(
+        NODE, "ip-10-9-9-9", emitted_at=alarm.at.isoformat(), report_id="forged-0001"
+    )
+    (refused,) = intake.store_report(parse_report_event(forged), world.deps)["incidents"]
+    assert refused["action"] == "skipped"
+
+    results, _ = take(world, alarm)
+
+    (opened,) = results
+    assert opened["action"] == "opened"
+    assert list(world.workflow.executions) == [opened["incident_id"]]
+
+
+@pytest.mark.parametrize("setup", SETUPS, ids=lambda s: s.name)
+def test_a_forged_report_naming_a_node_involved_proposes_no_replacement_on_its_incident(
+    setup: Setup,
+):
+    """A report's involved instance is asked about by nobody: its evidence only joins the
+    node's open incident. A pod named a node involved, with a wrong node name, and listed the
+    rank it gave the node among the ring check's culprits: the node's incident, opened by its
+    alarm for a health check, then proposed replacing it."""
+    world = setup.build()
+    (opened,), _ = take(world, _alarm(world, setup, NODE))
+    forged = _culprit_event(MADE_UP, "ip-10-9-9-8", report_id="forged-0001")
+    forged["detail"]["culprits"] = [0, 1]
+    forged["detail"]["instances"].append(
+        {
+            "instance_id": NODE,
+            "metrics": ["sdc_divergent_tensors"],
+            "ranks": [1],
+            "role": "involved",
+        }
+    )
+    forged["detail"]["suspects"].append(
+        suspect(rank=1, role="involved", instance_id=NODE, node_name="ip-10-9-9-9")
+    )
+
+    intake.store_report(parse_report_event(forged), world.deps)
+
+    incident = world.incident(opened["incident_id"])
+    assert "report:forged-0001" in [e["key"] for e in incident.evidence]
+    assert judge(incident, [], incident.updated_at).advice is Advice.HEALTH_CHECK_ONLY

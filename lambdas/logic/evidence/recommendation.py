@@ -138,7 +138,18 @@ def watch_evidence(item: dict[str, Any]) -> bool:
 
 
 def report_row(report: dict[str, Any], hardware: Sequence[str] = ()) -> tuple[Row, str]:
-    """The row one report evidence summary reads as for its instance, and why."""
+    """The row one report evidence summary reads as for its instance, and why. A report that
+    does not point at the instance (names it involved only, or is ambiguous:
+    `SdcReport.points_at`) proposes nothing beyond a health check there, whatever its evidence
+    reads as: it only joins the node's open incident, and nobody was asked about the node for
+    it, so what it says of the node is a pod's word alone."""
+    row, why = _report_row(report, hardware)
+    if row.proposes_recovery and (report.get("ambiguous") or report.get("role") == Role.INVOLVED):
+        return Row.NO_RANK_HERE, f"{Row.NO_RANK_HERE.says()} (it names the instance involved)"
+    return row, why
+
+
+def _report_row(report: dict[str, Any], hardware: Sequence[str]) -> tuple[Row, str]:
     ranks = set(report.get("ranks") or [])
     check = report.get("check")
     if check in (Check.HANG, Check.STRAGGLER):

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sdc_remediation.lambdas.logic.evidence.recommendation import report_row
 from sdc_remediation.lambdas.logic.evidence.resume import resume_of
 from sdc_remediation.lambdas.models.events import ContributorEvent
 from sdc_remediation.lambdas.models.hardware_alert import HardwareAlert
@@ -272,13 +273,42 @@ def _stacks(hang: Mapping[str, Any]) -> list[dict[str, Any]]:
 def add_evidence(incident: Incident, item: dict[str, Any]) -> bool:
     """Attach `item` unless the same key is already there; True when the incident changed.
     Beyond MAX_EVIDENCE items or MAX_EVIDENCE_BYTES (less TRUSTED_ROOM for what a pod can send)
-    it is counted, not kept (reports stay stored whole under their instance)."""
+    it is counted, not kept (reports stay stored whole under their instance), unless it is a
+    report proposing a recovery and reports proposing none make room (`_weaker_reports`)."""
     if any(existing.get("key") == item["key"] for existing in incident.evidence):
         return False
     room, room_bytes = (0, 0) if trusted_item(item) else (TRUSTED_ROOM, TRUSTED_ROOM_BYTES)
-    full = size_of(incident.evidence) + size_of(item) > MAX_EVIDENCE_BYTES - room_bytes
-    if len(incident.evidence) >= MAX_EVIDENCE - room or full:
-        incident.evidence_dropped += 1
-    else:
+
+    def fits() -> bool:
+        full = size_of(incident.evidence) + size_of(item) > MAX_EVIDENCE_BYTES - room_bytes
+        return len(incident.evidence) < MAX_EVIDENCE - room and not full
+
+    weaker = _weaker_reports(incident, item)
+    kept = list(incident.evidence)
+    while not fits() and weaker:
+        incident.evidence.remove(weaker.pop(0))
+    if fits():
         incident.evidence.append(item)
+        incident.evidence_dropped += len(kept) + 1 - len(incident.evidence)
+    else:
+        incident.evidence[:] = kept
+        incident.evidence_dropped += 1
     return True
+
+
+def _weaker_reports(incident: Incident, item: dict[str, Any]) -> list[dict[str, Any]]:
+    """The evidence on `incident` (oldest first, never the trigger that opened it) that a
+    report `item` proposing a recovery takes the place of when there is no room for it: alarms
+    and reports that propose nothing beyond a health check. Any pod can send reports naming a
+    node, and put the datapoints its alarms fire on: forty reports naming it involved filled a
+    genuine alarm's incident, and the culprit's own report was only counted, its replacement
+    never proposed."""
+    if item.get("kind") != TriggerSource.REPORT or not report_row(item)[0].proposes_recovery:
+        return []
+    return [e for e in incident.evidence[1:] if _proposes_nothing(e)]
+
+
+def _proposes_nothing(item: dict[str, Any]) -> bool:
+    if item.get("kind") == TriggerSource.ALARM:
+        return True
+    return item.get("kind") == TriggerSource.REPORT and not report_row(item)[0].proposes_recovery

@@ -23,8 +23,10 @@ incident, nothing spent.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sdc_remediation.lambdas.logic.core import ids
@@ -37,6 +39,7 @@ from sdc_remediation.lambdas.logic.opening.arrivals import Trigger
 from sdc_remediation.lambdas.logic.opening.claims import Checked, Confirmed
 from sdc_remediation.lambdas.logic.opening.execution import ensure_execution
 from sdc_remediation.lambdas.logic.opening.trail import audited_since, mark, passed
+from sdc_remediation.lambdas.logic.ports import Deps
 from sdc_remediation.lambdas.logic.safety import guard, rate
 from sdc_remediation.lambdas.metric_names import PipelineMetric as M
 from sdc_remediation.lambdas.models.audit import AuditAction
@@ -191,7 +194,7 @@ def _open_node(
     found_one = _join(step, trigger)
     if found_one is not None:
         return _joined(step, trigger.instance_id, found_one, at, spent="nothing: joins")
-    incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
+    incident_id = _incident_id(step, trigger)
     if step.deps.incidents.get(incident_id) is not None:
         redelivered = arrivals.redelivered(step, incident_id, trigger)
         return _joined(step, trigger.instance_id, redelivered, at, spent="nothing: redelivered")
@@ -201,6 +204,29 @@ def _open_node(
     blocker = blocker or _notice_only(step, drafted.incident)
     passed(step, Stage.JUDGE, trigger.instance_id, held=blocker.kind if blocker else None)
     return _act(step, drafted, trigger, blocker, at)
+
+
+def _incident_id(step: Step, trigger: Trigger) -> str:
+    return node_incident_id(
+        step.deps, trigger.cluster_name, trigger.instance_id, trigger.at, trigger.item["key"]
+    )
+
+
+def node_incident_id(
+    deps: Deps, cluster_name: str, instance_id: str, at: datetime, key: str
+) -> str:
+    """The node-level incident a trigger dated `at` bringing the evidence `key` asks for:
+    `sdc-<cluster>-<instance>-<stamp>`, unless an incident holding no such evidence took that
+    id first; then the same id with a digest of `key` beside the instance, which no other
+    trigger gives. A report dates itself: a forged one dated the second a genuine alarm fires,
+    or the minute a rate-held claim is taken again, refused (or held) there, would otherwise
+    make the genuine trigger a redelivery of it, taken no further."""
+    first = ids.incident_id(cluster_name, instance_id, at)
+    there = deps.incidents.get(first)
+    if there is None or any(e.get("key") == key for e in there.evidence):
+        return first
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    return ids.incident_id(cluster_name, f"{instance_id}-{digest}", at)
 
 
 def _open_job(
@@ -471,7 +497,7 @@ def _refuse(step: Step, trigger: Trigger, found: Confirmed) -> OpenIncidentResul
     incident (no lock, no storm flag, no budget), its trail ACT and AUDIT."""
     at = mark(step)
     err: SdcError = found.error or ClaimNotConfirmed(found.why_not or "not confirmed")
-    incident_id = ids.incident_id(trigger.cluster_name, trigger.instance_id, trigger.at)
+    incident_id = _incident_id(step, trigger)
     result = _skip(step, incident_id, trigger, err, found.why_not)
     passed(step, Stage.ACT, trigger.instance_id, action=result["action"], why=found.why_not)
     passed(step, Stage.AUDIT, trigger.instance_id, audited=audited_since(step, at))
