@@ -243,14 +243,7 @@ def _same_report(step: Step, claim: Claim, report: SdcReport, instance_id: str) 
         f"report {clean(report.report_id, 100)} was received before with other content (a "
         "report id names one report)",
     )
-    step.audit(
-        ids.event_subject(claim.event_id),
-        AuditAction.EVENT_REFUSED,
-        error_details(err, source=REPORT_SOURCE, report_id=report.report_id),
-    )
-    count(M.EVENTS_REFUSED)
-    logger.warning("report refused", report_id=report.report_id, field=err.field)
-    raise err
+    _refuse_report(step, claim.event_id, report.report_id, err)
 
 
 def pointing(report: SdcReport, instance_id: str, item: dict[str, Any]) -> bool:
@@ -533,13 +526,19 @@ def _refuse_ahead(step: Step, event: ReportEvent, received: datetime) -> NoRetur
         f"{report.emitted_at} is more than {int(MAX_AHEAD.total_seconds())} s ahead of the "
         f"time the pipeline received the report ({received.isoformat()})",
     )
+    _refuse_report(step, event.event_id, report.report_id, err)
+
+
+def _refuse_report(step: Step, event_id: str, report_id: str, err: MalformedEvent) -> NoReturn:
+    """`err` audited as `event_refused` under the event, counted, and raised: the event is
+    retried, then kept in the dead-letter queue."""
     step.audit(
-        ids.event_subject(event.event_id),
+        ids.event_subject(event_id),
         AuditAction.EVENT_REFUSED,
-        error_details(err, source=REPORT_SOURCE, report_id=report.report_id),
+        error_details(err, source=REPORT_SOURCE, report_id=report_id),
     )
     count(M.EVENTS_REFUSED)
-    logger.warning("report refused", report_id=report.report_id, field=err.field)
+    logger.warning("report refused", report_id=report_id, field=err.field)
     raise err
 
 
