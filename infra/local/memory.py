@@ -63,9 +63,9 @@ class InMemoryIncidentStore:
         self.incidents: dict[str, Incident] = {}
         self.locks: dict[tuple[str, str], str] = {}
         self.held: dict[tuple[str, str], tuple[str, int]] = {}
-        self.reports: dict[tuple[str, str], dict[str, SdcReport]] = {}
-        self.pointing: set[tuple[str, str, str]] = set()
-        """(cluster, instance, order key) of each report put as pointing at the instance."""
+        self.reports: dict[tuple[str, str], dict[tuple[bool, str], SdcReport]] = {}
+        """Per (cluster, instance), each report under (put as pointing at the instance, its
+        order key)."""
         self.slots: dict[str, set[str]] = {}
         self.reset_at: dict[str, int] = {}
         self.flags: dict[str, dict[str, int]] = {}
@@ -177,17 +177,15 @@ class InMemoryIncidentStore:
         stored = self.reports.setdefault((report.cluster_name, instance_id), {})
         if any(r.report_id == report.report_id for r in stored.values()):
             return False
-        stored[report.order_key] = copy.deepcopy(report)
-        if pointing:
-            self.pointing.add((report.cluster_name, instance_id, report.order_key))
+        stored[(pointing, report.order_key)] = copy.deepcopy(report)
         return True
 
     def recent_reports(self, cluster_name: str, instance_id: str, limit: int) -> list[SdcReport]:
         stored = self.reports.get((cluster_name, instance_id), {})
-        newest = sorted(stored, reverse=True)
-        pointing = [k for k in newest if (cluster_name, instance_id, k) in self.pointing]
-        others = [k for k in newest if k not in pointing]
-        return copy.deepcopy([stored[k] for k in [*pointing[:limit], *others[:limit]]])
+        newest = sorted(stored, key=lambda k: k[1], reverse=True)
+        pointing = [stored[k] for k in newest if k[0]][:limit]
+        others = [stored[k] for k in newest if not k[0]][:limit]
+        return copy.deepcopy([*pointing, *others])
 
     def stored_report(
         self, cluster_name: str, instance_id: str, received_at: str, report_id: str
