@@ -9,6 +9,7 @@ SETUPS."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -105,7 +106,14 @@ def _alarm(world: World, setup: Setup, instance_id: str) -> Claim:
 
 def _report(world: World, setup: Setup, instance_id: str) -> Claim:
     event = _culprit_event(instance_id, setup.node_name(instance_id))
-    return intake.of_report(parse_report_event(event))
+    return received(world, event)
+
+
+def received(world: World, event: dict[str, Any]) -> Claim:
+    """The report's claim as the intake takes it: stamped with the time it was received."""
+    parsed = parse_report_event(event)
+    report = dataclasses.replace(parsed.report, received_at=world.clock.now().isoformat())
+    return intake.of_report(dataclasses.replace(parsed, report=report))
 
 
 def _culprit_event(instance_id: str, node_name: str, **changes: Any) -> dict[str, Any]:
@@ -129,7 +137,7 @@ def _watch(world: World, setup: Setup, instance_id: str) -> Claim:
     for s in event["detail"]["suspects"]:
         if s.get("instance_id") and s.get("node_name"):
             s["node_name"] = setup.node_name(s["instance_id"])
-    return intake.of_report(parse_report_event(event))
+    return received(world, event)
 
 
 def _alert(world: World, setup: Setup, instance_id: str) -> Claim:
@@ -206,6 +214,7 @@ def test_a_confirmed_claim_goes_every_stage_in_order_and_acts_spending_what_its_
     assert stages_of(step, NODE) == ALL
     storm, rate = SPENT[kind]
     assert spent(world) == ({NODE} if storm else set(), 1 if rate else 0)
+    assert set(world.store.reports) == ({(CLUSTER, NODE)} if claim.report else set())
 
 
 @pytest.mark.parametrize("setup", SETUPS, ids=lambda s: s.name)
@@ -224,6 +233,7 @@ def test_an_unconfirmed_claim_stops_after_confirm_spends_nothing_and_acts_on_not
     assert stages_of(step, MADE_UP)[:2] == [Stage.BOUND, Stage.CONFIRM]
     assert Stage.BUDGET not in stages_of(step, MADE_UP)
     assert spent(world) == (set(), 0)
+    assert world.store.reports == {}  # a report is stored only where it was confirmed
 
 
 # -- proceed: a person's decision goes the same stages ------------------------------------------
