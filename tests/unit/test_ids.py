@@ -61,3 +61,14 @@ def test_the_job_level_incident_id_is_the_same_for_the_same_report():
     assert first == ids.job_incident_id("ml-cluster-1", "r-5f3c9a1e2b7d4c60", at)
     assert first != ids.job_incident_id("ml-cluster-1", "r-0000000000000000", at)
     assert "-job-" in first and len(first) <= 80
+
+
+def test_a_keyed_incident_id_is_a_valid_execution_name_that_differs_by_key_only():
+    cluster = "c" * 63
+    first = ids.keyed_incident_id(cluster, "i-0abc1234def567890", AT, "report:r-1")
+
+    assert EXECUTION_NAME.match(first)
+    assert first.endswith("-20261130T081504")
+    assert first != ids.incident_id(cluster, "i-0abc1234def567890", AT)
+    assert first != ids.keyed_incident_id(cluster, "i-0abc1234def567890", AT, "report:r-2")
+    assert first == ids.keyed_incident_id(cluster, "i-0abc1234def567890", AT, "report:r-1")

@@ -29,6 +29,14 @@ def incident_id(cluster_name: str, instance_id: str, at: datetime, *, prefix: st
     return f"{prefix}-{cluster}{suffix}"[:MAX_LENGTH]
 
 
+def keyed_incident_id(cluster_name: str, instance_id: str, at: datetime, key: str) -> str:
+    """`sdc-<cluster>-<instance>-<digest of key>-<yyyymmddThhmmss>`: the incident of a trigger
+    bringing the evidence `key` when another incident already took `incident_id`'s id for its
+    node and second (`sdc_remediation.lambdas.logic.opening.incidents.node_incident_id`)."""
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    return incident_id(cluster_name, f"{instance_id}-{digest}", at)
+
+
 def job_incident_id(cluster_name: str, report_id: str, at: datetime) -> str:
     """The job-level incident of an ambiguous report: `sdc-<cluster>-job-<report id>-<stamp>`
     (the same report always gives the same id), at most 80 characters."""

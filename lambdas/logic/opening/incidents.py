@@ -23,7 +23,6 @@ incident, nothing spent.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -225,8 +224,7 @@ def node_incident_id(
     there = deps.incidents.get(first)
     if there is None or any(e.get("key") == key for e in there.evidence):
         return first
-    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
-    return ids.incident_id(cluster_name, f"{instance_id}-{digest}", at)
+    return ids.keyed_incident_id(cluster_name, instance_id, at, key)
 
 
 def _open_job(
