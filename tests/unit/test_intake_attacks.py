@@ -387,7 +387,14 @@ WEAK_SHAPES = {
     "ambiguous": {"ambiguous": True, "role": "involved", "suspect": {"role": "involved"}},
     # An ambiguous report points at no node (the emitter calls a report ambiguous when it names
     # no culprit): one naming the node a culprit anyway is stored with the weak reports.
-    "ambiguous-culprit": {"ambiguous": True, "role": "culprit", "suspect": {}},
+    # Its evidence names the node's rank a culprit of the ring check, so only its being
+    # ambiguous keeps it weak.
+    "ambiguous-culprit": {
+        "ambiguous": True,
+        "role": "culprit",
+        "suspect": {},
+        "detail": {"check": "compute", "culprits": [0]},
+    },
 }
 
 
@@ -408,6 +415,7 @@ def test_many_forged_weak_reports_do_not_push_the_genuine_culprit_report_out_of_
             role=weak["role"],
             report_id=f"forged-{n:05d}",
             suspects=[suspect(node_name=NODE, **weak["suspect"])],
+            **weak.get("detail", {}),
         )
         store(world, forged)
     world.switch.value = "false"
