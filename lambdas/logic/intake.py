@@ -72,13 +72,19 @@ from sdc_remediation.lambdas.models.claim import (
 )
 from sdc_remediation.lambdas.models.errors import ClusterNotFound, MalformedEvent
 from sdc_remediation.lambdas.models.events import ContributorEvent
+from sdc_remediation.lambdas.models.evidence import (
+    Evidence,
+    HardwareEvidence,
+    ReportEvidence,
+    TriggerSource,
+)
 from sdc_remediation.lambdas.models.guard import HoldKind
 from sdc_remediation.lambdas.models.hardware_alert import (
     AlertNotification,
     AlertStatus,
     sns_message_id,
 )
-from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.incident import Incident
 from sdc_remediation.lambdas.models.payloads import (
     OpenAction,
     OpenIncidentResult,
@@ -246,13 +252,13 @@ def _same_report(step: Step, claim: Claim, report: SdcReport, instance_id: str) 
     _refuse_report(step, claim.event_id, report.report_id, err)
 
 
-def pointing(report: SdcReport, instance_id: str, item: dict[str, Any]) -> bool:
+def pointing(report: SdcReport, instance_id: str, item: Evidence) -> bool:
     """The report points at the instance: it names it a culprit or confirmed suspect
     (`SdcReport.points_at`) and its evidence there (`item`, its summary for the instance), read
     by the decision table, proposes more than a health check. A role alone is a claim: a
     straggler on the node, or a check whose evidence names no rank there, is no stronger than
     a report naming the node involved, and is stored with those."""
-    if not report.points_at(instance_id):
+    if not report.points_at(instance_id) or not isinstance(item, ReportEvidence):
         return False
     row, _ = report_row(item)
     return row.proposes_recovery
@@ -278,7 +284,7 @@ def _open_failed(step: Step, claim: Claim, err: Exception) -> None:
     subject = ids.event_subject(claim.event_id)
     first = claim.nodes[0] if claim.nodes else None
     key = "alert" if claim.source is TriggerSource.HARDWARE else "evidence"
-    evidence = {key: first.item} if first else {}
+    evidence = {key: first.item.to_record()} if first else {}
     try:
         step.audit(
             subject,
@@ -323,7 +329,7 @@ def again_id(deps: Deps, held: Incident, freed: datetime) -> str:
     claim = of_rate_held(held, None, freed)
     if claim is None:
         return ids.incident_id(held.cluster_name, held.instance_id, freed)
-    key = claim.nodes[0].item["key"]
+    key = claim.nodes[0].item.key
     return incidents.node_incident_id(deps, held.cluster_name, held.instance_id, freed, key)
 
 
@@ -346,14 +352,15 @@ def of_rate_held(held: Incident, report: SdcReport | None, freed_at: datetime) -
     incident, evidence of no kind that spends the bound). Its trusted evidence first (a hardware
     alert that joined a held report): the claim is then the alert's, which a storm of reports
     does not hold (`sdc_remediation.lambdas.logic.safety.guard.storm_blocker`)."""
-    rated = [e for e in held.evidence if e.get("kind") in RATED]
-    item = next((e for e in rated if TriggerSource(e["kind"]).trusted), None)
-    item = item or next(iter(rated), None)
+    rated = [e for e in held.items if e.kind in RATED]
+    item = next((e for e in rated if e.trusted), None) or next(iter(rated), None)
     if held.is_job or item is None:
         return None
-    source = TriggerSource(item["kind"])
+    source = item.kind
     if source is not TriggerSource.REPORT:
         report = None
+    hardware = item if isinstance(item, HardwareEvidence) else None
+    reported = item if isinstance(item, ReportEvidence) else None
     return Claim(
         source=source,
         cluster_name=held.cluster_name,
@@ -363,8 +370,12 @@ def of_rate_held(held: Incident, report: SdcReport | None, freed_at: datetime) -
             NodeClaim(
                 item,
                 held.instance_id,
-                node_name=item.get("node_name") if source is TriggerSource.HARDWARE else None,
-                metric=item.get("rule") or (item.get("metrics") or [None])[0],
+                node_name=hardware.node_name if hardware else None,
+                metric=hardware.rule
+                if hardware
+                else next(iter(reported.metrics), None)
+                if reported
+                else None,
             ),
         ),
         job=JobClaim.NAMED if report is not None else JobClaim.NONE,
@@ -416,7 +427,7 @@ def _ignore(step: Step, alarm: ContributorEvent, reason: str) -> OpenIncidentRes
             "reason": reason,
             "cluster_name": alarm.cluster_name,
             "instance_id": alarm.instance_id,
-            "alarm": summaries.alarm_evidence(alarm),
+            "alarm": summaries.alarm_evidence(alarm).to_record(),
         },
     )
     count(M.EVENTS_IGNORED)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Final
 
 from sdc_remediation.lambdas.models.events import MuteDetail
-from sdc_remediation.lambdas.models.incident import TriggerSource
+from sdc_remediation.lambdas.models.evidence import Evidence, ReportEvidence, TriggerSource
 from sdc_remediation.lambdas.models.report import SdcReport
 
 
@@ -51,7 +51,7 @@ class JobClaim(StrEnum):
 class NodeClaim:
     """One node a claim names."""
 
-    item: dict[str, Any]
+    item: Evidence
     """The evidence it brings for this node."""
     instance_id: str | None = None
     """None: the trigger names the node by name only (a hardware alert's `ip-…` host), and the
@@ -77,7 +77,7 @@ class Claim:
     report: SdcReport | None = None
     job_level: bool = False
     """One incident for all its nodes (an ambiguous report), not one per node."""
-    job_item: dict[str, Any] | None = None
+    job_item: ReportEvidence | None = None
     """The evidence of a job-level claim as a whole."""
     mute: MuteDetail | None = None
     alarm_name: str | None = None

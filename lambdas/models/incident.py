@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from sdc_remediation.lambdas.models._record import read_record, record_of
 from sdc_remediation.lambdas.models.deadline import ApprovalDeadline
 from sdc_remediation.lambdas.models.errors import ErrorRecord
+from sdc_remediation.lambdas.models.evidence import (
+    KINDS,
+    AlarmEvidence,
+    Evidence,
+    HardwareEvidence,
+    ReportEvidence,
+    SweepEvidence,
+    evidence_of,
+)
 from sdc_remediation.lambdas.models.guard import HoldKind, HoldRecord, slot_names
-from sdc_remediation.lambdas.models.hardware_alert import AlertStatus
 from sdc_remediation.lambdas.models.health_check import HealthCheckRecord
 from sdc_remediation.lambdas.models.hyperpod import HyperPodView, NodeRecovery, NodeStatus
 from sdc_remediation.lambdas.models.isolation import IsolationRecord
@@ -22,31 +28,6 @@ from sdc_remediation.lambdas.models.recovery import DecisionRecord, RebootRecord
 from sdc_remediation.lambdas.models.reporter_text import quoted
 from sdc_remediation.lambdas.models.states import IncidentState, Scope
 from sdc_remediation.lambdas.models.telemetry import TelemetryRecord
-
-
-class TriggerSource(StrEnum):
-    """What brought evidence to an incident (an evidence item's `kind`, a trigger's `source`)."""
-
-    ALARM = "alarm"
-    """A contributor alarm of the metric channel."""
-    REPORT = "report"
-    """An SDC Report event of the emitter's fast path."""
-    HARDWARE = "hardware"
-    """A hardware alert of the cluster's Prometheus workspace (the GPU's own counters)."""
-    SWEEP = "sweep"
-    """A deep health check an idle sweep ran on the node, which failed (HyperPod's finding)."""
-
-    @property
-    def trusted(self) -> bool:
-        """Whether no training pod can speak for it: a hardware alert (only the configured
-        workspaces may deliver to its topic) or an idle sweep's failed check (HyperPod's own).
-        An alarm's datapoint and a report are anyone's in the account."""
-        return self in (TriggerSource.HARDWARE, TriggerSource.SWEEP)
-
-
-def trusted_item(item: Mapping[str, Any]) -> bool:
-    """Whether an evidence item is of a kind no training pod can send (`TriggerSource.trusted`)."""
-    return item.get("kind") in {s.value for s in TriggerSource if s.trusted}
 
 
 def task_token_digest(task_token: str) -> str:
@@ -140,32 +121,41 @@ class Incident:
     version: int = 0
 
     @property
+    def items(self) -> list[Evidence]:
+        """Its evidence, typed, in the order it was attached. A record of a kind this release
+        does not know (a newer release wrote it, then was rolled back) stays on the record and
+        is left out here, as every reader left it out before evidence was typed."""
+        return [evidence_of(r) for r in self.evidence if r.get("kind") in KINDS]
+
+    @property
     def metrics(self) -> list[str]:
         """The alarm metrics its evidence names, in the order they first arrived (an item
         dropped beyond `sdc_remediation.lambdas.logic.evidence.summaries.MAX_EVIDENCE` is not counted)."""
         seen: dict[str, None] = {}
-        for item in self.evidence:
-            for metric in [item.get("metric"), *item.get("metrics", [])]:
-                if metric:
+        for item in self.items:
+            if isinstance(item, AlarmEvidence):
+                seen.setdefault(item.metric, None)
+            elif isinstance(item, ReportEvidence):
+                for metric in item.metrics:
                     seen.setdefault(metric, None)
-        return list(seen)
+        return [m for m in seen if m]
 
     @property
-    def reports(self) -> list[dict[str, Any]]:
+    def reports(self) -> list[ReportEvidence]:
         """Report evidence, in the order the pipeline received it (the reporter's `emitted_at`
         orders only reports received before receive times were kept)."""
-        found = [e for e in self.evidence if e.get("kind") == TriggerSource.REPORT]
-        return sorted(found, key=lambda e: str(e.get("received_at") or e.get("emitted_at") or ""))
+        found = [e for e in self.items if isinstance(e, ReportEvidence)]
+        return sorted(found, key=lambda e: e.order)
 
     @property
-    def alarms(self) -> list[dict[str, Any]]:
+    def alarms(self) -> list[AlarmEvidence]:
         """Alarm evidence, in the order it was attached."""
-        return [e for e in self.evidence if e.get("kind") == TriggerSource.ALARM]
+        return [e for e in self.items if isinstance(e, AlarmEvidence)]
 
     @property
-    def sweeps(self) -> list[dict[str, Any]]:
+    def sweeps(self) -> list[SweepEvidence]:
         """Failed idle sweep checks, in the order they were attached."""
-        return [e for e in self.evidence if e.get("kind") == TriggerSource.SWEEP]
+        return [e for e in self.items if isinstance(e, SweepEvidence)]
 
     @property
     def has_trusted_evidence(self) -> bool:
@@ -175,26 +165,22 @@ class Incident:
         the job's other nodes are a report's word only."""
         if self.is_job:
             return False
-        return any(trusted_item(e) for e in self.evidence)
+        return any(e.trusted for e in self.items)
 
     @property
-    def hardware(self) -> list[dict[str, Any]]:
+    def hardware(self) -> list[HardwareEvidence]:
         """Hardware alert evidence that fired (resolved ones are kept, and judged by nobody)."""
-        return [
-            e
-            for e in self.evidence
-            if e.get("kind") == TriggerSource.HARDWARE and e.get("status") == AlertStatus.FIRING
-        ]
+        return [e for e in self.alerts if e.firing]
+
+    @property
+    def alerts(self) -> list[HardwareEvidence]:
+        """Hardware alert evidence, firing and resolved, in the order it was attached."""
+        return [e for e in self.items if isinstance(e, HardwareEvidence)]
 
     @property
     def gpu_uuids(self) -> list[str]:
         """The GPU UUIDs its reports name for its instance (repeat-offender history)."""
-        found = {
-            s["gpu_uuid"]
-            for r in self.reports
-            for s in r.get("suspects") or []
-            if s.get("gpu_uuid")
-        }
+        found = {s.gpu_uuid for r in self.reports for s in r.suspects if s.gpu_uuid}
         return sorted(found)
 
     @property

@@ -71,9 +71,9 @@ class ReportCheckpoint:
     """A checkpoint the job saved or knew of, with the tags saved with it."""
 
     step: int
-    last_audit_pass: int | None
-    last_weight_check_pass: int | None
-    location: str | None
+    last_audit_pass: int | None = None
+    last_weight_check_pass: int | None = None
+    location: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -16,9 +16,11 @@ is before every other window too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
+
+from sdc_remediation.lambdas.models.evidence import ReportEvidence
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,30 +62,23 @@ class ResumePoint:
         return None if exposure is None else exposure[1] - exposure[0] + 1
 
     @classmethod
-    def of(cls, reports: Iterable[Mapping[str, Any]]) -> ResumePoint | None:
-        """The resume point of these stored report summaries; None when none carries one."""
-        found = [r for r in reports if isinstance(r.get("resume"), Mapping)]
+    def of(cls, reports: Iterable[ReportEvidence]) -> ResumePoint | None:
+        """The resume point of these report summaries; None when none carries one."""
+        found = [(r, r.resume) for r in reports if r.resume is not None]
         if not found:
             return None
-        if any(not _is_step(r["resume"].get("before_step")) for r in found):
+        placed = [(resume.before_step, r, resume) for r, resume in found]
+        if any(before is None for before, _, _ in placed):
             return cls(None, None, None, None)
-        report = min(found, key=lambda r: r["resume"]["before_step"])
-        checkpoint = report["resume"].get("checkpoint")
-        checkpoint = checkpoint if isinstance(checkpoint, Mapping) else {}
-        window = report.get("suspect_window")
-        location = checkpoint.get("location")
+        _, report, resume = min(placed, key=lambda p: p[0] or 0)
+        checkpoint = resume.checkpoint
+        tokens = report.tokens_per_step
         return cls(
-            checkpoint_step=s if _is_step(s := checkpoint.get("step")) else None,
-            location=location if isinstance(location, str) else None,
-            window=(
-                (window[0], window[1])
-                if isinstance(window, list | tuple)
-                and len(window) == 2
-                and all(_is_step(v) for v in window)
-                else None
-            ),
-            detected_step=s if _is_step(s := report.get("step")) else None,
-            tokens_per_step=t if _is_step(t := report.get("tokens_per_step")) and t > 0 else None,
+            checkpoint_step=checkpoint.step if checkpoint else None,
+            location=checkpoint.location if checkpoint else None,
+            window=report.suspect_window,
+            detected_step=report.step,
+            tokens_per_step=tokens if tokens is not None and tokens > 0 else None,
         )
 
     def to_event(self) -> dict[str, Any]:

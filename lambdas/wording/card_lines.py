@@ -15,6 +15,12 @@ from typing import Any, Final
 
 from sdc_remediation.lambdas.models.approvals import ApprovalRecord, in_round
 from sdc_remediation.lambdas.models.deadline import DEFAULT_TIME_ZONE, ApprovalDeadline
+from sdc_remediation.lambdas.models.evidence import (
+    HangEvidence,
+    HardwareEvidence,
+    ReportEvidence,
+    StragglerEvidence,
+)
 from sdc_remediation.lambdas.models.hardware_alert import AlertStatus, HardwareRule
 from sdc_remediation.lambdas.models.health_check import (
     CheckSummary,
@@ -22,7 +28,7 @@ from sdc_remediation.lambdas.models.health_check import (
     HealthCheckResult,
 )
 from sdc_remediation.lambdas.models.hyperpod import EventLevel, HyperPodView, NodeRecovery
-from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.incident import Incident
 from sdc_remediation.lambdas.models.isolation import IsolationState
 from sdc_remediation.lambdas.models.quantity import count
 from sdc_remediation.lambdas.models.recommendation import Recommendation
@@ -439,14 +445,12 @@ def hardware_alert_lines(incident: Incident) -> list[str]:
     for a network port's rule), severity, when it started, whether it is still firing or was
     resolved (and when that arrived), and what the rule means (the rule's own summary, as the
     alert carried it). A repeat of a still-firing alert is the same alert; empty without one."""
-    alerts: dict[tuple[Any, ...], dict[str, Any]] = {}
-    resolved: dict[tuple[Any, ...], str] = {}
-    for item in incident.evidence:
-        if item.get("kind") != TriggerSource.HARDWARE:
-            continue
-        same = tuple(item.get(k) for k in _ALERT_IDENTITY)
-        if item.get("status") == AlertStatus.RESOLVED:
-            resolved[same] = str(item.get("received_at") or "")
+    alerts: dict[tuple[str | None, ...], HardwareEvidence] = {}
+    resolved: dict[tuple[str | None, ...], str] = {}
+    for item in incident.alerts:
+        same = item.identity
+        if item.status is AlertStatus.RESOLVED:
+            resolved[same] = item.received_at
         alerts.setdefault(same, item)
     lines: list[str] = []
     for same, item in alerts.items():
@@ -454,17 +458,12 @@ def hardware_alert_lines(incident: Incident) -> list[str]:
             f"resolved (received {_when(resolved[same])})" if same in resolved else "still firing"
         )
         lines.append(
-            f"  {_v(item.get('rule'))} on {_alert_where(item)}: {_v(item.get('severity'))}, "
+            f"  {_v(item.rule)} on {_alert_where(item)}: {_v(item.severity)}, "
             f"started {_alert_start(item, incident.telemetry)}, {state}"
         )
-        if item.get("summary"):
-            lines.append(f"    the alert's summary: {_q(item['summary'])}")
+        if item.summary:
+            lines.append(f"    the alert's summary: {_q(item.summary)}")
     return lines
-
-
-_ALERT_IDENTITY: Final = ("rule", "node_name", "gpu", "gpu_uuid", "xid", "counter", "starts_at")
-"""What makes two hardware evidence items the same alert: its labels and when it started (the
-alert manager keeps an alert's start when it resolves)."""
 
 
 _RULE_FAMILY: Final[dict[str, str]] = {
@@ -478,25 +477,25 @@ _RULE_FAMILY: Final[dict[str, str]] = {
 rule names its family in its `counter` label, a network port's rule reads no GPU counter."""
 
 
-def _alert_start(item: dict[str, Any], telemetry: TelemetryRecord | None) -> str:
+def _alert_start(item: HardwareEvidence, telemetry: TelemetryRecord | None) -> str:
     """When the fault an alert reports started, once: the alert's own start, or, where the
     GPU's counters (the card's telemetry) show the same fault on the same GPU earlier (the rule
     only fires once its expression has held), the first time they show it."""
-    family = item.get("counter") or _RULE_FAMILY.get(str(item.get("rule")))
+    family = item.counter or _RULE_FAMILY.get(item.rule)
     seen = [
         finding.at
         for finding in (telemetry.signals if telemetry else ())
         if finding.at
         and family
         and finding.kind == family
-        and item.get("gpu_uuid")
-        and finding.gpu_uuid == item.get("gpu_uuid")
+        and item.gpu_uuid
+        and finding.gpu_uuid == item.gpu_uuid
     ]
-    alert = _instant(item.get("starts_at"))
+    alert = _instant(item.starts_at)
     earliest = min((t for t in map(_instant, seen) if t is not None), default=None)
     if earliest is not None and (alert is None or earliest < alert):
         return f"{earliest:%Y-%m-%d %H:%M:%S} UTC (the first sign of it in the GPU's counters)"
-    return _when(item.get("starts_at"))
+    return _when(item.starts_at)
 
 
 def _instant(text: Any) -> datetime | None:
@@ -506,14 +505,14 @@ def _instant(text: Any) -> datetime | None:
         return None
 
 
-def _alert_where(item: dict[str, Any]) -> str:
-    node = _q(item.get("node_name"))
-    if item.get("gpu") is None and item.get("gpu_uuid") is None:
+def _alert_where(item: HardwareEvidence) -> str:
+    node = _q(item.node_name)
+    if item.gpu is None and item.gpu_uuid is None:
         return f"node {node}"
-    extra = [f"XID {_q(item['xid'])}"] if item.get("xid") else []
-    extra += [f"counter {_q(item['counter'])}"] if item.get("counter") else []
-    uuid = f" ({_q(item['gpu_uuid'])})" if item.get("gpu_uuid") else ""
-    return f"GPU {_q(item.get('gpu'))}{uuid} of node {node}" + "".join(f", {e}" for e in extra)
+    extra = [f"XID {_q(item.xid)}"] if item.xid else []
+    extra += [f"counter {_q(item.counter)}"] if item.counter else []
+    uuid = f" ({_q(item.gpu_uuid)})" if item.gpu_uuid else ""
+    return f"GPU {_q(item.gpu)}{uuid} of node {node}" + "".join(f", {e}" for e in extra)
 
 
 def _when(text: Any) -> str:
@@ -526,12 +525,12 @@ def _when(text: Any) -> str:
 
 def alarm_lines(incident: Incident) -> list[str]:
     """Each alarm and when it fired (its own text is among the card's raw values)."""
-    return [f"  alarm {a.get('alarm_name')} at {a.get('state_at')}" for a in incident.alarms]
+    return [f"  alarm {a.alarm_name} at {a.state_at}" for a in incident.alarms]
 
 
 def alarm_text_lines(incident: Incident) -> list[str]:
     """Each alarm's own state reason, as CloudWatch wrote it."""
-    return [f"  alarm {a.get('alarm_name')}: {a.get('reason')}" for a in incident.alarms]
+    return [f"  alarm {a.alarm_name}: {a.reason}" for a in incident.alarms]
 
 
 def gpu_uuid_lines(incident: Incident, shown: int | None = None) -> list[str]:
@@ -540,13 +539,13 @@ def gpu_uuid_lines(incident: Incident, shown: int | None = None) -> list[str]:
     if shown is not None:
         found = found[max(len(found) - shown, 0) :]
     return [
-        f"  rank {s.get('rank')} (report {r.get('report_id')}): GPU {_q(s.get('gpu_uuid'), 'none')}"
+        f"  rank {s.rank} (report {r.report_id}): GPU {_q(s.gpu_uuid, 'none')}"
         for r in found
-        for s in r.get("suspects") or []
+        for s in r.suspects
     ]
 
 
-def shown_reports(incident: Incident) -> list[dict[str, Any]]:
+def shown_reports(incident: Incident) -> list[ReportEvidence]:
     """The reports a card can show: the incident's report evidence, in the order received."""
     return incident.reports
 
@@ -571,15 +570,15 @@ def report_lines(incident: Incident, shown: int | None = None) -> list[str]:
         )
     for report in found:
         lines += [
-            f"  report {report.get('report_id')} (job {_q(report.get('job_name'))}, "
-            f"emitted {report.get('emitted_at')}{_received(report)})",
+            f"  report {report.report_id} (job {_q(report.job_name)}, "
+            f"emitted {report.emitted_at}{_received(report)})",
             *_findings_lines(report),
             *_suspect_lines(report),
         ]
-        if report.get("errors"):
-            lines.append(f"    report errors: {'; '.join(_q(e) for e in report['errors'])}")
-        if report.get("left_out"):
-            counts = ", ".join(f"{n} {name}" for name, n in sorted(report["left_out"].items()))
+        if report.errors:
+            lines.append(f"    report errors: {'; '.join(_q(e) for e in report.errors)}")
+        if report.left_out:
+            counts = ", ".join(f"{n} {name}" for name, n in sorted(report.left_out.items()))
             lines.append(f"    left out of this summary (about other ranks): {counts}")
     return lines
 
@@ -629,25 +628,26 @@ def _resume_from_lines(incident: Incident) -> list[str]:
     """One line: the checkpoint to resume the job from (sdc_remediation.lambdas.logic.evidence.resume chose it when the
     report arrived). Of several reports, the one whose suspect window starts first decides: a
     checkpoint before it is before every other window too."""
-    found = [r for r in incident.reports if isinstance(r.get("resume"), dict)]
+    found = [(r, r.resume) for r in incident.reports if r.resume is not None]
     if not found:
         return []
-    if any(r["resume"].get("before_step") is None for r in found):
+    placed = [(resume.before_step, r, resume) for r, resume in found]
+    if any(before is None for before, _, _ in placed):
         return [
             "  Resume from: unknown: a report has no suspect window to place a checkpoint before"
         ]
-    report = min(found, key=lambda r: r["resume"]["before_step"])
-    resume, window = report["resume"], report.get("suspect_window") or ["?", "?"]
-    checkpoint = resume.get("checkpoint")
+    _, report, resume = min(placed, key=lambda p: p[0] or 0)
+    window: tuple[object, object] = report.suspect_window or ("?", "?")
+    checkpoint = resume.checkpoint
     if checkpoint:
-        where = _q(checkpoint.get("location"), "location not reported")
+        where = _q(checkpoint.location, "location not reported")
         return [
-            f"  Resume from: checkpoint at step {checkpoint.get('step')} ({where}), saved before "
+            f"  Resume from: checkpoint at step {checkpoint.step} ({where}), saved before "
             f"the suspect window [{window[0]}, {window[1]}]; tags: "
-            f"last_audit_pass {_v(checkpoint.get('last_audit_pass'))}, "
-            f"last_weight_check_pass {_v(checkpoint.get('last_weight_check_pass'))}"
+            f"last_audit_pass {_v(checkpoint.last_audit_pass)}, "
+            f"last_weight_check_pass {_v(checkpoint.last_weight_check_pass)}"
         ]
-    skipped = resume.get("unverified") or []
+    skipped = resume.unverified
     verified = "verified " if skipped else ""
     why = (
         f" (skipped, their tags do not show them verified: steps {', '.join(map(str, skipped))})"
@@ -655,33 +655,33 @@ def _resume_from_lines(incident: Incident) -> list[str]:
         else ""
     )
     return [
-        f"  Resume from: no {verified}checkpoint saved before step {resume['before_step']} is "
+        f"  Resume from: no {verified}checkpoint saved before step {resume.before_step} is "
         f"known{why}: resume from an earlier verified checkpoint outside this job's report, or "
         "from the start"
     ]
 
 
-def _findings_lines(report: dict[str, Any]) -> list[str]:
+def _findings_lines(report: ReportEvidence) -> list[str]:
     """What the report's check found, in that check's own terms: a hang its step, collective,
     missing ranks and stacks; a straggler its scores; an SDC check its comparisons, verdicts
     and suspect window. A check never shows another check's (empty) fields."""
-    check = report.get("check")
-    if check == Check.HANG and isinstance(report.get("hang"), dict):
-        return _hang_lines(report, report["hang"])
-    if check == Check.STRAGGLER and isinstance(report.get("straggler"), dict):
-        return _straggler_lines(report, report["straggler"])
+    check = report.check
+    if check is Check.HANG and report.hang is not None:
+        return _hang_lines(report, report.hang)
+    if check is Check.STRAGGLER and report.straggler is not None:
+        return _straggler_lines(report, report.straggler)
     return [
-        f"    step {_v(report.get('step'))}, check {_v(check)}, "
-        f"ambiguous: {'yes' if report.get('ambiguous') else 'no'}",
-        f"    ranks on this instance: {_v(report.get('ranks'))} (role {_v(report.get('role'))})",
-        f"    mismatched pairs: {_v(report.get('mismatched_pairs'))}; "
-        f"culprits: {_v(report.get('culprits'))}; "
-        f"non-finite: {_v(report.get('nonfinite'))}; "
-        f"weight suspects: {_v(report.get('weight_suspects'))}",
+        f"    step {_v(report.step)}, check {_v(check)}, "
+        f"ambiguous: {'yes' if report.ambiguous else 'no'}",
+        f"    ranks on this instance: {_v(report.ranks)} (role {_v(report.role)})",
+        f"    mismatched pairs: {_v(report.mismatched_pairs)}; "
+        f"culprits: {_v(report.culprits)}; "
+        f"non-finite: {_v(report.nonfinite)}; "
+        f"weight suspects: {_v(report.weight_suspects)}",
         *_verdict_lines(report),
-        f"    suspect window: steps {_window(report.get('suspect_window'))}; "
-        f"last audit pass: {_v(report.get('last_audit_pass'))}; "
-        f"last weight check pass: {_v(report.get('last_weight_check_pass'))}",
+        f"    suspect window: steps {_window(report.suspect_window)}; "
+        f"last audit pass: {_v(report.last_audit_pass)}; "
+        f"last weight check pass: {_v(report.last_weight_check_pass)}",
     ]
 
 
@@ -693,63 +693,63 @@ def hang_step(step: Any) -> str:
     return f"step {step + 1} did not finish (the last step completed: {step})"
 
 
-def _hang_lines(report: dict[str, Any], hang: dict[str, Any]) -> list[str]:
-    ranks = set(report.get("ranks") or [])
-    waiting = hang.get("waiting_collective")
+def _hang_lines(report: ReportEvidence, hang: HangEvidence) -> list[str]:
+    ranks = set(report.ranks)
+    waiting = hang.waiting_collective
     collective = (
-        f"collective #{waiting.get('seq')} {_q(waiting.get('name'), '(name not recorded)')}"
-        if isinstance(waiting, dict)
+        f"collective #{waiting.seq} {_q(waiting.name, '(name not recorded)')}"
+        if waiting is not None
         else "no collective (no rank was waiting in one)"
     )
-    timeout = hang.get("timeout_s")
+    timeout = hang.timeout_s
     where = (
-        f"localised to this instance by {' and '.join(hang.get('signals') or []) or 'no signal'}"
-        if report.get("role") == Role.CULPRIT
-        else f"spans {count(len(hang.get('named_instances') or []), 'instance')}: "
-        + (", ".join(hang.get("named_instances") or []) or "none named")
+        f"localised to this instance by {' and '.join(hang.signals) or 'no signal'}"
+        if report.role is Role.CULPRIT
+        else f"spans {count(len(hang.named_instances), 'instance')}: "
+        + (", ".join(hang.named_instances) or "none named")
     )
     lines = [
-        f"    hang: {hang_step(report.get('step'))}; no progress for "
+        f"    hang: {hang_step(report.step)}; no progress for "
         f"{count(timeout, 'second') if isinstance(timeout, int | float) else 'unknown'} "
         "(the watchdog's timeout)",
         f"    {collective}: the one the other ranks wait in",
-        f"    missing from it: {_ranks_of(hang.get('missing_ranks'))}; "
-        f"silent: {_ranks_of(hang.get('silent_ranks'))}; "
-        f"stack unlike its peers': {_ranks_of(hang.get('odd_stack_ranks'))}",
+        f"    missing from it: {_ranks_of(hang.missing_ranks)}; "
+        f"silent: {_ranks_of(hang.silent_ranks)}; "
+        f"stack unlike its peers': {_ranks_of(hang.odd_stack_ranks)}",
         f"    ranks on this instance: {_ranks_of(sorted(ranks))}; {where}",
     ]
-    stacks = hang.get("stacks") or []
-    mine = [s for s in stacks if s.get("rank") in ranks]
-    peers = [s for s in stacks if s.get("rank") not in ranks][:1]
+    stacks = hang.stacks
+    mine = [s for s in stacks if s.rank in ranks]
+    peers = [s for s in stacks if s.rank not in ranks][:1]
     for entry in [*mine, *peers]:
         whose = "" if entry in mine else ", a peer"
-        frames = " > ".join(_q(frame) for frame in entry.get("stack") or [])
-        lines.append(f"    stack of rank {entry.get('rank')}{whose} (innermost last): {frames}")
+        frames = " > ".join(_q(frame) for frame in entry.stack)
+        lines.append(f"    stack of rank {entry.rank}{whose} (innermost last): {frames}")
     if not stacks:
         lines.append("    stacks: none in the report")
     return lines
 
 
-def _straggler_lines(report: dict[str, Any], straggler: dict[str, Any]) -> list[str]:
-    threshold = straggler.get("threshold")
-    required = straggler.get("windows_required")
-    steps = straggler.get("window_steps")
-    scores = straggler.get("relative") or []
+def _straggler_lines(report: ReportEvidence, straggler: StragglerEvidence) -> list[str]:
+    threshold = straggler.threshold
+    required = straggler.windows_required
+    steps = straggler.window_steps
+    scores = straggler.relative
     lines = [
-        f"    straggler at step {_v(report.get('step'))}: scored per window of "
+        f"    straggler at step {_v(report.step)}: scored per window of "
         f"{count(steps, 'step') if isinstance(steps, int) else 'unknown steps'}; flagged below "
         f"a relative score of {_v(threshold)} for "
         f"{count(required, 'window') if isinstance(required, int) else 'unknown windows'} "
         "in a row (1.0 is the job's median rank)",
-        f"    ranks on this instance: {_ranks_of(report.get('ranks'))}; flagged in the job: "
-        f"{_ranks_of(straggler.get('flagged'))}",
+        f"    ranks on this instance: {_ranks_of(report.ranks)}; flagged in the job: "
+        f"{_ranks_of(straggler.flagged)}",
     ]
     lines += [
-        f"    rank {entry.get('rank')}: relative score {_score(entry.get('score'))} in the "
+        f"    rank {entry.rank}: relative score {_score(entry.score)} in the "
         f"last window"
         + (
-            f" ({count(entry['windows'], 'window')} in a row below {_v(threshold)})"
-            if isinstance(entry.get("windows"), int)
+            f" ({count(entry.windows, 'window')} in a row below {_v(threshold)})"
+            if entry.windows is not None
             else ""
         )
         for entry in scores
@@ -769,33 +769,32 @@ def _ranks_of(ranks: Any) -> str:
     return f"{'rank' if len(found) == 1 else 'ranks'} {', '.join(found)}"
 
 
-def _suspect_lines(report: dict[str, Any]) -> list[str]:
+def _suspect_lines(report: ReportEvidence) -> list[str]:
     return [
-        f"    rank {s.get('rank')}: {s.get('role')}, node {_q(s.get('node_name'), 'none')}"
-        + (f" ({'; '.join(_q(r) for r in s['reasons'])})" if s.get("reasons") else "")
-        for s in report.get("suspects") or []
+        f"    rank {s.rank}: {s.role}, node {_q(s.node_name, 'none')}"
+        + (f" ({'; '.join(_q(r) for r in s.reasons)})" if s.reasons else "")
+        for s in report.suspects
     ]
 
 
-def _verdict_lines(report: dict[str, Any]) -> list[str]:
-    verdicts = report.get("verdicts") or []
-    if not verdicts:
+def _verdict_lines(report: ReportEvidence) -> list[str]:
+    if not report.verdicts:
         return ["    verdicts: none"]
     return [
-        f"    verdict: pair {v.get('pair')}, third rank {_v(v.get('third'))} "
-        f"-> suspect {_v(v.get('suspect'))}: {v.get('kind')}"
-        for v in verdicts
+        f"    verdict: pair {list(v.pair)}, third rank {_v(v.third)} "
+        f"-> suspect {_v(v.suspect)}: {v.kind}"
+        for v in report.verdicts
     ]
 
 
-def _received(report: dict[str, Any]) -> str:
+def _received(report: ReportEvidence) -> str:
     """When the pipeline received the report, and whether it came stale."""
-    received = report.get("received_at")
+    received = report.received_at
     if not received:
         return ""
     stale = (
         "; STALE: emitted longer before it arrived than the storm window, it moved no window"
-        if report.get("stale")
+        if report.stale
         else ""
     )
     return f", received {received}{stale}"
@@ -813,6 +812,10 @@ def _q(value: Any, missing: str = "unknown") -> str:
 
 
 def _v(value: Any) -> str:
+    """A recorded value as the card shows it: a sequence as a list (`[5, 13]`), none for
+    nothing."""
+    if isinstance(value, tuple):
+        value = [list(v) if isinstance(v, tuple) else v for v in value]
     if value is None or value == []:
         return "none"
     return str(value)
@@ -871,10 +874,10 @@ def notice_why_lines(incident: Incident) -> list[str]:
     """Why an incident is a notice only, said once and from the record: a straggler's why is
     what its evidence lacks (a hardware signal of its node, or one node to point at), then what
     the node's telemetry showed; any other notice gives its hold's reason."""
-    stragglers = [r["straggler"] for r in incident.reports if isinstance(r.get("straggler"), dict)]
+    stragglers = [r.straggler for r in incident.reports if r.straggler is not None]
     if not stragglers:
         return [f"Why: {(incident.hold and incident.hold.reason) or incident.reason}"]
-    instances = sorted({str(i) for s in stragglers for i in s.get("named_instances") or []})
+    instances = sorted({i for s in stragglers for i in s.named_instances})
     record = incident.telemetry
     if len(instances) > 1:
         why = (

@@ -345,10 +345,8 @@ def _summary(
 ) -> Section:
     """The card's first five lines: what, where, the recommendation (the stored one, as its
     heading), the deadline, how to decide."""
-    rules = sorted({str(item.get("rule")) for item in incident.hardware if item.get("rule")})
-    swept = sorted(
-        {f"{c} failed on the idle node" for i in incident.sweeps for c in i.get("checks") or []}
-    )
+    rules = sorted({str(item.rule) for item in incident.hardware})
+    swept = sorted({f"{c} failed on the idle node" for i in incident.sweeps for c in i.checks})
     metrics = ", ".join([*incident.metrics, *rules, *swept]) or "no metric recorded"
     decisions = "|".join(decision.value for decision in inputs)
     command = f"sdc {decisions} {incident.incident_id} -m '<why>'"

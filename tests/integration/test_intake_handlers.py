@@ -210,7 +210,7 @@ def test_a_hardware_alert_delivered_by_sns_opens_the_nodes_incident_through_stor
     assert result["action"] == "opened"
     assert (incident.cluster_name, incident.instance_id) == (CLUSTER, INSTANCE)
     (item,) = incident.hardware
-    assert (item["rule"], item["gpu"], item["node_name"]) == (
+    assert (item.rule, item.gpu, item.node_name) == (
         "hardware_throttling",
         "5",
         f"hyperpod-{INSTANCE}",

@@ -153,7 +153,9 @@ def test_incidents_count_by_trigger_and_by_the_alarm_metric_without_records():
 
 
 def test_the_check_is_the_first_reports_check_when_the_record_is_given():
-    record = incident("a", reports=[{"kind": "report", "check": "weights", "suspects": []}])
+    record = incident(
+        "a", reports=[{"kind": "report", "key": "report:w", "check": "weights", "suspects": []}]
+    )
 
     figures = report(chain("a", [opened()]), incidents={"a": record}).values
 
@@ -256,7 +258,14 @@ def incident(incident_id: str, **changes: Any) -> Incident:
 
 
 def test_repeat_offenders_are_named_by_logical_id_and_by_gpu_uuid():
-    gpu = [{"kind": "report", "check": "compute", "suspects": [{"gpu_uuid": "GPU-9"}]}]
+    gpu = [
+        {
+            "kind": "report",
+            "key": "report:c",
+            "check": "compute",
+            "suspects": [{"gpu_uuid": "GPU-9"}],
+        }
+    ]
     records = {
         "a": incident("a", node_logical_id="node-7", reports=gpu),
         "b": incident("b", instance_id="i-02", node_logical_id="node-7"),
@@ -278,6 +287,7 @@ def test_exposure_steps_come_from_the_reports_resume_point():
     reports = [
         {
             "kind": "report",
+            "key": "report:r",
             "check": "compute",
             "step": 30,
             "suspect_window": [21, 30],

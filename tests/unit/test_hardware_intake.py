@@ -15,8 +15,9 @@ from sdc_remediation.lambdas.logic import intake
 from sdc_remediation.lambdas.logic.evidence.recommendation import recommend
 from sdc_remediation.lambdas.models.audit import AuditAction
 from sdc_remediation.lambdas.models.errors import MalformedEvent
+from sdc_remediation.lambdas.models.evidence import TriggerSource, evidence_of
 from sdc_remediation.lambdas.models.hardware_alert import MESSAGE_VERSION, parse_alert_notification
-from sdc_remediation.lambdas.models.incident import IncidentState, TriggerSource
+from sdc_remediation.lambdas.models.incident import IncidentState
 from sdc_remediation.lambdas.models.recommendation import Advice
 from sdc_remediation.lambdas.models.settings import IsolationConfig
 from tests.unit.world import CLUSTER, EKS, INSTANCE, World, settings
@@ -246,13 +247,17 @@ def test_a_malformed_notification_names_its_bad_field(change, field):
 
 
 def hardware_item(rule: str = "hardware_throttling", severity: str = "warning", start: str = "t1"):
-    return {
-        "kind": "hardware",
-        "status": "firing",
-        "rule": rule,
-        "severity": severity,
-        "starts_at": start,
-    }
+    return evidence_of(
+        {
+            "kind": "hardware",
+            "key": f"hardware:{rule}:{start}",
+            "node_name": "ip-10-1-69-242",
+            "status": "firing",
+            "rule": rule,
+            "severity": severity,
+            "starts_at": start,
+        }
+    )
 
 
 def test_a_hardware_signal_alone_recommends_a_reboot_after_the_health_check():
@@ -280,7 +285,9 @@ def test_a_hardware_signal_that_fires_again_or_on_a_node_with_history_recommends
 
 
 def test_sdc_evidence_and_a_hardware_signal_on_the_node_is_one_tier_stronger_and_says_so():
-    ambiguous = {"check": Check.REDUCED_GRADIENT.value, "ranks": [3]}
+    ambiguous = evidence_of(
+        {"kind": "report", "key": "report:1", "check": Check.REDUCED_GRADIENT.value, "ranks": [3]}
+    )
 
     alone = recommend([ambiguous], None)
     both = recommend([ambiguous], None, alerts=[hardware_item()])
@@ -295,4 +302,4 @@ def test_a_resolved_alert_is_no_signal(world):
     deliver(world, sns_event(alert(status="resolved"), message_id="m-2"))
 
     incident = world.incident(opened["incident_id"])
-    assert [e["status"] for e in incident.hardware] == ["firing"]
+    assert [e.status for e in incident.hardware] == ["firing"]

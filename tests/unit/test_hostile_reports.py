@@ -337,8 +337,8 @@ def test_a_large_report_keeps_every_entry_about_its_own_instance(world):
 
     (incident,) = world.store.incidents.values()
     (summary,) = incident.reports
-    assert {0, 1} <= set(summary["culprits"])
-    assert summary["left_out"]["culprits"] == 100 - summaries.KEPT_OTHERS
+    assert {0, 1} <= set(summary.culprits)
+    assert summary.left_out["culprits"] == 100 - summaries.KEPT_OTHERS
 
 
 # -- claims checked against Kubernetes --------------------------------------------------------

@@ -424,7 +424,7 @@ def test_many_forged_weak_reports_do_not_push_the_genuine_culprit_report_out_of_
 
     incident = world.incident(opened["incident_id"])
     assert opened["action"] == "opened"
-    assert "genuine-0001" in {r.get("report_id") for r in incident.reports}
+    assert "genuine-0001" in {r.report_id for r in incident.reports}
     assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
 
 
@@ -458,7 +458,7 @@ def test_reports_calling_the_node_a_culprit_on_weak_evidence_do_not_push_out_the
     opened = alarm_on(world, target, "alarm-genuine", seconds=10)
 
     incident = world.incident(opened["incident_id"])
-    assert "genuine-0001" in {r.get("report_id") for r in incident.reports}
+    assert "genuine-0001" in {r.report_id for r in incident.reports}
     assert judge(incident, (), world.clock.current.isoformat()).advice is Advice.REPLACE
 
 

@@ -17,6 +17,7 @@ from sdc_remediation.lambdas.logic.evidence.policy import (
     Row,
 )
 from sdc_remediation.lambdas.logic.evidence.recommendation import assess_watch
+from sdc_remediation.lambdas.models.evidence import evidence_of
 from sdc_remediation.lambdas.models.payloads import Decision
 from sdc_remediation.lambdas.models.recommendation import Advice, Course
 from tests.conftest import REPO
@@ -66,12 +67,16 @@ def test_the_emitters_attributions_read_like_no_row_of_the_table():
 def test_a_hang_the_emitter_calls_localised_acts_only_with_enough_agreeing_signals():
     # Given a hang report whose rank on this instance the emitter made a culprit, localised by
     # one signal
-    report = {
-        "check": Check.HANG,
-        "role": Role.CULPRIT,
-        "ranks": [3],
-        "hang": {"missing_ranks": [3], "signals": ["collective"]},
-    }
+    report = evidence_of(
+        {
+            "kind": "report",
+            "key": "report:hang",
+            "check": Check.HANG,
+            "role": Role.CULPRIT,
+            "ranks": [3],
+            "hang": {"missing_ranks": [3], "signals": ["collective"]},
+        }
+    )
     # When the table reads it, without and with a hardware signal agreeing
     alone, _ = assess_watch(report, ())
     agreed, _ = assess_watch(report, ("XID 79 on GPU 5",))

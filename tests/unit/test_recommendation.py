@@ -10,6 +10,7 @@ import copy
 import pytest
 
 from sdc_remediation.lambdas.logic.evidence.recommendation import recommend
+from sdc_remediation.lambdas.models.evidence import ReportEvidence, evidence_of
 from sdc_remediation.lambdas.models.recommendation import Advice
 from tests.conftest import load_fixture
 
@@ -17,19 +18,23 @@ NODE_0 = list(range(0, 8))
 NODE_1 = list(range(8, 16))
 
 
-def evidence(alarm_name: str, ranks: list[int], **changes) -> dict:
-    """A report evidence summary as the pipeline stores it, from an alarm fixture."""
+def evidence(alarm_name: str, ranks: list[int], **changes) -> ReportEvidence:
+    """A report evidence summary as the pipeline stores it (read back), from an alarm fixture."""
     alarm = copy.deepcopy(load_fixture("alarms", alarm_name))
     alarm.update(changes)
-    return {
-        "check": alarm.get("check"),
-        "ranks": ranks,
-        "culprits": alarm.get("culprits", []),
-        "verdicts": alarm.get("verdicts", []),
-        "nonfinite": alarm.get("nonfinite", []),
-        "mismatched_pairs": alarm.get("mismatched_pairs", []),
-        "weight_suspects": alarm.get("suspects") if alarm.get("check") == "weights" else None,
-    }
+    return evidence_of(
+        {
+            "kind": "report",
+            "key": f"report:{alarm_name}",
+            "check": alarm.get("check"),
+            "ranks": ranks,
+            "culprits": alarm.get("culprits", []),
+            "verdicts": alarm.get("verdicts", []),
+            "nonfinite": alarm.get("nonfinite", []),
+            "mismatched_pairs": alarm.get("mismatched_pairs", []),
+            "weight_suspects": alarm.get("suspects") if alarm.get("check") == "weights" else None,
+        }
+    )
 
 
 def test_minority_weight_copy_on_this_instance_is_proposed_for_replacement():

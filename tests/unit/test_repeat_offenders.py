@@ -58,7 +58,12 @@ def incident(*, gpus: tuple[str, ...] = (), instance: str = INSTANCE) -> Inciden
         updated_at=OPENED.isoformat(),
     )
     found.evidence = [
-        {"kind": "report", "check": "compute", "suspects": [{"gpu_uuid": g} for g in gpus]}
+        {
+            "kind": "report",
+            "key": "report:1",
+            "check": "compute",
+            "suspects": [{"gpu_uuid": g} for g in gpus],
+        }
     ]
     return found
 

@@ -3,15 +3,24 @@ exposure window, for records written before these were worded too."""
 
 from __future__ import annotations
 
+from sdc_remediation.lambdas.models.evidence import ReportEvidence, evidence_of
 from sdc_remediation.lambdas.models.resume_point import ResumePoint
 
 
-def summary(step, window, before, checkpoint=None) -> dict:
+def record(step, window, before, checkpoint=None) -> dict:
+    """A report summary as stored."""
     return {
+        "kind": "report",
+        "key": f"report:{step}",
         "step": step,
         "suspect_window": window,
         "resume": {"checkpoint": checkpoint, "before_step": before, "unverified": [], "known": 1},
     }
+
+
+def summary(step, window, before, checkpoint=None, **more) -> ReportEvidence:
+    """A report summary as stored, read back."""
+    return evidence_of({**record(step, window, before, checkpoint), **more})
 
 
 def test_the_earliest_window_decides_and_the_rollback_runs_from_its_alarm():
@@ -42,8 +51,8 @@ def test_a_report_without_a_window_leaves_everything_unknown():
 
 
 def test_the_rollback_in_tokens_is_its_steps_times_the_deciding_reports_tokens_per_step():
-    decides = {**summary(36, [32, 36], 32, {"step": 30, "location": None}), "tokens_per_step": 8}
-    later = {**summary(60, [51, 60], 51, {"step": 50, "location": None}), "tokens_per_step": 99}
+    decides = summary(36, [32, 36], 32, {"step": 30, "location": None}, tokens_per_step=8)
+    later = summary(60, [51, 60], 51, {"step": 50, "location": None}, tokens_per_step=99)
 
     point = ResumePoint.of([later, decides])
 
@@ -59,21 +68,21 @@ def test_a_summary_stored_before_tokens_per_step_leaves_the_token_figure_unknown
 
 
 def test_without_a_checkpoint_the_rollback_in_tokens_is_unknown_too():
-    point = ResumePoint.of([{**summary(36, [32, 36], 32), "tokens_per_step": 8}])
+    point = ResumePoint.of([summary(36, [32, 36], 32, tokens_per_step=8)])
 
     assert point is not None
     assert (point.rollback_steps, point.rollback_tokens) == (None, None)
 
 
 def test_an_old_summary_without_its_step_falls_back_to_the_window_s_end():
-    record = summary(None, [21, 30], 21, {"step": 20, "location": None})
-    del record["step"]
+    old = record(None, [21, 30], 21, {"step": 20, "location": None})
+    del old["step"]
 
-    point = ResumePoint.of([record])
+    point = ResumePoint.of([evidence_of(old)])
 
     assert point is not None
     assert (point.rollback_steps, point.exposure) == (None, (21, 30))
 
 
 def test_no_report_with_a_resume_gives_no_point():
-    assert ResumePoint.of([{"step": 3}]) is None
+    assert ResumePoint.of([evidence_of({"kind": "report", "key": "report:3", "step": 3})]) is None

@@ -15,9 +15,9 @@ from sdc_remediation.lambdas.logic.sweep.choose import choose
 from sdc_remediation.lambdas.logic.sweep.run import sweep
 from sdc_remediation.lambdas.models.audit import AuditAction
 from sdc_remediation.lambdas.models.errors import DependencyFailed, MalformedEvent
+from sdc_remediation.lambdas.models.evidence import TriggerSource, evidence_of
 from sdc_remediation.lambdas.models.guard import ClusterHold
 from sdc_remediation.lambdas.models.hyperpod import HealthCheck, NodeRecovery, NodeStatus
-from sdc_remediation.lambdas.models.incident import TriggerSource
 from sdc_remediation.lambdas.models.kubernetes import NODE_HEALTH_LABEL, is_workload_pod
 from sdc_remediation.lambdas.models.payloads import IncidentRef
 from sdc_remediation.lambdas.models.recommendation import Advice
@@ -329,8 +329,8 @@ def test_a_failed_check_enters_the_intake_as_a_sweep_trigger() -> None:
     incident = world.incident(failed["incident_id"])
     assert incident.instance_id == IDLE[0]
     (item,) = incident.sweeps
-    assert item["kind"] == TriggerSource.SWEEP
-    assert "InstanceConnectivity" in item["message"]
+    assert item.kind == TriggerSource.SWEEP
+    assert "InstanceConnectivity" in (item.message or "")
     assert world.workflow.executions  # its remediation runs, approval and all
 
 
@@ -392,7 +392,14 @@ def test_a_sweep_request_with_a_training_validation_check_is_refused() -> None:
 
 
 def test_a_failed_sweep_check_alone_recommends_replacement_after_review() -> None:
-    item = {"kind": TriggerSource.SWEEP, "checks": ["InstanceConnectivity"], "message": "EFA"}
+    item = evidence_of(
+        {
+            "kind": TriggerSource.SWEEP,
+            "key": "sweep:1",
+            "checks": ["InstanceConnectivity"],
+            "message": "EFA",
+        }
+    )
     judged = recommend([], None, sweeps=[item])
     assert judged.advice is Advice.REPLACE
     assert any("idle sweep" in r for r in judged.reasons)

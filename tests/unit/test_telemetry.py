@@ -63,7 +63,7 @@ def incident(*, report: bool = True, alarm: bool = True, node: str | None = None
     )
     if report:
         parsed = parse_report_event(load_fixture("events", "sdc_report")).report
-        found.evidence.append(report_evidence(parsed, INSTANCE))
+        found.evidence.append(report_evidence(parsed, INSTANCE).to_record())
     if alarm:
         state = load_fixture("events", "contributor_alarm")["detail"]["state"]
         found.evidence.append({"kind": "alarm", "key": "alarm:1", "state_at": state["timestamp"]})

@@ -13,6 +13,7 @@ import pytest
 
 from sdc_remediation.infra.cli.render import Output
 from sdc_remediation.lambdas.models.approvals import AnswerState, PrincipalSource
+from sdc_remediation.lambdas.models.evidence import TriggerSource
 from sdc_remediation.lambdas.models.guard import HoldKind
 from sdc_remediation.lambdas.models.hardware_alert import (
     AlertLabel,
@@ -22,7 +23,7 @@ from sdc_remediation.lambdas.models.hardware_alert import (
 )
 from sdc_remediation.lambdas.models.health_check import HealthCheckResult
 from sdc_remediation.lambdas.models.hyperpod import AwsVocabulary, NodeRecovery, NodeStatus
-from sdc_remediation.lambdas.models.incident import IncidentState, Scope, TriggerSource
+from sdc_remediation.lambdas.models.incident import IncidentState, Scope
 from sdc_remediation.lambdas.models.isolation import IsolationCause, IsolationState
 from sdc_remediation.lambdas.models.notices import NoticeKind
 from sdc_remediation.lambdas.models.payloads import Decision, OpenAction, Outcome, RecoveryStatus

@@ -93,7 +93,8 @@ def test_a_localised_hang_report_opens_a_node_level_incident_through_store_repor
     incident = job_world.incident(opened["incident_id"])
     assert incident.instance_id == NODES[1] and not incident.is_job
     [evidence] = incident.reports
-    assert evidence["check"] == "hang" and evidence["hang"]["localised_instance"] == NODES[1]
+    assert evidence.check == "hang" and evidence.hang is not None
+    assert evidence.hang.localised_instance == NODES[1]
 
 
 def test_a_hang_spanning_instances_opens_one_job_level_incident(job_world):
@@ -188,7 +189,9 @@ def test_the_card_says_what_the_incident_suspects(job_world):
 
     hang = store(job_world, hang_alarm(13))["incidents"][0]["incident_id"]
     straggler_world_incident = job_world.incident(hang)
-    straggler_world_incident.evidence.append({"kind": "report", "metrics": ["sdc_straggler"]})
+    straggler_world_incident.evidence.append(
+        {"kind": "report", "key": "report:s", "metrics": ["sdc_straggler"]}
+    )
 
     assert suspected(job_world.incident(hang)) == "a training hang"
     assert suspected(straggler_world_incident) == "a training hang and a straggler"

@@ -23,8 +23,9 @@ from typing import Any, Final
 
 from sdc_remediation.lambdas.logic.core.audit import dated_at, verify_chain
 from sdc_remediation.lambdas.models.audit import AuditAction, AuditEntry
+from sdc_remediation.lambdas.models.evidence import TriggerSource
 from sdc_remediation.lambdas.models.health_check import HealthCheckResult
-from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.incident import Incident
 from sdc_remediation.lambdas.models.payloads import Decision
 from sdc_remediation.lambdas.models.recommendation import set_aside
 from sdc_remediation.lambdas.models.resume_point import ResumePoint
@@ -251,9 +252,9 @@ def facts_of(
     if incident is not None:
         reports = incident.reports
         if reports:
-            check = str(reports[0].get("check") or check)
+            check = str(reports[0].check or check)
         elif incident.alarms:
-            check = str(incident.alarms[0].get("metric") or check)
+            check = incident.alarms[0].metric or check
         hardware = hardware or bool(incident.hardware)
         if incident.hardware and not reports and not incident.alarms:
             check = TriggerSource.HARDWARE.value

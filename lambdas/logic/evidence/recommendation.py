@@ -41,7 +41,7 @@ stores; every card, notice, event and command words that record.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 from sdc_remediation.lambdas.logic.core.steps import Step
 from sdc_remediation.lambdas.logic.evidence.policy import (
@@ -51,10 +51,20 @@ from sdc_remediation.lambdas.logic.evidence.policy import (
     strongest,
 )
 from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.evidence import (
+    AlarmEvidence,
+    Evidence,
+    HangEvidence,
+    HardwareEvidence,
+    ReportEvidence,
+    StragglerEvidence,
+    SweepEvidence,
+    VerdictEvidence,
+)
 from sdc_remediation.lambdas.models.guard import PastIncident
 from sdc_remediation.lambdas.models.hardware_alert import AlertSeverity
 from sdc_remediation.lambdas.models.health_check import HealthCheckResult
-from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.incident import Incident
 from sdc_remediation.lambdas.models.quantity import count
 from sdc_remediation.lambdas.models.recommendation import MAX_PAST, Advice, Course, Recommendation
 from trainer_emitter.contract import Check, Metric, Role, VerdictKind
@@ -66,21 +76,17 @@ OPERATOR_TIER: Final = (
 HARDWARE_SIGNAL: Final = "hardware"
 
 
-def assess_watch(report: dict[str, Any], hardware: Sequence[str]) -> tuple[Row, str]:
+def assess_watch(report: ReportEvidence, hardware: Sequence[str]) -> tuple[Row, str]:
     """The row of a hang or straggler report summary for its instance, and why. `hardware`:
     the node's telemetry signals in this incident (XIDs, throttle reasons, link counters):
     the independent signal the trainer cannot give."""
-    ranks = set(report.get("ranks") or [])
-    localised = report.get("role") == Role.CULPRIT
+    ranks = set(report.ranks)
+    localised = report.role is Role.CULPRIT
     corroboration = f"hardware: {'; '.join(hardware[:3])}" if hardware else "no hardware signal"
-    if report.get("check") == Check.HANG:
-        hang = report.get("hang") or {}
-        named = sorted(
-            ranks & set(hang.get("missing_ranks", []))
-            | ranks & set(hang.get("silent_ranks", []))
-            | ranks & set(hang.get("odd_stack_ranks", []))
-        )
-        signals = [*hang.get("signals", []), *([HARDWARE_SIGNAL] if hardware else [])]
+    if report.check is Check.HANG:
+        hang = report.hang or HangEvidence()
+        named = hang.ranks_named(ranks)
+        signals = [*hang.signals, *([HARDWARE_SIGNAL] if hardware else [])]
         where = f"rank {_ranks(named)}" if named else "no rank here"
         if localised and named and len(signals) >= MIN_AGREEING_SIGNALS:
             return Row.HANG_LOCALISED_BY_AGREEING_SIGNALS, (
@@ -93,12 +99,12 @@ def assess_watch(report: dict[str, Any], hardware: Sequence[str]) -> tuple[Row, 
             + "; "
             + OPERATOR_TIER
         )
-    straggler = report.get("straggler") or {}
-    flagged = sorted(ranks & set(straggler.get("flagged", [])))
+    straggler = report.straggler or StragglerEvidence()
+    flagged = sorted(ranks & set(straggler.flagged))
     what = (
-        f"rank {_ranks(flagged)} below {straggler.get('threshold')} for "
-        f"{count(straggler.get('windows_required') or 0, 'window')} of "
-        f"{count(straggler.get('window_steps') or 0, 'step')}"
+        f"rank {_ranks(flagged)} below {straggler.threshold} for "
+        f"{count(straggler.windows_required or 0, 'window')} of "
+        f"{count(straggler.window_steps or 0, 'step')}"
     )
     if localised and flagged and hardware:
         return Row.STRAGGLER_CORROBORATED, f"straggler: {what}; {corroboration}"
@@ -115,11 +121,11 @@ def course_of(incident: Incident) -> tuple[Course, str]:
     the node's telemetry signals recorded on the incident and its firing hardware alerts (as
     `recommend` reads them, so the course and the advice come from the same row)."""
     reports = incident.reports
-    beyond = [e for e in incident.evidence if not watch_evidence(e)]
-    if beyond or not incident.evidence:
+    items = incident.items
+    if not items or not all(watch_evidence(e) for e in items):
         return Row.BEYOND_THE_WATCH.course, Row.BEYOND_THE_WATCH.says()
     if not reports:
-        metrics = {a.get("metric") for a in incident.alarms}
+        metrics = {a.metric for a in incident.alarms}
         row = Row.HANG_AMBIGUOUS if Metric.HANG in metrics else Row.STRAGGLER_ALONE
         return row.course, f"{row.evidence}: the watch's alarm alone names no rank"
     corroboration = _corroboration(_telemetry_signals(incident), incident.hardware)
@@ -128,51 +134,51 @@ def course_of(incident: Incident) -> tuple[Course, str]:
     return row.course, f"{row.evidence}: {reason}"
 
 
-def watch_evidence(item: dict[str, Any]) -> bool:
+def watch_evidence(item: Evidence) -> bool:
     """An evidence item only the training watch gives: its report or its alarm."""
-    if item.get("kind") == TriggerSource.REPORT:
-        return item.get("check") in _WATCH
-    if item.get("kind") == TriggerSource.ALARM:
-        return item.get("metric") in _WATCH_METRICS
+    if isinstance(item, ReportEvidence):
+        return item.watch
+    if isinstance(item, AlarmEvidence):
+        return item.metric in _WATCH_METRICS
     return False
 
 
-def report_row(report: dict[str, Any], hardware: Sequence[str] = ()) -> tuple[Row, str]:
+def report_row(report: ReportEvidence, hardware: Sequence[str] = ()) -> tuple[Row, str]:
     """The row one report evidence summary reads as for its instance, and why. A report that
     does not point at the instance (names it involved only, or is ambiguous:
     `SdcReport.points_at`) proposes nothing beyond a health check there, whatever its evidence
     reads as: it only joins the node's open incident, and nobody was asked about the node for
     it, so what it says of the node is a pod's word alone."""
     row, why = _report_row(report, hardware)
-    if row.proposes_recovery and (report.get("ambiguous") or report.get("role") == Role.INVOLVED):
+    if row.proposes_recovery and (report.ambiguous or report.role is Role.INVOLVED):
         return Row.NO_RANK_HERE, f"{Row.NO_RANK_HERE.says()} (it names the instance involved)"
     return row, why
 
 
-def _report_row(report: dict[str, Any], hardware: Sequence[str]) -> tuple[Row, str]:
-    ranks = set(report.get("ranks") or [])
-    check = report.get("check")
-    if check in (Check.HANG, Check.STRAGGLER):
+def _report_row(report: ReportEvidence, hardware: Sequence[str]) -> tuple[Row, str]:
+    ranks = set(report.ranks)
+    check = report.check
+    if report.watch:
         return assess_watch(report, hardware)
-    if check == Check.WEIGHTS:
-        suspects = report.get("weight_suspects")
+    if check is Check.WEIGHTS:
+        suspects = report.weight_suspects
         if suspects is None:
             return Row.WEIGHTS_NO_MAJORITY, Row.WEIGHTS_NO_MAJORITY.says()
         mine = sorted(ranks & set(suspects))
         if mine:
             return Row.WEIGHTS_MINORITY_HERE, Row.WEIGHTS_MINORITY_HERE.says(ranks=_ranks(mine))
         return Row.WEIGHTS_MINORITY_ELSEWHERE, Row.WEIGHTS_MINORITY_ELSEWHERE.says()
-    if check == Check.REDUCED_GRADIENT:
+    if check is Check.REDUCED_GRADIENT:
         return Row.REDUCED_GRADIENT, Row.REDUCED_GRADIENT.says()
 
-    culprits = sorted(ranks & set(report.get("culprits") or []))
+    culprits = sorted(ranks & set(report.culprits))
     if culprits:
         return Row.RING_CULPRIT, Row.RING_CULPRIT.says(ranks=_ranks(culprits))
-    by_verdict = [_verdict_row(v) for v in report.get("verdicts") or [] if v["suspect"] in ranks]
+    by_verdict = [_verdict_row(v) for v in report.verdicts if v.suspect in ranks]
     if by_verdict:
         return max(by_verdict, key=lambda item: item[0].advice.strength)
-    nonfinite = sorted(ranks & set(report.get("nonfinite") or []))
-    if nonfinite and not report.get("mismatched_pairs"):
+    nonfinite = sorted(ranks & set(report.nonfinite))
+    if nonfinite and not report.mismatched_pairs:
         row = Row.NONFINITE_WITHOUT_MISMATCH
         return row, row.says(ranks=_ranks(nonfinite))
     return Row.NO_RANK_HERE, Row.NO_RANK_HERE.says()
@@ -186,24 +192,22 @@ _VERDICT_ROWS: Final = {
 }
 
 
-def _verdict_row(verdict: dict[str, Any]) -> tuple[Row, str]:
-    row = _VERDICT_ROWS[VerdictKind(verdict["kind"])]
-    where = f"rank {verdict['suspect']} (pair {verdict['pair']}, third rank {verdict['third']})"
+def _verdict_row(verdict: VerdictEvidence) -> tuple[Row, str]:
+    row = _VERDICT_ROWS[verdict.kind]
+    where = f"rank {verdict.suspect} (pair {list(verdict.pair)}, third rank {verdict.third})"
     return row, row.says(where=where)
 
 
 def assess_hardware(
-    alerts: Sequence[dict[str, Any]], history: Sequence[str]
+    alerts: Sequence[HardwareEvidence], history: Sequence[str]
 ) -> tuple[Advice, list[str]]:
     """The advice the firing hardware alerts of an incident give alone, and why."""
-    rules = sorted({str(a.get("rule")) for a in alerts})
+    rules = sorted({str(a.rule) for a in alerts})
     reasons = [f"hardware alert: {', '.join(rules)} on the node's own counters"]
-    critical = sorted(
-        {str(a.get("rule")) for a in alerts if a.get("severity") == AlertSeverity.CRITICAL}
-    )
+    critical = sorted({str(a.rule) for a in alerts if a.severity is AlertSeverity.CRITICAL})
     starts: dict[str, set[str]] = {}
     for a in alerts:
-        starts.setdefault(str(a.get("rule")), set()).add(str(a.get("starts_at")))
+        starts.setdefault(str(a.rule), set()).add(a.starts_at)
     repeated = sorted(rule for rule, seen in starts.items() if len(seen) >= 2)
     if critical:
         row, reason = Row.HARDWARE_CRITICAL, Row.HARDWARE_CRITICAL.says(rules=", ".join(critical))
@@ -216,10 +220,10 @@ def assess_hardware(
     return row.advice, [*reasons, reason]
 
 
-def assess_sweep(failed: Sequence[dict[str, Any]]) -> tuple[Advice, list[str]]:
+def assess_sweep(failed: Sequence[SweepEvidence]) -> tuple[Advice, list[str]]:
     """The advice the failed sweep checks of an incident give, and why (`Row.SWEEP_FAILED`)."""
-    checks = sorted({str(c) for item in failed for c in item.get("checks") or []})
-    seen = "; ".join(sorted({str(item.get("message")) for item in failed if item.get("message")}))
+    checks = sorted({c for item in failed for c in item.checks})
+    seen = "; ".join(sorted({item.message for item in failed if item.message}))
     row = Row.SWEEP_FAILED
     return row.advice, [
         row.says(
@@ -229,7 +233,7 @@ def assess_sweep(failed: Sequence[dict[str, Any]]) -> tuple[Advice, list[str]]:
 
 
 def recommend(
-    reports: Sequence[dict[str, Any]],
+    reports: Sequence[ReportEvidence],
     health_result: str | None,
     history: Sequence[str] = (),
     *,
@@ -237,9 +241,9 @@ def recommend(
     rebooted: bool = False,
     unconfirmed: bool = False,
     telemetry: Sequence[str] = (),
-    alerts: Sequence[dict[str, Any]] = (),
+    alerts: Sequence[HardwareEvidence] = (),
     repeat: str | None = None,
-    sweeps: Sequence[dict[str, Any]] = (),
+    sweeps: Sequence[SweepEvidence] = (),
 ) -> Recommendation:
     """The advice for an incident from all its report evidence, the health check result,
     `history` (ids of past incidents of the same instance or GPU that count as history) and
@@ -285,7 +289,7 @@ def recommend(
     elif transient and history:
         adjust(
             Row.WATCH_REPEAT_WITH_HISTORY
-            if any(r.get("check") in _WATCH for r in reports)
+            if any(r.watch for r in reports)
             else Row.TRANSIENT_WITH_HISTORY,
             count=len(history),
             ids=", ".join(history[:5]),
@@ -305,13 +309,10 @@ def recommend(
     return Recommendation(advice, tuple(reasons))
 
 
-_WATCH: Final = (Check.HANG, Check.STRAGGLER)
-
-
-def _corroboration(telemetry: Sequence[str], alerts: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+def _corroboration(telemetry: Sequence[str], alerts: Sequence[HardwareEvidence]) -> tuple[str, ...]:
     """What corroborates a hang or a straggler (`assess_watch`'s `hardware`): the node's
     telemetry signals, then its firing hardware alerts."""
-    return (*telemetry, *(f"alert {a.get('rule')}" for a in alerts))
+    return (*telemetry, *(f"alert {a.rule}" for a in alerts))
 
 
 def _telemetry_signals(incident: Incident) -> tuple[str, ...]:

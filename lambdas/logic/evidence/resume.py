@@ -42,31 +42,10 @@ suspect window: nothing can be placed before it, so nothing is proposed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
+from sdc_remediation.lambdas.models.evidence import Resume
 from sdc_remediation.lambdas.models.report import ReportCheckpoint, SdcReport
 from trainer_emitter.contract import Check
-
-
-@dataclass(frozen=True, slots=True)
-class Resume:
-    checkpoint: ReportCheckpoint | None
-    """The checkpoint to resume from; None when no verified one before the window is known."""
-    before_step: int | None
-    """The first step of the suspect window (None: the report has no window)."""
-    unverified: tuple[int, ...] = ()
-    """Steps of checkpoints before the window that were skipped: their tags do not verify them."""
-    known: int = 0
-    """How many checkpoints the report named."""
-
-    def to_evidence(self) -> dict[str, Any]:
-        return {
-            "checkpoint": self.checkpoint.to_json() if self.checkpoint else None,
-            "before_step": self.before_step,
-            "unverified": list(self.unverified),
-            "known": self.known,
-        }
 
 
 def choose_resume(

@@ -16,7 +16,8 @@ from sdc_remediation.lambdas.logic.evidence.dcgm import (
     TOTAL_SUFFIX,
 )
 from sdc_remediation.lambdas.models.events import parse_time
-from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.evidence import AlarmEvidence, ReportEvidence
+from sdc_remediation.lambdas.models.incident import Incident
 from sdc_remediation.lambdas.models.settings import TelemetryWorkspace
 
 LOOKBACK: Final = timedelta(hours=1)
@@ -55,10 +56,7 @@ def target_of(incident: Incident) -> Target:
     if node and isinstance(node.node_name, str):
         names.append(node.node_name)
     else:
-        for report in incident.reports:
-            for suspect in report.get("suspects") or []:
-                if isinstance(suspect.get("node_name"), str):
-                    names.append(suspect["node_name"])
+        names += [s.node_name for r in incident.reports for s in r.suspects if s.node_name]
     return Target(
         instance_id=incident.instance_id,
         node_names=tuple(dict.fromkeys(n for n in names if n)),
@@ -86,16 +84,18 @@ def window_of(incident: Incident, now: datetime) -> Window:
 def evidence_times(incident: Incident) -> list[datetime]:
     """When each alarm changed state and each report was emitted (unreadable times left out)."""
     found = []
-    for item in incident.evidence:
+    for item in incident.items:
         # A report's time is when the pipeline received it (its emitted_at is the reporter's).
-        kind = item.get("kind")
-        raw = item.get("state_at") if kind == TriggerSource.ALARM else item.get("received_at")
-        raw = raw or (item.get("emitted_at") if kind == TriggerSource.REPORT else None)
-        if isinstance(raw, str):
-            try:
-                found.append(parse_time(raw, "evidence"))
-            except ValueError:
-                continue
+        if isinstance(item, AlarmEvidence):
+            raw = item.state_at
+        elif isinstance(item, ReportEvidence):
+            raw = item.order
+        else:
+            raw = item.received_at
+        try:
+            found.append(parse_time(raw, "evidence"))
+        except ValueError:
+            continue
     return found
 
 

@@ -11,9 +11,9 @@ notice) is finished, nothing is done twice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sdc_remediation.lambdas.logic.core.steps import Step, send_notice
 from sdc_remediation.lambdas.logic.evidence import summaries
@@ -22,8 +22,9 @@ from sdc_remediation.lambdas.logic.opening.execution import ensure_execution
 from sdc_remediation.lambdas.logic.safety import guard
 from sdc_remediation.lambdas.metric_names import PipelineMetric as M
 from sdc_remediation.lambdas.models.audit import AuditAction
+from sdc_remediation.lambdas.models.evidence import Evidence, TriggerSource
 from sdc_remediation.lambdas.models.guard import HoldKind
-from sdc_remediation.lambdas.models.incident import Incident, IncidentState, TriggerSource
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState
 from sdc_remediation.lambdas.models.notices import NoticeKind
 from sdc_remediation.lambdas.models.payloads import OpenAction, OpenIncidentResult
 from sdc_remediation.lambdas.models.report import SdcReport
@@ -43,7 +44,7 @@ class Trigger:
     """The alarm's state change, or the report's emission: the incident id's timestamp."""
     event_id: str
     source: TriggerSource
-    item: dict[str, Any]
+    item: Evidence
     """The evidence it brings."""
     report: SdcReport | None = None
     """The report of a report trigger (an alarm's stored reports come with its confirmed node,
@@ -74,7 +75,7 @@ def attach_held(step: Step, holder: str, trigger: Trigger) -> OpenIncidentResult
 
 
 def attach_items(
-    step: Step, holder: str, items: list[dict[str, Any]], event_id: str, kind: TriggerSource
+    step: Step, holder: str, items: Sequence[Evidence], event_id: str, kind: TriggerSource
 ) -> Incident:
     added: list[str] = []
 
@@ -86,7 +87,7 @@ def attach_items(
         changed.clear()
         for item in items:
             if summaries.add_evidence(incident, item):
-                added.append(item["key"])
+                added.append(item.key)
         again = rejudge(incident, at) if added else None
         if again is not None and not again.same_advice(incident.recommendation):
             incident.recommendation = again

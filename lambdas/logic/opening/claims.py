@@ -51,8 +51,9 @@ from sdc_remediation.lambdas.models.errors import (
     NodeNotFound,
     SdcError,
 )
+from sdc_remediation.lambdas.models.evidence import TriggerSource
 from sdc_remediation.lambdas.models.hyperpod import ClusterInfo, NodeInfo, NodeStatus, Orchestrator
-from sdc_remediation.lambdas.models.incident import Incident, TriggerSource
+from sdc_remediation.lambdas.models.incident import Incident
 from sdc_remediation.lambdas.models.kubernetes import LABEL_VALUE_RE
 from sdc_remediation.lambdas.models.report import SdcReport
 from sdc_remediation.lambdas.models.reporter_text import quoted
@@ -481,12 +482,12 @@ def reported(deps: Deps, incident: Incident, instance_ids: Sequence[str]) -> Sdc
     `instance_ids` that has it: read by its id, so however many reports named those nodes
     since, and whichever delivery of it the evidence came with, it is found. None when none
     has it (it expired)."""
-    for item in incident.evidence:
-        if item.get("kind") != TriggerSource.REPORT or not item.get("received_at"):
+    for item in incident.reports:
+        if not item.received_at:
             continue
         for instance_id in instance_ids:
             found = deps.reports.stored_report(
-                incident.cluster_name, instance_id, item["received_at"], str(item["report_id"])
+                incident.cluster_name, instance_id, item.received_at, item.report_id
             )
             if found is not None:
                 return found

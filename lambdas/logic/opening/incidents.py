@@ -44,9 +44,10 @@ from sdc_remediation.lambdas.metric_names import PipelineMetric as M
 from sdc_remediation.lambdas.models.audit import AuditAction
 from sdc_remediation.lambdas.models.claim import Claim, NodeClaim, Spends, Stage
 from sdc_remediation.lambdas.models.errors import ClaimNotConfirmed, SdcError
+from sdc_remediation.lambdas.models.evidence import TriggerSource
 from sdc_remediation.lambdas.models.guard import HoldKind
 from sdc_remediation.lambdas.models.hyperpod import ClusterInfo, NodeRecovery
-from sdc_remediation.lambdas.models.incident import Incident, IncidentState, Scope, TriggerSource
+from sdc_remediation.lambdas.models.incident import Incident, IncidentState, Scope
 from sdc_remediation.lambdas.models.payloads import OpenAction, OpenIncidentResult
 from sdc_remediation.lambdas.models.recommendation import Course
 from sdc_remediation.lambdas.models.reporter_text import clean_or_none
@@ -207,7 +208,7 @@ def _open_node(
 
 def _incident_id(step: Step, trigger: Trigger) -> str:
     return node_incident_id(
-        step.deps, trigger.cluster_name, trigger.instance_id, trigger.at, trigger.item["key"]
+        step.deps, trigger.cluster_name, trigger.instance_id, trigger.at, trigger.item.key
     )
 
 

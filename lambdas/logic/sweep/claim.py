@@ -11,31 +11,28 @@ the decision table's sweep row does (`sdc_remediation.lambdas.logic.evidence.rec
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sdc_remediation.lambdas.logic import intake
 from sdc_remediation.lambdas.logic.core.steps import Step
 from sdc_remediation.lambdas.logic.evidence.summaries import MAX_TEXT
 from sdc_remediation.lambdas.models.claim import Claim, NodeClaim
-from sdc_remediation.lambdas.models.incident import TriggerSource
+from sdc_remediation.lambdas.models.evidence import SweepEvidence, TriggerSource
 from sdc_remediation.lambdas.models.payloads import OpenAction, OpenIncidentResult
 from sdc_remediation.lambdas.models.reporter_text import clean_or_none
 from sdc_remediation.lambdas.models.sweep import CheckResult
 
 
-def sweep_evidence(cluster_name: str, result: CheckResult, received_at: str) -> dict[str, Any]:
+def sweep_evidence(cluster_name: str, result: CheckResult, received_at: str) -> SweepEvidence:
     """The failed check as the incident keeps it: one item per node and check start."""
-    return {
-        "kind": TriggerSource.SWEEP,
-        "key": f"sweep:{result.instance_id}:{result.started_at}",
-        "cluster_name": cluster_name,
-        "checks": list(result.checks),
-        "status": result.status,
-        "message": clean_or_none(result.message, MAX_TEXT),
-        "started_at": result.started_at,
-        "received_at": received_at,
-        "idle": True,
-    }
+    return SweepEvidence(
+        key=f"sweep:{result.instance_id}:{result.started_at}",
+        cluster_name=cluster_name,
+        checks=tuple(result.checks),
+        status=result.status,
+        message=clean_or_none(result.message, MAX_TEXT),
+        started_at=result.started_at,
+        received_at=received_at,
+    )
 
 
 def sweep_event_id(cluster_name: str, result: CheckResult) -> str:
@@ -43,14 +40,14 @@ def sweep_event_id(cluster_name: str, result: CheckResult) -> str:
     return f"sweep-{cluster_name}-{result.instance_id}-{result.started_at}"
 
 
-def of_sweep(cluster_name: str, instance_id: str, item: dict[str, Any], event_id: str) -> Claim:
+def of_sweep(cluster_name: str, instance_id: str, item: SweepEvidence, event_id: str) -> Claim:
     """A failed check of an idle sweep: `item` is the check's result as the incident keeps it
     (`sweep_evidence`). About the node itself: no job is named."""
     return Claim(
         source=TriggerSource.SWEEP,
         cluster_name=cluster_name,
         event_id=event_id,
-        at=datetime.fromisoformat(str(item["received_at"])),
+        at=datetime.fromisoformat(item.received_at),
         nodes=(NodeClaim(item, instance_id, metric=None),),
     )
 
