@@ -13,9 +13,10 @@ is read (not only under TYPE_CHECKING): `typing.get_type_hints` resolves them, o
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -42,26 +43,29 @@ def record_of(
 def read_record(cls: type[T], record: Mapping[str, Any]) -> T:
     """The dataclass `cls` a stored record describes (the module docstring)."""
     values = {}
-    for name, hint, has_default in _readers(cls):
+    for name, read, skips_none in _readers(cls):
         if name not in record:
             continue
         value = record[name]
-        if value is None and has_default and not _optional(hint):
+        if value is None and skips_none:
             continue
-        values[name] = _read(hint, value)
+        values[name] = read(value)
     return cls(**values)
 
 
-_READERS: dict[type, tuple[tuple[str, Any, bool], ...]] = {}
+_READERS: dict[type, tuple[tuple[str, Callable[[Any], Any], bool], ...]] = {}
 
 
-def _readers(cls: type) -> tuple[tuple[str, Any, bool], ...]:
-    """Each field's name, its annotation resolved (the models use `from __future__ import
-    annotations`), and whether it has a default; worked out once per class."""
+def _readers(cls: type) -> tuple[tuple[str, Callable[[Any], Any], bool], ...]:
+    """Each field's name, the reader of its annotation (resolved: the models use `from
+    __future__ import annotations`), and whether a stored None takes its default (it has one and
+    cannot be None); worked out once per class."""
     if cls not in _READERS:
         hints = typing.get_type_hints(cls)
-        fields = dataclasses.fields(cls)
-        _READERS[cls] = tuple((f.name, hints[f.name], _has_default(f)) for f in fields)
+        _READERS[cls] = tuple(
+            (f.name, _reader(hints[f.name]), _has_default(f) and not _optional(hints[f.name]))
+            for f in dataclasses.fields(cls)
+        )
     return _READERS[cls]
 
 
@@ -90,24 +94,44 @@ def _is_union(hint: Any) -> bool:
     return typing.get_origin(hint) in (typing.Union, types.UnionType)
 
 
-def _read(hint: Any, value: Any) -> Any:
+@functools.cache
+def _reader(hint: Any) -> Callable[[Any], Any]:
+    """What reads a stored value back as `hint` says, worked out once per annotation: a
+    dataclass by its `from_record` (one given already as that dataclass is kept), an enum by
+    value, a list as a tuple where the field is a tuple, the others as stored."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if _is_union(hint):
         kinds = [a for a in args if a is not type(None)]
-        return _read(kinds[0], value) if value is not None and len(kinds) == 1 else value
+        if len(kinds) != 1:
+            return _as_stored
+        inner = _reader(kinds[0])
+        return lambda value: value if value is None else inner(value)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        if isinstance(value, hint):
-            return value
-        from_record = getattr(hint, "from_record", None)
-        return from_record(value) if from_record else read_record(hint, value)
+        cls = hint
+        from_record = getattr(cls, "from_record", None)
+
+        def read_dataclass(value: Any) -> Any:
+            if isinstance(value, cls):
+                return value
+            return from_record(value) if from_record else read_record(cls, value)
+
+        return read_dataclass
     if isinstance(hint, type) and issubclass(hint, Enum):
-        return hint(value)
+        return hint
     if origin is tuple:
         if args[-1:] == (Ellipsis,):
-            return tuple(_read(args[0], v) for v in value)
-        return tuple(_read(a, v) for a, v in zip(args, value, strict=True))
+            each = _reader(args[0])
+            return lambda value: tuple(map(each, value))
+        readers = tuple(_reader(a) for a in args)
+        return lambda value: tuple(r(v) for r, v in zip(readers, value, strict=True))
     if origin is list:
-        return [_read(args[0], v) for v in value]
+        each = _reader(args[0])
+        return lambda value: list(map(each, value))
     if origin in (dict, Mapping):
-        return {k: _read(args[1], v) for k, v in value.items()}
+        each = _reader(args[1])
+        return lambda value: {k: each(v) for k, v in value.items()}
+    return _as_stored
+
+
+def _as_stored(value: Any) -> Any:
     return value

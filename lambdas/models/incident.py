@@ -124,8 +124,19 @@ class Incident:
     def items(self) -> list[Evidence]:
         """Its evidence, typed, in the order it was attached. A record of a kind this release
         does not know (a newer release wrote it, then was rolled back) stays on the record and
-        is left out here, as every reader left it out before evidence was typed."""
-        return [evidence_of(r) for r in self.evidence if r.get("kind") in KINDS]
+        is left out here, as every reader left it out before evidence was typed. Each record is
+        read once: a record is never changed once attached (`summaries.add_evidence` appends
+        new ones and removes whole ones), so its typed item is kept beside it, by identity."""
+        read: dict[int, tuple[dict[str, Any], Evidence]] = self.__dict__.setdefault("_read", {})
+        found = []
+        for record in self.evidence:
+            if record.get("kind") not in KINDS:
+                continue
+            known = read.get(id(record))
+            if known is None or known[0] is not record:
+                known = read[id(record)] = (record, evidence_of(record))
+            found.append(known[1])
+        return found
 
     @property
     def metrics(self) -> list[str]:
