@@ -359,8 +359,11 @@ def of_rate_held(held: Incident, report: SdcReport | None, freed_at: datetime) -
     source = item.kind
     if source is not TriggerSource.REPORT:
         report = None
-    hardware = item if isinstance(item, HardwareEvidence) else None
-    reported = item if isinstance(item, ReportEvidence) else None
+    node_name, metric = None, None
+    if isinstance(item, HardwareEvidence):
+        node_name, metric = item.node_name, item.rule.value
+    elif isinstance(item, ReportEvidence):
+        metric = next(iter(item.metrics), None)
     return Claim(
         source=source,
         cluster_name=held.cluster_name,
@@ -370,12 +373,8 @@ def of_rate_held(held: Incident, report: SdcReport | None, freed_at: datetime) -
             NodeClaim(
                 item,
                 held.instance_id,
-                node_name=hardware.node_name if hardware else None,
-                metric=hardware.rule
-                if hardware
-                else next(iter(reported.metrics), None)
-                if reported
-                else None,
+                node_name=node_name,
+                metric=metric,
             ),
         ),
         job=JobClaim.NAMED if report is not None else JobClaim.NONE,
