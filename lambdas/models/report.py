@@ -9,7 +9,7 @@ dropped and named in the report's errors, the report itself is kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -179,23 +179,23 @@ def parse_report(detail: Any) -> SdcReport:
         cluster_name=hyperpod_cluster_name(detail["cluster_name"], "detail.cluster_name"),
         job_name=detail["job_name"],
         namespace=detail["namespace"],
-        step=_nullable(int, detail["step"]),
+        step=whole_number(detail["step"]),
         check=_nullable(Check, detail["check"]),
         ambiguous=detail["ambiguous"],
         suspects=tuple(_suspect(item) for item in detail["suspects"]),
         instances=tuple(_instance(item) for item in detail["instances"]),
-        nonfinite=_ranks(detail["nonfinite"]),
+        nonfinite=whole_numbers(detail["nonfinite"]),
         mismatched_pairs=tuple(_pair(item) for item in detail["mismatched_pairs"]),
-        culprits=_ranks(detail["culprits"]),
+        culprits=whole_numbers(detail["culprits"]),
         verdicts=tuple(_verdict(item) for item in detail["verdicts"]),
-        weight_suspects=_nullable(_ranks, detail["weight_suspects"]),
+        weight_suspects=_nullable(whole_numbers, detail["weight_suspects"]),
         suspect_window=_nullable(_pair, detail["suspect_window"]),
-        last_audit_pass=_nullable(int, detail["last_audit_pass"]),
-        last_weight_check_pass=_nullable(int, detail["last_weight_check_pass"]),
+        last_audit_pass=whole_number(detail["last_audit_pass"]),
+        last_weight_check_pass=whole_number(detail["last_weight_check_pass"]),
         errors=tuple(detail["errors"]) + dropped,
         detail=detail,
         checkpoints=checkpoints,
-        tokens_per_step=_nullable(int, detail.get("tokens_per_step")),
+        tokens_per_step=whole_number(detail.get("tokens_per_step")),
         hang=detail.get("hang"),
         straggler=detail.get("straggler"),
     )
@@ -314,9 +314,15 @@ def _nullable(read: Callable[[Any], T], value: Any) -> T | None:
     return None if value is None else read(value)
 
 
-def _ranks(values: list[int | float]) -> tuple[int, ...]:
-    """Integers as the model holds them (JSON Schema counts 3.0 as an integer)."""
+def whole_numbers(values: Iterable[int | float]) -> tuple[int, ...]:
+    """Integers as the model holds them (JSON Schema counts 3.0 as an integer): what a summary
+    holds before it is stored reads as what DynamoDB gives back (3)."""
     return tuple(int(value) for value in values)
+
+
+def whole_number(value: int | float | None) -> int | None:
+    """An integer as the model holds it, or None (`whole_numbers`)."""
+    return None if value is None else int(value)
 
 
 def _pair(values: list[int | float]) -> tuple[int, int]:
@@ -328,7 +334,7 @@ def _instance(item: Mapping[str, Any]) -> ReportInstance:
     return ReportInstance(
         instance_id=item["instance_id"],
         metrics=tuple(Metric(m) for m in item["metrics"]),
-        ranks=_ranks(item["ranks"]),
+        ranks=whole_numbers(item["ranks"]),
         role=Role(item["role"]),
     )
 
@@ -348,8 +354,8 @@ def _suspect(item: Mapping[str, Any]) -> ReportSuspect:
 def _verdict(item: Mapping[str, Any]) -> Verdict:
     return Verdict(
         pair=_pair(item["pair"]),
-        third=_nullable(int, item["third"]),
-        suspect=_nullable(int, item["suspect"]),
+        third=whole_number(item["third"]),
+        suspect=whole_number(item["suspect"]),
         kind=VerdictKind(item["kind"]),
     )
 
@@ -374,8 +380,8 @@ def _checkpoints(
         kept.append(
             ReportCheckpoint(
                 step=int(item["step"]),
-                last_audit_pass=_nullable(int, item.get("last_audit_pass")),
-                last_weight_check_pass=_nullable(int, item.get("last_weight_check_pass")),
+                last_audit_pass=whole_number(item.get("last_audit_pass")),
+                last_weight_check_pass=whole_number(item.get("last_weight_check_pass")),
                 location=item.get("location"),
             )
         )

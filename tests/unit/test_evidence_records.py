@@ -144,3 +144,40 @@ def test_an_incident_holding_a_record_of_a_newer_kind_keeps_it_and_is_judged_on_
     assert record.evidence == [newer, known]
     assert [e.kind for e in record.items] == [TriggerSource.REPORT]
     assert record.reports[0].report_id == known["report_id"]
+
+
+def whole_numbers_as_floats(detail: dict[str, Any]) -> dict[str, Any]:
+    """The report's watch evidence with every integer written as a float (13.0): JSON Schema
+    counts 13.0 an integer, so the report is valid; DynamoDB gives it back as 13."""
+    hang, straggler = detail.get("hang"), detail.get("straggler")
+    if hang is not None:
+        for name in ("missing_ranks", "silent_ranks", "odd_stack_ranks"):
+            hang[name] = [float(rank) for rank in hang[name]]
+        hang["waiting_collective"]["seq"] = float(hang["waiting_collective"]["seq"])
+        for entry in hang["ranks"]:
+            entry["rank"] = float(entry["rank"])
+    if straggler is not None:
+        straggler["flagged"] = [float(rank) for rank in straggler["flagged"]]
+        for name in ("window_steps", "windows_required"):
+            straggler[name] = float(straggler[name])
+        for entry in straggler["scores"]:
+            entry["rank"], entry["consecutive"] = float(entry["rank"]), float(entry["consecutive"])
+    return detail
+
+
+def shown(record: dict[str, Any]) -> list[str]:
+    """The card's lines for an incident holding `record`."""
+    incident = Incident("sdc-1", "c", NODES[1], IncidentState.OPENED, "t", "t", evidence=[record])
+    return card_lines.report_lines(incident)
+
+
+@pytest.mark.parametrize("alarm", [hang_alarm(13), straggler_alarm(13)], ids=["hang", "straggler"])
+def test_a_watch_report_writing_its_integers_as_floats_shows_alike_before_and_after_storing(alarm):
+    # Given a watch report a pod wrote with its ranks, windows and sequence numbers as 13.0
+    event = report_event(alarm)
+    whole_numbers_as_floats(event["detail"])
+    built = report(event, NODES[1])
+    # When its summary is shown as built (a notice sent as the incident opens) and as stored
+    # Then both read alike: its integers are integers, as DynamoDB gives them back
+    assert shown(built.to_record()) == shown(stored(built))
+    assert evidence_of(stored(built)) == built

@@ -25,6 +25,7 @@ from sdc_remediation.lambdas.models.report import parse_report_event
 from sdc_remediation.lambdas.models.settings import IsolationConfig
 from tests.conftest import load_fixture
 from tests.unit.reports import NODES, REPORT_TIME, forged_event, report_event, suspect
+from tests.unit.test_evidence_records import whole_numbers_as_floats
 from tests.unit.test_hardware_intake import alert, sns_event
 from tests.unit.test_watch_course import throttled_answer, watch_world
 from tests.unit.test_watch_pipeline import RANK_MAP as WATCH_RANKS
@@ -910,3 +911,28 @@ def test_an_oversized_job_report_costs_the_table_calls_of_the_nodes_it_asks_abou
     few_nodes, many_nodes = add_nodes(few, 999)[:16], add_nodes(many, 999)
 
     assert store_calls(many, forged_event(many_nodes)) == store_calls(few, forged_event(few_nodes))
+
+
+# -- a watch report's integers written as floats ----------------------------------------------
+
+
+def straggler_notice(event: dict[str, Any]) -> str:
+    """The notice the intake sends for a straggler report alone (nothing corroborates it)."""
+    world = watch_world()
+    store(world, event)
+    (notice,) = world.notifier.published
+    return notice.message
+
+
+def test_a_straggler_report_writing_its_integers_as_floats_is_noticed_as_the_genuine_one():
+    # Given the straggler report the emitter sends, and the same report as a pod may write it:
+    # its ranks, window size and window counts as 13.0, 100.0, 1.0 (JSON Schema counts them
+    # integers, so it is valid)
+    genuine = report_event(straggler_alarm(13), report_id="straggler-0001")
+    floats = copy.deepcopy(genuine)
+    whole_numbers_as_floats(floats["detail"])
+    # When the intake records each
+    noticed = straggler_notice(floats)
+    # Then the notice reads as the genuine report's: not "unknown steps", not "rank 13.0"
+    assert noticed == straggler_notice(genuine)
+    assert "scored per window of 100 steps" in noticed.replace("\n        ", " ")

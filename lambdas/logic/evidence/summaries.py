@@ -35,7 +35,12 @@ from sdc_remediation.lambdas.models.evidence import (
 )
 from sdc_remediation.lambdas.models.hardware_alert import HardwareAlert
 from sdc_remediation.lambdas.models.incident import Incident
-from sdc_remediation.lambdas.models.report import ReportSuspect, SdcReport
+from sdc_remediation.lambdas.models.report import (
+    ReportSuspect,
+    SdcReport,
+    whole_number,
+    whole_numbers,
+)
 from sdc_remediation.lambdas.models.reporter_text import clean, clean_or_none
 
 T = TypeVar("T")
@@ -229,17 +234,20 @@ MAX_WATCH_INSTANCES = 16
 
 def _hang(hang: Mapping[str, Any]) -> HangEvidence:
     """What the decision table reads of a hang report (the stacks and every rank's scores stay
-    in the stored report): ranks and instances bounded, the collective's name cleaned."""
+    in the stored report): ranks and instances bounded, the collective's name cleaned, integers
+    as integers (`whole_numbers`: a pod may write rank 13 as 13.0)."""
     waiting = hang.get("waiting_collective")
     return HangEvidence(
         localised_instance=hang.get("localised_instance"),
         signals=tuple(hang.get("signals") or ()),
         named_instances=tuple(hang.get("named_instances") or ())[:MAX_WATCH_INSTANCES],
-        missing_ranks=tuple(hang.get("missing_ranks") or ())[:MAX_WATCH_RANKS],
-        silent_ranks=tuple(hang.get("silent_ranks") or ())[:MAX_WATCH_RANKS],
-        odd_stack_ranks=tuple(hang.get("odd_stack_ranks") or ())[:MAX_WATCH_RANKS],
+        missing_ranks=whole_numbers((hang.get("missing_ranks") or [])[:MAX_WATCH_RANKS]),
+        silent_ranks=whole_numbers((hang.get("silent_ranks") or [])[:MAX_WATCH_RANKS]),
+        odd_stack_ranks=whole_numbers((hang.get("odd_stack_ranks") or [])[:MAX_WATCH_RANKS]),
         waiting_collective=(
-            WaitingCollective(seq=waiting["seq"], name=clean_or_none(waiting.get("name"), MAX_NAME))
+            WaitingCollective(
+                seq=int(waiting["seq"]), name=clean_or_none(waiting.get("name"), MAX_NAME)
+            )
             if waiting
             else None
         ),
@@ -249,17 +257,20 @@ def _hang(hang: Mapping[str, Any]) -> HangEvidence:
 
 
 def _straggler(straggler: Mapping[str, Any]) -> StragglerEvidence:
-    """What the decision table reads of a straggler report: the flagged ranks' scores."""
-    flagged = tuple(straggler.get("flagged") or ())[:MAX_WATCH_RANKS]
+    """What the decision table reads of a straggler report: the flagged ranks' scores, integers
+    as integers (`whole_numbers`)."""
+    flagged = whole_numbers((straggler.get("flagged") or [])[:MAX_WATCH_RANKS])
     return StragglerEvidence(
         flagged=flagged,
         named_instances=tuple(straggler.get("named_instances") or ())[:MAX_WATCH_INSTANCES],
         threshold=straggler.get("threshold"),
-        windows_required=straggler.get("windows_required"),
-        window_steps=straggler.get("window_steps"),
+        windows_required=whole_number(straggler.get("windows_required")),
+        window_steps=whole_number(straggler.get("window_steps")),
         relative=tuple(
             RelativeScore(
-                rank=entry["rank"], score=entry.get("relative"), windows=entry.get("consecutive")
+                rank=int(entry["rank"]),
+                score=entry.get("relative"),
+                windows=whole_number(entry.get("consecutive")),
             )
             for entry in straggler.get("scores") or ()
             if entry["rank"] in flagged
@@ -277,7 +288,7 @@ def _stacks(hang: Mapping[str, Any]) -> tuple[RankStack, ...]:
     ranks first, then a peer), each frame cleaned: the card sets them side by side."""
     return tuple(
         RankStack(
-            rank=entry.get("rank"),
+            rank=whole_number(entry.get("rank")),
             stack=tuple(clean(frame, MAX_FRAME) for frame in entry["stack"][-MAX_STACK_FRAMES:]),
         )
         for entry in (hang.get("ranks") or [])[:MAX_STACK_RANKS]
