@@ -181,3 +181,22 @@ def test_a_watch_report_writing_its_integers_as_floats_shows_alike_before_and_af
     # Then both read alike: its integers are integers, as DynamoDB gives them back
     assert shown(built.to_record()) == shown(stored(built))
     assert evidence_of(stored(built)) == built
+
+
+def test_a_report_proposing_a_recovery_joins_an_incident_holding_a_record_of_a_newer_kind():
+    # Given an incident whose evidence holds a record a newer release wrote, of a kind this one
+    # does not know (the newer release was rolled back)
+    newer = {"kind": "rumour", "key": "rumour:1"}
+    incident = Incident("sdc-1", "c", INSTANCE, IncidentState.OPENED, "t", "t")
+    incident.evidence = [alarm("contributor_alarm").to_record(), newer]
+    culprit = report(load_fixture("events", "sdc_report"), INSTANCE)
+    assert report_row(culprit)[0].proposes_recovery
+    # When a report proposing a recovery arrives for it
+    attached = summaries.add_evidence(incident, culprit)
+    # Then it is attached beside the record it does not know, which stays
+    assert attached
+    assert [e["key"] for e in incident.evidence] == [
+        "alarm:" + incident.alarms[0].event_id,
+        "rumour:1",
+        culprit.key,
+    ]

@@ -19,6 +19,7 @@ from sdc_remediation.lambdas.logic.evidence.recommendation import report_row
 from sdc_remediation.lambdas.logic.evidence.resume import resume_of
 from sdc_remediation.lambdas.models.events import ContributorEvent
 from sdc_remediation.lambdas.models.evidence import (
+    KINDS,
     AlarmEvidence,
     Evidence,
     HangEvidence,
@@ -329,10 +330,15 @@ def _weaker_reports(incident: Incident, item: Evidence) -> list[dict[str, Any]]:
     and reports that propose nothing beyond a health check. Any pod can send reports naming a
     node, and put the datapoints its alarms fire on: forty reports naming it involved filled a
     genuine alarm's incident, and the culprit's own report was only counted, its replacement
-    never proposed."""
+    never proposed. A record of a kind this release does not know is never one of them (it
+    stays, as `Incident.items` leaves it out)."""
     if not isinstance(item, ReportEvidence) or not report_row(item)[0].proposes_recovery:
         return []
-    return [e for e in incident.evidence[1:] if _proposes_nothing(evidence_of(e))]
+    return [
+        e
+        for e in incident.evidence[1:]
+        if e.get("kind") in KINDS and _proposes_nothing(evidence_of(e))
+    ]
 
 
 def _proposes_nothing(item: Evidence) -> bool:
