@@ -122,11 +122,16 @@ class Incident:
 
     @property
     def items(self) -> list[Evidence]:
-        """Its evidence, typed, in the order it was attached. A record of a kind this release
-        does not know (a newer release wrote it, then was rolled back) stays on the record and
-        is left out here, as every reader left it out before evidence was typed. Each record is
-        read once: a record is never changed once attached (`summaries.add_evidence` appends
-        new ones and removes whole ones), so its typed item is kept beside it, by identity."""
+        """Its evidence, typed, in the order it was attached (`typed_records`)."""
+        return [item for _, item in self.typed_records()]
+
+    def typed_records(self) -> list[tuple[dict[str, Any], Evidence]]:
+        """Each evidence record with its typed item, in the order attached. A record of a kind
+        this release does not know (a newer release wrote it, then was rolled back) stays on
+        the record and is left out here, as every reader left it out before evidence was
+        typed. Each record is read once: a record is never changed once attached
+        (`summaries.add_evidence` appends new ones and removes whole ones), so its typed item
+        is kept beside it, by identity."""
         read: dict[int, tuple[dict[str, Any], Evidence]] = self.__dict__.setdefault("_read", {})
         found = []
         for record in self.evidence:
@@ -135,7 +140,7 @@ class Incident:
             known = read.get(id(record))
             if known is None or known[0] is not record:
                 known = read[id(record)] = (record, evidence_of(record))
-            found.append(known[1])
+            found.append(known)
         return found
 
     @property

@@ -19,7 +19,6 @@ from sdc_remediation.lambdas.logic.evidence.recommendation import report_row
 from sdc_remediation.lambdas.logic.evidence.resume import resume_of
 from sdc_remediation.lambdas.models.events import ContributorEvent
 from sdc_remediation.lambdas.models.evidence import (
-    KINDS,
     AlarmEvidence,
     Evidence,
     HangEvidence,
@@ -32,7 +31,6 @@ from sdc_remediation.lambdas.models.evidence import (
     SuspectEvidence,
     VerdictEvidence,
     WaitingCollective,
-    evidence_of,
 )
 from sdc_remediation.lambdas.models.hardware_alert import HardwareAlert
 from sdc_remediation.lambdas.models.incident import Incident
@@ -334,11 +332,8 @@ def _weaker_reports(incident: Incident, item: Evidence) -> list[dict[str, Any]]:
     stays, as `Incident.items` leaves it out)."""
     if not isinstance(item, ReportEvidence) or not report_row(item)[0].proposes_recovery:
         return []
-    return [
-        e
-        for e in incident.evidence[1:]
-        if e.get("kind") in KINDS and _proposes_nothing(evidence_of(e))
-    ]
+    first = incident.evidence[0] if incident.evidence else None
+    return [r for r, e in incident.typed_records() if r is not first and _proposes_nothing(e)]
 
 
 def _proposes_nothing(item: Evidence) -> bool:
