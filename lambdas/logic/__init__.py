@@ -19,7 +19,12 @@ How it is all put to people (cards, notices, chat) is `sdc_remediation.lambdas.w
 record only, and `core/` and `evidence/` import none of it.
 
 `STAGES` below is the map from each handler to the function it calls and the state-machine
-states that invoke it (a test holds it against the handlers and the synthesized definitions):
+states that invoke it (a test holds it against the handlers and the synthesized definitions),
+so a reader follows a trigger from its handler to its function, and an opened incident's
+execution from state to function, without opening the handlers or the state-machine
+definitions. An opened incident's remediation execution (`opening.execution`) calls
+`isolate_node` first (IsolateNode: the node is cordoned, or drained on Slurm, when its course
+says act), then the health check's, then asks for approval:
 
 | handler                | function                           | invoked by                      |
 |------------------------|------------------------------------|---------------------------------|

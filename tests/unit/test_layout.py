@@ -362,6 +362,24 @@ def test_the_stage_map_names_the_states_that_invoke_each_handler():
     assert {stage.handler: set(stage.states) for stage in STAGES if stage.states} == invoked_by
 
 
+def test_an_execution_first_calls_the_function_the_stage_map_says_it_calls_first():
+    # Given the remediation definition, and the map that says an execution isolates first
+    from sdc_remediation.infra.stack.definitions import remediation_definition
+    from sdc_remediation.infra.stack.settings import DeploymentSettings
+
+    arns = {stage.handler: f"arn:function:{stage.handler}" for stage in STAGES}
+    definition = remediation_definition(arns, DeploymentSettings.from_context({}), "arn:approval")
+    # When an execution runs from its start through the states that call no function
+    name = definition["StartAt"]
+    while "FunctionName" not in definition["States"][name].get("Parameters", {}):
+        name = definition["States"][name]["Next"]
+    # Then the first function it calls is the first the map names for a state, isolate_node
+    first = next(stage for stage in STAGES if stage.states)
+    assert (name, first.handler) == ("IsolateNode", "isolate_node")
+    assert name in first.states
+    assert definition["States"][name]["Parameters"]["FunctionName"] == arns[first.handler]
+
+
 def _reaches_the_tests(path: Path) -> list[str]:
     """The imports of `path` that name the tests' package (`tests` or one of its modules)."""
     found = []

@@ -1,4 +1,6 @@
-"""The remediation execution of an opened incident, started once.
+"""The remediation execution of an opened incident, started once: its first step isolates the
+node (IsolateNode, `sdc_remediation.lambdas.logic.isolation`; the stage map in
+`sdc_remediation.lambdas.logic` names what each of its states calls).
 
 The execution is named after the incident, so however often an event is delivered, one
 execution runs; the incident records its ARN.
