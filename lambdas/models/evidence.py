@@ -184,7 +184,7 @@ class RankStack:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HangEvidence:
+class HangSummary:
     """What the decision table and the card read of a hang report (the stacks and every rank's
     scores stay in the stored report)."""
 
@@ -212,7 +212,7 @@ class RelativeScore:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StragglerEvidence:
+class StragglerSummary:
     flagged: tuple[int, ...] = ()
     named_instances: tuple[str, ...] = ()
     threshold: float | None = None
@@ -251,8 +251,8 @@ class ReportEvidence(_Item):
     last_weight_check_pass: int | None = None
     resume: Resume | None = None
     errors: tuple[str, ...] = ()
-    hang: HangEvidence | None = None
-    straggler: StragglerEvidence | None = None
+    hang: HangSummary | None = None
+    straggler: StragglerSummary | None = None
     left_out: Mapping[str, int] = field(default_factory=dict)
     """Of each list cut to keep the item small, how many entries were left out."""
 

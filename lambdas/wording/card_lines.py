@@ -16,10 +16,10 @@ from typing import Any, Final
 from sdc_remediation.lambdas.models.approvals import ApprovalRecord, in_round
 from sdc_remediation.lambdas.models.deadline import DEFAULT_TIME_ZONE, ApprovalDeadline
 from sdc_remediation.lambdas.models.evidence import (
-    HangEvidence,
+    HangSummary,
     HardwareEvidence,
     ReportEvidence,
-    StragglerEvidence,
+    StragglerSummary,
 )
 from sdc_remediation.lambdas.models.hardware_alert import AlertStatus, HardwareRule
 from sdc_remediation.lambdas.models.health_check import (
@@ -693,7 +693,7 @@ def hang_step(step: Any) -> str:
     return f"step {step + 1} did not finish (the last step completed: {step})"
 
 
-def _hang_lines(report: ReportEvidence, hang: HangEvidence) -> list[str]:
+def _hang_lines(report: ReportEvidence, hang: HangSummary) -> list[str]:
     ranks = set(report.ranks)
     waiting = hang.waiting_collective
     collective = (
@@ -730,7 +730,7 @@ def _hang_lines(report: ReportEvidence, hang: HangEvidence) -> list[str]:
     return lines
 
 
-def _straggler_lines(report: ReportEvidence, straggler: StragglerEvidence) -> list[str]:
+def _straggler_lines(report: ReportEvidence, straggler: StragglerSummary) -> list[str]:
     threshold = straggler.threshold
     required = straggler.windows_required
     steps = straggler.window_steps

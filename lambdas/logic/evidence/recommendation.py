@@ -54,10 +54,10 @@ from sdc_remediation.lambdas.models.audit import AuditAction
 from sdc_remediation.lambdas.models.evidence import (
     AlarmEvidence,
     Evidence,
-    HangEvidence,
+    HangSummary,
     HardwareEvidence,
     ReportEvidence,
-    StragglerEvidence,
+    StragglerSummary,
     SweepEvidence,
     VerdictEvidence,
 )
@@ -84,7 +84,7 @@ def assess_watch(report: ReportEvidence, hardware: Sequence[str]) -> tuple[Row, 
     localised = report.role is Role.CULPRIT
     corroboration = f"hardware: {'; '.join(hardware[:3])}" if hardware else "no hardware signal"
     if report.check is Check.HANG:
-        hang = report.hang or HangEvidence()
+        hang = report.hang or HangSummary()
         named = hang.ranks_named(ranks)
         signals = [*hang.signals, *([HARDWARE_SIGNAL] if hardware else [])]
         where = f"rank {_ranks(named)}" if named else "no rank here"
@@ -99,7 +99,7 @@ def assess_watch(report: ReportEvidence, hardware: Sequence[str]) -> tuple[Row, 
             + "; "
             + OPERATOR_TIER
         )
-    straggler = report.straggler or StragglerEvidence()
+    straggler = report.straggler or StragglerSummary()
     flagged = sorted(ranks & set(straggler.flagged))
     what = (
         f"rank {_ranks(flagged)} below {straggler.threshold} for "

@@ -21,13 +21,13 @@ from sdc_remediation.lambdas.models.events import ContributorEvent
 from sdc_remediation.lambdas.models.evidence import (
     AlarmEvidence,
     Evidence,
-    HangEvidence,
+    HangSummary,
     HardwareEvidence,
     RankStack,
     RelativeScore,
     ReportEvidence,
     Resume,
-    StragglerEvidence,
+    StragglerSummary,
     SuspectEvidence,
     VerdictEvidence,
     WaitingCollective,
@@ -231,12 +231,12 @@ MAX_WATCH_RANKS = 64
 MAX_WATCH_INSTANCES = 16
 
 
-def _hang(hang: Mapping[str, Any]) -> HangEvidence:
+def _hang(hang: Mapping[str, Any]) -> HangSummary:
     """What the decision table reads of a hang report (the stacks and every rank's scores stay
     in the stored report): ranks and instances bounded, the collective's name cleaned, integers
     as integers (`whole_numbers`: a pod may write rank 13 as 13.0)."""
     waiting = hang.get("waiting_collective")
-    return HangEvidence(
+    return HangSummary(
         localised_instance=hang.get("localised_instance"),
         signals=tuple(hang.get("signals") or ()),
         named_instances=tuple(hang.get("named_instances") or ())[:MAX_WATCH_INSTANCES],
@@ -255,11 +255,11 @@ def _hang(hang: Mapping[str, Any]) -> HangEvidence:
     )
 
 
-def _straggler(straggler: Mapping[str, Any]) -> StragglerEvidence:
+def _straggler(straggler: Mapping[str, Any]) -> StragglerSummary:
     """What the decision table reads of a straggler report: the flagged ranks' scores, integers
     as integers (`whole_numbers`)."""
     flagged = whole_numbers((straggler.get("flagged") or [])[:MAX_WATCH_RANKS])
-    return StragglerEvidence(
+    return StragglerSummary(
         flagged=flagged,
         named_instances=tuple(straggler.get("named_instances") or ())[:MAX_WATCH_INSTANCES],
         threshold=straggler.get("threshold"),
