@@ -6,7 +6,9 @@ Pure: fake futures, fake clocks, a store in memory. The real jobs are tests/torc
 
 from __future__ import annotations
 
+import gc
 import json
+import sys
 from typing import Any, ClassVar
 
 import pytest
@@ -436,3 +438,31 @@ def test_a_collective_marked_completed_twice_counts_once():
 
     assert counter.counts() == {"0": (1, 1)}
     assert counter.seconds >= 0.0 and counter.completed == 1
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["collector on", "collector off"])
+def test_the_training_threads_stack_is_read_with_the_collector_paused_and_left_as_found(
+    monkeypatch, enabled
+):
+    # Given a watchdog, and the garbage collector as the job left it
+    clock = Clock()
+    dog, _ = watchdog(clock)
+    seen: list[bool] = []
+
+    def current_frames():
+        seen.append(gc.isenabled())
+        return {}
+
+    monkeypatch.setattr(sys, "_current_frames", current_frames)
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        # When the watchdog reads the training thread's stack for its state
+        dog.state()
+        after = gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    # Then no collection could start inside the read (on Python 3.11 one deadlocks the process
+    # when another thread exits meanwhile), and the collector is as the job left it
+    assert seen == [False]
+    assert after is enabled

@@ -28,6 +28,7 @@ one path for gloo and NCCL, per process group), else from the watch's own `Colle
 from __future__ import annotations
 
 import contextlib
+import gc
 import inspect
 import json
 import logging
@@ -38,6 +39,7 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from trainer_emitter.watch.localise import HangEvidence, RankState, localise
@@ -501,7 +503,7 @@ class HangWatchdog:
         return now - self._last_progress >= self.timeout
 
     def _stack(self) -> tuple[str, ...]:
-        frame = sys._current_frames().get(self._thread_id)
+        frame = thread_frame(self._thread_id)
         if frame is None:
             return ()
         return tuple(
@@ -558,3 +560,19 @@ class HangWatchdog:
             return False
         self.on_hang(verdict)
         return True
+
+
+def thread_frame(thread_id: int) -> FrameType | None:
+    """The innermost frame of thread `thread_id`, read from the watchdog's own thread, with the
+    garbage collector paused for the read (and left as it was found). On Python 3.11, a
+    collection starting inside `sys._current_frames` while another thread exits deadlocks the
+    whole process (CPython issue 106883; later releases pause the collector there themselves):
+    the watch that looks for hangs would make one."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return sys._current_frames().get(thread_id)
+    finally:
+        if paused:
+            gc.enable()
