@@ -146,9 +146,6 @@ class Resume:
     known: int = 0
     """How many checkpoints the report named."""
 
-    def to_record(self) -> dict[str, Any]:
-        return record_of(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SuspectEvidence:

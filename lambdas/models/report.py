@@ -75,14 +75,6 @@ class ReportCheckpoint:
     last_weight_check_pass: int | None = None
     location: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "last_audit_pass": self.last_audit_pass,
-            "last_weight_check_pass": self.last_weight_check_pass,
-            "location": self.location,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class SdcReport:
