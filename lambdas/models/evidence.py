@@ -48,6 +48,8 @@ class _Item:
     __slots__ = ()
     kind: ClassVar[TriggerSource]
     key: str
+    written_when_set: ClassVar[tuple[str, ...]] = ()
+    """Fields its record holds only when they are not None."""
 
     @property
     def trusted(self) -> bool:
@@ -55,7 +57,7 @@ class _Item:
         return self.kind.trusted
 
     def to_record(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, **record_of(self)}
+        return {"kind": self.kind.value, **record_of(self, omit_none=self.written_when_set)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,11 +75,14 @@ class AlarmEvidence(_Item):
     mute_rule_arn: str | None = None
     mute_window_start: str | None = None
     mute_window_end: str | None = None
-    """The alarm mute rule that muted it, when one did (the incident is held)."""
-
-    def to_record(self) -> dict[str, Any]:
-        mute = ("mute_rule", "mute_rule_arn", "mute_window_start", "mute_window_end")
-        return {"kind": self.kind.value, **record_of(self, omit_none=mute)}
+    """The alarm mute rule that muted it, when one did (the incident is held): the keys of
+    `MuteDetail.to_json`."""
+    written_when_set: ClassVar[tuple[str, ...]] = (
+        "mute_rule",
+        "mute_rule_arn",
+        "mute_window_start",
+        "mute_window_end",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,6 +229,7 @@ class ReportEvidence(_Item):
     instance (the whole report for a job-level incident: `role` None)."""
 
     kind: ClassVar[TriggerSource] = TriggerSource.REPORT
+    written_when_set: ClassVar[tuple[str, ...]] = ("hang", "straggler")
     key: str
     report_id: str = ""
     emitted_at: str = ""
@@ -252,9 +258,6 @@ class ReportEvidence(_Item):
     straggler: StragglerSummary | None = None
     left_out: Mapping[str, int] = field(default_factory=dict)
     """Of each list cut to keep the item small, how many entries were left out."""
-
-    def to_record(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, **record_of(self, omit_none=("hang", "straggler"))}
 
     @property
     def order(self) -> str:

@@ -69,7 +69,6 @@ the account, cannot crowd a node's hardware alert off its incident."""
 
 
 def alarm_evidence(alarm: ContributorEvent) -> AlarmEvidence:
-    mute = alarm.mute
     return AlarmEvidence(
         key=f"alarm:{alarm.event_id}",
         event_id=alarm.event_id,
@@ -77,10 +76,7 @@ def alarm_evidence(alarm: ContributorEvent) -> AlarmEvidence:
         metric=alarm.metric.value,
         state_at=alarm.state_timestamp,
         reason=alarm.reason[:MAX_REASON],
-        mute_rule=mute.rule_name if mute else None,
-        mute_rule_arn=mute.rule_arn if mute else None,
-        mute_window_start=mute.window_start.isoformat() if mute else None,
-        mute_window_end=mute.window_end.isoformat() if mute else None,
+        **(alarm.mute.to_json() if alarm.mute else {}),
     )
 
 
